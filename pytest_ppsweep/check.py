@@ -1,0 +1,82 @@
+"""Checks that read like pytest failures: what was expected, what was found, where.
+
+Each function returns the list of problems (empty when fine) so tests can ``assert not problems``
+and show every problem at once, and so the same checks feed the report's verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_ppsweep.bench import RoundResult
+from pytest_ppsweep.logscan import Finding
+from pytest_ppsweep.matrix import Config
+from pytest_ppsweep.probe import Topology
+
+
+def topology_problems(
+    config: Config, server: Mapping[str, Any], topo: Topology, nnodes: int
+) -> list[str]:
+    """Compare what the server reports with what the matrix asked for."""
+    problems = []
+    for name, want, got in (
+        ("pp_size", config.pp, topo.pp),
+        ("tp_size", config.tp, topo.tp),
+        ("ep_size", config.ep, topo.ep),
+        ("nnodes", nnodes, topo.nnodes),
+    ):
+        if got != want:
+            problems.append(f"{config.id}: server reports {name}={got}, the matrix asks {want}")
+    for name, got in (
+        ("moe_runner_backend", topo.moe_runner_backend),
+        ("moe_a2a_backend", topo.moe_a2a_backend),
+    ):
+        want = server.get(name)
+        # SGLang keeps "auto" when nothing was asked (contract §1.3): accept it only then.
+        if want is not None and got != want:
+            problems.append(f"{config.id}: server reports {name}={got!r}, the matrix asks {want!r}")
+    mbs = topo.pp_max_micro_batch_size
+    asked = server.get("pp_max_micro_batch_size")
+    if mbs is None or mbs < 1:
+        problems.append(
+            f"{config.id}: no effective pp_max_micro_batch_size in internal_states (found {mbs!r})"
+        )
+    elif asked is not None and mbs != asked:
+        problems.append(
+            f"{config.id}: effective pp_max_micro_batch_size={mbs}, the matrix asks {asked}"
+        )
+    elif asked is None and topo.max_running_requests:
+        expected = max(topo.max_running_requests // config.pp, 1)
+        if mbs != expected:
+            problems.append(
+                f"{config.id}: effective pp_max_micro_batch_size={mbs}, SGLang's default "
+                f"max(max_running_requests // pp, 1) gives {expected}"
+            )
+    return problems
+
+
+def completion_problems(config_id: str, concurrency: int, rounds: Sequence[RoundResult]) -> list[str]:
+    """The N/N rule: every repeat completed every request with zero errors."""
+    problems = []
+    for i, r in enumerate(rounds, start=1):
+        if r.completed != r.num_requests or r.failed:
+            reasons = ", ".join(f"{k} ×{v}" for k, v in sorted(r.errors.items())) or "none given"
+            problems.append(
+                f"{config_id} C={concurrency} repeat {i}: {r.completed}/{r.num_requests} "
+                f"completed, {r.failed} failed ({reasons})"
+            )
+        if r.peak_concurrency > concurrency:
+            problems.append(
+                f"{config_id} C={concurrency} repeat {i}: {r.peak_concurrency} requests in "
+                f"flight, more than C"
+            )
+    return problems
+
+
+def log_problems(findings: Sequence[Finding], limit: int = 40) -> list[str]:
+    """Every fatal line, with file and line number."""
+    shown = [str(f) for f in findings[:limit]]
+    if len(findings) > limit:
+        shown.append(f"... and {len(findings) - limit} more")
+    return shown

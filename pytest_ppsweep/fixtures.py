@@ -1,0 +1,64 @@
+"""Fixtures of the sweep: one booted service per configuration, shared by its tests.
+
+``ppsweep_config`` is parametrised (session scope) by the plugin with one value per layout, so
+``ppsweep_service`` boots each layout once, its tests run, and it is torn down before the next
+layout boots. ``concurrency`` is a function-level parameter (``c8``, ``c16``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from pytest_ppsweep.matrix import Config
+from pytest_ppsweep.readiness import BootFailed
+from pytest_ppsweep.state import RUN_KEY
+from pytest_ppsweep.sweeprun import Booted, SweepRun
+
+
+@pytest.fixture(scope="session")
+def ppsweep(request: pytest.FixtureRequest) -> SweepRun:
+    """The run of the sweep: matrix, cluster, run folder, and the boot/measure steps."""
+    run = request.config.stash.get(RUN_KEY, None)
+    if run is None:
+        raise pytest.UsageError(
+            "no sweep file: pass --ppsweep-matrix PATH or run pytest on a folder that holds "
+            "ppsweep.toml (e.g. `pytest test_matrix`)"
+        )
+    return run
+
+
+@pytest.fixture(scope="session")
+def ppsweep_config(request: pytest.FixtureRequest, ppsweep: SweepRun) -> Config:
+    """The layout under test (parametrised by the plugin, one value per configuration)."""
+    config_id = getattr(request, "param", None)
+    if config_id is None:
+        raise pytest.UsageError("ppsweep_config is parametrised by the ppsweep plugin only")
+    return ppsweep.sweep.config(str(config_id))
+
+
+@pytest.fixture(scope="session")
+def ppsweep_service(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[Booted]:
+    """The layout booted on every node and healthy; stopped after its last test.
+
+    A boot failure fails every test of this layout with the reason and the log tails; the
+    sweep goes on with the next layout.
+    """
+    try:
+        booted = ppsweep.boot(ppsweep_config)
+    except BootFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+    try:
+        yield booted
+    finally:
+        ppsweep.teardown(booted)
+
+
+@pytest.fixture
+def concurrency(request: pytest.FixtureRequest) -> int:
+    """Requests in flight for this benchmark test (parametrised by the plugin: c8, c16, …)."""
+    value = getattr(request, "param", None)
+    if value is None:
+        raise pytest.UsageError("concurrency is parametrised by the ppsweep plugin only")
+    return int(value)

@@ -1,0 +1,112 @@
+"""GPU memory snapshots through ``nvidia-smi`` and the parser of its CSV output.
+
+The plugin asks every node for ``--query-gpu=index,memory.used,memory.total`` at four moments
+(before boot, healthy, after the benchmark, after cleanup). The parser accepts the real formats
+(with or without header, with or without units), as captured on an H200.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+QUERY_FIELDS = ("index", "name", "memory.used", "memory.total")
+QUERY_ARGS = (f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits")
+MOMENTS = ("before", "healthy", "after", "cleaned")
+
+
+class SmiParseError(ValueError):
+    """nvidia-smi printed something that is not the CSV we asked for."""
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """One GPU's memory at one moment, in MiB."""
+
+    node: str
+    index: int
+    name: str
+    used_mib: int
+    total_mib: int
+
+    @property
+    def headroom_mib(self) -> int:
+        return self.total_mib - self.used_mib
+
+
+def _mib(value: str, where: str) -> int:
+    text = value.strip().removesuffix("MiB").strip()
+    try:
+        return int(float(text))
+    except ValueError:
+        raise SmiParseError(f"{where}: expected a MiB value, found {value!r}") from None
+
+
+def parse_query_gpu(text: str, node: str, fields: Iterable[str] = QUERY_FIELDS) -> list[GpuMemory]:
+    """Parse ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` output."""
+    rows = [r for r in csv.reader(io.StringIO(text), skipinitialspace=True) if r]
+    if not rows:
+        raise SmiParseError(f"{node}: nvidia-smi printed nothing")
+    names = list(fields)
+    if rows[0] and rows[0][0].strip() == "index":
+        # Header present: take the column order from it ("memory.used [MiB]" → "memory.used").
+        names = [h.split(" [")[0].strip() for h in rows[0]]
+        rows = rows[1:]
+    need = ("index", "memory.used", "memory.total")
+    missing = [n for n in need if n not in names]
+    if missing:
+        raise SmiParseError(f"{node}: nvidia-smi columns {names} lack {missing}")
+    out: list[GpuMemory] = []
+    for row in rows:
+        if len(row) != len(names):
+            raise SmiParseError(f"{node}: expected {len(names)} columns, found {row!r}")
+        col = dict(zip(names, (c.strip() for c in row), strict=True))
+        where = f"{node} GPU {col['index']}"
+        try:
+            index = int(col["index"])
+        except ValueError:
+            raise SmiParseError(f"{node}: expected a GPU index, found {col['index']!r}") from None
+        out.append(
+            GpuMemory(
+                node=node,
+                index=index,
+                name=col.get("name", ""),
+                used_mib=_mib(col["memory.used"], where),
+                total_mib=_mib(col["memory.total"], where),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class WorstRank:
+    """The GPU with the highest memory use across all nodes at one moment."""
+
+    node: str
+    index: int
+    used_mib: int
+    total_mib: int
+
+    @property
+    def headroom_mib(self) -> int:
+        return self.total_mib - self.used_mib
+
+
+def worst_rank(gpus: Iterable[GpuMemory]) -> WorstRank | None:
+    """The most loaded GPU (seed §8: the worst rank decides whether a layout fits)."""
+    top = max(gpus, key=lambda g: (g.used_mib, -g.index), default=None)
+    if top is None:
+        return None
+    return WorstRank(top.node, top.index, top.used_mib, top.total_mib)
+
+
+def not_released(before: Iterable[GpuMemory], cleaned: Iterable[GpuMemory], slack_mib: int = 512) -> list[str]:
+    """GPUs whose memory after cleanup is above its before-boot level (a leftover process)."""
+    base = {(g.node, g.index): g.used_mib for g in before}
+    return [
+        f"{g.node} GPU {g.index}: {g.used_mib} MiB after cleanup vs {base[(g.node, g.index)]} MiB before"
+        for g in cleaned
+        if (g.node, g.index) in base and g.used_mib > base[(g.node, g.index)] + slack_mib
+    ]

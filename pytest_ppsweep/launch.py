@@ -1,0 +1,212 @@
+"""Launch one configuration: one rank process per node, and stop all of them.
+
+A :class:`Service` is a context manager usable without pytest (testcontainers' habit): entering
+starts every rank and waits until the service is ready; leaving always stops every rank, also
+when the boot failed half-way. Every live rank is also held in a module registry so that a
+Ctrl-C, a SIGTERM or an interpreter exit stops what is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import shlex
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pytest_ppsweep.hosts import LocalHost, LocalProcess
+from pytest_ppsweep.logscan import Finding, LogScanner, tail
+from pytest_ppsweep.matrix import Cluster, Config, Sweep
+from pytest_ppsweep.probe import redact
+from pytest_ppsweep.readiness import BootFailed, wait_until_ready
+
+__all__ = ["BootFailed", "RankSpec", "Service", "rank_specs", "server_flags", "stop_all"]
+
+_LIVE: set[LocalProcess] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """Stop every rank still running (Ctrl-C, SIGTERM, interpreter exit)."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+        _LIVE.clear()
+    for proc in procs:
+        proc.stop(grace_s=2.0)
+
+
+atexit.register(stop_all)
+
+
+def server_flags(server: Mapping[str, Any]) -> list[str]:
+    """``{"disable_radix_cache": True, "chunked_prefill_size": 8192}`` → CLI flags."""
+    flags: list[str] = []
+    for key, value in server.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            continue
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """How one node's rank is started: its host, argv and environment."""
+
+    node_rank: int
+    host: str
+    address: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def command_line(self) -> str:
+        """The equivalent shell command, secrets redacted (evidence for service/)."""
+        env = " ".join(
+            f"{k}={shlex.quote(str(redact({k: v})[k]))}" for k, v in sorted(self.env.items())
+        )
+        return redact(f"env {env} {shlex.join(self.argv)}".strip())  # type: ignore[no-any-return]
+
+
+def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]:
+    """The argv and environment of every node's rank for ``config`` on ``cluster``."""
+    python = cluster.python or sys.executable
+    head = cluster.rank0()
+    server = {**sweep.server, **config.server}
+    env = {**sweep.env, **cluster.env, **config.env}
+    specs = []
+    for rank, host in enumerate(cluster.hosts):
+        argv = [
+            python, "-m", cluster.server_module,
+            "--model-path", sweep.model_path,
+            "--tp-size", str(config.tp),
+            "--pp-size", str(config.pp),
+            "--ep-size", str(config.ep),
+            "--nnodes", str(len(cluster.hosts)),
+            "--node-rank", str(rank),
+            "--dist-init-addr", f"{head.address}:{cluster.dist_init_port}",
+            # Every rank binds its node address so each health port is reachable (contract §1.1).
+            "--host", host.address,
+            "--port", str(cluster.port),
+            *server_flags(server),
+        ]
+        specs.append(RankSpec(rank, host.name, host.address, tuple(argv), env))
+    return specs
+
+
+class Service:
+    """A booted configuration: every rank running, rank 0 serving."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        cluster: Cluster,
+        config: Config,
+        log_dir: Path,
+        progress: Callable[[str], None] = lambda _msg: None,
+        scanner: LogScanner | None = None,
+    ) -> None:
+        self.sweep = sweep
+        self.cluster = cluster
+        self.config = config
+        self.log_dir = log_dir
+        self.specs = rank_specs(sweep, cluster, config)
+        self.progress = progress
+        self.scanner = scanner or LogScanner(sweep.fatal_patterns)
+        self.procs: list[LocalProcess] = []
+        self.boot_s: float | None = None
+        self.boot_error: str | None = None
+        if cluster.kind != "local":
+            raise NotImplementedError(
+                f"cluster {cluster.name!r}: kind {cluster.kind!r} has no launcher in this version"
+            )
+
+    @property
+    def base_url(self) -> str:
+        return self.url(0)
+
+    def url(self, node_rank: int) -> str:
+        return f"http://{self.specs[node_rank].address}:{self.cluster.port}"
+
+    def log_path(self, node_rank: int) -> Path:
+        return self.log_dir / f"node{node_rank}.log"
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return [self.log_path(s.node_rank) for s in self.specs]
+
+    def write_commands(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        lines = [f"# node{s.node_rank} ({s.host})\n{s.command_line()}\n" for s in self.specs]
+        (self.log_dir / "launch.sh").write_text("".join(lines), encoding="utf-8")
+
+    def start(self) -> None:
+        """Start every rank (rank 0 first, it hosts the rendezvous)."""
+        self.write_commands()
+        for spec in self.specs:
+            host = LocalHost(spec.host, spec.address)
+            proc = host.spawn(spec.argv, spec.env, self.log_path(spec.node_rank))
+            with _LIVE_LOCK:
+                _LIVE.add(proc)
+            self.procs.append(proc)
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Block until rank 0 and every other rank answer /health 200; returns boot seconds."""
+        self.boot_s = wait_until_ready(self, timeout_s)
+        return self.boot_s
+
+    def exited(self) -> list[tuple[int, int]]:
+        """(node rank, exit code) of every rank process that has ended."""
+        return [(i, rc) for i, p in enumerate(self.procs) if (rc := p.poll()) is not None]
+
+    def findings(self) -> list[Finding]:
+        """Fatal lines in every node's log so far."""
+        out: list[Finding] = []
+        for path in self.log_paths:
+            if path.exists():
+                out += self.scanner.scan_file(path)
+        return out
+
+    def log_tail(self, lines: int = 25) -> str:
+        parts = []
+        for path in self.log_paths:
+            parts.append(f"--- {path.name} (last {lines} lines) ---\n{tail(path, lines)}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Stop every rank of this service (idempotent)."""
+        for proc in self.procs:
+            proc.stop()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+
+    def __enter__(self) -> Service:
+        start = time.monotonic()
+        try:
+            self.start()
+            self.wait_ready(self.sweep.boot_timeout_s)
+        except BaseException as exc:
+            self.boot_error = str(exc)
+            self.boot_s = time.monotonic() - start
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def describe(specs: Sequence[RankSpec]) -> str:
+    return ", ".join(f"node{s.node_rank}={s.address}" for s in specs)

@@ -1,0 +1,105 @@
+"""Fatal patterns in service logs: CUDA OOM, Traceback, NCCL/Gloo/RDMA failures, watchdog…
+
+The strings come from SGLang's and PyTorch's own messages (docs: SGLang contract §3.6). The scan
+is used twice: while a service boots (fail fast at the first fatal line) and as a test after the
+benchmark (every node's log must be free of them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
+    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
+                 r"|Not enough memory\. Please try to increase|(Prefill|Decode) out of memory"),
+    ("traceback", r"Traceback \(most recent call last\)"),
+    ("nccl", r"NCCL error|nccl(Internal|System|Remote|UnhandledCuda|InvalidUsage)Error"
+             r"|DistBackendError|NCCL WARN .*(fail|error|Error)"
+             r"|Watchdog caught collective operation timeout"),
+    ("gloo", r"Gloo connectFullMesh failed|gloo/transport/\S+\].*(closed|error|timed out)"),
+    ("rdma", r"\bibv_\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
+    ("watchdog", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
+    ("engine", r"scheduler is dead|Initialization failed|Received sigquit|SIGQUIT received"
+               r"|Capture cuda graph failed|custom_all_reduce\.cuh|Health check failed"),
+    ("connection-refused", r"Connection refused|ConnectionRefusedError"),
+    # Last: the generic error lines, so a specific kind above wins.
+    ("exception", r"hit an exception|^\s*(RuntimeError|ValueError|AssertionError|KeyError)\b"),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One fatal line: which pattern, which file, which line number (1-based)."""
+
+    kind: str
+    source: str
+    line_no: int
+    line: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line_no}: [{self.kind}] {self.line}"
+
+
+class LogScanner:
+    """Matches lines against the fatal patterns (plus any the sweep file adds)."""
+
+    def __init__(self, extra: Sequence[str] = ()) -> None:
+        pats = list(FATAL_PATTERNS) + [(f"custom-{i}", p) for i, p in enumerate(extra)]
+        self._patterns = [(kind, re.compile(p)) for kind, p in pats]
+
+    def match(self, line: str) -> str | None:
+        for kind, rx in self._patterns:
+            if rx.search(line):
+                return kind
+        return None
+
+    def scan(self, lines: Iterable[str], source: str, first_line_no: int = 1) -> list[Finding]:
+        out = []
+        for n, line in enumerate(lines, start=first_line_no):
+            kind = self.match(line)
+            if kind:
+                out.append(Finding(kind, source, n, line.rstrip("\n")))
+        return out
+
+    def scan_file(self, path: Path) -> list[Finding]:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            return self.scan(fh, str(path))
+
+
+class LogFollower:
+    """Reads what a growing log file gained since the last call (for the boot watch)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._line_no = 0
+        self._partial = ""
+
+    def new_lines(self) -> tuple[int, list[str]]:
+        """Complete lines added since the last call, with the number of the first one."""
+        try:
+            with self.path.open("rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return self._line_no + 1, []
+        self._offset += len(data)
+        text = self._partial + data.decode("utf-8", errors="replace")
+        lines = text.split("\n")
+        self._partial = lines.pop()
+        first = self._line_no + 1
+        self._line_no += len(lines)
+        return first, lines
+
+
+def tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log, for failure messages."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            content = fh.readlines()
+    except FileNotFoundError:
+        return f"({path} does not exist)"
+    return "".join(content[-lines:])

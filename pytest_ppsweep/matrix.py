@@ -1,0 +1,375 @@
+"""Parse and validate a sweep file (``test_matrix/ppsweep.toml``) into frozen objects.
+
+Everything a user can get wrong in the file is caught here, before anything is launched, and
+reported as a :class:`MatrixError` that names the file, the key, what was expected and what was
+found. The plugin turns it into ``pytest.UsageError``.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_ppsweep.matrix_schema import (
+    CLUSTER_KEYS,
+    CONFIG_KEYS,
+    HOST_KEYS,
+    MatrixError,
+    PLUGIN_OWNED_FLAGS,
+    SWEEP_KEYS,
+    TOP_KEYS,
+    WORKLOAD_KEYS,
+    Reader,
+)
+
+
+@dataclass(frozen=True)
+class Host:
+    """One node of a cluster: the address its rank binds and is reached at."""
+
+    address: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Where configurations run: the nodes, how to reach them and how a rank is started."""
+
+    name: str
+    kind: str  # "local" (subprocess on this machine) or "ssh"
+    launcher: str  # "process" or "docker"
+    hosts: tuple[Host, ...]
+    gpus_per_node: int
+    server_module: str
+    port: int
+    dist_init_port: int
+    nvidia_smi: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    python: str = ""  # empty: this interpreter (local clusters)
+    ssh_user: str = "root"
+    ssh_key: str = ""
+    known_hosts: str = ""
+    verify_host_keys: bool = True
+    sudo_password_file: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return len(self.hosts) * self.gpus_per_node
+
+    def rank0(self) -> Host:
+        return self.hosts[0]
+
+
+@dataclass(frozen=True)
+class Config:
+    """One PP/TP/EP layout: a test case."""
+
+    pp: int
+    tp: int
+    ep: int
+    server: Mapping[str, Any] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    order: int = 0
+
+    @property
+    def id(self) -> str:
+        return f"pp{self.pp}-tp{self.tp}-ep{self.ep}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.pp} / {self.tp} / {self.ep}"
+
+    def matches(self, selector: str) -> bool:
+        """Exact selection: the full id, ``ppN`` or ``ppN-tpM`` (never a substring)."""
+        parts = self.id.split("-")
+        return selector in (self.id, parts[0], "-".join(parts[:2]))
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The prefill benchmark every configuration runs."""
+
+    dataset: str
+    input_len: int
+    output_len: int
+    range_ratio: float
+    concurrency: tuple[int, ...]
+    num_requests: int
+    repeats: int
+    seed: int
+    vocab_size: int
+    warmup_requests: int
+    api: str
+    request_timeout_s: float
+    round_timeout_s: float
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A whole sweep file, validated."""
+
+    path: Path
+    name: str
+    image: str
+    model_path: str
+    baseline: str  # a config id
+    default_cluster: str
+    devices: tuple[str, ...]
+    server: Mapping[str, Any]
+    env: Mapping[str, str]
+    configs: tuple[Config, ...]
+    workload: Workload
+    clusters: Mapping[str, Cluster]
+    boot_timeout_s: float
+    spread_threshold: float
+    min_repeats: int
+    fatal_patterns: tuple[str, ...]
+
+    def cluster(self, name: str | None) -> Cluster:
+        chosen = name or self.default_cluster
+        if chosen not in self.clusters:
+            raise MatrixError(
+                f"{self.path}: unknown cluster {chosen!r}; expected one of "
+                f"{', '.join(sorted(self.clusters))}"
+            )
+        return self.clusters[chosen]
+
+    def config(self, config_id: str) -> Config:
+        return next(c for c in self.configs if c.id == config_id)
+
+
+def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sweep:
+    """Read and validate ``path``; ``cluster`` checks the layouts against that cluster's GPUs."""
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise MatrixError(f"{path}: sweep file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise MatrixError(f"{path}: not valid TOML: {exc}") from None
+    sweep = _build(Reader(path, raw, ""), path)
+    if image:
+        sweep = _replace_image(sweep, image)
+    _check_against_cluster(sweep, sweep.cluster(cluster))
+    return sweep
+
+
+def _replace_image(sweep: Sweep, image: str) -> Sweep:
+    return replace(sweep, image=image)
+
+
+def _build(top: Reader, path: Path) -> Sweep:
+    top.only(TOP_KEYS)
+    sw = top.table("sweep", required=True)
+    sw.only(SWEEP_KEYS)
+    server = _server_table(top.table("server"), "server")
+    env = top.table("env").str_map()
+    clusters = _clusters(top)
+    workload = _workload(top.table("workload", required=True))
+    ep_cap = sw.int("ep_cap", default=0, minimum=1)
+    configs = _configs(top, ep_cap)
+    baseline_sel = sw.str("baseline", default=configs[0].id)
+    base = [c for c in configs if c.matches(baseline_sel)]
+    if len(base) != 1:
+        raise MatrixError(
+            f"{path}: key 'sweep.baseline': expected the id of one configuration in the sweep "
+            f"({', '.join(c.id for c in configs)}), found {baseline_sel!r}"
+        )
+    default_cluster = sw.str("cluster", default=next(iter(clusters)))
+    if default_cluster not in clusters:
+        raise MatrixError(
+            f"{path}: key 'sweep.cluster': expected one of {', '.join(clusters)}, "
+            f"found {default_cluster!r}"
+        )
+    return Sweep(
+        path=path,
+        name=sw.str("name", default=path.stem),
+        image=sw.str("image", default=""),
+        model_path=sw.str("model_path", required=True),
+        baseline=base[0].id,
+        default_cluster=default_cluster,
+        devices=tuple(sw.str_list("devices", default=[])),
+        server=server,
+        env=env,
+        configs=configs,
+        workload=workload,
+        clusters=clusters,
+        boot_timeout_s=sw.float("boot_timeout_s", default=1800.0, minimum=0.001),
+        spread_threshold=sw.float("spread_threshold", default=0.02, minimum=0.0),
+        min_repeats=sw.int("min_repeats", default=workload.repeats, minimum=1),
+        fatal_patterns=tuple(sw.str_list("fatal_patterns", default=[])),
+    )
+
+
+def _server_table(tab: Reader, where: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tab.items():
+        if key in PLUGIN_OWNED_FLAGS:
+            raise MatrixError(
+                f"{tab.path}: key '{where}.{key}': set by the plugin from the layout and the "
+                f"cluster; remove it (found {value!r})"
+            )
+        if not isinstance(value, (str, int, float, bool)):
+            raise MatrixError(
+                f"{tab.path}: key '{where}.{key}': expected a string, number or boolean, "
+                f"found {type(value).__name__} {value!r}"
+            )
+        out[key] = value
+    return out
+
+
+def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
+    items = top.table_list("configs")
+    if not items:
+        raise MatrixError(f"{top.path}: key 'configs': expected at least one [[configs]], found none")
+    configs: list[Config] = []
+    seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        item.only(CONFIG_KEYS)
+        pp = item.int("pp", required=True, minimum=1)
+        tp = item.int("tp", required=True, minimum=1)
+        ep = item.int("ep", default=min(ep_cap, tp) if ep_cap else 1, minimum=1)
+        if ep > tp:
+            raise MatrixError(
+                f"{top.path}: key '{item.where}.ep': expected EP ≤ TP (EP splits the TP group), "
+                f"found EP {ep} > TP {tp}"
+            )
+        if tp % ep:
+            raise MatrixError(
+                f"{top.path}: key '{item.where}.ep': expected TP % EP == 0, found TP {tp} % EP "
+                f"{ep} = {tp % ep}"
+            )
+        cfg = Config(
+            pp=pp,
+            tp=tp,
+            ep=ep,
+            server=_server_table(item.table("server"), f"{item.where}.server"),
+            env=item.table("env").str_map(),
+            order=i,
+        )
+        if cfg.id in seen:
+            raise MatrixError(
+                f"{top.path}: key '{item.where}': duplicate configuration {cfg.id} "
+                f"(already configs[{seen[cfg.id]}])"
+            )
+        seen[cfg.id] = i
+        configs.append(cfg)
+    return tuple(configs)
+
+
+def _workload(w: Reader) -> Workload:
+    w.only(WORKLOAD_KEYS)
+    dataset = w.str("dataset", default="random-ids")
+    if dataset != "random-ids":
+        raise MatrixError(
+            f"{w.path}: key 'workload.dataset': expected 'random-ids', found {dataset!r}"
+        )
+    api = w.str("api", default="generate")
+    if api not in ("generate", "completions"):
+        raise MatrixError(
+            f"{w.path}: key 'workload.api': expected 'generate' or 'completions', found {api!r}"
+        )
+    conc = w.int_list("concurrency", required=True, minimum=1)
+    if len(set(conc)) != len(conc):
+        raise MatrixError(f"{w.path}: key 'workload.concurrency': duplicate values in {conc}")
+    ratio = w.float("range_ratio", default=1.0, minimum=0.0)
+    if ratio > 1.0:
+        raise MatrixError(
+            f"{w.path}: key 'workload.range_ratio': expected 0 ≤ ratio ≤ 1, found {ratio}"
+        )
+    return Workload(
+        dataset=dataset,
+        input_len=w.int("input_len", required=True, minimum=1),
+        output_len=w.int("output_len", required=True, minimum=1),
+        range_ratio=ratio,
+        concurrency=tuple(conc),
+        num_requests=w.int("num_requests", required=True, minimum=1),
+        repeats=w.int("repeats", default=3, minimum=1),
+        seed=w.int("seed", default=1, minimum=0),
+        vocab_size=w.int("vocab_size", default=32000, minimum=2),
+        warmup_requests=w.int("warmup_requests", default=1, minimum=0),
+        api=api,
+        request_timeout_s=w.float("request_timeout_s", default=3600.0, minimum=0.001),
+        round_timeout_s=w.float("round_timeout_s", default=7200.0, minimum=0.001),
+    )
+
+
+def _clusters(top: Reader) -> dict[str, Cluster]:
+    tab = top.table("clusters", required=True)
+    out: dict[str, Cluster] = {}
+    for name in tab.keys():
+        c = tab.table(name, required=True)
+        c.only(CLUSTER_KEYS)
+        kind = c.choice("kind", ("local", "ssh"), required=True)
+        launcher = c.choice("launcher", ("process", "docker"), default="process")
+        if kind == "local" and launcher != "process":
+            raise MatrixError(
+                f"{c.path}: key '{c.where}.launcher': a local cluster starts processes; "
+                f"expected 'process', found {launcher!r}"
+            )
+        hosts = _hosts(c)
+        out[name] = Cluster(
+            name=name,
+            kind=kind,
+            launcher=launcher,
+            hosts=hosts,
+            gpus_per_node=c.int("gpus_per_node", required=True, minimum=1),
+            server_module=c.str("server_module", default="sglang.launch_server"),
+            port=c.int("port", default=30000, minimum=1, maximum=65535),
+            dist_init_port=c.int("dist_init_port", default=20000, minimum=1, maximum=65535),
+            nvidia_smi=tuple(c.str_list("nvidia_smi", default=["nvidia-smi"])),
+            env=c.table("env").str_map(),
+            python=c.str("python", default=""),
+            ssh_user=c.str("ssh_user", default="root"),
+            ssh_key=c.str("ssh_key", default=""),
+            known_hosts=c.str("known_hosts", default=""),
+            verify_host_keys=c.bool("verify_host_keys", default=True),
+            sudo_password_file=c.str("sudo_password_file", default=""),
+        )
+    if not out:
+        raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")
+    return out
+
+
+def _hosts(c: Reader) -> tuple[Host, ...]:
+    raw = c.raw("hosts", required=True)
+    if not isinstance(raw, list) or not raw:
+        raise MatrixError(
+            f"{c.path}: key '{c.where}.hosts': expected a non-empty list of addresses or "
+            f"{{name, address}} tables, found {raw!r}"
+        )
+    hosts: list[Host] = []
+    for i, h in enumerate(raw):
+        if isinstance(h, str) and h:
+            hosts.append(Host(address=h, name=h))
+        elif isinstance(h, dict):
+            r = Reader(c.path, h, f"{c.where}.hosts[{i}]")
+            r.only(HOST_KEYS)
+            addr = r.str("address", required=True)
+            hosts.append(Host(address=addr, name=r.str("name", default=addr)))
+        else:
+            raise MatrixError(
+                f"{c.path}: key '{c.where}.hosts[{i}]': expected an address string or a "
+                f"{{name, address}} table, found {h!r}"
+            )
+    names = [h.name for h in hosts]
+    if len(set(names)) != len(names):
+        raise MatrixError(f"{c.path}: key '{c.where}.hosts': duplicate hosts in {names}")
+    return tuple(hosts)
+
+
+def _check_against_cluster(sweep: Sweep, cluster: Cluster) -> None:
+    for cfg in sweep.configs:
+        world = cfg.pp * cfg.tp
+        if world != cluster.gpus:
+            raise MatrixError(
+                f"{sweep.path}: key 'configs[{cfg.order}]' ({cfg.id}): expected PP × TP = "
+                f"{cluster.gpus} ({len(cluster.hosts)} nodes × {cluster.gpus_per_node} GPUs of "
+                f"cluster {cluster.name!r}), found {cfg.pp} × {cfg.tp} = {world}"
+            )
+    w = sweep.workload
+    if not math.isfinite(w.request_timeout_s):
+        raise MatrixError(f"{sweep.path}: key 'workload.request_timeout_s': must be finite")

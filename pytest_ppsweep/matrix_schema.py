@@ -1,0 +1,190 @@
+"""The keys a sweep file may hold and a typed reader that names file and key in every error."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+N = TypeVar("N", int, float)
+
+TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
+SWEEP_KEYS = (
+    "name", "image", "model_path", "baseline", "cluster", "ep_cap", "devices",
+    "boot_timeout_s", "spread_threshold", "min_repeats", "fatal_patterns",
+)
+CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
+WORKLOAD_KEYS = (
+    "dataset", "input_len", "output_len", "range_ratio", "concurrency", "num_requests",
+    "repeats", "seed", "vocab_size", "warmup_requests", "api", "request_timeout_s",
+    "round_timeout_s",
+)
+CLUSTER_KEYS = (
+    "kind", "launcher", "hosts", "gpus_per_node", "server_module", "port", "dist_init_port",
+    "nvidia_smi", "env", "python", "ssh_user", "ssh_key", "known_hosts", "verify_host_keys",
+    "sudo_password_file",
+)
+HOST_KEYS = ("name", "address")
+# Flags the plugin derives from the layout and the cluster; a sweep file must not set them.
+PLUGIN_OWNED_FLAGS = frozenset({
+    "tp_size", "pp_size", "ep_size", "nnodes", "node_rank", "dist_init_addr", "host", "port",
+    "model_path",
+})
+
+
+class MatrixError(Exception):
+    """A sweep file that cannot be used; the message names file, key, expected and found."""
+
+
+def _matrix_error(msg: str) -> Exception:
+    return MatrixError(msg)
+
+
+class Reader:
+    """Typed access to one TOML table; every error names the file and the dotted key."""
+
+    def __init__(self, path: Path, data: dict[str, Any], where: str) -> None:
+        self.path = path
+        self.data = data
+        self.where = where
+
+    def _key(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def _fail(self, key: str, expected: str, found: Any) -> Exception:
+        shown = "nothing" if found is _MISSING else f"{type(found).__name__} {found!r}"
+        return _matrix_error(f"{self.path}: key '{self._key(key)}': expected {expected}, found {shown}")
+
+    def only(self, allowed: Sequence[str]) -> None:
+        for key in self.data:
+            if key not in allowed:
+                near = difflib.get_close_matches(key, allowed, n=1)
+                hint = f" (did you mean '{near[0]}'?)" if near else ""
+                raise _matrix_error(
+                    f"{self.path}: unknown key '{self._key(key)}'{hint}; expected one of "
+                    f"{', '.join(allowed)}"
+                )
+
+    def keys(self) -> list[str]:
+        return list(self.data)
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.data.items())
+
+    def raw(self, key: str, required: bool = False) -> Any:
+        if key not in self.data and required:
+            raise self._fail(key, "a value (required)", _MISSING)
+        return self.data.get(key)
+
+    def table(self, key: str, required: bool = False) -> Reader:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING:
+            if required:
+                raise self._fail(key, "a table (required)", value)
+            return Reader(self.path, {}, self._key(key))
+        if not isinstance(value, dict):
+            raise self._fail(key, "a table", value)
+        return Reader(self.path, value, self._key(key))
+
+    def table_list(self, key: str) -> list[Reader]:
+        value = self.data.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self._fail(key, "an array of tables ([[" + key + "]])", value)
+        return [Reader(self.path, v, f"{self._key(key)}[{i}]") for i, v in enumerate(value)]
+
+    def _get(self, key: str, required: bool, default: Any) -> Any:
+        if key in self.data:
+            return self.data[key]
+        if required:
+            raise self._fail(key, "a value (required)", _MISSING)
+        return default
+
+    def str(self, key: str, required: bool = False, default: str = "") -> str:
+        value = self._get(key, required, default)
+        if not isinstance(value, str):
+            raise self._fail(key, "a string", value)
+        if required and not value:
+            raise self._fail(key, "a non-empty string", value)
+        return value
+
+    def choice(
+        self, key: str, choices: Sequence[str], required: bool = False, default: str = ""
+    ) -> str:
+        value = self.str(key, required=required, default=default)
+        if value not in choices:
+            raise self._fail(key, f"one of {', '.join(repr(c) for c in choices)}", value)
+        return value
+
+    def bool(self, key: str, default: bool = False) -> bool:
+        value = self._get(key, False, default)
+        if not isinstance(value, bool):
+            raise self._fail(key, "true or false", value)
+        return value
+
+    def int(
+        self,
+        key: str,
+        required: bool = False,
+        default: int = 0,
+        minimum: int | None = None,
+        maximum: int | None = None,
+    ) -> int:
+        value = self._get(key, required, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._fail(key, "an integer", value)
+        return self._bounded(key, value, minimum, maximum)
+
+    def float(
+        self, key: str, default: float = 0.0, minimum: float | None = None
+    ) -> float:
+        value = self._get(key, False, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._fail(key, "a number", value)
+        return self._bounded(key, float(value), minimum, None)
+
+    def _bounded(
+        self, key: str, value: N, minimum: N | None, maximum: N | None
+    ) -> N:
+        if minimum is not None and value < minimum:
+            raise self._fail(key, f"a value ≥ {minimum}", value)
+        if maximum is not None and value > maximum:
+            raise self._fail(key, f"a value ≤ {maximum}", value)
+        return value
+
+    def str_list(self, key: str, default: list[str]) -> list[str]:
+        value = self._get(key, False, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._fail(key, "a list of strings", value)
+        return list(value)
+
+    def int_list(self, key: str, required: bool = False, minimum: int = 1) -> list[int]:
+        value = self._get(key, required, [])
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = [value]
+        if (
+            not isinstance(value, list)
+            or not value
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        ):
+            raise self._fail(key, "a non-empty list of integers", value)
+        for v in value:
+            if v < minimum:
+                raise self._fail(key, f"integers ≥ {minimum}", v)
+        return list(value)
+
+    def str_map(self) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in self.data.items():
+            if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+                raise self._fail(key, "a string (environment value)", value)
+            out[key] = str(value)
+        return out
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "nothing"
+
+
+_MISSING: Any = _Missing()

@@ -1,0 +1,166 @@
+"""Command-line options and ini keys of the plugin, and turning them into a SweepRun.
+
+Help-text rules (pytest-xdist's habit): each help says what the option does, its unit and its
+default; every option has an ini key of the same name (without ``--``) read when the option is
+not given.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_ppsweep.matrix import MatrixError, Sweep, load
+from pytest_ppsweep.runstore import RunStore, new_run_id
+
+OPTIONS: tuple[tuple[str, str, str | None], ...] = (
+    ("ppsweep_matrix", "sweep file (TOML). Default: ppsweep.toml in the folder given to pytest, "
+     "e.g. `pytest test_matrix`.", None),
+    ("ppsweep_cluster", "cluster of the sweep file to run on. Default: [sweep] cluster.", None),
+    ("ppsweep_image", "server image to use instead of [sweep] image (gate a new image).", None),
+    ("ppsweep_reports", "folder that receives reports/<run_id>/. Default: reports.", "reports"),
+    ("ppsweep_run_id", "name of the run folder. Default: <sweep name>-YYYYmmdd-HHMMSS.", None),
+    ("ppsweep_boot_timeout", "seconds a layout may take to become healthy. Default: [sweep] "
+     "boot_timeout_s.", None),
+    ("ppsweep_repeats", "repeats per concurrency instead of [workload] repeats.", None),
+    ("ppsweep_requests", "requests per round instead of [workload] num_requests.", None),
+    ("ppsweep_time_scale", "emulator only: emulated seconds per real second "
+     "(PPSWEEP_SIM_TIME_SCALE). Default: the emulator's (100).", None),
+)
+
+
+def addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ppsweep", "parallel-layout sweep (pytest-ppsweep)")
+    for name, help_text, default in OPTIONS:
+        flag = "--" + name.replace("_", "-")
+        group.addoption(flag, dest=name, default=None, help=help_text)
+        parser.addini(name, help_text, default=default)
+    group.addoption(
+        "--ppsweep-config",
+        dest="ppsweep_config",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="run only these layouts, matched exactly: a full id (pp8-tp4-ep4), ppN or ppN-tpM; "
+        "repeatable or comma-separated. Unlike `-k pp1`, `--ppsweep-config pp1` never selects "
+        "pp16.",
+    )
+
+
+def get(config: pytest.Config, name: str) -> str | None:
+    """The option if given, else the ini key of the same name."""
+    value = config.getoption(name)
+    if value is None:
+        ini = config.getini(name)
+        value = ini if ini else None
+    return str(value) if value is not None else None
+
+
+def _number(config: pytest.Config, name: str, kind: type[float] | type[int]) -> float | None:
+    raw = get(config, name)
+    if raw is None:
+        return None
+    try:
+        value = kind(raw)
+    except ValueError:
+        raise pytest.UsageError(
+            f"--{name.replace('_', '-')}: expected {'an integer' if kind is int else 'a number'}"
+            f", found {raw!r}"
+        ) from None
+    if value <= 0:
+        raise pytest.UsageError(f"--{name.replace('_', '-')}: expected a value > 0, found {raw}")
+    return value
+
+
+def find_matrix(config: pytest.Config) -> Path | None:
+    """``--ppsweep-matrix``, else ppsweep.toml next to the first test path given to pytest."""
+    explicit = get(config, "ppsweep_matrix")
+    if explicit:
+        path = Path(explicit)
+        return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+    for arg in config.args:
+        p = Path(arg.split("::")[0])
+        p = p if p.is_absolute() else Path(config.invocation_params.dir) / p
+        folder = p if p.is_dir() else p.parent
+        if (folder / "ppsweep.toml").is_file():
+            return folder / "ppsweep.toml"
+    return None
+
+
+def selected_ids(config: pytest.Config, sweep: Sweep) -> list[str]:
+    """Configurations chosen by --ppsweep-config (all when not given), in sweep order."""
+    selectors = [s.strip() for v in config.getoption("ppsweep_config") for s in v.split(",")]
+    selectors = [s for s in selectors if s]
+    if not selectors:
+        return [c.id for c in sweep.configs]
+    unknown = [s for s in selectors if not any(c.matches(s) for c in sweep.configs)]
+    if unknown:
+        raise pytest.UsageError(
+            f"--ppsweep-config: {', '.join(unknown)} matches no configuration of {sweep.path}; "
+            f"expected one of {', '.join(c.id for c in sweep.configs)} (or ppN, ppN-tpM)"
+        )
+    return [c.id for c in sweep.configs if any(c.matches(s) for s in selectors)]
+
+
+def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
+    """The sweep file with every command-line override applied; bad input → UsageError."""
+    try:
+        sweep = load(matrix, get(config, "ppsweep_cluster"), get(config, "ppsweep_image"))
+    except MatrixError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    w = sweep.workload
+    repeats = _number(config, "ppsweep_repeats", int)
+    requests = _number(config, "ppsweep_requests", int)
+    workload = replace(
+        w,
+        repeats=int(repeats) if repeats else w.repeats,
+        num_requests=int(requests) if requests else w.num_requests,
+    )
+    boot = _number(config, "ppsweep_boot_timeout", float)
+    sweep = replace(
+        sweep,
+        workload=workload,
+        boot_timeout_s=boot or sweep.boot_timeout_s,
+        min_repeats=min(sweep.min_repeats, workload.repeats),
+    )
+    scale = _number(config, "ppsweep_time_scale", float)
+    if scale:
+        cluster = sweep.cluster(get(config, "ppsweep_cluster"))
+        env = {**cluster.env, "PPSWEEP_SIM_TIME_SCALE": str(scale)}
+        sweep = replace(sweep, clusters={**sweep.clusters, cluster.name: replace(cluster, env=env)})
+    return sweep
+
+
+def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
+    root = Path(get(config, "ppsweep_reports") or "reports")
+    if not root.is_absolute():
+        root = Path(config.rootpath) / root
+    rid = run_id or get(config, "ppsweep_run_id") or new_run_id(sweep.name)
+    return RunStore(root, rid)
+
+
+def write_run_json(store: RunStore, sweep: Sweep, cluster_name: str, ids: list[str]) -> None:
+    cluster = sweep.cluster(cluster_name)
+    store.write_json("metadata/run.json", {
+        "run_id": store.run_id,
+        "sweep": sweep.name,
+        "baseline": sweep.baseline,
+        "order": ids,
+        "cluster": cluster.name,
+        "hosts": [h.address for h in cluster.hosts],
+        "simulated": cluster.server_module.startswith("pytest_ppsweep.sim"),
+        "time_scale": float(cluster.env.get("PPSWEEP_SIM_TIME_SCALE", os.environ.get(
+            "PPSWEEP_SIM_TIME_SCALE", "100"))) if cluster.server_module.startswith(
+            "pytest_ppsweep.sim") else 1.0,
+        "image": sweep.image,
+        "model_path": sweep.model_path,
+        "matrix": str(sweep.path),
+        "spread_threshold": sweep.spread_threshold,
+        "min_repeats": sweep.min_repeats,
+        "workload": json.loads(json.dumps(sweep.workload.__dict__)),
+        "sglang_version": None,
+    })

@@ -1,0 +1,74 @@
+"""Wait for a booting service: bounded, with progress, failing fast.
+
+Ready means rank 0's ``/health`` answers 200 (it answers 503 until the warmup ran, contract
+§1.2) and every other rank's dummy ``/health`` answers 200 (§1.1). While waiting, every rank's
+log is followed: the first fatal line, or a rank process that exits, ends the wait at once with
+the evidence in the message instead of letting the user wait for the timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from pytest_ppsweep.logscan import Finding, LogFollower
+from pytest_ppsweep.probe import health
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.launch import Service
+
+
+class BootFailed(RuntimeError):
+    """A configuration did not become ready; the message carries the reason and log tails."""
+
+
+def _fail(service: Service, reason: str, findings: Sequence[Finding] = ()) -> BootFailed:
+    shown = "\n".join(str(f) for f in findings[:20])
+    evidence = f"\nmatching log lines:\n{shown}" if shown else ""
+    return BootFailed(
+        f"{service.config.id}: boot failed: {reason}{evidence}\n{service.log_tail()}"
+    )
+
+
+def wait_until_ready(
+    service: Service,
+    timeout_s: float,
+    poll_s: float = 0.2,
+    progress_every_s: float = 5.0,
+    clock: Callable[[], float] = time.monotonic,
+) -> float:
+    """Return the seconds it took until every rank was healthy; raise :class:`BootFailed`."""
+    start = clock()
+    followers = [LogFollower(p) for p in service.log_paths]
+    last_progress = start
+    n = len(service.specs)
+    while True:
+        for i, follower in enumerate(followers):
+            first, lines = follower.new_lines()
+            found = service.scanner.scan(lines, service.log_paths[i].name, first)
+            if found:
+                raise _fail(service, f"fatal line in node{i}'s log", found)
+        dead = service.exited()
+        if dead:
+            desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)
+            raise _fail(service, desc, service.findings())
+        codes = [health(service.url(r), timeout=min(2.0, max(poll_s, 0.5))) for r in range(n)]
+        elapsed = clock() - start
+        if codes[0] == 200 and all(c == 200 for c in codes[1:]):
+            service.progress(f"{service.config.id}: healthy after {elapsed:.1f} s")
+            return elapsed
+        if elapsed > timeout_s:
+            raise _fail(
+                service,
+                f"not healthy within {timeout_s:.0f} s (rank 0 /health: {codes[0] or 'refused'}, "
+                f"other ranks ready: {sum(c == 200 for c in codes[1:])}/{n - 1})",
+            )
+        if clock() - last_progress >= progress_every_s:
+            last_progress = clock()
+            service.progress(
+                f"{service.config.id}: booting {elapsed:.0f} s / {timeout_s:.0f} s — rank 0 "
+                f"/health {codes[0] or 'refused'}, ranks ≥ 1 ready "
+                f"{sum(c == 200 for c in codes[1:])}/{n - 1}"
+            )
+        time.sleep(poll_s)

@@ -1,0 +1,228 @@
+"""One run of a sweep: boot a configuration, measure it, tear it down, keep the evidence.
+
+This is what the pytest fixtures call; it has no pytest import so it can be driven from a script.
+Every step writes its evidence into the run folder (:mod:`pytest_ppsweep.runstore`) as soon as
+it has it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_ppsweep import bench
+from pytest_ppsweep.gpu import QUERY_ARGS, GpuMemory, not_released, parse_query_gpu, worst_rank
+from pytest_ppsweep.hosts import HostError, LocalHost
+from pytest_ppsweep.launch import Service
+from pytest_ppsweep.logscan import Finding
+from pytest_ppsweep.matrix import Cluster, Config, Sweep
+from pytest_ppsweep.probe import Topology, redact, server_info, topology
+from pytest_ppsweep.readiness import BootFailed
+from pytest_ppsweep.runstore import RunStore
+from pytest_ppsweep.workload import PromptSet, WorkloadSpec, make_prompts
+
+
+class GpuMemoryWarning(UserWarning):
+    """GPU memory did not return to its before-boot level after a configuration was stopped."""
+
+
+@dataclass
+class Booted:
+    """A ready service plus what was learnt while booting it."""
+
+    service: Service
+    info: dict[str, Any]
+    topology: Topology
+    before: list[GpuMemory] = field(default_factory=list)
+
+
+class SweepRun:
+    """Boots, measures and tears down the configurations of one sweep on one cluster."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        cluster: Cluster,
+        store: RunStore,
+        progress: Callable[[str], None] = lambda _m: None,
+    ) -> None:
+        self.sweep = sweep
+        self.cluster = cluster
+        self.store = store
+        self.progress = progress
+        w = sweep.workload
+        self.spec = WorkloadSpec(
+            input_len=w.input_len,
+            output_len=w.output_len,
+            range_ratio=w.range_ratio,
+            num_requests=w.num_requests,
+            seed=w.seed,
+            vocab_size=w.vocab_size,
+            warmup_requests=w.warmup_requests,
+            api=w.api,
+            request_timeout_s=w.request_timeout_s,
+            round_timeout_s=w.round_timeout_s,
+        )
+        self._prompts: PromptSet | None = None
+
+    @property
+    def prompts(self) -> PromptSet:
+        # Generated once per run: identical for every configuration and repeat.
+        if self._prompts is None:
+            self._prompts = make_prompts(self.spec)
+        return self._prompts
+
+    # -- GPU memory ---------------------------------------------------------------------------
+
+    def _smi_argv(self, address: str) -> list[str]:
+        python = self.cluster.python or sys.executable
+        return [a.format(host=address, python=python) for a in self.cluster.nvidia_smi] + list(
+            QUERY_ARGS
+        )
+
+    def snapshot_gpus(self, config_id: str, moment: str) -> list[GpuMemory]:
+        """nvidia-smi on every node at once; written to ``gpu/<config>/<moment>.csv``."""
+
+        def one(host_index: int) -> list[GpuMemory]:
+            h = self.cluster.hosts[host_index]
+            res = LocalHost(h.name, h.address).run(self._smi_argv(h.address), timeout=60)
+            if not res.ok:
+                raise HostError(
+                    f"host {h.name}: nvidia-smi exited {res.exit_status}: {res.stderr.strip()}"
+                )
+            return parse_query_gpu(res.stdout, h.name)
+
+        with ThreadPoolExecutor(max_workers=len(self.cluster.hosts)) as pool:
+            per_node = list(pool.map(one, range(len(self.cluster.hosts))))
+        gpus = [g for node in per_node for g in node]
+        lines = ["node,index,name,memory_used_mib,memory_total_mib"] + [
+            f"{g.node},{g.index},{g.name},{g.used_mib},{g.total_mib}" for g in gpus
+        ]
+        self.store.gpu_path(config_id, moment).write_text("\n".join(lines) + "\n")
+        return gpus
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def boot(self, config: Config) -> Booted:
+        """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
+        sid = config.id
+        self.store.update_config(
+            sid, pp=config.pp, tp=config.tp, ep=config.ep, order=config.order, boot_ok=False
+        )
+        before = self.snapshot_gpus(sid, "before")
+        service = Service(
+            self.sweep, self.cluster, config, self.store.service_dir(sid), progress=self.progress
+        )
+        self.progress(f"{sid}: booting on {len(self.cluster.hosts)} nodes of {self.cluster.name}")
+        try:
+            service.__enter__()
+        except BootFailed as exc:
+            self.store.update_config(sid, boot_s=service.boot_s, boot_error=_first_line(exc))
+            self.after_stop(sid, before)
+            raise
+        try:
+            info = server_info(service.base_url)
+            self.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
+            topo = topology(info)
+            self.snapshot_gpus(sid, "healthy")
+        except BaseException:
+            service.stop()
+            self.after_stop(sid, before)
+            raise
+        self.store.update_config(
+            sid, boot_ok=True, boot_s=service.boot_s, boot_error="",
+            pp_max_micro_batch_size=topo.pp_max_micro_batch_size,
+        )
+        return Booted(service, info, topo, before)
+
+    def teardown(self, booted: Booted) -> None:
+        booted.service.stop()
+        self.after_stop(booted.service.config.id, booted.before)
+
+    def after_stop(self, config_id: str, before: list[GpuMemory]) -> None:
+        try:
+            cleaned = self.snapshot_gpus(config_id, "cleaned")
+        except (HostError, ValueError) as exc:
+            warnings.warn(f"{config_id}: no GPU snapshot after cleanup: {exc}", GpuMemoryWarning,
+                          stacklevel=2)
+            return
+        leftover = not_released(before, cleaned)
+        if leftover:
+            warnings.warn(
+                f"{config_id}: GPU memory not back to its before-boot level: "
+                + "; ".join(leftover),
+                GpuMemoryWarning,
+                stacklevel=2,
+            )
+
+    # -- measurement --------------------------------------------------------------------------
+
+    def run_rounds(self, booted: Booted, concurrency: int) -> list[bench.RoundResult]:
+        """All repeats of one concurrency; every round is on disk before the next starts."""
+        cfg = booted.service.config
+        scale = booted.topology.time_scale
+        results = []
+        repeats = self.sweep.workload.repeats
+        for repeat in range(1, repeats + 1):
+            t0 = time.monotonic()
+            self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
+            with self.store.open_raw(cfg.id, concurrency, repeat) as raw:
+
+                def write(record: dict[str, Any], raw: Any = raw) -> None:
+                    raw.write(json.dumps(record) + "\n")
+                    raw.flush()
+
+                result = bench.run_round_sync(
+                    booted.service.base_url,
+                    self.prompts,
+                    concurrency,
+                    spec=self.spec,
+                    time_scale=scale,
+                    on_record=write,
+                )
+            self.store.append_result({
+                "run_id": self.store.run_id,
+                "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp, "ep": cfg.ep,
+                "concurrency": concurrency, "repeat": repeat,
+                **result.as_row(),
+                "time_scale": scale,
+                "simulated": booted.topology.simulated,
+                "reused": False,
+            })
+            self.progress(
+                f"{cfg.id} C={concurrency}: round {repeat}/{repeats} "
+                f"{result.completed}/{result.num_requests} done, "
+                f"Input TPS {_fmt(result.input_tps)}, TTFT p50 {_fmt(result.ttft_p50_s)} s "
+                f"({time.monotonic() - t0:.1f} s real)"
+            )
+            results.append(result)
+        return results
+
+    def record_logs(self, config_id: str, findings: list[Finding]) -> None:
+        self.store.update_config(
+            config_id, log_clean=not findings, log_findings=len(findings)
+        )
+
+    def record_memory(self, config_id: str, gpus: list[GpuMemory]) -> None:
+        worst = worst_rank(gpus)
+        if worst is None:
+            return
+        self.store.update_config(
+            config_id, mem_peak_mib=worst.used_mib, mem_total_mib=worst.total_mib,
+            mem_headroom_mib=worst.headroom_mib, mem_worst_node=worst.node,
+            mem_worst_gpu=worst.index,
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:,.2f}"

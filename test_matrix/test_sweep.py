@@ -1,0 +1,58 @@
+"""Acceptance tests of one layout (the seeds' checklist, §3.1 and §6).
+
+Order matters and is kept: topology right after boot, then the benchmark at each concurrency,
+then the log scan and the memory snapshot of what the benchmark left.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_ppsweep.check import completion_problems, log_problems, topology_problems
+from pytest_ppsweep.matrix import Config
+from pytest_ppsweep.sweeprun import Booted, SweepRun
+
+
+def test_topology(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config,
+                  record_property: pytest.RecordProperty) -> None:
+    """PP, TP, EP and the MoE backends are what the matrix asked; the micro-batch size is known."""
+    server = {**ppsweep.sweep.server, **ppsweep_config.server}
+    topo = ppsweep_service.topology
+    record_property("pp_max_micro_batch_size", topo.pp_max_micro_batch_size)
+    problems = topology_problems(ppsweep_config, server, topo, len(ppsweep.cluster.hosts))
+    ppsweep.store.update_config(ppsweep_config.id, topology_ok=not problems)
+    assert not problems, "\n".join(problems)
+
+
+def test_prefill(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config,
+                 concurrency: int, record_property: pytest.RecordProperty) -> None:
+    """Every repeat completes N/N requests with zero errors; TPS and TTFT are recorded."""
+    rounds = ppsweep.run_rounds(ppsweep_service, concurrency)
+    tps = sorted(r.input_tps for r in rounds if r.input_tps is not None)
+    ttft = sorted(r.ttft_p50_s for r in rounds if r.ttft_p50_s is not None)
+    if tps:
+        record_property("input_tps", tps[len(tps) // 2])
+    if ttft:
+        record_property("ttft_p50_s", ttft[len(ttft) // 2])
+    problems = completion_problems(ppsweep_config.id, concurrency, rounds)
+    assert not problems, "\n".join(problems)
+
+
+def test_logs_clean(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config) -> None:
+    """No node's log shows CUDA OOM, a Traceback, NCCL/Gloo/RDMA failures, a watchdog timeout,
+    an engine failure or a refused connection."""
+    findings = ppsweep_service.service.findings()
+    ppsweep.record_logs(ppsweep_config.id, findings)
+    assert not findings, "fatal lines in the service logs:\n" + "\n".join(log_problems(findings))
+
+
+def test_gpu_memory(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config,
+                    record_property: pytest.RecordProperty) -> None:
+    """Worst-rank GPU memory after the benchmark is recorded with its headroom (seed §8)."""
+    gpus = ppsweep.snapshot_gpus(ppsweep_config.id, "after")
+    ppsweep.record_memory(ppsweep_config.id, gpus)
+    assert gpus, f"{ppsweep_config.id}: nvidia-smi reported no GPU on any node"
+    worst = max(gpus, key=lambda g: g.used_mib)
+    record_property("mem_peak_mib", worst.used_mib)
+    record_property("mem_headroom_mib", worst.headroom_mib)
+    assert worst.used_mib <= worst.total_mib, f"{worst.node} GPU {worst.index}: used > total"

@@ -1,0 +1,17 @@
+"""Shared fixtures of the plugin's own tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    """Real captured artifacts (nvidia-smi on an H200, SGLang 0.5.23 server info and logs)."""
+    return DATA
