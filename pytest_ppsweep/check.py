@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_ppsweep.bench import RoundResult
 from pytest_ppsweep.logscan import Finding
 from pytest_ppsweep.matrix import Config
+from pytest_ppsweep.metrics import RoundResult
 from pytest_ppsweep.probe import Topology
 
 
@@ -56,7 +56,9 @@ def topology_problems(
     return problems
 
 
-def completion_problems(config_id: str, concurrency: int, rounds: Sequence[RoundResult]) -> list[str]:
+def completion_problems(
+    config_id: str, concurrency: int, rounds: Sequence[RoundResult]
+) -> list[str]:
     """The N/N rule: every repeat completed every request with zero errors."""
     problems = []
     for i, r in enumerate(rounds, start=1):

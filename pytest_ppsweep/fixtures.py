@@ -8,13 +8,16 @@ layout boots. ``concurrency`` is a function-level parameter (``c8``, ``c16``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_ppsweep.matrix import Config
 from pytest_ppsweep.readiness import BootFailed
 from pytest_ppsweep.state import RUN_KEY
-from pytest_ppsweep.sweeprun import Booted, SweepRun
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.matrix import Config
+    from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 
 @pytest.fixture(scope="session")

@@ -102,11 +102,14 @@ def worst_rank(gpus: Iterable[GpuMemory]) -> WorstRank | None:
     return WorstRank(top.node, top.index, top.used_mib, top.total_mib)
 
 
-def not_released(before: Iterable[GpuMemory], cleaned: Iterable[GpuMemory], slack_mib: int = 512) -> list[str]:
+def not_released(
+    before: Iterable[GpuMemory], cleaned: Iterable[GpuMemory], slack_mib: int = 512
+) -> list[str]:
     """GPUs whose memory after cleanup is above its before-boot level (a leftover process)."""
     base = {(g.node, g.index): g.used_mib for g in before}
     return [
-        f"{g.node} GPU {g.index}: {g.used_mib} MiB after cleanup vs {base[(g.node, g.index)]} MiB before"
+        f"{g.node} GPU {g.index}: {g.used_mib} MiB after cleanup vs "
+        f"{base[(g.node, g.index)]} MiB before"
         for g in cleaned
         if (g.node, g.index) in base and g.used_mib > base[(g.node, g.index)] + slack_mib
     ]

@@ -84,17 +84,28 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
     specs = []
     for rank, host in enumerate(cluster.hosts):
         argv = [
-            python, "-m", cluster.server_module,
-            "--model-path", sweep.model_path,
-            "--tp-size", str(config.tp),
-            "--pp-size", str(config.pp),
-            "--ep-size", str(config.ep),
-            "--nnodes", str(len(cluster.hosts)),
-            "--node-rank", str(rank),
-            "--dist-init-addr", f"{head.address}:{cluster.dist_init_port}",
+            python,
+            "-m",
+            cluster.server_module,
+            "--model-path",
+            sweep.model_path,
+            "--tp-size",
+            str(config.tp),
+            "--pp-size",
+            str(config.pp),
+            "--ep-size",
+            str(config.ep),
+            "--nnodes",
+            str(len(cluster.hosts)),
+            "--node-rank",
+            str(rank),
+            "--dist-init-addr",
+            f"{head.address}:{cluster.dist_init_port}",
             # Every rank binds its node address so each health port is reachable (contract §1.1).
-            "--host", host.address,
-            "--port", str(cluster.port),
+            "--host",
+            host.address,
+            "--port",
+            str(cluster.port),
             *server_flags(server),
         ]
         specs.append(RankSpec(rank, host.name, host.address, tuple(argv), env))

@@ -13,17 +13,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
-                 r"|Not enough memory\. Please try to increase|(Prefill|Decode) out of memory"),
+    (
+        "cuda-oom",
+        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
+        r"|Not enough memory\. Please try to increase|(Prefill|Decode) out of memory",
+    ),
     ("traceback", r"Traceback \(most recent call last\)"),
-    ("nccl", r"NCCL error|nccl(Internal|System|Remote|UnhandledCuda|InvalidUsage)Error"
-             r"|DistBackendError|NCCL WARN .*(fail|error|Error)"
-             r"|Watchdog caught collective operation timeout"),
+    (
+        "nccl",
+        r"NCCL error|nccl(Internal|System|Remote|UnhandledCuda|InvalidUsage)Error"
+        r"|DistBackendError|NCCL WARN .*(fail|error|Error)"
+        r"|Watchdog caught collective operation timeout",
+    ),
     ("gloo", r"Gloo connectFullMesh failed|gloo/transport/\S+\].*(closed|error|timed out)"),
     ("rdma", r"\bibv_\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
     ("watchdog", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
-    ("engine", r"scheduler is dead|Initialization failed|Received sigquit|SIGQUIT received"
-               r"|Capture cuda graph failed|custom_all_reduce\.cuh|Health check failed"),
+    (
+        "engine",
+        r"scheduler is dead|Initialization failed|Received sigquit|SIGQUIT received"
+        r"|Capture cuda graph failed|custom_all_reduce\.cuh|Health check failed",
+    ),
     ("connection-refused", r"Connection refused|ConnectionRefusedError"),
     # Last: the generic error lines, so a specific kind above wins.
     ("exception", r"hit an exception|^\s*(RuntimeError|ValueError|AssertionError|KeyError)\b"),

@@ -18,11 +18,11 @@ from pytest_ppsweep.matrix_schema import (
     CLUSTER_KEYS,
     CONFIG_KEYS,
     HOST_KEYS,
-    MatrixError,
     PLUGIN_OWNED_FLAGS,
     SWEEP_KEYS,
     TOP_KEYS,
     WORKLOAD_KEYS,
+    MatrixError,
     Reader,
 )
 
@@ -224,7 +224,9 @@ def _server_table(tab: Reader, where: str) -> dict[str, Any]:
 def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
     items = top.table_list("configs")
     if not items:
-        raise MatrixError(f"{top.path}: key 'configs': expected at least one [[configs]], found none")
+        raise MatrixError(
+            f"{top.path}: key 'configs': expected at least one [[configs]], found none"
+        )
     configs: list[Config] = []
     seen: dict[str, int] = {}
     for i, item in enumerate(items):
@@ -300,7 +302,7 @@ def _workload(w: Reader) -> Workload:
 def _clusters(top: Reader) -> dict[str, Cluster]:
     tab = top.table("clusters", required=True)
     out: dict[str, Cluster] = {}
-    for name in tab.keys():
+    for name in tab.keys():  # noqa: SIM118 (Reader is not a dict)
         c = tab.table(name, required=True)
         c.only(CLUSTER_KEYS)
         kind = c.choice("kind", ("local", "ssh"), required=True)

@@ -11,26 +11,66 @@ N = TypeVar("N", int, float)
 
 TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
 SWEEP_KEYS = (
-    "name", "image", "model_path", "baseline", "cluster", "ep_cap", "devices",
-    "boot_timeout_s", "spread_threshold", "min_repeats", "fatal_patterns",
+    "name",
+    "image",
+    "model_path",
+    "baseline",
+    "cluster",
+    "ep_cap",
+    "devices",
+    "boot_timeout_s",
+    "spread_threshold",
+    "min_repeats",
+    "fatal_patterns",
 )
 CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
 WORKLOAD_KEYS = (
-    "dataset", "input_len", "output_len", "range_ratio", "concurrency", "num_requests",
-    "repeats", "seed", "vocab_size", "warmup_requests", "api", "request_timeout_s",
+    "dataset",
+    "input_len",
+    "output_len",
+    "range_ratio",
+    "concurrency",
+    "num_requests",
+    "repeats",
+    "seed",
+    "vocab_size",
+    "warmup_requests",
+    "api",
+    "request_timeout_s",
     "round_timeout_s",
 )
 CLUSTER_KEYS = (
-    "kind", "launcher", "hosts", "gpus_per_node", "server_module", "port", "dist_init_port",
-    "nvidia_smi", "env", "python", "ssh_user", "ssh_key", "known_hosts", "verify_host_keys",
+    "kind",
+    "launcher",
+    "hosts",
+    "gpus_per_node",
+    "server_module",
+    "port",
+    "dist_init_port",
+    "nvidia_smi",
+    "env",
+    "python",
+    "ssh_user",
+    "ssh_key",
+    "known_hosts",
+    "verify_host_keys",
     "sudo_password_file",
 )
 HOST_KEYS = ("name", "address")
 # Flags the plugin derives from the layout and the cluster; a sweep file must not set them.
-PLUGIN_OWNED_FLAGS = frozenset({
-    "tp_size", "pp_size", "ep_size", "nnodes", "node_rank", "dist_init_addr", "host", "port",
-    "model_path",
-})
+PLUGIN_OWNED_FLAGS = frozenset(
+    {
+        "tp_size",
+        "pp_size",
+        "ep_size",
+        "nnodes",
+        "node_rank",
+        "dist_init_addr",
+        "host",
+        "port",
+        "model_path",
+    }
+)
 
 
 class MatrixError(Exception):
@@ -54,7 +94,9 @@ class Reader:
 
     def _fail(self, key: str, expected: str, found: Any) -> Exception:
         shown = "nothing" if found is _MISSING else f"{type(found).__name__} {found!r}"
-        return _matrix_error(f"{self.path}: key '{self._key(key)}': expected {expected}, found {shown}")
+        return _matrix_error(
+            f"{self.path}: key '{self._key(key)}': expected {expected}, found {shown}"
+        )
 
     def only(self, allowed: Sequence[str]) -> None:
         for key in self.data:
@@ -135,17 +177,13 @@ class Reader:
             raise self._fail(key, "an integer", value)
         return self._bounded(key, value, minimum, maximum)
 
-    def float(
-        self, key: str, default: float = 0.0, minimum: float | None = None
-    ) -> float:
+    def float(self, key: str, default: float = 0.0, minimum: float | None = None) -> float:
         value = self._get(key, False, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._fail(key, "a number", value)
         return self._bounded(key, float(value), minimum, None)
 
-    def _bounded(
-        self, key: str, value: N, minimum: N | None, maximum: N | None
-    ) -> N:
+    def _bounded(self, key: str, value: N, minimum: N | None, maximum: N | None) -> N:
         if minimum is not None and value < minimum:
             raise self._fail(key, f"a value ≥ {minimum}", value)
         if maximum is not None and value > maximum:

@@ -18,18 +18,29 @@ from pytest_ppsweep.matrix import MatrixError, Sweep, load
 from pytest_ppsweep.runstore import RunStore, new_run_id
 
 OPTIONS: tuple[tuple[str, str, str | None], ...] = (
-    ("ppsweep_matrix", "sweep file (TOML). Default: ppsweep.toml in the folder given to pytest, "
-     "e.g. `pytest test_matrix`.", None),
+    (
+        "ppsweep_matrix",
+        "sweep file (TOML). Default: ppsweep.toml in the folder given to pytest, "
+        "e.g. `pytest test_matrix`.",
+        None,
+    ),
     ("ppsweep_cluster", "cluster of the sweep file to run on. Default: [sweep] cluster.", None),
     ("ppsweep_image", "server image to use instead of [sweep] image (gate a new image).", None),
     ("ppsweep_reports", "folder that receives reports/<run_id>/. Default: reports.", "reports"),
     ("ppsweep_run_id", "name of the run folder. Default: <sweep name>-YYYYmmdd-HHMMSS.", None),
-    ("ppsweep_boot_timeout", "seconds a layout may take to become healthy. Default: [sweep] "
-     "boot_timeout_s.", None),
+    (
+        "ppsweep_boot_timeout",
+        "seconds a layout may take to become healthy. Default: [sweep] boot_timeout_s.",
+        None,
+    ),
     ("ppsweep_repeats", "repeats per concurrency instead of [workload] repeats.", None),
     ("ppsweep_requests", "requests per round instead of [workload] num_requests.", None),
-    ("ppsweep_time_scale", "emulator only: emulated seconds per real second "
-     "(PPSWEEP_SIM_TIME_SCALE). Default: the emulator's (100).", None),
+    (
+        "ppsweep_time_scale",
+        "emulator only: emulated seconds per real second "
+        "(PPSWEEP_SIM_TIME_SCALE). Default: the emulator's (100).",
+        None,
+    ),
 )
 
 
@@ -145,22 +156,29 @@ def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunSt
 
 def write_run_json(store: RunStore, sweep: Sweep, cluster_name: str, ids: list[str]) -> None:
     cluster = sweep.cluster(cluster_name)
-    store.write_json("metadata/run.json", {
-        "run_id": store.run_id,
-        "sweep": sweep.name,
-        "baseline": sweep.baseline,
-        "order": ids,
-        "cluster": cluster.name,
-        "hosts": [h.address for h in cluster.hosts],
-        "simulated": cluster.server_module.startswith("pytest_ppsweep.sim"),
-        "time_scale": float(cluster.env.get("PPSWEEP_SIM_TIME_SCALE", os.environ.get(
-            "PPSWEEP_SIM_TIME_SCALE", "100"))) if cluster.server_module.startswith(
-            "pytest_ppsweep.sim") else 1.0,
-        "image": sweep.image,
-        "model_path": sweep.model_path,
-        "matrix": str(sweep.path),
-        "spread_threshold": sweep.spread_threshold,
-        "min_repeats": sweep.min_repeats,
-        "workload": json.loads(json.dumps(sweep.workload.__dict__)),
-        "sglang_version": None,
-    })
+    store.write_json(
+        "metadata/run.json",
+        {
+            "run_id": store.run_id,
+            "sweep": sweep.name,
+            "baseline": sweep.baseline,
+            "order": ids,
+            "cluster": cluster.name,
+            "hosts": [h.address for h in cluster.hosts],
+            "simulated": cluster.server_module.startswith("pytest_ppsweep.sim"),
+            "time_scale": float(
+                cluster.env.get(
+                    "PPSWEEP_SIM_TIME_SCALE", os.environ.get("PPSWEEP_SIM_TIME_SCALE", "100")
+                )
+            )
+            if cluster.server_module.startswith("pytest_ppsweep.sim")
+            else 1.0,
+            "image": sweep.image,
+            "model_path": sweep.model_path,
+            "matrix": str(sweep.path),
+            "spread_threshold": sweep.spread_threshold,
+            "min_repeats": sweep.min_repeats,
+            "workload": json.loads(json.dumps(sweep.workload.__dict__)),
+            "sglang_version": None,
+        },
+    )

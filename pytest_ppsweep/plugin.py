@@ -11,14 +11,16 @@ import threading
 from collections.abc import Generator
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_ppsweep import launch, options, summary
 from pytest_ppsweep.progress import Progress
 from pytest_ppsweep.state import RUN_KEY
-from pytest_ppsweep.sweeprun import SweepRun
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.sweeprun import SweepRun
 
 _IDS_KEY = pytest.StashKey[list[str]]()
 _SIGTERM_KEY = pytest.StashKey[Any]()
@@ -73,6 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
             config.option.htmlpath = str(store.dir / "report.html")
             config.option.self_contained_html = True
     progress = Progress(config, store.dir / "progress.log")
+    from pytest_ppsweep.sweeprun import SweepRun  # measuring stack: only when a sweep runs
+
     config.stash[RUN_KEY] = SweepRun(sweep, cluster, store, progress)
     config.stash[_IDS_KEY] = ids
     if threading.current_thread() is threading.main_thread():
@@ -94,20 +98,20 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    run = metafunc.config.stash.get(RUN_KEY, None)
-    names = metafunc.fixturenames
-    if "ppsweep_config" not in names and "concurrency" not in names:
+    # Only tests that use a layout (directly or through ppsweep_service) are sweep tests;
+    # a plain fixture or parameter named `concurrency` elsewhere is left alone.
+    if "ppsweep_config" not in metafunc.fixturenames:
         return
+    run = metafunc.config.stash.get(RUN_KEY, None)
     if run is None:
         raise pytest.UsageError(
             f"{metafunc.definition.nodeid}: uses the sweep fixtures but no sweep file was found; "
             "pass --ppsweep-matrix PATH or run pytest on a folder that holds ppsweep.toml"
         )
-    if "ppsweep_config" in names:
-        ids = metafunc.config.stash[_IDS_KEY]
-        params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in ids]
-        metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
-    if "concurrency" in names:
+    ids = metafunc.config.stash[_IDS_KEY]
+    params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in ids]
+    metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
+    if "concurrency" in metafunc.fixturenames:
         conc = run.sweep.workload.concurrency
         metafunc.parametrize("concurrency", conc, ids=[f"c{c}" for c in conc], indirect=True)
 

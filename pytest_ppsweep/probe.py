@@ -60,7 +60,9 @@ def server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
     resp.raise_for_status()
     data = resp.json()
     if not isinstance(data, dict):
-        raise ValueError(f"{base_url}/server_info: expected a JSON object, found {type(data).__name__}")
+        raise ValueError(
+            f"{base_url}/server_info: expected a JSON object, found {type(data).__name__}"
+        )
     return data
 
 

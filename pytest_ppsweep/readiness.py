@@ -26,9 +26,7 @@ class BootFailed(RuntimeError):
 def _fail(service: Service, reason: str, findings: Sequence[Finding] = ()) -> BootFailed:
     shown = "\n".join(str(f) for f in findings[:20])
     evidence = f"\nmatching log lines:\n{shown}" if shown else ""
-    return BootFailed(
-        f"{service.config.id}: boot failed: {reason}{evidence}\n{service.log_tail()}"
-    )
+    return BootFailed(f"{service.config.id}: boot failed: {reason}{evidence}\n{service.log_tail()}")
 
 
 def wait_until_ready(

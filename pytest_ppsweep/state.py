@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from pytest_ppsweep.sweeprun import SweepRun
+if TYPE_CHECKING:  # the plugin imports the measuring modules only when a sweep is active
+    from pytest_ppsweep.sweeprun import SweepRun
 
-RUN_KEY = pytest.StashKey[SweepRun]()
+RUN_KEY: pytest.StashKey[SweepRun] = pytest.StashKey()
 

@@ -17,7 +17,9 @@ TABLE_HEADER = [
 
 def table_row(props: dict[str, Any]) -> list[str]:
     def cell(col: str, value: Any) -> str:
-        text = "" if value is None else (f"{value:,.2f}" if isinstance(value, float) else str(value))
+        text = (
+            "" if value is None else (f"{value:,.2f}" if isinstance(value, float) else str(value))
+        )
         return f'<td class="col-{col}">{html.escape(text)}</td>'
 
     return [
@@ -42,6 +44,8 @@ def render(run_dir: Path) -> Rendered:
         return Rendered([], ["no round finished"])
     df = pd.read_csv(results)
     med = df.groupby(["config_id", "concurrency"], sort=False)[["input_tps", "ttft_p50_s"]].median()
-    lines = [f"{cid:<16} C={c:<4} TPS {r.input_tps:>10,.2f}  TTFT p50 {r.ttft_p50_s:>8.2f} s"
-             for (cid, c), r in med.iterrows()]
+    lines = [
+        f"{cid:<16} C={c:<4} TPS {r.input_tps:>10,.2f}  TTFT p50 {r.ttft_p50_s:>8.2f} s"
+        for (cid, c), r in med.iterrows()
+    ]
     return Rendered([f"<pre>{html.escape(chr(10).join(lines))}</pre>"], lines)

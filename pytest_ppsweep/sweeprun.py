@@ -22,10 +22,11 @@ from pytest_ppsweep.hosts import HostError, LocalHost
 from pytest_ppsweep.launch import Service
 from pytest_ppsweep.logscan import Finding
 from pytest_ppsweep.matrix import Cluster, Config, Sweep
+from pytest_ppsweep.metrics import RoundResult
 from pytest_ppsweep.probe import Topology, redact, server_info, topology
 from pytest_ppsweep.readiness import BootFailed
 from pytest_ppsweep.runstore import RunStore
-from pytest_ppsweep.workload import PromptSet, WorkloadSpec, make_prompts
+from pytest_ppsweep.workload import PromptSet, WorkloadSpec, generate_prompts
 
 
 class GpuMemoryWarning(UserWarning):
@@ -75,7 +76,7 @@ class SweepRun:
     def prompts(self) -> PromptSet:
         # Generated once per run: identical for every configuration and repeat.
         if self._prompts is None:
-            self._prompts = make_prompts(self.spec)
+            self._prompts = generate_prompts(self.spec)
         return self._prompts
 
     # -- GPU memory ---------------------------------------------------------------------------
@@ -136,7 +137,10 @@ class SweepRun:
             self.after_stop(sid, before)
             raise
         self.store.update_config(
-            sid, boot_ok=True, boot_s=service.boot_s, boot_error="",
+            sid,
+            boot_ok=True,
+            boot_s=service.boot_s,
+            boot_error="",
             pp_max_micro_batch_size=topo.pp_max_micro_batch_size,
         )
         return Booted(service, info, topo, before)
@@ -149,8 +153,9 @@ class SweepRun:
         try:
             cleaned = self.snapshot_gpus(config_id, "cleaned")
         except (HostError, ValueError) as exc:
-            warnings.warn(f"{config_id}: no GPU snapshot after cleanup: {exc}", GpuMemoryWarning,
-                          stacklevel=2)
+            warnings.warn(
+                f"{config_id}: no GPU snapshot after cleanup: {exc}", GpuMemoryWarning, stacklevel=2
+            )
             return
         leftover = not_released(before, cleaned)
         if leftover:
@@ -163,7 +168,7 @@ class SweepRun:
 
     # -- measurement --------------------------------------------------------------------------
 
-    def run_rounds(self, booted: Booted, concurrency: int) -> list[bench.RoundResult]:
+    def run_rounds(self, booted: Booted, concurrency: int) -> list[RoundResult]:
         """All repeats of one concurrency; every round is on disk before the next starts."""
         cfg = booted.service.config
         scale = booted.topology.time_scale
@@ -186,15 +191,21 @@ class SweepRun:
                     time_scale=scale,
                     on_record=write,
                 )
-            self.store.append_result({
-                "run_id": self.store.run_id,
-                "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp, "ep": cfg.ep,
-                "concurrency": concurrency, "repeat": repeat,
-                **result.as_row(),
-                "time_scale": scale,
-                "simulated": booted.topology.simulated,
-                "reused": False,
-            })
+            self.store.append_result(
+                {
+                    "run_id": self.store.run_id,
+                    "config_id": cfg.id,
+                    "pp": cfg.pp,
+                    "tp": cfg.tp,
+                    "ep": cfg.ep,
+                    "concurrency": concurrency,
+                    "repeat": repeat,
+                    **result.as_row(),
+                    "time_scale": scale,
+                    "simulated": booted.topology.simulated,
+                    "reused": False,
+                }
+            )
             self.progress(
                 f"{cfg.id} C={concurrency}: round {repeat}/{repeats} "
                 f"{result.completed}/{result.num_requests} done, "
@@ -205,17 +216,18 @@ class SweepRun:
         return results
 
     def record_logs(self, config_id: str, findings: list[Finding]) -> None:
-        self.store.update_config(
-            config_id, log_clean=not findings, log_findings=len(findings)
-        )
+        self.store.update_config(config_id, log_clean=not findings, log_findings=len(findings))
 
     def record_memory(self, config_id: str, gpus: list[GpuMemory]) -> None:
         worst = worst_rank(gpus)
         if worst is None:
             return
         self.store.update_config(
-            config_id, mem_peak_mib=worst.used_mib, mem_total_mib=worst.total_mib,
-            mem_headroom_mib=worst.headroom_mib, mem_worst_node=worst.node,
+            config_id,
+            mem_peak_mib=worst.used_mib,
+            mem_total_mib=worst.total_mib,
+            mem_headroom_mib=worst.headroom_mib,
+            mem_worst_node=worst.node,
             mem_worst_gpu=worst.index,
         )
 
@@ -225,4 +237,4 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:,.2f}"
+    return "n/a" if value is None or value != value else f"{value:,.2f}"

@@ -13,8 +13,12 @@ from pytest_ppsweep.matrix import Config
 from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 
-def test_topology(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config,
-                  record_property: pytest.RecordProperty) -> None:
+def test_topology(
+    ppsweep: SweepRun,
+    ppsweep_service: Booted,
+    ppsweep_config: Config,
+    record_property: pytest.RecordProperty,
+) -> None:
     """PP, TP, EP and the MoE backends are what the matrix asked; the micro-batch size is known."""
     server = {**ppsweep.sweep.server, **ppsweep_config.server}
     topo = ppsweep_service.topology
@@ -24,16 +28,19 @@ def test_topology(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Co
     assert not problems, "\n".join(problems)
 
 
-def test_prefill(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config,
-                 concurrency: int, record_property: pytest.RecordProperty) -> None:
+def test_prefill(
+    ppsweep: SweepRun,
+    ppsweep_service: Booted,
+    ppsweep_config: Config,
+    concurrency: int,
+    record_property: pytest.RecordProperty,
+) -> None:
     """Every repeat completes N/N requests with zero errors; TPS and TTFT are recorded."""
     rounds = ppsweep.run_rounds(ppsweep_service, concurrency)
-    tps = sorted(r.input_tps for r in rounds if r.input_tps is not None)
-    ttft = sorted(r.ttft_p50_s for r in rounds if r.ttft_p50_s is not None)
-    if tps:
-        record_property("input_tps", tps[len(tps) // 2])
-    if ttft:
-        record_property("ttft_p50_s", ttft[len(ttft) // 2])
+    for metric in ("input_tps", "ttft_p50_s"):
+        values = sorted(v for r in rounds if (v := r.as_row()[metric]) is not None)
+        if values:
+            record_property(metric, values[len(values) // 2])  # median over repeats
     problems = completion_problems(ppsweep_config.id, concurrency, rounds)
     assert not problems, "\n".join(problems)
 
@@ -46,8 +53,12 @@ def test_logs_clean(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: 
     assert not findings, "fatal lines in the service logs:\n" + "\n".join(log_problems(findings))
 
 
-def test_gpu_memory(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config,
-                    record_property: pytest.RecordProperty) -> None:
+def test_gpu_memory(
+    ppsweep: SweepRun,
+    ppsweep_service: Booted,
+    ppsweep_config: Config,
+    record_property: pytest.RecordProperty,
+) -> None:
     """Worst-rank GPU memory after the benchmark is recorded with its headroom (seed §8)."""
     gpus = ppsweep.snapshot_gpus(ppsweep_config.id, "after")
     ppsweep.record_memory(ppsweep_config.id, gpus)

@@ -67,13 +67,22 @@ def test_real_failed_boot_is_found_with_its_traceback(data_dir: Path) -> None:
     ("line", "kind"),
     [
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-oom"),
-        ("[2026-08-21 12:00:00 PP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
-         "self.soft=False)", "watchdog"),
-        ("torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
-         "ncclInternalError", "nccl"),
+        (
+            "[2026-08-21 12:00:00 PP1 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, "
+            "self.soft=False)",
+            "watchdog",
+        ),
+        (
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, "
+            "ncclInternalError",
+            "nccl",
+        ),
         ("RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/...]", "gloo"),
         ("misc/ibvwrap.cc:123 NCCL WARN Call to ibv_create_qp failed", "nccl"),
-        ("[2026-08-21] Rank 0 scheduler is dead. Please check if there are relevant logs.", "engine"),
+        (
+            "[2026-08-21] Rank 0 scheduler is dead. Please check if there are relevant logs.",
+            "engine",
+        ),
         ("ConnectionRefusedError: [Errno 111] Connection refused", "connection-refused"),
     ],
 )

@@ -39,14 +39,21 @@ def refused(path: Path, *patterns: str, cluster: str | None = None) -> str:
 def test_seed_matrix_is_the_seeds_sweep() -> None:
     sweep = load(SEED)
     assert [c.id for c in sweep.configs] == [
-        "pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2",
+        "pp1-tp32-ep4",
+        "pp2-tp16-ep4",
+        "pp4-tp8-ep4",
+        "pp8-tp4-ep4",
+        "pp16-tp2-ep2",
     ]
     assert sweep.baseline == "pp1-tp32-ep4"
     assert sweep.image == "local/sglang:kimi-k3-sm120-flashinfer-mxfp4-phase5"
     assert sweep.model_path == "/data/hf_models/Kimi-K3"
     assert sweep.server == {
-        "moe_runner_backend": "flashinfer_mxfp4", "moe_a2a_backend": "none",
-        "chunked_prefill_size": 8192, "disable_radix_cache": True, "mem_fraction_static": 0.88,
+        "moe_runner_backend": "flashinfer_mxfp4",
+        "moe_a2a_backend": "none",
+        "chunked_prefill_size": 8192,
+        "disable_radix_cache": True,
+        "mem_fraction_static": 0.88,
     }
     assert sweep.env["NCCL_SOCKET_IFNAME"] == "bond0"
     assert sweep.env["GLOO_SOCKET_IFNAME"] == "bond0"
@@ -60,7 +67,11 @@ def test_seed_matrix_is_the_seeds_sweep() -> None:
     assert (w.concurrency, w.num_requests, w.repeats) == ((8, 16), 40, 3)
     local, pro = sweep.clusters["local"], sweep.clusters["pro6000"]
     assert [h.address for h in local.hosts] == [f"127.0.6.{i}" for i in range(1, 5)]
-    assert (local.kind, local.gpus_per_node, local.server_module) == ("local", 8, "pytest_ppsweep.sim")
+    assert (local.kind, local.gpus_per_node, local.server_module) == (
+        "local",
+        8,
+        "pytest_ppsweep.sim",
+    )
     assert [h.name for h in pro.hosts] == ["601", "602", "603", "604"]
     assert (pro.kind, pro.launcher, pro.hosts[0].address) == ("ssh", "docker", "174.1.60.1")
     assert sweep.default_cluster == "local"
@@ -98,7 +109,9 @@ def test_wrong_type(tmp_path: Path) -> None:
 
 
 def test_duplicate_configuration(tmp_path: Path) -> None:
-    path = seed_with(tmp_path, "[[configs]]\npp = 2", "[[configs]]\npp = 1\ntp = 32\n\n[[configs]]\npp = 2")
+    path = seed_with(
+        tmp_path, "[[configs]]\npp = 2", "[[configs]]\npp = 1\ntp = 32\n\n[[configs]]\npp = 2"
+    )
     refused(path, r"duplicate configuration pp1-tp32-ep4", r"configs\[0\]")
 
 
@@ -136,7 +149,9 @@ def test_unknown_cluster(tmp_path: Path) -> None:
 
 
 def test_plugin_owned_flag_in_server(tmp_path: Path) -> None:
-    path = seed_with(tmp_path, "mem_fraction_static = 0.88", "mem_fraction_static = 0.88\ntp_size = 8")
+    path = seed_with(
+        tmp_path, "mem_fraction_static = 0.88", "mem_fraction_static = 0.88\ntp_size = 8"
+    )
     refused(path, r"'server\.tp_size'", r"set by the plugin")
 
 

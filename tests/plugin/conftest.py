@@ -1,0 +1,47 @@
+"""Fixtures of the end-to-end runs of the plugin on the emulator (pytester, real processes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sweephelp import ACCEPTANCE, CONFIGS, SMALL, sim_processes
+
+
+@pytest.fixture
+def sweep_dir(pytester: pytest.Pytester, tmp_path: Path) -> Callable[..., Path]:
+    """Write a sweep folder (matrix + the project's acceptance tests) into the pytester dir."""
+    counter = iter(range(100))
+
+    def make(configs: str = CONFIGS, scale: int = 2000, **extra: str) -> Path:
+        n = next(counter)
+        port = 31000 + (os.getpid() % 200) * 10 + n
+        text = SMALL.format(
+            configs=configs,
+            net=extra.get("net", "127.0.6"),
+            port=port,
+            dist=port + 5000,
+            scale=scale,
+            state=tmp_path / f"sim-state-{n}",
+        )
+        folder = pytester.path / f"matrix{n}"
+        folder.mkdir()
+        (folder / "ppsweep.toml").write_text(text)
+        (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
+        return folder
+
+    return make
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_ranks() -> Iterator[None]:
+    """Every end-to-end test must leave no emulator rank behind."""
+    before = set(sim_processes("--port 3"))
+    yield
+    left = set(sim_processes("--port 3")) - before
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"emulator ranks left running: {sorted(left)}"

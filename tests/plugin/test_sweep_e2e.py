@@ -1,0 +1,222 @@
+"""End-to-end runs of the plugin (pytester, subprocess) against the emulator's real processes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sweephelp import REPO, outcomes, rows, run_dir, sim_processes
+
+BOOT_FAULT_CONFIGS = """
+[[configs]]
+pp = 4
+tp = 8
+
+[[configs]]
+pp = 8
+tp = 4
+env = { PPSWEEP_SIM_FAULTS = "oom_load" }
+"""
+
+PP1_PP16 = """
+[[configs]]
+pp = 1
+tp = 32
+
+[[configs]]
+pp = 16
+tp = 2
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str | Path) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*[str(a) for a in args], timeout=600)
+
+
+def test_small_sweep_passes_and_keeps_the_evidence(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder, reports = sweep_dir(), tmp_path / "reports"
+    result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
+    result.assert_outcomes(passed=10)
+    seen = outcomes(result.stdout.str())
+    assert seen["test_prefill[pp4-tp8-ep4-c2]"] == "PASSED"
+    assert seen["test_prefill[pp8-tp4-ep4-c4]"] == "PASSED"
+    run_folder = run_dir(reports)
+    results = rows(run_folder / "results.csv")
+    assert len(results) == 2 * 2 * 2  # configs × C × repeats
+    assert {(r["config_id"], r["concurrency"], r["repeat"]) for r in results} == {
+        (c, k, r) for c in ("pp4-tp8-ep4", "pp8-tp4-ep4") for k in ("2", "4") for r in ("1", "2")
+    }
+    assert all(r["completed"] == "6" and r["failed"] == "0" for r in results)
+    assert all(float(r["input_tps"]) > 0 and r["simulated"] == "True" for r in results)
+    configs = {r["config_id"]: r for r in rows(run_folder / "configs.csv")}
+    assert configs["pp8-tp4-ep4"]["boot_ok"] == "True"
+    assert configs["pp8-tp4-ep4"]["topology_ok"] == "True"
+    assert configs["pp8-tp4-ep4"]["log_clean"] == "True"
+    assert int(configs["pp8-tp4-ep4"]["mem_peak_mib"]) > 0
+    for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
+        raw = (run_folder / "raw" / cid / "c4-r2.jsonl").read_text().splitlines()
+        assert len(raw) == 6 and all(json.loads(line)["ok"] for line in raw)
+        assert sorted(p.name for p in (run_folder / "service" / cid).iterdir()) == [
+            "launch.sh",
+            "node0.log",
+            "node1.log",
+            "node2.log",
+            "node3.log",
+        ]
+        assert sorted(p.stem for p in (run_folder / "gpu" / cid).iterdir()) == [
+            "after",
+            "before",
+            "cleaned",
+            "healthy",
+        ]
+        info = json.loads((run_folder / "metadata" / f"{cid}.server_info.json").read_text())
+        assert info["ppsweep_sim"]["simulated"] is True
+    # Each layout booted once, and torn down before the next one booted.
+    log = (run_folder / "progress.log").read_text()
+    assert log.count("pp4-tp8-ep4: booting on") == 1 and log.count("pp8-tp4-ep4: booting on") == 1
+    assert (run_folder / "gpu" / "pp4-tp8-ep4" / "cleaned.csv").stat().st_mtime <= (
+        run_folder / "gpu" / "pp8-tp4-ep4" / "before.csv"
+    ).stat().st_mtime
+    assert (run_folder / "metadata" / "ppsweep.toml").exists()
+    report = run_folder / "report.html"
+    assert report.exists() and "SIMULATED" in report.read_text()
+    result.stdout.fnmatch_lines([f"report: {report}"])
+
+
+def test_k_collects_and_boots_only_pp8(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    reports = tmp_path / "reports"
+    result = run(pytester, sweep_dir(), "-v", "-k", "pp8", "--ppsweep-reports", reports)
+    result.assert_outcomes(passed=5, deselected=5)
+    assert all("pp8-tp4-ep4" in test for test in outcomes(result.stdout.str()))
+    assert sorted(p.name for p in (run_dir(reports) / "service").iterdir()) == ["pp8-tp4-ep4"]
+
+
+def test_exact_selector_versus_k(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = sweep_dir(PP1_PP16)
+    k = run(
+        pytester, folder, "--collect-only", "-q", "-k", "pp1", "--ppsweep-reports", tmp_path / "r1"
+    )
+    assert "pp16-tp2-ep2" in k.stdout.str()  # -k is a substring match
+    exact = run(
+        pytester,
+        folder,
+        "--collect-only",
+        "-q",
+        "--ppsweep-config",
+        "pp1",
+        "--ppsweep-reports",
+        tmp_path / "r2",
+    )
+    assert "pp1-tp32-ep4" in exact.stdout.str() and "pp16" not in exact.stdout.str()
+    bad = run(pytester, folder, "--ppsweep-config", "pp3", "--ppsweep-reports", tmp_path / "r3")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--ppsweep-config: pp3 matches no configuration*"])
+
+
+def test_boot_failure_fails_only_its_configuration(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    reports = tmp_path / "reports"
+    result = run(pytester, sweep_dir(BOOT_FAULT_CONFIGS), "-v", "--ppsweep-reports", reports)
+    seen = outcomes(result.stdout.str())
+    assert {t for t, o in seen.items() if o == "PASSED"} == {t for t in seen if "pp4-tp8-ep4" in t}
+    assert {o for t, o in seen.items() if "pp8-tp4-ep4" in t} == {"ERROR"}
+    text = result.stdout.str()
+    assert "pp8-tp4-ep4: boot failed" in text
+    assert "CUDA out of memory" in text and "node0.log (last" in text
+    # The failing layout was booted once, not once per test.
+    log = (run_dir(reports) / "progress.log").read_text()
+    assert log.count("pp8-tp4-ep4: booting on") == 1
+    configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
+    assert configs["pp8-tp4-ep4"]["boot_ok"] == "False"
+    assert "boot failed" in configs["pp8-tp4-ep4"]["boot_error"]
+
+
+def test_invalid_matrix_launches_nothing(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = sweep_dir()
+    toml = folder / "ppsweep.toml"
+    toml.write_text(toml.read_text().replace("pp = 8\ntp = 4", "pp = 8\ntp = 2"))
+    reports = tmp_path / "reports"
+    result = run(pytester, folder, "--ppsweep-reports", reports)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{toml}*expected PP × TP = 32*found 8 × 2 = 16*"])
+    assert not reports.exists() or not any(reports.iterdir())
+
+
+def test_xdist_workers_on_one_cluster_are_refused(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    result = run(pytester, sweep_dir(), "-n", "2", "--ppsweep-reports", tmp_path / "r")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*-n 2: cluster 'local' can boot one configuration at a time*"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_mid_sweep_keeps_rows_and_leaves_no_process(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path, sig: int
+) -> None:
+    folder = sweep_dir(scale=200)
+    reports = tmp_path / "reports"
+    port = next(
+        line
+        for line in (folder / "ppsweep.toml").read_text().splitlines()
+        if line.startswith("port =")
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(folder), "--ppsweep-reports", str(reports), "-q"],
+        cwd=pytester.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if reports.exists() and any(rows(p / "results.csv") for p in reports.iterdir()):
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, "the sweep ended before it could be interrupted"
+        before = rows(run_dir(reports) / "results.csv")
+        assert before, "no round finished within 120 s"
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert not sim_processes(f"--{port.replace(' = ', ' ')}"), "ranks left after the interrupt"
+    after = rows(run_dir(reports) / "results.csv")
+    assert after[: len(before)] == before  # every finished round kept, untouched
+    with (run_dir(reports) / "results.csv").open(newline="") as fh:
+        assert all(len(r) == len(after[0]) for r in csv.reader(fh))  # no torn row
+    assert b"KeyboardInterrupt" in out or b"Interrupted" in out
+
+
+@pytest.mark.slow
+def test_whole_seed_sweep_on_the_emulator(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    reports = tmp_path / "reports"
+    result = run(
+        pytester, REPO / "test_matrix", "--ppsweep-reports", reports, "--ppsweep-time-scale", "1000"
+    )
+    result.assert_outcomes(passed=5 * (1 + 2 + 1 + 1))
+    results = rows(run_dir(reports) / "results.csv")
+    assert len(results) == 5 * 2 * 3
+    assert all(r["completed"] == "40" and r["failed"] == "0" for r in results)
+    assert all(r["input_tokens"] == str(40 * 16384) for r in results)
