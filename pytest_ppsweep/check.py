@@ -20,22 +20,26 @@ def topology_problems(
 ) -> list[str]:
     """Compare what the server reports with what the matrix asked for."""
     problems = []
-    for name, want, got in (
+    wanted: tuple[tuple[str, int, int | None], ...] = (
         ("pp_size", config.pp, topo.pp),
         ("tp_size", config.tp, topo.tp),
         ("ep_size", config.ep, topo.ep),
         ("nnodes", nnodes, topo.nnodes),
-    ):
+    )
+    for name, want, got in wanted:
         if got != want:
             problems.append(f"{config.id}: server reports {name}={got}, the matrix asks {want}")
-    for name, got in (
+    for backend, reported in (
         ("moe_runner_backend", topo.moe_runner_backend),
         ("moe_a2a_backend", topo.moe_a2a_backend),
     ):
-        want = server.get(name)
+        asked_backend = server.get(backend)
         # SGLang keeps "auto" when nothing was asked (contract §1.3): accept it only then.
-        if want is not None and got != want:
-            problems.append(f"{config.id}: server reports {name}={got!r}, the matrix asks {want!r}")
+        if asked_backend is not None and reported != asked_backend:
+            problems.append(
+                f"{config.id}: server reports {backend}={reported!r}, "
+                f"the matrix asks {asked_backend!r}"
+            )
     mbs = topo.pp_max_micro_batch_size
     asked = server.get("pp_max_micro_batch_size")
     if mbs is None or mbs < 1:

@@ -9,6 +9,7 @@ Ctrl-C, a SIGTERM or an interpreter exit stops what is left.
 from __future__ import annotations
 
 import atexit
+import os
 import shlex
 import sys
 import threading
@@ -75,14 +76,39 @@ class RankSpec:
         return redact(f"env {env} {shlex.join(self.argv)}".strip())  # type: ignore[no-any-return]
 
 
+def cpu_bind(local_ranks: int, cores: int | None = None) -> str:
+    """SGLang's SGLANG_CPU_OMP_THREADS_BIND for this node: one core set per local rank,
+    separated by ``|``; with fewer cores than ranks, cores are shared round-robin."""
+    n = cores or len(os.sched_getaffinity(0))
+    if local_ranks <= n:
+        per = n // local_ranks
+        return "|".join(f"{i * per}-{i * per + per - 1}" if per > 1 else str(i * per)
+                        for i in range(local_ranks))
+    return "|".join(str(i % n) for i in range(local_ranks))
+
+
+def _expand(value: str, fields: Mapping[str, str], key: str) -> str:
+    """Fill ``{host}``, ``{node_rank}`` and ``{cpu_bind}`` in an environment value."""
+    try:
+        return value.format_map(fields)
+    except (KeyError, ValueError, IndexError) as exc:
+        raise ValueError(
+            f"environment {key}={value!r}: unknown placeholder {exc}; expected "
+            f"{', '.join('{' + f + '}' for f in fields)}"
+        ) from None
+
+
 def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]:
     """The argv and environment of every node's rank for ``config`` on ``cluster``."""
     python = cluster.python or sys.executable
     head = cluster.rank0()
     server = {**sweep.server, **config.server}
-    env = {**sweep.env, **cluster.env, **config.env}
+    merged = {**sweep.env, **cluster.env, **config.env}
+    local_ranks = config.pp * config.tp // len(cluster.hosts)
     specs = []
     for rank, host in enumerate(cluster.hosts):
+        fields = {"host": host.address, "node_rank": str(rank), "cpu_bind": cpu_bind(local_ranks)}
+        env = {k: _expand(v, fields, k) for k, v in merged.items()}
         argv = [
             python,
             "-m",

@@ -27,6 +27,9 @@ from pytest_ppsweep.matrix_schema import (
 )
 
 
+__all__ = ["Cluster", "Config", "Host", "MatrixError", "Sweep", "Workload", "load"]
+
+
 @dataclass(frozen=True)
 class Host:
     """One node of a cluster: the address its rank binds and is reached at."""
@@ -169,16 +172,16 @@ def _build(top: Reader, path: Path) -> Sweep:
     env = top.table("env").str_map()
     clusters = _clusters(top)
     workload = _workload(top.table("workload", required=True))
-    ep_cap = sw.int("ep_cap", default=0, minimum=1)
+    ep_cap = sw.integer("ep_cap", default=0, minimum=1)
     configs = _configs(top, ep_cap)
-    baseline_sel = sw.str("baseline", default=configs[0].id)
+    baseline_sel = sw.text("baseline", default=configs[0].id)
     base = [c for c in configs if c.matches(baseline_sel)]
     if len(base) != 1:
         raise MatrixError(
             f"{path}: key 'sweep.baseline': expected the id of one configuration in the sweep "
             f"({', '.join(c.id for c in configs)}), found {baseline_sel!r}"
         )
-    default_cluster = sw.str("cluster", default=next(iter(clusters)))
+    default_cluster = sw.text("cluster", default=next(iter(clusters)))
     if default_cluster not in clusters:
         raise MatrixError(
             f"{path}: key 'sweep.cluster': expected one of {', '.join(clusters)}, "
@@ -186,9 +189,9 @@ def _build(top: Reader, path: Path) -> Sweep:
         )
     return Sweep(
         path=path,
-        name=sw.str("name", default=path.stem),
-        image=sw.str("image", default=""),
-        model_path=sw.str("model_path", required=True),
+        name=sw.text("name", default=path.stem),
+        image=sw.text("image", default=""),
+        model_path=sw.text("model_path", required=True),
         baseline=base[0].id,
         default_cluster=default_cluster,
         devices=tuple(sw.str_list("devices", default=[])),
@@ -197,9 +200,9 @@ def _build(top: Reader, path: Path) -> Sweep:
         configs=configs,
         workload=workload,
         clusters=clusters,
-        boot_timeout_s=sw.float("boot_timeout_s", default=1800.0, minimum=0.001),
-        spread_threshold=sw.float("spread_threshold", default=0.02, minimum=0.0),
-        min_repeats=sw.int("min_repeats", default=workload.repeats, minimum=1),
+        boot_timeout_s=sw.number("boot_timeout_s", default=1800.0, minimum=0.001),
+        spread_threshold=sw.number("spread_threshold", default=0.02, minimum=0.0),
+        min_repeats=sw.integer("min_repeats", default=workload.repeats, minimum=1),
         fatal_patterns=tuple(sw.str_list("fatal_patterns", default=[])),
     )
 
@@ -231,9 +234,9 @@ def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
     seen: dict[str, int] = {}
     for i, item in enumerate(items):
         item.only(CONFIG_KEYS)
-        pp = item.int("pp", required=True, minimum=1)
-        tp = item.int("tp", required=True, minimum=1)
-        ep = item.int("ep", default=min(ep_cap, tp) if ep_cap else 1, minimum=1)
+        pp = item.integer("pp", required=True, minimum=1)
+        tp = item.integer("tp", required=True, minimum=1)
+        ep = item.integer("ep", default=min(ep_cap, tp) if ep_cap else 1, minimum=1)
         if ep > tp:
             raise MatrixError(
                 f"{top.path}: key '{item.where}.ep': expected EP ≤ TP (EP splits the TP group), "
@@ -264,12 +267,12 @@ def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
 
 def _workload(w: Reader) -> Workload:
     w.only(WORKLOAD_KEYS)
-    dataset = w.str("dataset", default="random-ids")
+    dataset = w.text("dataset", default="random-ids")
     if dataset != "random-ids":
         raise MatrixError(
             f"{w.path}: key 'workload.dataset': expected 'random-ids', found {dataset!r}"
         )
-    api = w.str("api", default="generate")
+    api = w.text("api", default="generate")
     if api not in ("generate", "completions"):
         raise MatrixError(
             f"{w.path}: key 'workload.api': expected 'generate' or 'completions', found {api!r}"
@@ -277,25 +280,25 @@ def _workload(w: Reader) -> Workload:
     conc = w.int_list("concurrency", required=True, minimum=1)
     if len(set(conc)) != len(conc):
         raise MatrixError(f"{w.path}: key 'workload.concurrency': duplicate values in {conc}")
-    ratio = w.float("range_ratio", default=1.0, minimum=0.0)
+    ratio = w.number("range_ratio", default=1.0, minimum=0.0)
     if ratio > 1.0:
         raise MatrixError(
             f"{w.path}: key 'workload.range_ratio': expected 0 ≤ ratio ≤ 1, found {ratio}"
         )
     return Workload(
         dataset=dataset,
-        input_len=w.int("input_len", required=True, minimum=1),
-        output_len=w.int("output_len", required=True, minimum=1),
+        input_len=w.integer("input_len", required=True, minimum=1),
+        output_len=w.integer("output_len", required=True, minimum=1),
         range_ratio=ratio,
         concurrency=tuple(conc),
-        num_requests=w.int("num_requests", required=True, minimum=1),
-        repeats=w.int("repeats", default=3, minimum=1),
-        seed=w.int("seed", default=1, minimum=0),
-        vocab_size=w.int("vocab_size", default=32000, minimum=2),
-        warmup_requests=w.int("warmup_requests", default=1, minimum=0),
+        num_requests=w.integer("num_requests", required=True, minimum=1),
+        repeats=w.integer("repeats", default=3, minimum=1),
+        seed=w.integer("seed", default=1, minimum=0),
+        vocab_size=w.integer("vocab_size", default=32000, minimum=2),
+        warmup_requests=w.integer("warmup_requests", default=1, minimum=0),
         api=api,
-        request_timeout_s=w.float("request_timeout_s", default=3600.0, minimum=0.001),
-        round_timeout_s=w.float("round_timeout_s", default=7200.0, minimum=0.001),
+        request_timeout_s=w.number("request_timeout_s", default=3600.0, minimum=0.001),
+        round_timeout_s=w.number("round_timeout_s", default=7200.0, minimum=0.001),
     )
 
 
@@ -318,18 +321,18 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             kind=kind,
             launcher=launcher,
             hosts=hosts,
-            gpus_per_node=c.int("gpus_per_node", required=True, minimum=1),
-            server_module=c.str("server_module", default="sglang.launch_server"),
-            port=c.int("port", default=30000, minimum=1, maximum=65535),
-            dist_init_port=c.int("dist_init_port", default=20000, minimum=1, maximum=65535),
+            gpus_per_node=c.integer("gpus_per_node", required=True, minimum=1),
+            server_module=c.text("server_module", default="sglang.launch_server"),
+            port=c.integer("port", default=30000, minimum=1, maximum=65535),
+            dist_init_port=c.integer("dist_init_port", default=20000, minimum=1, maximum=65535),
             nvidia_smi=tuple(c.str_list("nvidia_smi", default=["nvidia-smi"])),
             env=c.table("env").str_map(),
-            python=c.str("python", default=""),
-            ssh_user=c.str("ssh_user", default="root"),
-            ssh_key=c.str("ssh_key", default=""),
-            known_hosts=c.str("known_hosts", default=""),
-            verify_host_keys=c.bool("verify_host_keys", default=True),
-            sudo_password_file=c.str("sudo_password_file", default=""),
+            python=c.text("python", default=""),
+            ssh_user=c.text("ssh_user", default="root"),
+            ssh_key=c.text("ssh_key", default=""),
+            known_hosts=c.text("known_hosts", default=""),
+            verify_host_keys=c.flag("verify_host_keys", default=True),
+            sudo_password_file=c.text("sudo_password_file", default=""),
         )
     if not out:
         raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")
@@ -350,8 +353,8 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
         elif isinstance(h, dict):
             r = Reader(c.path, h, f"{c.where}.hosts[{i}]")
             r.only(HOST_KEYS)
-            addr = r.str("address", required=True)
-            hosts.append(Host(address=addr, name=r.str("name", default=addr)))
+            addr = r.text("address", required=True)
+            hosts.append(Host(address=addr, name=r.text("name", default=addr)))
         else:
             raise MatrixError(
                 f"{c.path}: key '{c.where}.hosts[{i}]': expected an address string or a "

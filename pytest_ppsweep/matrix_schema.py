@@ -142,7 +142,7 @@ class Reader:
             raise self._fail(key, "a value (required)", _MISSING)
         return default
 
-    def str(self, key: str, required: bool = False, default: str = "") -> str:
+    def text(self, key: str, required: bool = False, default: str = "") -> str:
         value = self._get(key, required, default)
         if not isinstance(value, str):
             raise self._fail(key, "a string", value)
@@ -153,18 +153,18 @@ class Reader:
     def choice(
         self, key: str, choices: Sequence[str], required: bool = False, default: str = ""
     ) -> str:
-        value = self.str(key, required=required, default=default)
+        value = self.text(key, required=required, default=default)
         if value not in choices:
             raise self._fail(key, f"one of {', '.join(repr(c) for c in choices)}", value)
         return value
 
-    def bool(self, key: str, default: bool = False) -> bool:
+    def flag(self, key: str, default: bool = False) -> bool:
         value = self._get(key, False, default)
         if not isinstance(value, bool):
             raise self._fail(key, "true or false", value)
         return value
 
-    def int(
+    def integer(
         self,
         key: str,
         required: bool = False,
@@ -177,7 +177,7 @@ class Reader:
             raise self._fail(key, "an integer", value)
         return self._bounded(key, value, minimum, maximum)
 
-    def float(self, key: str, default: float = 0.0, minimum: float | None = None) -> float:
+    def number(self, key: str, default: float = 0.0, minimum: float | None = None) -> float:
         value = self._get(key, False, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._fail(key, "a number", value)

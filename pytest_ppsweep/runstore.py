@@ -122,6 +122,14 @@ class RunStore:
         _atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
         return path
 
+    def update_json(self, relpath: str, **fields: Any) -> None:
+        """Merge ``fields`` into a JSON object file of the run folder."""
+        path = self.dir / relpath
+        with self._lock:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            data.update(fields)
+            _atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
     def copy_matrix(self, matrix: Path) -> None:
         shutil.copyfile(matrix, self.dir / "metadata" / matrix.name)
 

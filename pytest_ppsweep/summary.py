@@ -1,4 +1,8 @@
-"""Glue between the run folder and what the plugin shows: HTML summary, terminal, table columns."""
+"""Glue between the run folder and what the plugin shows: HTML summary, terminal, table columns.
+
+The numbers come only from the files in the run folder (aggregate.py), so the report a run shows
+is the one ``python -m pytest_ppsweep report <run>`` rebuilds.
+"""
 
 from __future__ import annotations
 
@@ -16,10 +20,12 @@ TABLE_HEADER = [
 
 
 def table_row(props: dict[str, Any]) -> list[str]:
+    """The cells of TABLE_HEADER for one test report (values from its user_properties)."""
+
     def cell(col: str, value: Any) -> str:
-        text = (
-            "" if value is None else (f"{value:,.2f}" if isinstance(value, float) else str(value))
-        )
+        text = "" if value is None else str(value)
+        if isinstance(value, float):
+            text = f"{value:,.2f}"
         return f'<td class="col-{col}">{html.escape(text)}</td>'
 
     return [
@@ -32,20 +38,24 @@ def table_row(props: dict[str, Any]) -> list[str]:
 
 @dataclass
 class Rendered:
+    """What the plugin shows at the end of a run."""
+
     html: list[str] = field(default_factory=list)
     terminal: list[str] = field(default_factory=list)
 
 
 def render(run_dir: Path) -> Rendered:
-    import pandas as pd
+    """Aggregate the run folder, write summary.csv, and render the HTML and terminal summary."""
+    from pytest_ppsweep import report
+    from pytest_ppsweep.aggregate import RunFolderError, write_summary
 
-    results = run_dir / "results.csv"
-    if not results.exists():
-        return Rendered([], ["no round finished"])
-    df = pd.read_csv(results)
-    med = df.groupby(["config_id", "concurrency"], sort=False)[["input_tps", "ttft_p50_s"]].median()
-    lines = [
-        f"{cid:<16} C={c:<4} TPS {r.input_tps:>10,.2f}  TTFT p50 {r.ttft_p50_s:>8.2f} s"
-        for (cid, c), r in med.iterrows()
-    ]
-    return Rendered([f"<pre>{html.escape(chr(10).join(lines))}</pre>"], lines)
+    try:
+        data, summary, verdicts, rec = report.analyse(run_dir)
+    except RunFolderError as exc:
+        note = f"no summary: {exc}"
+        return Rendered([f"<p>{html.escape(note)}</p>"], [note])
+    write_summary(run_dir, summary)
+    return Rendered(
+        report.html_summary(data, summary, verdicts, rec),
+        report.terminal_summary(summary, verdicts, rec, width=100),
+    )

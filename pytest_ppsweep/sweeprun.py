@@ -88,7 +88,12 @@ class SweepRun:
         )
 
     def snapshot_gpus(self, config_id: str, moment: str) -> list[GpuMemory]:
-        """nvidia-smi on every node at once; written to ``gpu/<config>/<moment>.csv``."""
+        """nvidia-smi on every node at once; written to ``gpu/<config>/<moment>.csv``.
+
+        A cluster whose ``nvidia_smi`` is empty has no GPUs to read (a CPU cluster): [].
+        """
+        if not self.cluster.nvidia_smi:
+            return []
 
         def one(host_index: int) -> list[GpuMemory]:
             h = self.cluster.hosts[host_index]
@@ -131,6 +136,12 @@ class SweepRun:
             info = server_info(service.base_url)
             self.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
             topo = topology(info)
+            self.store.update_json(
+                "metadata/run.json",
+                sglang_version=topo.version,
+                simulated=topo.simulated,
+                time_scale=topo.time_scale,
+            )
             self.snapshot_gpus(sid, "healthy")
         except BaseException:
             service.stop()

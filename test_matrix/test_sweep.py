@@ -60,6 +60,8 @@ def test_gpu_memory(
     record_property: pytest.RecordProperty,
 ) -> None:
     """Worst-rank GPU memory after the benchmark is recorded with its headroom (seed §8)."""
+    if not ppsweep.cluster.nvidia_smi:
+        pytest.skip(f"cluster {ppsweep.cluster.name!r} has no GPUs (nvidia_smi = [])")
     gpus = ppsweep.snapshot_gpus(ppsweep_config.id, "after")
     ppsweep.record_memory(ppsweep_config.id, gpus)
     assert gpus, f"{ppsweep_config.id}: nvidia-smi reported no GPU on any node"

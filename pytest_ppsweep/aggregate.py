@@ -1,0 +1,266 @@
+"""Aggregate a run folder: medians per configuration x concurrency and the deltas around them.
+
+Input is the run folder written by ``runstore`` (see docs/ARCHITECTURE.md): ``results.csv`` (one
+row per round), ``configs.csv`` (one row per configuration) and ``metadata/run.json``. Nothing
+here imports pytest, so the report can be rebuilt from the files alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Only what the tables and verdicts read is required; the other documented columns are optional
+# so that a run written by an older or newer runstore still aggregates.
+REQUIRED_RESULT_COLUMNS = (
+    "config_id", "concurrency", "repeat", "num_requests", "completed", "failed",
+    "input_tokens", "input_tokens_nominal", "input_tps", "ttft_p50_s", "ttft_p95_s",
+)
+OPTIONAL_RESULT_COLUMNS = ("pp", "tp", "ep", "ttft_p99_s", "e2e_p50_s", "simulated", "reused")
+REQUIRED_CONFIG_COLUMNS = ("config_id",)
+OPTIONAL_CONFIG_COLUMNS = (
+    "pp", "tp", "ep", "order", "boot_ok", "boot_s", "boot_error", "topology_ok", "log_clean",
+    "log_findings", "mem_peak_mib", "mem_total_mib", "mem_headroom_mib", "mem_worst_node",
+    "mem_worst_gpu",
+)
+_MEDIAN_COLUMNS = ("input_tps", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_p50_s")
+
+
+class RunFolderError(FileNotFoundError):
+    """A run folder, or a file or column in it, is missing; the message names the path."""
+
+
+@dataclass(frozen=True)
+class RunMeta:
+    """The run manifest ``metadata/run.json``; every key but ``run_id`` has a default."""
+
+    run_id: str
+    baseline: str = ""
+    order: tuple[str, ...] = ()
+    simulated: bool = False
+    cluster: str = ""
+    image: str = ""
+    matrix: str = ""
+    time_scale: float = 1.0
+    sglang_version: str | None = None
+    spread_threshold: float = 0.02
+    min_repeats: int = 3
+    concurrencies: tuple[int, ...] = ()
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], default_run_id: str) -> RunMeta:
+        """Build from parsed JSON, ignoring unknown keys and tolerating missing ones."""
+        version = raw.get("sglang_version")
+        workload = raw.get("workload")
+        # The planned concurrencies: explicit, else the copied workload of the matrix.
+        planned = raw.get("concurrencies") or (
+            workload.get("concurrency") if isinstance(workload, dict) else None)
+        return cls(
+            run_id=str(raw.get("run_id") or default_run_id),
+            baseline=str(raw.get("baseline") or ""),
+            order=tuple(str(c) for c in raw.get("order") or ()),
+            simulated=bool(raw.get("simulated", False)),
+            cluster=str(raw.get("cluster") or ""),
+            image=str(raw.get("image") or ""),
+            matrix=str(raw.get("matrix") or ""),
+            time_scale=float(raw.get("time_scale") or 1.0),
+            sglang_version=None if version is None else str(version),
+            spread_threshold=float(raw.get("spread_threshold", 0.02)),
+            min_repeats=int(raw.get("min_repeats", 3)),
+            concurrencies=tuple(int(c) for c in planned or ()),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class RunData:
+    """Everything read from one run folder."""
+
+    run_dir: Path
+    meta: RunMeta
+    results: pd.DataFrame
+    configs: pd.DataFrame
+
+
+@dataclass(frozen=True, eq=False)
+class Summary:
+    """Aggregated tables. ``table``: one row per configuration x C (sorted by C, then sweep
+    order); ``configs``: one row per configuration (layout, boot time, worst-rank memory)."""
+
+    table: pd.DataFrame
+    configs: pd.DataFrame
+    baseline: str
+    order: tuple[str, ...]
+    concurrencies: tuple[int, ...] = field(default=())
+
+
+def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...]) -> pd.DataFrame:
+    if not path.is_file():
+        raise RunFolderError(f"missing file: {path}")
+    try:
+        frame = pd.read_csv(path, dtype={"config_id": str, "run_id": str, "boot_error": str,
+                                         "log_findings": str, "mem_worst_node": str})
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame(columns=list(required))
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise RunFolderError(f"{path}: missing column(s) {', '.join(missing)}")
+    for column in optional:
+        if column not in frame.columns:
+            frame[column] = np.nan
+    # A round being appended while we read leaves a truncated last line; skip such rows.
+    return frame.dropna(subset=["config_id"]).reset_index(drop=True)
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Read results.csv, configs.csv and metadata/run.json of ``run_dir``.
+
+    Raises RunFolderError naming the folder, file or column that is missing.
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunFolderError(f"missing run folder: {run_dir}")
+    results = _read_csv(run_dir / "results.csv", REQUIRED_RESULT_COLUMNS, OPTIONAL_RESULT_COLUMNS)
+    results = results.dropna(subset=["concurrency"])
+    results["concurrency"] = results["concurrency"].astype(int)
+    configs = _read_csv(run_dir / "configs.csv", REQUIRED_CONFIG_COLUMNS, OPTIONAL_CONFIG_COLUMNS)
+    meta_path = run_dir / "metadata" / "run.json"
+    if not meta_path.is_file():
+        raise RunFolderError(f"missing file: {meta_path}")
+    try:
+        raw = json.loads(meta_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunFolderError(f"{meta_path}: not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise RunFolderError(f"{meta_path}: expected a JSON object")
+    return RunData(run_dir, RunMeta.from_dict(raw, run_dir.name), results, configs)
+
+
+def layout_label(pp: Any, tp: Any, ep: Any, fallback: str) -> str:
+    """``"8 / 4 / 4"`` like the seed tables, or ``fallback`` when the sizes are unknown."""
+    try:
+        return f"{int(pp)} / {int(tp)} / {int(ep)}"
+    except (TypeError, ValueError):
+        return fallback
+
+
+def _sweep_order(order: list[str], results: pd.DataFrame, configs: pd.DataFrame) -> list[str]:
+    seen = list(dict.fromkeys(order))
+    # Configurations the manifest does not list still belong in the tables: after the listed
+    # ones, in configs.csv order, then in first-seen result order.
+    if "order" in configs.columns and configs["order"].notna().any():
+        configs = configs.sort_values("order", kind="stable")
+    for cid in [*configs["config_id"], *results["config_id"].unique()]:
+        if cid not in seen:
+            seen.append(str(cid))
+    return seen
+
+
+def _pct(value: pd.Series, reference: pd.Series) -> pd.Series:
+    return (value / reference - 1.0) * 100.0
+
+
+def _per_config(configs: pd.DataFrame, results: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    sizes = results.groupby("config_id", sort=False)[["pp", "tp", "ep"]].first()
+    frame = configs.drop_duplicates("config_id", keep="last").set_index("config_id")
+    frame = frame.reindex(order)
+    for column in ("pp", "tp", "ep"):
+        frame[column] = frame[column].fillna(sizes[column].reindex(order))
+    headroom = frame["mem_total_mib"] - frame["mem_peak_mib"]
+    frame["mem_headroom_mib"] = frame["mem_headroom_mib"].fillna(headroom)
+    frame["layout"] = [layout_label(r.pp, r.tp, r.ep, str(i)) for i, r in frame.iterrows()]
+    frame = frame.reset_index().rename(columns={"index": "config_id"})
+    keep = ["config_id", "layout", "pp", "tp", "ep", *OPTIONAL_CONFIG_COLUMNS[3:]]
+    return frame[keep]
+
+
+def summarize(
+    results: pd.DataFrame, configs: pd.DataFrame, *, baseline: str, order: list[str]
+) -> Summary:
+    """Medians over repeats per configuration x C, spreads, deltas vs ``baseline`` and deltas
+    between consecutive layouts of ``order`` (the previous layout with data at that C)."""
+    full_order = _sweep_order(order, results, configs)
+    baseline = baseline or (full_order[0] if full_order else "")
+    per_config = _per_config(configs, results, full_order)
+    grouped = results.groupby(["config_id", "concurrency"], sort=False)
+    table = grouped[list(_MEDIAN_COLUMNS)].median()
+    table["repeats"] = grouped["repeat"].nunique()
+    extremes = grouped[["input_tps", "ttft_p50_s"]].agg(["min", "max"])
+    table["input_tps_min"] = extremes[("input_tps", "min")]
+    table["input_tps_max"] = extremes[("input_tps", "max")]
+    table["ttft_p50_min_s"] = extremes[("ttft_p50_s", "min")]
+    table["ttft_p50_max_s"] = extremes[("ttft_p50_s", "max")]
+    table = table.reset_index()
+    rank = {cid: i for i, cid in enumerate(full_order)}
+    table["_rank"] = table["config_id"].map(rank)
+    table = table.sort_values(["concurrency", "_rank"], kind="stable").reset_index(drop=True)
+    table["tps_spread_pct"] = (table["input_tps_max"] - table["input_tps_min"]) / table[
+        "input_tps"] * 100.0
+    table["ttft_p50_spread_pct"] = (table["ttft_p50_max_s"] - table["ttft_p50_min_s"]) / table[
+        "ttft_p50_s"] * 100.0
+    base = table[table["config_id"] == baseline].set_index("concurrency")
+    for column, name in (("input_tps", "tps_vs_base_pct"), ("ttft_p50_s", "ttft_p50_vs_base_pct"),
+                         ("ttft_p95_s", "ttft_p95_vs_base_pct")):
+        table[name] = _pct(table[column], table["concurrency"].map(base[column]))
+    # Rows are sorted by C then sweep order, so the previous row of the same C is the step.
+    previous = table.groupby("concurrency", sort=False)
+    table["step_from"] = previous["config_id"].shift(1)
+    table["tps_step_pct"] = _pct(table["input_tps"], previous["input_tps"].shift(1))
+    table["ttft_p50_step_pct"] = _pct(table["ttft_p50_s"], previous["ttft_p50_s"].shift(1))
+    info = per_config.set_index("config_id")
+    table.insert(1, "layout", table["config_id"].map(info["layout"]))
+    for position, column in enumerate(("pp", "tp", "ep"), start=2):
+        table.insert(position, column, table["config_id"].map(info[column]))
+    table = table.drop(columns="_rank")
+    column_order = ["config_id", "layout", "pp", "tp", "ep", "concurrency", "repeats",
+                    *_MEDIAN_COLUMNS]
+    table = table[column_order + [c for c in table.columns if c not in column_order]]
+    concurrencies = tuple(sorted(int(c) for c in table["concurrency"].unique()))
+    return Summary(table, per_config, baseline, tuple(full_order), concurrencies)
+
+
+def summarize_run(data: RunData) -> Summary:
+    """:func:`summarize` with the baseline, order and concurrencies of the run manifest."""
+    summary = summarize(data.results, data.configs, baseline=data.meta.baseline,
+                        order=list(data.meta.order))
+    if data.meta.concurrencies:
+        merged = tuple(sorted({*summary.concurrencies, *data.meta.concurrencies}))
+        summary = Summary(summary.table, summary.configs, summary.baseline, summary.order, merged)
+    return summary
+
+
+def _atomic_csv(frame: pd.DataFrame, path: Path) -> Path:
+    # Write then rename, so a reader (or a crash) never sees half a file.
+    tmp = path.with_name(f".{path.name}.tmp")
+    frame.to_csv(tmp, index=False, float_format="%.4f")
+    os.replace(tmp, path)
+    return path
+
+
+def write_summary(run_dir: Path, summary: Summary) -> Path:
+    """Write ``<run_dir>/summary.csv`` (one row per configuration x C) atomically."""
+    return _atomic_csv(summary.table, Path(run_dir) / "summary.csv")
+
+
+def compare_runs(a: Summary, b: Summary) -> pd.DataFrame:
+    """Side-by-side medians of two runs per configuration x C with deltas of b vs a in %."""
+    columns = ["config_id", "concurrency", "input_tps", "ttft_p50_s", "ttft_p95_s"]
+    merged = a.table[columns].merge(b.table[columns], on=["config_id", "concurrency"],
+                                    how="outer", suffixes=("_a", "_b"), sort=False)
+    for metric, name in (("input_tps", "tps"), ("ttft_p50_s", "ttft_p50"),
+                         ("ttft_p95_s", "ttft_p95")):
+        merged[f"{name}_delta_pct"] = _pct(merged[f"{metric}_b"], merged[f"{metric}_a"])
+    rank = {cid: i for i, cid in enumerate(dict.fromkeys([*b.order, *a.order]))}
+    merged["_rank"] = merged["config_id"].map(lambda c: rank.get(c, len(rank)))
+    merged = merged.sort_values(["concurrency", "_rank"], kind="stable")
+    return merged.drop(columns="_rank").reset_index(drop=True)
+
+
+def write_compare(path: Path, frame: pd.DataFrame) -> Path:
+    """Write a :func:`compare_runs` table to ``path`` atomically."""
+    return _atomic_csv(frame, Path(path))

@@ -1,0 +1,161 @@
+"""Hand-written inline SVG charts for the report.
+
+Inline SVG keeps report.html self-contained (no external JS/CSS, opens from a file share) and
+costs microseconds per chart. Every text that comes from data is HTML-escaped here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+
+PALETTE = ("#3b6ea8", "#e07b39", "#4f9a5a", "#b04a5a", "#7d5ba6", "#8c6d46")
+_HEIGHT, _TOP, _BOTTOM, _LEFT, _RIGHT = 280, 34, 64, 64, 16
+
+
+@dataclass(frozen=True)
+class Spread:
+    """One layout's TTFT distribution at one C: p50 over repeats (min/median/max) and the
+    median p95 and p99."""
+
+    p50_min: float
+    p50: float
+    p50_max: float
+    p95: float
+    p99: float
+
+
+def _bar_px(categories: int, groups: int) -> float:
+    # Narrower bars for big sweeps, so 20 layouts x 5 C stay within a few screen widths.
+    return 24.0 if categories * groups <= 40 else 12.0
+
+
+def _nice_max(value: float) -> float:
+    # Round the axis up to 1/2/2.5/5 x 10^k so the gridlines get readable labels.
+    if not math.isfinite(value) or value <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(value))
+    return next(m * power for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * power >= value)
+
+
+def _fmt(value: float) -> str:
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def _frame(title: str, width: int, top: float, unit: str) -> tuple[list[str], float]:
+    """SVG header, title, y grid; returns the parts and the pixel height of the plot area."""
+    plot_h = _HEIGHT - _TOP - _BOTTOM
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="ppsweep-chart" width="{width}" '
+        f'height="{_HEIGHT}" viewBox="0 0 {width} {_HEIGHT}" role="img" '
+        f'aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
+        f"<title>{escape(title)}</title>",
+        f'<text x="{width / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
+        f'font-weight="bold">{escape(title)}</text>',
+    ]
+    for i in range(5):
+        value = top * i / 4
+        y = _TOP + plot_h * (1 - i / 4)
+        parts.append(f'<line x1="{_LEFT}" x2="{width - _RIGHT}" y1="{y:.1f}" y2="{y:.1f}" '
+                     f'stroke="#ddd"/><text x="{_LEFT - 4}" y="{y + 4:.1f}" '
+                     f'text-anchor="end">{escape(_fmt(value))}</text>')
+    parts.append(f'<text x="12" y="{_TOP + plot_h / 2:.0f}" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {_TOP + plot_h / 2:.0f})">{escape(unit)}</text>')
+    return parts, plot_h
+
+
+def _legend(names: Sequence[str]) -> str:
+    items = []
+    for i, name in enumerate(names):
+        x = _LEFT + i * 90
+        items.append(f'<rect x="{x}" y="{_HEIGHT - 16}" width="10" height="10" '
+                     f'fill="{PALETTE[i % len(PALETTE)]}"/>'
+                     f'<text x="{x + 14}" y="{_HEIGHT - 7}">{escape(name)}</text>')
+    return "".join(items)
+
+
+def _category_labels(categories: Sequence[str], x0: float, step: float) -> list[str]:
+    y = _HEIGHT - _BOTTOM + 14
+    return [f'<text x="{x0 + step * (i + 0.5):.1f}" y="{y}" text-anchor="middle">'
+            f"{escape(name)}</text>" for i, name in enumerate(categories)]
+
+
+def bar_chart(title: str, categories: Sequence[str],
+              series: Sequence[tuple[str, Sequence[float]]], unit: str, *,
+              limit: float | None = None, limit_label: str = "") -> str:
+    """Grouped vertical bars: one group per category, one bar per series (NaN: no bar).
+    ``limit`` draws a dashed horizontal line (e.g. the GPU memory capacity)."""
+    groups = max(len(series), 1)
+    step = max(_bar_px(len(categories), groups) * groups + 28, 84.0)
+    width = int(_LEFT + _RIGHT + step * max(len(categories), 1))
+    values = [v for _, vs in series for v in vs if math.isfinite(v)]
+    top = _nice_max(max([*values, limit or 0.0, 0.0]))
+    parts, plot_h = _frame(title, max(width, 360), top, unit)
+    bar_w = (step - 20) / groups
+    for s, (name, vs) in enumerate(series):
+        color = PALETTE[s % len(PALETTE)]
+        for i, value in enumerate(vs):
+            if not math.isfinite(value):
+                continue
+            h = plot_h * value / top
+            x = _LEFT + step * i + 10 + bar_w * s
+            y = _TOP + plot_h - h
+            parts.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" height="{h:.1f}" '
+                         f'fill="{color}"><title>{escape(categories[i])} {escape(name)}: '
+                         f"{escape(_fmt(value))} {escape(unit)}</title></rect>"
+                         f'<text x="{x + bar_w / 2 - 1:.1f}" y="{y - 3:.1f}" text-anchor="middle" '
+                         f'font-size="9">{escape(_fmt(value))}</text>')
+    if limit is not None and math.isfinite(limit):
+        y = _TOP + plot_h * (1 - limit / top)
+        parts.append(f'<line x1="{_LEFT}" x2="{max(width, 360) - _RIGHT}" y1="{y:.1f}" '
+                     f'y2="{y:.1f}" stroke="#b00" stroke-dasharray="5 3"/>'
+                     f'<text x="{max(width, 360) - _RIGHT}" y="{y - 3:.1f}" text-anchor="end" '
+                     f'fill="#b00">{escape(limit_label)}</text>')
+    parts += _category_labels(categories, _LEFT, step)
+    parts.append(_legend([name for name, _ in series]))
+    return "".join(parts) + "</svg>"
+
+
+def spread_chart(title: str, categories: Sequence[str],
+                 series: Sequence[tuple[str, Sequence[Spread | None]]], unit: str) -> str:
+    """TTFT distribution per category and series: a box from median p50 to median p95, a
+    whisker up to median p99, and ticks at the lowest and highest per-repeat p50."""
+    groups = max(len(series), 1)
+    step = max(_bar_px(len(categories), groups) * groups + 28, 84.0)
+    width = max(int(_LEFT + _RIGHT + step * max(len(categories), 1)), 360)
+    values = [v.p99 for _, vs in series for v in vs if v is not None and math.isfinite(v.p99)]
+    values += [v.p50_max for _, vs in series for v in vs
+               if v is not None and math.isfinite(v.p50_max)]
+    top = _nice_max(max([*values, 0.0]))
+    parts, plot_h = _frame(title, width, top, unit)
+
+    def y_of(value: float) -> float:
+        return _TOP + plot_h * (1 - value / top)
+
+    slot = (step - 20) / groups
+    for s, (name, spreads) in enumerate(series):
+        color = PALETTE[s % len(PALETTE)]
+        for i, sp in enumerate(spreads):
+            if sp is None or not math.isfinite(sp.p50):
+                continue
+            cx = _LEFT + step * i + 10 + slot * (s + 0.5)
+            tip = (f"{escape(categories[i])} {escape(name)}: p50 {escape(_fmt(sp.p50))} "
+                   f"(repeats {escape(_fmt(sp.p50_min))} to {escape(_fmt(sp.p50_max))}), "
+                   f"p95 {escape(_fmt(sp.p95))}, p99 {escape(_fmt(sp.p99))} {escape(unit)}")
+            box_top, box_bottom = y_of(max(sp.p95, sp.p50)), y_of(sp.p50)
+            parts.append(
+                f"<g><title>{tip}</title>"
+                f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y_of(sp.p99):.1f}" '
+                f'y2="{box_top:.1f}" stroke="{color}"/>'
+                f'<rect x="{cx - slot / 3:.1f}" y="{box_top:.1f}" width="{slot * 2 / 3:.1f}" '
+                f'height="{max(box_bottom - box_top, 1.5):.1f}" fill="{color}" '
+                f'fill-opacity="0.35" stroke="{color}"/>'
+                + "".join(f'<line x1="{cx - slot / 3:.1f}" x2="{cx + slot / 3:.1f}" '
+                          f'y1="{y_of(v):.1f}" y2="{y_of(v):.1f}" stroke="{color}" '
+                          f'stroke-width="2"/>' for v in (sp.p50_min, sp.p50, sp.p50_max))
+                + "</g>")
+    parts += _category_labels(categories, _LEFT, step)
+    parts.append(_legend([name for name, _ in series]))
+    return "".join(parts) + "</svg>"

@@ -1,0 +1,127 @@
+"""Build synthetic run folders (results.csv, configs.csv, metadata/run.json) for report tests.
+
+The layout follows docs/ARCHITECTURE.md. Each point gets ``repeats`` rounds spread symmetrically
+around the wanted median, so the median of the rounds is exactly the wanted value.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+NUM_REQUESTS = 40
+PROMPT_TOKENS = 16_384 * NUM_REQUESTS
+GPU_TOTAL_MIB = 85_651
+
+
+@dataclass(frozen=True)
+class Point:
+    """Wanted medians of one configuration at one concurrency."""
+
+    config_id: str
+    pp: int
+    tp: int
+    ep: int
+    concurrency: int
+    input_tps: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+
+
+# Seed report §7 medians (PP1/2/4/8/16 at C=8 and C=16) and §8 worst-rank peaks.
+SEED_LAYOUTS = {
+    "pp1-tp32-ep4": (1, 32, 4, 81_355),
+    "pp2-tp16-ep4": (2, 16, 4, 80_335),
+    "pp4-tp8-ep4": (4, 8, 4, 82_417),
+    "pp8-tp4-ep4": (8, 4, 4, 79_407),
+    "pp16-tp2-ep2": (16, 2, 2, 79_989),
+}
+SEED_MEDIANS = {
+    8: {"pp1-tp32-ep4": (3257.96, 39.19, 41.62), "pp2-tp16-ep4": (5015.95, 25.22, 26.69),
+        "pp4-tp8-ep4": (7155.20, 17.28, 18.62), "pp8-tp4-ep4": (8809.50, 13.47, 16.45),
+        "pp16-tp2-ep2": (6701.04, 17.94, 21.39)},
+    16: {"pp1-tp32-ep4": (3260.14, 78.39, 80.88), "pp2-tp16-ep4": (5018.38, 50.70, 52.14),
+         "pp4-tp8-ep4": (7152.58, 34.84, 35.95), "pp8-tp4-ep4": (8824.12, 27.31, 29.77),
+         "pp16-tp2-ep2": (6700.96, 35.88, 39.49)},
+}
+
+
+def seed_points(medians: dict[int, dict[str, tuple[float, float, float]]] | None = None,
+                ) -> list[Point]:
+    """The seed §7 medians as points (optionally with replaced numbers)."""
+    medians = medians or SEED_MEDIANS
+    return [Point(cid, *SEED_LAYOUTS[cid][:3], conc, *values)
+            for conc, rows in medians.items() for cid, values in rows.items()]
+
+
+def rounds(point: Point, repeats: int = 3, jitter: float = 0.003) -> list[dict[str, Any]]:
+    """``repeats`` results.csv rows whose medians are exactly the point's values."""
+    offsets = [(i - (repeats - 1) / 2) * jitter for i in range(repeats)]
+    if repeats % 2 == 0:  # an even count has no middle row: pair around the value instead
+        offsets = [(-1 if i % 2 else 1) * jitter * (i // 2 + 1) for i in range(repeats)]
+    rows = []
+    for repeat, off in enumerate(offsets, start=1):
+        tps = point.input_tps * (1 + off)
+        rows.append({
+            "run_id": "synthetic", "config_id": point.config_id, "pp": point.pp,
+            "tp": point.tp, "ep": point.ep, "concurrency": point.concurrency,
+            "repeat": repeat, "num_requests": NUM_REQUESTS, "completed": NUM_REQUESTS,
+            "failed": 0, "duration_s": PROMPT_TOKENS / tps, "input_tokens": PROMPT_TOKENS,
+            "input_tokens_nominal": PROMPT_TOKENS, "input_tps": tps, "input_tps_nominal": tps,
+            "output_tokens": NUM_REQUESTS, "ttft_mean_s": point.ttft_p50_s * (1 - off),
+            "ttft_p50_s": point.ttft_p50_s * (1 - off), "ttft_p95_s": point.ttft_p95_s * (1 - off),
+            "ttft_p99_s": point.ttft_p95_s * 1.02 * (1 - off), "e2e_mean_s": point.ttft_p50_s,
+            "e2e_p50_s": point.ttft_p50_s * (1 - off), "e2e_p99_s": point.ttft_p95_s * 1.03,
+            "peak_concurrency": point.concurrency, "prompt_digest": "sha256:abc",
+            "time_scale": 100.0, "simulated": True, "reused": False,
+        })
+    return rows
+
+
+def config_row(config_id: str, pp: int, tp: int, ep: int, order: int, peak_mib: float,
+               **overrides: Any) -> dict[str, Any]:
+    """One configs.csv row for a healthy configuration, with ``overrides`` applied."""
+    row: dict[str, Any] = {
+        "config_id": config_id, "pp": pp, "tp": tp, "ep": ep, "order": order, "boot_ok": True,
+        "boot_s": 300.0 + 10 * order, "boot_error": "", "topology_ok": True,
+        "pp_max_micro_batch_size": "", "log_clean": True, "log_findings": "",
+        "mem_peak_mib": peak_mib, "mem_total_mib": GPU_TOTAL_MIB,
+        "mem_headroom_mib": GPU_TOTAL_MIB - peak_mib, "mem_worst_node": "node1",
+        "mem_worst_gpu": 3,
+    }
+    row.update(overrides)
+    return row
+
+
+def write_run(run_dir: Path, result_rows: list[dict[str, Any]],
+              config_rows: list[dict[str, Any]], **meta: Any) -> Path:
+    """Write a run folder; ``meta`` overrides run.json keys."""
+    (run_dir / "metadata").mkdir(parents=True, exist_ok=True)
+    for sub in ("service", "raw", "gpu"):
+        (run_dir / sub).mkdir(exist_ok=True)
+    columns = list(rounds(Point("x", 1, 1, 1, 1, 1.0, 1.0, 1.0), 1)[0])
+    pd.DataFrame(result_rows, columns=columns).to_csv(run_dir / "results.csv", index=False)
+    pd.DataFrame(config_rows).to_csv(run_dir / "configs.csv", index=False)
+    manifest = {
+        "run_id": run_dir.name, "baseline": config_rows[0]["config_id"] if config_rows else "",
+        "order": [r["config_id"] for r in config_rows], "simulated": True,
+        "cluster": "sim-4x8", "image": "local/sglang:test", "matrix": "test_matrix/x.toml",
+        "time_scale": 100.0, "sglang_version": "0.5.0", "spread_threshold": 0.02,
+        "min_repeats": 3,
+    }
+    manifest.update(meta)
+    (run_dir / "metadata" / "run.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return run_dir
+
+
+def seed_run(run_dir: Path, medians: dict[int, dict[str, tuple[float, float, float]]] | None = None,
+             **meta: Any) -> Path:
+    """A run folder with the seed's five layouts, three repeats per point."""
+    rows = [r for p in seed_points(medians) for r in rounds(p)]
+    configs = [config_row(cid, *spec[:3], order, spec[3])
+               for order, (cid, spec) in enumerate(SEED_LAYOUTS.items())]
+    return write_run(run_dir, rows, configs, **meta)

@@ -1,0 +1,86 @@
+"""HTML summary: hostile data shows as text, the page is self-contained, the pieces are there."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from _runfactory import Point, config_row, rounds, seed_run, write_run
+
+from pytest_ppsweep.report import analyse, build_report, html_summary
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(1)>"
+HOSTILE_ID = f'pp8"{SCRIPT}'
+
+
+def _html(run: Path) -> str:
+    data, summary, verdicts, rec = analyse(run)
+    return "\n".join(html_summary(data, summary, verdicts, rec))
+
+
+@pytest.fixture
+def hostile_run(tmp_path: Path) -> Path:
+    rows = rounds(Point(HOSTILE_ID, 8, 4, 4, 8, 8800.0, 13.5, 16.4))
+    rows += rounds(Point("pp4/../x", 4, 8, 4, 8, 7100.0, 17.3, 18.6))
+    rows[0]["completed"] = 39
+    configs = [config_row(HOSTILE_ID, 8, 4, 4, 0, 79_000, log_clean=False, log_findings=IMG),
+               config_row("pp4/../x", 4, 8, 4, 1, 82_000, boot_error=SCRIPT,
+                          mem_worst_node=IMG)]
+    return write_run(tmp_path / "hostile", rows, configs, image=SCRIPT, cluster=IMG,
+                     matrix=f"{SCRIPT}.toml", sglang_version=IMG, run_id=SCRIPT)
+
+
+def test_hostile_strings_are_escaped(hostile_run: Path) -> None:
+    html = _html(hostile_run)
+    assert SCRIPT not in html and IMG not in html
+    assert "<script" not in html.lower()
+    assert "onerror=alert(1)>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    # The config id is escaped in text and percent-encoded inside links.
+    assert 'href="service/pp8%22%3Cscript%3Ealert%281%29%3C%2Fscript%3E/"' in html
+    assert 'href="raw/pp4%2F..%2Fx/"' in html
+
+
+def test_rebuilt_page_is_self_contained(hostile_run: Path) -> None:
+    page = build_report(hostile_run).read_text(encoding="utf-8")
+    assert "<script" not in page.lower()
+    assert not re.search(r'(src|href)="(https?:)?//', page)
+    assert "<link" not in page and "@import" not in page
+    assert page.count("<svg") == 4
+
+
+def test_sections_and_links(tmp_path: Path) -> None:
+    html = _html(seed_run(tmp_path / "seed"))
+    for heading in ("Medians over repeats", "Step-to-step deltas", "GPU memory", "Verdicts (10/10",
+                    "Recommendation", "Charts", "Evidence"):
+        assert heading in html
+    for target in ("results.csv", "configs.csv", "service/", "raw/", "gpu/", "metadata/"):
+        assert f'href="{target}"' in html
+    assert 'summary.csv (not written)' in html  # not yet written before the rebuild
+    assert "+170.40 %" in html and "-65.63 %" in html and "6,244 MiB" in html
+    assert "pp4-tp8-ep4 -&gt; pp8-tp4-ep4" in html and "+23.12 %" in html
+    assert "Primary: <b>pp8-tp4-ep4</b>; fallback: <b>pp4-tp8-ep4</b>" in html
+    for field in (">seed<", "local/sglang:test", "0.5.0", "sim-4x8", "test_matrix/x.toml"):
+        assert field in html
+
+
+def test_simulated_banner_first(tmp_path: Path) -> None:
+    fragments = [f for f in _fragments(seed_run(tmp_path / "sim", time_scale=250.0)) if f]
+    assert "SIMULATED RUN" in fragments[1] and "x250" in fragments[1]
+
+
+def test_no_banner_for_real_runs(tmp_path: Path) -> None:
+    rows = rounds(Point("a", 8, 4, 4, 8, 8800.0, 13.5, 16.4))
+    for row in rows:
+        row["simulated"] = False
+    run = write_run(tmp_path / "real", rows, [config_row("a", 8, 4, 4, 0, 79_000)],
+                    simulated=False)
+    assert "SIMULATED" not in _html(run)
+
+
+def _fragments(run: Path) -> list[str]:
+    data, summary, verdicts, rec = analyse(run)
+    return html_summary(data, summary, verdicts, rec)

@@ -1,0 +1,32 @@
+"""Aggregation plus report for 10,000 rounds stays within the 2 s target."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+from types import ModuleType
+
+from pytest_ppsweep.report import rebuild_report, terminal_summary
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_report_speed.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_report_speed", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ten_thousand_rounds_under_two_seconds(tmp_path: Path) -> None:
+    bench = _bench()
+    bench.make_run(tmp_path / "bench", 10_000)
+    start = time.perf_counter()
+    path, summary, verdicts, rec = rebuild_report(tmp_path / "bench")
+    lines = terminal_summary(summary, verdicts, rec)
+    elapsed = time.perf_counter() - start
+    assert elapsed <= bench.TARGET_S
+    assert path.is_file() and len(summary.table) == 100 and len(verdicts) == 100
+    assert all(len(line) <= 100 for line in lines)
