@@ -104,6 +104,20 @@ class LogFollower:
         return first, lines
 
 
+# Which finding explains a failure best: a rank that dies takes its peers' connections down
+# with it, so "connection closed" or a bare Traceback is a consequence, an OOM is a cause.
+_CAUSE_ORDER = ("cuda-oom", "watchdog", "nccl", "rdma", "engine", "exception", "gloo",
+                "traceback", "connection-refused")
+
+
+def root_cause(findings: Sequence[Finding]) -> Finding | None:
+    """The most telling finding (first of the highest-ranked kind)."""
+    if not findings:
+        return None
+    rank = {k: i for i, k in enumerate(_CAUSE_ORDER)}
+    return min(findings, key=lambda f: rank.get(f.kind, -1))
+
+
 def tail(path: Path, lines: int = 30) -> str:
     """The last ``lines`` lines of a log, for failure messages."""
     try:

@@ -26,7 +26,6 @@ from pytest_ppsweep.matrix_schema import (
     Reader,
 )
 
-
 __all__ = ["Cluster", "Config", "Host", "MatrixError", "Sweep", "Workload", "load"]
 
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from pytest_ppsweep.logscan import Finding, LogFollower
+from pytest_ppsweep.logscan import Finding, LogFollower, root_cause
 from pytest_ppsweep.probe import health
 
 if TYPE_CHECKING:
@@ -22,11 +22,20 @@ if TYPE_CHECKING:
 class BootFailed(RuntimeError):
     """A configuration did not become ready; the message carries the reason and log tails."""
 
+    def __init__(self, message: str, reason: str = "") -> None:
+        super().__init__(message)
+        self.reason = reason or message.splitlines()[0]
+
 
 def _fail(service: Service, reason: str, findings: Sequence[Finding] = ()) -> BootFailed:
     shown = "\n".join(str(f) for f in findings[:20])
     evidence = f"\nmatching log lines:\n{shown}" if shown else ""
-    return BootFailed(f"{service.config.id}: boot failed: {reason}{evidence}\n{service.log_tail()}")
+    root = root_cause(findings)
+    cause = f": {root.line.strip()[:200]}" if root else ""
+    return BootFailed(
+        f"{service.config.id}: boot failed: {reason}{cause}{evidence}\n{service.log_tail()}",
+        reason=f"{reason}{cause}",
+    )
 
 
 def wait_until_ready(
@@ -46,7 +55,8 @@ def wait_until_ready(
             first, lines = follower.new_lines()
             found = service.scanner.scan(lines, service.log_paths[i].name, first)
             if found:
-                raise _fail(service, f"fatal line in node{i}'s log", found)
+                # Every node's log so far: the root cause may be on another node.
+                raise _fail(service, f"fatal line in node{i}'s log", service.findings() or found)
         dead = service.exited()
         if dead:
             desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)

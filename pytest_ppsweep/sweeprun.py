@@ -129,7 +129,7 @@ class SweepRun:
         try:
             service.__enter__()
         except BootFailed as exc:
-            self.store.update_config(sid, boot_s=service.boot_s, boot_error=_first_line(exc))
+            self.store.update_config(sid, boot_s=service.boot_s, boot_error=exc.reason)
             self.after_stop(sid, before)
             raise
         try:
@@ -241,10 +241,6 @@ class SweepRun:
             mem_worst_node=worst.node,
             mem_worst_gpu=worst.index,
         )
-
-
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _fmt(value: float | None) -> str:

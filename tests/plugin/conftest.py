@@ -12,13 +12,17 @@ from sweephelp import ACCEPTANCE, CONFIGS, SMALL, sim_processes
 
 
 @pytest.fixture
-def sweep_dir(pytester: pytest.Pytester, tmp_path: Path) -> Callable[..., Path]:
+def sweep_dir(
+    pytester: pytest.Pytester, tmp_path: Path, request: pytest.FixtureRequest
+) -> Callable[..., Path]:
     """Write a sweep folder (matrix + the project's acceptance tests) into the pytester dir."""
     counter = iter(range(100))
+    ports = request.node.stash.setdefault(PORTS_KEY, [])
 
     def make(configs: str = CONFIGS, scale: int = 2000, **extra: str) -> Path:
         n = next(counter)
         port = 31000 + (os.getpid() % 200) * 10 + n
+        ports.append(port)
         text = SMALL.format(
             configs=configs,
             net=extra.get("net", "127.0.6"),
@@ -36,12 +40,15 @@ def sweep_dir(pytester: pytest.Pytester, tmp_path: Path) -> Callable[..., Path]:
     return make
 
 
+PORTS_KEY = pytest.StashKey[list[int]]()
+
+
 @pytest.fixture(autouse=True)
-def no_leftover_ranks() -> Iterator[None]:
-    """Every end-to-end test must leave no emulator rank behind."""
-    before = set(sim_processes("--port 3"))
+def no_leftover_ranks(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every end-to-end test must leave no emulator rank of its own sweeps behind."""
     yield
-    left = set(sim_processes("--port 3")) - before
+    ports = request.node.stash.get(PORTS_KEY, [])
+    left = {pid for port in ports for pid in sim_processes(f"--port {port}")}
     for pid in left:
         os.kill(pid, signal.SIGKILL)
     assert not left, f"emulator ranks left running: {sorted(left)}"

@@ -14,7 +14,6 @@ SMALL = """
 [sweep]
 name = "e2e"
 model_path = "/data/hf_models/Kimi-K3"
-baseline = "pp4"
 ep_cap = 4
 boot_timeout_s = 60
 

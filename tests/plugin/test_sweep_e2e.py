@@ -143,7 +143,7 @@ def test_boot_failure_fails_only_its_configuration(
     assert log.count("pp8-tp4-ep4: booting on") == 1
     configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
     assert configs["pp8-tp4-ep4"]["boot_ok"] == "False"
-    assert "boot failed" in configs["pp8-tp4-ep4"]["boot_error"]
+    assert "CUDA out of memory" in configs["pp8-tp4-ep4"]["boot_error"]
 
 
 def test_invalid_matrix_launches_nothing(
