@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pytest_ppsweep.hosts import LocalHost, LocalProcess
+from pytest_ppsweep.backends import Launcher, RankHandle, launcher_for
 from pytest_ppsweep.logscan import Finding, LogScanner, tail
 from pytest_ppsweep.matrix import Cluster, Config, Sweep
 from pytest_ppsweep.probe import redact
@@ -28,7 +28,7 @@ from pytest_ppsweep.readiness import BootFailed, wait_until_ready
 
 __all__ = ["BootFailed", "RankSpec", "Service", "rank_specs", "server_flags", "stop_all"]
 
-_LIVE: set[LocalProcess] = set()
+_LIVE: set[RankHandle] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -149,6 +149,8 @@ class Service:
         log_dir: Path,
         progress: Callable[[str], None] = lambda _msg: None,
         scanner: LogScanner | None = None,
+        run_id: str = "",
+        launcher: Launcher | None = None,
     ) -> None:
         self.sweep = sweep
         self.cluster = cluster
@@ -157,13 +159,11 @@ class Service:
         self.specs = rank_specs(sweep, cluster, config)
         self.progress = progress
         self.scanner = scanner or LogScanner(sweep.fatal_patterns)
-        self.procs: list[LocalProcess] = []
+        self.run_id = run_id
+        self.launcher = launcher or launcher_for(cluster)
+        self.procs: list[RankHandle] = []
         self.boot_s: float | None = None
         self.boot_error: str | None = None
-        if cluster.kind != "local":
-            raise NotImplementedError(
-                f"cluster {cluster.name!r}: kind {cluster.kind!r} has no launcher in this version"
-            )
 
     @property
     def base_url(self) -> str:
@@ -188,8 +188,12 @@ class Service:
         """Start every rank (rank 0 first, it hosts the rendezvous)."""
         self.write_commands()
         for spec in self.specs:
-            host = LocalHost(spec.host, spec.address)
-            proc = host.spawn(spec.argv, spec.env, self.log_path(spec.node_rank))
+            labels = {
+                "ppsweep.run": self.run_id,
+                "ppsweep.config": self.config.id,
+                "ppsweep.node_rank": str(spec.node_rank),
+            }
+            proc = self.launcher.start(spec, self.log_path(spec.node_rank), labels)
             with _LIVE_LOCK:
                 _LIVE.add(proc)
             self.procs.append(proc)

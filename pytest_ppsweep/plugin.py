@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_ppsweep import launch, options, summary
+from pytest_ppsweep import backends, launch, options, summary
 from pytest_ppsweep.progress import Progress
 from pytest_ppsweep.state import RUN_KEY
 
@@ -64,6 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
     sweep = options.load_sweep(config, matrix)
     cluster_name = options.get(config, "ppsweep_cluster") or sweep.default_cluster
     cluster = sweep.cluster(cluster_name)
+    try:
+        backends.launcher_for(cluster)
+    except NotImplementedError as exc:
+        raise pytest.UsageError(f"{matrix}: {exc}") from None
     ids = options.selected_ids(config, sweep)
     _refuse_parallel_single_cluster(config, cluster.name)
     worker_run_id = config.workerinput.get("ppsweep_run_id") if _is_worker(config) else None  # type: ignore[attr-defined]

@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_ppsweep import bench
+from pytest_ppsweep.backends import host_for
 from pytest_ppsweep.gpu import QUERY_ARGS, GpuMemory, not_released, parse_query_gpu, worst_rank
-from pytest_ppsweep.hosts import HostError, LocalHost
+from pytest_ppsweep.hosts import HostError
 from pytest_ppsweep.launch import Service
 from pytest_ppsweep.logscan import Finding
 from pytest_ppsweep.matrix import Cluster, Config, Sweep
@@ -97,7 +98,7 @@ class SweepRun:
 
         def one(host_index: int) -> list[GpuMemory]:
             h = self.cluster.hosts[host_index]
-            res = LocalHost(h.name, h.address).run(self._smi_argv(h.address), timeout=60)
+            res = host_for(self.cluster, h).run(self._smi_argv(h.address), timeout=60)
             if not res.ok:
                 raise HostError(
                     f"host {h.name}: nvidia-smi exited {res.exit_status}: {res.stderr.strip()}"
@@ -123,7 +124,12 @@ class SweepRun:
         )
         before = self.snapshot_gpus(sid, "before")
         service = Service(
-            self.sweep, self.cluster, config, self.store.service_dir(sid), progress=self.progress
+            self.sweep,
+            self.cluster,
+            config,
+            self.store.service_dir(sid),
+            progress=self.progress,
+            run_id=self.store.run_id,
         )
         self.progress(f"{sid}: booting on {len(self.cluster.hosts)} nodes of {self.cluster.name}")
         try:
