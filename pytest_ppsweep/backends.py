@@ -48,7 +48,15 @@ class LocalLauncher:
     """Ranks as processes on this machine, each in its own session (loopback "nodes")."""
 
     def start(self, spec: RankSpec, log_path: Path, labels: Mapping[str, str]) -> RankHandle:
-        return LocalHost(spec.host, spec.address).spawn(spec.argv, spec.env, log_path)
+        # Labels travel as environment variables: the only label a plain process can carry,
+        # and what reap.find_local looks for after a crash.
+        env = {**spec.env, **{label_env(k): v for k, v in labels.items()}}
+        return LocalHost(spec.host, spec.address).spawn(spec.argv, env, log_path)
+
+
+def label_env(label: str) -> str:
+    """``ppsweep.run`` → ``PPSWEEP_RUN`` (labels of local processes live in their environment)."""
+    return label.upper().replace(".", "_")
 
 
 def host_for(cluster: Cluster, host: Host) -> CommandHost:

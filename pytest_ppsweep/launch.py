@@ -190,6 +190,7 @@ class Service:
         for spec in self.specs:
             labels = {
                 "ppsweep.run": self.run_id,
+                "ppsweep.cluster": self.cluster.name,
                 "ppsweep.config": self.config.id,
                 "ppsweep.node_rank": str(spec.node_rank),
             }

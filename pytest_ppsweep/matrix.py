@@ -140,12 +140,23 @@ class Sweep:
             )
         return self.clusters[chosen]
 
+    def pool(self, names: str | None) -> tuple[Cluster, ...]:
+        """The clusters of a comma-separated list (default: ``[sweep] cluster``)."""
+        chosen = [n.strip() for n in (names or self.default_cluster).split(",") if n.strip()]
+        if len(set(chosen)) != len(chosen):
+            raise MatrixError(f"{self.path}: cluster pool {chosen} names a cluster twice")
+        return tuple(self.cluster(n) for n in chosen)
+
     def config(self, config_id: str) -> Config:
         return next(c for c in self.configs if c.id == config_id)
 
 
 def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sweep:
-    """Read and validate ``path``; ``cluster`` checks the layouts against that cluster's GPUs."""
+    """Read and validate ``path``.
+
+    ``cluster`` names the cluster, or a comma-separated pool of clusters, the run uses (default:
+    ``[sweep] cluster``); every layout must fit at least one of them.
+    """
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -155,7 +166,7 @@ def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sw
     sweep = _build(Reader(path, raw, ""), path)
     if image:
         sweep = _replace_image(sweep, image)
-    _check_against_cluster(sweep, sweep.cluster(cluster))
+    _check_against_pool(sweep, sweep.pool(cluster))
     return sweep
 
 
@@ -365,14 +376,17 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
     return tuple(hosts)
 
 
-def _check_against_cluster(sweep: Sweep, cluster: Cluster) -> None:
+def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:
     for cfg in sweep.configs:
         world = cfg.pp * cfg.tp
-        if world != cluster.gpus:
+        if not any(world == c.gpus for c in pool):
+            sizes = " or ".join(
+                f"{c.gpus} ({len(c.hosts)} nodes × {c.gpus_per_node} GPUs of cluster {c.name!r})"
+                for c in pool
+            )
             raise MatrixError(
                 f"{sweep.path}: key 'configs[{cfg.order}]' ({cfg.id}): expected PP × TP = "
-                f"{cluster.gpus} ({len(cluster.hosts)} nodes × {cluster.gpus_per_node} GPUs of "
-                f"cluster {cluster.name!r}), found {cfg.pp} × {cfg.tp} = {world}"
+                f"{sizes}, found {cfg.pp} × {cfg.tp} = {world}"
             )
     w = sweep.workload
     if not math.isfinite(w.request_timeout_s):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ppsweep.matrix import MatrixError, Sweep, load
+from pytest_ppsweep.matrix import Cluster, MatrixError, Sweep, load
 from pytest_ppsweep.runstore import RunStore, new_run_id
 
 OPTIONS: tuple[tuple[str, str, str | None], ...] = (
@@ -182,3 +182,25 @@ def write_run_json(store: RunStore, sweep: Sweep, cluster_name: str, ids: list[s
             "sglang_version": None,
         },
     )
+
+
+def check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
+    """xdist: at most one worker per cluster, and loadgroup scheduling (one boot per layout)."""
+    n = getattr(config.option, "numprocesses", None)
+    if not n:
+        return
+    names = ", ".join(c.name for c in pool)
+    if int(n) > len(pool):
+        raise pytest.UsageError(
+            f"-n {n}: the cluster pool has {len(pool)} cluster(s) ({names}) and each worker needs "
+            f"one of its own (two workers must never boot two layouts on the same nodes); use "
+            f"-n {len(pool)} or -n auto, or add clusters with --ppsweep-cluster a,b"
+        )
+    explicit = any(a == "-d" or a.startswith("--dist") for a in config.invocation_params.args)
+    dist = getattr(config.option, "dist", "no")
+    if explicit and dist != "loadgroup":
+        raise pytest.UsageError(
+            f"--dist {dist}: a sweep needs --dist loadgroup (each layout is one xdist_group, "
+            "booted once on one worker)"
+        )
+    config.option.dist = "loadgroup"

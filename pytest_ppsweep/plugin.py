@@ -34,20 +34,12 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def _refuse_parallel_single_cluster(config: pytest.Config, cluster: str) -> None:
-    n = getattr(config.option, "numprocesses", None)
-    if n in (None, 0) or n == 1 or _is_worker(config):
-        return
-    raise pytest.UsageError(
-        f"-n {n}: cluster {cluster!r} can boot one configuration at a time, so more than one "
-        "xdist worker would boot two layouts on the same nodes at once; run without -n "
-        "(or with -n 1)"
-    )
-
-
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` starts one worker per cluster of the run (one cluster: one worker)."""
-    return 1 if config.stash.get(RUN_KEY, None) is not None else None
+    """``-n auto`` starts one worker per cluster of the pool."""
+    matrix = options.find_matrix(config)
+    if matrix is None:
+        return None
+    return len(options.load_sweep(config, matrix).pool(options.get(config, "ppsweep_cluster")))
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -62,36 +54,81 @@ def pytest_configure(config: pytest.Config) -> None:
     if matrix is None:
         return
     sweep = options.load_sweep(config, matrix)
-    cluster_name = options.get(config, "ppsweep_cluster") or sweep.default_cluster
-    cluster = sweep.cluster(cluster_name)
-    try:
-        backends.launcher_for(cluster)
-    except NotImplementedError as exc:
-        raise pytest.UsageError(f"{matrix}: {exc}") from None
+    pool = sweep.pool(options.get(config, "ppsweep_cluster"))
+    for cluster in pool:
+        try:
+            backends.launcher_for(cluster)
+        except NotImplementedError as exc:
+            raise pytest.UsageError(f"{matrix}: {exc}") from None
     ids = options.selected_ids(config, sweep)
-    _refuse_parallel_single_cluster(config, cluster.name)
-    worker_run_id = config.workerinput.get("ppsweep_run_id") if _is_worker(config) else None  # type: ignore[attr-defined]
-    store = options.open_store(config, sweep, worker_run_id)
-    if not _is_worker(config):
+    if _is_worker(config):
+        leased = config.workerinput["ppsweep_cluster"]  # type: ignore[attr-defined]
+        pool = tuple(c for c in pool if c.name == leased)
+        store = options.open_store(config, sweep, config.workerinput["ppsweep_run_id"])  # type: ignore[attr-defined]
+    else:
+        options.check_workers(config, pool)
+        store = options.open_store(config, sweep, None)
         store.copy_matrix(matrix)
-        options.write_run_json(store, sweep, cluster.name, ids)
+        options.write_run_json(store, sweep, ",".join(c.name for c in pool), ids)
         if not config.getoption("htmlpath", None):
             config.option.htmlpath = str(store.dir / "report.html")
             config.option.self_contained_html = True
     progress = Progress(config, store.dir / "progress.log")
     from pytest_ppsweep.sweeprun import SweepRun  # measuring stack: only when a sweep runs
 
-    config.stash[RUN_KEY] = SweepRun(sweep, cluster, store, progress)
+    config.stash[RUN_KEY] = SweepRun(sweep, pool, store, progress)
     config.stash[_IDS_KEY] = ids
     if threading.current_thread() is threading.main_thread():
         config.stash[_SIGTERM_KEY] = signal.signal(signal.SIGTERM, _on_sigterm)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """One worker per cluster: layouts go only to workers whose cluster fits them."""
+    run = config.stash.get(RUN_KEY, None)
+    if run is None:
+        return None
+    from pytest_ppsweep.lease import PoolScheduling
+
+    return PoolScheduling(config, log, run.sweep, _pool(config, run))
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller: every worker writes into the controller's run folder."""
+    """xdist controller: lease a cluster to the worker; it writes into this run folder."""
     run = node.config.stash.get(RUN_KEY, None)
     if run is not None:
+        cluster = _pool(node.config, run).lease(node.gateway.id)
+        node.workerinput["ppsweep_cluster"] = cluster.name
         node.workerinput["ppsweep_run_id"] = run.store.run_id
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: the cluster returns to the pool; a crashed worker's ranks are reaped."""
+    run = node.config.stash.get(RUN_KEY, None)
+    if run is None:
+        return
+    cluster = _pool(node.config, run).release(node.gateway.id)
+    if error and cluster is not None:
+        from pytest_ppsweep.lease import reap_local
+
+        pids = reap_local(run.store.run_id, cluster.name)
+        run.progress(
+            f"worker {node.gateway.id} crashed; cluster {cluster.name} back in the pool; "
+            f"stopped {len(pids)} leftover rank process(es)"
+        )
+
+
+_POOL_KEY = pytest.StashKey[Any]()
+
+
+def _pool(config: pytest.Config, run: SweepRun) -> Any:
+    if _POOL_KEY not in config.stash:
+        from pytest_ppsweep.lease import Pool
+
+        config.stash[_POOL_KEY] = Pool({c.name: c for c in run.clusters})
+    return config.stash[_POOL_KEY]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -153,6 +190,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     run = config.stash.get(RUN_KEY, None)
     if run is None or _is_worker(config):
         return
+    pool = config.stash.get(_POOL_KEY, None)
+    for config_id, why in pool.not_run.items() if pool else ():
+        terminalreporter.write_line(f"NOT RUN {config_id}: {why}", red=True)
     result = summarize(config, run)
     terminalreporter.write_sep("=", f"ppsweep summary: {run.store.run_id}")
     for line in result.terminal:
@@ -169,5 +209,9 @@ _SUMMARY_KEY = pytest.StashKey[summary.Rendered]()
 def summarize(config: pytest.Config, run: SweepRun) -> summary.Rendered:
     """Aggregate the run folder once, after the last teardown (html and terminal share it)."""
     if _SUMMARY_KEY not in config.stash:
+        pool = config.stash.get(_POOL_KEY, None)
+        for config_id, why in pool.not_run.items() if pool else ():
+            run.store.update_config(config_id, boot_error=f"not run: {why}")
+        run.store.sort_results(config.stash[_IDS_KEY])
         config.stash[_SUMMARY_KEY] = summary.render(run.store.dir)
     return config.stash[_SUMMARY_KEY]

@@ -7,13 +7,15 @@ rewritten atomically whenever a fact about a configuration is learnt.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import io
 import json
 import os
 import shutil
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -89,11 +91,6 @@ class RunStore:
         for sub in ("metadata", "service", "raw", "gpu", "bench"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._configs: dict[str, dict[str, Any]] = {}
-        if self.configs_csv.exists():
-            with self.configs_csv.open(newline="", encoding="utf-8") as fh:
-                for row in csv.DictReader(fh):
-                    self._configs[row["config_id"]] = dict(row)
 
     @property
     def results_csv(self) -> Path:
@@ -125,7 +122,7 @@ class RunStore:
     def update_json(self, relpath: str, **fields: Any) -> None:
         """Merge ``fields`` into a JSON object file of the run folder."""
         path = self.dir / relpath
-        with self._lock:
+        with self.locked():
             data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
             data.update(fields)
             _atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
@@ -138,7 +135,7 @@ class RunStore:
         unknown = set(row) - set(RESULT_COLUMNS)
         if unknown:
             raise ValueError(f"results.csv: unknown columns {sorted(unknown)}")
-        with self._lock:
+        with self.locked():
             new = not self.results_csv.exists() or self.results_csv.stat().st_size == 0
             with self.results_csv.open("a", newline="", encoding="utf-8") as fh:
                 writer = csv.DictWriter(fh, fieldnames=RESULT_COLUMNS)
@@ -153,15 +150,55 @@ class RunStore:
         unknown = set(facts) - set(CONFIG_COLUMNS)
         if unknown:
             raise ValueError(f"configs.csv: unknown columns {sorted(unknown)}")
-        with self._lock:
-            row = self._configs.setdefault(config_id, {"config_id": config_id})
+        with self.locked():
+            rows = self.config_rows()
+            row = rows.setdefault(config_id, {"config_id": config_id})
             row.update({k: _cell(v) for k, v in facts.items()})
+            ordered = sorted(rows.values(), key=lambda r: _order_key(r.get("order")))
             out = io.StringIO()
             writer = csv.DictWriter(out, fieldnames=CONFIG_COLUMNS)
             writer.writeheader()
-            for r in self._configs.values():
+            for r in ordered:
                 writer.writerow({k: r.get(k, "") for k in CONFIG_COLUMNS})
             _atomic_write(self.configs_csv, out.getvalue())
+
+    def config_rows(self) -> dict[str, dict[str, Any]]:
+        """configs.csv as {config id: row}."""
+        if not self.configs_csv.exists():
+            return {}
+        with self.configs_csv.open(newline="", encoding="utf-8") as fh:
+            return {row["config_id"]: dict(row) for row in csv.DictReader(fh)}
+
+    def sort_results(self, order: list[str]) -> None:
+        """Rewrite results.csv in sweep order (xdist workers append in completion order)."""
+        if not self.results_csv.exists():
+            return
+        rank = {cid: i for i, cid in enumerate(order)}
+        with self.locked():
+            with self.results_csv.open(newline="", encoding="utf-8") as fh:
+                rows = [r for r in csv.DictReader(fh) if None not in r.values()]
+            rows.sort(
+                key=lambda r: (
+                    rank.get(r["config_id"], len(rank)),
+                    int(r["concurrency"]),
+                    int(r["repeat"]),
+                )
+            )
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=RESULT_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+            _atomic_write(self.results_csv, out.getvalue())
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Exclusive access to the run folder's shared files, across threads and processes."""
+        with self._lock, (self.dir / ".lock").open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
 
     def open_raw(self, config_id: str, concurrency: int, repeat: int) -> TextIO:
         return self.raw_path(config_id, concurrency, repeat).open("w", encoding="utf-8")
@@ -173,3 +210,10 @@ def _cell(value: Any) -> Any:
     if isinstance(value, float):
         return f"{value:.6g}" if abs(value) < 1e-3 and value != 0 else round(value, 6)
     return value
+
+
+def _order_key(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 1 << 30

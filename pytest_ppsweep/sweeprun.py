@@ -11,7 +11,7 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +39,7 @@ class Booted:
     """A ready service plus what was learnt while booting it."""
 
     service: Service
+    cluster: Cluster
     info: dict[str, Any]
     topology: Topology
     before: list[GpuMemory] = field(default_factory=list)
@@ -50,12 +51,13 @@ class SweepRun:
     def __init__(
         self,
         sweep: Sweep,
-        cluster: Cluster,
+        clusters: Sequence[Cluster],
         store: RunStore,
         progress: Callable[[str], None] = lambda _m: None,
     ) -> None:
         self.sweep = sweep
-        self.cluster = cluster
+        # The clusters this process may boot on: the pool, or under xdist the leased one.
+        self.clusters = tuple(clusters)
         self.store = store
         self.progress = progress
         w = sweep.workload
@@ -80,33 +82,49 @@ class SweepRun:
             self._prompts = generate_prompts(self.spec)
         return self._prompts
 
+    @property
+    def cluster(self) -> Cluster:
+        """The first (under xdist: the only) cluster of this process."""
+        return self.clusters[0]
+
+    def cluster_for(self, config: Config) -> Cluster:
+        """The first cluster whose GPUs match the layout (PP × TP = nodes × GPUs per node)."""
+        for cluster in self.clusters:
+            if cluster.gpus == config.pp * config.tp:
+                return cluster
+        names = ", ".join(f"{c.name} ({c.gpus} GPUs)" for c in self.clusters)
+        raise ValueError(
+            f"{config.id}: needs {config.pp * config.tp} GPUs; no cluster fits: {names}"
+        )
+
     # -- GPU memory ---------------------------------------------------------------------------
 
-    def _smi_argv(self, address: str) -> list[str]:
-        python = self.cluster.python or sys.executable
-        return [a.format(host=address, python=python) for a in self.cluster.nvidia_smi] + list(
+    @staticmethod
+    def _smi_argv(cluster: Cluster, address: str) -> list[str]:
+        python = cluster.python or sys.executable
+        return [a.format(host=address, python=python) for a in cluster.nvidia_smi] + list(
             QUERY_ARGS
         )
 
-    def snapshot_gpus(self, config_id: str, moment: str) -> list[GpuMemory]:
+    def snapshot_gpus(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory]:
         """nvidia-smi on every node at once; written to ``gpu/<config>/<moment>.csv``.
 
         A cluster whose ``nvidia_smi`` is empty has no GPUs to read (a CPU cluster): [].
         """
-        if not self.cluster.nvidia_smi:
+        if not cluster.nvidia_smi:
             return []
 
         def one(host_index: int) -> list[GpuMemory]:
-            h = self.cluster.hosts[host_index]
-            res = host_for(self.cluster, h).run(self._smi_argv(h.address), timeout=60)
+            h = cluster.hosts[host_index]
+            res = host_for(cluster, h).run(self._smi_argv(cluster, h.address), timeout=60)
             if not res.ok:
                 raise HostError(
                     f"host {h.name}: nvidia-smi exited {res.exit_status}: {res.stderr.strip()}"
                 )
             return parse_query_gpu(res.stdout, h.name)
 
-        with ThreadPoolExecutor(max_workers=len(self.cluster.hosts)) as pool:
-            per_node = list(pool.map(one, range(len(self.cluster.hosts))))
+        with ThreadPoolExecutor(max_workers=len(cluster.hosts)) as pool:
+            per_node = list(pool.map(one, range(len(cluster.hosts))))
         gpus = [g for node in per_node for g in node]
         lines = ["node,index,name,memory_used_mib,memory_total_mib"] + [
             f"{g.node},{g.index},{g.name},{g.used_mib},{g.total_mib}" for g in gpus
@@ -122,21 +140,22 @@ class SweepRun:
         self.store.update_config(
             sid, pp=config.pp, tp=config.tp, ep=config.ep, order=config.order, boot_ok=False
         )
-        before = self.snapshot_gpus(sid, "before")
+        cluster = self.cluster_for(config)
+        before = self.snapshot_gpus(cluster, sid, "before")
         service = Service(
             self.sweep,
-            self.cluster,
+            cluster,
             config,
             self.store.service_dir(sid),
             progress=self.progress,
             run_id=self.store.run_id,
         )
-        self.progress(f"{sid}: booting on {len(self.cluster.hosts)} nodes of {self.cluster.name}")
+        self.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
         try:
             service.__enter__()
         except BootFailed as exc:
             self.store.update_config(sid, boot_s=service.boot_s, boot_error=exc.reason)
-            self.after_stop(sid, before)
+            self.after_stop(cluster, sid, before)
             raise
         try:
             info = server_info(service.base_url)
@@ -148,10 +167,10 @@ class SweepRun:
                 simulated=topo.simulated,
                 time_scale=topo.time_scale,
             )
-            self.snapshot_gpus(sid, "healthy")
+            self.snapshot_gpus(cluster, sid, "healthy")
         except BaseException:
             service.stop()
-            self.after_stop(sid, before)
+            self.after_stop(cluster, sid, before)
             raise
         self.store.update_config(
             sid,
@@ -160,15 +179,15 @@ class SweepRun:
             boot_error="",
             pp_max_micro_batch_size=topo.pp_max_micro_batch_size,
         )
-        return Booted(service, info, topo, before)
+        return Booted(service, cluster, info, topo, before)
 
     def teardown(self, booted: Booted) -> None:
         booted.service.stop()
-        self.after_stop(booted.service.config.id, booted.before)
+        self.after_stop(booted.cluster, booted.service.config.id, booted.before)
 
-    def after_stop(self, config_id: str, before: list[GpuMemory]) -> None:
+    def after_stop(self, cluster: Cluster, config_id: str, before: list[GpuMemory]) -> None:
         try:
-            cleaned = self.snapshot_gpus(config_id, "cleaned")
+            cleaned = self.snapshot_gpus(cluster, config_id, "cleaned")
         except (HostError, ValueError) as exc:
             warnings.warn(
                 f"{config_id}: no GPU snapshot after cleanup: {exc}", GpuMemoryWarning, stacklevel=2

@@ -23,7 +23,8 @@ def test_topology(
     server = {**ppsweep.sweep.server, **ppsweep_config.server}
     topo = ppsweep_service.topology
     record_property("pp_max_micro_batch_size", topo.pp_max_micro_batch_size)
-    problems = topology_problems(ppsweep_config, server, topo, len(ppsweep.cluster.hosts))
+    nodes = len(ppsweep_service.cluster.hosts)
+    problems = topology_problems(ppsweep_config, server, topo, nodes)
     ppsweep.store.update_config(ppsweep_config.id, topology_ok=not problems)
     assert not problems, "\n".join(problems)
 
@@ -60,9 +61,10 @@ def test_gpu_memory(
     record_property: pytest.RecordProperty,
 ) -> None:
     """Worst-rank GPU memory after the benchmark is recorded with its headroom (seed §8)."""
-    if not ppsweep.cluster.nvidia_smi:
-        pytest.skip(f"cluster {ppsweep.cluster.name!r} has no GPUs (nvidia_smi = [])")
-    gpus = ppsweep.snapshot_gpus(ppsweep_config.id, "after")
+    cluster = ppsweep_service.cluster
+    if not cluster.nvidia_smi:
+        pytest.skip(f"cluster {cluster.name!r} has no GPUs (nvidia_smi = [])")
+    gpus = ppsweep.snapshot_gpus(cluster, ppsweep_config.id, "after")
     ppsweep.record_memory(ppsweep_config.id, gpus)
     assert gpus, f"{ppsweep_config.id}: nvidia-smi reported no GPU on any node"
     worst = max(gpus, key=lambda g: g.used_mib)

@@ -164,7 +164,7 @@ def test_xdist_workers_on_one_cluster_are_refused(
 ) -> None:
     result = run(pytester, sweep_dir(), "-n", "2", "--ppsweep-reports", tmp_path / "r")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*-n 2: cluster 'local' can boot one configuration at a time*"])
+    result.stderr.fnmatch_lines(["*-n 2: the cluster pool has 1 cluster(s) (local)*"])
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

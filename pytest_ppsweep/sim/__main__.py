@@ -1,0 +1,41 @@
+"""``python3 -m pytest_ppsweep.sim <sglang.launch_server args>``: run one emulated node rank."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from .cli import parse_args
+from .config import LaunchError, resolve
+from .faults import FaultSpecError
+from .node import RankProcess
+from .profile import load_profile
+from .settings import load_settings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, resolve and run; returns the process exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(args_list)  # exits 2 like argparse on unknown flags
+    try:
+        settings = load_settings()
+        profile = load_profile(settings.profile)
+    except (FaultSpecError, ValueError, OSError) as exc:
+        sys.stderr.write(f"ppsweep-sim: bad emulator environment: {exc}\n")
+        return 2
+    try:
+        cfg = resolve(args, tuple(args_list), settings, profile)
+    except LaunchError as exc:
+        sys.stderr.write(exc.text + "\n")
+        sys.stderr.flush()
+        return 1
+    return asyncio.run(RankProcess(cfg).run())
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # do not wait for lingering executor threads: exit promptly

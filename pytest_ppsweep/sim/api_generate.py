@@ -1,0 +1,263 @@
+"""``/generate`` and ``/v1/completions`` of rank 0 (contract §1.5, §1.6).
+
+Streaming uses SSE framing ``data: {json}\\n\\n`` ended by ``data: [DONE]\\n\\n``; ``text`` is
+cumulative and ``output_ids`` the full list so far (NEW non-incremental mode). Besides SGLang's
+``meta_info`` keys every chunk carries ``ppsweep_due_ts``: the real ``time.time()`` at which the
+emulated engine produced it, next to ``response_sent_to_client_ts`` (when it was written).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from .engine import Job, count_text_tokens
+from .jsonfast import dumps, loads_request
+from .state import ServerState
+
+SAMPLING_KEYS = frozenset(
+    {
+        "max_new_tokens",
+        "temperature",
+        "top_p",
+        "top_k",
+        "min_p",
+        "stop",
+        "stop_token_ids",
+        "stop_regex",
+        "ignore_eos",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "no_stop_trim",
+        "min_new_tokens",
+        "n",
+        "frequency_penalty",
+        "presence_penalty",
+        "repetition_penalty",
+        "json_schema",
+        "regex",
+        "ebnf",
+        "structural_tag",
+        "logit_bias",
+        "sampling_seed",
+        "custom_params",
+        "stream_interval",
+    }
+)
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+DONE = b"data: [DONE]\n\n"
+
+
+class BadRequest(Exception):
+    """A request error with its JSON body."""
+
+    def __init__(self, body: Any, status: int = 400) -> None:
+        super().__init__(str(body))
+        self.body = body
+        self.status = status
+
+
+def json_response(body: Any, status: int = 200) -> web.Response:
+    """ORJSONResponse equivalent."""
+    return web.Response(body=dumps(body), status=status, content_type="application/json")
+
+
+def error_message(message: str, code: int = 400) -> dict[str, Any]:
+    """NEW's error object."""
+    return {
+        "error": {
+            "message": message,
+            "type": "invalid_request_error",
+            "code": code,
+            "retryable": False,
+        }
+    }
+
+
+async def read_json(request: web.Request, state: ServerState) -> Any:
+    """Read and parse a body through the intake gate.
+
+    The gate admits one request's parsing per event-loop iteration (the ``sleep(0)`` hands the
+    loop back first), so a burst of 64 large bodies cannot delay a due token by more than one
+    parse: asyncio only checks its timers between iterations.
+    """
+    raw = await request.read()
+    async with state.intake:
+        await asyncio.sleep(0)
+        try:
+            return loads_request(raw)
+        except ValueError as exc:
+            raise BadRequest(error_message(f"Invalid JSON body: {exc}")) from exc
+
+
+def check_prompt(state: ServerState, n_tokens: int, max_new: int) -> None:
+    """Context-length and KV-capacity checks (ValueError -> 400 in SGLang)."""
+    ctx = state.cfg.mem.context_length
+    if n_tokens >= ctx:
+        raise BadRequest(
+            {
+                "error": {
+                    "message": (
+                        f"The input ({n_tokens} tokens) is longer than the model's context length ({ctx} tokens)."  # noqa: E501
+                    )
+                }
+            }
+        )
+    cap = state.cfg.mem.max_total_num_tokens
+    if n_tokens + max_new > cap:
+        raise BadRequest(
+            {
+                "error": {
+                    "message": (
+                        f"Requested token count exceeds the KV cache capacity: {n_tokens} input + {max_new} "  # noqa: E501
+                        f"output > {cap} tokens."
+                    )
+                }
+            }
+        )
+
+
+def meta_info(state: ServerState, job: Job, due: float, *, final: bool) -> dict[str, Any]:
+    """``meta_info`` of one output chunk."""
+    req = job.req
+    done = len(job.ids)
+    finish: Any = {"type": "length", "length": job.requested_new} if final else None
+    meta: dict[str, Any] = {
+        "id": req.rid,
+        "finish_reason": finish,
+        "prompt_tokens": req.prompt_tokens,
+        "weight_version": "default",
+        "num_retractions": 0,
+        "reasoning_tokens": 0,
+        "completion_tokens": min(done, job.requested_new),
+        "cached_tokens": 0,
+        "cached_tokens_details": None,
+        "dp_rank": None,
+    }
+    if final:
+        meta["e2e_latency"] = (req.finish_time or due) - req.created
+    if state.cfg.args.enable_metrics:
+        meta["request_received_ts"] = job.received_wall
+        if req.first_token_time is not None:
+            meta["first_token_latency"] = req.first_token_time - req.created
+    meta["ppsweep_due_ts"] = state.tb.wall_at(due)
+    meta["response_sent_to_client_ts"] = time.time()
+    return meta
+
+
+def parse_generate(
+    body: Any,
+) -> tuple[int | None, str | None, list[int] | range | None, dict[str, Any]]:
+    """Validate a ``/generate`` body: (prompt kind marker, text, ids, sampling_params)."""
+    if not isinstance(body, dict):
+        raise BadRequest(error_message("The request body must be a JSON object."))
+    given = [k for k in ("text", "input_ids", "input_embeds") if body.get(k) is not None]
+    if len(given) != 1:
+        raise BadRequest(
+            error_message("Either text, input_ids or input_embeds should be provided.")
+        )
+    params = body.get("sampling_params") or {}
+    if isinstance(params, list):
+        params = params[0] if params else {}
+    if not isinstance(params, dict):
+        raise BadRequest({"error": "sampling_params: Input should be a valid dictionary"})
+    unknown = sorted(set(params) - SAMPLING_KEYS)
+    if unknown:
+        raise BadRequest({"error": f"sampling_params.{unknown[0]}: Extra inputs are not permitted"})
+    text = body.get("text")
+    ids = body.get("input_ids")
+    if given[0] == "input_embeds":
+        raise BadRequest(error_message("input_embeds is not supported by the emulator."))
+    if isinstance(text, list) or (isinstance(ids, list) and ids and isinstance(ids[0], list)):
+        raise BadRequest(error_message("Batch requests are not supported by the emulator."))
+    return (
+        None,
+        text if isinstance(text, str) else None,
+        ids if isinstance(ids, list | range) else None,
+        params,
+    )
+
+
+async def handle_generate(request: web.Request) -> web.StreamResponse:
+    """POST/PUT ``/generate``."""
+    state: ServerState = request.app["state"]
+    received = time.time()
+    try:
+        body = await read_json(request, state)
+        _, text, ids, params = parse_generate(body)
+        n_prompt = len(ids) if ids is not None else count_text_tokens(text or "")
+        max_new = int(params.get("max_new_tokens", 128))
+        check_prompt(state, n_prompt, max_new)
+    except BadRequest as exc:
+        state.log.line(f"[http_server] Error: {exc.body}")
+        return json_response(exc.body, exc.status)
+    engine = state.engine
+    assert engine is not None
+    failure = engine.draw_failure()
+    if failure == "http" or (failure == "stream" and not body.get("stream")):
+        msg = "Internal server error: the engine failed while processing the request."
+        state.log.line(f"[http_server] Error: {msg}")
+        return json_response(error_message(msg, 500), 500)
+    rid = str(body.get("rid") or uuid.uuid4().hex)
+    job = engine.start(
+        rid,
+        n_prompt,
+        max_new,
+        received,
+        log_metrics=body.get("log_metrics", True) is not False,
+        stream=bool(body.get("stream")),
+    )
+    job.fail_in_stream = failure == "stream"
+    if body.get("stream"):
+        return await _stream_generate(request, state, job)
+    try:
+        while not job.req.finished:
+            await job.outputs.get()
+    except BaseException:
+        engine.abort(job)
+        raise
+    due = job.req.finish_time or 0.0
+    return json_response(
+        {
+            "text": job.text,
+            "output_ids": job.ids,
+            "meta_info": meta_info(state, job, due, final=True),
+        }
+    )
+
+
+async def _stream_generate(
+    request: web.Request, state: ServerState, job: Job
+) -> web.StreamResponse:
+    resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    engine = state.engine
+    assert engine is not None
+    try:
+        await resp.prepare(request)
+        while True:
+            due = await job.outputs.get()
+            if job.fail_in_stream:
+                err = error_message(
+                    "Internal server error: the engine failed while generating.", 500
+                )
+                state.log.line(f"[http_server] Error: {err['error']['message']}")
+                await resp.write(b"data: " + dumps(err) + b"\n\n" + DONE)
+                engine.abort(job)
+                break
+            final = job.req.finished
+            chunk = {
+                "text": job.text,
+                "output_ids": list(job.ids),
+                "meta_info": meta_info(state, job, due, final=final),
+            }
+            await resp.write(b"data: " + dumps(chunk) + b"\n\n" + (DONE if final else b""))
+            if final:
+                break
+    except BaseException:
+        engine.abort(job)
+        raise
+    return resp

@@ -1,0 +1,136 @@
+"""OpenAI-compatible ``/v1/completions`` on rank 0 (contract §1.6)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from .api_generate import DONE, SSE_HEADERS, BadRequest, check_prompt, json_response, read_json
+from .engine import Job, count_text_tokens
+from .jsonfast import dumps
+from .state import ServerState
+
+
+def openai_error(message: str, code: int = 400) -> dict[str, Any]:
+    """OpenAI-style error body."""
+    kind = "BadRequestError" if code == 400 else "InternalServerError"
+    return {"object": "error", "message": message, "type": kind, "param": None, "code": code}
+
+
+def _prompt_tokens(prompt: Any) -> int:
+    if isinstance(prompt, str):
+        return count_text_tokens(prompt)
+    if isinstance(prompt, list) and prompt and all(isinstance(x, int) for x in prompt):
+        return len(prompt)
+    if isinstance(prompt, list) and len(prompt) == 1:
+        return _prompt_tokens(prompt[0])
+    raise BadRequest(
+        openai_error("prompt must be a string, a list of token ids, or a one-element list.")
+    )
+
+
+def _usage(job: Job) -> dict[str, Any]:
+    done = min(len(job.ids), job.requested_new)
+    return {
+        "prompt_tokens": job.req.prompt_tokens,
+        "completion_tokens": done,
+        "total_tokens": job.req.prompt_tokens + done,
+    }
+
+
+async def handle_completions(request: web.Request) -> web.StreamResponse:
+    """POST ``/v1/completions``."""
+    state: ServerState = request.app["state"]
+    received = time.time()
+    try:
+        if "application/json" not in request.headers.get("Content-Type", ""):
+            raise BadRequest(
+                openai_error("Unsupported Media Type: Only 'application/json' is allowed")
+            )
+        body = await read_json(request, state)
+        if not isinstance(body, dict) or "prompt" not in body:
+            raise BadRequest(openai_error("Field required: prompt"))
+        n_prompt = _prompt_tokens(body["prompt"])
+        max_tokens = int(body.get("max_tokens", 16))
+        if max_tokens <= 0:
+            raise BadRequest(openai_error("max_tokens must be positive"))
+        check_prompt(state, n_prompt, max_tokens)
+    except BadRequest as exc:
+        return json_response(exc.body, exc.status)
+    engine = state.engine
+    assert engine is not None
+    rid = str(body.get("rid") or uuid.uuid4().hex)
+    model = body.get("model") or state.cfg.served_model_name
+    job = engine.start(rid, n_prompt, max_tokens, received, stream=bool(body.get("stream")))
+    created = int(received)
+    if not body.get("stream"):
+        try:
+            while not job.req.finished:
+                await job.outputs.get()
+        except BaseException:
+            engine.abort(job)
+            raise
+        return json_response(
+            {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": job.text,
+                        "logprobs": None,
+                        "finish_reason": "length",
+                        "matched_stop": None,
+                    }
+                ],
+                "usage": {**_usage(job), "prompt_tokens_details": None},
+            }
+        )
+    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    sent = 0
+    try:
+        await resp.prepare(request)
+        while True:
+            await job.outputs.get()
+            final = job.req.finished
+            delta, sent = job.text[sent:], len(job.text)
+            chunk = {
+                "id": rid,
+                "object": "text_completion",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": delta,
+                        "logprobs": None,
+                        "finish_reason": "length" if final else None,
+                        "matched_stop": None,
+                    }
+                ],
+                "usage": None,
+            }
+            out = b"data: " + dumps(chunk) + b"\n\n"
+            if final and include_usage:
+                usage_chunk: dict[str, Any] = {
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": _usage(job),
+                }
+                out += b"data: " + dumps(usage_chunk) + b"\n\n"
+            await resp.write(out + (DONE if final else b""))
+            if final:
+                break
+    except BaseException:
+        engine.abort(job)
+        raise
+    return resp

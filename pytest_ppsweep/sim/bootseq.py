@@ -1,0 +1,180 @@
+"""The start-up sequence of a rank, with SGLang's milestone log lines (contract §3.1).
+
+Order: SIMULATED banner, ``server_args=...``, ``Init torch distributed begin.``, rendezvous
+(rank 0 waits for every rank; others connect with retries), ``Init torch distributed ends``,
+``Load weight begin/end``, ``KV Cache is allocated``, ``Memory pool end``, ``Capture cuda graph``
+(unless disabled), the ``max_total_num_tokens=...`` line; then sim/serve.py takes over. Phase
+durations come from sim/bootplan.py and are waited at absolute emulated instants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from . import faultlog
+from .api_info import DECODE_GRAPH_BS
+from .faults import DEFAULT_HANG_S
+from .gpumem import GB, MIB
+from .node import RankProcess
+from .rendezvous import RendezvousClient, RendezvousServer, split_addr
+
+
+class Phases:
+    """Absolute emulated schedule of consecutive phases (no drift from summed sleeps)."""
+
+    def __init__(self, rp: RankProcess) -> None:
+        self.rp = rp
+        self.cursor = rp.tb.now()
+
+    def restart(self) -> None:
+        """Continue from now (after a wait of unknown length)."""
+        self.cursor = self.rp.tb.now()
+
+    async def wait(self, emulated_s: float) -> None:
+        """Let ``emulated_s`` pass after the previous phase ended."""
+        self.cursor += emulated_s
+        await self.rp.tb.sleep_until(self.cursor)
+
+
+def _gb(mib: float) -> float:
+    return mib * MIB / GB
+
+
+def banner(rp: RankProcess) -> None:
+    """First lines of every rank."""
+    cfg = rp.cfg
+    rp.log.line(
+        f"SIMULATED SGLang (pytest-ppsweep emulator, time scale {cfg.settings.time_scale:g}x, "
+        f"profile {cfg.profile.name}) — not a real server"
+    )
+    for note in cfg.notes:
+        rp.log.line(note)
+    shown = {k: v for k, v in vars(cfg.args).items() if k not in ("api_key", "admin_api_key")}
+    shown["api_key"] = "<redacted>" if cfg.args.api_key else None
+    rp.log.line(f"server_args={shown}")
+
+
+async def rendezvous(rp: RankProcess) -> bool:
+    """Join the other ranks; False (after logging the error) when that fails."""
+    cfg = rp.cfg
+    nnodes = cfg.args.nnodes
+    timeout_real = cfg.dist_timeout_real_s()
+    if nnodes == 1:
+        return True
+    host, port = split_addr(cfg.args.dist_init_addr or "")
+    if rp.rank == 0:
+        rp.server = RendezvousServer(nnodes, rp.on_peer_lost)
+        await rp.server.start(host, port)
+        server = rp.server
+        if not await server.wait_for(lambda: server.joined >= nnodes, timeout_real):
+            rp.fail(faultlog.store_timeout_error(cfg.dist_timeout_s, server.joined, nnodes))
+            return False
+        server.broadcast({"type": "go"})
+        return True
+    never = rp.faults.get("never_join")
+    if never is not None and int(never.number()) == rp.rank:
+        await asyncio.sleep(
+            timeout_real
+        )  # stuck before the store connect (wrong address, firewall)
+        rp.fail(faultlog.client_timeout_error(cfg.dist_timeout_s, cfg.args.dist_init_addr or ""))
+        return False
+    rp.client = RendezvousClient(rp.rank)
+    if not await rp.client.connect(host, port, timeout_real):
+        rp.fail(faultlog.client_timeout_error(cfg.dist_timeout_s, cfg.args.dist_init_addr or ""))
+        return False
+    rp.spawn(rp.follow_rank0())
+    await rp.go.wait()
+    return True
+
+
+async def boot_and_serve(rp: RankProcess) -> None:
+    """Boot this rank, then serve (rank 0) or stand by with the dummy health server."""
+    from .serve import serve_follower, serve_rank0
+
+    cfg, slog, mem, plan = rp.cfg, rp.slog, rp.cfg.mem, rp.cfg.boot
+    banner(rp)
+    phases = Phases(rp)
+    slow = rp.faults.get("slow_start", rp.rank)
+    await phases.wait(plan.launch_s + (slow.number() if slow else 0.0))
+    slog.each("Init torch distributed begin.")
+    if cfg.layout.world_size != cfg.world_on_hosts:
+        rp.fail(faultlog.world_size_error(cfg.world_on_hosts, cfg.layout.tp, cfg.layout.pp))
+        return
+    if not await rendezvous(rp):
+        return
+    phases.restart()
+    if rp.faults.get("nccl_init", rp.rank):
+        await phases.wait(plan.dist_init_s / 2)
+        rp.fail(faultlog.nccl_init_error(rp.rank * cfg.profile.gpu.gpus_per_node))
+        return
+    await phases.wait(plan.dist_init_s)
+    rp.publish("init")
+    total_gb = _gb(cfg.profile.gpu.memory_total_mib)
+    s0 = rp.schedulers[0].pp_rank if rp.schedulers else 0
+    slog.each(f"Init torch distributed ends. mem usage={_gb(mem.used_mib(s0, 'init')):.2f} GB")
+    slog.each(f"Load weight begin. avail mem={total_gb - _gb(mem.used_mib(s0, 'init')):.2f} GB")
+    if rp.faults.get("oom_load", rp.rank):
+        await phases.wait(plan.load_s * 0.6)
+        rp.fail(faultlog.oom_error(0, total_gb * GB / 2**30, 1.12))
+        return
+    await phases.wait(plan.load_s)
+    rp.publish("loaded")
+    loaded = _gb(mem.used_mib(s0, "loaded"))
+    slog.each(
+        f"Load weight end. elapsed={plan.load_s:.2f} s, type={cfg.profile.model.architectures[0]}, "
+        f"avail mem={total_gb - loaded:.2f} GB, mem usage={mem.weights_bytes(s0) / GB:.2f} GB."
+    )
+    if mem.max_total_num_tokens <= 0:
+        rp.fail(faultlog.not_enough_memory_error())
+        return
+    await phases.wait(plan.kv_alloc_s)
+    rp.publish("kv")
+    avail = total_gb - _gb(mem.used_mib(s0, "kv"))
+    slog.each(
+        f"KV Cache is allocated. dtype: torch.bfloat16, #tokens: {mem.max_total_num_tokens}, "
+        f"KV size: {mem.kv_gb(s0):.2f} GB"
+    )
+    slog.each(f"Memory pool end. avail mem={avail:.2f} GB")
+    if cfg.args.decode_graph:
+        slog.each(
+            f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB"  # noqa: E501
+        )
+        slog.each(f"Capture cuda graph bs {DECODE_GRAPH_BS}")
+        if rp.faults.get("custom_ar_graph", rp.rank):
+            await phases.wait(plan.graph_s / 3)
+            slog.each(f"Registering {len(DECODE_GRAPH_BS) * 3} cuda graph addresses")
+            rp.fail(faultlog.custom_ar_capture_error())
+            return
+        await phases.wait(plan.graph_s)
+        graph_gb = mem.graph_bytes(s0) / GB
+        slog.each(
+            f"Capture cuda graph end. Time elapsed: {plan.graph_s:.2f} s. mem usage={graph_gb:.2f} GB. "  # noqa: E501
+            f"avail mem={avail - graph_gb:.2f} GB."
+        )
+    else:
+        slog.each(
+            "Disable decode CUDA graph because cuda_graph_config resolved decode.backend='disabled' "  # noqa: E501
+            "(e.g. via --cuda-graph-backend-decode=disabled or auto-disable rules)."
+        )
+    rp.publish("ready")
+    slog.tp0(
+        f"max_total_num_tokens={mem.max_total_num_tokens}, chunked_prefill_size={cfg.chunked_prefill_size}, "  # noqa: E501
+        f"max_prefill_tokens={cfg.args.max_prefill_tokens}, max_running_requests={mem.max_running_requests}, "  # noqa: E501
+        f"context_len={mem.context_length}, available_gpu_mem={avail:.2f} GB"
+    )
+    if rp.rank == 0:
+        await serve_rank0(rp, phases)
+    else:
+        await serve_follower(rp)
+
+
+def hang_seconds(rp: RankProcess) -> float | None:
+    """Length of an injected warmup hang, or None."""
+    fault = rp.faults.get("watchdog_hang")
+    return None if fault is None else fault.number(DEFAULT_HANG_S)
+
+
+def pid() -> int:
+    """This process id (uvicorn's ``Started server process`` line)."""
+    return os.getpid()

@@ -1,0 +1,204 @@
+"""Resolve launch arguments like SGLang's ``ServerArgs.__post_init__`` + ``check_server_args``.
+
+Produces one frozen :class:`SimConfig` per rank: resolved defaults (chunk size, memory
+fraction, backends), the layout, the memory and boot plans. Violations of SGLang's own checks
+raise :class:`LaunchError` carrying the traceback text SGLang would print.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .bootplan import BootPlan, plan_boot
+from .cli import EP_SPANNING_A2A, ServerArgs
+from .faultlog import traceback_lines
+from .gpumem import MemoryPlan, plan_memory
+from .placement import Layout
+from .profile import Profile
+from .settings import SimSettings
+
+DEFAULT_DIST_TIMEOUT_S = 600.0  # emulated; PyTorch's default store timeout scale
+# Without --dist-timeout the wait also lasts at least this many *real* seconds: process start-up
+# is real time, and on a loaded machine 600 emulated s (0.3 s at 2000x) is shorter than that.
+DEFAULT_DIST_TIMEOUT_REAL_FLOOR_S = 10.0
+SERVER_ARGS_PY = "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py"
+
+
+class LaunchError(Exception):
+    """SGLang refused the arguments; ``text`` is what it prints (a traceback)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def _assert_fail(code: str, message: str, exc: str = "AssertionError") -> LaunchError:
+    frames = [
+        (
+            "<frozen runpy>",
+            198,
+            "_run_module_as_main",
+            "return _run_code(code, main_globals, None,",
+        ),
+        (
+            "/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py",
+            71,
+            "<module>",
+            "server_args = prepare_server_args(sys.argv[1:])",
+        ),
+        (SERVER_ARGS_PY, 4159, "check_server_args", code),
+    ]
+    return LaunchError("\n".join(traceback_lines(frames, f"{exc}: {message}")))
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything a rank needs, resolved."""
+
+    args: ServerArgs
+    argv: tuple[str, ...]
+    settings: SimSettings
+    profile: Profile
+    layout: Layout
+    mem: MemoryPlan
+    boot: BootPlan
+    chunked_prefill_size: int
+    ep_size: int
+    served_model_name: str
+    dist_timeout_s: float
+    notes: tuple[str, ...]
+
+    @property
+    def pp_max_micro_batch_size(self) -> int:
+        """Effective value: the flag, else ``max(max_running_requests // pp, 1)``."""
+        if self.args.pp_max_micro_batch_size is not None:
+            return self.args.pp_max_micro_batch_size
+        return max(self.mem.max_running_requests // self.layout.pp, 1)
+
+    def dist_timeout_real_s(self) -> float:
+        """Real seconds to wait for the other ranks (see DEFAULT_DIST_TIMEOUT_REAL_FLOOR_S)."""
+        scaled = self.dist_timeout_s / self.settings.time_scale
+        if self.args.dist_timeout is not None:
+            return scaled
+        return max(scaled, DEFAULT_DIST_TIMEOUT_REAL_FLOOR_S)
+
+    @property
+    def world_on_hosts(self) -> int:
+        """GPUs the launch occupies: nnodes x the profile's GPUs per node."""
+        return self.args.nnodes * self.profile.gpu.gpus_per_node
+
+
+def check_args(args: ServerArgs) -> None:
+    """SGLang's argument checks that fail before anything starts."""
+    if (args.tp_size * args.pp_size) % args.nnodes != 0:
+        raise _assert_fail(
+            'assert (self.tp_size * self.pp_size) % self.nnodes == 0, "tp_size must be divisible by number of nodes"',  # noqa: E501
+            "tp_size must be divisible by number of nodes",
+        )
+    if args.node_rank >= args.nnodes or args.node_rank < 0:
+        raise _assert_fail(
+            "assert self.node_rank < self.nnodes",
+            f"node_rank ({args.node_rank}) must be in [0, nnodes={args.nnodes})",
+        )
+    if args.nnodes > 1 and not args.dist_init_addr:
+        raise _assert_fail(
+            "assert self.dist_init_addr is not None",
+            "--dist-init-addr is required when --nnodes > 1",
+        )
+    if args.dp_size > 1 and args.nnodes != 1:
+        raise _assert_fail(
+            "assert not (self.dp_size > 1 and self.nnodes != 1 and not self.enable_dp_attention)",
+            "multi-node data parallel is not supported unless dp attention!",
+        )
+    if args.pp_max_micro_batch_size is not None and args.pp_max_micro_batch_size < 1:
+        raise _assert_fail(
+            "assert self.pp_max_micro_batch_size is None or self.pp_max_micro_batch_size >= 1",
+            "pp_max_micro_batch_size must be >= 1",
+        )
+    if (
+        args.chunked_prefill_size is not None
+        and args.chunked_prefill_size > 0
+        and args.chunked_prefill_size % args.page_size != 0
+    ):
+        raise _assert_fail(
+            "assert self.chunked_prefill_size % self.page_size == 0",
+            "chunked_prefill_size must be divisible by page_size",
+        )
+    ep = args.tp_size if args.moe_a2a_backend in EP_SPANNING_A2A else args.ep_size
+    if ep > args.tp_size or ep < 1:
+        raise LaunchError(
+            "\n".join(
+                traceback_lines(
+                    [
+                        (
+                            SERVER_ARGS_PY,
+                            2388,
+                            "_handle_moe_kernel_config",
+                            "self.moe_tp_size = self.tp_size // self.ep_size",
+                        ),
+                        (
+                            "/usr/local/lib/python3.12/dist-packages/sglang/srt/layers/moe/utils.py",
+                            112,
+                            "get_moe_ep_rank",
+                            "return tp_rank // (tp_size // ep_size)",
+                        ),
+                    ],
+                    f"ZeroDivisionError: integer division or modulo by zero (tp_size={args.tp_size}, "  # noqa: E501
+                    f"ep_size={ep}: ep_size must divide tp_size)",
+                )
+            )
+        )
+    if args.tp_size % ep != 0:
+        raise _assert_fail(
+            "assert self.tp_size % self.ep_size == 0",
+            f"tp_size ({args.tp_size}) must be divisible by ep_size ({ep})",
+        )
+
+
+def resolve(
+    args: ServerArgs, argv: tuple[str, ...], settings: SimSettings, profile: Profile
+) -> SimConfig:
+    """Resolve defaults; raises LaunchError for invalid arguments."""
+    check_args(args)
+    notes: list[str] = []
+    ep = args.ep_size
+    if args.moe_a2a_backend in EP_SPANNING_A2A and ep != args.tp_size:
+        ep = args.tp_size
+        notes.append(
+            f"{args.moe_a2a_backend} MoE is enabled. The expert parallel size is adjusted "
+            f"to be the same as the tensor parallel size[{args.tp_size}]."
+        )
+    if args.pp_size > 1:
+        notes.append("Pipeline parallelism is incompatible with overlap schedule.")
+    if args.disable_cuda_graph:
+        notes.append(
+            "--disable-cuda-graph is deprecated; use --cuda-graph-backend-decode=disabled "
+            "--cuda-graph-backend-prefill=disabled instead."
+        )
+    chunk = args.chunked_prefill_size or profile.memory.chunked_prefill_size_default
+    layout = Layout(tp=args.tp_size, pp=args.pp_size, ep=ep, nnodes=args.nnodes)
+    mem = plan_memory(
+        profile,
+        layout,
+        mem_fraction_static=args.mem_fraction_static,
+        chunked_prefill_size=chunk,
+        max_total_tokens=args.max_total_tokens,
+        max_running_requests=args.max_running_requests,
+        context_length=args.context_length,
+        decode_graph=args.decode_graph,
+    )
+    timeout = float(args.dist_timeout) if args.dist_timeout is not None else DEFAULT_DIST_TIMEOUT_S
+    return SimConfig(
+        args=args,
+        argv=argv,
+        settings=settings,
+        profile=profile,
+        layout=layout,
+        mem=mem,
+        boot=plan_boot(mem),
+        chunked_prefill_size=chunk,
+        ep_size=ep,
+        served_model_name=args.served_model_name or args.model_path,
+        dist_timeout_s=timeout,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,142 @@
+"""Parametric cost model of prefill/decode micro-batches on an SGLang PP x TP layout.
+
+The emulated scheduler (sim/scheduler.py) advances a pipeline in lock-step *ticks*: every tick
+each stage works on the micro-batch it holds, then hands it to the next stage. One tick lasts::
+
+    T_tick = stage_sync * (pp - 1)                      # PP lock-step / metadata over Gloo
+           + max over stages s of  T_stage(n_s, s)      # the slowest stage sets the pace
+           + handoff(n)                                 # activation P2P to the next stage
+
+    T_stage(n, s) = compute(n, s) + layers_s * a * allreduce(n * hidden * 2 bytes, tp)
+    compute(n, s) = max(n / N_ref * K * layers_s / L / tp * (1 + (tp / n_half) ** gamma),
+                        layers_s * min_layer)
+    allreduce(B, tp) = 2 (tp - 1) * step_latency + 2 (tp - 1) / tp * B / busbw(domain(tp))
+    handoff(n) = max over stage boundaries of  n * hidden * 2 / p2p_bw + p2p_latency
+    domain(tp) = PCIe island if tp <= gpus_per_pcie_island, one node if tp <= gpus_per_node,
+                 else ceil(tp / gpus_per_node) nodes (RoCE)
+
+Parameters (profile TOML, sections in brackets) and where their values come from:
+
+* ``L`` [model.num_layers] = 61 and ``hidden`` [model.hidden_size] = 7168: the model card.
+* ``layers_s``: layers on stage ``s`` (placement.stage_layers; uneven when pp does not divide L,
+  so the heaviest stage sets the tick, a real PP effect).
+* ``a`` [model.allreduces_per_layer] = 3.28: ~200 all-reduces per chunk for the whole model,
+  from the seeds' PP1 Nsight profile (557 AR per window, p50 7.10 ms, ~0 overlap).
+* ``K`` [compute.chunk_gpu_seconds] = 11.66: GPU-seconds of one ``N_ref``-token chunk (8192)
+  through the whole model at ideal efficiency; ``n_half`` = 11.0, ``gamma`` = 1.0 [compute]:
+  the small-GEMM efficiency loss (per-GPU GEMM width shrinks as 1/tp). K, n_half, gamma and
+  stage_sync were fitted together (random search) with the virtual-time benchmark of
+  sim/vbench.py so every TPS and TTFT-p50 median of the seeds' §7 table is within +-7 %.
+* ``busbw``/``step_latency`` [network]: the seeds' §9.2 nccl all_reduce_perf at 128 MiB:
+  TP4 4.93 ms (one PCIe island), TP8 6.00 ms (one node), TP16 6.24 ms, TP32 6.59 ms; ring
+  busbw ~39-41 GB/s on every level. TP2 is an extrapolation of the same ring formula (~3.3 ms).
+* ``stage_sync`` [scheduler.stage_sync_ms] = 37 ms: per extra stage per tick; SGLang's PP loop
+  exchanges batch metadata as Python objects over Gloo every tick and still has bubbles
+  (sgl-project/sglang#11857). It produces the PP8 -> PP16 regression of the seeds.
+* ``p2p_bw``/``p2p_latency`` [network]: PCIe Gen5 within a node, 400G RoCE between nodes.
+* Per-tick jitter ``jitter_frac`` [scheduler] (Gaussian, seeded) gives the seeds' < 0.7 % spread.
+
+Changing one physical parameter moves every layout; nothing is keyed by a configuration.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .placement import Layout, boundary_crosses_nodes, stage_layers
+from .profile import Profile
+
+BF16_BYTES = 2
+
+
+def domain_of(tp: int, profile: Profile) -> tuple[str, int]:
+    """How far a TP group of ``tp`` GPUs spans: (``island``|``node``|``multinode``, nodes)."""
+    gpu = profile.gpu
+    if tp <= gpu.gpus_per_pcie_island:
+        return "island", 1
+    if tp <= gpu.gpus_per_node:
+        return "node", 1
+    return "multinode", math.ceil(tp / gpu.gpus_per_node)
+
+
+def allreduce_s(nbytes: float, tp: int, profile: Profile) -> float:
+    """Ring all-reduce time of ``nbytes`` over ``tp`` GPUs (0 when tp == 1)."""
+    if tp <= 1:
+        return 0.0
+    net = profile.network
+    level, _ = domain_of(tp, profile)
+    busbw = {
+        "island": net.busbw_pcie_island_gbs,
+        "node": net.busbw_node_gbs,
+        "multinode": net.busbw_multinode_gbs,
+    }[level]
+    steps = 2 * (tp - 1)
+    return steps * net.ar_step_latency_us * 1e-6 + steps / tp * nbytes / (busbw * 1e9)
+
+
+def efficiency_factor(tp: int, profile: Profile) -> float:
+    """GEMM slowdown from splitting the matrices ``tp`` ways: 1 + (tp / n_half) ** gamma."""
+    c = profile.compute
+    return 1.0 + float((tp / c.n_half) ** c.gamma)
+
+
+def compute_s(tokens: int, layers: int, tp: int, profile: Profile) -> float:
+    """Per-GPU compute of ``tokens`` through ``layers`` layers with TP ``tp``."""
+    c = profile.compute
+    ideal = (
+        tokens / c.reference_chunk_tokens * c.chunk_gpu_seconds * layers / profile.model.num_layers
+    )
+    return max(ideal / tp * efficiency_factor(tp, profile), layers * c.min_layer_ms * 1e-3)
+
+
+def stage_s(tokens: int, layers: int, tp: int, profile: Profile) -> float:
+    """One stage's work on a micro-batch of ``tokens``: compute + exposed all-reduces."""
+    if tokens <= 0:
+        return 0.0
+    act_bytes = tokens * profile.model.hidden_size * BF16_BYTES
+    n_ar = layers * profile.model.allreduces_per_layer
+    return compute_s(tokens, layers, tp, profile) + n_ar * allreduce_s(act_bytes, tp, profile)
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """The cost model bound to one profile and layout (precomputes the stage split)."""
+
+    profile: Profile
+    layout: Layout
+
+    @property
+    def layers(self) -> list[int]:
+        """Layers per stage."""
+        return stage_layers(self.profile.model.num_layers, self.layout.pp)
+
+    def sync_s(self) -> float:
+        """Lock-step overhead paid once per tick before the stages compute."""
+        return self.profile.scheduler.stage_sync_ms * 1e-3 * (self.layout.pp - 1)
+
+    def handoff_s(self, tokens: int) -> float:
+        """Activation transfer to the next stage (slowest boundary), 0 for pp == 1."""
+        if self.layout.pp <= 1 or tokens <= 0:
+            return 0.0
+        net = self.profile.network
+        nbytes = tokens * self.profile.model.hidden_size * BF16_BYTES
+        crosses = any(boundary_crosses_nodes(self.layout, p) for p in range(self.layout.pp - 1))
+        bw = net.p2p_inter_node_gbs if crosses else net.p2p_intra_node_gbs
+        return nbytes / (bw * 1e9) + net.p2p_latency_us * 1e-6
+
+    def tick_s(self, tokens_per_stage: list[int]) -> float:
+        """Duration of one tick given the tokens each stage holds (0 = empty stage)."""
+        layers = self.layers
+        work = max(
+            (
+                stage_s(n, layers[s], self.layout.tp, self.profile)
+                for s, n in enumerate(tokens_per_stage)
+            ),
+            default=0.0,
+        )
+        return self.sync_s() + work + self.handoff_s(max(tokens_per_stage, default=0))
+
+    def steady_tps(self, chunk_tokens: int) -> float:
+        """Input tokens/s of a full pipeline of ``chunk_tokens`` micro-batches (no jitter)."""
+        return chunk_tokens / self.tick_s([chunk_tokens] * self.layout.pp)

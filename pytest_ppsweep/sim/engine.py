@@ -1,0 +1,184 @@
+"""Rank 0's serving core: turns HTTP requests into scheduler requests and outputs into tokens.
+
+Output token ids and texts are deterministic functions of the request id (CRC32), so repeated
+runs are reproducible without a tokenizer. Text prompts count one token per whitespace-separated
+word. Every output carries its *due* time: the emulated instant the scheduler produced it,
+which the API reports next to the moment the chunk was really written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .driver import RealtimeDriver, TimeBase
+from .metrics import Metrics
+from .scheduler import PPScheduler, SimRequest
+
+WORDS = (
+    "the",
+    "of",
+    "and",
+    "to",
+    "in",
+    "is",
+    "that",
+    "for",
+    "it",
+    "as",
+    "with",
+    "was",
+    "on",
+    "be",
+    "at",
+    "by",
+    "this",
+    "had",
+    "not",
+    "are",
+    "but",
+    "from",
+    "or",
+    "have",
+    "an",
+    "they",
+    "which",
+    "one",
+    "you",
+    "were",
+    "all",
+    "we",
+    "her",
+    "she",
+    "there",
+    "would",
+    "their",
+)
+
+
+def token_id(rid: str, index: int, vocab: int) -> int:
+    """The ``index``-th generated token of request ``rid``."""
+    return zlib.crc32(f"{rid}:{index}".encode()) % vocab
+
+
+def token_text(tid: int) -> str:
+    """Detokenized text of a token (never empty, so client TTFT detection works)."""
+    return " " + WORDS[tid % len(WORDS)]
+
+
+def count_text_tokens(text: str) -> int:
+    """Deterministic token count of a text prompt: whitespace-separated words."""
+    return max(len(text.split()), 1)
+
+
+@dataclass(eq=False)
+class Job:
+    """One request in flight on rank 0 together with its output queue."""
+
+    req: SimRequest
+    requested_new: int
+    received_wall: float
+    outputs: asyncio.Queue[float] = field(default_factory=asyncio.Queue)
+    ids: list[int] = field(default_factory=list)
+    text: str = ""
+    fail_in_stream: bool = False
+    stream: bool = True  # False: wake the handler only when the request finished
+
+
+class Engine:
+    """Owns the scheduler and its real-time driver on rank 0."""
+
+    def __init__(
+        self,
+        sched: PPScheduler,
+        tb: TimeBase,
+        *,
+        vocab: int,
+        metrics: Metrics,
+        fail_fraction: float,
+        seed: int,
+        on_finished: Callable[[int], None] | None = None,
+    ) -> None:
+        self.sched = sched
+        self.tb = tb
+        self.driver = RealtimeDriver(sched, tb)
+        self.vocab = vocab
+        self.metrics = metrics
+        self.fail_fraction = fail_fraction
+        self._rng = random.Random(seed ^ 0x5EED)
+        self._on_finished = on_finished
+        self.completed = 0
+        self.jobs: set[Job] = set()
+
+    def draw_failure(self) -> str | None:
+        """Seeded fault decision for a new request: None, ``"http"`` or ``"stream"``."""
+        if self.fail_fraction <= 0 or self._rng.random() >= self.fail_fraction:
+            return None
+        return "http" if self._rng.random() < 0.5 else "stream"
+
+    def start(
+        self,
+        rid: str,
+        prompt_tokens: int,
+        max_new_tokens: int,
+        received_wall: float,
+        *,
+        log_metrics: bool = True,
+        stream: bool = True,
+    ) -> Job:
+        """Create and submit a job (its outputs arrive on ``job.outputs``)."""
+        req = SimRequest(rid, prompt_tokens, max(max_new_tokens, 1), created=self.tb.now())
+        job = Job(req, max_new_tokens, received_wall, stream=stream)
+
+        def on_output(r: SimRequest, t: float) -> None:
+            tid = token_id(r.rid, len(job.ids), self.vocab)
+            job.ids.append(tid)
+            job.text += token_text(tid)
+            if log_metrics:
+                self.metrics.generation_tokens += 1
+                if len(job.ids) == 1:
+                    self.metrics.ttft.observe(t - r.created)
+            if r.finish_time is not None:
+                self._finished(job, log_metrics)
+                job.outputs.put_nowait(t)
+            elif job.stream:
+                job.outputs.put_nowait(t)
+
+        req.on_output = on_output
+        if log_metrics:
+            self.metrics.prompt_tokens += prompt_tokens
+        self.jobs.add(job)
+        self.driver.submit(req)
+        return job
+
+    def _finished(self, job: Job, log_metrics: bool) -> None:
+        self.jobs.discard(job)
+        if log_metrics:
+            self.metrics.num_requests += 1
+            self.metrics.e2e.observe((job.req.finish_time or 0.0) - job.req.created)
+            self.completed += 1
+            if self._on_finished is not None:
+                self._on_finished(self.completed)
+
+    def abort(self, job: Job) -> None:
+        """The client went away."""
+        if job.req.finished:
+            return
+        self.jobs.discard(job)
+        self.metrics.aborted += 1
+        self.driver.abort(job.req)
+
+    def gauges(self) -> dict[str, float]:
+        """Scheduler gauges for ``/metrics``."""
+        s = self.sched
+        return {
+            "num_running_reqs": float(s.num_running()),
+            "num_queue_reqs": float(len(s.queue)),
+            "num_used_tokens": float(s.kv_used),
+            "token_usage": s.kv_used / s.kv_capacity if s.kv_capacity else 0.0,
+            "gen_throughput": s.last_gen_throughput,
+            "is_cuda_graph": 0.0,
+        }

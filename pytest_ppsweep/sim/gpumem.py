@@ -1,0 +1,125 @@
+"""Per-GPU memory model: weights per stage, the KV pool, CUDA graphs, NCCL and activations.
+
+SGLang sizes the KV pool so that, on each GPU, ``context + weights + KV = mem_fraction_static x
+total`` and then takes the minimum token count over all ranks (``max_total_num_tokens`` is
+min-all-reduced). Stages are uneven (the first holds the embedding, the last the lm-head, and
+layer counts differ when pp does not divide the layer count), so the heaviest stage sits at the
+static fraction and the others below it. On top come NCCL buffers, the decode CUDA-graph pool
+(per layer on the stage, unless disabled) and the activation workspace of the largest
+micro-batch run so far (PyTorch's caching allocator keeps it), which is why the worst rank ends
+a benchmark a few GiB above the static fraction (seeds §8: 79-82 GiB of 85,651 MiB).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .placement import Layout, stage_layers
+from .profile import Profile
+
+MIB = 1024 * 1024
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """Resolved memory numbers of one layout."""
+
+    profile: Profile
+    layout: Layout
+    mem_fraction_static: float
+    max_total_num_tokens: int
+    max_running_requests: int
+    req_to_token_pool_size: int
+    context_length: int
+    decode_graph: bool
+
+    @property
+    def layers(self) -> list[int]:
+        """Layers per stage."""
+        return stage_layers(self.profile.model.num_layers, self.layout.pp)
+
+    def weights_bytes(self, pp_rank: int) -> float:
+        """Weight bytes on one GPU of stage ``pp_rank``."""
+        m = self.profile.model
+        per_layer = (m.weight_gb_total - m.embedding_gb - m.lm_head_gb) / m.num_layers
+        gb = per_layer * self.layers[pp_rank]
+        gb += m.embedding_gb if pp_rank == 0 else 0.0
+        gb += m.lm_head_gb if pp_rank == self.layout.pp - 1 else 0.0
+        return gb * GB / self.layout.tp
+
+    def kv_bytes(self, pp_rank: int) -> float:
+        """KV pool bytes on one GPU of stage ``pp_rank``."""
+        per_token = self.layers[pp_rank] * self.profile.model.kv_bytes_per_token_per_layer
+        return float(self.max_total_num_tokens * per_token)
+
+    def graph_bytes(self, pp_rank: int) -> float:
+        """Decode CUDA-graph pool bytes on one GPU of stage ``pp_rank``."""
+        if not self.decode_graph:
+            return 0.0
+        return self.profile.memory.graph_mib_per_layer * MIB * self.layers[pp_rank]
+
+    def activation_bytes(self, peak_tokens: int) -> float:
+        """Activation workspace kept after running a micro-batch of ``peak_tokens``."""
+        mem = self.profile.memory
+        per_token = (
+            mem.activation_bytes_per_token + mem.activation_bytes_per_token_tp / self.layout.tp
+        )
+        return peak_tokens * per_token
+
+    def used_mib(self, pp_rank: int, phase: str, peak_tokens: int = 0) -> int:
+        """Memory used on one GPU of ``pp_rank`` after boot ``phase``.
+
+        Phases in order: ``init`` (context + NCCL), ``loaded`` (+weights), ``kv`` (+KV pool),
+        ``ready`` (+CUDA graphs; plus the activation workspace of ``peak_tokens``).
+        """
+        order = ["init", "loaded", "kv", "ready"]
+        level = order.index(phase)
+        total = self.profile.gpu.cuda_context_mib * MIB + self.profile.memory.nccl_buffer_mib * MIB
+        if level >= 1:
+            total += self.weights_bytes(pp_rank)
+        if level >= 2:
+            total += self.kv_bytes(pp_rank)
+        if level >= 3:
+            total += self.graph_bytes(pp_rank) + self.activation_bytes(peak_tokens)
+        return int(total / MIB)
+
+    def kv_gb(self, pp_rank: int) -> float:
+        """KV pool of ``pp_rank`` in GB (server info ``memory_usage.kvcache``)."""
+        return self.kv_bytes(pp_rank) / GB
+
+
+def plan_memory(
+    profile: Profile,
+    layout: Layout,
+    *,
+    mem_fraction_static: float | None,
+    chunked_prefill_size: int,
+    max_total_tokens: int | None = None,
+    max_running_requests: int | None = None,
+    context_length: int | None = None,
+    decode_graph: bool = True,
+) -> MemoryPlan:
+    """Size the KV pool and the request limits like SGLang's model runner does."""
+    del chunked_prefill_size  # the workspace is accounted per micro-batch actually run
+    frac = (
+        mem_fraction_static
+        if mem_fraction_static is not None
+        else profile.memory.mem_fraction_static_default
+    )
+    ctx_len = context_length or profile.model.context_length
+    static = frac * profile.gpu.memory_total_mib * MIB
+    probe = MemoryPlan(profile, layout, frac, 0, 0, 0, ctx_len, decode_graph)
+    tokens = math.inf
+    for s, layers in enumerate(probe.layers):
+        free = static - profile.gpu.cuda_context_mib * MIB - probe.weights_bytes(s)
+        per_token = layers * profile.model.kv_bytes_per_token_per_layer
+        tokens = min(tokens, free / per_token)
+    max_total = int(tokens)
+    if max_total_tokens is not None:
+        max_total = min(max_total, max_total_tokens)
+    # max_total <= 0 is reported by the rank at KV allocation, where SGLang raises it
+    pool = min(max(int(max_total / ctx_len * 512), 2048), 4096)
+    mrr = min(max_running_requests if max_running_requests is not None else max_total // 2, pool)
+    return MemoryPlan(profile, layout, frac, max_total, max(mrr, 1), pool, ctx_len, decode_graph)

@@ -1,0 +1,70 @@
+"""Each rank publishes its node's per-GPU memory to ``$PPSWEEP_SIM_STATE_DIR/<host>.json``.
+
+The nvidia-smi shim (sim/smi.py) reads the file; it is written atomically (temp file +
+``os.replace``) and removed when the rank exits, so the GPUs read idle again afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class GpuUse:
+    """Memory held on one GPU by the rank process."""
+
+    index: int
+    used_mib: int
+
+
+def state_path(state_dir: Path, host: str) -> Path:
+    """The state file of a node address."""
+    return state_dir / f"{host}.json"
+
+
+class GpuStatePublisher:
+    """Writes and removes the state file of one node."""
+
+    def __init__(self, state_dir: Path, host: str, pid: int, gpu_info: dict[str, Any]) -> None:
+        self.path = state_path(state_dir, host)
+        self.pid = pid
+        self.gpu_info = gpu_info
+
+    def publish(self, gpus: list[GpuUse], utilization: int = 0) -> None:
+        """Replace the node's state atomically."""
+        doc = {
+            **self.gpu_info,
+            "pid": self.pid,
+            "updated": time.time(),
+            "utilization_gpu": utilization,
+            "gpus": [{"index": g.index, "used_mib": g.used_mib} for g in gpus],
+        }
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{self.pid}.tmp")
+            tmp.write_text(json.dumps(doc))
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # GPU state is diagnostics only; never take the rank down for it
+
+    def remove(self) -> None:
+        """Delete the state file (only if it is still ours)."""
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads(self.path.read_text())
+            if doc.get("pid") == self.pid:
+                self.path.unlink()
+
+
+def read_state(state_dir: Path, host: str) -> dict[str, Any] | None:
+    """The published state of ``host`` or None (idle node)."""
+    try:
+        doc: dict[str, Any] = json.loads(state_path(state_dir, host).read_text())
+    except (OSError, ValueError):
+        return None
+    return doc

@@ -1,0 +1,278 @@
+"""Event-driven emulation of SGLang's pipeline-parallel scheduler (``event_loop_pp``).
+
+The scheduler is a pure state machine on *emulated* time: it never sleeps and never reads a
+clock. A driver (sim/driver.py in real time, sim/vbench.py in virtual time) asks for
+:meth:`PPScheduler.next_event_time`, waits until then and calls :meth:`PPScheduler.advance`.
+
+Model (see sim/costmodel.py for the tick duration):
+
+* Requests wait in a FIFO queue. Every tick begins with the PP lock-step sync; then stage 0
+  forms a micro-batch for PP slot ``tick % pp`` and every in-flight micro-batch moves one stage.
+* Prefill has priority. A prefill micro-batch takes at most ``chunked_prefill_size`` tokens: first
+  the next chunk of the request being chunked, then new requests from the queue. New requests
+  are admitted only while ``pp_max_micro_batch_size - running(slot) > 0`` and their prompt plus
+  output fits in the free KV tokens; a prompt longer than the remaining budget is chunked.
+* Without prefill work the slot's running requests form a decode micro-batch (one token each).
+* When a micro-batch leaves the last stage, requests whose last prompt chunk it carried emit
+  their first token; decode micro-batches emit one token per request. TTFT therefore emerges
+  from queueing, chunking and pipeline depth; nothing computes it in closed form.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .costmodel import CostModel
+
+
+@dataclass(eq=False)
+class SimRequest:
+    """A request inside the emulated engine (mutable engine-side state)."""
+
+    rid: str
+    prompt_tokens: int
+    max_new_tokens: int
+    created: float
+    remaining_prefill: int = -1
+    generated: int = 0
+    slot: int = -1
+    first_token_time: float | None = None
+    finish_time: float | None = None
+    aborted: bool = False
+    in_flight: bool = False
+    kv_reserved: int = 0
+    on_output: Callable[[SimRequest, float], None] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.remaining_prefill < 0:
+            self.remaining_prefill = self.prompt_tokens
+
+    @property
+    def finished(self) -> bool:
+        """True once every requested token was produced (or the request was aborted)."""
+        return self.finish_time is not None or self.aborted
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A request's share of one micro-batch."""
+
+    req: SimRequest
+    tokens: int
+    last_chunk: bool
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """A micro-batch travelling through the pipeline."""
+
+    kind: str  # "prefill" | "decode"
+    pieces: tuple[Piece, ...]
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the micro-batch carries."""
+        return sum(p.tokens for p in self.pieces)
+
+
+LogFn = Callable[[str], None]
+
+
+class PPScheduler:
+    """SGLang-like PP scheduler; see the module docstring."""
+
+    def __init__(
+        self,
+        cost: CostModel,
+        *,
+        chunked_prefill_size: int,
+        pp_max_micro_batch_size: int,
+        kv_capacity: int,
+        seed: int = 0,
+        log: LogFn | None = None,
+    ) -> None:
+        self.cost = cost
+        self.pp = cost.layout.pp
+        self.chunk = chunked_prefill_size
+        self.max_micro = pp_max_micro_batch_size
+        self.kv_capacity = kv_capacity
+        self.kv_used = 0
+        self._rng = random.Random(seed)
+        self._log = log
+        self._jitter = cost.profile.scheduler.jitter_frac
+        self.queue: deque[SimRequest] = deque()
+        self.running: list[set[SimRequest]] = [set() for _ in range(self.pp)]
+        self.pipeline: list[MicroBatch | None] = [None] * self.pp
+        self._chunked: SimRequest | None = None
+        self._tick = 0
+        self._form_at: float | None = None
+        self._end_at: float | None = None
+        self.peak_tokens = 0
+        self.last_gen_throughput = 0.0
+        self._tp_window: tuple[float, int] = (0.0, 0)
+
+    # ----------------------------------------------------------------- public API
+    def submit(self, req: SimRequest, now: float) -> None:
+        """Queue a request that arrived at emulated time ``now``."""
+        self.queue.append(req)
+        if self._form_at is None and self._end_at is None:
+            self._form_at = now + self.cost.sync_s()
+
+    def abort(self, req: SimRequest) -> None:
+        """Drop a request (client went away); in-flight work finishes silently."""
+        req.aborted = True
+        if req in self.queue:
+            self.queue.remove(req)
+        if not req.in_flight:
+            self._release(req)
+
+    def busy(self) -> bool:
+        """True while any request is queued, running or in flight."""
+        return bool(self.queue) or any(self.running) or any(self.pipeline)
+
+    def num_running(self) -> int:
+        """Admitted, unfinished requests."""
+        return sum(len(s) for s in self.running)
+
+    def next_event_time(self) -> float | None:
+        """Emulated time of the next state change, or None when idle."""
+        return self._form_at if self._form_at is not None else self._end_at
+
+    def advance(self, now: float) -> None:
+        """Process every event due at or before ``now``."""
+        while True:
+            due = self.next_event_time()
+            if due is None or due > now:
+                return
+            if self._form_at is not None:
+                self._form(self._form_at)
+            else:
+                assert self._end_at is not None
+                self._end(self._end_at)
+
+    # -------------------------------------------------------------- tick phases
+    def _form(self, t: float) -> None:
+        self._form_at = None
+        slot = self._tick % self.pp
+        self._tick += 1
+        mb = self._form_prefill(slot) or self._form_decode(slot)
+        self.pipeline[0] = mb
+        if mb is not None and mb.kind == "prefill":
+            self.peak_tokens = max(self.peak_tokens, mb.tokens)
+            self._log_prefill(mb, slot, t)
+        tokens = [m.tokens if m else 0 for m in self.pipeline]
+        if not any(tokens):
+            if any(self.running):
+                self._end_at = t  # empty tick: move on to the slot that has decode work
+            return  # otherwise idle until the next submit
+        work = self.cost.tick_s(tokens) - self.cost.sync_s()
+        self._end_at = t + work * max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter))
+
+    def _end(self, t: float) -> None:
+        self._end_at = None
+        done = self.pipeline[-1]
+        self.pipeline = [None, *self.pipeline[:-1]]
+        if done is not None:
+            self._complete(done, t)
+        if any(self.pipeline) or self.queue or self._chunked or any(self.running):
+            self._form_at = t + self.cost.sync_s()
+
+    def _complete(self, mb: MicroBatch, t: float) -> None:
+        for piece in mb.pieces:
+            req = piece.req
+            req.in_flight = False
+            if req.aborted:
+                self._release(req)
+                continue
+            if mb.kind == "prefill" and not piece.last_chunk:
+                continue
+            req.generated += 1
+            if req.first_token_time is None:
+                req.first_token_time = t
+            if req.generated >= req.max_new_tokens:
+                req.finish_time = t
+                self._release(req)
+            self._count_gen(t)
+            if req.on_output is not None:
+                req.on_output(req, t)
+
+    # -------------------------------------------------------------- batch forming
+    def _form_prefill(self, slot: int) -> MicroBatch | None:
+        budget = self.chunk
+        pieces: list[Piece] = []
+        chunked = self._chunked
+        if chunked is not None and not chunked.aborted:
+            n = min(chunked.remaining_prefill, budget)
+            pieces.append(self._take(chunked, n))
+            budget -= n
+        elif chunked is not None:
+            self._chunked = None
+        allocatable = self.max_micro - len(self.running[slot])
+        while budget > 0 and allocatable > 0 and self.queue and self._chunked is None:
+            req = self.queue[0]
+            need = req.prompt_tokens + req.max_new_tokens
+            if self.kv_used + need > self.kv_capacity:
+                break
+            self.queue.popleft()
+            req.slot = slot
+            req.kv_reserved = need
+            self.kv_used += need
+            self.running[slot].add(req)
+            allocatable -= 1
+            n = min(req.remaining_prefill, budget)
+            pieces.append(self._take(req, n))
+            budget -= n
+        return MicroBatch("prefill", tuple(pieces)) if pieces else None
+
+    def _take(self, req: SimRequest, n: int) -> Piece:
+        req.remaining_prefill -= n
+        req.in_flight = True
+        last = req.remaining_prefill <= 0
+        self._chunked = None if last else req
+        return Piece(req, n, last)
+
+    def _form_decode(self, slot: int) -> MicroBatch | None:
+        ready = [
+            r
+            for r in self.running[slot]
+            if r.remaining_prefill <= 0 and not r.in_flight and not r.finished
+        ]
+        if not ready:
+            return None
+        ready.sort(key=lambda r: r.created)
+        for r in ready:
+            r.in_flight = True
+        return MicroBatch("decode", tuple(Piece(r, 1, True) for r in ready))
+
+    def _release(self, req: SimRequest) -> None:
+        if req.slot >= 0:
+            self.running[req.slot].discard(req)
+        self.kv_used -= req.kv_reserved
+        req.kv_reserved = 0
+        if self._chunked is req:
+            self._chunked = None
+
+    # ------------------------------------------------------------------ logging
+    def _count_gen(self, t: float) -> None:
+        start, count = self._tp_window
+        count += 1
+        if t - start >= 1.0:
+            self.last_gen_throughput = count / (t - start)
+            self._tp_window = (t, 0)
+        else:
+            self._tp_window = (start, count)
+
+    def _log_prefill(self, mb: MicroBatch, slot: int, t: float) -> None:
+        if self._log is None:
+            return
+        usage = self.kv_used / self.kv_capacity if self.kv_capacity else 0.0
+        pending = sum(r.prompt_tokens for r in self.queue)
+        self._log(
+            f"Prefill batch, #new-seq: {len(mb.pieces)}, #new-token: {mb.tokens}, "
+            f"#cached-token: 0, token usage: {usage:.2f}, "
+            f"#running-req: {max(len(self.running[slot]) - len(mb.pieces), 0)}, #queue-req: {len(self.queue)}, "  # noqa: E501
+            f"#pending-token: {pending}, cuda graph: False"
+        )

@@ -1,0 +1,160 @@
+"""Serving phase: rank 0's HTTP API with the emulated warmup, or a follower's dummy server.
+
+Rank 0 opens its HTTP port only once every rank reported ready (connections are refused before),
+answers ``/health`` 503 while ``Starting``, runs the warmup request through the emulated
+pipeline and only then turns ``Up`` (200) and logs ``The server is fired up and ready to roll!``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import time
+
+from aiohttp import web
+
+from . import faultlog
+from .api_app import build_dummy_app, build_rank0_app
+from .bootseq import Phases, hang_seconds, pid
+from .costmodel import CostModel
+from .engine import Engine
+from .metrics import Metrics
+from .node import RankProcess
+from .scheduler import PPScheduler
+from .state import ServerState
+
+WARMUP_PROMPT = "The capital city of France is"
+
+
+async def serve_follower(rp: RankProcess) -> None:
+    """Rank >= 1: report ready, start the dummy health server, then idle until told to stop."""
+    assert rp.client is not None
+    rp.client.send({"type": "ready"})
+    a = rp.cfg.args
+    app = build_dummy_app(
+        rp.log,
+        a.enable_metrics,
+        rp.cfg.served_model_name,
+        rp.schedulers[0].pp_rank if rp.schedulers else 0,
+    )
+    rp.runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await rp.runner.setup()
+    await web.TCPSite(rp.runner, a.host, a.port, reuse_address=True).start()
+    rp.log.line(f"Dummy health check server started in background thread at {a.host}:{a.port}")
+    await asyncio.Event().wait()
+
+
+def _on_finished(rp: RankProcess, engine: Engine, completed: int) -> None:
+    """After each request: share progress (peak activation, crash fault) with the other ranks."""
+    if engine.sched.peak_tokens > rp.peak_tokens:
+        rp.peak_tokens = engine.sched.peak_tokens
+        rp.publish("ready")
+    if rp.server is not None:
+        rp.server.broadcast(
+            {"type": "progress", "completed": completed, "peak_tokens": rp.peak_tokens}
+        )
+    crash = rp.faults.get("crash_mid_bench")
+    if crash is not None and rp.cfg.args.nnodes == 1 and completed >= crash.number():
+        rp.fail(
+            faultlog.scheduler_exception(
+                [], "RuntimeError: CUDA error: an illegal memory access was encountered"
+            ),
+            per_scheduler=False,
+        )
+
+
+async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
+    """Rank 0: wait for every rank, open the API, warm up, serve."""
+    cfg, a = rp.cfg, rp.cfg.args
+    if rp.server is not None:
+        server = rp.server
+        if not await server.wait_for(
+            lambda: len(server.ready) >= a.nnodes, cfg.dist_timeout_real_s()
+        ):
+            rp.fail(faultlog.store_timeout_error(cfg.dist_timeout_s, len(server.ready), a.nnodes))
+            return
+        phases.restart()
+    plan = cfg.boot
+    sched = PPScheduler(
+        CostModel(cfg.profile, cfg.layout),
+        chunked_prefill_size=cfg.chunked_prefill_size,
+        pp_max_micro_batch_size=cfg.pp_max_micro_batch_size,
+        kv_capacity=cfg.mem.max_total_num_tokens,
+        seed=cfg.settings.seed,
+        log=rp.slog.first,
+    )
+    fail = rp.faults.get("fail_requests")
+    state = ServerState(cfg=cfg, tb=rp.tb, log=rp.log, slog=rp.slog, created_unix=int(time.time()))
+    engine = Engine(
+        sched,
+        rp.tb,
+        vocab=cfg.profile.model.vocab_size,
+        metrics=Metrics(cfg.served_model_name),
+        fail_fraction=fail.number() if fail else 0.0,
+        seed=cfg.settings.seed,
+        on_finished=lambda n: _on_finished(rp, engine, n),
+    )
+    state.engine = engine
+    scheduler_e2e = plan.dist_init_s + plan.load_s + plan.kv_alloc_s + plan.graph_s
+    state.startup = {
+        "load_weight": plan.load_s,
+        "kv_cache_allocation": plan.kv_alloc_s,
+        "scheduler_e2e": scheduler_e2e,
+        "cuda_graph": {
+            "prefill": 0.0,
+            "decode": plan.graph_s,
+            "target_verify": 0.0,
+            "draft_prefill": 0.0,
+            "draft_decode": 0.0,
+            "draft_extend": 0.0,
+        },
+        "tokenizer_e2e": rp.tb.now(),
+    }
+    rp.log.line(
+        f"Engine startup timings (s): load_weight={plan.load_s:.2f}, kv_cache_allocation="
+        f"{plan.kv_alloc_s:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{prefill=0.00, "
+        f"decode={plan.graph_s:.2f}}}, tokenizer_e2e={rp.tb.now():.2f}"
+    )
+    rp.runner = web.AppRunner(build_rank0_app(state), access_log=None, handle_signals=False)
+    await rp.runner.setup()
+    await web.TCPSite(rp.runner, a.host, a.port, reuse_address=True).start()
+    rp.log.lines(
+        [
+            f"INFO:     Started server process [{pid()}]",
+            "INFO:     Waiting for application startup.",
+            "INFO:     Application startup complete.",
+            f"INFO:     Uvicorn running on http://{a.host}:{a.port} (Press CTRL+C to quit)",
+        ]
+    )
+    if not a.skip_server_warmup and not await _warmup(rp, state, engine, phases):
+        return
+    gc.collect()
+    gc.freeze()  # like SGLang's /freeze_gc: no long GC pauses on boot-time objects while serving
+    state.status = "Up"
+    rp.log.line("The server is fired up and ready to roll!")
+    await asyncio.Event().wait()
+
+
+async def _warmup(rp: RankProcess, state: ServerState, engine: Engine, phases: Phases) -> bool:
+    """SGLang's ``_wait_and_warmup``: poll model info, one generate through the pipeline."""
+    a = rp.cfg.args
+    rp.log.line(f'INFO:     127.0.0.1:{a.port + 17} - "GET /model_info HTTP/1.1" 200 OK')
+    phases.restart()
+    hang = hang_seconds(rp)
+    if hang is not None:
+        if a.watchdog_timeout < hang:
+            await phases.wait(a.watchdog_timeout)
+            for record in faultlog.watchdog_lines(a.watchdog_timeout):
+                rp.slog.each(record)
+            rp.log.line(faultlog.SIGQUIT_LINE)
+            rp.log.line("Killed")
+            rp.finish(1)
+            return False
+        await phases.wait(hang)
+    await phases.wait(rp.cfg.boot.warmup_jit_s)
+    job = engine.start("warmup", len(WARMUP_PROMPT.split()), 8, time.time(), log_metrics=False)
+    while not job.req.finished:
+        await job.outputs.get()
+    rp.log.line(f'INFO:     127.0.0.1:{a.port + 18} - "POST /generate HTTP/1.1" 200 OK')
+    rp.log.line(f'INFO:     127.0.0.1:{a.port + 19} - "POST /freeze_gc HTTP/1.1" 200 OK')
+    return True

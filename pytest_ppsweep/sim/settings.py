@@ -1,0 +1,40 @@
+"""Emulator settings taken from the environment (see docs/ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from .faults import FaultSet, parse_faults
+from .profile import DEFAULT_PROFILE
+
+DEFAULT_TIME_SCALE = 100.0
+DEFAULT_STATE_DIR = "/tmp/ppsweep-sim"
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Environment-level knobs of one rank process."""
+
+    time_scale: float
+    profile: str
+    faults: FaultSet
+    state_dir: Path
+    seed: int
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
+    """Read ``PPSWEEP_SIM_*`` variables (raises ValueError on bad values)."""
+    env = os.environ if env is None else env
+    scale = float(env.get("PPSWEEP_SIM_TIME_SCALE", "") or DEFAULT_TIME_SCALE)
+    if scale <= 0:
+        raise ValueError(f"PPSWEEP_SIM_TIME_SCALE must be > 0, got {scale}")
+    return SimSettings(
+        time_scale=scale,
+        profile=env.get("PPSWEEP_SIM_PROFILE", "") or DEFAULT_PROFILE,
+        faults=parse_faults(env.get("PPSWEEP_SIM_FAULTS")),
+        state_dir=Path(env.get("PPSWEEP_SIM_STATE_DIR", "") or DEFAULT_STATE_DIR),
+        seed=int(env.get("PPSWEEP_SIM_SEED", "") or 0),
+    )

@@ -1,0 +1,187 @@
+"""``nvidia-smi`` shim: ``python3 -m pytest_ppsweep.sim.smi --host <addr> [nvidia-smi args]``.
+
+Prints what nvidia-smi would print on the emulated node ``<addr>``, byte-for-byte in the
+format of real captures, e.g. ``--query-gpu=index,memory.used,memory.total --format=csv``::
+
+    index, memory.used [MiB], memory.total [MiB]
+    0, 20385 MiB, 85651 MiB
+
+Supported: ``--query-gpu=<fields>``, ``--query-compute-apps=<fields>``, ``--format=csv[,noheader]
+[,nounits]``, ``-i/--id``, ``-L/--list-gpus`` (also the default without a query). Memory comes
+from the state file the node's rank publishes (sim/gpustate.py); without one the GPUs are idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .gpustate import read_state
+from .profile import load_profile
+from .settings import DEFAULT_STATE_DIR
+
+PROCESS_UNATTRIBUTED_MIB = 9  # driver reservation nvidia-smi does not charge to the process
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One emulated GPU as nvidia-smi sees it."""
+
+    index: int
+    name: str
+    uuid: str
+    bus_id: str
+    used_mib: int
+    total_mib: int
+    driver: str
+    util: int
+    pid: int | None
+    count: int = 8
+
+
+def _uuid(host: str, index: int) -> str:
+    h = hashlib.sha1(f"{host}/{index}".encode()).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def node_gpus(host: str, state_dir: Path, profile_name: str) -> list[Gpu]:
+    """The GPUs of ``host`` with their current memory use."""
+    state = read_state(state_dir, host)
+    prof = load_profile(profile_name).gpu
+    info: dict[str, Any] = state or {}
+    count = int(info.get("gpu_count", prof.gpus_per_node))
+    used = {int(g["index"]): int(g["used_mib"]) for g in info.get("gpus", [])}
+    idle = int(info.get("idle_used_mib", prof.idle_used_mib))
+    pid = int(info["pid"]) if state else None
+    return [
+        Gpu(
+            index=i,
+            name=str(info.get("gpu_name", prof.name)),
+            uuid=_uuid(host, i),
+            bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
+            used_mib=used.get(i, idle),
+            total_mib=int(info.get("memory_total_mib", prof.memory_total_mib)),
+            driver=str(info.get("driver_version", prof.driver_version)),
+            util=int(info.get("utilization_gpu", 0)) if i in used else 0,
+            pid=pid if i in used else None,
+            count=count,
+        )
+        for i in range(count)
+    ]
+
+
+def _mib(v: int) -> str:
+    return f"{v} MiB"
+
+
+# field -> (header, unit or "", value function returning the text with its unit)
+GPU_FIELDS: dict[str, tuple[str, str, Callable[[Gpu], str]]] = {
+    "index": ("index", "", lambda g: str(g.index)),
+    "name": ("name", "", lambda g: g.name),
+    "gpu_name": ("name", "", lambda g: g.name),
+    "uuid": ("uuid", "", lambda g: g.uuid),
+    "gpu_uuid": ("uuid", "", lambda g: g.uuid),
+    "pci.bus_id": ("pci.bus_id", "", lambda g: g.bus_id),
+    "driver_version": ("driver_version", "", lambda g: g.driver),
+    "count": ("count", "", lambda g: str(g.count)),
+    "memory.total": ("memory.total", "MiB", lambda g: _mib(g.total_mib)),
+    "memory.used": ("memory.used", "MiB", lambda g: _mib(g.used_mib)),
+    "memory.free": ("memory.free", "MiB", lambda g: _mib(g.total_mib - g.used_mib)),
+    "utilization.gpu": ("utilization.gpu", "%", lambda g: f"{g.util} %"),
+    "utilization.memory": ("utilization.memory", "%", lambda g: "0 %"),
+    "temperature.gpu": ("temperature.gpu", "", lambda g: "39" if g.pid is None else "52"),
+    "power.draw": ("power.draw", "W", lambda g: "61.00 W" if g.pid is None else "121.00 W"),
+    "compute_mode": ("compute_mode", "", lambda g: "Default"),
+    "persistence_mode": ("persistence_mode", "", lambda g: "Enabled"),
+}
+APP_FIELDS: dict[str, tuple[str, str, Callable[[Gpu], str]]] = {
+    "pid": ("pid", "", lambda g: str(g.pid)),
+    "process_name": ("process_name", "", lambda g: "python3"),
+    "name": ("process_name", "", lambda g: "python3"),
+    "used_memory": (
+        "used_gpu_memory",
+        "MiB",
+        lambda g: _mib(max(g.used_mib - PROCESS_UNATTRIBUTED_MIB, 0)),
+    ),
+    "used_gpu_memory": (
+        "used_gpu_memory",
+        "MiB",
+        lambda g: _mib(max(g.used_mib - PROCESS_UNATTRIBUTED_MIB, 0)),
+    ),
+    "gpu_uuid": ("gpu_uuid", "", lambda g: g.uuid),
+    "gpu_bus_id": ("gpu_bus_id", "", lambda g: g.bus_id),
+    "gpu_name": ("gpu_name", "", lambda g: g.name),
+}
+
+
+def render_query(
+    gpus: list[Gpu],
+    fields: list[str],
+    table: dict[str, tuple[str, str, Callable[[Gpu], str]]],
+    fmt: set[str],
+) -> str:
+    """CSV output of a query."""
+    lines: list[str] = []
+    if "noheader" not in fmt:
+        lines.append(
+            ", ".join(
+                f"{table[f][0]} [{table[f][1]}]" if table[f][1] else table[f][0] for f in fields
+            )
+        )
+    for gpu in gpus:
+        values = []
+        for f in fields:
+            text = table[f][2](gpu)
+            unit = table[f][1]
+            if "nounits" in fmt and unit and text.endswith(" " + unit):
+                text = text[: -len(unit) - 1]
+            values.append(text)
+        lines.append(", ".join(values))
+    return "".join(line + "\n" for line in lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the shim."""
+    p = argparse.ArgumentParser(prog="nvidia-smi", add_help=True)
+    p.add_argument("--host", required=True, help="node address (the rank's --host)")
+    p.add_argument("--query-gpu", default=None)
+    p.add_argument("--query-compute-apps", default=None)
+    p.add_argument("--format", default=None)
+    p.add_argument("-i", "--id", default=None)
+    p.add_argument("-L", "--list-gpus", action="store_true")
+    ns = p.parse_args(argv)
+    state_dir = Path(os.environ.get("PPSWEEP_SIM_STATE_DIR") or DEFAULT_STATE_DIR)
+    profile = os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d"
+    gpus = node_gpus(ns.host, state_dir, profile)
+    if ns.id is not None:
+        wanted = {int(x) for x in str(ns.id).split(",")}
+        gpus = [g for g in gpus if g.index in wanted]
+    query, table = (
+        (ns.query_gpu, GPU_FIELDS) if ns.query_gpu else (ns.query_compute_apps, APP_FIELDS)
+    )
+    if query is None:
+        sys.stdout.write("".join(f"GPU {g.index}: {g.name} (UUID: {g.uuid})\n" for g in gpus))
+        return 0
+    fmt = {x.strip() for x in (ns.format or "").split(",") if x.strip()}
+    if "csv" not in fmt:
+        sys.stdout.write('"--format" must be specified with "csv".\n')
+        return 2
+    fields = [f.strip() for f in query.split(",") if f.strip()]
+    for f in fields:
+        if f not in table:
+            sys.stdout.write(f'Field "{f}" is not a valid field to query.\n\n')
+            return 2
+    if table is APP_FIELDS:
+        gpus = [g for g in gpus if g.pid is not None]
+    sys.stdout.write(render_query(gpus, fields, table, fmt))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

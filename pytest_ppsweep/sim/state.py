@@ -1,0 +1,35 @@
+"""Mutable run-time state shared by rank 0's HTTP handlers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import SimConfig
+from .driver import TimeBase
+from .engine import Engine
+from .logfmt import SchedulerLog, SimLog
+
+
+@dataclass(eq=False)
+class ServerState:
+    """What the handlers need: config, clock, logs, engine and the server status."""
+
+    cfg: SimConfig
+    tb: TimeBase
+    log: SimLog
+    slog: SchedulerLog
+    status: str = "Starting"  # Starting -> Up; "Shutdown" while exiting
+    engine: Engine | None = None
+    startup: dict[str, Any] = field(default_factory=dict)
+    pp_micro_override: int | None = None
+    created_unix: int = 0
+    intake: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @property
+    def pp_micro(self) -> int:
+        """Effective pp_max_micro_batch_size (runtime overrides included)."""
+        if self.pp_micro_override is not None:
+            return self.pp_micro_override
+        return self.cfg.pp_max_micro_batch_size
