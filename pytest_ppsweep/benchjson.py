@@ -19,8 +19,12 @@ also carries every metric of ours. A point without a valid round cannot have tim
 listed under the extra top-level key ``ppsweep.no_valid_rounds`` (pytest-benchmark ignores it).
 
 Baseline storage: ``<reports>/baselines/<name>/`` holds a copy of the run's ``results.csv``,
-``configs.csv``, ``summary.csv`` (when present), ``metadata/`` and a ``benchmark.json``; our gate
-reads it like any run folder and ``pytest-benchmark compare <that>/benchmark.json`` reads the file.
+``configs.csv``, ``summary.csv`` (when present) and ``metadata/``, plus ``0001_<name>.json``. Our
+gate reads it like any run folder. ``<reports>/baselines`` is also a pytest-benchmark file storage
+whose "machine id" folders are the baseline names: ``pytest-benchmark --storage reports/baselines
+list`` lists the baselines, ``... compare 'gold/*'`` loads one. As ``0001_…`` sorts before
+``benchmark.json``, ``pytest-benchmark compare --between median <baseline file>
+<run>/benchmark.json`` takes the baseline as its reference column.
 """
 
 from __future__ import annotations
@@ -39,7 +43,8 @@ from typing import Any, cast
 
 import pandas as pd
 
-from pytest_ppsweep.aggregate import RunData, RunFolderError, load_run
+from pytest_ppsweep.aggregate import RunData, RunFolderError, RunMeta, load_run
+from pytest_ppsweep.runstore import RESULT_COLUMNS
 
 BENCHMARK_JSON = "benchmark.json"
 BASELINES = "baselines"
@@ -89,6 +94,25 @@ def stats(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
+def _run_json(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / "metadata" / "run.json"
+    raw = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def load(run_dir: Path) -> RunData:
+    """``aggregate.load_run``, but a run that never finished a round (every boot failed, so
+    results.csv was never created) loads with no rows instead of failing: the gate must call
+    such a run broken, not crash on it."""
+    run_dir = Path(run_dir)
+    if run_dir.is_dir() and not (run_dir / "results.csv").exists():
+        configs = (pd.read_csv(run_dir / "configs.csv", dtype={"config_id": str})
+                   if (run_dir / "configs.csv").is_file() else pd.DataFrame(columns=["config_id"]))
+        return RunData(run_dir, RunMeta.from_dict(_run_json(run_dir), run_dir.name),
+                       pd.DataFrame(columns=list(RESULT_COLUMNS)), configs)
+    return load_run(run_dir)
+
+
 def valid_mask(results: pd.DataFrame) -> pd.Series:
     """Rounds that count: every request completed and none failed (the seeds' N/N rule)."""
     completed = pd.to_numeric(results["completed"], errors="coerce")
@@ -114,19 +138,14 @@ def _floats(frame: pd.DataFrame, column: str) -> list[float]:
     return [float(v) for v in pd.to_numeric(frame[column], errors="coerce") if math.isfinite(v)]
 
 
-def _spread_pct(values: list[float]) -> float | None:
-    med = statistics.median(values) if values else 0.0
-    return (max(values) - min(values)) / med * 100.0 if values and med else None
-
-
 def _metric_info(valid: pd.DataFrame, column: str) -> dict[str, Any]:
     values = _floats(valid, column)
+    med = statistics.median(values) if values else None
     return {
-        column: values,
-        f"{column}_median": statistics.median(values) if values else None,
+        column: values, f"{column}_median": med,
         f"{column}_min": min(values) if values else None,
         f"{column}_max": max(values) if values else None,
-        f"{column}_spread_pct": _spread_pct(values),
+        f"{column}_spread_pct": (max(values) - min(values)) / med * 100.0 if med else None,
     }
 
 
@@ -187,15 +206,9 @@ def machine_info(run: RunData) -> dict[str, Any]:
     }
 
 
-def _run_json(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "metadata" / "run.json"
-    raw = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    return raw if isinstance(raw, dict) else {}
-
-
 def benchmark_json(run_dir: Path) -> dict[str, Any]:
     """The pytest-benchmark document of ``run_dir`` (see the module docstring)."""
-    run = load_run(Path(run_dir))
+    run = load(Path(run_dir))
     benches, empty = [], []
     for (cid, conc), rows in points(run.results).items():
         if valid_mask(rows).any():
@@ -218,16 +231,20 @@ def benchmark_json(run_dir: Path) -> dict[str, Any]:
 def _atomic_text(path: Path, text: str) -> Path:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return tmp.replace(path)
 
 
-def write_benchmark_json(run_dir: Path) -> Path:
-    """Write ``<run_dir>/benchmark.json`` atomically and return its path."""
+def write_benchmark_json(run_dir: Path, filename: str = BENCHMARK_JSON) -> Path:
+    """Write ``<run_dir>/benchmark.json`` (or ``filename``) atomically and return its path."""
     doc = benchmark_json(run_dir)
     # ensure_ascii and indent=4 like pytest-benchmark's own FileStorage.save.
-    return _atomic_text(Path(run_dir) / BENCHMARK_JSON, json.dumps(doc, ensure_ascii=True,
-                                                                  indent=4) + "\n")
+    return _atomic_text(Path(run_dir) / filename, json.dumps(doc, ensure_ascii=True, indent=4)
+                        + "\n")
+
+
+def baseline_file(baseline_dir: Path) -> Path:
+    """The pytest-benchmark file of a saved baseline (``0001_<name>.json``)."""
+    return Path(baseline_dir) / f"0001_{Path(baseline_dir).name}.json"
 
 
 def save_baseline(run_dir: Path, name: str, root: Path, *, replace: bool = False) -> Path:
@@ -239,7 +256,7 @@ def save_baseline(run_dir: Path, name: str, root: Path, *, replace: bool = False
     if not _NAME_RE.match(name):
         raise BaselineError(f"baseline name {name!r}: expected letters, digits, '.', '_' or '-'")
     run_dir = Path(run_dir)
-    load_run(run_dir)  # refuse a folder the gate could not read later
+    load(run_dir)  # refuse a folder the gate could not read later
     dest = Path(root) / BASELINES / name
     if dest.exists() and not replace:
         raise BaselineError(f"baseline {name!r} already exists at {dest}; pick another name")
@@ -253,7 +270,7 @@ def save_baseline(run_dir: Path, name: str, root: Path, *, replace: bool = False
     _atomic_text(tmp / "metadata" / "baseline.json", json.dumps(
         {"name": name, "source_run": str(run_dir.resolve()),
          "saved": datetime.now(UTC).isoformat()}, indent=2) + "\n")
-    write_benchmark_json(tmp)
+    write_benchmark_json(tmp, baseline_file(dest).name)
     if dest.exists():
         shutil.rmtree(dest)
     os.replace(tmp, dest)
@@ -261,7 +278,7 @@ def save_baseline(run_dir: Path, name: str, root: Path, *, replace: bool = False
 
 
 def resolve(ref: str | Path, reports_root: Path) -> Path:
-    """A run folder, its benchmark.json, a run id or a baseline name → the folder to compare with.
+    """A run folder, a JSON file in one, a run id or a baseline name → the folder to compare with.
 
     Tried in order: ``ref`` as a path, ``<reports>/baselines/<ref>``, ``<reports>/<ref>``.
     """
@@ -271,7 +288,7 @@ def resolve(ref: str | Path, reports_root: Path) -> Path:
     if text and "/" not in text and os.sep not in text:
         candidates += [Path(reports_root) / BASELINES / text, Path(reports_root) / text]
     for cand in candidates:
-        folder = cand.parent if cand.is_file() and cand.name == BENCHMARK_JSON else cand
+        folder = cand.parent if cand.is_file() and cand.suffix == ".json" else cand
         tried.append(str(cand))
         if (folder / "results.csv").is_file():
             return folder

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from pytest_ppsweep.aggregate import RunData, load_run
-from pytest_ppsweep.benchjson import points, valid_mask
+from pytest_ppsweep.aggregate import RunData
+from pytest_ppsweep.benchjson import load, points, valid_mask
 
 GATE_CSV = "gate.csv"
 VERDICTS = ("regression", "improvement", "within noise", "only in current", "only in reference",
@@ -185,7 +185,7 @@ def compare(cur_run_dir: Path, ref_run_dir: Path,
             thresholds: Mapping[str, Threshold] | None = None) -> list[Comparison]:
     """Every configuration × C of either run, per gated metric, with its verdict."""
     ths = dict(thresholds) if thresholds is not None else parse_thresholds([])
-    cur, ref = load_run(Path(cur_run_dir)), load_run(Path(ref_run_dir))
+    cur, ref = load(Path(cur_run_dir)), load(Path(ref_run_dir))
     cur_groups, ref_groups = points(cur.results), points(ref.results)
     keys = list(dict.fromkeys([*ref_groups, *cur_groups]))
     out: list[Comparison] = []
@@ -227,6 +227,9 @@ def compare(cur_run_dir: Path, ref_run_dir: Path,
                                   f"valid {th.label} in the reference run"))
             elif cur_v:
                 out.append(_metric_row(cid, conc, th, ref_v, cur_v))
+            else:
+                out.append(_point(cid, conc, "broken", f"{_where(cid, conc)}: no valid "
+                                  f"{th.label} in the current run — broken"))
     # Same order as the other tables: by C, then sweep order (current run's, then reference's).
     rank = {c: i for i, c in enumerate(dict.fromkeys([*cur.meta.order, *ref.meta.order,
                                                        *(k[0] for k in keys)]))}
@@ -244,16 +247,17 @@ def _num(value: float | None, fmt: str) -> str:
 
 def comparison_table(comparisons: list[Comparison], width: int = 100) -> list[str]:
     """The gate as terminal lines of at most ``width`` characters, then a count line."""
-    lines = [f"{'config':<18}{'C':>4}  {'metric':<10}{'reference':>11}{'current':>11}"
-             f"{'Δ %':>9}{'thr %':>7}{'noise %':>8}  verdict"]
+    # The verdict comes before the numbers so that a narrow terminal cuts numbers, not it.
+    lines = [f"{'config':<18}{'C':>4}  {'metric':<10}{'verdict':<18}{'reference':>11}"
+             f"{'current':>11}{'Δ %':>9}{'thr %':>7}{'noise %':>8}"]
     for c in comparisons:
         cid = c.config_id if len(c.config_id) <= 17 else c.config_id[:16] + "…"
         lines.append(f"{cid:<18}{c.concurrency or 'all':>4}  {c.metric or '—':<10}"
-                     f"{_num(c.ref, ',.2f'):>11}{_num(c.cur, ',.2f'):>11}"
+                     f"{c.verdict:<18}{_num(c.ref, ',.2f'):>11}{_num(c.cur, ',.2f'):>11}"
                      f"{_num(c.delta_pct, '+.2f'):>9}{_num(c.threshold_pct, '+g'):>7}"
-                     f"{_num(c.noise_pct, '.1f'):>8}  {c.verdict}")
+                     f"{_num(c.noise_pct, '.1f'):>8}")
     counts = {v: sum(c.verdict == v for c in comparisons) for v in VERDICTS}
-    lines.append(", ".join(f"{n} {v}" for v, n in counts.items() if n) or "nothing to compare")
+    lines.append(", ".join(f"{v}: {n}" for v, n in counts.items() if n) or "nothing to compare")
     return [line[:width] for line in lines]
 
 

@@ -98,9 +98,17 @@ def _expand(value: str, fields: Mapping[str, str], key: str) -> str:
         ) from None
 
 
+def local_path(cluster: Cluster, path: str) -> str:
+    """``~`` and ``$VARS`` expanded for ranks on this machine; a remote node expands its own."""
+    if cluster.kind != "local" or not path:
+        return path
+    return os.path.expandvars(os.path.expanduser(path))
+
+
 def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]:
     """The argv and environment of every node's rank for ``config`` on ``cluster``."""
-    python = cluster.python or sys.executable
+    python = local_path(cluster, cluster.python) or sys.executable
+    model_path = local_path(cluster, sweep.model_path)
     head = cluster.rank0()
     server = {**sweep.server, **config.server}
     merged = {**sweep.env, **cluster.env, **config.env}
@@ -114,7 +122,7 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
             "-m",
             cluster.server_module,
             "--model-path",
-            sweep.model_path,
+            model_path,
             "--tp-size",
             str(config.tp),
             "--pp-size",

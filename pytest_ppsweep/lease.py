@@ -11,6 +11,7 @@ run, never silently missing.
 from __future__ import annotations
 
 import os
+import re
 import signal
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,9 @@ def fits(sweep: Sweep, config_id: str, cluster: Cluster) -> bool:
     return cfg is None or cfg.pp * cfg.tp == cluster.gpus
 
 
+_LAYOUT = re.compile(r"\bpp\d+-tp\d+-ep\d+\b")
+
+
 class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
     """loadgroup scheduling that gives each worker only the layouts its cluster can run."""
 
@@ -60,6 +64,12 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
         super().__init__(config, log)
         self._sweep = sweep
         self._pool = pool
+
+    def _split_scope(self, nodeid: str) -> str:
+        # The layout id inside the test id is the work unit. xdist's own "@<group>" suffix is
+        # not relied on: pytest 9.2 ignores the `_nodeid` that xdist 3.8 rewrites to add it.
+        match = _LAYOUT.search(nodeid.rsplit("[", 1)[-1]) if "[" in nodeid else None
+        return match.group(0) if match else str(super()._split_scope(nodeid))
 
     def _cluster(self, node: Any) -> Cluster:
         return self._pool.clusters[node.workerinput["ppsweep_cluster"]]

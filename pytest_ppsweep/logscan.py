@@ -106,7 +106,7 @@ class LogFollower:
 
 # Which finding explains a failure best: a rank that dies takes its peers' connections down
 # with it, so "connection closed" or a bare Traceback is a consequence, an OOM is a cause.
-_CAUSE_ORDER = ("cuda-oom", "watchdog", "nccl", "rdma", "engine", "exception", "gloo",
+_CAUSE_ORDER = ("cuda-oom", "watchdog", "nccl", "rdma", "exception", "engine", "gloo",
                 "traceback", "connection-refused")
 
 

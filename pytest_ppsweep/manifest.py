@@ -3,13 +3,14 @@
 A manifest holds the image (and image id when known), SGLang version, model path, every server
 flag, the environment, each node's exact argv and environment (``launch.rank_specs``), the whole
 workload and the cluster's nodes, secrets redacted. The seeds' rule for reuse: everything but
-the run must be identical. So :func:`differences` compares every field except the ``run`` block
-(run id and time, added by :func:`write`), which is per-run by nature. Ports stay compared: here
-they come from the cluster definition, not from the run, and a changed one means a changed
-cluster. Not in the manifest because they do not change what is measured: SSH access details
-(``ssh_user``, ``ssh_key``, …) and the evaluation settings (boot timeout, spread threshold,
-fatal patterns). The manifest is meant to be written before boot, so two manifests compare like
-with like; a field unknown then (``sglang_version``) is ``null``.
+the run must be identical. So :func:`differences` compares every field except the per-run
+``run`` block (run id and time, added by :func:`write`) and ``reused_from`` (set by
+:func:`adopt`). Ports stay compared: here they come from the cluster definition, not from the
+run, and a changed one means a changed cluster. Not in the manifest because they do not change
+what is measured: SSH access details (``ssh_user``, ``ssh_key``, …) and the evaluation settings
+(boot timeout, spread threshold, fatal patterns). The manifest is meant to be written before
+boot, so two manifests compare like with like; a field unknown then (``sglang_version``) is
+``null``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import csv
 import io
 import json
 import os
+import shutil
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,10 +28,10 @@ from typing import Any
 from pytest_ppsweep.launch import rank_specs
 from pytest_ppsweep.matrix import Cluster, Config, Sweep
 from pytest_ppsweep.probe import REDACTED, is_secret_key, redact
-from pytest_ppsweep.runstore import RESULT_COLUMNS
+from pytest_ppsweep.runstore import CONFIG_COLUMNS, RESULT_COLUMNS, RunStore
 
 SCHEMA = 1
-PER_RUN = ("run",)
+PER_RUN = ("run", "reused_from")
 _ABSENT = object()  # a field missing on one side (None is a known "unknown")
 
 
@@ -272,7 +274,26 @@ def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]
 
 def reused_rows(ref_run_dir: Path, config_id: str, run_id: str) -> list[dict[str, str]]:
     """The reference's results.csv rows of ``config_id`` as rows of run ``run_id``, marked
-    ``reused`` (the plugin appends them with ``RunStore.append_result``)."""
+    ``reused``."""
     return [{**{k: row.get(k, "") for k in RESULT_COLUMNS}, "run_id": run_id, "reused": "True"}
             for row in _read_rows(Path(ref_run_dir) / "results.csv")
             if row["config_id"] == config_id]
+
+
+def adopt(ref_run_dir: Path, store: RunStore, config_id: str, manifest: dict[str, Any]) -> int:
+    """Take ``config_id``'s results, facts and evidence from the reference into ``store``.
+
+    Call only after :func:`reusable` said yes. Returns the number of rounds taken.
+    """
+    ref = Path(ref_run_dir)
+    rows = reused_rows(ref, config_id, store.run_id)
+    for row in rows:
+        store.append_result(row)
+    facts = {r["config_id"]: r for r in _read_rows(ref / "configs.csv")}.get(config_id, {})
+    store.update_config(config_id, **{k: v for k, v in facts.items()
+                                      if k in CONFIG_COLUMNS and k not in ("config_id", "order")})
+    for sub in ("service", "raw", "gpu"):
+        if (ref / sub / config_id).is_dir():
+            shutil.copytree(ref / sub / config_id, store.dir / sub / config_id, dirs_exist_ok=True)
+    write(store.dir, config_id, {**manifest, "reused_from": str(ref.resolve())})
+    return len(rows)

@@ -55,6 +55,8 @@ CLUSTER_KEYS = (
     "known_hosts",
     "verify_host_keys",
     "sudo_password_file",
+    "shm_size",
+    "mounts",
 )
 HOST_KEYS = ("name", "address")
 # Flags the plugin derives from the layout and the cluster; a sweep file must not set them.
@@ -175,13 +177,14 @@ class Reader:
         value = self._get(key, required, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._fail(key, "an integer", value)
-        return self._bounded(key, value, minimum, maximum)
+        # Defaults are the code's own: only what the file says is bounded.
+        return self._bounded(key, value, minimum, maximum) if key in self.data else int(value)
 
     def number(self, key: str, default: float = 0.0, minimum: float | None = None) -> float:
         value = self._get(key, False, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._fail(key, "a number", value)
-        return self._bounded(key, float(value), minimum, None)
+        return self._bounded(key, float(value), minimum, None) if key in self.data else float(value)
 
     def _bounded(self, key: str, value: N, minimum: N | None, maximum: N | None) -> N:
         if minimum is not None and value < minimum:

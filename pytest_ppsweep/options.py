@@ -8,7 +8,6 @@ not given.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -154,8 +153,11 @@ def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunSt
     return RunStore(root, rid)
 
 
-def write_run_json(store: RunStore, sweep: Sweep, cluster_name: str, ids: list[str]) -> None:
-    cluster = sweep.cluster(cluster_name)
+def write_run_json(
+    store: RunStore, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]
+) -> None:
+    """metadata/run.json: what the report needs to know about the run (updated at each boot)."""
+    simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
     store.write_json(
         "metadata/run.json",
         {
@@ -163,16 +165,11 @@ def write_run_json(store: RunStore, sweep: Sweep, cluster_name: str, ids: list[s
             "sweep": sweep.name,
             "baseline": sweep.baseline,
             "order": ids,
-            "cluster": cluster.name,
-            "hosts": [h.address for h in cluster.hosts],
-            "simulated": cluster.server_module.startswith("pytest_ppsweep.sim"),
-            "time_scale": float(
-                cluster.env.get(
-                    "PPSWEEP_SIM_TIME_SCALE", os.environ.get("PPSWEEP_SIM_TIME_SCALE", "100")
-                )
-            )
-            if cluster.server_module.startswith("pytest_ppsweep.sim")
-            else 1.0,
+            "cluster": ",".join(c.name for c in pool),
+            "hosts": [h.address for c in pool for h in c.hosts],
+            "simulated": simulated,
+            # The real factor comes from the server info of the first boot.
+            "time_scale": 1.0,
             "image": sweep.image,
             "model_path": sweep.model_path,
             "matrix": str(sweep.path),

@@ -63,13 +63,16 @@ def pytest_configure(config: pytest.Config) -> None:
     ids = options.selected_ids(config, sweep)
     if _is_worker(config):
         leased = config.workerinput["ppsweep_cluster"]  # type: ignore[attr-defined]
+        # Workers re-parse the command line, where --dist may be absent: group the layouts
+        # (xdist suffixes node ids with @<xdist_group>) as the controller's scheduler expects.
+        config.option.loadgroup = True
         pool = tuple(c for c in pool if c.name == leased)
         store = options.open_store(config, sweep, config.workerinput["ppsweep_run_id"])  # type: ignore[attr-defined]
     else:
         options.check_workers(config, pool)
         store = options.open_store(config, sweep, None)
         store.copy_matrix(matrix)
-        options.write_run_json(store, sweep, ",".join(c.name for c in pool), ids)
+        options.write_run_json(store, sweep, pool, ids)
         if not config.getoption("htmlpath", None):
             config.option.htmlpath = str(store.dir / "report.html")
             config.option.self_contained_html = True

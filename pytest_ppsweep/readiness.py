@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from pytest_ppsweep.launch import Service
 
 
+# Rank 0's /health runs a one-token generation through every stage (contract §1.2): on a busy
+# CPU server that takes seconds, so a short probe timeout would read as "refused" forever.
+HEALTH_TIMEOUT_S = 10.0
+
+
 class BootFailed(RuntimeError):
     """A configuration did not become ready; the message carries the reason and log tails."""
 
@@ -61,7 +66,7 @@ def wait_until_ready(
         if dead:
             desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)
             raise _fail(service, desc, service.findings())
-        codes = [health(service.url(r), timeout=min(2.0, max(poll_s, 0.5))) for r in range(n)]
+        codes = [health(service.url(r), timeout=HEALTH_TIMEOUT_S) for r in range(n)]
         elapsed = clock() - start
         if codes[0] == 200 and all(c == 200 for c in codes[1:]):
             service.progress(f"{service.config.id}: healthy after {elapsed:.1f} s")

@@ -20,7 +20,7 @@ from pytest_ppsweep import bench
 from pytest_ppsweep.backends import host_for
 from pytest_ppsweep.gpu import QUERY_ARGS, GpuMemory, not_released, parse_query_gpu, worst_rank
 from pytest_ppsweep.hosts import HostError
-from pytest_ppsweep.launch import Service
+from pytest_ppsweep.launch import Service, local_path
 from pytest_ppsweep.logscan import Finding
 from pytest_ppsweep.matrix import Cluster, Config, Sweep
 from pytest_ppsweep.metrics import RoundResult
@@ -101,7 +101,7 @@ class SweepRun:
 
     @staticmethod
     def _smi_argv(cluster: Cluster, address: str) -> list[str]:
-        python = cluster.python or sys.executable
+        python = local_path(cluster, cluster.python) or sys.executable
         return [a.format(host=address, python=python) for a in cluster.nvidia_smi] + list(
             QUERY_ARGS
         )

@@ -1,0 +1,196 @@
+"""The gate: thresholds, direction, noise, broken and one-sided points, rendering."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from _gaterun import Point, rounds, seed_points, write_run
+
+from pytest_ppsweep.gate import (
+    Comparison,
+    Threshold,
+    ThresholdError,
+    compare,
+    comparison_html,
+    comparison_table,
+    parse_thresholds,
+    regressions,
+    write_comparison_csv,
+)
+
+
+def _find(rows: list[Comparison], cid: str, conc: int, metric: str = "") -> Comparison:
+    return next(r for r in rows if (r.config_id, r.concurrency, r.metric) == (cid, conc, metric))
+
+
+@pytest.fixture
+def ref(tmp_path: Path) -> Path:
+    return write_run(tmp_path, "ref", seed_points())
+
+
+# -- thresholds ------------------------------------------------------------------------------
+
+def test_default_thresholds() -> None:
+    assert parse_thresholds([]) == {"input_tps": Threshold("input_tps", -3.0),
+                                    "ttft_p50": Threshold("ttft_p50", 5.0)}
+
+
+def test_thresholds_override_add_and_unsigned() -> None:
+    got = parse_thresholds(["input_tps:-1.5%", "ttft_p95_s:8, ttft_p50:+2%"])
+    assert got["input_tps"].pct == -1.5
+    assert got["ttft_p95"] == Threshold("ttft_p95", 8.0)  # unsigned: taken in the worse direction
+    assert got["ttft_p50"].pct == 2.0
+    assert parse_thresholds(["input_tps:4"])["input_tps"].pct == -4.0
+
+
+@pytest.mark.parametrize(("token", "expected"), [
+    ("input_tps", r"'input_tps': expected METRIC:±N%"),
+    ("input_tps:", r"'input_tps:': expected METRIC:±N%"),
+    ("input_tp:-3%", r"unknown metric 'input_tp' \(did you mean input_tps\?\)"),
+    ("latency:+3%", r"'latency:\+3%': unknown metric 'latency'; expected one of input_tps"),
+    ("ttft_p50:five%", r"'ttft_p50:five%': expected a percentage like -3% or \+5%, found 'five%'"),
+    ("input_tps:+3%", r"Input TPS is higher-is-better, so its threshold is a drop"),
+    ("ttft_p50:-5%", r"TTFT p50 is lower-is-better, so its threshold is a rise"),
+    ("ttft_p50:nan%", r"expected a finite percentage"),
+])
+def test_threshold_errors_name_the_token(token: str, expected: str) -> None:
+    with pytest.raises(ThresholdError, match=expected):
+        parse_thresholds([token])
+
+
+def test_threshold_given_twice() -> None:
+    with pytest.raises(ThresholdError, match=r"'input_tps:-2%': input_tps is given twice"):
+        parse_thresholds(["input_tps:-3%,input_tps:-2%"])
+
+
+# -- verdicts --------------------------------------------------------------------------------
+
+def test_identical_runs_have_no_regression(tmp_path: Path, ref: Path) -> None:
+    cur = write_run(tmp_path, "cur", seed_points())
+    rows = compare(cur, ref)
+    assert len(rows) == 12  # 3 layouts × 2 C × 2 default metrics
+    assert {r.verdict for r in rows} == {"within noise"}
+    assert not regressions(rows)
+
+
+def test_small_delta_within_threshold_is_not_a_regression(tmp_path: Path, ref: Path) -> None:
+    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8600.0, 13.47, 16.45)}))
+    row = _find(compare(cur, ref), "pp8-tp4-ep4", 8, "input_tps")
+    assert row.verdict == "within noise"
+    assert row.message.endswith("— within threshold")
+
+
+def test_tps_regression_message(tmp_path: Path, ref: Path) -> None:
+    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8200.0, 13.47, 16.45)}))
+    rows = compare(cur, ref)
+    row = _find(rows, "pp8-tp4-ep4", 8, "input_tps")
+    assert row.verdict == "regression"
+    assert row.message == ("pp8-tp4-ep4 C=8: Input TPS 8,200.00 vs 8,809.50 (−6.92 %, "
+                           "threshold −3 %, noise 0.6 %) — regression")
+    assert row.delta_pct == pytest.approx(-6.9187, abs=1e-3)
+    assert regressions(rows) == [row]
+
+
+def test_ttft_regression(tmp_path: Path, ref: Path) -> None:
+    cur = write_run(tmp_path, "cur", seed_points(**{"pp16-tp2-ep2@16": (6700.96, 39.47, 39.49)}))
+    row = _find(compare(cur, ref), "pp16-tp2-ep2", 16, "ttft_p50")
+    assert row.verdict == "regression"
+    assert row.message == ("pp16-tp2-ep2 C=16: TTFT p50 39.47 s vs 35.88 s (+10.01 %, "
+                           "threshold +5 %, noise 0.6 %) — regression")
+
+
+def test_p95_gated_only_when_asked(tmp_path: Path, ref: Path) -> None:
+    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8809.50, 13.47, 19.0)}))
+    assert not regressions(compare(cur, ref))
+    rows = compare(cur, ref, parse_thresholds(["ttft_p95:+5%"]))
+    assert [r.metric for r in regressions(rows)] == ["ttft_p95"]
+
+
+def test_direction_higher_tps_and_lower_ttft_are_improvements(tmp_path: Path, ref: Path) -> None:
+    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (9700.0, 12.0, 16.45)}))
+    rows = compare(cur, ref)
+    assert _find(rows, "pp8-tp4-ep4", 8, "input_tps").verdict == "improvement"
+    assert _find(rows, "pp8-tp4-ep4", 8, "ttft_p50").verdict == "improvement"
+    assert not regressions(rows)
+
+
+def test_noise_gate_delta_beyond_threshold_but_within_spread(tmp_path: Path) -> None:
+    noisy = [Point(p.config_id, p.concurrency, p.input_tps, p.ttft_p50_s, p.ttft_p95_s, 0.05)
+             for p in seed_points()]
+    ref = write_run(tmp_path, "ref", noisy)
+    cur = write_run(tmp_path, "cur", [
+        Point(p.config_id, p.concurrency, p.input_tps * (0.94 if p.config_id == "pp1-tp32-ep4"
+                                                         else 1), p.ttft_p50_s, p.ttft_p95_s)
+        for p in noisy])
+    row = _find(compare(cur, ref), "pp1-tp32-ep4", 8, "input_tps")
+    assert row.delta_pct == pytest.approx(-6.0)
+    assert row.noise_pct == pytest.approx(10.0)  # the reference's spread, the larger one
+    assert row.verdict == "within noise"
+    assert row.message.endswith("noise 10.0 %) — within noise")
+
+
+def test_boot_failure_is_broken_at_every_c(tmp_path: Path, ref: Path) -> None:
+    points = [p for p in seed_points() if p.config_id != "pp16-tp2-ep2"]
+    cur = write_run(tmp_path, "cur", points, failed_boot=("pp16-tp2-ep2",))
+    rows = compare(cur, ref)
+    broken = regressions(rows)
+    assert [(r.config_id, r.concurrency, r.verdict) for r in broken] == [
+        ("pp16-tp2-ep2", 8, "broken"), ("pp16-tp2-ep2", 16, "broken")]
+    assert "did not boot in the current run (rank 1 exited with status 1: CUDA OOM)" in (
+        broken[0].message)
+
+
+def test_run_where_nothing_booted(tmp_path: Path, ref: Path) -> None:
+    from pytest_ppsweep.benchjson import write_benchmark_json
+
+    cur = write_run(tmp_path, "cur", [], failed_boot=("pp1-tp32-ep4", "pp8-tp4-ep4",
+                                                      "pp16-tp2-ep2"))
+    assert not (cur / "results.csv").exists()
+    rows = compare(cur, ref)
+    assert len(rows) == 6 and {r.verdict for r in rows} == {"broken"}
+    assert json.loads(write_benchmark_json(cur).read_text())["benchmarks"] == []
+
+
+def test_rounds_with_dropped_requests_are_broken(tmp_path: Path, ref: Path) -> None:
+    points = [p for p in seed_points() if (p.config_id, p.concurrency) != ("pp8-tp4-ep4", 8)]
+    bad = rounds(Point("pp8-tp4-ep4", 8, 9000.0, 13.0, 16.0), "cur")
+    bad[1].update(completed=38, failed=2)
+    cur = write_run(tmp_path, "cur", points, rows=bad)
+    row = _find(compare(cur, ref), "pp8-tp4-ep4", 8)
+    assert row.verdict == "broken"
+    assert row.message == "pp8-tp4-ep4 C=8: 1 of 3 rounds not N/N: r2 38/40 (2 failed) — broken"
+
+
+def test_points_in_one_run_only_are_listed(tmp_path: Path, ref: Path) -> None:
+    points = [p for p in seed_points() if p.config_id != "pp1-tp32-ep4"]
+    points.append(Point("pp4-tp8-ep4", 8, 7155.2, 17.28, 18.62))
+    cur = write_run(tmp_path, "cur", points)
+    rows = compare(cur, ref)
+    assert _find(rows, "pp1-tp32-ep4", 8).verdict == "only in reference"
+    assert _find(rows, "pp1-tp32-ep4", 16).verdict == "only in reference"
+    assert _find(rows, "pp4-tp8-ep4", 8).verdict == "only in current"
+    assert not regressions(rows)
+
+
+# -- rendering -------------------------------------------------------------------------------
+
+def test_table_html_and_csv(tmp_path: Path, ref: Path) -> None:
+    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8200.0, 13.47, 16.45)}))
+    rows = compare(cur, ref)
+    lines = comparison_table(rows, width=80)
+    assert all(len(line) <= 80 for line in lines)
+    assert any("pp8-tp4-ep4" in line and "regression" in line for line in lines)
+    assert lines[-1] == "regression: 1, within noise: 11"
+    weird = [Comparison("<b>x</b>", 8, "input_tps", 1.0, 2.0, 100.0, -3.0, 0.0,
+                        "improvement", "a & b")]
+    page = comparison_html(weird)
+    assert "&lt;b&gt;x&lt;/b&gt;" in page and "a &amp; b" in page and "<b>" not in page
+    assert 'class="ppsweep-gate-improvement"' in page
+    path = write_comparison_csv(cur, rows)
+    with path.open(newline="", encoding="utf-8") as fh:
+        read = list(csv.DictReader(fh))
+    assert len(read) == len(rows)
+    assert read[0]["verdict"] in {"within noise", "regression"}

@@ -1,0 +1,202 @@
+"""Manifests for reuse: what they hold, every kind of difference, when reuse is allowed; resume."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _gaterun import Point, rounds, write_run
+
+from pytest_ppsweep import manifest
+from pytest_ppsweep.matrix import Host, Sweep, load
+from pytest_ppsweep.runstore import RESULT_COLUMNS
+
+MATRIX = Path(__file__).parents[2] / "test_matrix" / "ppsweep.toml"
+CID = "pp8-tp4-ep4"
+
+
+@pytest.fixture(scope="module")
+def sweep() -> Sweep:
+    return load(MATRIX, "local")
+
+
+def _build(sweep: Sweep, **kw: Any) -> dict[str, Any]:
+    return manifest.build(sweep, sweep.cluster("local"), sweep.config(CID), **kw)
+
+
+def test_build_holds_everything_and_redacts(sweep: Sweep) -> None:
+    cluster = sweep.cluster("local")
+    secret = replace(sweep, server={**sweep.server, "api_key": "s3cret"},
+                     env={**sweep.env, "HF_TOKEN": "hf_s3cret"})
+    m = manifest.build(secret, cluster, secret.config(CID), image_id="sha256:1",
+                       sglang_version="0.5.3")
+    assert json.loads(json.dumps(m)) == m
+    assert "s3cret" not in json.dumps(m)
+    assert m["server"]["api_key"] == m["env"]["HF_TOKEN"] == "<redacted>"
+    argv = m["nodes"][0]["argv"]
+    assert argv[argv.index("--api-key") + 1] == "<redacted>"
+    assert (m["image"], m["image_id"], m["sglang_version"]) == (sweep.image, "sha256:1", "0.5.3")
+    assert m["layout"] == {"pp": 8, "tp": 4, "ep": 4}
+    assert m["server"]["chunked_prefill_size"] == 8192
+    assert m["workload"]["concurrency"] == [8, 16] and m["workload"]["seed"] == 1
+    assert [n["address"] for n in m["nodes"]] == [h.address for h in cluster.hosts]
+    assert m["nodes"][3]["argv"][m["nodes"][3]["argv"].index("--node-rank") + 1] == "3"
+    assert m["nodes"][1]["env"]["NCCL_IB_HCA"] == "mlx5_0,mlx5_1,mlx5_2,mlx5_3"
+
+
+def test_identical_and_per_run_fields_ignored(sweep: Sweep, tmp_path: Path) -> None:
+    m = _build(sweep)
+    assert manifest.differences(m, _build(sweep)) == []
+    manifest.write(tmp_path / "run-a", CID, m)
+    stored = manifest.load(tmp_path / "run-a", CID)
+    assert stored is not None and stored["run"]["run_id"] == "run-a"
+    assert manifest.differences(stored, m) == []
+
+
+def test_server_flag_difference(sweep: Sweep) -> None:
+    other = replace(sweep, server={**sweep.server, "chunked_prefill_size": 16384})
+    assert manifest.differences(_build(sweep), _build(other)) == [
+        "server.chunked_prefill_size: 8192 → 16384"]
+
+
+def test_bare_flag_added_and_config_level_server(sweep: Sweep) -> None:
+    configs = tuple(replace(c, server={"enable_dp_attention": True}) if c.id == CID else c
+                    for c in sweep.configs)
+    assert manifest.differences(_build(sweep), _build(replace(sweep, configs=configs))) == [
+        "server.enable_dp_attention: (absent) → true"]
+
+
+def test_env_difference(sweep: Sweep) -> None:
+    other = replace(sweep, env={**sweep.env, "NCCL_IB_HCA": "mlx5_0,mlx5_1"})
+    assert manifest.differences(_build(sweep), _build(other)) == [
+        "env.NCCL_IB_HCA: mlx5_0,mlx5_1,mlx5_2,mlx5_3 → mlx5_0,mlx5_1"]
+
+
+def test_image_version_and_model_differences(sweep: Sweep) -> None:
+    a = _build(sweep, image_id="sha256:aaa", sglang_version="0.5.2")
+    b = _build(replace(sweep, image="local/sglang:new", model_path="/data/other"),
+               image_id="sha256:bbb", sglang_version=None)
+    assert manifest.differences(a, b) == [
+        f"image: {sweep.image} → local/sglang:new", "image_id: sha256:aaa → sha256:bbb",
+        "sglang_version: 0.5.2 → (unknown)", f"model_path: {sweep.model_path} → /data/other"]
+
+
+def test_workload_and_cluster_differences(sweep: Sweep) -> None:
+    cluster = sweep.cluster("local")
+    hosts = (*cluster.hosts[:3], Host("127.0.6.9", "127.0.6.9"))
+    other = replace(sweep, workload=replace(sweep.workload, num_requests=80),
+                    clusters={"local": replace(cluster, hosts=hosts)})
+    diffs = manifest.differences(_build(sweep), _build(other))
+    assert "workload.num_requests: 40 → 80" in diffs
+    assert "cluster.hosts[3].address: 127.0.6.4 → 127.0.6.9" in diffs
+    assert "cluster.hosts[3].name: 127.0.6.4 → 127.0.6.9" in diffs
+
+
+def test_node_only_difference_written_once(sweep: Sweep) -> None:
+    cluster = sweep.cluster("local")
+    other = replace(sweep, clusters={"local": replace(cluster, python="/opt/py/bin/python3")})
+    diffs = manifest.differences(_build(sweep), _build(other))
+    assert diffs[0].startswith("cluster.python:  → /opt/py/bin/python3")
+    assert diffs[1].startswith("nodes.argv.python: ") and diffs[1].endswith("/opt/py/bin/python3")
+    assert len(diffs) == 2
+
+
+def test_node_level_difference_by_hand(sweep: Sweep) -> None:
+    a, b = _build(sweep), _build(sweep)
+    b["nodes"][2]["env"]["SGLANG_CPU_OMP_THREADS_BIND"] = "0-3"
+    b["nodes"][2]["argv"].append("--enable-metrics")
+    assert manifest.differences(a, b) == [
+        "node2.argv.--enable-metrics: (absent) → true",
+        "node2.env.SGLANG_CPU_OMP_THREADS_BIND: (absent) → 0-3"]
+
+
+# -- reuse -----------------------------------------------------------------------------------
+
+def _reference(tmp_path: Path, sweep: Sweep, m: dict[str, Any], **kw: Any) -> Path:
+    points = [Point(CID, 8, 8809.5, 13.47, 16.45), Point(CID, 16, 8824.12, 27.31, 29.77)]
+    run = write_run(tmp_path, "ref", points, **kw)
+    manifest.write(run, CID, m)
+    return run
+
+
+def test_reuse_accepted_when_identical_and_complete(sweep: Sweep, tmp_path: Path) -> None:
+    m = _build(sweep)
+    ref = _reference(tmp_path, sweep, m)
+    assert manifest.reusable(ref, CID, _build(sweep)) == (True, [])
+    rows = manifest.reused_rows(ref, CID, "new-run")
+    assert len(rows) == 6 and set(rows[0]) == set(RESULT_COLUMNS)
+    assert {(r["run_id"], r["reused"]) for r in rows} == {("new-run", "True")}
+
+
+def test_reuse_refused_on_any_difference(sweep: Sweep, tmp_path: Path) -> None:
+    ref = _reference(tmp_path, sweep, _build(sweep))
+    other = _build(replace(sweep, image="local/sglang:new-image"))
+    ok, reasons = manifest.reusable(ref, CID, other)
+    assert not ok
+    assert reasons == [f"image: {sweep.image} → local/sglang:new-image"]
+
+
+def test_reuse_refused_when_reference_incomplete(sweep: Sweep, tmp_path: Path) -> None:
+    short = [*rounds(Point(CID, 16, 8824.12, 27.31, 29.77), "ref")]
+    short[2].update(completed=39, failed=1)
+    run = write_run(tmp_path, "ref", [Point(CID, 8, 8809.5, 13.47, 16.45)], rows=short[1:])
+    manifest.write(run, CID, _build(sweep))
+    ok, reasons = manifest.reusable(run, CID, _build(sweep))
+    assert not ok
+    assert reasons == [f"{CID} C=16: repeat(s) 1, 3 not completed 40/40 in the reference run"]
+
+
+def test_reuse_refused_without_manifest_or_with_log_findings(sweep: Sweep,
+                                                            tmp_path: Path) -> None:
+    run = write_run(tmp_path, "ref", [Point(CID, 8, 8809.5, 13.47, 16.45)])
+    ok, reasons = manifest.reusable(run, CID, _build(sweep))
+    assert not ok and reasons[0].endswith(f"{CID}.manifest.json: no manifest for {CID}")
+    ref = _reference(tmp_path / "b", sweep, _build(sweep))
+    (ref / "configs.csv").write_text((ref / "configs.csv").read_text().replace(
+        ",True,,True,", ",True,,False,"), encoding="utf-8")
+    ok, reasons = manifest.reusable(ref, CID, _build(sweep))
+    assert not ok and f"{CID} had fatal log lines in the reference run (log_clean = False)" in (
+        reasons)
+
+
+def test_unknown_version_pinned_by_identical_image_id(sweep: Sweep, tmp_path: Path) -> None:
+    ref = _reference(tmp_path, sweep, _build(sweep, image_id="sha256:1", sglang_version="0.5.3"))
+    assert manifest.reusable(ref, CID, _build(sweep, image_id="sha256:1"))[0]
+    ok, reasons = manifest.reusable(ref, CID, _build(sweep))
+    assert not ok and "image_id: sha256:1 → (unknown)" in reasons
+
+
+def test_adopt_takes_rows_facts_and_evidence(sweep: Sweep, tmp_path: Path) -> None:
+    from pytest_ppsweep.gate import compare, regressions
+    from pytest_ppsweep.runstore import RunStore
+
+    m = _build(sweep)
+    ref = _reference(tmp_path, sweep, m)
+    (ref / "service" / CID).mkdir(parents=True)
+    (ref / "service" / CID / "node0.log").write_text("ready\n", encoding="utf-8")
+    store = RunStore(tmp_path, "new")
+    store.write_json("metadata/run.json", {"run_id": "new", "order": [CID]})
+    assert manifest.adopt(ref, store, CID, m) == 6
+    assert manifest.finished_rounds(store.dir) == manifest.finished_rounds(ref)
+    assert store.config_rows()[CID]["boot_ok"] == "True"
+    assert (store.dir / "service" / CID / "node0.log").read_text() == "ready\n"
+    stored = manifest.load(store.dir, CID)
+    assert stored is not None and stored["reused_from"] == str(ref.resolve())
+    assert manifest.reusable(store.dir, CID, m) == (True, [])  # a reuse can be reused
+    assert not regressions(compare(store.dir, ref))
+
+
+# -- resume ----------------------------------------------------------------------------------
+
+def test_finished_rounds_tolerates_a_torn_line(tmp_path: Path) -> None:
+    run = write_run(tmp_path, "run", [Point(CID, 8, 8809.5, 13.47, 16.45)])
+    with (run / "results.csv").open("a", encoding="utf-8") as fh:
+        fh.write(f"run,{CID},8,4,4,16,1,40,4")  # killed while writing C=16 round 1
+    assert manifest.finished_rounds(run) == {(CID, 8, 1), (CID, 8, 2), (CID, 8, 3)}
+    assert manifest.repair_torn_tail(run)
+    assert (run / "results.csv").read_bytes().endswith(b"False\r\n")
+    assert not manifest.repair_torn_tail(run)
+    assert manifest.finished_rounds(tmp_path / "nothing") == set()

@@ -1,0 +1,150 @@
+"""Several clusters at once: one xdist worker per cluster, each layout booted once."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sweephelp import ACCEPTANCE, SEED, rows, run_dir, sim_processes
+
+from pytest_ppsweep.lease import find_local
+
+POOL = """
+[clusters.a]
+kind = "local"
+hosts = ["127.0.12.1", "127.0.12.2", "127.0.12.3", "127.0.12.4"]
+gpus_per_node = 8
+server_module = "pytest_ppsweep.sim"
+port = {port}
+dist_init_port = {dist}
+nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
+env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
+
+[clusters.b]
+kind = "local"
+hosts = ["127.0.13.1", "127.0.13.2", "127.0.13.3", "127.0.13.4"]
+gpus_per_node = 8
+server_module = "pytest_ppsweep.sim"
+port = {port}
+dist_init_port = {dist}
+nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
+env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
+"""
+
+
+def pool_sweep(folder: Path, tmp_path: Path, scale: int = 1000) -> Path:
+    """The seeds' matrix plus two emulated clusters a (127.0.12.x) and b (127.0.13.x)."""
+    folder.mkdir(parents=True)
+    port = 32000 + os.getpid() % 500
+    text = SEED.read_text().replace("spread_threshold = 0.02", "spread_threshold = 1.0")
+    text += POOL.format(port=port, dist=port + 600, scale=scale, state=tmp_path / "sim-state")
+    (folder / "ppsweep.toml").write_text(text)
+    (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
+    return folder
+
+
+def pytest_run(folder: Path, reports: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(folder), "-p", "no:cacheprovider",
+         "--ppsweep-reports", str(reports), "--ppsweep-requests", "8", "--ppsweep-repeats", "2",
+         *args],
+        capture_output=True, text=True, timeout=900, check=False, cwd=folder,
+    )
+
+
+def verdict_lines(out: str) -> set[str]:
+    return set(re.findall(r"^pp\d+-tp\d+-ep\d+ C=\d+: (?:VALID|INVALID).*$", out, re.M))
+
+
+@pytest.mark.slow
+def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
+    folder = pool_sweep(tmp_path / "sweep", tmp_path)
+    serial = pytest_run(folder, tmp_path / "serial", "--ppsweep-cluster", "a")
+    assert serial.returncode == 0, serial.stdout[-3000:]
+    parallel = pytest_run(folder, tmp_path / "par", "--ppsweep-cluster", "a,b", "-n", "2")
+    assert parallel.returncode == 0, parallel.stdout[-3000:]
+    assert "25 passed" in parallel.stdout
+    key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
+    s_rows = rows(run_dir(tmp_path / "serial") / "results.csv")
+    p_rows = rows(run_dir(tmp_path / "par") / "results.csv")
+    assert [tuple(r[k] for k in key) for r in p_rows] == [tuple(r[k] for k in key) for r in s_rows]
+    assert verdict_lines(parallel.stdout) == verdict_lines(serial.stdout)
+    # Both clusters were used, and each layout was booted exactly once.
+    log = (run_dir(tmp_path / "par") / "progress.log").read_text()
+    assert "nodes of a" in log or "[gw" in log  # workers log to the shared progress.log
+    for cid in ("pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2"):
+        assert log.count(f"{cid}: booting on") == 1, cid
+    assert "nodes of a" in log and "nodes of b" in log
+    for name in ("summary.csv", "configs.csv", "report.html"):
+        assert (run_dir(tmp_path / "par") / name).exists()
+
+
+@pytest.mark.slow
+def test_killed_worker_leaves_nothing_and_reports_not_run(tmp_path: Path) -> None:
+    folder = pool_sweep(tmp_path / "sweep", tmp_path, scale=100)
+    reports = tmp_path / "reports"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", str(folder), "-p", "no:cacheprovider",
+         "--ppsweep-reports", str(reports), "--ppsweep-requests", "8", "--ppsweep-repeats", "2",
+         "--ppsweep-cluster", "a,b", "-n", "2", "--max-worker-restart", "0"],
+        cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        victim = cluster = None
+        deadline = time.monotonic() + 120
+        while victim is None and time.monotonic() < deadline:
+            runs = list(reports.iterdir()) if reports.exists() else []
+            if runs and rows(runs[0] / "results.csv"):
+                for pid in find_local(runs[0].name):
+                    env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    cluster = next(e for e in env if e.startswith(b"PPSWEEP_CLUSTER=")).decode()
+                    victim = int(Path(f"/proc/{pid}/stat").read_text().split()[3])  # its worker
+                    break
+            time.sleep(0.05)
+        assert victim is not None, "no layout was running within 120 s"
+        os.kill(victim, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    run = run_dir(reports)
+    assert not find_local(run.name), "ranks of the crashed worker are still running"
+    assert "crashed" in out and cluster.split("=")[1] in out
+    assert "NOT RUN pp" in out
+    not_run = {r["config_id"] for r in rows(run / "configs.csv")
+               if r["boot_error"].startswith("not run:")}
+    assert not_run, out[-3000:]
+    done = {r["config_id"] for r in rows(run / "results.csv")}
+    assert done | not_run >= {r["config_id"] for r in rows(run / "configs.csv")}
+    assert proc.returncode != 0
+
+
+def test_more_workers_than_clusters_is_refused(tmp_path: Path) -> None:
+    folder = pool_sweep(tmp_path / "sweep", tmp_path)
+    res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "3")
+    assert res.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "-n 3: the cluster pool has 2 cluster(s) (a, b)" in res.stderr
+    assert not sim_processes("127.0.12.")
+
+
+def test_dist_mode_other_than_loadgroup_is_refused(tmp_path: Path) -> None:
+    folder = pool_sweep(tmp_path / "sweep", tmp_path)
+    res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "2",
+                     "--dist", "load")
+    assert res.returncode == pytest.ExitCode.USAGE_ERROR
+    assert "--dist load: a sweep needs --dist loadgroup" in res.stderr
+
+
+def test_auto_starts_one_worker_per_cluster(tmp_path: Path) -> None:
+    folder = pool_sweep(tmp_path / "sweep", tmp_path)
+    res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "auto",
+                     "--ppsweep-config", "pp8,pp4")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 workers [10 items]" in res.stdout

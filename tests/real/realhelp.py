@@ -1,0 +1,193 @@
+"""Helpers of the real-SGLang tests: provisioning, the sweep folder, process lookup in /proc."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CPU_TOML = REPO / "test_matrix" / "cpu.toml"
+ACCEPTANCE = REPO / "test_matrix" / "test_sweep.py"
+PROVISION = REPO / "scripts" / "provision_sglang_cpu.sh"
+MARK_VAR = "PPSWEEP_REAL_TEST_MARK"
+
+# Written next to the acceptance tests of every generated sweep folder. SGLang's /health on rank
+# 0 runs a one-token generation through every PP stage and TP rank, which takes ~1-3 s on CPU over
+# gloo; the plugin's readiness poll gives it 0.5 s, so rank 0 never looks healthy. Until
+# pytest_ppsweep/readiness.py waits long enough for it, the probe gets a longer timeout here.
+READINESS_WORKAROUND = '''\
+"""Test-only workaround (tests/real): a longer /health timeout for real SGLang on CPU."""
+import pytest_ppsweep.readiness as _readiness
+from pytest_ppsweep.probe import health as _health
+
+
+def _patient_health(base_url, timeout=2.0):
+    return _health(base_url, timeout=max(timeout, 10.0))
+
+
+if getattr(_readiness, "HEALTH_TIMEOUT_S", 0) < 5:
+    _readiness.health = _patient_health
+'''
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """What scripts/provision_sglang_cpu.sh made: the venv's python and the tiny models."""
+
+    python: str
+    models: dict[str, str]
+    seconds: float
+
+
+class ProvisionImpossible(RuntimeError):
+    """Provisioning cannot work on this machine (no Python 3.11, no package index)."""
+
+
+def provision(timeout_s: float = 1200.0) -> Provisioned:
+    """Run the provisioning script (seconds when already done); parse its last lines."""
+    import time
+
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(PROVISION)],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if proc.returncode in (2, 3):
+        raise ProvisionImpossible(proc.stderr.strip().splitlines()[-1])
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"{PROVISION} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+        )
+    values = dict(
+        line.split("=", 1) for line in proc.stdout.splitlines() if line.startswith("PPSWEEP_")
+    )
+    models = {
+        k.removeprefix("PPSWEEP_MODEL_").lower().replace("_", "-"): v
+        for k, v in values.items()
+        if k.startswith("PPSWEEP_MODEL_")
+    }
+    return Provisioned(values["PPSWEEP_SGLANG_PYTHON"], models, time.monotonic() - t0)
+
+
+def sweep_toml(
+    prov: Provisioned,
+    *,
+    port: int,
+    dist_port: int,
+    mark: str,
+    configs: str | None = None,
+    model: str = "tiny-qwen3moe",
+    baseline: str | None = None,
+    **workload: object,
+) -> str:
+    """test_matrix/cpu.toml with this machine's paths, private ports, a process mark, and
+    optionally other layouts (``configs``: TOML ``[[configs]]`` blocks) and workload values."""
+    text = CPU_TOML.read_text(encoding="utf-8")
+    subs = [
+        (r'^python = ".*"$', f"python = {json.dumps(prov.python)}"),
+        (r'^model_path = ".*"$', f"model_path = {json.dumps(prov.models[model])}"),
+        (r"^port = \d+$", f"port = {port}"),
+        (r"^dist_init_port = \d+$", f"dist_init_port = {dist_port}"),
+    ]
+    if baseline:
+        subs.append((r'^baseline = ".*"$', f"baseline = {json.dumps(baseline)}"))
+    for key, value in workload.items():
+        subs.append((rf"^{key} = .*$", f"{key} = {json.dumps(value)}"))
+    for pattern, repl in subs:
+        text, n = re.subn(pattern, lambda _m, r=repl: r, text, count=1, flags=re.M)
+        assert n == 1, f"{CPU_TOML}: no line matches {pattern!r}"
+    if configs is not None:
+        start, end = text.index("[[configs]]"), text.index("[workload]")
+        text = text[:start] + configs.strip() + "\n\n" + text[end:]
+    # Every rank (and every child it forks) inherits this, so /proc tells our ranks apart.
+    text = text.replace("[clusters.cpu.env]\n", f'[clusters.cpu.env]\n{MARK_VAR} = "{mark}"\n')
+    return text
+
+
+def marked_processes(mark: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every live process whose environment carries ``mark``."""
+    found = []
+    needle = f"{MARK_VAR}={mark}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            found.append((int(entry.name), cmd))
+    return found
+
+
+def node_processes(mark: str, node_rank: int) -> list[tuple[int, str]]:
+    """The processes of one node's rank: its launcher and everything in its process group."""
+    procs = marked_processes(mark)
+    leaders = [pid for pid, cmd in procs if f"--node-rank {node_rank} " in cmd + " "]
+    if not leaders:
+        return []
+    group = os.getpgid(leaders[0])
+    out = []
+    for pid, cmd in procs:
+        try:
+            if os.getpgid(pid) == group:
+                out.append((pid, cmd))
+        except ProcessLookupError:
+            continue
+    return out
+
+
+def rows(csv_path: Path) -> list[dict[str, str]]:
+    if not csv_path.exists():
+        return []
+    with csv_path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def run_dir(reports: Path) -> Path:
+    runs = [p for p in reports.iterdir() if p.is_dir()]
+    assert len(runs) == 1, f"expected one run folder in {reports}, found {runs}"
+    return runs[0]
+
+
+def outcomes(junit_xml: Path) -> dict[str, str]:
+    """{test id: passed | failed | error | skipped} from a --junitxml file (an error in setup
+    or teardown wins over the call's outcome)."""
+    import xml.etree.ElementTree as ET
+
+    rank = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+    out: dict[str, str] = {}
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        kinds = [c.tag for c in case if c.tag in ("failure", "error", "skipped")]
+        got = {"failure": "failed", "error": "error", "skipped": "skipped"}.get(
+            max(kinds, key=lambda k: ["skipped", "failure", "error"].index(k)) if kinds else "",
+            "passed",
+        )
+        name = case.get("name", "")
+        if name not in out or rank[got] > rank[out[name]]:
+            out[name] = got
+    return out
+
+
+def messages(junit_xml: Path) -> dict[str, str]:
+    """{test id: failure/error text} from a --junitxml file."""
+    import xml.etree.ElementTree as ET
+
+    out: dict[str, str] = {}
+    for case in ET.parse(junit_xml).getroot().iter("testcase"):
+        for child in case:
+            if child.tag in ("failure", "error"):
+                text = (child.get("message") or "") + "\n" + (child.text or "")
+                out[case.get("name", "")] = out.get(case.get("name", ""), "") + text
+    return out

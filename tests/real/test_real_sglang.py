@@ -1,0 +1,205 @@
+"""The plugin's whole flow on real SGLang 0.5.23 (CPU, 4 loopback nodes, tiny random models).
+
+Each test runs a sweep of test_matrix/cpu.toml (adapted to this machine) in a pytest subprocess,
+like tests/plugin/test_sweep_e2e.py does on the emulator, and checks what the run left: test
+outcomes, the run folder, the real server info and logs, and no SGLang process in /proc.
+Boots take 20-45 s each on 2 cores, so each test boots few layouts with a small workload.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from realhelp import marked_processes, messages, node_processes, outcomes, rows, run_dir
+
+pytestmark = pytest.mark.slow
+
+PP2_TP2 = """
+[[configs]]
+pp = 2
+tp = 2
+"""
+
+# EP2 first (fails at boot: the CPU MoE path cannot take EP's -1 expert ids), then PP4 (one of
+# its ranks is killed during the benchmark), then TP4 (must still pass: the sweep goes on).
+FAILURES = """
+[[configs]]
+pp = 2
+tp = 2
+ep = 2
+
+[[configs]]
+pp = 4
+tp = 1
+
+[[configs]]
+pp = 1
+tp = 4
+"""
+
+
+def _pytest_argv(folder: Path, reports: Path, junit: Path) -> list[str]:
+    return [str(folder), "-v", "--ppsweep-reports", str(reports), f"--junitxml={junit}",
+            "-p", "no:cacheprovider"]  # fmt: skip
+
+
+def test_real_sweep_boots_measures_scans_and_tears_down(
+    pytester: pytest.Pytester, real_sweep_dir: Callable[..., Path], tmp_path: Path, mark: str
+) -> None:
+    folder = real_sweep_dir(configs=PP2_TP2, baseline="pp2", repeats=2)
+    reports, junit = tmp_path / "reports", tmp_path / "junit.xml"
+    result = pytester.runpytest_subprocess(*_pytest_argv(folder, reports, junit), timeout=600)
+    cid = "pp2-tp2-ep1"
+    seen = outcomes(junit)
+    assert seen == {
+        f"test_topology[{cid}]": "passed",
+        f"test_prefill[{cid}-c2]": "passed",
+        f"test_prefill[{cid}-c4]": "passed",
+        f"test_logs_clean[{cid}]": "passed",
+        f"test_gpu_memory[{cid}]": "skipped",  # nvidia_smi = []: a cluster without GPUs
+    }, result.stdout.str()[-8000:]
+    run = run_dir(reports)
+
+    # Topology from the real /server_info, with the effective micro-batch size.
+    info = json.loads((run / "metadata" / f"{cid}.server_info.json").read_text())
+    assert (info["pp_size"], info["tp_size"], info["ep_size"], info["nnodes"]) == (2, 2, 1, 4)
+    assert info["version"] == "0.5.23" and "ppsweep_sim" not in info
+    state = info["internal_states"][0]
+    mbs = state["pp_max_micro_batch_size"]
+    assert isinstance(mbs, int) and mbs >= 1
+    # SGLang's default: max(max_running_requests // pp, 1) (2048 // 2 on this CPU build).
+    assert mbs == max(state["effective_max_running_requests_per_dp"] // 2, 1)
+    config = {r["config_id"]: r for r in rows(run / "configs.csv")}[cid]
+    assert config["boot_ok"] == "True" and float(config["boot_s"]) > 0
+    assert config["topology_ok"] == "True" and config["log_clean"] == "True"
+    assert config["pp_max_micro_batch_size"] == str(mbs)
+
+    # Benchmark: every round complete, real (not simulated) timing, 512-token prompts.
+    results = rows(run / "results.csv")
+    assert {(r["concurrency"], r["repeat"]) for r in results} == {
+        (c, k) for c in ("2", "4") for k in ("1", "2")
+    }
+    for r in results:
+        assert r["completed"] == r["num_requests"] == "16" and r["failed"] == "0", r
+        assert r["simulated"] == "False" and float(r["time_scale"]) == 1.0
+        assert float(r["input_tps"]) > 0 and int(r["peak_concurrency"]) <= int(r["concurrency"])
+    raw = [json.loads(x) for x in (run / "raw" / cid / "c4-r2.jsonl").read_text().splitlines()]
+    assert len(raw) == 16 and all(x["ok"] and x["prompt_tokens"] == 512 for x in raw)
+
+    # The real logs of every node: the MoE model was loaded on each, rank 0 became ready.
+    logs = sorted((run / "service" / cid).glob("node*.log"))
+    assert [p.name for p in logs] == [f"node{i}.log" for i in range(4)]
+    texts = [p.read_text(errors="replace") for p in logs]
+    assert all("type=Qwen3MoeForCausalLM" in t for t in texts)
+    assert "The server is fired up and ready to roll!" in texts[0]
+    assert "--node-rank 3" in (run / "service" / cid / "launch.sh").read_text()
+    progress = (run / "progress.log").read_text()
+    assert progress.count(f"{cid}: booting on 4 nodes of cpu") == 1
+    assert f"{cid}: healthy after" in progress
+    assert not marked_processes(mark)  # teardown left nothing (also checked by the fixture)
+
+
+def _kill_node_during_benchmark(
+    proc: subprocess.Popen[bytes], reports: Path, mark: str, cid: str, node_rank: int
+) -> str:
+    """Wait until a measured request of ``cid`` completed, then SIGKILL the scheduler of
+    ``node_rank`` (what an OOM killer or a crashed GPU does to a rank). Returns what was killed."""
+    deadline = time.monotonic() + 420
+    first_raw = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        runs = [p for p in reports.iterdir() if p.is_dir()] if reports.exists() else []
+        first_raw = runs[0] / "raw" / cid / "c2-r1.jsonl" if runs else None
+        if first_raw is not None and first_raw.exists() and first_raw.read_text().strip():
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the sweep ended before the benchmark of " + cid
+    assert first_raw is not None and first_raw.exists(), f"no benchmark of {cid} within 420 s"
+    procs = node_processes(mark, node_rank)
+    # The launcher keeps its argv; the scheduler it forked is renamed by setproctitle.
+    workers = [(pid, cmd) for pid, cmd in procs if "scheduler" in cmd]
+    assert procs, f"no process of node {node_rank} found"
+    victim = (workers or procs)[0]
+    os.kill(victim[0], signal.SIGKILL)
+    return f"{victim[0]} {victim[1]}"
+
+
+def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
+    real_sweep_dir: Callable[..., Path], tmp_path: Path, mark: str
+) -> None:
+    folder = real_sweep_dir(
+        configs=FAILURES,
+        baseline="pp1",
+        concurrency=[2],
+        repeats=1,
+        num_requests=24,
+        request_timeout_s=60,
+        round_timeout_s=240,
+    )
+    reports, junit = tmp_path / "reports", tmp_path / "junit.xml"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *_pytest_argv(folder, reports, junit)],
+        cwd=folder.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        killed = _kill_node_during_benchmark(proc, reports, mark, "pp4-tp1-ep1", node_rank=2)
+        out, _ = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # the plugin stops its ranks on SIGTERM
+            proc.wait(timeout=60)
+    text = out.decode(errors="replace")
+    seen, why = outcomes(junit), messages(junit)
+    run = run_dir(reports)
+    configs = {r["config_id"]: r for r in rows(run / "configs.csv")}
+
+    # 1. EP2 on the MoE model: a real boot failure, every test of the layout fails with the
+    #    real Traceback lines; the layout was booted once.
+    ep2 = "pp2-tp2-ep2"
+    assert {t: o for t, o in seen.items() if ep2 in t} == {
+        f"test_topology[{ep2}]": "error",
+        f"test_prefill[{ep2}-c2]": "error",
+        f"test_logs_clean[{ep2}]": "error",
+        f"test_gpu_memory[{ep2}]": "error",
+    }, text[-8000:]
+    msg = why[f"test_topology[{ep2}]"]
+    assert f"{ep2}: boot failed" in msg
+    assert "Traceback (most recent call last)" in msg
+    assert "index -1 is out of bounds" in msg or "moe_forward_native" in msg, msg[-4000:]
+    assert configs[ep2]["boot_ok"] == "False" and configs[ep2]["boot_error"]
+    assert (run / "progress.log").read_text().count(f"{ep2}: booting on") == 1
+
+    # 2. PP4 with node 2's scheduler killed mid-benchmark: the benchmark and the log scan fail
+    #    with evidence (incomplete rounds, the fatal lines of the surviving ranks).
+    pp4 = "pp4-tp1-ep1"
+    assert seen[f"test_topology[{pp4}]"] == "passed", text[-8000:]
+    assert seen[f"test_prefill[{pp4}-c2]"] == "failed", f"killed {killed}\n{text[-8000:]}"
+    assert f"{pp4} C=2 repeat 1:" in why[f"test_prefill[{pp4}-c2]"]
+    assert seen[f"test_logs_clean[{pp4}]"] == "failed"
+    scan = why[f"test_logs_clean[{pp4}]"]
+    assert "fatal lines in the service logs" in scan and "Traceback" in scan, scan[-3000:]
+    result = rows(run / "results.csv")
+    pp4_rows = [r for r in result if r["config_id"] == pp4]
+    assert len(pp4_rows) == 1 and int(pp4_rows[0]["completed"]) < 24, pp4_rows
+
+    # 3. The sweep went on: TP4 booted after both failures and passed.
+    tp4 = "pp1-tp4-ep1"
+    assert {t: o for t, o in seen.items() if tp4 in t} == {
+        f"test_topology[{tp4}]": "passed",
+        f"test_prefill[{tp4}-c2]": "passed",
+        f"test_logs_clean[{tp4}]": "passed",
+        f"test_gpu_memory[{tp4}]": "skipped",
+    }, text[-8000:]
+    tp4_rows = [r for r in result if r["config_id"] == tp4]
+    assert [(r["completed"], r["failed"]) for r in tp4_rows] == [("24", "0")]
+    assert not marked_processes(mark)
