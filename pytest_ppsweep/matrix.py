@@ -57,6 +57,8 @@ class Cluster:
     known_hosts: str = ""
     verify_host_keys: bool = True
     sudo_password_file: str = ""
+    shm_size: str = "32g"  # docker launcher: /dev/shm of each container
+    mounts: tuple[str, ...] = ()  # docker launcher: extra bind mounts "host:container[:ro]"
 
     @property
     def gpus(self) -> int:
@@ -130,6 +132,7 @@ class Sweep:
     spread_threshold: float
     min_repeats: int
     fatal_patterns: tuple[str, ...]
+    thresholds: tuple[str, ...] = ()
 
     def cluster(self, name: str | None) -> Cluster:
         chosen = name or self.default_cluster
@@ -214,6 +217,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         spread_threshold=sw.number("spread_threshold", default=0.02, minimum=0.0),
         min_repeats=sw.integer("min_repeats", default=workload.repeats, minimum=1),
         fatal_patterns=tuple(sw.str_list("fatal_patterns", default=[])),
+        thresholds=tuple(sw.str_list("thresholds", default=[])),
     )
 
 
@@ -343,6 +347,8 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             known_hosts=c.text("known_hosts", default=""),
             verify_host_keys=c.flag("verify_host_keys", default=True),
             sudo_password_file=c.text("sudo_password_file", default=""),
+            shm_size=c.text("shm_size", default="32g"),
+            mounts=tuple(c.str_list("mounts", default=[])),
         )
     if not out:
         raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")

@@ -22,6 +22,7 @@ SWEEP_KEYS = (
     "spread_threshold",
     "min_repeats",
     "fatal_patterns",
+    "thresholds",
 )
 CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
 WORKLOAD_KEYS = (

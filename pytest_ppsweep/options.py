@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,28 @@ OPTIONS: tuple[tuple[str, str, str | None], ...] = (
     ("ppsweep_repeats", "repeats per concurrency instead of [workload] repeats.", None),
     ("ppsweep_requests", "requests per round instead of [workload] num_requests.", None),
     (
+        "ppsweep_compare",
+        "gate: compare with this run folder, run id or baseline name; a regression fails "
+        "test_no_regression[<layout>-c<C>].",
+        None,
+    ),
+    (
+        "ppsweep_save_baseline",
+        "save this run as the named baseline (reports/baselines/NAME) when every test passed.",
+        None,
+    ),
+    (
+        "ppsweep_reuse",
+        "take over identical layouts (same manifest, all rounds N/N) from this earlier run "
+        "folder instead of booting them.",
+        None,
+    ),
+    (
+        "ppsweep_resume",
+        "continue this interrupted run folder: keep its finished rounds, run the rest.",
+        None,
+    ),
+    (
         "ppsweep_time_scale",
         "emulator only: emulated seconds per real second "
         "(PPSWEEP_SIM_TIME_SCALE). Default: the emulator's (100).",
@@ -49,6 +72,15 @@ def addoption(parser: pytest.Parser) -> None:
         flag = "--" + name.replace("_", "-")
         group.addoption(flag, dest=name, default=None, help=help_text)
         parser.addini(name, help_text, default=default)
+    group.addoption(
+        "--ppsweep-threshold",
+        dest="ppsweep_threshold",
+        action="append",
+        default=[],
+        metavar="METRIC:±N%",
+        help="gate threshold, e.g. input_tps:-3% or ttft_p50:+5% (repeatable; default "
+        "input_tps:-3%, ttft_p50:+5%, or [sweep] thresholds).",
+    )
     group.addoption(
         "--ppsweep-config",
         dest="ppsweep_config",
@@ -145,12 +177,62 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
     return sweep
 
 
-def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
+def reports_root(config: pytest.Config) -> Path:
     root = Path(get(config, "ppsweep_reports") or "reports")
-    if not root.is_absolute():
-        root = Path(config.rootpath) / root
+    return root if root.is_absolute() else Path(config.rootpath) / root
+
+
+def _path_arg(config: pytest.Config, value: str) -> Path:
+    path = Path(value)
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
+    """The run folder: a new one, the controller's (xdist workers), or a resumed one."""
+    resumed = get(config, "ppsweep_resume")
+    if resumed and not run_id:
+        folder = _path_arg(config, resumed)
+        if not folder.is_dir():
+            folder = reports_root(config) / resumed
+        if not (folder / "metadata" / "run.json").is_file():
+            raise pytest.UsageError(
+                f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
+                f"found none at {folder}"
+            )
+        return RunStore(folder.parent, folder.name)
+    if resumed and run_id:
+        folder = _path_arg(config, resumed)
+        root = folder.parent if folder.is_dir() else reports_root(config)
+        return RunStore(root, run_id)
     rid = run_id or get(config, "ppsweep_run_id") or new_run_id(sweep.name)
-    return RunStore(root, rid)
+    return RunStore(reports_root(config), rid)
+
+
+def thresholds(config: pytest.Config, sweep: Sweep) -> dict[str, Any]:
+    """Gate thresholds: options, else [sweep] thresholds, else the gate's defaults."""
+    from pytest_ppsweep.gate import ThresholdError, parse_thresholds
+
+    tokens = list(config.getoption("ppsweep_threshold")) or list(sweep.thresholds)
+    try:
+        return dict(parse_thresholds(tokens))
+    except ThresholdError as exc:
+        raise pytest.UsageError(f"--ppsweep-threshold: {exc}") from None
+
+
+def reference(config: pytest.Config, option: str) -> Path | None:
+    """The run folder an option names (a path, run id or baseline name), or None."""
+    value = get(config, option)
+    if not value:
+        return None
+    from pytest_ppsweep.aggregate import RunFolderError
+    from pytest_ppsweep.benchjson import BaselineError, resolve
+
+    try:
+        return resolve(
+            str(_path_arg(config, value)) if "/" in value else value, reports_root(config)
+        )
+    except (BaselineError, RunFolderError) as exc:
+        raise pytest.UsageError(f"--{option.replace('_', '-')}: {exc}") from None
 
 
 def write_run_json(

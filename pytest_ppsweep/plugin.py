@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_ppsweep import backends, launch, options, summary
+from pytest_ppsweep import backends, continuity, launch, options, summary
 from pytest_ppsweep.progress import Progress
 from pytest_ppsweep.state import RUN_KEY
 
 if TYPE_CHECKING:
+    from pytest_ppsweep.matrix import Cluster, Sweep
+    from pytest_ppsweep.runstore import RunStore
     from pytest_ppsweep.sweeprun import SweepRun
 
 _IDS_KEY = pytest.StashKey[list[str]]()
+_PLAN_KEY = pytest.StashKey["continuity.Plan"]()
 _SIGTERM_KEY = pytest.StashKey[Any]()
 
 
@@ -50,6 +53,9 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ppsweep: a test of the parallel-layout sweep")
+    config.addinivalue_line(
+        "markers", "ppsweep_always: runs even for a layout that is reused or already done"
+    )
     matrix = options.find_matrix(config)
     if matrix is None:
         return
@@ -68,9 +74,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.option.loadgroup = True
         pool = tuple(c for c in pool if c.name == leased)
         store = options.open_store(config, sweep, config.workerinput["ppsweep_run_id"])  # type: ignore[attr-defined]
+        plan = continuity.Plan.from_builtin(config.workerinput["ppsweep_plan"])  # type: ignore[attr-defined]
     else:
         options.check_workers(config, pool)
+        options.reference(config, "ppsweep_compare")  # a bad reference fails now
+        reuse_ref = options.reference(config, "ppsweep_reuse")
+        options.thresholds(config, sweep)  # a bad threshold fails now, not after the sweep
         store = options.open_store(config, sweep, None)
+        plan = _plan(config, sweep, pool, store, ids, reuse_ref)
         store.copy_matrix(matrix)
         options.write_run_json(store, sweep, pool, ids)
         if not config.getoption("htmlpath", None):
@@ -79,10 +90,54 @@ def pytest_configure(config: pytest.Config) -> None:
     progress = Progress(config, store.dir / "progress.log")
     from pytest_ppsweep.sweeprun import SweepRun  # measuring stack: only when a sweep runs
 
-    config.stash[RUN_KEY] = SweepRun(sweep, pool, store, progress)
+    run = SweepRun(sweep, pool, store, progress)
+    run.done = plan.done
+    run.compare_ref = options.reference(config, "ppsweep_compare")
+    run.thresholds = options.thresholds(config, sweep)
+    config.stash[RUN_KEY] = run
+    config.stash[_PLAN_KEY] = plan
+    if not _is_worker(config):
+        for note in plan.notes:
+            progress(note)
     config.stash[_IDS_KEY] = ids
     if threading.current_thread() is threading.main_thread():
         config.stash[_SIGTERM_KEY] = signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _plan(
+    config: pytest.Config,
+    sweep: Sweep,
+    pool: tuple[Cluster, ...],
+    store: RunStore,
+    ids: list[str],
+    reuse_ref: Path | None,
+) -> continuity.Plan:
+    try:
+        plan = continuity.Plan()
+        if options.get(config, "ppsweep_resume"):
+            plan = continuity.resume(sweep, pool, store, ids)
+        if reuse_ref is not None:
+            plan = continuity.reuse(sweep, pool, store, ids, reuse_ref, plan)
+    except continuity.ContinuityError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return plan
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Layouts reused or finished in a resumed run are skipped, with the reason."""
+    plan = config.stash.get(_PLAN_KEY, None)
+    if plan is None or not (plan.skip_configs or plan.skip_points):
+        return
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        cid = params.get("ppsweep_config")
+        if cid is None or item.get_closest_marker("ppsweep_always"):
+            continue
+        why = plan.skip_configs.get(cid)
+        if why is None and "concurrency" in params:
+            why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
+        if why:
+            item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -104,6 +159,7 @@ def pytest_configure_node(node: Any) -> None:
         cluster = _pool(node.config, run).lease(node.gateway.id)
         node.workerinput["ppsweep_cluster"] = cluster.name
         node.workerinput["ppsweep_run_id"] = run.store.run_id
+        node.workerinput["ppsweep_plan"] = node.config.stash[_PLAN_KEY].as_builtin()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -189,7 +245,7 @@ def pytest_html_results_table_row(report: pytest.TestReport, cells: list[str]) -
     cells[2:2] = summary.table_row(dict(report.user_properties))
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     run = config.stash.get(RUN_KEY, None)
     if run is None or _is_worker(config):
         return
@@ -200,10 +256,20 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     terminalreporter.write_sep("=", f"ppsweep summary: {run.store.run_id}")
     for line in result.terminal:
         terminalreporter.write_line(line)
+    if result.gate:
+        terminalreporter.write_sep("=", f"ppsweep gate vs {run.compare_ref}")
+        for line in result.gate:
+            terminalreporter.write_line(line, red=line.startswith("REGRESSION"))
     terminalreporter.write_line(f"run folder: {run.store.dir}")
     html = config.getoption("htmlpath", None)
     if html:
         terminalreporter.write_line(f"report: {Path(html).resolve()}")
+    name = options.get(config, "ppsweep_save_baseline")
+    if name:
+        for line in summary.save_baseline(
+            run.store, name, options.reports_root(config), exitstatus
+        ):
+            terminalreporter.write_line(line)
 
 
 _SUMMARY_KEY = pytest.StashKey[summary.Rendered]()
@@ -213,8 +279,8 @@ def summarize(config: pytest.Config, run: SweepRun) -> summary.Rendered:
     """Aggregate the run folder once, after the last teardown (html and terminal share it)."""
     if _SUMMARY_KEY not in config.stash:
         pool = config.stash.get(_POOL_KEY, None)
-        for config_id, why in pool.not_run.items() if pool else ():
-            run.store.update_config(config_id, boot_error=f"not run: {why}")
-        run.store.sort_results(config.stash[_IDS_KEY])
-        config.stash[_SUMMARY_KEY] = summary.render(run.store.dir)
+        not_run = dict(pool.not_run) if pool else {}
+        config.stash[_SUMMARY_KEY] = summary.finish(
+            run.store, config.stash[_IDS_KEY], not_run, run.compare_ref, run.thresholds
+        )
     return config.stash[_SUMMARY_KEY]

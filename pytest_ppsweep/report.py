@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pandas as pd
 
@@ -121,9 +121,10 @@ def _steps(summary: Summary) -> str:
 
 
 def _link(run_dir: Path, target: str, label: str | None = None) -> str:
-    present = (run_dir / target).exists()
-    text = escape(label or target) + ("" if present else " (not written)")
-    return f'<a href="{escape(target)}">{text}</a>'
+    """A link to evidence; a target that was never written is plain text, not a dead link."""
+    if not (run_dir / unquote(target)).exists():
+        return f"{escape(label or target)} (not written)"
+    return f'<a href="{escape(target)}">{escape(label or target)}</a>'
 
 
 def _memory(data: RunData, summary: Summary) -> str:

@@ -14,9 +14,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep import bench
+from pytest_ppsweep import bench, manifest
 from pytest_ppsweep.backends import host_for
 from pytest_ppsweep.gpu import QUERY_ARGS, GpuMemory, not_released, parse_query_gpu, worst_rank
 from pytest_ppsweep.hosts import HostError
@@ -74,6 +75,10 @@ class SweepRun:
             round_timeout_s=w.round_timeout_s,
         )
         self._prompts: PromptSet | None = None
+        # Set by the plugin: rounds finished before a resume, and the gate's reference.
+        self.done: set[tuple[str, int, int]] = set()
+        self.compare_ref: Path | None = None
+        self.thresholds: dict[str, Any] = {}
 
     @property
     def prompts(self) -> PromptSet:
@@ -102,8 +107,13 @@ class SweepRun:
     @staticmethod
     def _smi_argv(cluster: Cluster, address: str) -> list[str]:
         python = local_path(cluster, cluster.python) or sys.executable
-        return [a.format(host=address, python=python) for a in cluster.nvidia_smi] + list(
-            QUERY_ARGS
+        # The emulator's nvidia-smi shim reads the state its ranks publish (PPSWEEP_SIM_*).
+        env = [f"{k}={v}" for k, v in sorted(cluster.env.items()) if k.startswith("PPSWEEP_SIM_")]
+        prefix = ["env", *env] if env else []
+        return (
+            prefix
+            + [a.format(host=address, python=python) for a in cluster.nvidia_smi]
+            + list(QUERY_ARGS)
         )
 
     def snapshot_gpus(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory]:
@@ -141,6 +151,8 @@ class SweepRun:
             sid, pp=config.pp, tp=config.tp, ep=config.ep, order=config.order, boot_ok=False
         )
         cluster = self.cluster_for(config)
+        # Written before the boot, so a resumed or reusing run compares like with like.
+        manifest.write(self.store.dir, sid, manifest.build(self.sweep, cluster, config))
         before = self.snapshot_gpus(cluster, sid, "before")
         service = Service(
             self.sweep,
@@ -211,6 +223,9 @@ class SweepRun:
         results = []
         repeats = self.sweep.workload.repeats
         for repeat in range(1, repeats + 1):
+            if (cfg.id, concurrency, repeat) in self.done:
+                self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} kept (resume)")
+                continue
             t0 = time.monotonic()
             self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
             with self.store.open_raw(cfg.id, concurrency, repeat) as raw:

@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
-.venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks
+# Engines and tools the tests drive for real: Debian's chromium (report in a real browser) and
+# SGLang 0.5.23 for CPU with tiny models (cached in ~/.cache/pytest-ppsweep between runs).
+bash scripts/install_browser.sh
+bash scripts/provision_sglang_cpu.sh
+.venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks tools
 .venv/bin/python -m mypy
 exec .venv/bin/python -m pytest tests "$@"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_ppsweep import gate
 from pytest_ppsweep.check import completion_problems, log_problems, topology_problems
 from pytest_ppsweep.matrix import Config
 from pytest_ppsweep.sweeprun import Booted, SweepRun
@@ -71,3 +72,17 @@ def test_gpu_memory(
     record_property("mem_peak_mib", worst.used_mib)
     record_property("mem_headroom_mib", worst.headroom_mib)
     assert worst.used_mib <= worst.total_mib, f"{worst.node} GPU {worst.index}: used > total"
+
+
+@pytest.mark.ppsweep_always
+def test_no_regression(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> None:
+    """Gate (with --ppsweep-compare): no metric worse than its threshold beyond the noise of
+    both runs, and the layout still boots and completes N/N."""
+    if ppsweep.compare_ref is None:
+        pytest.skip("no reference run: pass --ppsweep-compare RUN_OR_BASELINE to gate")
+    rows = gate.compare(ppsweep.store.dir, ppsweep.compare_ref, ppsweep.thresholds)
+    mine = [
+        r for r in rows if r.config_id == ppsweep_config.id and r.concurrency in (0, concurrency)
+    ]
+    bad = gate.regressions(mine)
+    assert not bad, "\n".join(r.message for r in bad)

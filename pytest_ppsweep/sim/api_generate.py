@@ -4,6 +4,10 @@ Streaming uses SSE framing ``data: {json}\\n\\n`` ended by ``data: [DONE]\\n\\n`
 cumulative and ``output_ids`` the full list so far (NEW non-incremental mode). Besides SGLang's
 ``meta_info`` keys every chunk carries ``ppsweep_due_ts``: the real ``time.time()`` at which the
 emulated engine produced it, next to ``response_sent_to_client_ts`` (when it was written).
+
+Streamed chunks are written from the scheduler's due-time callback (sim/sse.py) and encoded
+incrementally (:class:`GenerateChunks`: each token's id and text are serialised once); the
+``response_sent_to_client_ts`` stamp is taken last, right before the bytes go to the socket.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from aiohttp import web
 
 from .engine import Job, count_text_tokens
 from .jsonfast import dumps, loads_request
+from .sse import DirectSink, install, prepare_stream
 from .state import ServerState
 
 SAMPLING_KEYS = frozenset(
@@ -83,11 +88,15 @@ async def read_json(request: web.Request, state: ServerState) -> Any:
 
     The gate admits one request's parsing per event-loop iteration (the ``sleep(0)`` hands the
     loop back first), so a burst of 64 large bodies cannot delay a due token by more than one
-    parse: asyncio only checks its timers between iterations.
+    parse: asyncio only checks its timers between iterations. It also holds the parse (and the
+    request's submission and stream opening that follow in the same loop step) back while an
+    output is due within the next ~1.6 ms (``RealtimeDriver.clear_of_outputs``).
     """
     raw = await request.read()
     async with state.intake:
         await asyncio.sleep(0)
+        if state.engine is not None:
+            await state.engine.driver.clear_of_outputs()
         try:
             return loads_request(raw)
         except ValueError as exc:
@@ -121,8 +130,10 @@ def check_prompt(state: ServerState, n_tokens: int, max_new: int) -> None:
         )
 
 
-def meta_info(state: ServerState, job: Job, due: float, *, final: bool) -> dict[str, Any]:
-    """``meta_info`` of one output chunk."""
+def meta_info(
+    state: ServerState, job: Job, due: float, *, final: bool, stamp: bool = True
+) -> dict[str, Any]:
+    """``meta_info`` of one output chunk (``stamp=False``: without the sent time, added last)."""
     req = job.req
     done = len(job.ids)
     finish: Any = {"type": "length", "length": job.requested_new} if final else None
@@ -145,8 +156,57 @@ def meta_info(state: ServerState, job: Job, due: float, *, final: bool) -> dict[
         if req.first_token_time is not None:
             meta["first_token_latency"] = req.first_token_time - req.created
     meta["ppsweep_due_ts"] = state.tb.wall_at(due)
-    meta["response_sent_to_client_ts"] = time.time()
+    if stamp:
+        meta["response_sent_to_client_ts"] = time.time()
     return meta
+
+
+class GenerateChunks:
+    """Encoder of a ``/generate`` stream's SSE chunks.
+
+    ``text`` and ``output_ids`` are cumulative, so each token's JSON is produced once and the
+    chunk is assembled from the growing byte buffers; only the small ``meta_info`` is serialised
+    per chunk. ``response_sent_to_client_ts`` is stamped as the very last step.
+    """
+
+    def __init__(self, state: ServerState, job: Job) -> None:
+        self.state = state
+        self.job = job
+        self.final_sent = False
+        self._text = bytearray()
+        self._text_chars = 0
+        self._ids = bytearray()
+        self._n_ids = 0
+
+    def _catch_up(self) -> None:
+        job = self.job
+        if len(job.ids) > self._n_ids:
+            new = b",".join(b"%d" % tid for tid in job.ids[self._n_ids :])
+            self._ids += new if not self._n_ids else b"," + new
+            self._n_ids = len(job.ids)
+        if len(job.text) > self._text_chars:
+            self._text += dumps(job.text[self._text_chars :])[1:-1]
+            self._text_chars = len(job.text)
+
+    def encode(self, due: float) -> bytes:
+        """The SSE event(s) of the output due at ``due`` (plus ``[DONE]`` after the final one)."""
+        self._catch_up()
+        final = self.job.req.finished
+        meta = dumps(meta_info(self.state, self.job, due, final=final, stamp=False))
+        self.final_sent = final
+        # the stamp goes last: these bytes are handed to the socket right after this returns
+        return b"".join(
+            (
+                b'data: {"text":"',
+                self._text,
+                b'","output_ids":[',
+                self._ids,
+                b'],"meta_info":',
+                meta[:-1],
+                b',"response_sent_to_client_ts":%r}}\n\n' % time.time(),
+                DONE if final else b"",
+            )
+        )
 
 
 def parse_generate(
@@ -236,10 +296,18 @@ async def _stream_generate(
     resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
     engine = state.engine
     assert engine is not None
+    chunks = GenerateChunks(state, job)
     try:
-        await resp.prepare(request)
+        transport = await prepare_stream(request, resp)
+        sink = None
+        if transport is not None and not job.fail_in_stream:
+            sink = DirectSink(transport, chunks.encode)
         while True:
+            if sink is not None:
+                install(job, sink)
             due = await job.outputs.get()
+            if due is None:
+                break  # the sink wrote every chunk, the final one included
             if job.fail_in_stream:
                 err = error_message(
                     "Internal server error: the engine failed while generating.", 500
@@ -248,16 +316,11 @@ async def _stream_generate(
                 await resp.write(b"data: " + dumps(err) + b"\n\n" + DONE)
                 engine.abort(job)
                 break
-            final = job.req.finished
-            chunk = {
-                "text": job.text,
-                "output_ids": list(job.ids),
-                "meta_info": meta_info(state, job, due, final=final),
-            }
-            await resp.write(b"data: " + dumps(chunk) + b"\n\n" + (DONE if final else b""))
-            if final:
+            await resp.write(chunks.encode(due))
+            if chunks.final_sent:
                 break
     except BaseException:
+        job.sink = None
         engine.abort(job)
         raise
     return resp

@@ -1,4 +1,8 @@
-"""OpenAI-compatible ``/v1/completions`` on rank 0 (contract §1.6)."""
+"""OpenAI-compatible ``/v1/completions`` on rank 0 (contract §1.6).
+
+Streamed chunks are written from the scheduler's due-time callback like ``/generate``'s
+(sim/sse.py); :class:`CompletionChunks` encodes them.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from aiohttp import web
 from .api_generate import DONE, SSE_HEADERS, BadRequest, check_prompt, json_response, read_json
 from .engine import Job, count_text_tokens
 from .jsonfast import dumps
+from .sse import DirectSink, install, prepare_stream
 from .state import ServerState
 
 
@@ -91,46 +96,78 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
                 "usage": {**_usage(job), "prompt_tokens_details": None},
             }
         )
-    include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+    chunks = CompletionChunks(
+        job,
+        rid=rid,
+        created=created,
+        model=model,
+        include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+    )
     resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
-    sent = 0
     try:
-        await resp.prepare(request)
+        transport = await prepare_stream(request, resp)
+        sink = DirectSink(transport, chunks.encode) if transport is not None else None
         while True:
-            await job.outputs.get()
-            final = job.req.finished
-            delta, sent = job.text[sent:], len(job.text)
-            chunk = {
-                "id": rid,
-                "object": "text_completion",
-                "created": created,
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "text": delta,
-                        "logprobs": None,
-                        "finish_reason": "length" if final else None,
-                        "matched_stop": None,
-                    }
-                ],
-                "usage": None,
-            }
-            out = b"data: " + dumps(chunk) + b"\n\n"
-            if final and include_usage:
-                usage_chunk: dict[str, Any] = {
-                    "id": rid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [],
-                    "usage": _usage(job),
-                }
-                out += b"data: " + dumps(usage_chunk) + b"\n\n"
-            await resp.write(out + (DONE if final else b""))
-            if final:
+            if sink is not None:
+                install(job, sink)
+            due = await job.outputs.get()
+            if due is None:
+                break  # the sink wrote every chunk, the final one included
+            await resp.write(chunks.encode(due))
+            if chunks.final_sent:
                 break
     except BaseException:
+        job.sink = None
         engine.abort(job)
         raise
     return resp
+
+
+class CompletionChunks:
+    """Encoder of a streamed completion: one ``text_completion`` event per output (the delta)."""
+
+    def __init__(
+        self, job: Job, *, rid: str, created: int, model: Any, include_usage: bool
+    ) -> None:
+        self.job = job
+        self.rid = rid
+        self.created = created
+        self.model = model
+        self.include_usage = include_usage
+        self.final_sent = False
+        self._sent = 0
+
+    def encode(self, due: float) -> bytes:
+        """The SSE event(s) of the next output (usage and ``[DONE]`` after the final one)."""
+        job = self.job
+        final = job.req.finished
+        delta, self._sent = job.text[self._sent :], len(job.text)
+        chunk = {
+            "id": self.rid,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "text": delta,
+                    "logprobs": None,
+                    "finish_reason": "length" if final else None,
+                    "matched_stop": None,
+                }
+            ],
+            "usage": None,
+        }
+        out = b"data: " + dumps(chunk) + b"\n\n"
+        if final and self.include_usage:
+            usage_chunk: dict[str, Any] = {
+                "id": self.rid,
+                "object": "text_completion",
+                "created": self.created,
+                "model": self.model,
+                "choices": [],
+                "usage": _usage(job),
+            }
+            out += b"data: " + dumps(usage_chunk) + b"\n\n"
+        self.final_sent = final
+        return out + (DONE if final else b"")

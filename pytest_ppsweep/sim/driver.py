@@ -4,6 +4,11 @@ Emulated time is ``(monotonic() - t0) * scale``. Every scheduler event is schedu
 *absolute* emulated time (converted back to the loop clock), so waits never accumulate drift.
 The epoll timeout is rounded up to whole milliseconds, so the timer is set ~1 ms early and the
 last fraction of a millisecond is spun away: outputs leave within microseconds of their due time.
+
+asyncio runs a timer only between callbacks, so a handler doing a fraction of a millisecond of
+CPU work (parsing a 100 KB body, opening a stream) right before an output is due would delay it.
+Such handlers first await :meth:`RealtimeDriver.clear_of_outputs`, which holds them back while
+an output is due within :data:`GUARD_S`.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from .scheduler import PPScheduler, SimRequest
 
 EARLY_S = 0.0011  # wake this much before the due time (epoll rounds timeouts up to 1 ms)
 MAX_SPIN_S = 0.002
+GUARD_S = EARLY_S + 0.0005  # clear_of_outputs: keep this much real time free before an output
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,29 @@ class RealtimeDriver:
         self.tb = tb
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for: float | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+
+    async def clear_of_outputs(self, window_s: float = GUARD_S) -> None:
+        """Return once no output is due within ``window_s`` real seconds from now.
+
+        Gives up after ``2 * window_s`` (outputs back to back at a high time scale never leave
+        a gap): a caller is delayed by a few milliseconds at most.
+        """
+        give_up = time.monotonic() + 2 * window_s
+        while self._handle is not None:  # an armed timer will resolve the waiter
+            due = self.sched.next_output_time()
+            now = time.monotonic()
+            if due is None or self.tb.mono_at(due) - now > window_s or now > give_up:
+                return
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            await fut  # resolved right after the next scheduler event was processed
+
+    def _wake_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
 
     def submit(self, req: SimRequest) -> None:
         """Hand a request to the scheduler at the current emulated time."""
@@ -125,3 +154,4 @@ class RealtimeDriver:
             # advance with the due time itself, not "now": the schedule stays absolute
             self.sched.advance(due)
         self._arm()
+        self._wake_waiters()

@@ -4,6 +4,11 @@ Output token ids and texts are deterministic functions of the request id (CRC32)
 runs are reproducible without a tokenizer. Text prompts count one token per whitespace-separated
 word. Every output carries its *due* time: the emulated instant the scheduler produced it,
 which the API reports next to the moment the chunk was really written.
+
+Outputs reach the HTTP handler in one of two ways: queued on ``Job.outputs`` (the handler wakes
+one event-loop pass later), or, for streams, through ``Job.sink``: a callable the engine runs
+inside the scheduler's due-time callback, which writes the chunk to the socket at once
+(sim/sse.py). A sink that returns False (or raises) is dropped and the output is queued instead.
 """
 
 from __future__ import annotations
@@ -81,7 +86,9 @@ class Job:
     req: SimRequest
     requested_new: int
     received_wall: float
-    outputs: asyncio.Queue[float] = field(default_factory=asyncio.Queue)
+    # due times of outputs for the handler; None: the final chunk was already written by the sink
+    outputs: asyncio.Queue[float | None] = field(default_factory=asyncio.Queue)
+    sink: Callable[[float], bool] | None = None
     ids: list[int] = field(default_factory=list)
     text: str = ""
     fail_in_stream: bool = False
@@ -137,14 +144,28 @@ class Engine:
             tid = token_id(r.rid, len(job.ids), self.vocab)
             job.ids.append(tid)
             job.text += token_text(tid)
+            final = r.finish_time is not None
+            sink = job.sink
+            if final:
+                job.sink = None  # the stream ends with this chunk
+            written = False
+            if sink is not None:  # first: the chunk leaves before any bookkeeping below
+                try:
+                    written = sink(t)
+                except Exception:  # the handler's own path will meet (and report) the error
+                    written = False
+                if not written:
+                    job.sink = None
             if log_metrics:
                 self.metrics.generation_tokens += 1
                 if len(job.ids) == 1:
                     self.metrics.ttft.observe(t - r.created)
-            if r.finish_time is not None:
+            if final:
                 self._finished(job, log_metrics)
-                job.outputs.put_nowait(t)
-            elif job.stream:
+            if written:
+                if final:
+                    job.outputs.put_nowait(None)
+            elif final or job.stream:
                 job.outputs.put_nowait(t)
 
         req.on_output = on_output

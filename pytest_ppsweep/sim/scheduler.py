@@ -141,6 +141,25 @@ class PPScheduler:
         """Emulated time of the next state change, or None when idle."""
         return self._form_at if self._form_at is not None else self._end_at
 
+    def next_output_time(self) -> float | None:
+        """Emulated time before which no output can be emitted (a lower bound), None when idle.
+
+        Exact when the next event ends a tick whose completing micro-batch emits tokens; when it
+        does not, the earliest later tick start; when the next event forms a micro-batch, that
+        instant (conservative: the batch ending next may emit).
+        """
+        if self._end_at is not None:
+            if self._emits(self.pipeline[-1]):
+                return self._end_at
+            return self._end_at + self.cost.sync_s()
+        return self._form_at
+
+    @staticmethod
+    def _emits(mb: MicroBatch | None) -> bool:
+        return mb is not None and any(
+            not p.req.aborted and (mb.kind == "decode" or p.last_chunk) for p in mb.pieces
+        )
+
     def advance(self, now: float) -> None:
         """Process every event due at or before ``now``."""
         while True:
@@ -183,12 +202,15 @@ class PPScheduler:
     def _complete(self, mb: MicroBatch, t: float) -> None:
         for piece in mb.pieces:
             req = piece.req
-            req.in_flight = False
             if req.aborted:
+                req.in_flight = False
                 self._release(req)
                 continue
             if mb.kind == "prefill" and not piece.last_chunk:
-                continue
+                continue  # a later chunk is still in flight: not decodable yet
+            req.in_flight = False
+            if req.finished:
+                continue  # never emit past the final token
             req.generated += 1
             if req.first_token_time is None:
                 req.first_token_time = t

@@ -120,9 +120,6 @@ def test_plain_run_page(context: BrowserContext, plain_report: Path) -> None:
     assert not log.problems(), log.problems()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "pytest-html sorts a column by the cell's HTML as a string and summary.table_row writes "
-    "'10,000.00', so Input TPS sorts as 10,000.00 < 2,500.00 < 30.00 < 900.00"))
 def test_input_tps_sorts_by_number(context: BrowserContext, plain_report: Path) -> None:
     page, log = _open_pytest_html(context, plain_report)
     header = page.locator('#results-table-head th[data-column-type="tps"]')

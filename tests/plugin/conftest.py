@@ -19,7 +19,10 @@ def sweep_dir(
     counter = iter(range(100))
     ports = request.node.stash.setdefault(PORTS_KEY, [])
 
-    def make(configs: str = CONFIGS, scale: int = 2000, **extra: str) -> Path:
+    def make(
+        configs: str = CONFIGS, scale: int = 2000, edits: dict[str, str] | None = None,
+        **extra: str,
+    ) -> Path:
         n = next(counter)
         port = 31000 + (os.getpid() % 200) * 10 + n
         ports.append(port)
@@ -31,6 +34,9 @@ def sweep_dir(
             scale=scale,
             state=tmp_path / f"sim-state-{n}",
         )
+        for old, new in (edits or {}).items():
+            assert old in text, f"{old!r} not in the small matrix"
+            text = text.replace(old, new)
         folder = pytester.path / f"matrix{n}"
         folder.mkdir()
         (folder / "ppsweep.toml").write_text(text)

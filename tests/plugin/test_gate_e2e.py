@@ -1,0 +1,204 @@
+"""Gate a new image: compare with a stored run, reuse identical layouts, resume a killed run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sweephelp import REPO, outcomes, rows
+
+from pytest_ppsweep.lease import find_local
+
+# Big enough rounds that the real-time noise at this time scale stays around a few percent.
+GATE = {
+    "input_len = 4096": "input_len = 16384",
+    "num_requests = 6": "num_requests = 8",
+    "concurrency = [2, 4]": "concurrency = [4]",
+}
+ONE = "\n[[configs]]\npp = 8\ntp = 4\n"
+TWO = ONE + "\n[[configs]]\npp = 4\ntp = 8\n"
+
+
+def slower_profile(tmp_path: Path, factor: float) -> Path:
+    """The shipped profile with every chunk's compute ``factor`` times slower (a worse image)."""
+    src = (REPO / "pytest_ppsweep" / "sim" / "profiles" / "kimi-k3-6000d.toml").read_text()
+    line = next(x for x in src.splitlines() if x.startswith("chunk_gpu_seconds"))
+    value = float(line.split("=")[1].split("#")[0])
+    path = tmp_path / f"slower-{factor}.toml"
+    path.write_text(src.replace(line, f"chunk_gpu_seconds = {value * factor}"))
+    return path
+
+
+def sweep(
+    pytester: pytest.Pytester, folder: Path, reports: Path, *args: str | Path
+) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        str(folder), "-v", "--ppsweep-reports", str(reports), *[str(a) for a in args],
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def reference(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> tuple[Path, Path]:
+    """A passing reference run (the last good image) and its reports folder."""
+    folder = sweep_dir(TWO, scale=200, edits=GATE)
+    reports = tmp_path / "reports"
+    result = sweep(pytester, folder, reports, "--ppsweep-run-id", "good")
+    result.assert_outcomes(passed=8, skipped=2)  # the gate tests skip without a reference
+    return folder, reports
+
+
+def with_profile(folder: Path, profile: Path | None = None, faults: str = "") -> None:
+    toml = folder / "ppsweep.toml"
+    env = "PPSWEEP_SIM_TIME_SCALE"
+    extra = (f'PPSWEEP_SIM_PROFILE = "{profile}", ' if profile else "") + (
+        f'PPSWEEP_SIM_FAULTS = "{faults}", ' if faults else ""
+    )
+    toml.write_text(toml.read_text().replace(f"{env} =", f"{extra}{env} =", 1))
+
+
+def test_within_noise_passes_and_saves_a_baseline(
+    pytester: pytest.Pytester, reference: tuple[Path, Path]
+) -> None:
+    folder, reports = reference
+    result = sweep(pytester, folder, reports, "--ppsweep-compare", "good",
+                   "--ppsweep-threshold", "input_tps:-10%", "--ppsweep-threshold", "ttft_p50:+10%",
+                   "--ppsweep-save-baseline", "gold")
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    seen = outcomes(result.stdout.str())
+    assert seen["test_no_regression[pp8-tp4-ep4-c4]"] == "PASSED"
+    result.stdout.fnmatch_lines(["*ppsweep gate vs*", "*baseline 'gold' saved*"])
+    assert (reports / "baselines" / "gold" / "results.csv").exists()
+    # The stored runs are pytest-benchmark JSON its own CLI can compare.
+    cur = run_dir_named(reports, exclude={"good", "baselines"}) / "benchmark.json"
+    cli = subprocess.run(
+        [sys.executable, "-m", "pytest_benchmark", "compare",
+         str(reports / "good" / "benchmark.json"), str(cur)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "test_prefill[pp8-tp4-ep4-c4]" in cli.stdout
+
+
+def run_dir_named(reports: Path, exclude: set[str]) -> Path:
+    runs = [p for p in reports.iterdir() if p.is_dir() and p.name not in exclude]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_tps_regression_fails_the_gate(
+    pytester: pytest.Pytester, reference: tuple[Path, Path], tmp_path: Path
+) -> None:
+    folder, reports = reference
+    with_profile(folder, slower_profile(tmp_path, 1.5))
+    result = sweep(pytester, folder, reports, "--ppsweep-compare", reports / "good",
+                   "--ppsweep-threshold", "input_tps:-5%", "--ppsweep-image", "local/sglang:new")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    seen = outcomes(result.stdout.str())
+    assert seen["test_no_regression[pp8-tp4-ep4-c4]"] == "FAILED"
+    assert seen["test_prefill[pp8-tp4-ep4-c4]"] == "PASSED"  # the new image works, only slower
+    result.stdout.fnmatch_lines(
+        ["*pp8-tp4-ep4 C=4: Input TPS * vs * (?*threshold ?5 %*regression*"]
+    )
+
+
+def test_ttft_regression_fails_the_gate(
+    pytester: pytest.Pytester, reference: tuple[Path, Path], tmp_path: Path
+) -> None:
+    folder, reports = reference
+    with_profile(folder, slower_profile(tmp_path, 1.5))
+    result = sweep(pytester, folder, reports, "--ppsweep-compare", "good",
+                   "--ppsweep-threshold", "ttft_p50:+5%")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(
+        ["*pp8-tp4-ep4 C=4: TTFT p50 * vs * (+*threshold +5 %*regression*"]
+    )
+
+
+def test_broken_new_image_fails_the_gate(
+    pytester: pytest.Pytester, reference: tuple[Path, Path]
+) -> None:
+    folder, reports = reference
+    with_profile(folder, faults="oom_load")
+    result = sweep(pytester, folder, reports, "--ppsweep-compare", "good")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    seen = outcomes(result.stdout.str())
+    assert seen["test_no_regression[pp8-tp4-ep4-c4]"] == "FAILED"
+    result.stdout.fnmatch_lines(["*pp8-tp4-ep4*did not boot in the current run*broken*"])
+
+
+def test_reuse_skips_identical_layouts_and_lists_differences(
+    pytester: pytest.Pytester, reference: tuple[Path, Path]
+) -> None:
+    folder, reports = reference
+    result = sweep(pytester, folder, reports, "--ppsweep-reuse", "good", "--ppsweep-run-id", "r1")
+    result.assert_outcomes(skipped=10)  # nothing booted: both layouts reused, no gate
+    new = reports / "r1"
+    assert not (new / "progress.log").read_text().count("booting on")
+    reused = rows(new / "results.csv")
+    assert len(reused) == 4 and all(r["reused"] == "True" for r in reused)
+    assert "reused" in (new / "report.html").read_text()
+    # Any difference in the manifest refuses the reuse, and says which.
+    toml = folder / "ppsweep.toml"
+    toml.write_text(toml.read_text().replace("chunked_prefill_size = 8192",
+                                             "chunked_prefill_size = 16384"))
+    result = sweep(pytester, folder, reports, "--ppsweep-reuse", "good", "--ppsweep-run-id", "r2")
+    result.assert_outcomes(passed=8, skipped=2)
+    log = (reports / "r2" / "progress.log").read_text()
+    assert "not reused from good" in log and "chunked_prefill_size: 8192 → 16384" in log
+
+
+def test_resume_after_a_kill_runs_every_round_once(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = sweep_dir(TWO, scale=100, edits=GATE)
+    reports = tmp_path / "reports"
+    cmd = [sys.executable, "-m", "pytest", str(folder), "--ppsweep-reports", str(reports),
+           "--ppsweep-run-id", "killed", "-p", "no:cacheprovider"]
+    proc = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results = reports / "killed" / "results.csv"
+    try:
+        deadline = time.monotonic() + 180
+        while len(rows(results)) < 1 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert rows(results), "no round finished before the kill"
+        proc.send_signal(signal.SIGKILL)  # no cleanup at all: the resume must cope
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    before = rows(results)
+    result = sweep(pytester, folder, reports, "--ppsweep-resume", reports / "killed")
+    assert result.ret == 0, result.stdout.str()[-4000:]
+    after = rows(results)
+    keys = [(r["config_id"], r["concurrency"], r["repeat"]) for r in after]
+    assert sorted(keys) == sorted(
+        (c, "4", str(r)) for c in ("pp8-tp4-ep4", "pp4-tp8-ep4") for r in (1, 2)
+    ), keys  # every round exactly once
+    assert {tuple(r.items()) for r in before} <= {tuple(r.items()) for r in after}
+    assert not find_local("killed")
+    assert len([p for p in reports.iterdir() if p.is_dir()]) == 1  # continued in its own folder
+
+
+def test_bad_gate_options_fail_before_anything_boots(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder, reports = sweep_dir(ONE), tmp_path / "reports"
+    bad = sweep(pytester, folder, reports, "--ppsweep-threshold", "tps:-3")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--ppsweep-threshold:*tps*"])
+    missing = sweep(pytester, folder, reports, "--ppsweep-compare", "nope")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*--ppsweep-compare: reference 'nope'*looked for*"])
+    assert not run_dir_exists(reports)
+
+
+def run_dir_exists(reports: Path) -> bool:
+    return reports.exists() and any(p.is_dir() for p in reports.iterdir())
