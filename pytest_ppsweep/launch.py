@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from pytest_ppsweep.backends import Launcher, RankHandle, launcher_for
-from pytest_ppsweep.logscan import Finding, LogScanner, tail
+from pytest_ppsweep.logscan import Finding, LogScanner, root_cause, tail
 from pytest_ppsweep.matrix import Cluster, Config, Sweep
 from pytest_ppsweep.probe import redact
 from pytest_ppsweep.readiness import BootFailed, wait_until_ready
@@ -223,6 +223,14 @@ class Service:
             if path.exists():
                 out += self.scanner.scan_file(path)
         return out
+
+    def evidence(self, lines: int = 25) -> str:
+        """Fatal log lines so far (root cause first) and every node's log tail, for a failure."""
+        findings = self.findings()
+        root = root_cause(findings)
+        shown = ([str(root)] if root else []) + [str(f) for f in findings if f is not root][:20]
+        head = "matching log lines:\n" + "\n".join(shown) if shown else "no fatal log line"
+        return f"{head}\n{self.log_tail(lines)}"
 
     def log_tail(self, lines: int = 25) -> str:
         parts = []

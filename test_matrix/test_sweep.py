@@ -44,7 +44,7 @@ def test_prefill(
         if values:
             record_property(metric, values[len(values) // 2])  # median over repeats
     problems = completion_problems(ppsweep_config.id, concurrency, rounds)
-    assert not problems, "\n".join(problems)
+    assert not problems, "\n".join(problems) + "\n" + ppsweep_service.service.evidence()
 
 
 def test_logs_clean(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: Config) -> None:
@@ -52,7 +52,12 @@ def test_logs_clean(ppsweep: SweepRun, ppsweep_service: Booted, ppsweep_config: 
     an engine failure or a refused connection."""
     findings = ppsweep_service.service.findings()
     ppsweep.record_logs(ppsweep_config.id, findings)
-    assert not findings, "fatal lines in the service logs:\n" + "\n".join(log_problems(findings))
+    assert not findings, (
+        "fatal lines in the service logs:\n"
+        + "\n".join(log_problems(findings))
+        + "\n"
+        + ppsweep_service.service.log_tail()
+    )
 
 
 def test_gpu_memory(

@@ -145,7 +145,7 @@ def test_non_positive_numbers(tmp_path: Path, old: str, new: str, key: str) -> N
 
 
 def test_unknown_cluster(tmp_path: Path) -> None:
-    refused(SEED, r"unknown cluster 'h100'", r"local, pro6000", cluster="h100")
+    refused(SEED, r"unknown cluster 'h100'", r"local, local-b, pro6000", cluster="h100")
 
 
 def test_plugin_owned_flag_in_server(tmp_path: Path) -> None:

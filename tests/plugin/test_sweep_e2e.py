@@ -46,7 +46,7 @@ def test_small_sweep_passes_and_keeps_the_evidence(
 ) -> None:
     folder, reports = sweep_dir(), tmp_path / "reports"
     result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
-    result.assert_outcomes(passed=10)
+    result.assert_outcomes(passed=10, skipped=4)  # the gate tests skip without --ppsweep-compare
     seen = outcomes(result.stdout.str())
     assert seen["test_prefill[pp4-tp8-ep4-c2]"] == "PASSED"
     assert seen["test_prefill[pp8-tp4-ep4-c4]"] == "PASSED"
@@ -98,7 +98,7 @@ def test_k_collects_and_boots_only_pp8(
 ) -> None:
     reports = tmp_path / "reports"
     result = run(pytester, sweep_dir(), "-v", "-k", "pp8", "--ppsweep-reports", reports)
-    result.assert_outcomes(passed=5, deselected=5)
+    result.assert_outcomes(passed=5, skipped=2, deselected=7)
     assert all("pp8-tp4-ep4" in test for test in outcomes(result.stdout.str()))
     assert sorted(p.name for p in (run_dir(reports) / "service").iterdir()) == ["pp8-tp4-ep4"]
 
@@ -215,7 +215,7 @@ def test_whole_seed_sweep_on_the_emulator(pytester: pytest.Pytester, tmp_path: P
     result = run(
         pytester, REPO / "test_matrix", "--ppsweep-reports", reports, "--ppsweep-time-scale", "1000"
     )
-    result.assert_outcomes(passed=5 * (1 + 2 + 1 + 1))
+    result.assert_outcomes(passed=5 * (1 + 2 + 1 + 1), skipped=5 * 2)
     results = rows(run_dir(reports) / "results.csv")
     assert len(results) == 5 * 2 * 3
     assert all(r["completed"] == "40" and r["failed"] == "0" for r in results)

@@ -67,9 +67,13 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
     folder = pool_sweep(tmp_path / "sweep", tmp_path)
     serial = pytest_run(folder, tmp_path / "serial", "--ppsweep-cluster", "a")
     assert serial.returncode == 0, serial.stdout[-3000:]
-    parallel = pytest_run(folder, tmp_path / "par", "--ppsweep-cluster", "a,b", "-n", "2")
+    assert "25 passed, 10 skipped" in serial.stdout
+    # The gate works under xdist too: the parallel run is compared with the serial one.
+    parallel = pytest_run(folder, tmp_path / "par", "--ppsweep-cluster", "a,b", "-n", "2",
+                          "--ppsweep-compare", str(run_dir(tmp_path / "serial")),
+                          "--ppsweep-threshold", "input_tps:-50%")
     assert parallel.returncode == 0, parallel.stdout[-3000:]
-    assert "25 passed" in parallel.stdout
+    assert "35 passed" in parallel.stdout  # 25 sweep tests + 10 test_no_regression
     key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
     s_rows = rows(run_dir(tmp_path / "serial") / "results.csv")
     p_rows = rows(run_dir(tmp_path / "par") / "results.csv")
