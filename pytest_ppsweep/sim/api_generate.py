@@ -24,46 +24,61 @@ from .jsonfast import dumps, loads_request
 from .sse import DirectSink, install, prepare_stream
 from .state import ServerState
 
-SAMPLING_KEYS = frozenset(
-    {
-        "max_new_tokens",
-        "temperature",
-        "top_p",
-        "top_k",
-        "min_p",
-        "stop",
-        "stop_token_ids",
-        "stop_regex",
-        "ignore_eos",
-        "skip_special_tokens",
-        "spaces_between_special_tokens",
-        "no_stop_trim",
-        "min_new_tokens",
-        "n",
-        "frequency_penalty",
-        "presence_penalty",
-        "repetition_penalty",
-        "json_schema",
-        "regex",
-        "ebnf",
-        "structural_tag",
-        "logit_bias",
-        "sampling_seed",
-        "custom_params",
-        "stream_interval",
-    }
-)
-SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+# SamplingParams of SGLang 0.5.23's JSON contract (sglang/api/v1/api_types.py), in its order:
+# the order of the list in the 400 message for an unknown key.
+SAMPLING_FIELDS = (
+    "max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k",
+    "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens",
+    "n", "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens",
+    "spaces_between_special_tokens", "no_stop_trim", "stream_interval", "logit_bias",
+    "sampling_seed", "custom_params", "beam_width", "watermark", "choice",
+)  # fmt: skip
+SAMPLING_KEYS = frozenset(SAMPLING_FIELDS)
+SSE_HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
 DONE = b"data: [DONE]\n\n"
 
 
 class BadRequest(Exception):
-    """A request error with its JSON body."""
+    """A request error with its JSON body.
 
-    def __init__(self, body: Any, status: int = 400) -> None:
+    ``message`` is set for the errors SGLang raises as a ``ValueError`` inside the tokenizer
+    manager (prompt checks): a streamed request gets those inside a 200 event stream
+    (:func:`stream_error`), not as an HTTP 400 (the schema gate's errors stay 400).
+    """
+
+    def __init__(self, body: Any, status: int = 400, message: str | None = None) -> None:
         super().__init__(str(body))
         self.body = body
         self.status = status
+        self.message = message
+
+
+def value_error(message: str) -> BadRequest:
+    """SGLang's ``ValueError`` answer: 400 ``{"error": {"message": ...}}`` when not streamed."""
+    return BadRequest({"error": {"message": message}}, message=message)
+
+
+def invalid_type(value: Any, expected: str) -> str:
+    """serde's ``invalid_type`` text (the schema gate's 400 body for a wrongly typed value)."""
+    if isinstance(value, bool):
+        shown = f"boolean `{str(value).lower()}`"
+    elif isinstance(value, int):
+        shown = f"integer `{value}`"
+    elif isinstance(value, float):
+        shown = f"floating point `{value}`"
+    elif isinstance(value, str):
+        shown = f'string "{value}"'
+    elif isinstance(value, list):
+        shown = "sequence"
+    else:
+        shown = "map" if isinstance(value, dict) else "null"
+    return f"invalid type: {shown}, expected {expected}"
+
+
+def unknown_field(key: str, fields: tuple[str, ...]) -> str:
+    """serde's ``unknown_field`` text, the schema gate's 400 body (SGLang 0.5.23)."""
+    listed = ", ".join(f"`{f}`" for f in fields)
+    return f"unknown field `{key}`, expected one of {listed}"
 
 
 def json_response(body: Any, status: int = 200) -> web.Response:
@@ -104,29 +119,26 @@ async def read_json(request: web.Request, state: ServerState) -> Any:
 
 
 def check_prompt(state: ServerState, n_tokens: int, max_new: int) -> None:
-    """Context-length and KV-capacity checks (ValueError -> 400 in SGLang)."""
+    """The tokenizer manager's length checks (ValueError), then the KV-capacity check."""
     ctx = state.cfg.mem.context_length
     if n_tokens >= ctx:
-        raise BadRequest(
-            {
-                "error": {
-                    "message": (
-                        f"The input ({n_tokens} tokens) is longer than the model's context length ({ctx} tokens)."  # noqa: E501
-                    )
-                }
-            }
+        raise value_error(
+            f"The input ({n_tokens} tokens) is longer than the model's context length "
+            f"({ctx} tokens)."
+        )
+    if n_tokens + max_new > ctx:
+        raise value_error(
+            f"Requested token count exceeds the model's maximum context length of {ctx} "
+            f"tokens. You requested a total of {n_tokens + max_new} tokens: {n_tokens} tokens "
+            f"from the input messages and {max_new} tokens for the completion. Please reduce "
+            "the number of tokens in the input messages or the completion to fit within the "
+            "limit."
         )
     cap = state.cfg.mem.max_total_num_tokens
     if n_tokens + max_new > cap:
-        raise BadRequest(
-            {
-                "error": {
-                    "message": (
-                        f"Requested token count exceeds the KV cache capacity: {n_tokens} input + {max_new} "  # noqa: E501
-                        f"output > {cap} tokens."
-                    )
-                }
-            }
+        raise value_error(
+            f"Requested token count exceeds the KV cache capacity: {n_tokens} input + "
+            f"{max_new} output > {cap} tokens."
         )
 
 
@@ -146,9 +158,13 @@ def meta_info(
         "reasoning_tokens": 0,
         "completion_tokens": min(done, job.requested_new),
         "cached_tokens": 0,
-        "cached_tokens_details": None,
-        "dp_rank": None,
     }
+    if final:
+        meta["weight_versions"] = [
+            {"version": "default", "start": 0, "end": meta["completion_tokens"]}
+        ]
+    meta["cached_tokens_details"] = None
+    meta["dp_rank"] = None
     if final:
         meta["e2e_latency"] = (req.finish_time or due) - req.created
     if state.cfg.args.enable_metrics:
@@ -209,31 +225,38 @@ class GenerateChunks:
         )
 
 
+async def stream_error(request: web.Request, message: str) -> web.StreamResponse:
+    """A ``ValueError`` of a streamed ``/generate``: HTTP 200, one error event, ``[DONE]``."""
+    resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
+    await resp.prepare(request)
+    await resp.write(b"data: " + dumps(error_message(message)) + b"\n\n" + DONE)
+    await resp.write_eof()
+    return resp
+
+
 def parse_generate(
     body: Any,
 ) -> tuple[int | None, str | None, list[int] | range | None, dict[str, Any]]:
     """Validate a ``/generate`` body: (prompt kind marker, text, ids, sampling_params)."""
     if not isinstance(body, dict):
-        raise BadRequest(error_message("The request body must be a JSON object."))
-    given = [k for k in ("text", "input_ids", "input_embeds") if body.get(k) is not None]
-    if len(given) != 1:
-        raise BadRequest(
-            error_message("Either text, input_ids or input_embeds should be provided.")
-        )
+        raise BadRequest({"error": invalid_type(body, "struct GenerateRequest")})
     params = body.get("sampling_params") or {}
     if isinstance(params, list):
         params = params[0] if params else {}
     if not isinstance(params, dict):
-        raise BadRequest({"error": "sampling_params: Input should be a valid dictionary"})
-    unknown = sorted(set(params) - SAMPLING_KEYS)
+        raise BadRequest({"error": invalid_type(params, "struct SamplingParams")})
+    unknown = [k for k in params if k not in SAMPLING_KEYS]  # serde reports the first one
     if unknown:
-        raise BadRequest({"error": f"sampling_params.{unknown[0]}: Extra inputs are not permitted"})
+        raise BadRequest({"error": unknown_field(unknown[0], SAMPLING_FIELDS)})
+    given = [k for k in ("text", "input_ids", "input_embeds") if body.get(k) is not None]
+    if len(given) != 1:
+        raise value_error("Either text, input_ids or input_embeds should be provided.")
     text = body.get("text")
     ids = body.get("input_ids")
     if given[0] == "input_embeds":
-        raise BadRequest(error_message("input_embeds is not supported by the emulator."))
+        raise value_error("input_embeds is not supported by the emulator.")
     if isinstance(text, list) or (isinstance(ids, list) and ids and isinstance(ids[0], list)):
-        raise BadRequest(error_message("Batch requests are not supported by the emulator."))
+        raise value_error("Batch requests are not supported by the emulator.")
     return (
         None,
         text if isinstance(text, str) else None,
@@ -246,6 +269,7 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     """POST/PUT ``/generate``."""
     state: ServerState = request.app["state"]
     received = time.time()
+    body: Any = None
     try:
         body = await read_json(request, state)
         _, text, ids, params = parse_generate(body)
@@ -253,7 +277,9 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
         max_new = int(params.get("max_new_tokens", 128))
         check_prompt(state, n_prompt, max_new)
     except BadRequest as exc:
-        state.log.line(f"[http_server] Error: {exc.body}")
+        state.log.line(f"[http_server] Error: {exc.message or exc.body}")
+        if exc.message is not None and isinstance(body, dict) and body.get("stream"):
+            return await stream_error(request, exc.message)
         return json_response(exc.body, exc.status)
     engine = state.engine
     assert engine is not None

@@ -54,6 +54,13 @@ DECODE_GRAPH_BS = [
 ]
 
 
+def prefill_graph_bs(max_tokens: int) -> list[int]:
+    """Token counts of the prefill CUDA-graph buckets up to ``max_tokens`` (SGLang's ladder)."""
+    ladder = [*range(4, 33, 4), *range(48, 257, 16), *range(288, 513, 32),
+              *range(576, 1025, 64), *range(1280, max(max_tokens, 0) + 1, 256)]  # fmt: skip
+    return [n for n in ladder if n <= max_tokens]
+
+
 def _num(value: float) -> float | int:
     return int(value) if float(value).is_integer() else value
 
@@ -138,7 +145,11 @@ def server_args_dict(cfg: SimConfig) -> dict[str, Any]:
         "sampling_backend": a.sampling_backend or "flashinfer",
         "cuda_graph_config": {
             "decode": {"backend": decode, "max_bs": 256, "bs": DECODE_GRAPH_BS},
-            "prefill": {"backend": prefill, "max_bs": cfg.chunked_prefill_size, "bs": []},
+            "prefill": {
+                "backend": prefill,
+                "max_bs": cfg.chunked_prefill_size,
+                "bs": prefill_graph_bs(cfg.chunked_prefill_size),
+            },
         },
         "disable_cuda_graph": a.disable_cuda_graph,
         "disable_decode_cuda_graph": a.disable_decode_cuda_graph,
@@ -194,7 +205,13 @@ def server_info(
         "max_total_num_tokens": mem.max_total_num_tokens,
         "max_req_input_len": max_req_len - 5,
         "startup_time": startup,
-        "hicache_object_layout": None,
+        "hicache_object_layout": {
+            "enabled": False,
+            "backend": None,
+            "page_size": cfg.args.page_size,
+            "hicache_object_layout": {"pools": []},
+            "reason": "Hierarchical cache is disabled",
+        },
         "kv_events": None,
         "internal_states": [internal],
         "version": SGLANG_VERSION,
@@ -210,23 +227,61 @@ def server_info(
 
 
 def model_info(cfg: SimConfig) -> dict[str, Any]:
-    """``/model_info`` (NEW keys)."""
+    """``/model_info`` (NEW keys, in SGLang 0.5.23's order, with its ``embedding`` plan)."""
     a, m = cfg.args, cfg.profile.model
     return {
         "model_path": a.model_path,
+        "served_model_name": cfg.served_model_name,
         "tokenizer_path": a.tokenizer_path or a.model_path,
         "is_generation": True,
         "preferred_sampling_params": None,
         "weight_version": "default",
-        "has_image_understanding": False,
-        "has_audio_understanding": False,
-        "served_model_name": cfg.served_model_name,
         "load_format": "auto",
         "reasoning_parser": None,
         "tool_call_parser": None,
         "disaggregation_mode": "null",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
         "model_type": m.model_type,
         "architectures": list(m.architectures),
+        "embedding": _embedding_plan(cfg),
+    }
+
+
+def _embedding_plan(cfg: SimConfig) -> dict[str, Any]:
+    """The resolved embedding plan of a generation model (embedding disabled)."""
+    radix_off = cfg.args.disable_radix_cache
+    return {
+        "family": "none",
+        "task": "none",
+        "execution": "none",
+        "attention": "none",
+        "pooling": "model_defined",
+        "normalize": False,
+        "postprocessor": "none",
+        "tokenizer_special_tokens": "model_default",
+        "supports_dimensions": False,
+        "supports_token_embeddings": False,
+        "supports_multimodal": False,
+        "requires_embedding_flag": False,
+        "auto_enable_embedding": False,
+        "bcg_eligibility": "disabled",
+        "safe_disable_kv_cache": False,
+        "safe_disable_radix_cache": False,
+        "safe_disable_chunked_prefill": False,
+        "enabled": False,
+        "matryoshka_dimensions": [],
+        "bcg": {
+            "prefill_backend": "disabled",
+            "enabled": False,
+            "capture_token_budget": cfg.chunked_prefill_size,
+            "capture_batch_sizes": prefill_graph_bs(cfg.chunked_prefill_size),
+        },
+        "cache": {
+            "kv_cache_disabled": False,
+            "radix_cache_disabled": radix_off,
+            "chunked_prefill_disabled": cfg.chunked_prefill_size <= 0,
+        },
     }
 
 

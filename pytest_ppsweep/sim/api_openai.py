@@ -38,11 +38,23 @@ def _prompt_tokens(prompt: Any) -> int:
 
 
 def _usage(job: Job) -> dict[str, Any]:
+    """SGLang's ``UsageInfo`` (field order kept); the stream's usage chunk drops the nulls."""
     done = min(len(job.ids), job.requested_new)
     return {
         "prompt_tokens": job.req.prompt_tokens,
-        "completion_tokens": done,
         "total_tokens": job.req.prompt_tokens + done,
+        "completion_tokens": done,
+        "prompt_tokens_details": None,
+        "reasoning_tokens": 0,
+        "completion_tokens_details": None,
+    }
+
+
+def _metadata(job: Job) -> dict[str, Any]:
+    done = min(len(job.ids), job.requested_new)
+    return {
+        "weight_version": "default",
+        "weight_versions": [{"version": "default", "start": 0, "end": done}],
     }
 
 
@@ -63,8 +75,9 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
         if max_tokens <= 0:
             raise BadRequest(openai_error("max_tokens must be positive"))
         check_prompt(state, n_prompt, max_tokens)
-    except BadRequest as exc:
-        return json_response(exc.body, exc.status)
+    except BadRequest as exc:  # the prompt checks' ValueErrors as OpenAI errors, streamed or not
+        err = openai_error(exc.message) if exc.message is not None else exc.body
+        return json_response(err, exc.status)
     engine = state.engine
     assert engine is not None
     rid = str(body.get("rid") or uuid.uuid4().hex)
@@ -93,7 +106,8 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
                         "matched_stop": None,
                     }
                 ],
-                "usage": {**_usage(job), "prompt_tokens_details": None},
+                "usage": _usage(job),
+                "metadata": _metadata(job),
             }
         )
     chunks = CompletionChunks(
@@ -166,7 +180,7 @@ class CompletionChunks:
                 "created": self.created,
                 "model": self.model,
                 "choices": [],
-                "usage": _usage(job),
+                "usage": {k: v for k, v in _usage(job).items() if v is not None},
             }
             out += b"data: " + dumps(usage_chunk) + b"\n\n"
         self.final_sent = final

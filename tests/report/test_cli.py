@@ -29,7 +29,8 @@ def test_report_rebuilds_csv_and_html(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert f"report: {run / 'report-rebuilt.html'}" in done.stdout
     assert "8 / 4 / 4" in done.stdout and "+170.40 %" in done.stdout
-    assert all(len(line) <= 100 for line in done.stdout.splitlines())
+    # The tables fit 100 columns; only lines naming this machine's paths may be longer.
+    assert all(len(line) <= 100 for line in done.stdout.splitlines() if str(run) not in line)
     html = (run / "report-rebuilt.html").read_text(encoding="utf-8")
     assert "<svg" in html and "pp8-tp4-ep4" in html
     with (run / "summary.csv").open(newline="") as handle:

@@ -28,8 +28,13 @@ def hostile_run(tmp_path: Path) -> Path:
     configs = [config_row(HOSTILE_ID, 8, 4, 4, 0, 79_000, log_clean=False, log_findings=IMG),
                config_row("pp4/../x", 4, 8, 4, 1, 82_000, boot_error=SCRIPT,
                           mem_worst_node=IMG)]
-    return write_run(tmp_path / "hostile", rows, configs, image=SCRIPT, cluster=IMG,
-                     matrix=f"{SCRIPT}.toml", sglang_version=IMG, run_id=SCRIPT)
+    run = write_run(tmp_path / "hostile", rows, configs, image=SCRIPT, cluster=IMG,
+                    matrix=f"{SCRIPT}.toml", sglang_version=IMG, run_id=SCRIPT)
+    # Evidence folders exist, so the report links them (a missing one is plain text).
+    (run / "service" / HOSTILE_ID).mkdir(parents=True)
+    for sub in ("pp4", "x"):
+        (run / "raw" / sub).mkdir(parents=True)
+    return run
 
 
 def test_hostile_strings_are_escaped(hostile_run: Path) -> None:
