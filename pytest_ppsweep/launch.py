@@ -194,6 +194,7 @@ class Service:
 
     def start(self) -> None:
         """Start every rank (rank 0 first, it hosts the rendezvous)."""
+        self._keep_previous_logs()
         self.write_commands()
         for spec in self.specs:
             labels = {
@@ -206,6 +207,16 @@ class Service:
             with _LIVE_LOCK:
                 _LIVE.add(proc)
             self.procs.append(proc)
+
+    def _keep_previous_logs(self) -> None:
+        # A resumed run boots a layout again: its earlier logs stay as evidence under another
+        # name, and the fail-fast watch and the log scan read only this boot's lines.
+        for path in self.log_paths:
+            if path.exists():
+                n = 1
+                while path.with_name(f"{path.name}.{n}").exists():
+                    n += 1
+                path.rename(path.with_name(f"{path.name}.{n}"))
 
     def wait_ready(self, timeout_s: float) -> float:
         """Block until rank 0 and every other rank answer /health 200; returns boot seconds."""

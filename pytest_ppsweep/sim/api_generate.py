@@ -345,6 +345,12 @@ async def _stream_generate(
             await resp.write(chunks.encode(due))
             if chunks.final_sent:
                 break
+    except ConnectionResetError:
+        # The client went away: SGLang aborts the request quietly (no Traceback in its log).
+        job.sink = None
+        engine.abort(job)
+        state.log.line("Client disconnected; the request was aborted.")
+        return resp
     except BaseException:
         job.sink = None
         engine.abort(job)
