@@ -197,7 +197,9 @@ class Services:
         assert not left, f"processes left running: {left}"
 
 
-@pytest.fixture(scope="session")
+# Module scope: both services stop when this file's tests end. Real SGLang's CPU schedulers
+# spin even when idle, so keeping them for the whole session would slow every later test.
+@pytest.fixture(scope="module")
 def _services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     both = Services(tmp_path_factory.mktemp("conformance"))
     try:
@@ -206,13 +208,13 @@ def _services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
         both.stop()
 
 
-@pytest.fixture(scope="session", params=KINDS)
+@pytest.fixture(scope="module", params=KINDS)
 def service(request: pytest.FixtureRequest, _services: Services) -> Service:
     """One booted 2-node PP2 service: the emulator or real SGLang 0.5.23 (CPU)."""
     return _services.get(request.param)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def info(service: Service) -> dict[str, Any]:
     return server_info(service.url())
 
