@@ -71,7 +71,9 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
     # The gate works under xdist too: the parallel run is compared with the serial one.
     parallel = pytest_run(folder, tmp_path / "par", "--ppsweep-cluster", "a,b", "-n", "2",
                           "--ppsweep-compare", str(run_dir(tmp_path / "serial")),
-                          "--ppsweep-threshold", "input_tps:-50%")
+                          # At this time scale a few rounds of 8 requests are noisy.
+                          "--ppsweep-threshold", "input_tps:-50%",
+                          "--ppsweep-threshold", "ttft_p50:+200%")
     assert parallel.returncode == 0, parallel.stdout[-3000:]
     assert "35 passed" in parallel.stdout  # 25 sweep tests + 10 test_no_regression
     key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
@@ -151,4 +153,4 @@ def test_auto_starts_one_worker_per_cluster(tmp_path: Path) -> None:
     res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "auto",
                      "--ppsweep-config", "pp8,pp4")
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "2 workers [10 items]" in res.stdout
+    assert "2 workers [14 items]" in res.stdout  # 10 sweep tests + 4 gate tests (skipped)
