@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pytest_ppsweep.hosts import CommandResult, LocalHost
-from pytest_ppsweep.matrix import Cluster, Host
+from pytest_ppsweep.matrix import Cluster, Host, Sweep
+from pytest_ppsweep.remote import SshSettings, ssh_host
 
 if TYPE_CHECKING:
     from pytest_ppsweep.launch import RankSpec
@@ -60,18 +61,33 @@ def label_env(label: str) -> str:
 
 
 def host_for(cluster: Cluster, host: Host) -> CommandHost:
-    """The command runner of one node of ``cluster``."""
+    """The command runner of one node of ``cluster`` (ssh: one shared connection per node)."""
     if cluster.kind == "local":
         return LocalHost(host.name, host.address)
+    if cluster.kind == "ssh":
+        return ssh_host(host.name, host.address, SshSettings.from_cluster(cluster))
     raise NotImplementedError(
         f"cluster {cluster.name!r}: kind {cluster.kind!r} has no host backend in this version"
     )
 
 
-def launcher_for(cluster: Cluster) -> Launcher:
-    """The rank launcher of ``cluster``."""
+def launcher_for(cluster: Cluster, sweep: Sweep | None = None) -> Launcher:
+    """The rank launcher of ``cluster``. The docker launcher takes image, model path and devices
+    from ``sweep``; built without one it only validates the cluster (and cannot start ranks)."""
     if cluster.kind == "local" and cluster.launcher == "process":
         return LocalLauncher()
+    if cluster.kind == "ssh" and cluster.launcher == "process":
+        from pytest_ppsweep.ssh_launch import SshProcessLauncher
+
+        settings = SshSettings.from_cluster(cluster)
+        return SshProcessLauncher({h.address: ssh_host(h.name, h.address, settings)
+                                   for h in cluster.hosts})
+    if cluster.kind == "ssh" and cluster.launcher == "docker":
+        from pytest_ppsweep.docker_launch import DockerLauncher
+
+        if sweep is None:
+            return DockerLauncher(cluster)
+        return DockerLauncher(cluster, sweep.image, sweep.model_path, sweep.devices)
     raise NotImplementedError(
         f"cluster {cluster.name!r}: {cluster.kind} + {cluster.launcher} has no launcher in this "
         "version"

@@ -168,7 +168,7 @@ class Service:
         self.progress = progress
         self.scanner = scanner or LogScanner(sweep.fatal_patterns)
         self.run_id = run_id
-        self.launcher = launcher or launcher_for(cluster)
+        self.launcher = launcher or launcher_for(cluster, sweep)
         self.procs: list[RankHandle] = []
         self.boot_s: float | None = None
         self.boot_error: str | None = None

@@ -91,6 +91,15 @@ def addoption(parser: pytest.Parser) -> None:
         "repeatable or comma-separated. Unlike `-k pp1`, `--ppsweep-config pp1` never selects "
         "pp16.",
     )
+    group.addoption(
+        "--ppsweep-reap",
+        dest="ppsweep_reap",
+        action="store_true",
+        default=False,
+        help="before the first boot, stop and remove the rank containers/processes that earlier "
+        "(crashed or killed) runs left on the nodes of an ssh cluster, found by their labels. "
+        "Without it such leftovers are only reported.",
+    )
 
 
 def get(config: pytest.Config, name: str) -> str | None:

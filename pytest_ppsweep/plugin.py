@@ -7,6 +7,7 @@ docs/ARCHITECTURE.md).
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Generator
 from pathlib import Path
@@ -190,8 +191,66 @@ def _pool(config: pytest.Config, run: SweepRun) -> Any:
     return config.stash[_POOL_KEY]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Before the first boot (controller only): leftovers of earlier runs on ssh clusters are
+    reported, or removed with --ppsweep-reap; then every node of every cluster is checked at
+    once. Any problem is a usage error listing all of them, and nothing is booted."""
+    config = session.config
+    run = config.stash.get(RUN_KEY, None)
+    if run is None or _is_worker(config) or config.option.collectonly:
+        return
+    from pytest_ppsweep import preflight, reap
+
+    for cluster in run.clusters:
+        if cluster.kind == "ssh":
+            # a node that cannot be asked is left to the preflight, which reports it
+            leftovers = reap.find(cluster, errors=[])
+            if leftovers and config.getoption("ppsweep_reap"):
+                failed = reap.remove(cluster, leftovers)
+                if failed:
+                    raise pytest.UsageError(
+                        f"--ppsweep-reap: cluster {cluster.name}: could not remove:\n"
+                        + "\n".join(f"  - {f}" for f in failed)
+                    )
+                run.progress(
+                    f"cluster {cluster.name}: removed {len(leftovers)} leftover rank(s) of "
+                    "earlier runs"
+                )
+            elif leftovers:
+                run.progress(
+                    f"WARNING: cluster {cluster.name}: {len(leftovers)} rank(s) of earlier runs "
+                    f"are still on the nodes (remove them with --ppsweep-reap):\n"
+                    + reap.describe(leftovers)
+                )
+        problems = preflight.check(run.sweep, cluster)
+        if problems:
+            raise pytest.UsageError(preflight.message(cluster, problems))
+        run.store.write_json(
+            f"metadata/nodes-{cluster.name}.json", preflight.metadata(run.sweep, cluster)
+        )
+
+
+def _reap_own(run: SweepRun) -> None:
+    """Whatever this run still has on the nodes of an ssh cluster (a rank whose start was
+    interrupted, a worker that crashed) is removed by its run label."""
+    from pytest_ppsweep import reap
+
+    for cluster in run.clusters:
+        if cluster.kind != "ssh":
+            continue
+        errors: list[str] = []
+        left = reap.find(cluster, run_id=run.store.run_id, errors=errors)
+        failed = reap.remove(cluster, left) if left else []
+        for problem in errors + failed:
+            sys.stderr.write(f"ppsweep: cleanup of cluster {cluster.name}: {problem}\n")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     launch.stop_all()
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None:
+        _reap_own(run)
     previous = config.stash.get(_SIGTERM_KEY, None)
     if previous is not None and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, previous)

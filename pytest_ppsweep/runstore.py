@@ -13,7 +13,7 @@ import fcntl
 import io
 import json
 import os
-import shutil
+import re
 import threading
 from collections.abc import Iterator, Mapping
 from datetime import datetime
@@ -128,7 +128,9 @@ class RunStore:
             _atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
     def copy_matrix(self, matrix: Path) -> None:
-        shutil.copyfile(matrix, self.dir / "metadata" / matrix.name)
+        """The sweep file as evidence, with the values of secret-looking keys redacted."""
+        text = matrix.read_text(encoding="utf-8")
+        _atomic_write(self.dir / "metadata" / matrix.name, _SECRET_VALUE.sub(_redact_pair, text))
 
     def append_result(self, row: Mapping[str, Any]) -> None:
         """One round, flushed to disk before returning."""
@@ -202,6 +204,17 @@ class RunStore:
 
     def open_raw(self, config_id: str, concurrency: int, repeat: int) -> TextIO:
         return self.raw_path(config_id, concurrency, repeat).open("w", encoding="utf-8")
+
+
+_SECRET_VALUE = re.compile(r'(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)(?P<eq>\s*=\s*)"(?P<value>[^"]*)"')
+
+
+def _redact_pair(match: re.Match[str]) -> str:
+    from pytest_ppsweep.probe import REDACTED, is_secret_key
+
+    if not is_secret_key(match.group("key")) or not match.group("value"):
+        return match.group(0)
+    return f'{match.group("key")}{match.group("eq")}"{REDACTED}"'
 
 
 def _cell(value: Any) -> Any:

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Test hosts for the remote backends: 4 network-namespace "hosts" h601-h604 (10.200.0.101-104) on
+# bridge br-infra (10.200.0.1/24), each with its own sshd (own UTS, PID and mount namespace, so
+# `hostname`, process ids and /dev/shm are per host) and, with --docker, its own dockerd.
+#
+#   sudo bash scripts/provision_test_hosts.sh [--docker]     # idempotent; prints what it did
+#   sudo bash scripts/teardown_test_hosts.sh [--purge]       # stops and removes all of it
+#
+# Everything lives under $PPSWEEP_TEST_HOSTS (default /tmp/ppsweep-test-hosts):
+#   ssh/id_ed25519          client key (root and the sudo test user log in with it)
+#   ssh/known_hosts         the hosts' keys, "10.200.0.101 ssh-ed25519 ..."
+#   sudo/password           password of user ppsweep-test (sudo asks for it), mode 600
+#   hosts/<h>/              sshd config, host key, sshd.log
+#   docker/<h>/docker.sock  the host's dockerd (ssh sessions get DOCKER_HOST pointing at it)
+#   test-hosts.env          KEY=VALUE summary read by tests/remote/conftest.py
+#
+# Why the namespaces look like this (all verified on Debian 12, kernel 6.x, no systemd):
+# - sshd runs as PID 1 of its own PID namespace: it reaps orphans (a rank started with setsid
+#   over SSH is re-parented to it), and killing it ends every process of that host.
+# - dockerd is started with `nsenter --net`, not `ip netns exec` (which remounts /sys and hides
+#   /sys/fs/cgroup: "Devices cgroup isn't mounted").
+# - a no-op nvidia-container-runtime-hook on dockerd's PATH makes GPU device requests succeed.
+# - no default route in the namespaces: traffic stays on 10.200.0.0/24.
+set -euo pipefail
+
+WITH_DOCKER=0
+for arg in "$@"; do
+  case "$arg" in
+    --docker) WITH_DOCKER=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $arg (expected --docker)" >&2; exit 2 ;;
+  esac
+done
+if [ "$(id -u)" != 0 ]; then
+  echo "provision_test_hosts.sh: needs root (network namespaces, sshd, dockerd)" >&2
+  exit 77
+fi
+
+ROOT=${PPSWEEP_TEST_HOSTS:-/tmp/ppsweep-test-hosts}
+NS_LIST=${NS_LIST:-"h601 h602 h603 h604"}
+BRIDGE=br-infra
+NET=10.200.0
+SUDO_USER_NAME=ppsweep-test
+t0=$(date +%s.%N)
+say() { printf 'provision: %s\n' "$*"; }
+
+# -- packages -------------------------------------------------------------------------------
+need=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v sudo >/dev/null 2>&1 || need+=(sudo)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+if [ "$WITH_DOCKER" = 1 ]; then
+  command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+fi
+if [ "${#need[@]}" -gt 0 ]; then
+  say "installing ${need[*]} (apt-get)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+SSHD=$(command -v sshd || echo /usr/sbin/sshd)
+
+mkdir -p "$ROOT/ssh" "$ROOT/hosts" "$ROOT/sudo" /run/sshd
+chmod 700 "$ROOT/ssh" "$ROOT/sudo"
+
+# -- client key -----------------------------------------------------------------------------
+if [ ! -f "$ROOT/ssh/id_ed25519" ]; then
+  ssh-keygen -q -t ed25519 -N '' -C ppsweep-test-client -f "$ROOT/ssh/id_ed25519"
+  say "client key $ROOT/ssh/id_ed25519 created"
+fi
+# sshd reads authorized_keys as the user logging in: keep it outside the 700 ssh/ folder
+mkdir -p "$ROOT/authorized"
+chmod 755 "$ROOT" "$ROOT/authorized"
+cp "$ROOT/ssh/id_ed25519.pub" "$ROOT/authorized/keys"
+chmod 644 "$ROOT/authorized/keys"
+
+# -- sudo test user (password in a file; sudo asks for it) ---------------------------------
+if ! id "$SUDO_USER_NAME" >/dev/null 2>&1; then
+  useradd --no-create-home --home-dir "$ROOT/home" --shell /bin/sh "$SUDO_USER_NAME"
+  say "user $SUDO_USER_NAME created"
+fi
+usermod --home "$ROOT/home" "$SUDO_USER_NAME"
+mkdir -p "$ROOT/home"
+chown "$SUDO_USER_NAME" "$ROOT/home"
+if [ ! -s "$ROOT/sudo/password" ]; then
+  (umask 077; head -c 18 /dev/urandom | base64 | tr -d '/+=' > "$ROOT/sudo/password")
+fi
+echo "$SUDO_USER_NAME:$(cat "$ROOT/sudo/password")" | chpasswd
+printf '%s ALL=(ALL:ALL) ALL\nDefaults:%s !lecture\n' "$SUDO_USER_NAME" "$SUDO_USER_NAME" \
+  > /etc/sudoers.d/ppsweep-test
+chmod 440 /etc/sudoers.d/ppsweep-test
+
+# -- bridge ---------------------------------------------------------------------------------
+if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+  ip link add "$BRIDGE" type bridge
+  say "bridge $BRIDGE created"
+fi
+ip addr replace "$NET.1/24" dev "$BRIDGE"
+ip link set "$BRIDGE" up
+
+# -- fake NVIDIA runtime hook (dockerd registers its "nvidia" device driver when it finds it) -
+mkdir -p "$ROOT/fakegpu"
+cat > "$ROOT/fakegpu/nvidia-container-runtime-hook" <<EOF
+#!/bin/sh
+# no-op stand-in for NVIDIA's hook: lets DeviceRequest(capabilities=[["gpu"]]) succeed
+echo "\$(date +%T) \$*" >> "$ROOT/fakegpu/hook.log"; cat >/dev/null; exit 0
+EOF
+chmod +x "$ROOT/fakegpu/nvidia-container-runtime-hook"
+
+# alive: the pid file's process runs (a zombie does not count: this init may not reap orphans)
+alive() {
+  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null \
+    && ! grep -q '^State:[[:space:]]*Z' "/proc/$(cat "$1")/status" 2>/dev/null
+}
+
+: > "$ROOT/ssh/known_hosts.tmp"
+: > "$ROOT/hosts.txt.tmp"
+i=0
+for ns in $NS_LIST; do
+  i=$((i + 1)); addr=$NET.$((100 + i)); short=${ns#h}
+  d=$ROOT/hosts/$ns; dk=$ROOT/docker/$ns
+  mkdir -p "$d"
+  # network namespace + veth on the bridge
+  if ! ip netns list | grep -qw "^$ns"; then
+    ip netns add "$ns"
+    ip link del "veth$short" 2>/dev/null || true  # a pair left by a namespace still going away
+    ip link add "veth$short" type veth peer name "eth0-$short"
+    ip link set "veth$short" master "$BRIDGE" up
+    ip link set "eth0-$short" netns "$ns"
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set "eth0-$short" name eth0
+    ip -n "$ns" addr add "$addr/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    say "namespace $ns ($addr) created"
+  fi
+  [ -f "$d/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$d/ssh_host_ed25519_key"
+  cat > "$d/sshd_config.new" <<EOF
+ListenAddress $addr:22
+HostKey $d/ssh_host_ed25519_key
+PidFile none
+AuthorizedKeysFile $ROOT/authorized/keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+MaxStartups 200:30:400
+MaxSessions 100
+Subsystem sftp /usr/lib/openssh/sftp-server
+LogLevel INFO
+SetEnv DOCKER_HOST=unix://$dk/docker.sock
+EOF
+  "$SSHD" -t -f "$d/sshd_config.new"
+  changed=0
+  cmp -s "$d/sshd_config.new" "$d/sshd_config" || changed=1
+  mv "$d/sshd_config.new" "$d/sshd_config"
+  if alive "$d/host.pid" && [ "$changed" = 1 ]; then
+    # sshd re-reads its configuration on SIGHUP; it is the only child of unshare
+    for p in $(ps -o pid= --ppid "$(cat "$d/host.pid")"); do kill -HUP "$p"; done
+    say "sshd of $ns reloaded (configuration changed)"
+  fi
+  if ! alive "$d/host.pid"; then
+    # unshare forks sshd as PID 1 of a new PID namespace (--kill-child: killing unshare ends the
+    # host); a private mount namespace gives the host its own /proc and /dev/shm.
+    nsenter --net="/run/netns/$ns" unshare --uts --pid --fork --kill-child --mount-proc \
+      sh -c "hostname $ns && mount -t tmpfs -o mode=1777,size=1g shm /dev/shm && \
+             exec $SSHD -D -f $d/sshd_config -E $d/sshd.log" </dev/null >"$d/host.out" 2>&1 &
+    echo $! > "$d/host.pid"
+    say "sshd of $ns started (pid $(cat "$d/host.pid"))"
+  fi
+  echo "$addr $(cut -d' ' -f1,2 "$d/ssh_host_ed25519_key.pub")" >> "$ROOT/ssh/known_hosts.tmp"
+  echo "$ns $addr" >> "$ROOT/hosts.txt.tmp"
+
+  if [ "$WITH_DOCKER" = 1 ]; then
+    mkdir -p "$dk/data" "$dk/exec"
+    if ! alive "$dk/dockerd.bgpid"; then
+      rm -f "$dk/dockerd.pid"
+      PATH=$ROOT/fakegpu:$PATH nsenter --net="/run/netns/$ns" unshare --uts sh -c \
+        "hostname $ns && exec dockerd --data-root $dk/data --exec-root $dk/exec \
+           -H unix://$dk/docker.sock --pidfile $dk/dockerd.pid \
+           --iptables=false --ip6tables=false --bridge=none" </dev/null >"$dk/dockerd.log" 2>&1 &
+      echo $! > "$dk/dockerd.bgpid"
+      say "dockerd of $ns started (pid $(cat "$dk/dockerd.bgpid"))"
+    fi
+  fi
+done
+mv "$ROOT/ssh/known_hosts.tmp" "$ROOT/ssh/known_hosts"
+mv "$ROOT/hosts.txt.tmp" "$ROOT/hosts.txt"
+# host names resolve (sudo looks its own host name up); a marked block the teardown removes
+if ! grep -q '# ppsweep-test-hosts begin' /etc/hosts; then
+  { echo "# ppsweep-test-hosts begin"; awk '{print $2, $1}' "$ROOT/hosts.txt"; echo "# ppsweep-test-hosts end"; } >> /etc/hosts
+fi
+
+# -- wait until every sshd (and dockerd) answers ------------------------------------------
+while read -r ns addr; do
+  ok=0
+  for _ in $(seq 1 100); do
+    if (exec 3<>"/dev/tcp/$addr/22") 2>/dev/null; then ok=1; break; fi
+    sleep 0.05
+  done
+  [ "$ok" = 1 ] || { echo "sshd of $ns ($addr) does not answer; see $ROOT/hosts/$ns/sshd.log" >&2; exit 1; }
+  if [ "$WITH_DOCKER" = 1 ]; then
+    sock=$ROOT/docker/$ns/docker.sock; ok=0
+    for _ in $(seq 1 200); do
+      if docker -H "unix://$sock" version >/dev/null 2>&1; then ok=1; break; fi
+      sleep 0.05
+    done
+    [ "$ok" = 1 ] || { echo "dockerd of $ns does not answer; see $ROOT/docker/$ns/dockerd.log" >&2; exit 1; }
+  fi
+done < "$ROOT/hosts.txt"
+
+cat > "$ROOT/test-hosts.env" <<EOF
+ROOT=$ROOT
+HOSTS=$(awk '{printf "%s%s=%s", (NR>1?",":""), $1, $2}' "$ROOT/hosts.txt")
+SSH_KEY=$ROOT/ssh/id_ed25519
+KNOWN_HOSTS=$ROOT/ssh/known_hosts
+SUDO_USER=$SUDO_USER_NAME
+SUDO_PASSWORD_FILE=$ROOT/sudo/password
+DOCKER=$WITH_DOCKER
+DOCKER_SOCKETS=$(for ns in $NS_LIST; do printf '%s=unix://%s/docker/%s/docker.sock,' "$ns" "$ROOT" "$ns"; done | sed 's/,$//')
+EOF
+say "ready in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s: $(tr '\n' ' ' < "$ROOT/hosts.txt")(docker: $WITH_DOCKER) — $ROOT/test-hosts.env"

@@ -1,0 +1,267 @@
+"""Plain helpers of the remote-backend tests: the provisioned test hosts, matrices for them, and
+what a host still runs (containers and rank processes) after a scenario."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "scripts"
+SEED = REPO / "test_matrix" / "ppsweep.toml"
+ACCEPTANCE = REPO / "test_matrix" / "test_sweep.py"
+IMAGE = "local/ppsweep-sim:test"
+ROOT = Path(os.environ.get("PPSWEEP_TEST_HOSTS", "/tmp/ppsweep-test-hosts"))
+SECRET_TOKEN = "hf_not-a-real-token-1234"  # a secret env value that must never be written out
+
+
+@dataclass(frozen=True)
+class TestHosts:
+    """The namespace hosts h601-h604 made by scripts/provision_test_hosts.sh."""
+
+    __test__ = False  # not a test class
+
+    root: Path
+    hosts: tuple[tuple[str, str], ...]  # (name, address)
+    ssh_key: str
+    known_hosts: str
+    sudo_user: str
+    sudo_password_file: str
+    sockets: dict[str, str] = field(default_factory=dict)  # name -> unix:// socket of its dockerd
+
+    @classmethod
+    def load(cls, root: Path = ROOT) -> TestHosts:
+        env = dict(
+            line.split("=", 1)
+            for line in (root / "test-hosts.env").read_text().splitlines()
+            if "=" in line
+        )
+        pairs = [p.split("=", 1) for p in env["HOSTS"].split(",")]
+        sockets = dict(p.split("=", 1) for p in env.get("DOCKER_SOCKETS", "").split(",") if p)
+        return cls(
+            root=root,
+            hosts=tuple((n, a) for n, a in pairs),
+            ssh_key=env["SSH_KEY"],
+            known_hosts=env["KNOWN_HOSTS"],
+            sudo_user=env["SUDO_USER"],
+            sudo_password_file=env["SUDO_PASSWORD_FILE"],
+            sockets=sockets,
+        )
+
+    @property
+    def password(self) -> str:
+        return Path(self.sudo_password_file).read_text().strip()
+
+    def hosts_toml(self) -> str:
+        return "[" + ", ".join(f'{{ name = "{n}", address = "{a}" }}' for n, a in self.hosts) + "]"
+
+    def netns_inodes(self) -> set[int]:
+        return {os.stat(f"/run/netns/{name}").st_ino for name, _ in self.hosts}
+
+
+def run_script(name: str, *args: str, timeout: float = 900) -> tuple[float, str]:
+    """Run scripts/<name>; returns (seconds, output); raises with the output on failure."""
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        ["bash", str(SCRIPTS / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        raise RuntimeError(f"scripts/{name} {' '.join(args)} exited {proc.returncode}:\n{out}")
+    return time.monotonic() - t0, out
+
+
+# -- what is left on the hosts ------------------------------------------------------------------
+
+
+def containers(hosts: TestHosts) -> dict[str, list[str]]:
+    """Rank containers (label ppsweep.run) on each host, through its dockerd's local socket."""
+    out: dict[str, list[str]] = {}
+    for name, sock in hosts.sockets.items():
+        client = docker.DockerClient(base_url=sock, version="1.41")
+        try:
+            found = client.containers.list(all=True, filters={"label": "ppsweep.run"})
+            if found:
+                out[name] = [f"{c.name} ({c.status})" for c in found]
+        finally:
+            client.close()
+    return out
+
+
+@dataclass(frozen=True)
+class RankProcess:
+    """A labelled process seen from here: ids in the root PID namespace and on its host."""
+
+    pid: int
+    pgid: int
+    host_pid: int  # as the host (its own PID namespace) numbers it
+    host_pgid: int
+    cmd: str
+
+
+def rank_processes(hosts: TestHosts) -> list[RankProcess]:
+    """Labelled rank processes inside the hosts' network namespaces (the root PID namespace
+    sees every host's processes)."""
+    inodes = hosts.netns_inodes()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry / "ns" / "net").st_ino not in inodes:
+                continue
+            if b"PPSWEEP_RUN=" not in (entry / "environ").read_bytes():
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:300]
+            status = dict(
+                line.split(":", 1) for line in (entry / "status").read_text().splitlines()
+            )
+            pgid = os.getpgid(int(entry.name))
+        except (OSError, ProcessLookupError, ValueError):
+            continue
+        host_pid = int(status["NSpid"].split()[-1])
+        host_pgid = int(status["NSpgid"].split()[-1])
+        found.append(RankProcess(int(entry.name), pgid, host_pid, host_pgid, cmd))
+    return found
+
+
+def leftovers(hosts: TestHosts) -> list[str]:
+    """Everything a scenario left behind, described; [] when the hosts are clean."""
+    left = [f"{h}: container {c}" for h, cs in containers(hosts).items() for c in cs]
+    left += [f"process {p.pid} (group {p.pgid}): {p.cmd}" for p in rank_processes(hosts)]
+    return left
+
+
+def clean(hosts: TestHosts) -> None:
+    """Remove every rank container and process group from the hosts (after a failed check)."""
+    for sock in hosts.sockets.values():
+        client = docker.DockerClient(base_url=sock, version="1.41")
+        try:
+            for c in client.containers.list(all=True, filters={"label": "ppsweep.run"}):
+                c.remove(force=True)
+        finally:
+            client.close()
+    for proc in rank_processes(hosts):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pgid, signal.SIGKILL)
+
+
+def wait_until(predicate: object, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+
+
+# -- matrices -------------------------------------------------------------------------------------
+
+
+def cluster_toml(
+    hosts: TestHosts,
+    *,
+    name: str,
+    launcher: str,
+    state: Path,
+    scale: float,
+    user: str = "root",
+    sudo: bool = False,
+    port: int = 30000,
+) -> str:
+    """A cluster table for the namespace hosts; the emulator's GPU state lives in ``state``."""
+    smi = (
+        f'["env", "PPSWEEP_SIM_STATE_DIR={state}", "{sys.executable}", "-m", '
+        '"pytest_ppsweep.sim.smi", "--host", "{host}"]'
+    )
+    lines = [
+        f"[clusters.{name}]",
+        'kind = "ssh"',
+        f'launcher = "{launcher}"',
+        f"hosts = {hosts.hosts_toml()}",
+        "gpus_per_node = 8",
+        'server_module = "pytest_ppsweep.sim"',
+        # docker: the image's python; process: this interpreter, on the hosts' shared file system
+        f'python = "{"python3" if launcher == "docker" else sys.executable}"',
+        f"port = {port}",
+        f"dist_init_port = {port - 10000}",
+        f'ssh_user = "{user}"',
+        f'ssh_key = "{hosts.ssh_key}"',
+        f'known_hosts = "{hosts.known_hosts}"',
+        f"nvidia_smi = {smi}",
+        "env = { "
+        f'PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}", '
+        f'PPSWEEP_SIM_PROFILE = "kimi-k3-6000d", HF_TOKEN = "{SECRET_TOKEN}"'
+        " }",
+    ]
+    if sudo:
+        lines.append(f'sudo_password_file = "{hosts.sudo_password_file}"')
+    if launcher == "docker":
+        lines += ['shm_size = "1g"', f'mounts = ["{state}"]']
+    return "\n".join(lines) + "\n"
+
+
+SMALL_CONFIGS = """
+[[configs]]
+pp = 4
+tp = 8
+
+[[configs]]
+pp = 8
+tp = 4
+"""
+
+SMALL_WORKLOAD = """
+[workload]
+input_len = 4096
+output_len = 1
+concurrency = [2, 4]
+num_requests = 6
+repeats = 2
+vocab_size = 1000
+"""
+
+
+def seed_matrix(cluster: str, model: Path, devices: Path) -> str:
+    """The seeds' sweep file, pointed at the test hosts (model path, device, default cluster)."""
+    text = SEED.read_text()
+    text = text.replace('model_path = "/data/hf_models/Kimi-K3"', f'model_path = "{model}"')
+    text = text.replace('devices = ["/dev/infiniband"]', f'devices = ["{devices}:/dev/infiniband"]')
+    text = text.replace('cluster = "local"', f'cluster = "{cluster}"')
+    assert f'"{model}"' in text and f'"{devices}:' in text, "the seed matrix changed shape"
+    return text
+
+
+def small_matrix(
+    cluster: str, model: Path, devices: Path | None, configs: str = SMALL_CONFIGS
+) -> str:
+    """Two layouts, a short workload; ``devices`` stands in for /dev/infiniband."""
+    dev = f'devices = ["{devices}:/dev/infiniband"]\n' if devices else ""
+    return (
+        f'[sweep]\nname = "remote"\nmodel_path = "{model}"\ncluster = "{cluster}"\nep_cap = 4\n'
+        f"boot_timeout_s = 60\n{dev}\n"
+        "[server]\nchunked_prefill_size = 8192\ndisable_radix_cache = true\n"
+        f"{configs}{SMALL_WORKLOAD}"
+    )
+
+
+def make_device_dir(base: Path) -> Path:
+    """A stand-in for /dev/infiniband: a folder holding one char device (1:3, like /dev/null)."""
+    folder = base / "infiniband"
+    folder.mkdir(parents=True, exist_ok=True)
+    node = folder / "uverbs0"
+    if not node.exists():
+        os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))
+    return folder

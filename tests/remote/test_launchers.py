@@ -1,0 +1,194 @@
+"""The two remote launchers on real hosts: a rank process over SSH and a rank container through
+the docker SDK over ssh://; start, stream the log while running, exit status, stop."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from remotehelp import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes, wait_until
+
+from pytest_ppsweep.hosts import HostError
+from pytest_ppsweep.launch import RankSpec
+from pytest_ppsweep.matrix import Cluster, Host
+from pytest_ppsweep.remote import SshHost, SshSettings
+
+# prints a line every 0.1 s and keeps a child process in its group
+TICKER = (
+    "import os, signal, subprocess, time\n"
+    "child = subprocess.Popen(['sleep', '300'])\n"
+    "print('env', os.environ.get('GREETING'), os.environ.get('PPSWEEP_RUN'), flush=True)\n"
+    "print('sigint', signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)\n"
+    "for i in range(3000):\n"
+    "    print('tick', i, flush=True)\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+def labels(run: str, node: int) -> dict[str, str]:
+    return {
+        "ppsweep.run": run,
+        "ppsweep.cluster": "ns",
+        "ppsweep.config": "pp4-tp8-ep4",
+        "ppsweep.node_rank": str(node),
+    }
+
+
+def cluster(test_hosts: TestHosts, launcher: str, **extra: object) -> Cluster:
+    return Cluster(
+        name="ns",
+        kind="ssh",
+        launcher=launcher,
+        hosts=tuple(Host(address=a, name=n) for n, a in test_hosts.hosts),
+        gpus_per_node=8,
+        server_module="pytest_ppsweep.sim",
+        port=30000,
+        dist_init_port=20000,
+        nvidia_smi=(),
+        ssh_key=test_hosts.ssh_key,
+        known_hosts=test_hosts.known_hosts,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+# -- process over SSH ---------------------------------------------------------------------------
+
+
+def test_process_rank_streams_its_log_and_stops_with_its_whole_group(
+    test_hosts: TestHosts, tmp_path: Path
+) -> None:
+    from pytest_ppsweep.ssh_launch import REMOTE_ROOT, SshProcessLauncher
+
+    settings = SshSettings(key_filename=test_hosts.ssh_key, known_hosts=test_hosts.known_hosts)
+    host = SshHost("h603", "10.200.0.103", settings)
+    launcher = SshProcessLauncher({"10.200.0.103": host})
+    spec = RankSpec(
+        2, "h603", "10.200.0.103", (sys.executable, "-c", TICKER), {"GREETING": "hi there"}
+    )
+    log = tmp_path / "node2.log"
+    rank = launcher.start(spec, log, labels("launch-proc", 2))
+    try:
+        # streamed into the local file while the rank runs
+        wait_until(lambda: len(lines(log)) >= 10, 20, "10 streamed log lines")
+        # the rank's environment and labels; SIGINT not ignored (as `cmd &` would leave it)
+        assert lines(log)[:2] == ["env hi there launch-proc", "sigint True"]
+        assert rank.poll() is None
+        group = [p for p in rank_processes(test_hosts) if p.host_pgid == rank.pgid]
+        # setsid: the wrapper leads its group; python and its sleep child are in it
+        assert {p.cmd.split()[0] for p in group} == {"sh", sys.executable, "sleep"}
+        assert any(p.host_pid == rank.pid for p in group)
+        assert host.run(["ps", "-o", "pgid=", "-p", str(rank.pid)]).stdout.strip() == str(rank.pgid)
+    finally:
+        t0 = time.monotonic()
+        rc = rank.stop(grace_s=5)
+    assert rc == 143 and time.monotonic() - t0 < 5  # SIGTERM, no need for SIGKILL
+    assert rank.poll() == 143 and rank.stop() == 143  # idempotent
+    assert not [p for p in rank_processes(test_hosts) if p.host_pgid == rank.pgid]
+    assert not host.run(["test", "-e", f"{REMOTE_ROOT}/launch-proc"]).ok, "node copy not removed"
+    streamed = lines(log)
+    assert streamed[-1].startswith("tick") and len(streamed) >= 12
+
+
+def test_process_rank_that_exits_reports_its_status(test_hosts: TestHosts, tmp_path: Path) -> None:
+    from pytest_ppsweep.ssh_launch import SshProcessLauncher
+
+    settings = SshSettings(key_filename=test_hosts.ssh_key, known_hosts=test_hosts.known_hosts)
+    host = SshHost("h604", "10.200.0.104", settings)
+    spec = RankSpec(3, "h604", "10.200.0.104", ("sh", "-c", "echo last words; exit 3"), {})
+    log = tmp_path / "node3.log"
+    rank = SshProcessLauncher({"10.200.0.104": host}).start(spec, log, labels("launch-exit", 3))
+    wait_until(lambda: rank.poll() is not None, 20, "the rank's exit")
+    assert rank.poll() == 3
+    assert lines(log) == ["last words"]
+    assert rank.stop() == 3
+
+
+# -- docker over ssh:// ------------------------------------------------------------------------
+
+
+def test_container_rank_has_the_requested_shape(test_hosts: TestHosts, tmp_path: Path) -> None:
+    from pytest_ppsweep.docker_launch import DockerLauncher
+
+    model = tmp_path / "model"
+    model.mkdir()
+    devices = make_device_dir(tmp_path / "dev")
+    state = tmp_path / "state"
+    state.mkdir()
+    c = cluster(test_hosts, "docker", shm_size="1g", mounts=(str(state),))
+    launcher = DockerLauncher(c, IMAGE, str(model), [f"{devices}:/dev/infiniband", "/dev/null"])
+    code = (
+        "import os\n"
+        "print(sorted(os.listdir('/dev/infiniband')), os.path.isdir("
+        + repr(str(model))
+        + "))\n"
+        + TICKER
+    )
+    env = {"GREETING": "hi there", "HF_TOKEN": SECRET_TOKEN}
+    spec = RankSpec(1, "h602", "10.200.0.102", ("python3", "-c", code), env)
+    log = tmp_path / "service" / "node1.log"
+    rank = launcher.start(spec, log, labels("launch-docker", 1))
+    try:
+        wait_until(lambda: len(lines(log)) >= 10, 30, "10 streamed log lines")
+        assert lines(log)[:3] == ["['uverbs0'] True", "env hi there None", "sigint True"]
+        assert rank.poll() is None
+        attrs = rank.container.client.api.inspect_container(rank.name)
+        host_config, config = attrs["HostConfig"], attrs["Config"]
+        assert rank.name == "ppsweep-launch-docker-pp4-tp8-ep4-node1"
+        assert labels("launch-docker", 1).items() <= config["Labels"].items()
+        assert host_config["NetworkMode"] == "host" and host_config["IpcMode"] == "host"
+        assert host_config["ShmSize"] == 1024**3 and host_config["Init"] is True
+        assert host_config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+        assert host_config["DeviceRequests"][0]["Count"] == -1
+        assert {(d["PathOnHost"], d["PathInContainer"]) for d in host_config["Devices"]} == {
+            (str(devices), "/dev/infiniband"),
+            ("/dev/null", "/dev/null"),
+        }
+        assert f"{model}:{model}:ro" in host_config["Binds"]
+        assert f"{state}:{state}:rw" in host_config["Binds"]
+        assert f"HF_TOKEN={SECRET_TOKEN}" in config["Env"]  # the rank gets its environment
+        assert config["Cmd"] == ["python3", "-c", code]
+    finally:
+        t0 = time.monotonic()
+        rc = rank.stop(grace_s=5)
+    assert rc == 143 and time.monotonic() - t0 < 5  # init=True: SIGTERM reaches python at once
+    assert rank.stop() == 143
+    # the equivalent docker run line, next to the log, secrets redacted
+    line = (log.parent / "node1.docker-run.sh").read_text()
+    assert "DOCKER_HOST=ssh://root@10.200.0.102" in line
+    for part in (
+        "docker run -d --name ppsweep-launch-docker-pp4-tp8-ep4-node1",
+        "--label ppsweep.run=launch-docker",
+        "--init --network host --ipc host --shm-size 1g --gpus all",
+        f"--device {devices}:/dev/infiniband:rwm",
+        f"-v {model}:{model}:ro",
+        "-e 'HF_TOKEN=<redacted>'",
+        f"{IMAGE} python3 -c",
+    ):
+        assert part in line, f"{part!r} not in {line}"
+    assert SECRET_TOKEN not in line
+
+
+def test_container_rank_that_exits_and_a_missing_image(
+    test_hosts: TestHosts, tmp_path: Path
+) -> None:
+    from pytest_ppsweep.docker_launch import DockerLauncher
+
+    launcher = DockerLauncher(cluster(test_hosts, "docker"), IMAGE, "", [])
+    spec = RankSpec(0, "h601", "10.200.0.101", ("sh", "-c", "echo last words; exit 3"), {})
+    log = tmp_path / "node0.log"
+    rank = launcher.start(spec, log, labels("launch-docker-exit", 0))
+    wait_until(lambda: rank.poll() is not None, 30, "the container's exit")
+    assert rank.poll() == 3 and lines(log) == ["last words"]
+    # a container of ours left under the same name (an earlier attempt) is replaced
+    again = launcher.start(spec, tmp_path / "again.log", labels("launch-docker-exit", 0))
+    assert again.name == rank.name
+    assert again.stop() is not None and rank.stop() == 3
+    missing = DockerLauncher(cluster(test_hosts, "docker"), "local/not-here:1", "", [])
+    with pytest.raises(HostError, match="host h601: image local/not-here:1 is not present"):
+        missing.start(spec, log, labels("launch-docker-missing", 0))
