@@ -19,20 +19,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-POOL = """
-[clusters.bench-a]
+CLUSTER = """
+[clusters.{name}]
 kind = "local"
-hosts = ["127.0.16.1", "127.0.16.2", "127.0.16.3", "127.0.16.4"]
-gpus_per_node = 8
-server_module = "pytest_ppsweep.sim"
-port = 30100
-dist_init_port = 20100
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
-env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
-
-[clusters.bench-b]
-kind = "local"
-hosts = ["127.0.17.1", "127.0.17.2", "127.0.17.3", "127.0.17.4"]
+hosts = ["{net}.1", "{net}.2", "{net}.3", "{net}.4"]
 gpus_per_node = 8
 server_module = "pytest_ppsweep.sim"
 port = 30100
@@ -40,6 +30,7 @@ dist_init_port = 20100
 nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
 env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
 """
+POOL = (("bench-a", "127.0.16"), ("bench-b", "127.0.17"))
 
 
 def timed(cmd: list[str], cwd: Path) -> float:
@@ -61,7 +52,9 @@ def main() -> None:
         folder = Path(tmp) / "sweep"
         folder.mkdir()
         text = (REPO / "test_matrix" / "ppsweep.toml").read_text()
-        text += POOL.format(scale=args.time_scale, state=Path(tmp) / "sim-state")
+        for name, net in POOL:
+            text += CLUSTER.format(name=name, net=net, scale=args.time_scale,
+                                   state=Path(tmp) / "sim-state")
         (folder / "ppsweep.toml").write_text(text)
         (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
         base = [sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider",

@@ -68,6 +68,9 @@ def pytest_configure(config: pytest.Config) -> None:
         except NotImplementedError as exc:
             raise pytest.UsageError(f"{matrix}: {exc}") from None
     ids = options.selected_ids(config, sweep)
+    # Read once, before anything boots: a bad reference or threshold fails now.
+    compare_ref = options.reference(config, "ppsweep_compare")
+    thresholds = options.thresholds(config, sweep)
     if _is_worker(config):
         leased = config.workerinput["ppsweep_cluster"]  # type: ignore[attr-defined]
         # Workers re-parse the command line, where --dist may be absent: group the layouts
@@ -78,9 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         plan = continuity.Plan.from_builtin(config.workerinput["ppsweep_plan"])  # type: ignore[attr-defined]
     else:
         options.check_workers(config, pool)
-        options.reference(config, "ppsweep_compare")  # a bad reference fails now
         reuse_ref = options.reference(config, "ppsweep_reuse")
-        options.thresholds(config, sweep)  # a bad threshold fails now, not after the sweep
         store = options.open_store(config, sweep, None)
         plan = _plan(config, sweep, pool, store, ids, reuse_ref)
         store.copy_matrix(matrix)
@@ -93,8 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     run = SweepRun(sweep, pool, store, progress)
     run.done = plan.done
-    run.compare_ref = options.reference(config, "ppsweep_compare")
-    run.thresholds = options.thresholds(config, sweep)
+    run.compare_ref = compare_ref
+    run.thresholds = thresholds
     config.stash[RUN_KEY] = run
     config.stash[_PLAN_KEY] = plan
     if not _is_worker(config):

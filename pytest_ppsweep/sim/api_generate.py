@@ -21,7 +21,7 @@ from aiohttp import web
 
 from .engine import Job, count_text_tokens
 from .jsonfast import dumps, loads_request
-from .sse import DirectSink, install, prepare_stream
+from .sse import DirectSink, aborting, install, prepare_stream
 from .state import ServerState
 
 # SamplingParams of SGLang 0.5.23's JSON contract (sglang/api/v1/api_types.py), in its order:
@@ -323,7 +323,7 @@ async def _stream_generate(
     engine = state.engine
     assert engine is not None
     chunks = GenerateChunks(state, job)
-    try:
+    with aborting(job, engine, state.log):
         transport = await prepare_stream(request, resp)
         sink = None
         if transport is not None and not job.fail_in_stream:
@@ -345,14 +345,4 @@ async def _stream_generate(
             await resp.write(chunks.encode(due))
             if chunks.final_sent:
                 break
-    except ConnectionResetError:
-        # The client went away: SGLang aborts the request quietly (no Traceback in its log).
-        job.sink = None
-        engine.abort(job)
-        state.log.line("Client disconnected; the request was aborted.")
-        return resp
-    except BaseException:
-        job.sink = None
-        engine.abort(job)
-        raise
     return resp

@@ -15,7 +15,7 @@ from aiohttp import web
 from .api_generate import DONE, SSE_HEADERS, BadRequest, check_prompt, json_response, read_json
 from .engine import Job, count_text_tokens
 from .jsonfast import dumps
-from .sse import DirectSink, install, prepare_stream
+from .sse import DirectSink, aborting, install, prepare_stream
 from .state import ServerState
 
 
@@ -118,7 +118,7 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
         include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
     )
     resp = web.StreamResponse(status=200, headers=SSE_HEADERS)
-    try:
+    with aborting(job, engine, state.log):
         transport = await prepare_stream(request, resp)
         sink = DirectSink(transport, chunks.encode) if transport is not None else None
         while True:
@@ -130,10 +130,6 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
             await resp.write(chunks.encode(due))
             if chunks.final_sent:
                 break
-    except BaseException:
-        job.sink = None
-        engine.abort(job)
-        raise
     return resp
 
 

@@ -21,12 +21,14 @@ more than :data:`BACKLOG_LIMIT` bytes are buffered (the awaiting path applies ba
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
-from .engine import Job
+from .engine import Engine, Job
+from .logfmt import SimLog
 
 BACKLOG_LIMIT = 256 * 1024
 
@@ -83,3 +85,19 @@ def install(job: Job, sink: DirectSink) -> bool:
         return False
     job.sink = sink
     return True
+
+
+@contextlib.contextmanager
+def aborting(job: Job, engine: Engine, log: SimLog) -> Iterator[None]:
+    """Around a streamed response: any failure aborts the job; a client that went away is
+    SGLang's quiet abort (no Traceback in the log), anything else propagates."""
+    try:
+        yield
+    except ConnectionResetError:
+        job.sink = None
+        engine.abort(job)
+        log.line("Client disconnected; the request was aborted.")
+    except BaseException:
+        job.sink = None
+        engine.abort(job)
+        raise
