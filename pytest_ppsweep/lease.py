@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 from xdist.scheduler import LoadGroupScheduling
 
 from pytest_ppsweep.backends import label_env
+from pytest_ppsweep.balance import Estimates, partition
 from pytest_ppsweep.matrix import Cluster, Sweep
 
 
@@ -56,14 +59,35 @@ _LAYOUT = re.compile(r"\bpp\d+-tp\d+-ep\d+\b")
 
 
 class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
-    """loadgroup scheduling that gives each worker only the layouts its cluster can run."""
+    """loadgroup scheduling that gives each worker only the layouts its cluster can run.
+
+    When every worker is up, the layouts are planned over them from their expected durations
+    (:func:`pytest_ppsweep.balance.partition`); a worker runs its own plan longest first. A
+    worker whose plan is done takes a layout that another worker has planned but not started
+    (the one that best halves that worker's remaining time): on clusters of one kind that
+    layout can only start sooner, so a wrong estimate costs less than a fixed plan would.
+    """
 
     collection: list[str] | None
 
-    def __init__(self, config: Any, log: Any, sweep: Sweep, pool: Pool) -> None:
+    def __init__(
+        self,
+        config: Any,
+        log: Any,
+        sweep: Sweep,
+        pool: Pool,
+        expected: Estimates | None = None,
+        note: Callable[[str], None] = lambda _m: None,
+    ) -> None:
         super().__init__(config, log)
         self._sweep = sweep
         self._pool = pool
+        self._expected = dict(expected.seconds) if expected else {}
+        self._timed = bool(expected and expected.measured)
+        self._note = note
+        self._owner: dict[str, str] = {}  # work unit → worker id it is planned for
+        self._rank: dict[str, int] = {}  # work unit → its place in its worker's plan
+        self._started: dict[str, float] = {}  # work unit → monotonic time it was handed out
 
     def _split_scope(self, nodeid: str) -> str:
         # The layout id inside the test id is the work unit. xdist's own "@<group>" suffix is
@@ -74,29 +98,110 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
     def _cluster(self, node: Any) -> Cluster:
         return self._pool.clusters[node.workerinput["ppsweep_cluster"]]
 
+    def _cost(self, scope: str) -> float:
+        # Without estimates every layout weighs the same; other work units (tests outside any
+        # layout) weigh nothing.
+        return self._expected.get(scope, 1.0 if _LAYOUT.fullmatch(scope) else 0.0)
+
+    def _remaining(self, worker: str) -> float:
+        """Expected seconds until ``worker`` is through its plan (0 if it is gone)."""
+        node = next((n for n in self.assigned_work if n.gateway.id == worker), None)
+        if node is None:
+            return 0.0
+        now = time.monotonic()
+        running = sum(
+            max(self._cost(s) - (now - self._started.get(s, now)), 0.0)
+            for s, unit in self.assigned_work[node].items()
+            if not all(unit.values())
+        )
+        queued = sum(self._cost(s) for s in self.workqueue if self._owner.get(s) == worker)
+        return running + queued
+
+    def _idle(self, node: Any) -> bool:
+        # An xdist worker runs a test only once it knows the next one (or is told to stop), so
+        # a worker with one pending test is waiting for work, not running it.
+        return bool(self._pending_of(self.assigned_work[node]) <= 1)
+
     def _fitting(self, node: Any) -> str | None:
         cluster = self._cluster(node)
-        return next((s for s in self.workqueue if fits(self._sweep, s, cluster)), None)
+        fitting: list[str] = [s for s in self.workqueue if fits(self._sweep, s, cluster)]
+        if not fitting:
+            return None
+        me = node.gateway.id
+        own = [s for s in fitting if self._owner.get(s, me) == me]
+        if own:  # in plan order: longest first
+            return min(own, key=lambda s: self._rank.get(s, 0))
+        if not self._idle(node):
+            return None  # take over another worker's unit only when idle
+        busy = {n.gateway.id for n in self.assigned_work if not self._idle(n)}
+        live = {n.gateway.id for n in self.assigned_work}
+        orphan = [s for s in fitting if self._owner[s] not in live]
+        if orphan:
+            return orphan[0]
+        # An idle owner takes its own unit itself; only a busy owner's are taken over.
+        fitting = [s for s in fitting if self._owner[s] in busy]
+        if not fitting:
+            return None
+
+        def after(scope: str) -> float:
+            # Expected end of the owner's plan if this worker takes ``scope`` now.
+            rest = self._remaining(self._owner[scope])
+            return max(self._cost(scope), rest - self._cost(scope))
+
+        # Ties: the unit the owner would have started last.
+        scope = min(fitting, key=lambda s: (after(s), -self._rank.get(s, 0), s))
+        self._note(f"{me} takes {scope} over from {self._owner[scope]} (idle, not started there)")
+        return scope
+
+    def _plan(self) -> None:
+        workers = {n.gateway.id: self._cluster(n).gpus for n in self.nodes}
+        clusters = {n.gateway.id: self._cluster(n).name for n in self.nodes}
+        needs = {c.id: c.pp * c.tp for c in self._sweep.configs}
+        plan = partition(
+            {s: self._cost(s) for s in self.workqueue},
+            workers,
+            lambda s, gpus: needs.get(s, gpus) == gpus,
+        )
+        for worker, scopes in plan.items():
+            self._owner.update(dict.fromkeys(scopes, worker))
+            self._rank.update({s: i for i, s in enumerate(scopes)})
+            layouts = [s for s in scopes if _LAYOUT.fullmatch(s)]
+            if self._timed:
+                total = sum(self._cost(s) for s in layouts)
+                shown = ", ".join(f"{s} ~{self._cost(s):.0f} s" for s in layouts)
+                shown = f"{shown}; ~{total:.0f} s" if layouts else "nothing"
+            else:
+                shown = ", ".join(layouts) or "nothing"
+            self._note(f"plan {worker} ({clusters[worker]}): {shown}")
 
     def _assign_work_unit(self, node: Any) -> None:
         scope = self._fitting(node)
         if scope is None:
             return
         work_unit = self.workqueue.pop(scope)
+        self._started[scope] = time.monotonic()
         self.assigned_work.setdefault(node, {})[scope] = work_unit
         collection = self.registered_collections[node]
         node.send_runtest_some(
             [collection.index(nid) for nid, done in work_unit.items() if not done]
         )
 
+    def mark_test_complete(self, node: Any, item_index: int, duration: float = 0) -> None:
+        super().mark_test_complete(node, item_index, duration)
+        # An idle worker gets no events of its own: let it take over work now that it may.
+        for other in self.nodes:
+            if other is not node and self._idle(other):
+                self._reschedule(other)
+
     def _reschedule(self, node: Any) -> None:
         if node.shutting_down:
             return
-        if self._fitting(node) is None:
-            if not self._pending_of(self.assigned_work[node]):
+        pending = self._pending_of(self.assigned_work[node])
+        if not any(fits(self._sweep, s, self._cluster(node)) for s in self.workqueue):
+            if not pending:
                 node.shutdown()
             return
-        if self._pending_of(self.assigned_work[node]) > 2:
+        if pending > 2:
             return
         self._assign_work_unit(node)
 
@@ -114,11 +219,15 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             return
         for nodeid in self.collection:
             self.workqueue.setdefault(self._split_scope(nodeid), {})[nodeid] = False
+        self._plan()
         for node in self.nodes:
             self._reschedule(node)
 
     def remove_node(self, node: Any) -> str | None:
-        """A crashed worker's unfinished layouts are not run elsewhere: reported as not run."""
+        """A crashed worker's unfinished layouts are not run elsewhere: reported as not run.
+
+        Layouts it had been planned but not yet given are taken by the other workers.
+        """
         workload = self.assigned_work.pop(node)
         crashed = None
         for scope, unit in workload.items():

@@ -144,13 +144,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """One worker per cluster: layouts go only to workers whose cluster fits them."""
+    """One worker per cluster: layouts go only to workers whose cluster fits them, planned
+    from the durations an earlier run of the sweep measured."""
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return None
+    from pytest_ppsweep.balance import expected_durations
     from pytest_ppsweep.lease import PoolScheduling
 
-    return PoolScheduling(config, log, run.sweep, _pool(config, run))
+    ids = [c.id for c in run.sweep.configs]
+    expected = expected_durations(run.store.dir.parent, run.sweep.name, ids, run.store.run_id)
+    run.progress(f"pool plan: {expected.describe()}")
+    return PoolScheduling(config, log, run.sweep, _pool(config, run), expected, run.progress)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -283,6 +288,9 @@ def pytest_runtest_makereport(
     report = yield
     params = getattr(getattr(item, "callspec", None), "params", {})
     if "ppsweep_config" in params and call.when == "call":
+        run = item.config.stash.get(RUN_KEY, None)
+        if run is not None and "ppsweep_service" in getattr(item, "fixturenames", ()):
+            run.worked(params["ppsweep_config"], call.duration)  # cluster time, for later plans
         report.user_properties.append(("ppsweep_config", params["ppsweep_config"]))
         if "concurrency" in params:
             report.user_properties.append(("concurrency", params["concurrency"]))

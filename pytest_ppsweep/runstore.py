@@ -68,6 +68,8 @@ CONFIG_COLUMNS = (
     "mem_headroom_mib",
     "mem_worst_node",
     "mem_worst_gpu",
+    "cluster",
+    "held_s",
 )
 
 

@@ -79,6 +79,7 @@ class SweepRun:
         self.done: set[tuple[str, int, int]] = set()
         self.compare_ref: Path | None = None
         self.thresholds: dict[str, Any] = {}
+        self._busy: dict[str, float] = {}  # config id → seconds of cluster time so far
 
     @property
     def prompts(self) -> PromptSet:
@@ -147,10 +148,12 @@ class SweepRun:
     def boot(self, config: Config) -> Booted:
         """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
         sid = config.id
+        started = time.monotonic()
         self.store.update_config(
             sid, pp=config.pp, tp=config.tp, ep=config.ep, order=config.order, boot_ok=False
         )
         cluster = self.cluster_for(config)
+        self.store.update_config(sid, cluster=cluster.name)
         # Written before the boot, so a resumed or reusing run compares like with like.
         manifest.write(self.store.dir, sid, manifest.build(self.sweep, cluster, config))
         before = self.snapshot_gpus(cluster, sid, "before")
@@ -168,6 +171,7 @@ class SweepRun:
         except BootFailed as exc:
             self.store.update_config(sid, boot_s=service.boot_s, boot_error=exc.reason)
             self.after_stop(cluster, sid, before)
+            self._held(sid, started)
             raise
         try:
             info = server_info(service.base_url)
@@ -183,6 +187,7 @@ class SweepRun:
         except BaseException:
             service.stop()
             self.after_stop(cluster, sid, before)
+            self._held(sid, started)
             raise
         self.store.update_config(
             sid,
@@ -191,11 +196,25 @@ class SweepRun:
             boot_error="",
             pp_max_micro_batch_size=topo.pp_max_micro_batch_size,
         )
+        self._held(sid, started)
         return Booted(service, cluster, info, topo, before)
 
     def teardown(self, booted: Booted) -> None:
+        started = time.monotonic()
         booted.service.stop()
         self.after_stop(booted.cluster, booted.service.config.id, booted.before)
+        self._held(booted.service.config.id, started)
+
+    def worked(self, config_id: str, seconds: float) -> None:
+        """A test of ``config_id`` used its service for ``seconds``."""
+        self._busy[config_id] = self._busy.get(config_id, 0.0) + seconds
+
+    def _held(self, config_id: str, started: float) -> None:
+        # The cluster time a layout needs: its boot, its tests and its teardown, without the
+        # waits between them (an xdist worker may idle with a layout still up). A later run's
+        # pool plan is made from it (pytest_ppsweep.balance).
+        self.worked(config_id, time.monotonic() - started)
+        self.store.update_config(config_id, held_s=round(self._busy[config_id], 3))
 
     def after_stop(self, cluster: Cluster, config_id: str, before: list[GpuMemory]) -> None:
         try:

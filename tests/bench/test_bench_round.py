@@ -23,7 +23,7 @@ from pytest_ppsweep.bench import run_round_sync as run
 from pytest_ppsweep.workload import PromptSet, WorkloadSpec, generate_prompts
 
 if TYPE_CHECKING:  # a fixture type only; importing conftest at run time is fragile
-    from conftest import FakeSGLang
+    from benchhelp import FakeSGLang
 
 SpecFactory = Callable[..., WorkloadSpec]
 

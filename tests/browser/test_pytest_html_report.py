@@ -26,7 +26,8 @@ from browserhelp import (
     table_after,
 )
 from playwright.sync_api import BrowserContext, Page
-from sweephelp import ACCEPTANCE, CONFIGS, SMALL, run_dir, sim_processes
+from sweephelp import ACCEPTANCE, CONFIGS, SMALL, sim_processes
+from testkit import run_dir
 
 from pytest_ppsweep.report import EVIDENCE
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import csv
 import re
 from pathlib import Path
+
+from testkit import cmdline, proc_entries
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "test_matrix" / "ppsweep.toml"
@@ -59,11 +60,9 @@ tp = 4
 def sim_processes(marker: str) -> list[int]:
     """PIDs of emulator ranks whose command line holds ``marker`` (e.g. a unique port)."""
     pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in proc_entries():
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cmd = cmdline(entry)
         except OSError:
             continue
         if "pytest_ppsweep.sim" in cmd and marker in cmd:
@@ -71,17 +70,8 @@ def sim_processes(marker: str) -> list[int]:
     return pids
 
 
-def rows(csv_path: Path) -> list[dict[str, str]]:
-    if not csv_path.exists():
-        return []
-    with csv_path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
-def run_dir(reports: Path) -> Path:
-    runs = [p for p in reports.iterdir() if p.is_dir()]
-    assert len(runs) == 1, f"expected one run folder in {reports}, found {runs}"
-    return runs[0]
 
 
 def outcomes(text: str) -> dict[str, str]:

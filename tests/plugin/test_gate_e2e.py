@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sweephelp import REPO, outcomes, rows
+from sweephelp import REPO, outcomes
+from testkit import rows
 
 from pytest_ppsweep.lease import find_local
 

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sweephelp import REPO, outcomes, rows, run_dir, sim_processes
+from sweephelp import REPO, outcomes, sim_processes
+from testkit import rows, run_dir
 
 BOOT_FAULT_CONFIGS = """
 [[configs]]

@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from sweephelp import ACCEPTANCE, SEED, rows, run_dir, sim_processes
+from sweephelp import ACCEPTANCE, SEED, sim_processes
+from testkit import rows, run_dir
 
 from pytest_ppsweep.lease import find_local
 
@@ -65,30 +66,39 @@ def verdict_lines(out: str) -> set[str]:
 @pytest.mark.slow
 def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
     folder = pool_sweep(tmp_path / "sweep", tmp_path)
-    serial = pytest_run(folder, tmp_path / "serial", "--ppsweep-cluster", "a")
+    serial = pytest_run(folder, tmp_path / "runs", "--ppsweep-cluster", "a")
     assert serial.returncode == 0, serial.stdout[-3000:]
     assert "25 passed, 10 skipped" in serial.stdout
-    # The gate works under xdist too: the parallel run is compared with the serial one.
-    parallel = pytest_run(folder, tmp_path / "par", "--ppsweep-cluster", "a,b", "-n", "2",
-                          "--ppsweep-compare", str(run_dir(tmp_path / "serial")),
+    serial_run = run_dir(tmp_path / "runs")
+    # The gate works under xdist too: the parallel run is compared with the serial one, which
+    # is in the same reports folder and so also gives the pool plan its durations.
+    parallel = pytest_run(folder, tmp_path / "runs", "--ppsweep-cluster", "a,b", "-n", "2",
+                          "--ppsweep-compare", str(serial_run),
                           # At this time scale a few rounds of 8 requests are noisy.
                           "--ppsweep-threshold", "input_tps:-50%",
                           "--ppsweep-threshold", "ttft_p50:+200%")
     assert parallel.returncode == 0, parallel.stdout[-3000:]
     assert "35 passed" in parallel.stdout  # 25 sweep tests + 10 test_no_regression
+    par_run = next(p for p in (tmp_path / "runs").iterdir() if p != serial_run)
     key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
-    s_rows = rows(run_dir(tmp_path / "serial") / "results.csv")
-    p_rows = rows(run_dir(tmp_path / "par") / "results.csv")
+    s_rows = rows(serial_run / "results.csv")
+    p_rows = rows(par_run / "results.csv")
     assert [tuple(r[k] for k in key) for r in p_rows] == [tuple(r[k] for k in key) for r in s_rows]
     assert verdict_lines(parallel.stdout) == verdict_lines(serial.stdout)
+    # The plan comes from the serial run's cluster time per layout.
+    held = {r["config_id"]: float(r["held_s"]) for r in rows(serial_run / "configs.csv")}
+    assert all(v > 0 for v in held.values()), held
+    assert f"pool plan: expected durations from run(s) {serial_run.name}" in parallel.stdout
+    assert re.search(r"plan gw0 \((a|b)\): pp\d+-tp\d+-ep\d+ ~\d+ s", parallel.stdout)
     # Both clusters were used, and each layout was booted exactly once.
-    log = (run_dir(tmp_path / "par") / "progress.log").read_text()
+    log = (par_run / "progress.log").read_text()
     assert "nodes of a" in log or "[gw" in log  # workers log to the shared progress.log
     for cid in ("pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2"):
         assert log.count(f"{cid}: booting on") == 1, cid
     assert "nodes of a" in log and "nodes of b" in log
+    assert {r["cluster"] for r in rows(par_run / "configs.csv")} == {"a", "b"}
     for name in ("summary.csv", "configs.csv", "report.html"):
-        assert (run_dir(tmp_path / "par") / name).exists()
+        assert (par_run / name).exists()
 
 
 @pytest.mark.slow

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+from testkit import cmdline, proc_entries
 
 REPO = Path(__file__).resolve().parents[2]
 CPU_TOML = REPO / "test_matrix" / "cpu.toml"
@@ -116,13 +117,11 @@ def marked_processes(mark: str) -> list[tuple[int, str]]:
     """(pid, command line) of every live process whose environment carries ``mark``."""
     found = []
     needle = f"{MARK_VAR}={mark}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in proc_entries():
         try:
             if needle not in (entry / "environ").read_bytes().split(b"\0"):
                 continue
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            cmd = cmdline(entry)
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
@@ -148,17 +147,8 @@ def node_processes(mark: str, node_rank: int) -> list[tuple[int, str]]:
     return out
 
 
-def rows(csv_path: Path) -> list[dict[str, str]]:
-    if not csv_path.exists():
-        return []
-    with csv_path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
-def run_dir(reports: Path) -> Path:
-    runs = [p for p in reports.iterdir() if p.is_dir()]
-    assert len(runs) == 1, f"expected one run folder in {reports}, found {runs}"
-    return runs[0]
 
 
 def outcomes(junit_xml: Path) -> dict[str, str]:

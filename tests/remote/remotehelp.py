@@ -158,13 +158,6 @@ def clean(hosts: TestHosts) -> None:
             os.killpg(proc.pgid, signal.SIGKILL)
 
 
-def wait_until(predicate: object, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
 
 
 # -- matrices -------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from remotehelp import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes, wait_until
+from remotehelp import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes
+from testkit import wait_until
 
 from pytest_ppsweep.hosts import HostError
 from pytest_ppsweep.launch import RankSpec

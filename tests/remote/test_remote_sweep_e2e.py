@@ -22,8 +22,8 @@ from remotehelp import (
     leftovers,
     seed_matrix,
     small_matrix,
-    wait_until,
 )
+from testkit import wait_until
 
 from pytest_ppsweep import reap
 from pytest_ppsweep.matrix import load

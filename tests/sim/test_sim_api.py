@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from simhelp import SIM_DATA, ClusterFactory, http, next_ports, sse_events
+from testkit import wait_until
 
-from conftest import SIM_DATA, ClusterFactory, http, next_ports, sse_events, wait_until
 from pytest_ppsweep.sim.localcluster import LocalCluster
 
 API_KEY = "sk-very-secret-123"

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from simhelp import SIM_DATA, run_sim
 
-from conftest import SIM_DATA, run_sim
 from pytest_ppsweep.sim.cli import parse_args, redact_command
 from pytest_ppsweep.sim.faults import FaultSpecError, parse_faults
 

@@ -7,8 +7,8 @@ import subprocess
 import urllib.error
 
 import pytest
-
-from conftest import ClusterFactory, http, sse_events, wait_until
+from simhelp import ClusterFactory, http, sse_events
+from testkit import wait_until
 
 PP2 = ["--tp-size", "2", "--pp-size", "2"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import socket
 
-from conftest import ClusterFactory, sse_events
+from simhelp import ClusterFactory, sse_events
+
 from pytest_ppsweep.sim.placement import Layout
 from pytest_ppsweep.sim.profile import load_profile
 from pytest_ppsweep.sim.scheduler import SimRequest
