@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from pytest_ppsweep.hosts import CommandResult, LocalHost
 from pytest_ppsweep.matrix import Cluster, Host, Sweep
-from pytest_ppsweep.remote import SshSettings, ssh_host
 
 if TYPE_CHECKING:
     from pytest_ppsweep.launch import RankSpec
@@ -65,6 +64,9 @@ def host_for(cluster: Cluster, host: Host) -> CommandHost:
     if cluster.kind == "local":
         return LocalHost(host.name, host.address)
     if cluster.kind == "ssh":
+        # fabric/paramiko are imported only when a cluster is reached over SSH.
+        from pytest_ppsweep.remote import SshSettings, ssh_host
+
         return ssh_host(host.name, host.address, SshSettings.from_cluster(cluster))
     raise NotImplementedError(
         f"cluster {cluster.name!r}: kind {cluster.kind!r} has no host backend in this version"
@@ -77,6 +79,7 @@ def launcher_for(cluster: Cluster, sweep: Sweep | None = None) -> Launcher:
     if cluster.kind == "local" and cluster.launcher == "process":
         return LocalLauncher()
     if cluster.kind == "ssh" and cluster.launcher == "process":
+        from pytest_ppsweep.remote import SshSettings, ssh_host
         from pytest_ppsweep.ssh_launch import SshProcessLauncher
 
         settings = SshSettings.from_cluster(cluster)
