@@ -16,7 +16,7 @@ import csv
 import math
 import re
 import statistics
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,9 +72,14 @@ def _held(configs_csv: Path) -> dict[str, float]:
 
 
 def expected_durations(
-    root: Path, sweep_name: str, ids: Sequence[str], exclude: str | None = None
+    root: Path,
+    sweep_name: str,
+    ids: Sequence[str],
+    exclude: str | None = None,
+    skipped: Collection[str] = (),
 ) -> Estimates:
-    """Each layout's cluster time in the newest earlier run that measured it."""
+    """Each layout's cluster time in the newest earlier run that measured it; 0 for layouts
+    this run skips (reused from a reference or finished before a resume)."""
     seconds: dict[str, float] = {}
     sources: list[str] = []
     for run in _runs(root, sweep_name, exclude):
@@ -89,7 +94,9 @@ def expected_durations(
     measured = frozenset(seconds)
     guess = statistics.median(seconds.values()) if seconds else 1.0
     return Estimates(
-        {i: seconds.get(i, guess) for i in ids}, measured, tuple(sources)
+        {i: 0.0 if i in skipped else seconds.get(i, guess) for i in ids},
+        measured,
+        tuple(sources),
     )
 
 

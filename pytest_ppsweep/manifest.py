@@ -290,8 +290,10 @@ def adopt(ref_run_dir: Path, store: RunStore, config_id: str, manifest: dict[str
     for row in rows:
         store.append_result(row)
     facts = {r["config_id"]: r for r in _read_rows(ref / "configs.csv")}.get(config_id, {})
-    store.update_config(config_id, **{k: v for k, v in facts.items()
-                                      if k in CONFIG_COLUMNS and k not in ("config_id", "order")})
+    # held_s is the cluster time this run spent on the layout: none (a later pool plan reads
+    # the reference's own measurement from the reference run).
+    store.update_config(config_id, **{k: v for k, v in facts.items() if k in CONFIG_COLUMNS
+                                      and k not in ("config_id", "order", "held_s")})
     for sub in ("service", "raw", "gpu"):
         if (ref / sub / config_id).is_dir():
             shutil.copytree(ref / sub / config_id, store.dir / sub / config_id, dirs_exist_ok=True)

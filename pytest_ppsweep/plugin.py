@@ -152,8 +152,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from pytest_ppsweep.balance import expected_durations
     from pytest_ppsweep.lease import PoolScheduling
 
-    ids = [c.id for c in run.sweep.configs]
-    expected = expected_durations(run.store.dir.parent, run.sweep.name, ids, run.store.run_id)
+    ids = config.stash[_IDS_KEY]
+    skipped = config.stash[_PLAN_KEY].skip_configs  # reused or finished before a resume
+    expected = expected_durations(
+        run.store.dir.parent, run.sweep.name, ids, run.store.run_id, skipped=skipped
+    )
     run.progress(f"pool plan: {expected.describe()}")
     return PoolScheduling(config, log, run.sweep, _pool(config, run), expected, run.progress)
 

@@ -177,11 +177,15 @@ def test_adopt_takes_rows_facts_and_evidence(sweep: Sweep, tmp_path: Path) -> No
     ref = _reference(tmp_path, sweep, m)
     (ref / "service" / CID).mkdir(parents=True)
     (ref / "service" / CID / "node0.log").write_text("ready\n", encoding="utf-8")
+    RunStore(ref.parent, ref.name).update_config(CID, cluster="local", held_s=512.5)
     store = RunStore(tmp_path, "new")
     store.write_json("metadata/run.json", {"run_id": "new", "order": [CID]})
     assert manifest.adopt(ref, store, CID, m) == 6
     assert manifest.finished_rounds(store.dir) == manifest.finished_rounds(ref)
     assert store.config_rows()[CID]["boot_ok"] == "True"
+    # Where it ran is kept; the cluster time is the reference's, not this run's.
+    assert store.config_rows()[CID]["cluster"] == "local"
+    assert store.config_rows()[CID]["held_s"] == ""
     assert (store.dir / "service" / CID / "node0.log").read_text() == "ready\n"
     stored = manifest.load(store.dir, CID)
     assert stored is not None and stored["reused_from"] == str(ref.resolve())

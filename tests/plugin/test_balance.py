@@ -79,6 +79,9 @@ def test_expected_durations_take_each_layout_from_the_newest_run_that_measured_i
     assert est.measured == {"pp1", "pp2"}
     assert est.sources == ("kimi3-pp-20261102-100000", "kimi3-pp-20261101-100000")
     assert "1 layout(s) without history" in est.describe()
+    # A layout this run skips (reused, or finished before a resume) costs nothing now.
+    est = expected_durations(tmp_path, "kimi3-pp", ["pp1", "pp2"], skipped={"pp1"})
+    assert est.seconds == {"pp1": 0.0, "pp2": 30.0}
 
 
 def test_expected_durations_without_history_weigh_layouts_equally(tmp_path: Path) -> None:
