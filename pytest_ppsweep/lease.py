@@ -193,13 +193,27 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             if other is not node and self._idle(other):
                 self._reschedule(other)
 
+    def _drop_unrunnable(self) -> None:
+        """Layouts that no live worker's cluster fits (the only one that did went down) are
+        reported as not run, so the run ends instead of waiting for them."""
+        live = [self._cluster(n) for n in self.assigned_work if not n.shutting_down]
+        for scope in [s for s in self.workqueue
+                      if not any(fits(self._sweep, s, c) for c in live)]:
+            unit = self.workqueue.pop(scope)
+            cfg = self._sweep.config(scope)
+            self._pool.not_run[scope] = (
+                f"it needs {cfg.pp * cfg.tp} GPUs and no worker with a cluster that size is left "
+                f"in the pool ({len(unit)} tests not run)"
+            )
+
     def _reschedule(self, node: Any) -> None:
         if node.shutting_down:
             return
         pending = self._pending_of(self.assigned_work[node])
         if not any(fits(self._sweep, s, self._cluster(node)) for s in self.workqueue):
-            if not pending:
+            if pending <= 1:  # one held test: the worker runs it once told to stop
                 node.shutdown()
+                self._drop_unrunnable()
             return
         if pending > 2:
             return
@@ -238,6 +252,8 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
                     f"worker {node.gateway.id} on cluster {node.workerinput['ppsweep_cluster']} "
                     f"went down before finishing it ({len(pending)} tests not run)"
                 )
+        # What only its cluster fits waits: xdist may start a replacement worker, which
+        # leases the same cluster; the others drop it as not run once they are through.
         for other in self.assigned_work:
             self._reschedule(other)
         return crashed

@@ -211,3 +211,71 @@ def test_without_history_the_plan_is_round_robin_and_shows_no_times() -> None:
     # gw0's share, the unit gw0 would have started last first
     assert layouts(b) == ["pp2-tp16-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2", "pp4-tp8-ep4"]
     assert layouts(a) == ["pp1-tp32-ep4"]
+
+
+MIXED = """
+[sweep]
+name = "mixed"
+model_path = "/m"
+
+[[configs]]
+pp = 4
+tp = 8
+
+[[configs]]
+pp = 8
+tp = 4
+
+[[configs]]
+pp = 2
+tp = 8
+
+[workload]
+input_len = 64
+output_len = 1
+concurrency = [2]
+num_requests = 2
+
+[clusters.big]
+kind = "local"
+hosts = ["127.0.20.1", "127.0.20.2", "127.0.20.3", "127.0.20.4"]
+gpus_per_node = 8
+
+[clusters.small]
+kind = "local"
+hosts = ["127.0.21.1", "127.0.21.2"]
+gpus_per_node = 8
+"""
+
+
+def test_layouts_only_a_crashed_workers_cluster_fits_end_as_not_run(tmp_path: Path) -> None:
+    (tmp_path / "ppsweep.toml").write_text(MIXED)
+    sweep = load(tmp_path / "ppsweep.toml", cluster="big,small")
+    ids = [c.id for c in sweep.configs]
+    assert ids == ["pp4-tp8-ep1", "pp8-tp4-ep1", "pp2-tp8-ep1"]
+    collection = [f"t.py::{test}[{cid}]" for cid in ids for test in ("test_x", "test_y")]
+    notes: list[str] = []
+    s = PoolScheduling(FakeConfig(), None, sweep, Pool(dict(sweep.clusters)),
+                       Estimates(dict.fromkeys(ids, 10.0), frozenset(ids)), notes.append)
+    big, small = FakeNode("gw0", "big"), FakeNode("gw1", "small")
+    for node in (big, small):
+        s.add_node(node)
+        s.add_node_collection(node, collection)
+    s.schedule()
+    # Each worker gets only what its cluster fits.
+    assert [collection[i] for i in big.sent] == ["t.py::test_x[pp4-tp8-ep1]",
+                                                 "t.py::test_y[pp4-tp8-ep1]"]
+    assert [collection[i] for i in small.sent] == ["t.py::test_x[pp2-tp8-ep1]",
+                                                   "t.py::test_y[pp2-tp8-ep1]"]
+    assert "plan gw1 (small): pp2-tp8-ep1 ~10 s; ~10 s" in notes
+    s.remove_node(big)  # the only 32-GPU worker dies during pp4
+    assert "pp8-tp4-ep1" in s.workqueue  # kept for a replacement worker while gw1 is busy
+    finish(s, small, set())
+    # The survivor is through and holds its last test: it is told to stop, the 32-GPU layout
+    # it cannot run is reported as not run, and xdist sees the run as finished.
+    assert small.shutting_down and not s.workqueue and s.tests_finished
+    assert s._pool.not_run["pp8-tp4-ep1"] == (
+        "it needs 32 GPUs and no worker with a cluster that size is left in the pool "
+        "(2 tests not run)"
+    )
+    assert "went down before finishing it" in s._pool.not_run["pp4-tp8-ep1"]

@@ -164,3 +164,31 @@ def test_auto_starts_one_worker_per_cluster(tmp_path: Path) -> None:
                      "--ppsweep-config", "pp8,pp4")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "2 workers [14 items]" in res.stdout  # 10 sweep tests + 4 gate tests (skipped)
+
+
+HALF_CONFIGS = """
+[[configs]]
+pp = 2
+tp = 8
+
+[[configs]]
+pp = 1
+tp = 16
+"""
+
+
+@pytest.mark.slow
+def test_each_layout_runs_only_on_a_cluster_of_its_size(tmp_path: Path) -> None:
+    folder = pool_sweep(tmp_path / "sweep", tmp_path)
+    text = (folder / "ppsweep.toml").read_text()
+    # Cluster b becomes two nodes (16 GPUs).
+    text = text.replace('hosts = ["127.0.13.1", "127.0.13.2", "127.0.13.3", "127.0.13.4"]',
+                        'hosts = ["127.0.13.1", "127.0.13.2"]')
+    text = text.replace('baseline = "pp1"', 'baseline = "pp4-tp8-ep4"')  # "pp1" is ambiguous now
+    (folder / "ppsweep.toml").write_text(text + HALF_CONFIGS)
+    res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "2",
+                     "--ppsweep-config", "pp4-tp8-ep4,pp8-tp4-ep4,pp2-tp8-ep4,pp1-tp16-ep4")
+    assert res.returncode == 0, res.stdout[-3000:]
+    ran_on = {r["config_id"]: r["cluster"] for r in rows(run_dir(tmp_path / "r") / "configs.csv")}
+    assert ran_on == {"pp4-tp8-ep4": "a", "pp8-tp4-ep4": "a",
+                      "pp2-tp8-ep4": "b", "pp1-tp16-ep4": "b"}
