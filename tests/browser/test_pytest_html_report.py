@@ -26,7 +26,7 @@ from browserhelp import (
     table_after,
 )
 from playwright.sync_api import BrowserContext, Page
-from sweephelp import ACCEPTANCE, CONFIGS, SMALL, sim_processes
+from sweephelp import ACCEPTANCE, CONFIGS, sim_processes, small_matrix
 from testkit import run_dir
 
 from pytest_ppsweep.report import EVIDENCE
@@ -150,8 +150,8 @@ def _sweep_folder(pytester: pytest.Pytester, tmp_path: Path) -> tuple[Path, int]
     port = 33000 + (os.getpid() % 40) * 10  # 33000-33390; the rendezvous port is +500
     folder = pytester.path / "sweep"
     folder.mkdir()
-    (folder / "ppsweep.toml").write_text(SMALL.format(
-        configs=CONFIGS, net="127.0.11", port=port, dist=port + 500, scale=2000,
+    (folder / "ppsweep.toml").write_text(small_matrix(
+        CONFIGS, net="127.0.11", port=port, dist=port + 500, scale=2000,
         state=tmp_path / "sim-state"))
     (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
     (folder / "test_hostile.py").write_text(HOSTILE_TEST)

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sweephelp import ACCEPTANCE, CONFIGS, SMALL, sim_processes
+from sweephelp import ACCEPTANCE, CONFIGS, sim_processes, small_matrix
 
 
 @pytest.fixture
@@ -26,8 +26,8 @@ def sweep_dir(
         n = next(counter)
         port = 31000 + (os.getpid() % 200) * 10 + n
         ports.append(port)
-        text = SMALL.format(
-            configs=configs,
+        text = small_matrix(
+            configs,
             net=extra.get("net", "127.0.6"),
             port=port,
             dist=port + 5000,

@@ -11,7 +11,7 @@ REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "test_matrix" / "ppsweep.toml"
 ACCEPTANCE = REPO / "test_matrix" / "test_sweep.py"
 
-SMALL = """
+SMALL_HEAD = """
 [sweep]
 name = "e2e"
 model_path = "/data/hf_models/Kimi-K3"
@@ -34,10 +34,12 @@ concurrency = [2, 4]
 num_requests = 6
 repeats = 2
 vocab_size = 1000
+"""
 
-[clusters.local]
+CLUSTER = """
+[clusters.{name}]
 kind = "local"
-hosts = ["{net}.1", "{net}.2", "{net}.3", "{net}.4"]
+hosts = [{hosts}]
 gpus_per_node = 8
 server_module = "pytest_ppsweep.sim"
 port = {port}
@@ -45,6 +47,22 @@ dist_init_port = {dist}
 nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
 env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
 """
+
+
+def emulated_cluster(
+    name: str, net: str, port: int, dist: int, scale: float, state: Path, nodes: int = 4
+) -> str:
+    """A local cluster of emulated nodes ``<net>.1`` … ``<net>.<nodes>`` (8 GPUs each)."""
+    hosts = ", ".join(f'"{net}.{i}"' for i in range(1, nodes + 1))
+    return CLUSTER.format(name=name, hosts=hosts, port=port, dist=dist, scale=scale, state=state)
+
+
+def small_matrix(configs: str, net: str, port: int, dist: int, scale: float, state: Path) -> str:
+    """The e2e tests' small sweep on one emulated cluster ``local``."""
+    return SMALL_HEAD.format(configs=configs) + emulated_cluster(
+        "local", net, port, dist, scale, state
+    )
+
 
 CONFIGS = """
 [[configs]]

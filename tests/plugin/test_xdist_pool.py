@@ -11,32 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sweephelp import ACCEPTANCE, SEED, sim_processes
+from sweephelp import ACCEPTANCE, SEED, emulated_cluster, sim_processes
 from testkit import rows, run_dir
 
 from pytest_ppsweep.lease import find_local
-
-POOL = """
-[clusters.a]
-kind = "local"
-hosts = ["127.0.12.1", "127.0.12.2", "127.0.12.3", "127.0.12.4"]
-gpus_per_node = 8
-server_module = "pytest_ppsweep.sim"
-port = {port}
-dist_init_port = {dist}
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
-env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
-
-[clusters.b]
-kind = "local"
-hosts = ["127.0.13.1", "127.0.13.2", "127.0.13.3", "127.0.13.4"]
-gpus_per_node = 8
-server_module = "pytest_ppsweep.sim"
-port = {port}
-dist_init_port = {dist}
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
-env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
-"""
 
 
 def pool_sweep(folder: Path, tmp_path: Path, scale: int = 1000) -> Path:
@@ -44,7 +22,8 @@ def pool_sweep(folder: Path, tmp_path: Path, scale: int = 1000) -> Path:
     folder.mkdir(parents=True)
     port = 32000 + os.getpid() % 500
     text = SEED.read_text().replace("spread_threshold = 0.02", "spread_threshold = 1.0")
-    text += POOL.format(port=port, dist=port + 600, scale=scale, state=tmp_path / "sim-state")
+    for name, net in (("a", "127.0.12"), ("b", "127.0.13")):
+        text += emulated_cluster(name, net, port, port + 600, scale, tmp_path / "sim-state")
     (folder / "ppsweep.toml").write_text(text)
     (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
     return folder
@@ -182,8 +161,8 @@ def test_each_layout_runs_only_on_a_cluster_of_its_size(tmp_path: Path) -> None:
     folder = pool_sweep(tmp_path / "sweep", tmp_path)
     text = (folder / "ppsweep.toml").read_text()
     # Cluster b becomes two nodes (16 GPUs).
-    text = text.replace('hosts = ["127.0.13.1", "127.0.13.2", "127.0.13.3", "127.0.13.4"]',
-                        'hosts = ["127.0.13.1", "127.0.13.2"]')
+    text = text.replace('"127.0.13.1", "127.0.13.2", "127.0.13.3", "127.0.13.4"',
+                        '"127.0.13.1", "127.0.13.2"')
     text = text.replace('baseline = "pp1"', 'baseline = "pp4-tp8-ep4"')  # "pp1" is ambiguous now
     (folder / "ppsweep.toml").write_text(text + HALF_CONFIGS)
     res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "2",
