@@ -4,7 +4,8 @@ Layouts do not take equally long: on the seeds' cluster PP1 holds it about twice
 PP8 (slower rounds, longer boot). Handing layouts out first come, first served leaves one
 cluster idle while the other runs the last long layout; a plan made from expected durations
 does not. The durations are what earlier runs of the same sweep measured: each layout's
-``held_s`` in ``configs.csv`` (boot start to end of teardown, real seconds). Without history
+``held_s`` in ``configs.csv`` (real seconds of boot, of the calls of the tests that use its
+service, and of teardown; the waits between them are not counted). Without history
 every layout counts the same and the plan is a plain round robin; the scheduler then still
 lets an idle cluster take a layout another cluster has not started (see
 :class:`pytest_ppsweep.lease.PoolScheduling`).
