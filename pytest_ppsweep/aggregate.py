@@ -27,7 +27,7 @@ REQUIRED_CONFIG_COLUMNS = ("config_id",)
 OPTIONAL_CONFIG_COLUMNS = (
     "pp", "tp", "ep", "order", "boot_ok", "boot_s", "boot_error", "topology_ok", "log_clean",
     "log_findings", "mem_peak_mib", "mem_total_mib", "mem_headroom_mib", "mem_worst_node",
-    "mem_worst_gpu",
+    "mem_worst_gpu", "cluster",
 )
 _MEDIAN_COLUMNS = ("input_tps", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_p50_s")
 
@@ -104,7 +104,8 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...]) 
         raise RunFolderError(f"missing file: {path}")
     try:
         frame = pd.read_csv(path, dtype={"config_id": str, "run_id": str, "boot_error": str,
-                                         "log_findings": str, "mem_worst_node": str})
+                                         "log_findings": str, "mem_worst_node": str,
+                                         "cluster": str})
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame(columns=list(required))
     missing = [c for c in required if c not in frame.columns]

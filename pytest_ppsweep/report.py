@@ -128,19 +128,25 @@ def _link(run_dir: Path, target: str, label: str | None = None) -> str:
 
 
 def _memory(data: RunData, summary: Summary) -> str:
+    records = _records(summary.configs)
+    # A run over a pool of clusters (pytest-xdist) says which cluster measured which layout.
+    pooled = len({_plain(r["cluster"]) for r in records} - {"?"}) > 1
     rows = []
-    for r in _records(summary.configs):
+    for r in records:
         cid = quote(str(r["config_id"]), safe="")
         rows.append([escape(str(r["layout"])), escape(str(r["config_id"])),
+                     *([escape(_plain(r["cluster"]))] if pooled else []),
                      _num(r["mem_peak_mib"], 0, " MiB"), _num(r["mem_total_mib"], 0, " MiB"),
                      _num(r["mem_headroom_mib"], 0, " MiB"),
                      escape(f"{_plain(r['mem_worst_node'])} / GPU {_plain(r['mem_worst_gpu'])}"),
                      _num(r["boot_s"], 0, " s"),
                      " ".join(_link(data.run_dir, f"{sub}/{cid}/", sub)
                               for sub in ("service", "raw", "gpu"))])
-    headers = ["PP / TP / EP", "Config", "Worst-rank peak", "GPU total", "Headroom",
-               "Worst node / GPU", "Startup", "Evidence"]
-    return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(headers, rows, 2)
+    headers = ["PP / TP / EP", "Config", *(["Cluster"] if pooled else []), "Worst-rank peak",
+               "GPU total", "Headroom", "Worst node / GPU", "Startup", "Evidence"]
+    return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(
+        headers, rows, 3 if pooled else 2
+    )
 
 
 def _plain(value: Any) -> str:

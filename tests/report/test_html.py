@@ -89,3 +89,16 @@ def test_no_banner_for_real_runs(tmp_path: Path) -> None:
 def _fragments(run: Path) -> list[str]:
     data, summary, verdicts, rec = analyse(run)
     return html_summary(data, summary, verdicts, rec)
+
+
+def test_cluster_column_only_when_a_pool_measured_the_run(tmp_path: Path) -> None:
+    assert ">Cluster</th>" not in _html(seed_run(tmp_path / "one"))
+    run = seed_run(tmp_path / "pool")
+    configs = (run / "configs.csv").read_text().splitlines()
+    configs = [configs[0] + ",cluster"] + [
+        f"{line},{'local' if i % 2 else 'local-<b>'}" for i, line in enumerate(configs[1:])
+    ]
+    (run / "configs.csv").write_text("\n".join(configs) + "\n")
+    html = _html(run)
+    assert '<th class="l">Cluster</th>' in html
+    assert '<td class="l">local</td>' in html and '<td class="l">local-&lt;b&gt;</td>' in html
