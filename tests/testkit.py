@@ -48,3 +48,19 @@ def proc_entries() -> Iterator[Path]:
 def cmdline(entry: Path) -> str:
     """A process's command line with spaces between the arguments."""
     return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+
+
+# Two 32-GPU layouts (4 nodes x 8 GPUs): the small sweeps of the e2e tests.
+CONFIGS = """
+[[configs]]
+pp = 4
+tp = 8
+
+[[configs]]
+pp = 8
+tp = 4
+"""
+
+# The same two layouts; PP8 fails at boot with the emulator's out-of-memory fault.
+BOOT_FAULT_CONFIGS = CONFIGS + """env = { PPSWEEP_SIM_FAULTS = "oom_load" }
+"""

@@ -26,8 +26,8 @@ from browserhelp import (
     table_after,
 )
 from playwright.sync_api import BrowserContext, Page
-from sweephelp import ACCEPTANCE, CONFIGS, sim_processes, small_matrix
-from testkit import run_dir
+from sweephelp import ACCEPTANCE, sim_processes, small_matrix
+from testkit import CONFIGS, run_dir
 
 from pytest_ppsweep.report import EVIDENCE
 

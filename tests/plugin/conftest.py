@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sweephelp import ACCEPTANCE, CONFIGS, sim_processes, small_matrix
+from sweephelp import ACCEPTANCE, sim_processes, small_matrix
+from testkit import CONFIGS
 
 
 @pytest.fixture

@@ -64,15 +64,6 @@ def small_matrix(configs: str, net: str, port: int, dist: int, scale: float, sta
     )
 
 
-CONFIGS = """
-[[configs]]
-pp = 4
-tp = 8
-
-[[configs]]
-pp = 8
-tp = 4
-"""
 
 
 def sim_processes(marker: str) -> list[int]:

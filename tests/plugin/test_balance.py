@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from sweephelp import SEED
+from testkit import CONFIGS
 
 from pytest_ppsweep.balance import SEARCH_BUDGET, Estimates, expected_durations, partition
 from pytest_ppsweep.lease import Pool, PoolScheduling
@@ -218,14 +219,7 @@ MIXED = """
 name = "mixed"
 model_path = "/m"
 
-[[configs]]
-pp = 4
-tp = 8
-
-[[configs]]
-pp = 8
-tp = 4
-
+""" + CONFIGS + """
 [[configs]]
 pp = 2
 tp = 8

@@ -14,18 +14,7 @@ from pathlib import Path
 
 import pytest
 from sweephelp import REPO, outcomes, sim_processes
-from testkit import rows, run_dir
-
-BOOT_FAULT_CONFIGS = """
-[[configs]]
-pp = 4
-tp = 8
-
-[[configs]]
-pp = 8
-tp = 4
-env = { PPSWEEP_SIM_FAULTS = "oom_load" }
-"""
+from testkit import BOOT_FAULT_CONFIGS, rows, run_dir
 
 PP1_PP16 = """
 [[configs]]

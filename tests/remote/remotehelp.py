@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
+from testkit import CONFIGS
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "scripts"
@@ -206,15 +207,6 @@ def cluster_toml(
     return "\n".join(lines) + "\n"
 
 
-SMALL_CONFIGS = """
-[[configs]]
-pp = 4
-tp = 8
-
-[[configs]]
-pp = 8
-tp = 4
-"""
 
 SMALL_WORKLOAD = """
 [workload]
@@ -238,7 +230,7 @@ def seed_matrix(cluster: str, model: Path, devices: Path) -> str:
 
 
 def small_matrix(
-    cluster: str, model: Path, devices: Path | None, configs: str = SMALL_CONFIGS
+    cluster: str, model: Path, devices: Path | None, configs: str = CONFIGS
 ) -> str:
     """Two layouts, a short workload; ``devices`` stands in for /dev/infiniband."""
     dev = f'devices = ["{devices}:/dev/infiniband"]\n' if devices else ""

@@ -23,7 +23,7 @@ from remotehelp import (
     seed_matrix,
     small_matrix,
 )
-from testkit import wait_until
+from testkit import BOOT_FAULT_CONFIGS, wait_until
 
 from pytest_ppsweep import reap
 from pytest_ppsweep.matrix import load
@@ -170,16 +170,6 @@ def test_failing_preflight_lists_every_problem_and_boots_nothing(
     assert not service.exists() or not any(service.iterdir()), "a layout was booted"
 
 
-BOOT_FAULT = """
-[[configs]]
-pp = 4
-tp = 8
-
-[[configs]]
-pp = 8
-tp = 4
-env = { PPSWEEP_SIM_FAULTS = "oom_load" }
-"""
 
 
 def test_boot_failure_on_the_hosts_fails_fast_with_the_remote_logs(
@@ -188,7 +178,7 @@ def test_boot_failure_on_the_hosts_fails_fast_with_the_remote_logs(
     work: dict[str, Path],
     tmp_path: Path,
 ) -> None:
-    matrix = small_matrix("ns", work["model"], work["devices"], configs=BOOT_FAULT)
+    matrix = small_matrix("ns", work["model"], work["devices"], configs=BOOT_FAULT_CONFIGS)
     folder = sweep_folder(matrix, launcher="docker")
     reports = tmp_path / "reports"
     t0 = time.monotonic()
