@@ -66,9 +66,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchhelp as bh
 
-from pytest_ppsweep import bench
+from pytest_ppsweep.measure import bench
+from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.sim.localcluster import LocalCluster
-from pytest_ppsweep.workload import WorkloadSpec, generate_prompts
 
 HOST = "127.0.14.2"
 ZERO_PORT, SIM_PORT, SIM_DIST_PORT = 36200, 36210, 36211

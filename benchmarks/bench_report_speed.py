@@ -71,7 +71,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed repetitions (best is kept)")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from pytest_ppsweep.report import rebuild_report, terminal_summary
+    from pytest_ppsweep.report.html import rebuild_report
+    from pytest_ppsweep.report.terminal import terminal_summary
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "bench"

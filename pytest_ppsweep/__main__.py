@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from pytest_ppsweep.aggregate import (
+from pytest_ppsweep.report.html import rebuild_report
+from pytest_ppsweep.report.terminal import terminal_summary
+from pytest_ppsweep.results.aggregate import (
     RunFolderError,
     compare_runs,
     load_run,
     summarize_run,
     write_compare,
 )
-from pytest_ppsweep.report import rebuild_report, terminal_summary
 
 EXIT_MISSING = 2
 _WIDTH = 100

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_ppsweep.logscan import Finding
-from pytest_ppsweep.matrix import Config
-from pytest_ppsweep.metrics import RoundResult
-from pytest_ppsweep.probe import Topology
+from pytest_ppsweep.matrix.model import Config
+from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.service.logscan import Finding
+from pytest_ppsweep.service.probe import Topology
 
 
 def topology_problems(

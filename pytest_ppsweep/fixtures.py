@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_ppsweep.readiness import BootFailed
-from pytest_ppsweep.state import RUN_KEY
+from pytest_ppsweep.service.readiness import BootFailed
+from pytest_ppsweep.stash import RUN_KEY
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.matrix import Config
+    from pytest_ppsweep.matrix.model import Config
     from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 

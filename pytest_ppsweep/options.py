@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from pytest_ppsweep.matrix import Cluster, MatrixError, Sweep, load
-from pytest_ppsweep.runstore import RunStore, new_run_id
+from pytest_ppsweep.matrix.model import Cluster, MatrixError, Sweep
+from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 
 OPTIONS: tuple[tuple[str, str, str | None], ...] = (
     (
@@ -219,7 +220,7 @@ def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunSt
 
 def thresholds(config: pytest.Config, sweep: Sweep) -> dict[str, Any]:
     """Gate thresholds: options, else [sweep] thresholds, else the gate's defaults."""
-    from pytest_ppsweep.gate import ThresholdError, parse_thresholds
+    from pytest_ppsweep.gate.comparison import ThresholdError, parse_thresholds
 
     tokens = list(config.getoption("ppsweep_threshold")) or list(sweep.thresholds)
     try:
@@ -233,8 +234,8 @@ def reference(config: pytest.Config, option: str) -> Path | None:
     value = get(config, option)
     if not value:
         return None
-    from pytest_ppsweep.aggregate import RunFolderError
-    from pytest_ppsweep.benchjson import BaselineError, resolve
+    from pytest_ppsweep.gate.baselines import BaselineError, resolve
+    from pytest_ppsweep.results.aggregate import RunFolderError
 
     try:
         return resolve(

@@ -16,13 +16,16 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_ppsweep import backends, continuity, launch, options, summary
+from pytest_ppsweep import continuity, options
+from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.progress import Progress
-from pytest_ppsweep.state import RUN_KEY
+from pytest_ppsweep.report import summary
+from pytest_ppsweep.service import launch
+from pytest_ppsweep.stash import RUN_KEY
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.matrix import Cluster, Sweep
-    from pytest_ppsweep.runstore import RunStore
+    from pytest_ppsweep.matrix.model import Cluster, Sweep
+    from pytest_ppsweep.measure.runstore import RunStore
     from pytest_ppsweep.sweeprun import SweepRun
 
 _IDS_KEY = pytest.StashKey[list[str]]()
@@ -149,8 +152,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     run = config.stash.get(RUN_KEY, None)
     if run is None:
         return None
-    from pytest_ppsweep.balance import expected_durations
-    from pytest_ppsweep.lease import PoolScheduling
+    from pytest_ppsweep.pool.balance import expected_durations
+    from pytest_ppsweep.pool.scheduling import PoolScheduling
 
     ids = config.stash[_IDS_KEY]
     skipped = config.stash[_PLAN_KEY].skip_configs  # reused or finished before a resume
@@ -180,7 +183,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
         return
     cluster = _pool(node.config, run).release(node.gateway.id)
     if error and cluster is not None:
-        from pytest_ppsweep.lease import reap_local
+        from pytest_ppsweep.cluster.reap import reap_local
 
         pids = reap_local(run.store.run_id, cluster.name)
         run.progress(
@@ -194,7 +197,7 @@ _POOL_KEY = pytest.StashKey[Any]()
 
 def _pool(config: pytest.Config, run: SweepRun) -> Any:
     if _POOL_KEY not in config.stash:
-        from pytest_ppsweep.lease import Pool
+        from pytest_ppsweep.pool.lease import Pool
 
         config.stash[_POOL_KEY] = Pool({c.name: c for c in run.clusters})
     return config.stash[_POOL_KEY]
@@ -209,7 +212,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     run = config.stash.get(RUN_KEY, None)
     if run is None or _is_worker(config) or config.option.collectonly:
         return
-    from pytest_ppsweep import preflight, reap
+    from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 
     for cluster in run.clusters:
         if cluster.kind == "ssh":
@@ -236,14 +239,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         if problems:
             raise pytest.UsageError(preflight.message(cluster, problems))
         run.store.write_json(
-            f"metadata/nodes-{cluster.name}.json", preflight.metadata(run.sweep, cluster)
+            f"metadata/nodes-{cluster.name}.json", nodeinfo.metadata(run.sweep, cluster)
         )
 
 
 def _reap_own(run: SweepRun) -> None:
     """Whatever this run still has on the nodes of an ssh cluster (a rank whose start was
     interrupted, a worker that crashed) is removed by its run label."""
-    from pytest_ppsweep import reap
+    from pytest_ppsweep.cluster import reap
 
     for cluster in run.clusters:
         if cluster.kind != "ssh":

@@ -17,18 +17,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep import bench, manifest
-from pytest_ppsweep.backends import host_for
-from pytest_ppsweep.gpu import QUERY_ARGS, GpuMemory, not_released, parse_query_gpu, worst_rank
-from pytest_ppsweep.hosts import HostError
-from pytest_ppsweep.launch import Service, local_path
-from pytest_ppsweep.logscan import Finding
-from pytest_ppsweep.matrix import Cluster, Config, Sweep
-from pytest_ppsweep.metrics import RoundResult
-from pytest_ppsweep.probe import Topology, redact, server_info, topology
-from pytest_ppsweep.readiness import BootFailed
-from pytest_ppsweep.runstore import RunStore
-from pytest_ppsweep.workload import PromptSet, WorkloadSpec, generate_prompts
+from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.rankspec import local_path
+from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.measure import bench
+from pytest_ppsweep.measure.gpu import (
+    QUERY_ARGS,
+    GpuMemory,
+    not_released,
+    parse_query_gpu,
+    worst_rank,
+)
+from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
+from pytest_ppsweep.redact import redact
+from pytest_ppsweep.service.launch import Service
+from pytest_ppsweep.service.logscan import Finding
+from pytest_ppsweep.service.probe import Topology, server_info, topology
+from pytest_ppsweep.service.readiness import BootFailed
 
 
 class GpuMemoryWarning(UserWarning):

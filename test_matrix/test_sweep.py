@@ -10,7 +10,7 @@ import pytest
 
 from pytest_ppsweep import gate
 from pytest_ppsweep.check import completion_problems, log_problems, topology_problems
-from pytest_ppsweep.matrix import Config
+from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 

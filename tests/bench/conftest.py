@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from benchhelp import REFUSED_HOST, FakeSGLang, _ServerThread
 
-from pytest_ppsweep.workload import WorkloadSpec
+from pytest_ppsweep.measure.workload import WorkloadSpec
 
 
 @pytest.fixture

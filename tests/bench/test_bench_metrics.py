@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_ppsweep.metrics import ROW_KEYS, summarize
+from pytest_ppsweep.measure.metrics import ROW_KEYS, summarize
 
 
 def rec(index: int, ok: bool, sent: float | None, done: float | None, *, ttft: float | None = None,

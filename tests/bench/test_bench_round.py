@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_ppsweep.bench import (
+from pytest_ppsweep.measure.bench import (
     RECORD_KEYS,
     BenchSetupError,
     _arrivals,
     make_session,
     run_round,
 )
-from pytest_ppsweep.bench import run_round_sync as run
-from pytest_ppsweep.workload import PromptSet, WorkloadSpec, generate_prompts
+from pytest_ppsweep.measure.bench import run_round_sync as run
+from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
 
 if TYPE_CHECKING:  # a fixture type only; importing conftest at run time is fragile
     from benchhelp import FakeSGLang

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pytest_ppsweep.workload import WorkloadSpec, generate_prompts, prompt_digest
+from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts, prompt_digest
 
 SpecFactory = Callable[..., WorkloadSpec]
 

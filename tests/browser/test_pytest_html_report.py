@@ -29,7 +29,7 @@ from playwright.sync_api import BrowserContext, Page
 from sweephelp import ACCEPTANCE, sim_processes, small_matrix
 from testkit import CONFIGS, run_dir
 
-from pytest_ppsweep.report import EVIDENCE
+from pytest_ppsweep.report.html import EVIDENCE
 
 PLUGIN_COLUMNS = ["Configuration", "C", "Input TPS", "TTFT p50"]
 HOSTILE_TEST = f'''

@@ -21,7 +21,7 @@ from browserhelp import (
 )
 from playwright.sync_api import BrowserContext
 
-from pytest_ppsweep.report import EVIDENCE, build_report
+from pytest_ppsweep.report.html import EVIDENCE, build_report
 
 # A layout id that a browser would run if it were pasted as HTML (no "/": it is a folder name).
 HOSTILE_ID = f"pp2-tp16-ep2 {IMG_LINE}"

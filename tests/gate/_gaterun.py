@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.runstore import RunStore
+from pytest_ppsweep.measure.runstore import RunStore
 
 NUM_REQUESTS = 40
 PROMPT_TOKENS = 16_384 * NUM_REQUESTS

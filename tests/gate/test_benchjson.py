@@ -13,15 +13,9 @@ import pytest
 from _gaterun import NUM_REQUESTS, Point, rounds, seed_points, write_run
 from pytest_benchmark.stats import Stats
 
-from pytest_ppsweep.aggregate import RunFolderError
-from pytest_ppsweep.benchjson import (
-    BaselineError,
-    benchmark_json,
-    resolve,
-    save_baseline,
-    stats,
-    write_benchmark_json,
-)
+from pytest_ppsweep.gate.baselines import BaselineError, resolve, save_baseline
+from pytest_ppsweep.gate.benchjson import benchmark_json, stats, write_benchmark_json
+from pytest_ppsweep.results.aggregate import RunFolderError
 
 
 @pytest.mark.parametrize("values", [[2.5], [3.0, 1.0], [74.4, 74.9, 74.6],
@@ -141,7 +135,7 @@ def test_resolve_errors_name_what_was_looked_for(tmp_path: Path) -> None:
 
 
 def test_baseline_is_a_run_folder_for_the_gate(tmp_path: Path) -> None:
-    from pytest_ppsweep.gate import compare, regressions
+    from pytest_ppsweep.gate.comparison import compare, regressions
 
     reports = tmp_path / "reports"
     base = save_baseline(write_run(reports, "old", seed_points()), "gold", reports)

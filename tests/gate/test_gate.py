@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from _gaterun import Point, rounds, seed_points, write_run
 
-from pytest_ppsweep.gate import (
+from pytest_ppsweep.gate.comparison import (
     Comparison,
     Threshold,
     ThresholdError,
@@ -144,7 +144,7 @@ def test_boot_failure_is_broken_at_every_c(tmp_path: Path, ref: Path) -> None:
 
 
 def test_run_where_nothing_booted(tmp_path: Path, ref: Path) -> None:
-    from pytest_ppsweep.benchjson import write_benchmark_json
+    from pytest_ppsweep.gate.benchjson import write_benchmark_json
 
     cur = write_run(tmp_path, "cur", [], failed_boot=("pp1-tp32-ep4", "pp8-tp4-ep4",
                                                       "pp16-tp2-ep2"))

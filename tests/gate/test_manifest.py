@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from _gaterun import Point, rounds, write_run
 
-from pytest_ppsweep import manifest
-from pytest_ppsweep.matrix import Host, Sweep, load
-from pytest_ppsweep.runstore import RESULT_COLUMNS
+from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.matrix.model import Host, Sweep
+from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.measure.runstore import RESULT_COLUMNS
 
 MATRIX = Path(__file__).parents[2] / "test_matrix" / "ppsweep.toml"
 CID = "pp8-tp4-ep4"
@@ -170,8 +171,8 @@ def test_unknown_version_pinned_by_identical_image_id(sweep: Sweep, tmp_path: Pa
 
 
 def test_adopt_takes_rows_facts_and_evidence(sweep: Sweep, tmp_path: Path) -> None:
-    from pytest_ppsweep.gate import compare, regressions
-    from pytest_ppsweep.runstore import RunStore
+    from pytest_ppsweep.gate.comparison import compare, regressions
+    from pytest_ppsweep.measure.runstore import RunStore
 
     m = _build(sweep)
     ref = _reference(tmp_path, sweep, m)

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ppsweep.gpu import SmiParseError, not_released, parse_query_gpu, worst_rank
-from pytest_ppsweep.logscan import LogFollower, LogScanner
-from pytest_ppsweep.probe import REDACTED, redact, topology
+from pytest_ppsweep.measure.gpu import SmiParseError, not_released, parse_query_gpu, worst_rank
+from pytest_ppsweep.redact import REDACTED, redact
+from pytest_ppsweep.service.logscan import LogFollower, LogScanner
+from pytest_ppsweep.service.probe import topology
 
 
 def test_query_gpu_with_header_and_units(data_dir: Path) -> None:

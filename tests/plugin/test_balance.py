@@ -10,9 +10,10 @@ import pytest
 from sweephelp import SEED
 from testkit import CONFIGS
 
-from pytest_ppsweep.balance import SEARCH_BUDGET, Estimates, expected_durations, partition
-from pytest_ppsweep.lease import Pool, PoolScheduling
-from pytest_ppsweep.matrix import load
+from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.pool.balance import SEARCH_BUDGET, Estimates, expected_durations, partition
+from pytest_ppsweep.pool.lease import Pool
+from pytest_ppsweep.pool.scheduling import PoolScheduling
 
 # Cluster time per layout of the seeds' sweep as the emulator gives it (emulated seconds).
 SEEDS = {"pp1-tp32-ep4": 1700.0, "pp2-tp16-ep4": 1130.0, "pp4-tp8-ep4": 880.0,

@@ -13,7 +13,7 @@ import pytest
 from sweephelp import REPO, outcomes
 from testkit import rows
 
-from pytest_ppsweep.lease import find_local
+from pytest_ppsweep.cluster.reap import find_local
 
 # Big enough rounds that the real-time noise at this time scale stays around a few percent.
 GATE = {

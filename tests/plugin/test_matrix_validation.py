@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ppsweep.matrix import MatrixError, load
+from pytest_ppsweep.matrix.model import MatrixError
+from pytest_ppsweep.matrix.parse import load
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "test_matrix" / "ppsweep.toml"

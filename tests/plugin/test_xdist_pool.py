@@ -14,7 +14,7 @@ import pytest
 from sweephelp import ACCEPTANCE, SEED, emulated_cluster, sim_processes
 from testkit import rows, run_dir
 
-from pytest_ppsweep.lease import find_local
+from pytest_ppsweep.cluster.reap import find_local
 
 
 def pool_sweep(folder: Path, tmp_path: Path, scale: int = 1000) -> Path:

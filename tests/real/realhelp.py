@@ -24,7 +24,7 @@ MARK_VAR = "PPSWEEP_REAL_TEST_MARK"
 READINESS_WORKAROUND = '''\
 """Test-only workaround (tests/real): a longer /health timeout for real SGLang on CPU."""
 import pytest_ppsweep.readiness as _readiness
-from pytest_ppsweep.probe import health as _health
+from pytest_ppsweep.service.probe import health as _health
 
 
 def _patient_health(base_url, timeout=2.0):

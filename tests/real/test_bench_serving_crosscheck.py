@@ -53,9 +53,9 @@ from typing import Any
 import pytest
 from realhelp import MARK_VAR, REPO, Provisioned
 
-from pytest_ppsweep.bench import run_round_sync
-from pytest_ppsweep.launch import cpu_bind
-from pytest_ppsweep.workload import WorkloadSpec, generate_prompts
+from pytest_ppsweep.cluster.rankspec import cpu_bind
+from pytest_ppsweep.measure.bench import run_round_sync
+from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 
 pytestmark = pytest.mark.slow
 

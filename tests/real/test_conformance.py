@@ -49,9 +49,9 @@ from conformhelp import (
 )
 from realhelp import REPO, ProvisionImpossible, marked_processes, provision
 
-from pytest_ppsweep.bench import run_round_sync
-from pytest_ppsweep.probe import server_info, topology
-from pytest_ppsweep.workload import WorkloadSpec, generate_prompts
+from pytest_ppsweep.measure.bench import run_round_sync
+from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
+from pytest_ppsweep.service.probe import server_info, topology
 
 pytestmark = pytest.mark.slow
 

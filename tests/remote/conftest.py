@@ -26,7 +26,8 @@ from remotehelp import (
     run_script,
 )
 
-from pytest_ppsweep import docker_launch, remote
+from pytest_ppsweep.cluster import docker_launcher as docker_launch
+from pytest_ppsweep.cluster import ssh as remote
 
 _TIMINGS: list[str] = []
 

@@ -11,10 +11,10 @@ import pytest
 from remotehelp import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes
 from testkit import wait_until
 
-from pytest_ppsweep.hosts import HostError
-from pytest_ppsweep.launch import RankSpec
-from pytest_ppsweep.matrix import Cluster, Host
-from pytest_ppsweep.remote import SshHost, SshSettings
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.rankspec import RankSpec
+from pytest_ppsweep.cluster.ssh import SshHost, SshSettings
+from pytest_ppsweep.matrix.model import Cluster, Host
 
 # prints a line every 0.1 s and keeps a child process in its group
 TICKER = (
@@ -64,7 +64,7 @@ def lines(path: Path) -> list[str]:
 def test_process_rank_streams_its_log_and_stops_with_its_whole_group(
     test_hosts: TestHosts, tmp_path: Path
 ) -> None:
-    from pytest_ppsweep.ssh_launch import REMOTE_ROOT, SshProcessLauncher
+    from pytest_ppsweep.cluster.ssh_launcher import REMOTE_ROOT, SshProcessLauncher
 
     settings = SshSettings(key_filename=test_hosts.ssh_key, known_hosts=test_hosts.known_hosts)
     host = SshHost("h603", "10.200.0.103", settings)
@@ -97,7 +97,7 @@ def test_process_rank_streams_its_log_and_stops_with_its_whole_group(
 
 
 def test_process_rank_that_exits_reports_its_status(test_hosts: TestHosts, tmp_path: Path) -> None:
-    from pytest_ppsweep.ssh_launch import SshProcessLauncher
+    from pytest_ppsweep.cluster.ssh_launcher import SshProcessLauncher
 
     settings = SshSettings(key_filename=test_hosts.ssh_key, known_hosts=test_hosts.known_hosts)
     host = SshHost("h604", "10.200.0.104", settings)
@@ -114,7 +114,7 @@ def test_process_rank_that_exits_reports_its_status(test_hosts: TestHosts, tmp_p
 
 
 def test_container_rank_has_the_requested_shape(test_hosts: TestHosts, tmp_path: Path) -> None:
-    from pytest_ppsweep.docker_launch import DockerLauncher
+    from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
 
     model = tmp_path / "model"
     model.mkdir()
@@ -178,7 +178,7 @@ def test_container_rank_has_the_requested_shape(test_hosts: TestHosts, tmp_path:
 def test_container_rank_that_exits_and_a_missing_image(
     test_hosts: TestHosts, tmp_path: Path
 ) -> None:
-    from pytest_ppsweep.docker_launch import DockerLauncher
+    from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
 
     launcher = DockerLauncher(cluster(test_hosts, "docker"), IMAGE, "", [])
     spec = RankSpec(0, "h601", "10.200.0.101", ("sh", "-c", "echo last words; exit 3"), {})

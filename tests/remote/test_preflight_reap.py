@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from remotehelp import IMAGE, TestHosts, cluster_toml, containers, rank_processes, small_matrix
 
-from pytest_ppsweep import preflight, reap
-from pytest_ppsweep.docker_launch import DockerLauncher
-from pytest_ppsweep.launch import RankSpec
-from pytest_ppsweep.matrix import Cluster, Host, Sweep, load
-from pytest_ppsweep.ssh_launch import SshProcessLauncher
+from pytest_ppsweep.cluster import nodeinfo, preflight, reap
+from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
+from pytest_ppsweep.cluster.rankspec import RankSpec
+from pytest_ppsweep.cluster.ssh_launcher import SshProcessLauncher
+from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+from pytest_ppsweep.matrix.parse import load
 
 
 def sweep_for(test_hosts: TestHosts, work: dict[str, Path], launcher: str, **kw: object) -> Sweep:
@@ -101,7 +102,7 @@ def test_a_port_in_use_is_found(test_hosts: TestHosts, work: dict[str, Path]) ->
 
 
 def _ssh(cluster: Cluster, index: int) -> object:
-    from pytest_ppsweep.backends import host_for
+    from pytest_ppsweep.cluster.backends import host_for
 
     return host_for(cluster, cluster.hosts[index])
 
@@ -109,7 +110,7 @@ def _ssh(cluster: Cluster, index: int) -> object:
 @pytest.mark.parametrize("launcher", ["docker", "process"])
 def test_metadata_of_the_nodes(test_hosts: TestHosts, work: dict[str, Path], launcher: str) -> None:
     sweep = sweep_for(test_hosts, work, launcher)
-    meta = preflight.metadata(sweep, sweep.cluster("ns"))
+    meta = nodeinfo.metadata(sweep, sweep.cluster("ns"))
     json.dumps(meta)  # serialisable as it is
     assert [n["hostname"] for n in meta["nodes"]] == ["h601", "h602", "h603", "h604"]
     node = meta["nodes"][2]

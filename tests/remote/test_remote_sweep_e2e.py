@@ -25,8 +25,8 @@ from remotehelp import (
 )
 from testkit import BOOT_FAULT_CONFIGS, wait_until
 
-from pytest_ppsweep import reap
-from pytest_ppsweep.matrix import load
+from pytest_ppsweep.cluster import reap
+from pytest_ppsweep.matrix.parse import load
 
 SEED_IDS = ("pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2")
 

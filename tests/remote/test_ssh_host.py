@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from remotehelp import TestHosts
 
-from pytest_ppsweep.backends import host_for
-from pytest_ppsweep.hosts import HostError
-from pytest_ppsweep.matrix import Cluster, Host
-from pytest_ppsweep.remote import HostConnectionError, SshHost, SshSettings, on_all
+from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.ssh import HostConnectionError, SshHost, SshSettings, on_all
+from pytest_ppsweep.matrix.model import Cluster, Host
 
 
 @pytest.fixture

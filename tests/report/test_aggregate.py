@@ -8,8 +8,14 @@ from pathlib import Path
 import pandas as pd
 from _runfactory import Point, config_row, rounds, write_run
 
-from pytest_ppsweep.aggregate import RunMeta, load_run, summarize, summarize_run, write_summary
-from pytest_ppsweep.report import build_report
+from pytest_ppsweep.report.html import build_report
+from pytest_ppsweep.results.aggregate import (
+    RunMeta,
+    load_run,
+    summarize,
+    summarize_run,
+    write_summary,
+)
 
 
 def _run(tmp_path: Path, **meta: object) -> Path:

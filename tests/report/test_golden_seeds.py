@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from _runfactory import SEED_MEDIANS, seed_run
 
-from pytest_ppsweep.aggregate import Summary, load_run, summarize_run
+from pytest_ppsweep.results.aggregate import Summary, load_run, summarize_run
 
 TOL_PP = 0.01
 P1, P2, P4, P8, P16 = "pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2"

@@ -7,8 +7,9 @@ from typing import Any
 
 from _runfactory import SEED_MEDIANS, Point, config_row, rounds, seed_run, write_run
 
-from pytest_ppsweep.aggregate import load_run, summarize_run
-from pytest_ppsweep.verdict import Recommendation, judge, recommend
+from pytest_ppsweep.results.aggregate import load_run, summarize_run
+from pytest_ppsweep.results.recommendation import Recommendation, recommend
+from pytest_ppsweep.results.verdict import judge
 
 P1, P2, P4, P8, P16 = "pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2"
 

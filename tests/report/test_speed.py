@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-from pytest_ppsweep.report import rebuild_report, terminal_summary
+from pytest_ppsweep.report.html import rebuild_report
+from pytest_ppsweep.report.terminal import terminal_summary
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_report_speed.py"
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from _runfactory import Point, config_row, rounds, seed_run, write_run
 
-from pytest_ppsweep.report import analyse, terminal_summary
+from pytest_ppsweep.report.html import analyse
+from pytest_ppsweep.report.terminal import terminal_summary
 
 
 def _lines(run: Path, width: int = 100) -> list[str]:

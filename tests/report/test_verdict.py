@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from _runfactory import PROMPT_TOKENS, Point, config_row, rounds, write_run
 
-from pytest_ppsweep.aggregate import load_run, summarize_run
-from pytest_ppsweep.verdict import Verdict, as_bool, judge
+from pytest_ppsweep.results.aggregate import load_run, summarize_run
+from pytest_ppsweep.results.verdict import Verdict, as_bool, judge
 
 GOOD = Point("good", 8, 4, 4, 8, 8800.0, 13.5, 16.4)
 BAD = Point("bad", 4, 8, 4, 8, 7100.0, 17.3, 18.6)

@@ -1,0 +1,58 @@
+"""Which host and launcher a cluster uses: the one place that maps ``kind``/``launcher`` to code.
+
+Every backend offers the same small surface, so launch.py and sweeprun.py never branch on the
+cluster kind:
+
+* a *host* runs short commands: ``run(argv, timeout) -> CommandResult`` (nvidia-smi, preflight);
+* a *launcher* starts one rank per node and returns a handle with ``poll()`` and ``stop()``; the
+  rank's output must end up in the local ``log_path`` while it runs (remote launchers stream it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_ppsweep.cluster.base import CommandHost, Launcher
+from pytest_ppsweep.cluster.hosts import LocalHost, LocalLauncher
+from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+
+if TYPE_CHECKING:
+    pass
+
+
+def host_for(cluster: Cluster, host: Host) -> CommandHost:
+    """The command runner of one node of ``cluster`` (ssh: one shared connection per node)."""
+    if cluster.kind == "local":
+        return LocalHost(host.name, host.address)
+    if cluster.kind == "ssh":
+        # fabric/paramiko are imported only when a cluster is reached over SSH.
+        from pytest_ppsweep.cluster.ssh import SshSettings, ssh_host
+
+        return ssh_host(host.name, host.address, SshSettings.from_cluster(cluster))
+    raise NotImplementedError(
+        f"cluster {cluster.name!r}: kind {cluster.kind!r} has no host backend in this version"
+    )
+
+
+def launcher_for(cluster: Cluster, sweep: Sweep | None = None) -> Launcher:
+    """The rank launcher of ``cluster``. The docker launcher takes image, model path and devices
+    from ``sweep``; built without one it only validates the cluster (and cannot start ranks)."""
+    if cluster.kind == "local" and cluster.launcher == "process":
+        return LocalLauncher()
+    if cluster.kind == "ssh" and cluster.launcher == "process":
+        from pytest_ppsweep.cluster.ssh import SshSettings, ssh_host
+        from pytest_ppsweep.cluster.ssh_launcher import SshProcessLauncher
+
+        settings = SshSettings.from_cluster(cluster)
+        return SshProcessLauncher({h.address: ssh_host(h.name, h.address, settings)
+                                   for h in cluster.hosts})
+    if cluster.kind == "ssh" and cluster.launcher == "docker":
+        from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
+
+        if sweep is None:
+            return DockerLauncher(cluster)
+        return DockerLauncher(cluster, sweep.image, sweep.model_path, sweep.devices)
+    raise NotImplementedError(
+        f"cluster {cluster.name!r}: {cluster.kind} + {cluster.launcher} has no launcher in this "
+        "version"
+    )

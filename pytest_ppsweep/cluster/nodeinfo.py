@@ -1,0 +1,137 @@
+"""What the nodes are: GPUs, driver, kernel, the server module's and SGLang's versions (in the
+image on docker clusters), asked of every node at once and stored as ``metadata/nodes-*.json``;
+also how to ask a node (its python, its nvidia-smi argv, its docker client).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.ssh import SshSettings, on_all
+from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+
+GPU_QUERY = (
+    "--query-gpu=index,name,driver_version,memory.total",
+    "--format=csv,noheader,nounits",
+)
+VERSIONS_SCRIPT = (
+    "import importlib.metadata as m, json, sys\n"
+    "def v(d):\n"
+    "    try:\n        return m.version(d)\n"
+    "    except m.PackageNotFoundError:\n        return None\n"
+    "top = sys.argv[1].split('.')[0]\n"
+    "dists = m.packages_distributions().get(top, [])\n"
+    "print(json.dumps({'sglang': v('sglang'), 'server_module': sys.argv[1],\n"
+    "    'server_module_dists': {d: v(d) for d in dists}, 'python': sys.version.split()[0]}))"
+)
+
+
+def node_python(cluster: Cluster) -> str:
+    """The interpreter that runs the server module on the nodes of ``cluster``."""
+    return cluster.python or sys.executable
+
+
+def smi_argv(cluster: Cluster, host: Host, extra: Sequence[str]) -> list[str]:
+    python = node_python(cluster)
+    return [a.format(host=host.address, python=python) for a in cluster.nvidia_smi] + list(extra)
+
+
+def docker_for(cluster: Cluster, host: Host) -> Any:
+    from pytest_ppsweep.cluster.docker_launcher import docker_client
+
+    return docker_client(host.name, host.address, SshSettings.from_cluster(cluster))
+
+
+def _gpus(cluster: Cluster, host: Host) -> list[dict[str, Any]]:
+    if not cluster.nvidia_smi:
+        return []
+    res = host_for(cluster, host).run(smi_argv(cluster, host, GPU_QUERY), 60)
+    if not res.ok:
+        return []
+    gpus = []
+    for line in res.stdout.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) == 4 and cols[0].isdigit():
+            gpus.append(
+                {
+                    "index": int(cols[0]),
+                    "name": cols[1],
+                    "driver_version": cols[2],
+                    "memory_total_mib": (
+                        int(float(cols[3])) if cols[3].replace(".", "").isdigit() else None
+                    ),
+                }
+            )
+    return gpus
+
+
+def _versions_in_container(cluster: Cluster, host: Host, image: str) -> dict[str, Any]:
+    from docker.errors import DockerException
+
+    client = docker_for(cluster, host)
+    out: dict[str, Any] = {}
+    try:
+        img = client.images.get(image)
+        out["image_id"] = img.id
+        out["image_digests"] = list(img.attrs.get("RepoDigests") or [])
+        out["image_created"] = img.attrs.get("Created")
+        raw = client.containers.run(
+            image,
+            ["-c", VERSIONS_SCRIPT, cluster.server_module],
+            entrypoint=[cluster.python or "python3"],
+            remove=True,
+            network_mode="none",
+            labels={"ppsweep.metadata": "1"},
+        )
+        out.update(json.loads(raw.decode().strip().splitlines()[-1]))
+        out["docker_server_version"] = client.version().get("Version")
+    except (DockerException, ValueError, IndexError) as exc:
+        out["error"] = str(exc)[:300]
+    return out
+
+
+def _versions_on_host(cluster: Cluster, host: Host) -> dict[str, Any]:
+    argv = [node_python(cluster), "-c", VERSIONS_SCRIPT, cluster.server_module]
+    res = host_for(cluster, host).run(argv, 120)
+    try:
+        parsed: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+        return parsed
+    except (ValueError, IndexError):
+        return {"error": f"exit {res.exit_status}: {res.stderr.strip()[:300]}"}
+
+
+def _node_metadata(sweep: Sweep, cluster: Cluster, host: Host) -> dict[str, Any]:
+    node: dict[str, Any] = {"name": host.name, "address": host.address}
+    try:
+        res = host_for(cluster, host).run(["uname", "-n", "-r"], 60)
+        parts = res.stdout.split()
+        node["hostname"], node["kernel"] = [*parts, "", ""][:2]
+        node["gpus"] = _gpus(cluster, host)
+        drivers = sorted({g["driver_version"] for g in node["gpus"]})
+        node["driver_version"] = drivers[0] if len(drivers) == 1 else drivers
+        if cluster.kind == "ssh" and cluster.launcher == "docker":
+            node.update(_versions_in_container(cluster, host, sweep.image))
+        else:
+            node.update(_versions_on_host(cluster, host))
+    except HostError as exc:
+        node["error"] = str(exc)
+    return node
+
+
+def metadata(sweep: Sweep, cluster: Cluster) -> dict[str, Any]:
+    """What the nodes are (all nodes asked at once); JSON-serialisable."""
+    hosts = cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
+    nodes = on_all(hosts, lambda h: _node_metadata(sweep, cluster, h))
+    return {
+        "cluster": cluster.name,
+        "kind": cluster.kind,
+        "launcher": cluster.launcher,
+        "image": sweep.image if cluster.launcher == "docker" else None,
+        "server_module": cluster.server_module,
+        "nodes": nodes,
+    }

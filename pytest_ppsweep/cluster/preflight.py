@@ -1,0 +1,183 @@
+"""Before the first boot: is every node ready? And what are the nodes (run metadata)?
+
+:func:`check` asks every node at once and returns every problem of every node, so one failure
+message lists them all and nothing is booted until they are fixed:
+
+* the server can start: the image is present (docker) or ``python -m <server_module>`` is
+  importable (process);
+* the model path and every device of ``[sweep] devices`` exist on the node;
+* the GPUs are idle (no compute process in ``nvidia-smi``; the emulator's shim stands in);
+* nothing answers on the HTTP port (nor on the rendezvous port of node 0) yet.
+
+:func:`metadata` describes the nodes for ``reports/<run>/metadata/``: host names, GPU names and
+driver from nvidia-smi, and, as the server's environment reports them, the image id and the
+SGLang version.
+
+Local clusters (loopback "nodes" on this machine) only check that the server module imports:
+the emulator reads no model and the GPU shim's state is shared with other sessions.
+"""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from collections.abc import Callable, Sequence
+
+from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.nodeinfo import docker_for, node_python, smi_argv
+from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
+from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+
+__all__ = ["PreflightError", "check", "message", "require"]
+
+APPS_QUERY = ("--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader")
+_IMPORTABLE = (
+    "import importlib.util, sys\n"
+    "try:\n    ok = importlib.util.find_spec(sys.argv[1]) is not None\n"
+    "except Exception:\n    ok = False\n"
+    "sys.exit(0 if ok else 3)"
+)
+class PreflightError(RuntimeError):
+    """Some node is not ready; the message lists every problem of every node."""
+
+
+def _port_open(address: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _check_image(cluster: Cluster, host: Host, image: str) -> list[str]:
+    from docker.errors import DockerException, ImageNotFound
+
+    if not image:
+        return ["no image given ([sweep] image or --ppsweep-image)"]
+    try:
+        docker_for(cluster, host).images.get(image)
+    except ImageNotFound:
+        return [f"image {image} is not present (docker load or docker pull it on this node)"]
+    except DockerException as exc:
+        return [f"docker cannot be asked for image {image}: {exc}"]
+    return []
+
+
+def _check_module(cluster: Cluster, host: Host) -> list[str]:
+    python = node_python(cluster)
+    res = host_for(cluster, host).run([python, "-c", _IMPORTABLE, cluster.server_module], 120)
+    if res.exit_status == 3:
+        return [f"server module {cluster.server_module} is not importable by {python}"]
+    if not res.ok:
+        return [f"{python} cannot run (exit {res.exit_status}): {res.stderr.strip()[:200]}"]
+    return []
+
+
+def _check_paths(cluster: Cluster, host: Host, sweep: Sweep) -> list[str]:
+    from pytest_ppsweep.cluster.docker_launcher import device_host_path
+
+    wanted = [("model path", sweep.model_path)] if sweep.model_path else []
+    wanted += [("device", device_host_path(d)) for d in sweep.devices]
+    if not wanted:
+        return []
+    # one round trip: print the index of every missing path
+    script = "; ".join(
+        f"[ -e {shlex.quote(path)} ] || echo {i}" for i, (_what, path) in enumerate(wanted)
+    )
+    res = host_for(cluster, host).run(["sh", "-c", script + "; true"], 60)
+    missing = {int(x) for x in res.stdout.split() if x.isdigit()}
+    return [
+        f"{what} {path} does not exist" for i, (what, path) in enumerate(wanted) if i in missing
+    ]
+
+
+def _check_gpus(cluster: Cluster, host: Host) -> list[str]:
+    if not cluster.nvidia_smi:
+        return []
+    res = host_for(cluster, host).run(smi_argv(cluster, host, APPS_QUERY), 60)
+    if not res.ok:
+        return [f"nvidia-smi failed (exit {res.exit_status}): {res.stderr.strip()[:200]}"]
+    apps = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+    if not apps:
+        return []
+    per_pid: dict[str, tuple[str, int]] = {}  # pid -> (name, GPUs it holds)
+    for line in apps:
+        pid, name = ([c.strip() for c in line.split(",")] + ["?", "?"])[:2]
+        per_pid[pid] = (name, per_pid.get(pid, (name, 0))[1] + 1)
+    shown = "; ".join(f"pid {pid} {name} on {n} GPU(s)" for pid, (name, n) in per_pid.items())
+    return [f"GPUs are not idle: {len(apps)} compute process(es): {shown}"]
+
+
+def _check_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
+    ports = [("HTTP port", cluster.port)]
+    if rank0:
+        ports.append(("rendezvous port", cluster.dist_init_port))
+    return [
+        f"{what} {port} is already in use (a server left from an earlier run?)"
+        for what, port in ports
+        if _port_open(host.address, port)
+    ]
+
+
+def _check_node(sweep: Sweep, cluster: Cluster, host: Host) -> list[str]:
+    def strip(exc: HostError) -> str:
+        text = str(exc)
+        return text.split(": ", 1)[1] if text.startswith(f"host {host.name}") else text
+
+    checks: list[Callable[[], list[str]]]
+    if cluster.kind == "local":
+        checks = [lambda: _check_module(cluster, host)]
+    else:
+        checks = [
+            (
+                (lambda: _check_image(cluster, host, sweep.image))
+                if cluster.launcher == "docker"
+                else (lambda: _check_module(cluster, host))
+            ),
+            lambda: _check_paths(cluster, host, sweep),
+            lambda: _check_gpus(cluster, host),
+            lambda: _check_ports(cluster, host, host == cluster.rank0()),
+        ]
+    problems: list[str] = []
+    for one in checks:
+        try:
+            problems += one()
+        except HostConnectionError as exc:
+            return [*problems, strip(exc)]  # the node cannot be asked anything else
+        except HostError as exc:
+            problems.append(strip(exc))
+    return problems
+
+
+def check(sweep: Sweep, cluster: Cluster) -> list[str]:
+    """Every problem of every node, ``"<node> (<address>): <problem>"``; [] when all are ready."""
+    hosts = cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
+    per_node = on_all(hosts, lambda h: _check_node(sweep, cluster, h))
+    return [
+        f"{h.name} ({h.address}): {p}"
+        for h, problems in zip(hosts, per_node, strict=True)
+        for p in problems
+    ]
+
+
+def message(cluster: Cluster, problems: Sequence[str]) -> str:
+    """One failure message for all problems."""
+    nodes = len({p.split(" (", 1)[0] for p in problems})
+    return (
+        f"preflight of cluster {cluster.name!r} found {len(problems)} problem(s) on {nodes} of "
+        f"{len(cluster.hosts)} node(s); nothing was started:\n"
+        + "\n".join(f"  - {p}" for p in problems)
+    )
+
+
+def require(sweep: Sweep, cluster: Cluster) -> None:
+    """Raise :class:`PreflightError` with every problem, if there is any."""
+    problems = check(sweep, cluster)
+    if problems:
+        raise PreflightError(message(cluster, problems))
+
+
+# -- metadata -------------------------------------------------------------------------------
+
+

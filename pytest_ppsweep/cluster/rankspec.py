@@ -1,0 +1,121 @@
+"""The rank command: the argv and environment of every node's rank for one layout (what SGLang's
+``launch_server`` is given), the same for every launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.redact import redact
+
+
+def server_flags(server: Mapping[str, Any]) -> list[str]:
+    """``{"disable_radix_cache": True, "chunked_prefill_size": 8192}`` → CLI flags."""
+    flags: list[str] = []
+    for key, value in server.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            flags.append(flag)
+        elif value is False:
+            continue
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+@dataclass(frozen=True)
+class RankSpec:
+    """How one node's rank is started: its host, argv and environment."""
+
+    node_rank: int
+    host: str
+    address: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def command_line(self) -> str:
+        """The equivalent shell command, secrets redacted (evidence for service/)."""
+        env = " ".join(
+            f"{k}={shlex.quote(str(redact({k: v})[k]))}" for k, v in sorted(self.env.items())
+        )
+        return redact(f"env {env} {shlex.join(self.argv)}".strip())  # type: ignore[no-any-return]
+
+
+def cpu_bind(local_ranks: int, cores: int | None = None) -> str:
+    """SGLang's SGLANG_CPU_OMP_THREADS_BIND for this node: one core set per local rank,
+    separated by ``|``; with fewer cores than ranks, cores are shared round-robin."""
+    n = cores or len(os.sched_getaffinity(0))
+    if local_ranks <= n:
+        per = n // local_ranks
+        return "|".join(f"{i * per}-{i * per + per - 1}" if per > 1 else str(i * per)
+                        for i in range(local_ranks))
+    return "|".join(str(i % n) for i in range(local_ranks))
+
+
+def _expand(value: str, fields: Mapping[str, str], key: str) -> str:
+    """Fill ``{host}``, ``{node_rank}`` and ``{cpu_bind}`` in an environment value."""
+    try:
+        return value.format_map(fields)
+    except (KeyError, ValueError, IndexError) as exc:
+        raise ValueError(
+            f"environment {key}={value!r}: unknown placeholder {exc}; expected "
+            f"{', '.join('{' + f + '}' for f in fields)}"
+        ) from None
+
+
+def local_path(cluster: Cluster, path: str) -> str:
+    """``~`` and ``$VARS`` expanded for ranks on this machine; a remote node expands its own."""
+    if cluster.kind != "local" or not path:
+        return path
+    return os.path.expandvars(os.path.expanduser(path))
+
+
+def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]:
+    """The argv and environment of every node's rank for ``config`` on ``cluster``."""
+    python = local_path(cluster, cluster.python) or sys.executable
+    model_path = local_path(cluster, sweep.model_path)
+    head = cluster.rank0()
+    server = {**sweep.server, **config.server}
+    merged = {**sweep.env, **cluster.env, **config.env}
+    local_ranks = config.pp * config.tp // len(cluster.hosts)
+    specs = []
+    for rank, host in enumerate(cluster.hosts):
+        fields = {"host": host.address, "node_rank": str(rank), "cpu_bind": cpu_bind(local_ranks)}
+        env = {k: _expand(v, fields, k) for k, v in merged.items()}
+        argv = [
+            python,
+            "-m",
+            cluster.server_module,
+            "--model-path",
+            model_path,
+            "--tp-size",
+            str(config.tp),
+            "--pp-size",
+            str(config.pp),
+            "--ep-size",
+            str(config.ep),
+            "--nnodes",
+            str(len(cluster.hosts)),
+            "--node-rank",
+            str(rank),
+            "--dist-init-addr",
+            f"{head.address}:{cluster.dist_init_port}",
+            # Every rank binds its node address so each health port is reachable (contract §1.1).
+            "--host",
+            host.address,
+            "--port",
+            str(cluster.port),
+            *server_flags(server),
+        ]
+        specs.append(RankSpec(rank, host.name, host.address, tuple(argv), env))
+    return specs
+
+
+def describe(specs: Sequence[RankSpec]) -> str:
+    return ", ".join(f"node{s.node_rank}={s.address}" for s in specs)

@@ -1,0 +1,235 @@
+"""Leftover ranks of earlier (crashed or killed) runs: find them by label and remove them.
+
+Every rank carries labels: the run id, the cluster, the configuration id and its node rank.
+Containers carry them as Docker labels (``ppsweep.run`` …); processes carry them in their
+environment (``PPSWEEP_RUN`` …, :func:`pytest_ppsweep.cluster.labels.label_env`), which is what
+survives a killed pytest: the SSH sessions are gone, the detached ranks are not.
+
+    leftovers = reap.find(cluster)                 # every run's, on every node, all at once
+    leftovers = reap.find(cluster, run_id=run_id)  # one run's
+    problems = reap.remove(cluster, leftovers)     # [] when everything is gone
+
+On a local cluster all "nodes" are this machine, which other sessions may share: ``find`` only
+returns ranks labelled with this cluster's name there.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.labels import label_env
+from pytest_ppsweep.cluster.ssh import SshSettings, on_all
+from pytest_ppsweep.cluster.ssh_launcher import stop_script
+from pytest_ppsweep.matrix.model import Cluster, Host
+
+__all__ = ["Leftover", "find", "remove"]
+
+RUN_LABEL = "ppsweep.run"
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """One rank left on a node: a container (by name) or a process group (by id)."""
+
+    host: str
+    address: str
+    kind: str  # "container" or "process"
+    ident: str  # container name, or process group id
+    run: str
+    cluster: str
+    config: str
+    node_rank: str
+    status: str
+
+    def __str__(self) -> str:
+        kind = "container" if self.kind == "container" else "process group"
+        return (
+            f"{self.host}: {kind} {self.ident} of run {self.run} ({self.config or '?'}, "
+            f"node{self.node_rank or '?'}, {self.status})"
+        )
+
+
+# Prints "pid<TAB>pgid<TAB>run<TAB>cluster<TAB>config<TAB>node_rank" per labelled process; $1 is
+# the wanted run id ("" for any). grep -l first: only labelled processes are read in detail.
+_SCAN = r"""
+want=$1
+for f in $(grep -l -s -a '{run}=' /proc/[0-9]*/environ 2>/dev/null); do
+  p=${{f#/proc/}}; p=${{p%/environ}}
+  [ "$p" = "$$" ] && continue
+  e=$(tr '\000' '\n' < "$f" 2>/dev/null) || continue
+  v() {{ printf '%s\n' "$e" | sed -n "s/^$1=//p" | head -n 1; }}
+  run=$(v {run}); [ -n "$run" ] || continue
+  [ -z "$want" ] || [ "$run" = "$want" ] || continue
+  pg=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f3) || continue
+  [ -n "$pg" ] || continue
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$pg" "$run" "$(v {cluster})" "$(v {config})" "$(v {rank})"
+done
+true
+""".format(
+    run=label_env("ppsweep.run"),
+    cluster=label_env("ppsweep.cluster"),
+    config=label_env("ppsweep.config"),
+    rank=label_env("ppsweep.node_rank"),
+)
+
+
+def _processes(cluster: Cluster, host: Host, run_id: str | None) -> list[Leftover]:
+    res = host_for(cluster, host).run(["sh", "-c", _SCAN, "ppsweep-scan", run_id or ""], 60)
+    if not res.ok:
+        raise HostError(
+            f"host {host.name}: cannot list processes (exit {res.exit_status}): "
+            f"{res.stderr.strip()[:300]}"
+        )
+    groups: dict[str, Leftover] = {}
+    for line in res.stdout.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 6:
+            continue
+        _pid, pgid, run, cl, config, rank = parts
+        if cluster.kind == "local" and cl != cluster.name:
+            continue  # this machine is shared: only this cluster's ranks
+        item = Leftover(host.name, host.address, "process", pgid, run, cl, config, rank, "running")
+        groups.setdefault(pgid, item)
+    return list(groups.values())
+
+
+def _client(cluster: Cluster, host: Host) -> Any:
+    from pytest_ppsweep.cluster.docker_launcher import docker_client
+
+    return docker_client(host.name, host.address, SshSettings.from_cluster(cluster))
+
+
+def _containers(cluster: Cluster, host: Host, run_id: str | None) -> list[Leftover]:
+    from docker.errors import DockerException
+
+    label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
+    try:
+        found = _client(cluster, host).containers.list(all=True, filters={"label": label})
+    except DockerException as exc:
+        raise HostError(f"host {host.name}: cannot list containers: {exc}") from None
+    out = []
+    for c in found:
+        lab = c.labels or {}
+        out.append(
+            Leftover(
+                host=host.name,
+                address=host.address,
+                kind="container",
+                ident=str(c.name),
+                run=lab.get("ppsweep.run", ""),
+                cluster=lab.get("ppsweep.cluster", ""),
+                config=lab.get("ppsweep.config", ""),
+                node_rank=lab.get("ppsweep.node_rank", ""),
+                status=str(c.status),
+            )
+        )
+    return out
+
+
+def _hosts(cluster: Cluster) -> tuple[Host, ...]:
+    # loopback "nodes" are one machine: look once
+    return cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
+
+
+def find(
+    cluster: Cluster, run_id: str | None = None, errors: list[str] | None = None
+) -> list[Leftover]:
+    """Every labelled rank (of ``run_id``, or of any run) on the nodes of ``cluster``.
+
+    A node that cannot be asked raises :class:`HostError`, or, when ``errors`` is given, is
+    described there and skipped.
+    """
+    docker = cluster.kind == "ssh" and cluster.launcher == "docker"
+
+    def one(host: Host) -> list[Leftover] | str:
+        try:
+            if docker:
+                return _containers(cluster, host, run_id)
+            return _processes(cluster, host, run_id)
+        except HostError as exc:
+            if errors is None:
+                raise
+            return str(exc)
+
+    found: list[Leftover] = []
+    for result in on_all(_hosts(cluster), one):
+        if isinstance(result, str):
+            assert errors is not None
+            errors.append(result)
+        else:
+            found += result
+    return found
+
+
+def remove(cluster: Cluster, leftovers: Sequence[Leftover], grace_s: float = 2.0) -> list[str]:
+    """Stop and remove ``leftovers`` (all nodes at once); returns what could not be removed."""
+    by_host: dict[str, list[Leftover]] = {}
+    for item in leftovers:
+        by_host.setdefault(item.address, []).append(item)
+    hosts = {h.address: h for h in cluster.hosts}
+
+    def one(address: str) -> list[str]:
+        host = hosts.get(address) or Host(address=address, name=address)
+        problems: list[str] = []
+        for item in by_host[address]:
+            try:
+                if item.kind == "container":
+                    # stop first: the server gets SIGTERM (through init) and can clean up
+                    container = _client(cluster, host).containers.get(item.ident)
+                    if item.status == "running":
+                        container.stop(timeout=max(1, round(grace_s)))
+                    container.remove(force=True)
+                else:
+                    res = host_for(cluster, host).run(
+                        ["sh", "-c", stop_script(int(item.ident), grace_s)], grace_s + 30
+                    )
+                    if not res.ok:
+                        problems.append(f"{item}: survived SIGKILL")
+            except Exception as exc:  # every failure is reported, none stops the others
+                if type(exc).__name__ == "NotFound":
+                    continue  # already gone
+                problems.append(f"{item}: {exc}")
+        return problems
+
+    return [p for problems in on_all(sorted(by_host), one) for p in problems]
+
+
+def describe(leftovers: Sequence[Leftover]) -> str:
+    """A readable list for a warning or an error."""
+    return "\n".join(f"  {item}" for item in leftovers)
+
+
+def find_local(run_id: str, cluster: str | None = None) -> list[int]:
+    """PIDs of local rank processes labelled with ``run_id`` (and ``cluster`` if given)."""
+    want = [f"{label_env('ppsweep.run')}={run_id}".encode()]
+    if cluster:
+        want.append(f"{label_env('ppsweep.cluster')}={cluster}".encode())
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if all(w in environ for w in want):
+            pids.append(int(entry.name))
+    return pids
+
+
+def reap_local(run_id: str, cluster: str | None = None) -> list[int]:
+    """SIGKILL every local rank of ``run_id`` (and its process group); returns the PIDs."""
+    pids = find_local(run_id, cluster)
+    for pid in pids:
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return pids

@@ -1,0 +1,301 @@
+"""What a configuration's numbers depend on, to reuse them safely; and resuming a killed run.
+
+A manifest holds the image (and image id when known), SGLang version, model path, every server
+flag, the environment, each node's exact argv and environment (``launch.rank_specs``), the whole
+workload and the cluster's nodes, secrets redacted. The seeds' rule for reuse: everything but
+the run must be identical. So :func:`differences` compares every field except the per-run
+``run`` block (run id and time, added by :func:`write`) and ``reused_from`` (set by
+:func:`adopt`). Ports stay compared: here they come from the cluster definition, not from the
+run, and a changed one means a changed cluster. Not in the manifest because they do not change
+what is measured: SSH access details (``ssh_user``, ``ssh_key``, …) and the evaluation settings
+(boot timeout, spread threshold, fatal patterns). The manifest is meant to be written before
+boot, so two manifests compare like with like; a field unknown then (``sglang_version``) is
+``null``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+from dataclasses import asdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.measure.runstore import CONFIG_COLUMNS, RESULT_COLUMNS, RunStore
+from pytest_ppsweep.redact import REDACTED, is_secret_key, redact
+
+SCHEMA = 1
+PER_RUN = ("run", "reused_from")
+_ABSENT = object()  # a field missing on one side (None is a known "unknown")
+
+
+def _argv(argv: tuple[str, ...]) -> list[str]:
+    """argv with the value after a secret flag redacted (``redact`` of a list sees one token)."""
+    out: list[str] = []
+    for token in argv:
+        prev = out[-1] if out else ""
+        secret = prev.startswith("--") and is_secret_key(prev[2:].replace("-", "_"))
+        out.append(REDACTED if secret else str(redact(token)))
+    return out
+
+
+def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None = None,
+          sglang_version: str | None = None) -> dict[str, Any]:
+    """The manifest of ``config`` on ``cluster`` (JSON-able, secrets redacted)."""
+    nodes = [{"node_rank": s.node_rank, "host": s.host, "address": s.address,
+              "argv": _argv(s.argv), "env": dict(sorted(s.env.items()))}
+             for s in rank_specs(sweep, cluster, config)]
+    manifest = {
+        "schema": SCHEMA,
+        "config_id": config.id,
+        "layout": {"pp": config.pp, "tp": config.tp, "ep": config.ep},
+        "image": sweep.image,
+        "image_id": image_id,
+        "sglang_version": sglang_version,
+        "model_path": sweep.model_path,
+        "server": {**sweep.server, **config.server},
+        "env": {**sweep.env, **cluster.env, **config.env},
+        "workload": asdict(sweep.workload),
+        "cluster": {
+            "name": cluster.name, "kind": cluster.kind, "launcher": cluster.launcher,
+            "hosts": [{"name": h.name, "address": h.address} for h in cluster.hosts],
+            "gpus_per_node": cluster.gpus_per_node, "server_module": cluster.server_module,
+            "python": cluster.python, "port": cluster.port,
+            "dist_init_port": cluster.dist_init_port, "devices": list(sweep.devices),
+        },
+        "nodes": nodes,
+    }
+    # The JSON round trip makes an in-memory manifest equal to one read back from disk.
+    return json.loads(json.dumps(redact(manifest)))  # type: ignore[no-any-return]
+
+
+def path(run_dir: Path, config_id: str) -> Path:
+    """``<run_dir>/metadata/<config>.manifest.json``."""
+    return Path(run_dir) / "metadata" / f"{config_id}.manifest.json"
+
+
+def write(run_dir: Path, config_id: str, manifest: dict[str, Any]) -> Path:
+    """Write the manifest with its per-run ``run`` block (run id, time) added."""
+    data = {**manifest, "run": {"run_id": Path(run_dir).name,
+                                "written": datetime.now(UTC).isoformat()}}
+    target = path(run_dir, config_id)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def load(run_dir: Path, config_id: str) -> dict[str, Any] | None:
+    """The stored manifest, or None when the run has none for ``config_id``."""
+    p = path(run_dir, config_id)
+    if not p.is_file():
+        return None
+    data = json.loads(p.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else None
+
+
+def _flat(value: Any, prefix: str, out: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for k, v in value.items():
+            _flat(v, f"{prefix}.{k}" if prefix else str(k), out)
+    elif isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        for i, v in enumerate(value):
+            _flat(v, f"{prefix}[{i}]", out)
+    else:
+        out[prefix] = value
+
+
+def _argv_fields(argv: list[str]) -> dict[str, Any]:
+    """argv as ``python``, ``-m`` and one entry per flag, so a diff names the flag."""
+    out: dict[str, Any] = {"python": argv[0] if argv else None}
+    i = 1
+    while i < len(argv):
+        tok = argv[i]
+        nxt = argv[i + 1] if i + 1 < len(argv) else None
+        takes = nxt is not None and not (nxt.startswith("-") and not _number(nxt))
+        if tok.startswith("-"):
+            out[tok] = nxt if takes else True
+            i += 2 if takes else 1
+        else:
+            out[f"[{i}]"] = tok
+            i += 1
+    return out
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _fields(manifest: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    top: dict[str, Any] = {}
+    _flat({k: v for k, v in manifest.items() if k not in (*PER_RUN, "nodes")}, "", top)
+    nodes: dict[str, dict[str, Any]] = {}
+    for node in manifest.get("nodes") or []:
+        flat: dict[str, Any] = {"host": node.get("host"), "address": node.get("address")}
+        flat.update({f"argv.{k}": v for k, v in _argv_fields(list(node.get("argv") or [])).items()})
+        flat.update({f"env.{k}": v for k, v in (node.get("env") or {}).items()})
+        nodes[str(node.get("node_rank"))] = flat
+    return top, nodes
+
+
+def _show(value: Any) -> str:
+    if value is _ABSENT:
+        return "(absent)"
+    if value is None:
+        return "(unknown)"
+    if isinstance(value, str):
+        return value
+    return json.dumps(value)
+
+
+def _differ(a: Any, b: Any) -> bool:
+    # True == 1 in Python, but a bare flag and a value 1 are different server arguments.
+    return bool(a != b or isinstance(a, bool) != isinstance(b, bool))
+
+
+def differences(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """Every field that differs, as ``"server.chunked_prefill_size: 8192 → 16384"`` (a → b).
+
+    Only the per-run ``run`` block is ignored. A node-level difference already told by a
+    top-level one with the same two values (a server flag, a matrix env var) is not repeated,
+    and one shared by every node is written once as ``nodes.<field>``.
+    """
+    (top_a, nodes_a), (top_b, nodes_b) = _fields(a), _fields(b)
+    lines, told = [], set()
+    for key in dict.fromkeys([*top_a, *top_b]):
+        va, vb = top_a.get(key, _ABSENT), top_b.get(key, _ABSENT)
+        if _differ(va, vb):
+            lines.append(f"{key}: {_show(va)} → {_show(vb)}")
+            told.add((_show(va), _show(vb)))
+    per_field: dict[tuple[str, str, str], list[str]] = {}
+    ranks = list(dict.fromkeys([*nodes_a, *nodes_b]))
+    for rank in ranks:
+        fa, fb = nodes_a.get(rank, {}), nodes_b.get(rank, {})
+        for key in dict.fromkeys([*fa, *fb]):
+            va, vb = fa.get(key, _ABSENT), fb.get(key, _ABSENT)
+            pair = (_show(va), _show(vb))
+            if _differ(va, vb) and pair not in told:
+                per_field.setdefault((key, *pair), []).append(rank)
+    for (key, sa, sb), where in per_field.items():
+        name = "nodes" if len(where) == len(ranks) > 1 else "node" + ",".join(where)
+        lines.append(f"{name}.{key}: {sa} → {sb}")
+    return lines
+
+
+def _read_rows(csv_path: Path) -> list[dict[str, str]]:
+    """Complete rows of a CSV written row by row; a torn last line (a kill) is dropped."""
+    if not csv_path.is_file():
+        return []
+    text = csv_path.read_text(encoding="utf-8")
+    text = text if text.endswith("\n") else text[: text.rfind("\n") + 1]
+    reader = csv.DictReader(io.StringIO(text))
+    return [r for r in reader if None not in r and None not in r.values()]
+
+
+def finished_rounds(run_dir: Path) -> set[tuple[str, int, int]]:
+    """(config id, concurrency, repeat) of every round recorded in ``results.csv``."""
+    done = set()
+    for row in _read_rows(Path(run_dir) / "results.csv"):
+        try:
+            done.add((row["config_id"], int(row["concurrency"]), int(row["repeat"])))
+        except (KeyError, ValueError):
+            continue  # a row mangled by hand or by a kill: that round runs again
+    return done
+
+
+def repair_torn_tail(run_dir: Path) -> bool:
+    """Cut a torn last line off ``results.csv`` so appended rows start on a line of their own.
+
+    Call before resuming into the folder; True when something was cut.
+    """
+    csv_path = Path(run_dir) / "results.csv"
+    if not csv_path.is_file():
+        return False
+    data = csv_path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return False
+    csv_path.write_bytes(data[: data.rfind(b"\n") + 1])
+    return True
+
+
+def _valid(row: dict[str, str], num_requests: int) -> bool:
+    try:
+        return (int(float(row["completed"])) == num_requests == int(float(row["num_requests"]))
+                and int(float(row["failed"] or 0)) == 0)
+    except (KeyError, ValueError):
+        return False
+
+
+def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]
+             ) -> tuple[bool, list[str]]:
+    """Whether ``config_id``'s rounds of the reference run can stand for this run; why not.
+
+    Refused on any manifest difference, on a reference that booted badly or logged fatal lines,
+    and unless every repeat of every C completed N/N there.
+    """
+    ref = load(ref_run_dir, config_id)
+    if ref is None:
+        return False, [f"{path(ref_run_dir, config_id)}: no manifest for {config_id}"]
+    cand = dict(manifest)
+    # SGLang's version is read at boot; an identical known image id pins it before boot.
+    if (cand.get("sglang_version") is None and cand.get("image_id")
+            and cand.get("image_id") == ref.get("image_id")):
+        cand["sglang_version"] = ref.get("sglang_version")
+    reasons = differences(ref, cand)
+    configs = {r["config_id"]: r for r in _read_rows(Path(ref_run_dir) / "configs.csv")}
+    facts = configs.get(config_id, {})
+    for column, what in (("boot_ok", "did not boot"), ("topology_ok", "had a wrong topology"),
+                         ("log_clean", "had fatal log lines")):
+        if facts.get(column, "").lower() in ("false", "0"):
+            reasons.append(f"{config_id} {what} in the reference run ({column} = False)")
+    workload = manifest.get("workload") or {}
+    n, repeats = int(workload.get("num_requests", 0)), int(workload.get("repeats", 0))
+    rows = [r for r in _read_rows(Path(ref_run_dir) / "results.csv")
+            if r["config_id"] == config_id]
+    for conc in workload.get("concurrency") or []:
+        ok = {int(r["repeat"]) for r in rows if r["concurrency"] == str(conc) and _valid(r, n)}
+        missing = [r for r in range(1, repeats + 1) if r not in ok]
+        if missing:
+            reasons.append(f"{config_id} C={conc}: repeat(s) {', '.join(map(str, missing))} "
+                           f"not completed {n}/{n} in the reference run")
+    return not reasons, reasons
+
+
+def reused_rows(ref_run_dir: Path, config_id: str, run_id: str) -> list[dict[str, str]]:
+    """The reference's results.csv rows of ``config_id`` as rows of run ``run_id``, marked
+    ``reused``."""
+    return [{**{k: row.get(k, "") for k in RESULT_COLUMNS}, "run_id": run_id, "reused": "True"}
+            for row in _read_rows(Path(ref_run_dir) / "results.csv")
+            if row["config_id"] == config_id]
+
+
+def adopt(ref_run_dir: Path, store: RunStore, config_id: str, manifest: dict[str, Any]) -> int:
+    """Take ``config_id``'s results, facts and evidence from the reference into ``store``.
+
+    Call only after :func:`reusable` said yes. Returns the number of rounds taken.
+    """
+    ref = Path(ref_run_dir)
+    rows = reused_rows(ref, config_id, store.run_id)
+    for row in rows:
+        store.append_result(row)
+    facts = {r["config_id"]: r for r in _read_rows(ref / "configs.csv")}.get(config_id, {})
+    # held_s is the cluster time this run spent on the layout: none (a later pool plan reads
+    # the reference's own measurement from the reference run).
+    store.update_config(config_id, **{k: v for k, v in facts.items() if k in CONFIG_COLUMNS
+                                      and k not in ("config_id", "order", "held_s")})
+    for sub in ("service", "raw", "gpu"):
+        if (ref / sub / config_id).is_dir():
+            shutil.copytree(ref / sub / config_id, store.dir / sub / config_id, dirs_exist_ok=True)
+    write(store.dir, config_id, {**manifest, "reused_from": str(ref.resolve())})
+    return len(rows)

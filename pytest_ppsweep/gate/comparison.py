@@ -1,0 +1,292 @@
+"""Gate a run against a reference run: per configuration × C, is a metric worse beyond noise?
+
+A delta is a regression only when it is worse than its threshold **and** larger than the noise:
+the larger of the two runs' spreads, (max − min) / median of that metric over the valid repeats
+in % (PEERS §4: with three repeats a confidence interval is wider than the effect, so report the
+spread and flag only what exceeds both). Only valid rounds count (N/N completed, no failure),
+so a failing server never looks fast. A point whose current rounds are all invalid, or any of
+whose current rounds dropped requests, or whose configuration failed to boot, is "broken" (the
+seeds' N-of-N rule is a hard gate). A point present in one run only is listed, never skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import html
+import io
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import pandas as pd
+
+from pytest_ppsweep.gate.benchjson import load, points, valid_mask
+from pytest_ppsweep.results.aggregate import RunData
+
+GATE_CSV = "gate.csv"
+VERDICTS = ("regression", "improvement", "within noise", "only in current", "only in reference",
+            "broken")
+FAILING = frozenset({"regression", "broken"})
+# metric key → (results.csv column, label, unit, higher is better)
+METRICS: dict[str, tuple[str, str, str, bool]] = {
+    "input_tps": ("input_tps", "Input TPS", "", True),
+    "ttft_p50": ("ttft_p50_s", "TTFT p50", " s", False),
+    "ttft_p95": ("ttft_p95_s", "TTFT p95", " s", False),
+}
+DEFAULT_THRESHOLDS = ("input_tps:-3%", "ttft_p50:+5%")
+
+
+class ThresholdError(ValueError):
+    """A ``metric:±N%`` token that cannot be parsed; the message names the token."""
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """How far a metric may get worse, in % (negative for higher-is-better metrics)."""
+
+    metric: str  # key of METRICS
+    pct: float
+
+    @property
+    def column(self) -> str:
+        return METRICS[self.metric][0]
+
+    @property
+    def label(self) -> str:
+        return METRICS[self.metric][1]
+
+    @property
+    def higher_is_better(self) -> bool:
+        return METRICS[self.metric][3]
+
+    def worse(self, delta_pct: float) -> bool:
+        """The delta is worse than the threshold allows."""
+        return delta_pct < self.pct if self.higher_is_better else delta_pct > self.pct
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One row of the gate: a metric of a configuration × C, or the whole point."""
+
+    config_id: str
+    concurrency: int  # 0: every concurrency (a configuration that did not boot)
+    metric: str  # "" when the row is about the whole point
+    ref: float | None
+    cur: float | None
+    delta_pct: float | None
+    threshold_pct: float | None
+    noise_pct: float | None
+    verdict: str
+    message: str
+
+
+def _parse_one(token: str) -> Threshold:
+    name, sep, value = token.partition(":")
+    name = name.strip().removesuffix("_s")
+    if not sep or not value.strip():
+        raise ThresholdError(f"threshold {token!r}: expected METRIC:±N% (e.g. input_tps:-3%)")
+    if name not in METRICS:
+        near = difflib.get_close_matches(name, list(METRICS), n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        raise ThresholdError(f"threshold {token!r}: unknown metric {name!r}{hint}; expected one "
+                             f"of {', '.join(METRICS)}")
+    raw = value.strip().removesuffix("%").strip()
+    try:
+        pct = float(raw)
+    except ValueError:
+        raise ThresholdError(f"threshold {token!r}: expected a percentage like -3% or +5%, "
+                             f"found {value.strip()!r}") from None
+    if not math.isfinite(pct):
+        raise ThresholdError(f"threshold {token!r}: expected a finite percentage")
+    higher = METRICS[name][3]
+    signed = raw[:1] in "+-"
+    if signed and (pct > 0 if higher else pct < 0):
+        want = "a drop (-N%)" if higher else "a rise (+N%)"
+        raise ThresholdError(f"threshold {token!r}: {METRICS[name][1]} is "
+                             f"{'higher' if higher else 'lower'}-is-better, so its threshold is "
+                             f"{want}; found {value.strip()!r}")
+    return Threshold(name, -abs(pct) if higher else abs(pct))
+
+
+def parse_thresholds(tokens: Iterable[str]) -> dict[str, Threshold]:
+    """Defaults (input_tps -3 %, ttft_p50 +5 %) overridden by ``tokens``.
+
+    A token is ``METRIC:N%`` (comma-separated lists allowed); an unsigned N is taken in the
+    worse direction. A metric given twice is an error: which one was meant is not clear.
+    """
+    out = {t.metric: t for t in map(_parse_one, DEFAULT_THRESHOLDS)}
+    given: set[str] = set()
+    for token in (t.strip() for item in tokens for t in item.split(",")):
+        if not token:
+            continue
+        th = _parse_one(token)
+        if th.metric in given:
+            raise ThresholdError(f"threshold {token!r}: {th.metric} is given twice")
+        given.add(th.metric)
+        out[th.metric] = th
+    return out
+
+
+def _pct(value: float, fmt: str = ",.2f") -> str:
+    """``−6.92 %`` with a true minus sign, as the seeds' tables print deltas."""
+    sign = "+" if value > 0 else "−" if value < 0 else "±"
+    return f"{sign}{format(abs(value), fmt)} %"
+
+
+def _where(cid: str, conc: int) -> str:
+    return f"{cid} C={conc}" if conc else f"{cid} (every C)"
+
+
+def _values(rows: pd.DataFrame, column: str) -> list[float]:
+    return [float(v) for v in pd.to_numeric(rows[column], errors="coerce") if math.isfinite(v)]
+
+
+def _spread(values: list[float]) -> float:
+    med = statistics.median(values)
+    return (max(values) - min(values)) / med * 100.0 if med else 0.0
+
+
+def _metric_row(cid: str, conc: int, th: Threshold, ref: list[float], cur: list[float]) -> (
+        Comparison):
+    unit = METRICS[th.metric][2]
+    r, c = statistics.median(ref), statistics.median(cur)
+    delta = (c / r - 1.0) * 100.0 if r else math.inf
+    noise = max(_spread(ref), _spread(cur))
+    better = delta > 0 if th.higher_is_better else delta < 0
+    if th.worse(delta) and abs(delta) > noise:
+        verdict, why = "regression", "regression"
+    elif better and abs(delta) > max(noise, abs(th.pct)):
+        verdict, why = "improvement", "improvement"
+    else:
+        verdict = "within noise"
+        why = "within noise" if abs(delta) <= noise else "within threshold"
+    message = (f"{_where(cid, conc)}: {th.label} {c:,.2f}{unit} vs {r:,.2f}{unit} "
+               f"({_pct(delta)}, threshold {_pct(th.pct, 'g')}, noise "
+               f"{noise:.1f} %) — {why}")
+    return Comparison(cid, conc, th.metric, r, c, delta, th.pct, noise, verdict, message)
+
+
+def _point(cid: str, conc: int, verdict: str, message: str) -> Comparison:
+    return Comparison(cid, conc, "", None, None, None, None, None, verdict, message)
+
+
+def _boot_failed(run: RunData, cid: str) -> str | None:
+    rows = run.configs[run.configs["config_id"] == cid]
+    if rows.empty or str(rows.iloc[-1].get("boot_ok")).lower() not in ("false", "0", "0.0"):
+        return None
+    err = rows.iloc[-1].get("boot_error")
+    return str(err) if isinstance(err, str) and err else "boot failed"
+
+
+def compare(cur_run_dir: Path, ref_run_dir: Path,
+            thresholds: Mapping[str, Threshold] | None = None) -> list[Comparison]:
+    """Every configuration × C of either run, per gated metric, with its verdict."""
+    ths = dict(thresholds) if thresholds is not None else parse_thresholds([])
+    cur, ref = load(Path(cur_run_dir)), load(Path(ref_run_dir))
+    cur_groups, ref_groups = points(cur.results), points(ref.results)
+    keys = list(dict.fromkeys([*ref_groups, *cur_groups]))
+    out: list[Comparison] = []
+    failed_boots: dict[str, str] = {}
+    for cid in dict.fromkeys([*ref.configs["config_id"], *cur.configs["config_id"]]):
+        reason = _boot_failed(cur, str(cid))
+        if reason is not None and not any(k[0] == cid for k in cur_groups):
+            failed_boots[str(cid)] = reason
+    for cid, reason in failed_boots.items():
+        concs = [k[1] for k in keys if k[0] == cid] or list(cur.meta.concurrencies) or [0]
+        out += [_point(cid, c, "broken", f"{_where(cid, c)}: did not boot in the current run "
+                       f"({reason}) — broken") for c in concs]
+    for key in keys:
+        cid, conc = key
+        if cid in failed_boots:
+            continue
+        if key not in cur_groups:
+            out.append(_point(cid, conc, "only in reference",
+                              f"{_where(cid, conc)}: measured in the reference only"))
+            continue
+        rows = cur_groups[key]
+        valid = rows[valid_mask(rows)]
+        if len(valid) < len(rows):
+            bad = rows[~valid_mask(rows)]
+            detail = ", ".join(f"r{r['repeat']:g} {r['completed']:g}/{r['num_requests']:g}"
+                               f" ({r['failed']:g} failed)" for r in bad.to_dict("records"))
+            out.append(_point(cid, conc, "broken", f"{_where(cid, conc)}: {len(bad)} of "
+                              f"{len(rows)} rounds not N/N: {detail} — broken"))
+            continue
+        if key not in ref_groups:
+            out.append(_point(cid, conc, "only in current",
+                              f"{_where(cid, conc)}: measured in the current run only"))
+            continue
+        ref_valid = ref_groups[key][valid_mask(ref_groups[key])]
+        for th in ths.values():
+            ref_v, cur_v = _values(ref_valid, th.column), _values(valid, th.column)
+            if not ref_v:
+                out.append(_point(cid, conc, "only in current", f"{_where(cid, conc)}: no "
+                                  f"valid {th.label} in the reference run"))
+            elif cur_v:
+                out.append(_metric_row(cid, conc, th, ref_v, cur_v))
+            else:
+                out.append(_point(cid, conc, "broken", f"{_where(cid, conc)}: no valid "
+                                  f"{th.label} in the current run — broken"))
+    # Same order as the other tables: by C, then sweep order (current run's, then reference's).
+    rank = {c: i for i, c in enumerate(dict.fromkeys([*cur.meta.order, *ref.meta.order,
+                                                       *(k[0] for k in keys)]))}
+    return sorted(out, key=lambda c: (c.concurrency, rank.get(c.config_id, len(rank))))
+
+
+def regressions(comparisons: Iterable[Comparison]) -> list[Comparison]:
+    """The rows that fail the gate: regressions and broken points."""
+    return [c for c in comparisons if c.verdict in FAILING]
+
+
+def _num(value: float | None, fmt: str) -> str:
+    return "—" if value is None else format(value, fmt)
+
+
+def comparison_table(comparisons: list[Comparison], width: int = 100) -> list[str]:
+    """The gate as terminal lines of at most ``width`` characters, then a count line."""
+    # The verdict comes before the numbers so that a narrow terminal cuts numbers, not it.
+    lines = [f"{'config':<18}{'C':>4}  {'metric':<10}{'verdict':<18}{'reference':>11}"
+             f"{'current':>11}{'Δ %':>9}{'thr %':>7}{'noise %':>8}"]
+    for c in comparisons:
+        cid = c.config_id if len(c.config_id) <= 17 else c.config_id[:16] + "…"
+        lines.append(f"{cid:<18}{c.concurrency or 'all':>4}  {c.metric or '—':<10}"
+                     f"{c.verdict:<18}{_num(c.ref, ',.2f'):>11}{_num(c.cur, ',.2f'):>11}"
+                     f"{_num(c.delta_pct, '+.2f'):>9}{_num(c.threshold_pct, '+g'):>7}"
+                     f"{_num(c.noise_pct, '.1f'):>8}")
+    counts = {v: sum(c.verdict == v for c in comparisons) for v in VERDICTS}
+    lines.append(", ".join(f"{v}: {n}" for v, n in counts.items() if n) or "nothing to compare")
+    return [line[:width] for line in lines]
+
+
+def comparison_html(comparisons: list[Comparison]) -> str:
+    """An HTML table of the gate, every value escaped; rows carry ``ppsweep-gate-<verdict>``."""
+    head = "".join(f"<th>{h}</th>" for h in ("configuration", "C", "metric", "reference",
+                                             "current", "Δ %", "threshold %", "noise %",
+                                             "verdict", "detail"))
+    rows = []
+    for c in comparisons:
+        cells = (c.config_id, str(c.concurrency or "all"), c.metric or "—",
+                 _num(c.ref, ",.2f"), _num(c.cur, ",.2f"), _num(c.delta_pct, "+.2f"),
+                 _num(c.threshold_pct, "+g"), _num(c.noise_pct, ".1f"), c.verdict, c.message)
+        cls = "ppsweep-gate-" + c.verdict.replace(" ", "-")
+        rows.append(f'<tr class="{cls}">' + "".join(f"<td>{html.escape(x)}</td>" for x in cells)
+                    + "</tr>")
+    return (f'<table class="ppsweep-gate"><thead><tr>{head}</tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table>")
+
+
+def write_comparison_csv(run_dir: Path, comparisons: list[Comparison]) -> Path:
+    """Write ``<run_dir>/gate.csv`` (one row per comparison) and return its path."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[f.name for f in fields(Comparison)])
+    writer.writeheader()
+    for c in comparisons:
+        writer.writerow({k: "" if v is None else v for k, v in asdict(c).items()})
+    path = Path(run_dir) / GATE_CSV
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(out.getvalue(), encoding="utf-8")
+    tmp.replace(path)
+    return path

@@ -1,0 +1,71 @@
+"""Step 1, the sweep file: the frozen model (model), its schema and the parser that validates it
+(parse).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_ppsweep._exports import lazy
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.matrix.model import (
+        Cluster,
+        Config,
+        Host,
+        Sweep,
+        Workload,
+    )
+    from pytest_ppsweep.matrix.parse import (
+        load,
+    )
+    from pytest_ppsweep.matrix.schema import (
+        CLUSTER_KEYS,
+        CONFIG_KEYS,
+        HOST_KEYS,
+        PLUGIN_OWNED_FLAGS,
+        SWEEP_KEYS,
+        TOP_KEYS,
+        WORKLOAD_KEYS,
+        MatrixError,
+        N,
+        Reader,
+    )
+
+_NAMES = {
+    "Cluster": "model",
+    "Config": "model",
+    "Host": "model",
+    "Sweep": "model",
+    "Workload": "model",
+    "load": "parse",
+    "CLUSTER_KEYS": "schema",
+    "CONFIG_KEYS": "schema",
+    "HOST_KEYS": "schema",
+    "MatrixError": "schema",
+    "N": "schema",
+    "PLUGIN_OWNED_FLAGS": "schema",
+    "Reader": "schema",
+    "SWEEP_KEYS": "schema",
+    "TOP_KEYS": "schema",
+    "WORKLOAD_KEYS": "schema",
+}
+__all__ = [
+    "CLUSTER_KEYS",
+    "CONFIG_KEYS",
+    "HOST_KEYS",
+    "PLUGIN_OWNED_FLAGS",
+    "SWEEP_KEYS",
+    "TOP_KEYS",
+    "WORKLOAD_KEYS",
+    "Cluster",
+    "Config",
+    "Host",
+    "MatrixError",
+    "N",
+    "Reader",
+    "Sweep",
+    "Workload",
+    "load",
+]
+__getattr__ = lazy(__name__, _NAMES)

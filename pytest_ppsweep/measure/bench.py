@@ -1,0 +1,300 @@
+"""The load generator: one round = N streaming requests, at most C in flight (like bench_serving).
+
+Sequence of a round: [GET /v1/models when the completions API has no model name] → POST
+/flush_cache (400 = server busy: retried with backoff up to ``flush_timeout_s``) → the warmup
+prompts (excluded from results) → the measured requests, all arriving at t=0 (or Poisson when
+``spec.request_rate`` is finite) and gated by a semaphore of size C.
+
+Each measured request produces one record (a dict of builtins) handed to ``on_record`` as it
+completes; keys: ``index, prompt_len, send_ts`` (wall clock), ``sent_at_s, done_at_s`` (offsets
+from the round start), ``ttft_s`` (send → first ``data:`` event, whatever its text), ``e2e_s``
+(send → ``data: [DONE]`` or the failure), each also as ``*_raw_s`` (measured wall-clock seconds;
+the plain ones are multiplied by ``time_scale``), ``prompt_tokens, completion_tokens,
+cached_tokens, server_e2e_latency, server_first_token_latency, finish_reason`` (as the server
+reported them, not scaled), ``http_status, ok, error_kind, error``. ``error_kind`` is one of
+``stream error, aborted, truncated stream, bad stream, http <status>, timeout, round timeout,
+connection error``; ``error`` adds the detail.
+
+Timeouts are wall-clock: ``spec.request_timeout_s`` per request once sent, and
+``spec.round_timeout_s`` for the measured phase; requests not finished by then fail with
+"round timeout" (sent or not), so a round never hangs. Poisson gaps are in scaled seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from pytest_ppsweep.measure.metrics import RoundResult, summarize
+from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
+
+__all__ = ["RECORD_KEYS", "BenchSetupError", "RoundResult", "make_session", "run_round",
+           "run_round_sync"]  # fmt: skip
+OnRecord = Callable[[dict[str, Any]], None]
+_JSON = {"Content-Type": "application/json"}
+_PROMPT_FIELDS = ("input_len", "range_ratio", "num_requests", "seed", "vocab_size",
+                  "warmup_requests")  # fmt: skip
+_META_FIELDS = (("prompt_tokens",) * 2, ("cached_tokens",) * 2, ("completion_tokens",) * 2,
+                ("e2e_latency", "server_e2e_latency"),
+                ("first_token_latency", "server_first_token_latency"))  # meta_info → record
+RECORD_KEYS = (
+    "index", "prompt_len", "send_ts", "sent_at_s", "sent_at_raw_s", "done_at_s", "done_at_raw_s",
+    "ttft_s", "ttft_raw_s", "e2e_s", "e2e_raw_s", "prompt_tokens", "completion_tokens",
+    "cached_tokens", "server_e2e_latency", "server_first_token_latency", "finish_reason",
+    "http_status", "ok", "error_kind", "error",
+)  # fmt: skip
+
+
+class BenchSetupError(RuntimeError):
+    """The round could not start (flush_cache or model discovery failed); nothing was measured."""
+
+
+class _Fail(Exception):
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(detail)
+        self.kind = kind
+
+
+@dataclass
+class _InFlight:
+    """Requests currently sent and not finished; ``peak`` is the most seen at once."""
+
+    now: int = 0
+    peak: int = 0
+
+
+def make_session(limit: int) -> aiohttp.ClientSession:
+    """A session for rounds: ``limit`` connections, no aiohttp total timeout (ours apply)."""
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit, limit_per_host=0),
+        timeout=aiohttp.ClientTimeout(total=None),  # aiohttp's default is a 5-minute total
+        read_bufsize=2**24,  # stream lines can carry long id lists; bench_serving uses 10 MB
+    )
+
+
+def _new_record(index: int, prompt_len: int) -> dict[str, Any]:
+    rec: dict[str, Any] = dict.fromkeys(RECORD_KEYS)
+    return rec | {"index": index, "prompt_len": prompt_len, "ok": False}
+
+
+def _feed(rec: dict[str, Any], payload: bytes, api: str) -> None:
+    """Apply one ``data:`` JSON event to the record; raise _Fail on error/abort/garbage."""
+    try:
+        obj = json.loads(payload)
+    except ValueError:
+        raise _Fail("bad stream", f"non-JSON event: {payload[:200]!r}") from None
+    if not isinstance(obj, dict):
+        raise _Fail("bad stream", f"non-object event: {payload[:200]!r}")
+    if "error" in obj:  # SGLang reports errors after the stream started inside a 200 stream
+        err = obj["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        raise _Fail("stream error", f"error in stream: {msg}")
+    if api == "generate":
+        meta = obj.get("meta_info") or {}
+        for src, dst in _META_FIELDS:
+            if meta.get(src) is not None:
+                rec[dst] = meta[src]
+        finish = meta.get("finish_reason")
+        if finish:
+            kind = finish.get("type") if isinstance(finish, dict) else str(finish)
+            if kind == "abort":
+                raise _Fail("aborted", f"aborted: {finish.get('message', finish)}")
+            rec["finish_reason"] = kind
+        return
+    for choice in obj.get("choices") or []:
+        if choice.get("finish_reason"):
+            if choice["finish_reason"] == "abort":
+                raise _Fail("aborted", "aborted: finish_reason abort")
+            rec["finish_reason"] = choice["finish_reason"]
+    usage = obj.get("usage") or {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        if usage.get(key) is not None:
+            rec[key] = usage[key]
+    details = usage.get("prompt_tokens_details") or {}
+    if details.get("cached_tokens") is not None:
+        rec["cached_tokens"] = details["cached_tokens"]
+
+
+async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any], body: bytes,
+                   *, api: str, timeout_s: float, deadline: float, t0: float,
+                   time_scale: float, flight: _InFlight) -> dict[str, Any]:
+    """Send one request, read its SSE stream line by line, fill and return ``rec``."""
+    loop = asyncio.get_running_loop()
+    round_bound = deadline <= loop.time() + timeout_s
+    start, end, first = time.perf_counter(), None, None
+    rec["send_ts"] = time.time()
+    flight.now += 1
+    flight.peak = max(flight.peak, flight.now)
+    done = False
+    try:
+        async with asyncio.timeout_at(min(deadline, loop.time() + timeout_s)):
+            async with session.post(url, data=body, headers=_JSON) as resp:
+                rec["http_status"] = resp.status
+                if resp.status != 200:
+                    text = await resp.text(errors="replace")
+                    raise _Fail(f"http {resp.status}", f"HTTP {resp.status}: {text[:500]}")
+                async for line in resp.content:
+                    if not line.startswith(b"data:"):
+                        continue  # blank separators, SSE comments
+                    first = first or time.perf_counter()
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]":
+                        end, done = time.perf_counter(), True
+                        break
+                    _feed(rec, payload, api)
+        if not done:
+            raise _Fail("truncated stream", "stream ended before data: [DONE]")
+        if rec["finish_reason"] is None:
+            raise _Fail("truncated stream", "data: [DONE] without a final chunk (finish_reason)")
+        rec["ok"] = True
+    except _Fail as exc:
+        rec["error_kind"], rec["error"] = exc.kind, str(exc)
+    except TimeoutError:
+        kind = "round timeout" if round_bound else "timeout"
+        rec["error_kind"], rec["error"] = kind, f"{kind} after {time.perf_counter() - start:.3f} s"
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
+        cut = rec["http_status"] is not None  # the answer had started: the stream was cut
+        rec["error_kind"] = "truncated stream" if cut else "connection error"
+        rec["error"] = f"{rec['error_kind']}: {exc!r}"
+    except (aiohttp.ClientError, OSError, ValueError) as exc:  # ValueError: oversized line
+        rec["error_kind"], rec["error"] = "connection error", f"connection error: {exc!r}"
+    finally:
+        flight.now -= 1
+    end = end or time.perf_counter()
+    for name, raw in (("sent_at", start - t0), ("done_at", end - t0), ("e2e", end - start),
+                      ("ttft", None if first is None else first - start)):
+        rec[f"{name}_raw_s"] = raw
+        rec[f"{name}_s"] = None if raw is None else raw * time_scale
+    return rec
+
+
+async def _flush(session: aiohttp.ClientSession, base: str, timeout_s: float) -> None:
+    """POST /flush_cache; 400 means requests are still running, so retry with backoff."""
+    loop = asyncio.get_running_loop()
+    deadline, delay, attempts = loop.time() + timeout_s, 0.05, 0
+    while True:
+        attempts += 1
+        try:
+            async with asyncio.timeout_at(deadline), session.post(base + "/flush_cache") as r:
+                status, text = r.status, await r.text(errors="replace")
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            raise BenchSetupError(f"POST /flush_cache failed: {exc!r}") from exc
+        if status == 200:
+            return
+        if status != 400 or loop.time() + delay > deadline:
+            raise BenchSetupError(
+                f"POST /flush_cache: HTTP {status} after {attempts} attempt(s): {text[:300]}")
+        await asyncio.sleep(delay)  # backoff while the server drains, not synchronisation
+        delay = min(delay * 2, 1.0)
+
+
+async def _discover_model(session: aiohttp.ClientSession, base: str, timeout_s: float) -> str:
+    """The served model name from GET /v1/models (as bench_serving does without --model)."""
+    try:
+        async with asyncio.timeout(timeout_s), session.get(base + "/v1/models") as r:
+            data = await r.json(content_type=None)
+        return str(data["data"][0]["id"])
+    except (aiohttp.ClientError, OSError, TimeoutError, ValueError, LookupError, TypeError) as exc:
+        raise BenchSetupError(f"GET /v1/models gave no model name: {exc!r}") from exc
+
+
+def _arrivals(spec: WorkloadSpec, time_scale: float) -> list[float]:
+    """Real-time arrival offsets: all 0, or Poisson (seeded) with gaps in scaled seconds."""
+    if math.isinf(spec.request_rate):
+        return [0.0] * spec.num_requests
+    gaps = np.random.default_rng([spec.seed, 2]).exponential(1 / spec.request_rate,
+                                                             spec.num_requests)
+    return [0.0, *(np.cumsum(gaps[:-1]) / time_scale).tolist()]
+
+
+async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
+                    model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
+                    on_record: OnRecord | None = None, session: aiohttp.ClientSession | None = None,
+                    flush_timeout_s: float = 30.0) -> RoundResult:
+    """Run one round of ``prompts`` at concurrency C against ``base_url`` (rank 0's URL).
+
+    ``spec`` supplies output_len, api, request rate and timeouts; its prompt fields must match
+    ``prompts.spec``. Raises BenchSetupError if /flush_cache or /v1/models fails; request
+    failures never raise, they become failed records.
+    """
+    if concurrency < 1 or not time_scale > 0:
+        raise ValueError(f"need concurrency >= 1 and time_scale > 0: {concurrency}, {time_scale}")
+    if any(getattr(spec, f) != getattr(prompts.spec, f) for f in _PROMPT_FIELDS):
+        raise ValueError(f"spec {spec} does not describe the prompt set ({prompts.spec})")
+    if session is None:
+        async with make_session(concurrency + spec.warmup_requests + 2) as own:
+            return await run_round(base_url, prompts, concurrency, spec=spec, model=model,
+                                   time_scale=time_scale, flush_cache=flush_cache,
+                                   on_record=on_record, session=own,
+                                   flush_timeout_s=flush_timeout_s)
+    limit = session.connector.limit if session.connector is not None else 0
+    if 0 < limit < concurrency:  # a smaller pool would silently cap the concurrency
+        raise ValueError(f"session connector limit {limit} < concurrency {concurrency}")
+    base = base_url.rstrip("/")
+    url = base + ("/generate" if spec.api == "generate" else "/v1/completions")
+    if spec.api == "completions" and model is None:
+        model = await _discover_model(session, base, spec.request_timeout_s)
+    bodies, warm_bodies = prompts.bodies(spec, model), prompts.bodies(spec, model, warmup=True)
+    if flush_cache:
+        await _flush(session, base, flush_timeout_s)
+    loop = asyncio.get_running_loop()
+    sem = asyncio.Semaphore(concurrency)
+    send = functools.partial(_request, session, url, api=spec.api,
+                             timeout_s=spec.request_timeout_s, time_scale=time_scale)
+
+    async def warm(i: int) -> dict[str, Any]:
+        async with sem:
+            return await send(_new_record(i, prompts.warmup[i].length), warm_bodies[i],
+                              deadline=loop.time() + spec.round_timeout_s,
+                              t0=time.perf_counter(), flight=_InFlight())
+
+    warmup = await asyncio.gather(*(warm(i) for i in range(len(warm_bodies))))
+    flight, records = _InFlight(), []
+    t0, start = time.perf_counter(), loop.time()
+    deadline = start + spec.round_timeout_s
+
+    async def one(i: int, arrival: float) -> None:
+        rec = _new_record(i, prompts.prompts[i].length)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await asyncio.sleep(max(0.0, start + arrival - loop.time()))
+                await sem.acquire()
+        except TimeoutError:
+            rec.update(error_kind="round timeout", error="round timeout: never sent")
+        else:
+            try:
+                await send(rec, bodies[i], deadline=deadline, t0=t0, flight=flight)
+            finally:
+                sem.release()
+        records.append(rec)
+        if on_record is not None:
+            on_record(rec)
+
+    try:
+        async with asyncio.TaskGroup() as tg:
+            for i, arrival in enumerate(_arrivals(spec, time_scale)):
+                tg.create_task(one(i, arrival))
+    except ExceptionGroup as group:  # only on_record can raise in there: surface its error
+        raise group.exceptions[0] from None
+    records.sort(key=lambda r: int(r["index"]))
+    return summarize(records, num_requests=len(bodies), peak_concurrency=flight.peak,
+                     prompt_digest=prompts.digest, concurrency=concurrency,
+                     time_scale=time_scale, warmup_records=warmup)
+
+
+def run_round_sync(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
+                   model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
+                   on_record: OnRecord | None = None, flush_timeout_s: float = 30.0) -> RoundResult:
+    """``run_round`` in a fresh event loop with its own session (not from inside a loop)."""
+    return asyncio.run(run_round(base_url, prompts, concurrency, spec=spec, model=model,
+                                 time_scale=time_scale, flush_cache=flush_cache,
+                                 on_record=on_record, flush_timeout_s=flush_timeout_s))

@@ -1,0 +1,44 @@
+"""Step 6, several clusters: the lease pool, the makespan plan from earlier runs (balance) and the
+xdist scheduler (the only importer of xdist).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pytest_ppsweep._exports import lazy
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.pool.balance import (
+        SEARCH_BUDGET,
+        Estimates,
+        expected_durations,
+        partition,
+    )
+    from pytest_ppsweep.pool.lease import (
+        Pool,
+        fits,
+    )
+    from pytest_ppsweep.pool.scheduling import (
+        PoolScheduling,
+    )
+
+_NAMES = {
+    "Estimates": "balance",
+    "SEARCH_BUDGET": "balance",
+    "expected_durations": "balance",
+    "partition": "balance",
+    "Pool": "lease",
+    "fits": "lease",
+    "PoolScheduling": "scheduling",
+}
+__all__ = [
+    "SEARCH_BUDGET",
+    "Estimates",
+    "Pool",
+    "PoolScheduling",
+    "expected_durations",
+    "fits",
+    "partition",
+]
+__getattr__ = lazy(__name__, _NAMES)

@@ -1,0 +1,230 @@
+"""The sweep report: HTML fragments for pytest-html, a terminal table, and a standalone rebuild.
+
+Every value that comes from the run (config ids, errors, log findings, metadata) goes through
+``html.escape``: log lines are attacker-controlled as far as a browser is concerned.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+import pandas as pd
+
+from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
+from pytest_ppsweep.report.format import delta, num, records
+from pytest_ppsweep.results.aggregate import (
+    RunData,
+    Summary,
+    load_run,
+    summarize_run,
+    write_summary,
+)
+from pytest_ppsweep.results.recommendation import Recommendation, recommend
+from pytest_ppsweep.results.verdict import Verdict, judge
+
+REBUILT_NAME = "report-rebuilt.html"
+EVIDENCE = ("results.csv", "summary.csv", "configs.csv", "service/", "raw/", "gpu/", "metadata/")
+_STYLE = """<style>
+.ppsweep table{border-collapse:collapse;margin:6px 0 14px}
+.ppsweep th,.ppsweep td{border:1px solid #ccc;padding:3px 8px;text-align:right}
+.ppsweep th{background:#f2f2f2}.ppsweep td.l,.ppsweep th.l{text-align:left}
+.ppsweep tr.invalid td{background:#fde8e8}.ppsweep .bad{color:#a00}.ppsweep .ok{color:#070}
+.ppsweep-banner{background:#b00;color:#fff;font-weight:bold;padding:8px 12px;font-size:15px}
+.ppsweep .charts{overflow-x:auto}.ppsweep .charts svg{margin:4px 12px 12px 0;border:1px solid #eee}
+</style>"""
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2,
+           classes: Sequence[str] = ()) -> str:
+    """An HTML table; cells must already be escaped. The first ``left`` columns are text."""
+    def cls(i: int) -> str:
+        return ' class="l"' if i < left else ""
+
+    head = "".join(f"<th{cls(i)}>{h}</th>" for i, h in enumerate(headers))
+    body = []
+    for r, row in enumerate(rows):
+        tr = f' class="{classes[r]}"' if r < len(classes) and classes[r] else ""
+        body.append(f"<tr{tr}>" + "".join(f"<td{cls(i)}>{c}</td>" for i, c in enumerate(row))
+                    + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _banner(data: RunData) -> str:
+    if not (data.meta.simulated or _truthy_any(data.results.get("simulated"))):
+        return ""
+    return (f'<div class="ppsweep-banner">SIMULATED RUN: SGLang emulator, time scale '
+            f"x{escape(num(data.meta.time_scale, 0))}. Times are emulated seconds; the numbers "
+            "describe the emulator profile, not real hardware.</div>")
+
+
+def _truthy_any(column: pd.Series | None) -> bool:
+    if column is None:
+        return False
+    return bool(column.astype(str).str.lower().isin(["true", "1"]).any())
+
+
+def _metadata(data: RunData) -> str:
+    meta = data.meta
+    rows = [("Run id", meta.run_id), ("Image", meta.image), ("SGLang version",
+            meta.sglang_version or "unknown"), ("Cluster", meta.cluster),
+            ("Matrix file", meta.matrix), ("Baseline", meta.baseline),
+            ("Spread threshold", f"{meta.spread_threshold * 100:.1f} %"),
+            ("Minimum repeats", str(meta.min_repeats))]
+    return "<h3>Run</h3>" + _table(["Field", "Value"], [(escape(k), escape(v)) for k, v in rows])
+
+
+def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
+    rows, classes = [], []
+    for r in records(summary.table):
+        v = verdicts.get((str(r["config_id"]), int(r["concurrency"])))
+        is_base = r["config_id"] == summary.baseline
+        rows.append([escape(str(r["layout"])), escape(str(r["config_id"])), str(r["concurrency"]),
+                     str(r["repeats"]), num(r["input_tps"]), num(r["ttft_p50_s"], 2, " s"),
+                     num(r["ttft_p95_s"], 2, " s"), num(r["ttft_p99_s"], 2, " s"),
+                     num(r["tps_spread_pct"], 2, " %")]
+                    + (["baseline"] * 3 if is_base else [delta(r["tps_vs_base_pct"]),
+                       delta(r["ttft_p50_vs_base_pct"]), delta(r["ttft_p95_vs_base_pct"])])
+                    + [escape(v.text) if v else "n/a"])
+        classes.append("" if v is None or v.valid else "invalid")
+    headers = ["PP / TP / EP", "Config", "C", "Repeats", "Input TPS", "TTFT p50", "TTFT p95",
+               "TTFT p99", "TPS spread", "Input TPS vs base", "TTFT p50 vs base",
+               "TTFT p95 vs base", "Verdict"]
+    return ("<h3>Medians over repeats, deltas vs baseline "
+            f"{escape(summary.baseline)}</h3>" + _table(headers, rows, 2, classes))
+
+
+def _steps(summary: Summary) -> str:
+    rows = [[escape(f"{r['step_from']} -> {r['config_id']}"), str(r["concurrency"]),
+             delta(r["tps_step_pct"]), delta(r["ttft_p50_step_pct"])]
+            for r in records(summary.table) if isinstance(r["step_from"], str)]
+    return ("<h3>Step-to-step deltas (consecutive layouts in sweep order)</h3>"
+            + _table(["Change", "C", "Input TPS step", "TTFT p50 step"], rows, 1))
+
+
+def _link(run_dir: Path, target: str, label: str | None = None) -> str:
+    """A link to evidence; a target that was never written is plain text, not a dead link."""
+    if not (run_dir / unquote(target)).exists():
+        return f"{escape(label or target)} (not written)"
+    return f'<a href="{escape(target)}">{escape(label or target)}</a>'
+
+
+def _memory(data: RunData, summary: Summary) -> str:
+    rows_in = records(summary.configs)
+    # A run over a pool of clusters (pytest-xdist) says which cluster measured which layout.
+    pooled = len({_plain(r["cluster"]) for r in rows_in} - {"?"}) > 1
+    rows = []
+    for r in rows_in:
+        cid = quote(str(r["config_id"]), safe="")
+        rows.append([escape(str(r["layout"])), escape(str(r["config_id"])),
+                     *([escape(_plain(r["cluster"]))] if pooled else []),
+                     num(r["mem_peak_mib"], 0, " MiB"), num(r["mem_total_mib"], 0, " MiB"),
+                     num(r["mem_headroom_mib"], 0, " MiB"),
+                     escape(f"{_plain(r['mem_worst_node'])} / GPU {_plain(r['mem_worst_gpu'])}"),
+                     num(r["boot_s"], 0, " s"),
+                     " ".join(_link(data.run_dir, f"{sub}/{cid}/", sub)
+                              for sub in ("service", "raw", "gpu"))])
+    headers = ["PP / TP / EP", "Config", *(["Cluster"] if pooled else []), "Worst-rank peak",
+               "GPU total", "Headroom", "Worst node / GPU", "Startup", "Evidence"]
+    return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(
+        headers, rows, 3 if pooled else 2
+    )
+
+
+def _plain(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "?"
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _verdicts(verdicts: Sequence[Verdict]) -> str:
+    valid = sum(v.valid for v in verdicts)
+    items = "".join(f'<li class="{"ok" if v.valid else "bad"}">{escape(v.config_id)} '
+                    f"C={v.concurrency}: {escape(v.text)}</li>" for v in verdicts)
+    return f"<h3>Verdicts ({valid}/{len(verdicts)} valid)</h3><ul>{items}</ul>"
+
+
+def _recommendation(rec: Recommendation) -> str:
+    if rec.primary is None:
+        head = "No recommendation: no configuration was valid at every concurrency."
+    else:
+        head = f"Primary: <b>{escape(rec.primary)}</b>; fallback: " + (
+            f"<b>{escape(rec.fallback)}</b>" if rec.fallback else "none")
+    reasons = "".join(f"<li>{escape(r)}</li>" for r in rec.reasons)
+    return f"<h3>Recommendation</h3><p>{head}</p><ul>{reasons}</ul>"
+
+
+def _charts(summary: Summary) -> str:
+    configs = records(summary.configs)
+    ids = [str(c["config_id"]) for c in configs]
+    names = [str(c["layout"]) for c in configs]
+    table = {(str(r["config_id"]), int(r["concurrency"])): r for r in records(summary.table)}
+
+    def series(column: str) -> list[tuple[str, list[float]]]:
+        return [(f"C={c}", [float(table[(i, c)][column]) if (i, c) in table else math.nan
+                            for i in ids]) for c in summary.concurrencies]
+
+    spreads = [(f"C={c}", [Spread(*(float(table[(i, c)][k]) for k in (
+        "ttft_p50_min_s", "ttft_p50_s", "ttft_p50_max_s", "ttft_p95_s", "ttft_p99_s")))
+        if (i, c) in table else None for i in ids]) for c in summary.concurrencies]
+    totals = [float(c["mem_total_mib"]) for c in configs if num(c["mem_total_mib"]) != "n/a"]
+    svgs = [bar_chart("Input TPS per layout", names, series("input_tps"), "tokens/s"),
+            bar_chart("TTFT p50 per layout", names, series("ttft_p50_s"), "s"),
+            spread_chart("TTFT distribution per layout", names, spreads, "s"),
+            bar_chart("Worst-rank GPU memory per layout", names,
+                      [("peak", [float(c["mem_peak_mib"]) for c in configs]),
+                       ("headroom", [float(c["mem_headroom_mib"]) for c in configs])], "MiB",
+                      limit=min(totals) if totals else None,
+                      limit_label=f"capacity {min(totals):,.0f} MiB" if totals else "")]
+    note = ("<p>TTFT distribution: box from median p50 to median p95, whisker to median p99, "
+            "ticks at the lowest, median and highest per-repeat p50.</p>")
+    return '<h3>Charts</h3><div class="charts">' + "".join(svgs) + "</div>" + note
+
+
+def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
+                 recommendation: Recommendation) -> list[str]:
+    """HTML fragments for ``pytest_html_results_summary`` (extend ``prefix`` or ``summary``).
+    Links are relative to the run folder, where report.html lives."""
+    by_key = {(v.config_id, v.concurrency): v for v in verdicts}
+    evidence = " | ".join(_link(data.run_dir, target) for target in EVIDENCE)
+    body = [_metadata(data), _recommendation(recommendation), _medians(summary, by_key),
+            _steps(summary), _memory(data, summary), _verdicts(verdicts), _charts(summary),
+            f"<h3>Evidence</h3><p>{evidence}</p>"]
+    return [_STYLE, _banner(data), '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>',
+            *body, "</div>"]
+
+
+def analyse(run_dir: Path) -> tuple[RunData, Summary, tuple[Verdict, ...], Recommendation]:
+    """Load a run folder, aggregate it, judge each point and derive the recommendation."""
+    data = load_run(run_dir)
+    summary = summarize_run(data)
+    verdicts = judge(data, summary)
+    return data, summary, verdicts, recommend(summary, verdicts)
+
+
+def build_report(run_dir: Path) -> Path:
+    """Rebuild summary.csv and a self-contained ``report-rebuilt.html`` from the run's files
+    alone (no cluster, no pytest). Returns the HTML path."""
+    return rebuild_report(run_dir)[0]
+
+
+def rebuild_report(
+    run_dir: Path,
+) -> tuple[Path, Summary, tuple[Verdict, ...], Recommendation]:
+    """:func:`build_report`, also returning what it computed (for the terminal summary)."""
+    data, summary, verdicts, rec = analyse(Path(run_dir))
+    write_summary(data.run_dir, summary)
+    title = escape(f"PP/TP/EP sweep {data.meta.run_id}")
+    page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"/>"
+            f"<title>{title}</title></head><body style=\"font-family:sans-serif\">"
+            + "\n".join(html_summary(data, summary, verdicts, rec)) + "</body></html>\n")
+    path = data.run_dir / REBUILT_NAME
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, path)
+    return path, summary, verdicts, rec

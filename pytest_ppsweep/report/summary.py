@@ -1,0 +1,108 @@
+"""Glue between the run folder and what the plugin shows: HTML summary, terminal, table columns.
+
+The numbers come only from the files in the run folder (aggregate.py), so the report a run shows
+is the one ``python -m pytest_ppsweep report <run>`` rebuilds.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.measure.runstore import RunStore
+
+TABLE_HEADER = [
+    '<th class="sortable" data-column-type="config">Configuration</th>',
+    '<th class="sortable" data-column-type="c">C</th>',
+    '<th class="sortable" data-column-type="tps">Input TPS</th>',
+    '<th class="sortable" data-column-type="ttft">TTFT p50 (s)</th>',
+]
+
+
+def table_row(props: dict[str, Any]) -> list[str]:
+    """The cells of TABLE_HEADER for one test report (values from its user_properties)."""
+
+    def cell(col: str, value: Any) -> str:
+        text = "" if value is None else html.escape(str(value))
+        if isinstance(value, float):
+            # pytest-html sorts a column by the cell's HTML as a string: a hidden zero-padded
+            # key first makes 900.00 sort before 10,000.00.
+            text = f"<span hidden>{value:020.4f}</span>{value:,.2f}"
+        return f'<td class="col-{col}">{text}</td>'
+
+    return [
+        cell("config", props.get("ppsweep_config")),
+        cell("c", props.get("concurrency")),
+        cell("tps", props.get("input_tps")),
+        cell("ttft", props.get("ttft_p50_s")),
+    ]
+
+
+@dataclass
+class Rendered:
+    """What the plugin shows at the end of a run."""
+
+    html: list[str] = field(default_factory=list)
+    terminal: list[str] = field(default_factory=list)
+    gate: list[str] = field(default_factory=list)
+
+
+def finish(
+    store: RunStore,
+    order: list[str],
+    not_run: dict[str, str],
+    compare_ref: Path | None,
+    thresholds: dict[str, Any],
+) -> Rendered:
+    """Close the run folder (not-run layouts, sweep order, benchmark.json) and render it."""
+    from pytest_ppsweep import gate
+    from pytest_ppsweep.gate import benchjson
+
+    for config_id, why in not_run.items():
+        store.update_config(config_id, boot_error=f"not run: {why}")
+    store.sort_results(order)
+    if store.results_csv.exists():
+        benchjson.write_benchmark_json(store.dir)
+    rendered = render(store.dir)
+    if compare_ref is not None:
+        rows = gate.compare(store.dir, compare_ref, thresholds)
+        gate.write_comparison_csv(store.dir, rows)
+        rendered.html.append(gate.comparison_html(rows))
+        rendered.gate = gate.comparison_table(rows, width=100) + [
+            f"REGRESSION {r.message}" for r in gate.regressions(rows)
+        ]
+    return rendered
+
+
+def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:
+    """Save the run as a named baseline, only when every test passed."""
+    from pytest_ppsweep.gate.baselines import BaselineError
+    from pytest_ppsweep.gate.baselines import save_baseline as save
+
+    if exitstatus != 0:
+        return [f"baseline {name!r} not saved: the run did not pass (exit status {exitstatus})"]
+    try:
+        return [f"baseline {name!r} saved: {save(store.dir, name, root)}"]
+    except BaselineError as exc:
+        return [f"baseline {name!r} not saved: {exc}"]
+
+
+def render(run_dir: Path) -> Rendered:
+    """Aggregate the run folder, write summary.csv, and render the HTML and terminal summary."""
+    from pytest_ppsweep.report.html import analyse, html_summary
+    from pytest_ppsweep.report.terminal import terminal_summary
+    from pytest_ppsweep.results.aggregate import RunFolderError, write_summary
+
+    try:
+        data, summary, verdicts, rec = analyse(run_dir)
+    except RunFolderError as exc:
+        note = f"no summary: {exc}"
+        return Rendered([f"<p>{html.escape(note)}</p>"], [note])
+    write_summary(run_dir, summary)
+    return Rendered(
+        html_summary(data, summary, verdicts, rec),
+        terminal_summary(summary, verdicts, rec, width=100),
+    )

@@ -1,0 +1,49 @@
+"""The sweep summary on the terminal: the medians table with deltas vs baseline and verdicts,
+then every INVALID reason and the recommendation, each line at most ``width`` wide.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+
+from pytest_ppsweep.report.format import delta, num, records
+from pytest_ppsweep.results.aggregate import (
+    Summary,
+)
+from pytest_ppsweep.results.recommendation import Recommendation
+from pytest_ppsweep.results.verdict import Verdict
+
+
+def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
+                     recommendation: Recommendation, width: int = 100) -> list[str]:
+    """The medians table with deltas vs baseline and verdicts, every line at most ``width``."""
+    by_key = {(v.config_id, v.concurrency): v for v in verdicts}
+    layouts = summary.table["layout"].astype(str)
+    # Two configs may share a layout (other flags differ): then only the id tells them apart.
+    use_id = layouts.nunique() != summary.table["config_id"].nunique()
+    head = (f"{'config' if use_id else 'PP/TP/EP':<14}{'C':>4}{'Input TPS':>11}{'TTFT p50':>10}"
+            f"{'TTFT p95':>10}{'ΔTPS':>10}{'ΔTTFT':>10}  verdict")
+    lines = [f"PP/TP/EP sweep: medians over repeats, Δ vs baseline {summary.baseline}"[:width],
+             head[:width]]
+    for r in records(summary.table):
+        v = by_key.get((str(r["config_id"]), int(r["concurrency"])))
+        name = str(r["config_id"] if use_id else r["layout"])
+        name = name if len(name) <= 13 else name[:12] + "…"
+        base = r["config_id"] == summary.baseline
+        row = (f"{name:<14}{r['concurrency']:>4}{num(r['input_tps']):>11}"
+               f"{num(r['ttft_p50_s'], 2, ' s'):>10}{num(r['ttft_p95_s'], 2, ' s'):>10}"
+               f"{'base' if base else delta(r['tps_vs_base_pct']):>10}"
+               f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}  "
+               f"{'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}")
+        lines.append(row[:width])
+    texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts if not v.valid]
+    for text in [*texts, recommendation.text]:
+        lines += _wrap(text, width)
+    return lines
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    # Keep "6.63 %" on one line: hide the space before "%" from textwrap, then restore it.
+    glued = textwrap.wrap(text.replace(" %", "\x00%"), width, subsequent_indent="    ")
+    return [line.replace("\x00", " ") for line in glued]

@@ -1,0 +1,145 @@
+"""Validity verdicts per configuration x C and the layout recommendation (seed report §10).
+
+A measurement only counts when the service behaved: every request completed, no errors, a clean
+log, the requested topology, the server saw the prompt tokens that were sent, and the repeats
+agree. Each failed condition is named, so a reader knows why a number is not trusted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from pytest_ppsweep.results.aggregate import RunData, Summary
+
+_TRUE = {"true", "1", "yes", "y", "t"}
+_FALSE = {"false", "0", "no", "n", "f", ""}
+_MAX_FINDINGS = 160  # log findings can be long; the full text stays in configs.csv
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the numbers of one configuration at one concurrency can be trusted."""
+
+    config_id: str
+    concurrency: int
+    valid: bool
+    failures: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """``VALID`` or ``INVALID: <failure>; <failure>``."""
+        return "VALID" if self.valid else "INVALID: " + "; ".join(self.failures)
+
+
+def as_bool(value: Any) -> bool | None:
+    """CSV truth value: True/False/None (not recorded). Accepts bools, 0/1 and common words."""
+    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+        return None
+    if isinstance(value, str):
+        word = value.strip().lower()
+        return True if word in _TRUE else False if word in _FALSE else None
+    return bool(value)
+
+
+def _text(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    text = " ".join(str(value).split())
+    return text if len(text) <= _MAX_FINDINGS else text[: _MAX_FINDINGS - 1] + "…"
+
+
+def _pct_pair(value: float, limit: float) -> str:
+    # One decimal reads best; two when one decimal would print "2.0 % > 2.0 %".
+    digits = 1 if f"{value:.1f}" != f"{limit:.1f}" else 2
+    return f"{value:.{digits}f} % > {limit:.{digits}f} %"
+
+
+def records(frame: pd.DataFrame, *keys: str) -> dict[Any, dict[str, Any]]:
+    # Plain dicts keyed by config id (or id and C): simpler to type and faster than .loc.
+    out: dict[Any, dict[str, Any]] = {}
+    for record in frame.to_dict("records"):
+        row = {str(k): v for k, v in record.items()}
+        key = tuple(row[k] for k in keys)
+        out[key if len(keys) > 1 else key[0]] = row
+    return out
+
+
+def _config_failures(row: dict[str, Any] | None) -> list[str]:
+    if row is None:
+        return ["no configs.csv row"]
+    failures = []
+    checks = (("boot_ok", "boot"), ("topology_ok", "topology check"), ("log_clean", "log scan"))
+    for column, what in checks:
+        state = as_bool(row.get(column))
+        if state is None:
+            failures.append(f"{what} not recorded")
+        elif not state and column == "boot_ok":
+            error = _text(row.get("boot_error"))
+            failures.append(f"boot failed: {error}" if error else "boot failed")
+        elif not state and column == "topology_ok":
+            failures.append("topology not as requested")
+        elif not state:
+            findings = _text(row.get("log_findings"))
+            failures.append(f"log scan: {findings}" if findings else "log scan found problems")
+    return failures
+
+
+def _round_failures(rounds: pd.DataFrame) -> list[str]:
+    failures = []
+    for r in rounds.sort_values("repeat", kind="stable").to_dict("records"):
+        rep = r["repeat"]
+        # `not ==` rather than `!=` on purpose: a NaN (missing value) must count as broken.
+        if not r["completed"] == r["num_requests"]:  # noqa: SIM201
+            failures.append(f"{_int(r['completed'])}/{_int(r['num_requests'])} completed "
+                            f"in repeat {rep}")
+        if not r["failed"] == 0:  # noqa: SIM201
+            failures.append(f"{_int(r['failed'])} failed request(s) in repeat {rep}")
+        if not r["input_tokens"] == r["input_tokens_nominal"]:  # noqa: SIM201
+            failures.append(f"server counted {_int(r['input_tokens'])} prompt tokens, "
+                            f"sent {_int(r['input_tokens_nominal'])} in repeat {rep}")
+    return failures
+
+
+def _int(value: Any) -> str:
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return "?"
+
+
+def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
+    """One verdict per configuration (sweep order) x concurrency of ``summary``."""
+    results, meta = data.results, data.meta
+    configs = records(data.configs, "config_id")
+    table = records(summary.table, "config_id", "concurrency")
+    # Only rows that break a per-round rule need a text, so select them once, vectorised.
+    broken = results[~((results["completed"] == results["num_requests"])
+                       & (results["failed"] == 0)
+                       & (results["input_tokens"] == results["input_tokens_nominal"]))]
+    broken_groups = {key: frame for key, frame in broken.groupby(["config_id", "concurrency"])}
+    limit = meta.spread_threshold * 100.0
+    verdicts = []
+    for cid in summary.order:
+        base = _config_failures(configs.get(cid))
+        for conc in summary.concurrencies:
+            failures = list(base)
+            row = table.get((cid, conc))
+            if row is None:
+                failures.append(f"no rounds at C={conc}")
+            else:
+                if (cid, conc) in broken_groups:
+                    failures.extend(_round_failures(broken_groups[(cid, conc)]))
+                spread = float(row["tps_spread_pct"])
+                if spread > limit:
+                    failures.append("spread " + _pct_pair(spread, limit))
+                if int(row["repeats"]) < meta.min_repeats:
+                    failures.append(f"{int(row['repeats'])} repeat(s) < {meta.min_repeats} "
+                                    "required")
+            verdicts.append(Verdict(cid, conc, not failures, tuple(failures)))
+    return tuple(verdicts)
+
+

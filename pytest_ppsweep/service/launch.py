@@ -1,0 +1,188 @@
+"""Launch one configuration: one rank process per node, and stop all of them.
+
+A :class:`Service` is a context manager usable without pytest (testcontainers' habit): entering
+starts every rank and waits until the service is ready; leaving always stops every rank, also
+when the boot failed half-way. Every live rank is also held in a module registry so that a
+Ctrl-C, a SIGTERM or an interpreter exit stops what is left.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+
+from pytest_ppsweep.cluster.backends import launcher_for
+from pytest_ppsweep.cluster.base import Launcher, RankHandle
+from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
+from pytest_ppsweep.service.readiness import BootFailed, wait_until_ready
+
+__all__ = ["BootFailed", "Service", "stop_all"]
+
+_LIVE: set[RankHandle] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def stop_all() -> None:
+    """Stop every rank still running (Ctrl-C, SIGTERM, interpreter exit)."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+        _LIVE.clear()
+    for proc in procs:
+        proc.stop(grace_s=2.0)
+
+
+atexit.register(stop_all)
+
+
+class Service:
+    """A booted configuration: every rank running, rank 0 serving."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        cluster: Cluster,
+        config: Config,
+        log_dir: Path,
+        progress: Callable[[str], None] = lambda _msg: None,
+        scanner: LogScanner | None = None,
+        run_id: str = "",
+        launcher: Launcher | None = None,
+    ) -> None:
+        self.sweep = sweep
+        self.cluster = cluster
+        self.config = config
+        self.log_dir = log_dir
+        self.specs = rank_specs(sweep, cluster, config)
+        self.progress = progress
+        self.scanner = scanner or LogScanner(sweep.fatal_patterns)
+        self.run_id = run_id
+        self.launcher = launcher or launcher_for(cluster, sweep)
+        self.procs: list[RankHandle] = []
+        self.boot_s: float | None = None
+        self.boot_error: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self.url(0)
+
+    def url(self, node_rank: int) -> str:
+        return f"http://{self.specs[node_rank].address}:{self.cluster.port}"
+
+    def log_path(self, node_rank: int) -> Path:
+        return self.log_dir / f"node{node_rank}.log"
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return [self.log_path(s.node_rank) for s in self.specs]
+
+    def write_commands(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        lines = [f"# node{s.node_rank} ({s.host})\n{s.command_line()}\n" for s in self.specs]
+        (self.log_dir / "launch.sh").write_text("".join(lines), encoding="utf-8")
+
+    def start(self) -> None:
+        """Start every rank: rank 0 first (it hosts the rendezvous), then the others at once
+        (a container start over SSH takes ~0.5-1 s per node)."""
+        self._keep_previous_logs()
+        self.write_commands()
+        slots: list[RankHandle | None] = [None] * len(self.specs)
+
+        def one(i: int) -> None:
+            spec = self.specs[i]
+            labels = {
+                "ppsweep.run": self.run_id,
+                "ppsweep.cluster": self.cluster.name,
+                "ppsweep.config": self.config.id,
+                "ppsweep.node_rank": str(spec.node_rank),
+            }
+            proc = self.launcher.start(spec, self.log_path(spec.node_rank), labels)
+            with _LIVE_LOCK:
+                _LIVE.add(proc)
+            slots[i] = proc
+
+        try:
+            one(0)
+            if len(self.specs) > 1:
+                # Leaving the pool waits for every start, so `finally` sees every rank started.
+                with ThreadPoolExecutor(max_workers=len(self.specs) - 1) as pool:
+                    for future in [pool.submit(one, i) for i in range(1, len(self.specs))]:
+                        future.result()  # the first failure, in node order
+        finally:
+            self.procs.extend(p for p in slots if p is not None)
+
+    def _keep_previous_logs(self) -> None:
+        # A resumed run boots a layout again: its earlier logs stay as evidence under another
+        # name, and the fail-fast watch and the log scan read only this boot's lines.
+        for path in self.log_paths:
+            if path.exists():
+                n = 1
+                while path.with_name(f"{path.name}.{n}").exists():
+                    n += 1
+                path.rename(path.with_name(f"{path.name}.{n}"))
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Block until rank 0 and every other rank answer /health 200; returns boot seconds."""
+        self.boot_s = wait_until_ready(self, timeout_s)
+        return self.boot_s
+
+    def exited(self) -> list[tuple[int, int]]:
+        """(node rank, exit code) of every rank process that has ended."""
+        return [(i, rc) for i, p in enumerate(self.procs) if (rc := p.poll()) is not None]
+
+    def findings(self) -> list[Finding]:
+        """Fatal lines in every node's log so far."""
+        out: list[Finding] = []
+        for path in self.log_paths:
+            if path.exists():
+                out += self.scanner.scan_file(path)
+        return out
+
+    def evidence(self, lines: int = 25) -> str:
+        """Fatal log lines so far (root cause first) and every node's log tail, for a failure."""
+        findings = self.findings()
+        root = root_cause(findings)
+        shown = ([str(root)] if root else []) + [str(f) for f in findings if f is not root][:20]
+        head = "matching log lines:\n" + "\n".join(shown) if shown else "no fatal log line"
+        return f"{head}\n{self.log_tail(lines)}"
+
+    def log_tail(self, lines: int = 25) -> str:
+        parts = []
+        for path in self.log_paths:
+            parts.append(f"--- {path.name} (last {lines} lines) ---\n{tail(path, lines)}")
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        """Stop every rank of this service (idempotent)."""
+        for proc in self.procs:
+            proc.stop()
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+
+    def __enter__(self) -> Service:
+        start = time.monotonic()
+        try:
+            self.start()
+            self.wait_ready(self.sweep.boot_timeout_s)
+        except BaseException as exc:
+            self.boot_error = str(exc)
+            self.boot_s = time.monotonic() - start
+            self.stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+

@@ -1,0 +1,190 @@
+"""The package's layering, read from its source: no import cycle, and each layer imports only
+layers before it (docs/ARCHITECTURE.md draws the same order).
+
+Every import counts: module level, inside functions and under ``TYPE_CHECKING``, since a lazy
+import that hides a cycle is still a cycle in the design.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+import pytest_ppsweep
+
+ROOT = Path(pytest_ppsweep.__file__).parent
+PACKAGE = "pytest_ppsweep"
+
+# The flow, first to last. A name is a top-level module or a step package; the emulator (sim)
+# stands apart: it imports nothing of the plugin and the plugin imports nothing of it.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("__init__", "_exports", "redact"),
+    ("matrix",),
+    ("cluster",),
+    ("service",),
+    ("measure",),
+    ("continuity",),
+    ("pool",),
+    ("results",),
+    ("gate",),
+    ("report",),
+    ("check",),
+    ("sweeprun",),
+    ("progress",),
+    ("options",),
+    ("stash",),
+    ("session",),
+    ("fixtures",),
+    ("plugin",),
+    ("__main__",),
+)
+
+
+def module_name(path: Path, root: Path = ROOT, package: str = PACKAGE) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([package, *parts])
+
+
+def imports_of(
+    path: Path, known: Iterable[str], root: Path = ROOT, package: str = PACKAGE
+) -> set[str]:
+    """The modules of ``known`` that ``path`` imports, anywhere in its AST."""
+    known = set(known)
+    me = module_name(path, root, package)
+    here = me if path.name == "__init__.py" else me.rsplit(".", 1)[0]
+    found: set[str] = set()
+
+    def resolve(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*up, *([base] if base else [])])
+            # ``from pkg import mod`` imports the module; ``from pkg import name`` the package
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base
+                       for a in node.names]
+        else:
+            continue
+        for target in targets:
+            hit = resolve(target)
+            if hit and hit != me:
+                found.add(hit)
+    return found
+
+
+def import_graph(root: Path = ROOT, package: str = PACKAGE,
+                 skip: Callable[[str], bool] = lambda _m: False) -> dict[str, set[str]]:
+    files = {module_name(p, root, package): p for p in root.rglob("*.py")}
+    files = {m: p for m, p in files.items() if not skip(m)}
+    return {m: imports_of(p, files, root, package) for m, p in files.items()}
+
+
+def find_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
+    """One import cycle (as a closed path of module names), or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return [*stack[stack.index(dep):], dep]
+            if dep not in state and (cycle := visit(dep)) is not None:
+                return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)) is not None:
+            return cycle
+    return None
+
+
+def layer_of(module: str) -> int:
+    rest = module.removeprefix(PACKAGE).lstrip(".")
+    head = rest.split(".")[0] if rest else "__init__"
+    for i, names in enumerate(LAYERS):
+        if head in names:
+            return i
+    raise AssertionError(f"{module}: not in LAYERS; add its package or module to the flow")
+
+
+def _plugin_only(module: str) -> bool:
+    return module == f"{PACKAGE}.sim" or module.startswith(f"{PACKAGE}.sim.")
+
+
+def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
+    bad = []
+    for mod, deps in sorted(graph.items()):
+        for dep in sorted(deps):
+            a, b = layer_of(mod), layer_of(dep)
+            same_package = mod.split(".")[:2] == dep.split(".")[:2]
+            if b > a or (b == a and not same_package and dep != PACKAGE):
+                bad.append(f"{mod} (layer {a}) imports {dep} (layer {b})")
+    return bad
+
+
+@pytest.fixture(scope="module")
+def plugin_graph() -> dict[str, set[str]]:
+    return import_graph(skip=_plugin_only)
+
+
+def test_no_import_cycle(plugin_graph: dict[str, set[str]]) -> None:
+    cycle = find_cycle(plugin_graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_each_layer_imports_only_layers_before_it(plugin_graph: dict[str, set[str]]) -> None:
+    assert upward_imports(plugin_graph) == []
+
+
+def test_every_module_has_a_layer(plugin_graph: dict[str, set[str]]) -> None:
+    for module in plugin_graph:
+        layer_of(module)
+
+
+def test_plugin_and_emulator_import_nothing_of_each_other() -> None:
+    graph = import_graph()
+    crossing = [
+        f"{mod} imports {dep}"
+        for mod, deps in sorted(graph.items())
+        for dep in sorted(deps)
+        if _plugin_only(mod) != _plugin_only(dep) and dep != PACKAGE
+    ]
+    assert crossing == []
+
+
+def test_the_checker_sees_a_cycle_and_an_upward_import() -> None:
+    """The rules above can fail: a planted cycle and a planted upward import are named."""
+    graph = {f"{PACKAGE}.matrix.model": {f"{PACKAGE}.cluster.hosts"},
+             f"{PACKAGE}.cluster.hosts": {f"{PACKAGE}.matrix.model"}}
+    assert find_cycle(graph) == [f"{PACKAGE}.cluster.hosts", f"{PACKAGE}.matrix.model",
+                                 f"{PACKAGE}.cluster.hosts"]
+    assert upward_imports(graph) == [
+        f"{PACKAGE}.matrix.model (layer 1) imports {PACKAGE}.cluster.hosts (layer 2)"
+    ]
+
+
+def test_only_the_pool_imports_xdist() -> None:
+    importers = set()
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "xdist" or n.startswith("xdist.") for n in names):
+                importers.add(module_name(path))
+    assert sorted(importers) == [f"{PACKAGE}.pool.scheduling"]
