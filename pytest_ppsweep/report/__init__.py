@@ -15,6 +15,11 @@ if TYPE_CHECKING:
         bar_chart,
         spread_chart,
     )
+    from pytest_ppsweep.report.cli import (
+        EXIT_MISSING,
+        compare_lines,
+        main,
+    )
     from pytest_ppsweep.report.format import (
         delta,
         num,
@@ -45,6 +50,9 @@ _NAMES = {
     "Spread": "charts",
     "bar_chart": "charts",
     "spread_chart": "charts",
+    "EXIT_MISSING": "cli",
+    "compare_lines": "cli",
+    "main": "cli",
     "delta": "format",
     "num": "format",
     "records": "format",
@@ -64,6 +72,7 @@ _NAMES = {
 }
 __all__ = [
     "EVIDENCE",
+    "EXIT_MISSING",
     "PALETTE",
     "REBUILT_NAME",
     "TABLE_HEADER",
@@ -72,9 +81,11 @@ __all__ = [
     "analyse",
     "bar_chart",
     "build_report",
+    "compare_lines",
     "delta",
     "finish",
     "html_summary",
+    "main",
     "num",
     "rebuild_report",
     "records",

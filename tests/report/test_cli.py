@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from _runfactory import SEED_MEDIANS, seed_run
 
-from pytest_ppsweep.__main__ import EXIT_MISSING, main
+from pytest_ppsweep.report.cli import EXIT_MISSING, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
