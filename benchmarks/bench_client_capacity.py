@@ -67,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _benchhelp as bh
 
 from pytest_ppsweep import bench
-from pytest_ppsweep.sim.localcluster import LocalCluster
+from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 from pytest_ppsweep.workload import WorkloadSpec, generate_prompts
 
 HOST = "127.0.14.2"
