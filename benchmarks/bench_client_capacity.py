@@ -68,7 +68,7 @@ import _benchhelp as bh
 
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
-from pytest_ppsweep.sim.localcluster import LocalCluster
+from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
 HOST = "127.0.14.2"
 ZERO_PORT, SIM_PORT, SIM_DIST_PORT = 36200, 36210, 36211

@@ -67,7 +67,7 @@ import _benchhelp as bh
 
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
-from pytest_ppsweep.sim.localcluster import LocalCluster
+from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
 HOST, PORT, DIST_PORT = "127.0.14.1", 36100, 36101
 GATE_MS = 1.0

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from collections.abc import Sequence
 
-from .cli import parse_args
-from .config import LaunchError, resolve
-from .faults import FaultSpecError
-from .node import RankProcess
-from .profile import load_profile
-from .settings import load_settings
+from .launch.cli import parse_args
+from .launch.config import LaunchError, resolve
+from .launch.faults import FaultSpecError
+from .launch.settings import load_settings
+from .model.profile import load_profile
+from .rank.main import run_rank
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(exc.text + "\n")
         sys.stderr.flush()
         return 1
-    return asyncio.run(RankProcess(cfg).run())
+    return run_rank(cfg)
 
 
 if __name__ == "__main__":

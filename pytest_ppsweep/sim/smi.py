@@ -8,7 +8,8 @@ format of real captures, e.g. ``--query-gpu=index,memory.used,memory.total --for
 
 Supported: ``--query-gpu=<fields>``, ``--query-compute-apps=<fields>``, ``--format=csv[,noheader]
 [,nounits]``, ``-i/--id``, ``-L/--list-gpus`` (also the default without a query). Memory comes
-from the state file the node's rank publishes (sim/gpustate.py); without one the GPUs are idle.
+from the state file the node's rank publishes (sim/launch/gpustate.py); without one the GPUs are
+idle.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .gpustate import read_state
-from .profile import load_profile
-from .settings import DEFAULT_STATE_DIR
+from .launch.gpustate import read_state
+from .launch.settings import DEFAULT_STATE_DIR
+from .model.profile import load_profile
 
 PROCESS_UNATTRIBUTED_MIB = 9  # driver reservation nvidia-smi does not charge to the process
 

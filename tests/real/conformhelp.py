@@ -23,7 +23,7 @@ from typing import Any
 
 import requests
 
-from pytest_ppsweep.sim.profile import resolve_profile_path
+from pytest_ppsweep.sim.model.profile import resolve_profile_path
 
 SGLANG_HOSTS = ("127.0.15.1", "127.0.15.2")
 EMULATOR_HOSTS = ("127.0.15.11", "127.0.15.12")

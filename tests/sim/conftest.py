@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from simhelp import FAST_SCALE, ClusterFactory, next_ports
 
-from pytest_ppsweep.sim.localcluster import LocalCluster
+from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
 
 @pytest.fixture

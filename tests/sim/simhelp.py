@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.sim.localcluster import LocalCluster
+from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
 SIM_DATA = Path(__file__).parent / "data"
 FAST_SCALE = "2000"

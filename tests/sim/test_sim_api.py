@@ -11,7 +11,7 @@ import pytest
 from simhelp import SIM_DATA, ClusterFactory, http, next_ports, sse_events
 from testkit import wait_until
 
-from pytest_ppsweep.sim.localcluster import LocalCluster
+from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
 API_KEY = "sk-very-secret-123"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from simhelp import SIM_DATA, run_sim
 
-from pytest_ppsweep.sim.cli import parse_args, redact_command
-from pytest_ppsweep.sim.faults import FaultSpecError, parse_faults
+from pytest_ppsweep.sim.launch.cli import parse_args, redact_command
+from pytest_ppsweep.sim.launch.faults import FaultSpecError, parse_faults
 
 
 def test_help_works() -> None:

@@ -6,12 +6,12 @@ import statistics
 
 import pytest
 
-from pytest_ppsweep.sim.bootplan import plan_boot
-from pytest_ppsweep.sim.costmodel import CostModel, allreduce_s, domain_of
-from pytest_ppsweep.sim.gpumem import plan_memory
-from pytest_ppsweep.sim.placement import Layout, local_schedulers, stage_layers
-from pytest_ppsweep.sim.profile import load_profile
-from pytest_ppsweep.sim.vbench import make_scheduler, run_round
+from pytest_ppsweep.sim.model.bootplan import plan_boot
+from pytest_ppsweep.sim.model.costmodel import CostModel, allreduce_s, domain_of
+from pytest_ppsweep.sim.model.gpumem import plan_memory
+from pytest_ppsweep.sim.model.placement import Layout, local_schedulers, stage_layers
+from pytest_ppsweep.sim.model.profile import load_profile
+from pytest_ppsweep.sim.model.vbench import make_scheduler, run_round
 
 KIMI = load_profile("kimi-k3-6000d")
 # seeds §7: (pp, C) -> (Input TPS, TTFT p50 s), medians of three runs

@@ -11,7 +11,7 @@ from pathlib import Path
 from simhelp import ClusterFactory, http, status_of
 from testkit import wait_until
 
-from pytest_ppsweep.sim.localcluster import LocalCluster
+from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
 PP4 = ["--tp-size", "2", "--pp-size", "4", "--ep-size", "2"]  # tiny: 4 nodes x 2 GPUs
 

@@ -7,10 +7,10 @@ import socket
 
 from simhelp import ClusterFactory, sse_events
 
-from pytest_ppsweep.sim.placement import Layout
-from pytest_ppsweep.sim.profile import load_profile
-from pytest_ppsweep.sim.scheduler import SimRequest
-from pytest_ppsweep.sim.vbench import make_scheduler
+from pytest_ppsweep.sim.model.placement import Layout
+from pytest_ppsweep.sim.model.profile import load_profile
+from pytest_ppsweep.sim.model.scheduler import SimRequest
+from pytest_ppsweep.sim.model.vbench import make_scheduler
 
 KIMI = load_profile("kimi-k3-6000d")
 

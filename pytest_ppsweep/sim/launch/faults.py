@@ -2,7 +2,7 @@
 
 The value is a comma-separated list of ``name[=value][@rank=N|@node=N]`` items (``@node`` is a
 synonym: one rank per node). Without a qualifier a fault applies where the description says.
-Every fault prints SGLang's real log lines (see sim/faultlog.py) and exits non-zero where
+Every fault prints SGLang's real log lines (see sim/launch/faultlog.py) and exits non-zero where
 SGLang would; the other ranks then lose their connection to rank 0 and exit too.
 
 ``nccl_init``            NCCL communicator init fails (``NCCL error in: ... ncclInternalError``)

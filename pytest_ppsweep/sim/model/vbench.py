@@ -1,6 +1,6 @@
 """Closed-loop benchmark of the PP scheduler in *virtual* time (no sleeping).
 
-This drives the very same :class:`~pytest_ppsweep.sim.scheduler.PPScheduler` the server uses,
+This drives the very same :class:`~pytest_ppsweep.sim.model.scheduler.PPScheduler` the server uses,
 with a discrete-event loop instead of the wall clock, the way ``bench_serving`` drives a server:
 ``concurrency`` clients, each sending its next request as soon as the previous one finished,
 ``num_requests`` in total. Used by the cost-model tests and for fitting profiles.

@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
-from .engine import Engine, Job
-from .logfmt import SimLog
+from ..launch.logfmt import SimLog
+from ..model.engine import Engine, Job
 
 BACKLOG_LIMIT = 256 * 1024
 

@@ -1,6 +1,6 @@
 """Parametric cost model of prefill/decode micro-batches on an SGLang PP x TP layout.
 
-The emulated scheduler (sim/scheduler.py) advances a pipeline in lock-step *ticks*: every tick
+The emulated scheduler (sim/model/scheduler.py) advances a pipeline in lock-step *ticks*: every tick
 each stage works on the micro-batch it holds, then hands it to the next stage. One tick lasts::
 
     T_tick = stage_sync * (pp - 1)                      # PP lock-step / metadata over Gloo
@@ -26,7 +26,7 @@ Parameters (profile TOML, sections in brackets) and where their values come from
   through the whole model at ideal efficiency; ``n_half`` = 11.0, ``gamma`` = 1.0 [compute]:
   the small-GEMM efficiency loss (per-GPU GEMM width shrinks as 1/tp). K, n_half, gamma and
   stage_sync were fitted together (random search) with the virtual-time benchmark of
-  sim/vbench.py so every TPS and TTFT-p50 median of the seeds' §7 table is within +-7 %.
+  sim/model/vbench.py so every TPS and TTFT-p50 median of the seeds' §7 table is within +-7 %.
 * ``busbw``/``step_latency`` [network]: the seeds' §9.2 nccl all_reduce_perf at 128 MiB:
   TP4 4.93 ms (one PCIe island), TP8 6.00 ms (one node), TP16 6.24 ms, TP32 6.59 ms; ring
   busbw ~39-41 GB/s on every level. TP2 is an extrapolation of the same ring formula (~3.3 ms).

@@ -8,7 +8,8 @@ which the API reports next to the moment the chunk was really written.
 Outputs reach the HTTP handler in one of two ways: queued on ``Job.outputs`` (the handler wakes
 one event-loop pass later), or, for streams, through ``Job.sink``: a callable the engine runs
 inside the scheduler's due-time callback, which writes the chunk to the socket at once
-(sim/sse.py). A sink that returns False (or raises) is dropped and the output is queued instead.
+(sim/http/sse.py). A sink that returns False (or raises) is dropped and the output is queued
+instead.
 """
 
 from __future__ import annotations

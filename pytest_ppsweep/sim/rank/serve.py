@@ -13,15 +13,15 @@ import time
 
 from aiohttp import web
 
-from . import faultlog
-from .api_app import build_dummy_app, build_rank0_app
-from .bootseq import Phases, hang_seconds, pid
-from .costmodel import CostModel
-from .engine import Engine
-from .metrics import Metrics
+from ..http.api_app import build_dummy_app, build_rank0_app
+from ..http.state import ServerState
+from ..launch import faultlog
+from ..model.costmodel import CostModel
+from ..model.engine import Engine
+from ..model.metrics import Metrics
+from ..model.scheduler import PPScheduler
 from .node import RankProcess
-from .scheduler import PPScheduler
-from .state import ServerState
+from .phases import Phases, hang_seconds, pid
 
 WARMUP_PROMPT = "The capital city of France is"
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
+# The TOML files stay at sim/profiles/ (package data), one level above this layer.
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
 DEFAULT_PROFILE = "kimi-k3-6000d"
 
 

@@ -1,6 +1,7 @@
 """One node rank of the emulated service: process life cycle, signals, rendezvous, peers.
 
-The boot milestones live in sim/bootseq.py, serving in sim/serve.py. A rank exits
+The boot milestones live in sim/rank/bootseq.py, serving in sim/rank/serve.py; sim/rank/main.py
+runs them in a :class:`RankProcess`, which imports neither. A rank exits
 
 * 0 after SIGTERM/SIGINT (promptly, < 1 s) or a clean ``shutdown`` broadcast from rank 0;
 * 1 when SGLang would crash: an injected fault, a rendezvous timeout, or a peer rank whose
@@ -14,17 +15,18 @@ import contextlib
 import os
 import signal
 import traceback
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
 
-from .config import SimConfig
-from .driver import TimeBase, process_age_s
-from .faultlog import SIGQUIT_LINE, peer_lost_error, scheduler_exception
-from .gpumem import MemoryPlan
-from .gpustate import GpuStatePublisher, GpuUse
-from .logfmt import SchedulerLog, SimLog
-from .placement import local_schedulers
+from ..launch.config import SimConfig
+from ..launch.faultlog import SIGQUIT_LINE, peer_lost_error, scheduler_exception
+from ..launch.gpustate import GpuStatePublisher, GpuUse
+from ..launch.logfmt import SchedulerLog, SimLog
+from ..model.driver import TimeBase, process_age_s
+from ..model.gpumem import MemoryPlan
+from ..model.placement import local_schedulers
 from .rendezvous import RendezvousClient, RendezvousServer
 
 CLEANUP_TIMEOUT_S = 0.4
@@ -65,15 +67,13 @@ class RankProcess:
         self._tasks: list[asyncio.Task[Any]] = []
 
     # ------------------------------------------------------------------ life cycle
-    async def run(self) -> int:
-        """Run until finished; returns the exit code."""
-        from .bootseq import boot_and_serve
-
+    async def run(self, body: Callable[[RankProcess], Coroutine[Any, Any, None]]) -> int:
+        """Run ``body`` (boot and serve, sim/rank/main.py) until finished; returns the exit code."""
         loop = asyncio.get_running_loop()
         self._done = loop.create_future()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal, sig)
-        main = asyncio.create_task(boot_and_serve(self))
+        main = asyncio.create_task(body(self))
         main.add_done_callback(self._main_done)
         code = await self._done
         self.stopping = True

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import SGLANG_VERSION
-from .cli import redact_command
-from .config import SimConfig
+from .. import SGLANG_VERSION
+from ..launch.cli import redact_command
+from ..launch.config import SimConfig
 
 DECODE_GRAPH_BS = [
     1,

@@ -12,11 +12,11 @@ from http import HTTPStatus
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from ..launch.logfmt import SimLog
+from ..model.metrics import render_gauges
 from .api_generate import handle_generate, json_response
 from .api_info import model_info, models_list, server_info
 from .api_openai import handle_completions
-from .logfmt import SimLog
-from .metrics import render_gauges
 from .state import ServerState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

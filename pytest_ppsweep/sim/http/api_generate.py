@@ -5,7 +5,7 @@ cumulative and ``output_ids`` the full list so far (NEW non-incremental mode). B
 ``meta_info`` keys every chunk carries ``ppsweep_due_ts``: the real ``time.time()`` at which the
 emulated engine produced it, next to ``response_sent_to_client_ts`` (when it was written).
 
-Streamed chunks are written from the scheduler's due-time callback (sim/sse.py) and encoded
+Streamed chunks are written from the scheduler's due-time callback (sim/http/sse.py) and encoded
 incrementally (:class:`GenerateChunks`: each token's id and text are serialised once); the
 ``response_sent_to_client_ts`` stamp is taken last, right before the bytes go to the socket.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .engine import Job, count_text_tokens
+from ..model.engine import Job, count_text_tokens
 from .jsonfast import dumps, loads_request
 from .sse import DirectSink, aborting, install, prepare_stream
 from .state import ServerState

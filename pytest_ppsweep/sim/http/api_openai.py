@@ -1,7 +1,7 @@
 """OpenAI-compatible ``/v1/completions`` on rank 0 (contract §1.6).
 
 Streamed chunks are written from the scheduler's due-time callback like ``/generate``'s
-(sim/sse.py); :class:`CompletionChunks` encodes them.
+(sim/http/sse.py); :class:`CompletionChunks` encodes them.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
+from ..model.engine import Job, count_text_tokens
 from .api_generate import DONE, SSE_HEADERS, BadRequest, check_prompt, json_response, read_json
-from .engine import Job, count_text_tokens
 from .jsonfast import dumps
 from .sse import DirectSink, aborting, install, prepare_stream
 from .state import ServerState

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..model.profile import DEFAULT_PROFILE
 from .faults import FaultSet, parse_faults
-from .profile import DEFAULT_PROFILE
 
 DEFAULT_TIME_SCALE = 100.0
 DEFAULT_STATE_DIR = "/tmp/ppsweep-sim"

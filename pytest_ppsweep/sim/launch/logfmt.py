@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable
 from typing import TextIO
 
-from .placement import Layout, LocalScheduler
+from ..model.placement import Layout, LocalScheduler
 
 
 class SimLog:

@@ -1,10 +1,10 @@
 """Event-driven emulation of SGLang's pipeline-parallel scheduler (``event_loop_pp``).
 
 The scheduler is a pure state machine on *emulated* time: it never sleeps and never reads a
-clock. A driver (sim/driver.py in real time, sim/vbench.py in virtual time) asks for
+clock. A driver (sim/model/driver.py in real time, sim/model/vbench.py in virtual time) asks for
 :meth:`PPScheduler.next_event_time`, waits until then and calls :meth:`PPScheduler.advance`.
 
-Model (see sim/costmodel.py for the tick duration):
+Model (see sim/model/costmodel.py for the tick duration):
 
 * Requests wait in a FIFO queue. Every tick begins with the PP lock-step sync; then stage 0
   forms a micro-batch for PP slot ``tick % pp`` and every in-flight micro-batch moves one stage.

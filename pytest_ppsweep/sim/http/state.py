@@ -6,10 +6,10 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import SimConfig
-from .driver import TimeBase
-from .engine import Engine
-from .logfmt import SchedulerLog, SimLog
+from ..launch.config import SimConfig
+from ..launch.logfmt import SchedulerLog, SimLog
+from ..model.driver import TimeBase
+from ..model.engine import Engine
 
 
 @dataclass(eq=False)

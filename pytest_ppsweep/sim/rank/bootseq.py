@@ -3,38 +3,21 @@
 Order: SIMULATED banner, ``server_args=...``, ``Init torch distributed begin.``, rendezvous
 (rank 0 waits for every rank; others connect with retries), ``Init torch distributed ends``,
 ``Load weight begin/end``, ``KV Cache is allocated``, ``Memory pool end``, ``Capture cuda graph``
-(unless disabled), the ``max_total_num_tokens=...`` line; then sim/serve.py takes over. Phase
-durations come from sim/bootplan.py and are waited at absolute emulated instants.
+(unless disabled), the ``max_total_num_tokens=...`` line. :func:`boot` then returns its phase
+clock (sim/rank/phases.py) and sim/rank/serve.py takes over; sim/rank/main.py runs the two. Phase
+durations come from sim/model/bootplan.py and are waited at absolute emulated instants.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 
-from . import faultlog
-from .api_info import DECODE_GRAPH_BS
-from .faults import DEFAULT_HANG_S
-from .gpumem import GB, MIB
+from ..http.api_info import DECODE_GRAPH_BS
+from ..launch import faultlog
+from ..model.gpumem import GB, MIB
 from .node import RankProcess
+from .phases import Phases
 from .rendezvous import RendezvousClient, RendezvousServer, split_addr
-
-
-class Phases:
-    """Absolute emulated schedule of consecutive phases (no drift from summed sleeps)."""
-
-    def __init__(self, rp: RankProcess) -> None:
-        self.rp = rp
-        self.cursor = rp.tb.now()
-
-    def restart(self) -> None:
-        """Continue from now (after a wait of unknown length)."""
-        self.cursor = self.rp.tb.now()
-
-    async def wait(self, emulated_s: float) -> None:
-        """Let ``emulated_s`` pass after the previous phase ended."""
-        self.cursor += emulated_s
-        await self.rp.tb.sleep_until(self.cursor)
 
 
 def _gb(mib: float) -> float:
@@ -88,10 +71,11 @@ async def rendezvous(rp: RankProcess) -> bool:
     return True
 
 
-async def boot_and_serve(rp: RankProcess) -> None:
-    """Boot this rank, then serve (rank 0) or stand by with the dummy health server."""
-    from .serve import serve_follower, serve_rank0
+async def boot(rp: RankProcess) -> Phases | None:
+    """Boot this rank up to ``max_total_num_tokens``; its phase clock, or None after a failure.
 
+    A failure has been logged and the exit requested (``rp.fail``) when this returns None.
+    """
     cfg, slog, mem, plan = rp.cfg, rp.slog, rp.cfg.mem, rp.cfg.boot
     banner(rp)
     phases = Phases(rp)
@@ -100,14 +84,14 @@ async def boot_and_serve(rp: RankProcess) -> None:
     slog.each("Init torch distributed begin.")
     if cfg.layout.world_size != cfg.world_on_hosts:
         rp.fail(faultlog.world_size_error(cfg.world_on_hosts, cfg.layout.tp, cfg.layout.pp))
-        return
+        return None
     if not await rendezvous(rp):
-        return
+        return None
     phases.restart()
     if rp.faults.get("nccl_init", rp.rank):
         await phases.wait(plan.dist_init_s / 2)
         rp.fail(faultlog.nccl_init_error(rp.rank * cfg.profile.gpu.gpus_per_node))
-        return
+        return None
     await phases.wait(plan.dist_init_s)
     rp.publish("init")
     total_gb = _gb(cfg.profile.gpu.memory_total_mib)
@@ -117,7 +101,7 @@ async def boot_and_serve(rp: RankProcess) -> None:
     if rp.faults.get("oom_load", rp.rank):
         await phases.wait(plan.load_s * 0.6)
         rp.fail(faultlog.oom_error(0, total_gb * GB / 2**30, 1.12))
-        return
+        return None
     await phases.wait(plan.load_s)
     rp.publish("loaded")
     loaded = _gb(mem.used_mib(s0, "loaded"))
@@ -127,7 +111,7 @@ async def boot_and_serve(rp: RankProcess) -> None:
     )
     if mem.max_total_num_tokens <= 0:
         rp.fail(faultlog.not_enough_memory_error())
-        return
+        return None
     await phases.wait(plan.kv_alloc_s)
     rp.publish("kv")
     avail = total_gb - _gb(mem.used_mib(s0, "kv"))
@@ -145,7 +129,7 @@ async def boot_and_serve(rp: RankProcess) -> None:
             await phases.wait(plan.graph_s / 3)
             slog.each(f"Registering {len(DECODE_GRAPH_BS) * 3} cuda graph addresses")
             rp.fail(faultlog.custom_ar_capture_error())
-            return
+            return None
         await phases.wait(plan.graph_s)
         graph_gb = mem.graph_bytes(s0) / GB
         slog.each(
@@ -163,18 +147,4 @@ async def boot_and_serve(rp: RankProcess) -> None:
         f"max_prefill_tokens={cfg.args.max_prefill_tokens}, max_running_requests={mem.max_running_requests}, "  # noqa: E501
         f"context_len={mem.context_length}, available_gpu_mem={avail:.2f} GB"
     )
-    if rp.rank == 0:
-        await serve_rank0(rp, phases)
-    else:
-        await serve_follower(rp)
-
-
-def hang_seconds(rp: RankProcess) -> float | None:
-    """Length of an injected warmup hang, or None."""
-    fault = rp.faults.get("watchdog_hang")
-    return None if fault is None else fault.number(DEFAULT_HANG_S)
-
-
-def pid() -> int:
-    """This process id (uvicorn's ``Started server process`` line)."""
-    return os.getpid()
+    return phases

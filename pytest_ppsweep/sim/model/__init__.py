@@ -1,0 +1,88 @@
+"""Layer 1 of the emulator, the model: the physics of one served layout, no HTTP, no processes.
+
+Profiles (hardware and model parameters, loaded from ``sim/profiles/*.toml``), the placement of
+pipeline stages on nodes and GPUs, the cost model of a pipeline tick, GPU memory and boot-phase
+plans, the PP scheduler, the real-time driver and the engine that runs requests through it,
+Prometheus metrics, and the virtual-time bench used to calibrate the cost model. It imports only
+the standard library (and nothing of the emulator's other layers); importing it does not import
+aiohttp.
+
+Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only the layers before it
+(tests/sim/test_sim_layers.py checks this).
+"""
+
+from __future__ import annotations
+
+from .bootplan import BootPlan, plan_boot
+from .costmodel import CostModel, allreduce_s, domain_of
+from .driver import RealtimeDriver, TimeBase, process_age_s
+from .engine import Engine, Job, count_text_tokens
+from .gpumem import GB, MIB, MemoryPlan, plan_memory
+from .metrics import Metrics, render_gauges
+from .placement import (
+    Layout,
+    LocalScheduler,
+    boundary_crosses_nodes,
+    local_schedulers,
+    stage_first_node,
+    stage_layers,
+)
+from .profile import (
+    DEFAULT_PROFILE,
+    PROFILE_DIR,
+    BootSpec,
+    ComputeSpec,
+    GpuSpec,
+    MemorySpec,
+    ModelSpec,
+    NetworkSpec,
+    Profile,
+    SchedulerSpec,
+    load_profile,
+    resolve_profile_path,
+)
+from .scheduler import PPScheduler, SimRequest
+from .vbench import RoundResult, make_scheduler, run_round
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "GB",
+    "MIB",
+    "PROFILE_DIR",
+    "BootPlan",
+    "BootSpec",
+    "ComputeSpec",
+    "CostModel",
+    "Engine",
+    "GpuSpec",
+    "Job",
+    "Layout",
+    "LocalScheduler",
+    "MemoryPlan",
+    "MemorySpec",
+    "Metrics",
+    "ModelSpec",
+    "NetworkSpec",
+    "PPScheduler",
+    "Profile",
+    "RealtimeDriver",
+    "RoundResult",
+    "SchedulerSpec",
+    "SimRequest",
+    "TimeBase",
+    "allreduce_s",
+    "boundary_crosses_nodes",
+    "count_text_tokens",
+    "domain_of",
+    "load_profile",
+    "local_schedulers",
+    "make_scheduler",
+    "plan_boot",
+    "plan_memory",
+    "process_age_s",
+    "render_gauges",
+    "resolve_profile_path",
+    "run_round",
+    "stage_first_node",
+    "stage_layers",
+]
