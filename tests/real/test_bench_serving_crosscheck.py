@@ -51,7 +51,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from realhelp import MARK_VAR, REPO, Provisioned
+from support.paths import REPO
+from support.real import MARK_VAR, Provisioned
 
 from pytest_ppsweep.cluster.rankspec import cpu_bind
 from pytest_ppsweep.measure.bench import run_round_sync

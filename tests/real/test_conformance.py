@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 import requests
-from conformhelp import (
+from support.conformance import (
     EMULATOR_HOSTS,
     SGLANG_ENV,
     SGLANG_HOSTS,
@@ -47,7 +47,8 @@ from conformhelp import (
     types_of,
     wait_ready,
 )
-from realhelp import REPO, ProvisionImpossible, marked_processes, provision
+from support.paths import REPO
+from support.real import ProvisionImpossible, marked_processes, provision
 
 from pytest_ppsweep.measure.bench import run_round_sync
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from simhelp import SIM_DATA, ClusterFactory, http, next_ports, sse_events
-from testkit import wait_until
+from support.processes import wait_until
+from support.sim import SIM_DATA, ClusterFactory, http, next_ports, sse_events
 
 from pytest_ppsweep.sim.localcluster import LocalCluster
 

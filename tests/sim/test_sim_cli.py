@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from simhelp import SIM_DATA, run_sim
+from support.sim import SIM_DATA, run_sim
 
 from pytest_ppsweep.sim.cli import parse_args, redact_command
 from pytest_ppsweep.sim.faults import FaultSpecError, parse_faults

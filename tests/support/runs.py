@@ -1,4 +1,5 @@
-"""Build synthetic run folders (results.csv, configs.csv, metadata/run.json) for report tests.
+"""Run folders: read a sweep's run folder; build synthetic ones (results.csv, configs.csv,
+metadata/run.json) for the report and gate tests.
 
 The layout follows docs/ARCHITECTURE.md. Each point gets ``repeats`` rounds spread symmetrically
 around the wanted median, so the median of the rounds is exactly the wanted value.
@@ -6,6 +7,7 @@ around the wanted median, so the median of the rounds is exactly the wanted valu
 
 from __future__ import annotations
 
+import csv
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,21 @@ import pandas as pd
 NUM_REQUESTS = 40
 PROMPT_TOKENS = 16_384 * NUM_REQUESTS
 GPU_TOTAL_MIB = 85_651
+
+
+def rows(csv_path: Path) -> list[dict[str, str]]:
+    """A CSV of the run folder as dicts ([] when it does not exist yet)."""
+    if not csv_path.exists():
+        return []
+    with csv_path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def run_dir(reports: Path) -> Path:
+    """The one run folder in ``reports``."""
+    runs = [p for p in reports.iterdir() if p.is_dir()]
+    assert len(runs) == 1, f"expected one run folder in {reports}, found {runs}"
+    return runs[0]
 
 
 @dataclass(frozen=True)

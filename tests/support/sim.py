@@ -15,7 +15,7 @@ from typing import Any
 
 from pytest_ppsweep.sim.localcluster import LocalCluster
 
-SIM_DATA = Path(__file__).parent / "data"
+SIM_DATA = Path(__file__).resolve().parents[1] / "sim" / "data"
 FAST_SCALE = "2000"
 # each cluster gets a fresh (http, dist) port pair; the worker offset keeps xdist workers apart
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)
