@@ -3,7 +3,7 @@
 A zero-delay server takes the server out of the measurement, so the request rate measures the
 client. Two such servers (``--server``):
 
-* ``zero`` (default): ``_benchhelp.py zero-server`` in its own process (127.0.14.2:36200), an
+* ``zero`` (default): ``benchkit/zero_server.py`` in its own process (127.0.14.2:36200), an
   aiohttp app whose ``/generate`` reads the body, counts the ids without parsing and at once
   streams one SGLang-shaped chunk plus ``data: [DONE]``. Its per-request work is a few hundred
   microseconds, so on this machine it is not the limit (it has a core of its own when idle).
@@ -15,8 +15,9 @@ client. Two such servers (``--server``):
 Workload (both clients, same server, same run, alternating order per round): N streaming
 ``/generate`` requests of 16,384 ``input_ids``, 1 output token, at most C in flight, all arriving
 at t=0 (request rate inf), 1 warmup request, ``/flush_cache`` first. bench_serving runs as
-``python -m sglang.bench_serving`` would (``cli_main()`` through ``_benchhelp.py bench-serving``,
-without the chunk tap: only its request function is wrapped to keep start time and latency).
+``python -m sglang.bench_serving`` would (``cli_main()`` through
+``benchkit/bench_serving_launcher.py``, without the chunk tap: only its request function is
+wrapped to keep start time and latency).
 Our prompts use vocab_size 4096 (ids < 4096, compact JSON): 77 KB bodies, the size of
 bench_serving's (ids < 256 from the tiny tokenizer, ``", "`` separators); the printed body
 sizes show it.
@@ -63,8 +64,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _benchhelp as bh
+from benchkit.bench_serving import bench_serving_args, run_bench_serving
+from benchkit.processes import port_free, zero_server
+from benchkit.provisioned import sglang_python, tiny_tokenizer
+from benchkit.stats import cpu_seconds, loadavg
 
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
@@ -88,10 +91,10 @@ class Point:
 def server(kind: str, work: Path) -> Iterator[str]:
     """The zero-delay server of ``kind``; yields its base URL."""
     if kind == "zero":
-        with bh.zero_server(HOST, ZERO_PORT, work / "zero.log") as url:
+        with zero_server(HOST, ZERO_PORT, work / "zero.log") as url:
             yield url
         return
-    if not bh.port_free(HOST, SIM_PORT):
+    if not port_free(HOST, SIM_PORT):
         raise SystemExit(f"{HOST}:{SIM_PORT} is busy")
     cluster = LocalCluster(
         hosts=[HOST],
@@ -125,13 +128,13 @@ def run_ours(url: str, ns: argparse.Namespace) -> Point:
         request_timeout_s=300,
         round_timeout_s=900,
     )
-    c0 = bh.cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
+    c0 = cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
     prompts = generate_prompts(spec)
     for warmup in (False, True):  # what run_round would build on first use, built here to time it
         prompts.bodies(spec, None, warmup=warmup)
-    c1 = bh.cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
+    c1 = cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
     result = bench.run_round_sync(url, prompts, ns.concurrency, spec=spec)
-    c2 = bh.cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
+    c2 = cpu_seconds(resource.getrusage(resource.RUSAGE_SELF))
     cpu = c2 - c0
     if result.completed != ns.requests:
         raise RuntimeError(
@@ -150,16 +153,16 @@ def run_ours(url: str, ns: argparse.Namespace) -> Point:
 
 def run_theirs(python: str, url: str, ns: argparse.Namespace, work: Path) -> Point:
     """bench_serving in the SGLang venv."""
-    args = bh.bench_serving_args(
+    args = bench_serving_args(
         url,
-        tokenizer=bh.tiny_tokenizer(),
+        tokenizer=tiny_tokenizer(),
         num_prompts=ns.requests,
         concurrency=ns.concurrency,
         input_len=ns.input_len,
         output_file=work / "bs.jsonl",
         seed=ns.seed,
     )
-    run = bh.run_bench_serving(python, args, work, tap=False)
+    run = run_bench_serving(python, args, work, tap=False)
     ok = [r for r in run.requests if r["success"]]
     if len(ok) != ns.requests:
         raise RuntimeError(f"bench_serving completed {len(ok)}/{ns.requests}")
@@ -190,10 +193,10 @@ def main() -> int:
     ns = ap.parse_args()
     if ns.requests + 1 > VOCAB:
         raise SystemExit(f"--requests must be < {VOCAB}")
-    python = bh.sglang_python()
+    python = sglang_python()
     kinds = ("zero", "sim") if ns.server == "both" else (ns.server,)
     ok = True
-    print(f"start: {bh.loadavg()}", flush=True)
+    print(f"start: {loadavg()}", flush=True)
     for kind in kinds:
         points: dict[str, list[Point]] = {"ours": [], "bench_serving": []}
         with (
@@ -203,7 +206,7 @@ def main() -> int:
             for rnd in range(1, ns.rounds + 1):
                 order = ("ours", "bench_serving") if rnd % 2 else ("bench_serving", "ours")
                 for who in order:
-                    before = bh.loadavg()
+                    before = loadavg()
                     t0 = time.perf_counter()
                     if who == "ours":
                         pt = run_ours(url, ns)
@@ -214,7 +217,7 @@ def main() -> int:
                         f"[{kind}] round {rnd} {who:<13}: {pt.rps:8.1f} req/s, "
                         f"{pt.cpu_ms_per_req:6.3f} CPU ms/req ({pt.extra}); wall "
                         f"{time.perf_counter() - t0:.1f} s\n    before {before}\n"
-                        f"    after  {bh.loadavg()}",
+                        f"    after  {loadavg()}",
                         flush=True,
                     )
         ours = statistics.median(p.rps for p in points["ours"])
@@ -230,7 +233,7 @@ def main() -> int:
             flush=True,
         )
         ok = ok and ours >= theirs
-    print(f"end: {bh.loadavg()}")
+    print(f"end: {loadavg()}")
     print("PASS" if ok else "FAIL (ours < bench_serving)")
     return 0 if ok else 1
 

@@ -23,8 +23,8 @@ Client and server run on this machine, so both are the same ``time.time()`` cloc
 * bench_serving: its TTFT is ``perf_counter()`` at the first chunk with non-empty ``text``,
   after ``orjson.loads`` of that chunk, minus its send time ``st`` (``RequestFuncOutput
   .start_time``). It writes neither ``st`` nor the chunk's ``meta_info``; the launcher
-  (``_benchhelp.py bench-serving --tap``) keeps both per request (see its docstring) and converts
-  ``st + ttft`` from ``perf_counter`` (CLOCK_MONOTONIC) to wall time.
+  (``benchkit/bench_serving_launcher.py --tap``) keeps both per request (see its docstring) and
+  converts ``st + ttft`` from ``perf_counter`` (CLOCK_MONOTONIC) to wall time.
 * To read the chunk's stamp in our client, ``pytest_ppsweep.bench._feed`` is wrapped for the run
   (one extra ``orjson.loads`` of each small event, after the first-event time was taken); the
   bench_serving tap does one dict lookup per chunk, after its parse. Both are observation only.
@@ -62,8 +62,10 @@ from typing import Any
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _benchhelp as bh
+from benchkit.bench_serving import bench_serving_args, run_bench_serving
+from benchkit.processes import port_free
+from benchkit.provisioned import sglang_python, tiny_tokenizer
+from benchkit.stats import loadavg, percentile
 
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
@@ -133,15 +135,15 @@ def run_theirs(
     python: str, url: str, ns: argparse.Namespace, work: Path
 ) -> tuple[list[dict[str, Any]], int]:
     """One bench_serving run; (normalised rows of successful requests, TTFT zeros)."""
-    args = bh.bench_serving_args(
+    args = bench_serving_args(
         url,
-        tokenizer=bh.tiny_tokenizer(),
+        tokenizer=tiny_tokenizer(),
         num_prompts=ns.requests,
         concurrency=ns.concurrency,
         input_len=ns.input_len,
         output_file=work / "bs.jsonl",
     )
-    run = bh.run_bench_serving(python, args, work, tap=True)
+    run = run_bench_serving(python, args, work, tap=True)
     ok = [r for r in run.requests if r["success"]]
     if len(ok) != ns.requests:
         raise RuntimeError(f"bench_serving completed {len(ok)}/{ns.requests}")
@@ -161,7 +163,7 @@ def run_theirs(
 
 def line(name: str, s: dict[str, list[float]]) -> str:
     """p50/p99/max of the receive lag, p50/p99 of the excess and of both TTFTs."""
-    p = bh.percentile
+    p = percentile
     lag = s["lag"]
     return (
         f"  {name:<14} n={len(lag):<4} receive lag p50={p(lag, 50):7.3f} p99={p(lag, 99):7.3f} "
@@ -183,7 +185,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="rounds per client (alternating)")
     ap.add_argument("--seed", type=int, default=1)
     ns = ap.parse_args()
-    python = bh.sglang_python()
+    python = sglang_python()
     spec = WorkloadSpec(
         input_len=ns.input_len,
         output_len=1,
@@ -194,7 +196,7 @@ def main() -> int:
         request_timeout_s=300,
         round_timeout_s=900,
     )
-    print(f"start: {bh.loadavg()}", flush=True)
+    print(f"start: {loadavg()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="ppsweep-fidelity-") as tmp:
         work = Path(tmp)
         cluster = LocalCluster(
@@ -216,7 +218,7 @@ def main() -> int:
             },
             log_dir=work / "logs",
         )
-        if not bh.port_free(HOST, PORT):
+        if not port_free(HOST, PORT):
             raise SystemExit(f"{HOST}:{PORT} is busy")
         cluster.start()
         ours: dict[str, list[float]] = {"lag": [], "excess": [], "ttft": [], "server_ttft": []}
@@ -227,7 +229,7 @@ def main() -> int:
             for rnd in range(1, ns.rounds + 1):
                 order = ("ours", "bench_serving") if rnd % 2 else ("bench_serving", "ours")
                 for who in order:
-                    before, t0 = bh.loadavg(), time.perf_counter()
+                    before, t0 = loadavg(), time.perf_counter()
                     if who == "ours":
                         got = samples(run_ours(cluster.base_url, spec, ns.concurrency))
                         sink = ours
@@ -239,13 +241,13 @@ def main() -> int:
                         sink[k] += v
                     print(
                         f"round {rnd} {who}: wall {time.perf_counter() - t0:.1f} s; "
-                        f"before {before}; after {bh.loadavg()}",
+                        f"before {before}; after {loadavg()}",
                         flush=True,
                     )
                     print(line(who, got), flush=True)
         finally:
             cluster.stop()
-    p99_ours, p99_theirs = bh.percentile(ours["lag"], 99), bh.percentile(theirs["lag"], 99)
+    p99_ours, p99_theirs = percentile(ours["lag"], 99), percentile(theirs["lag"], 99)
     ratio = p99_ours / p99_theirs if p99_theirs > 0 else float("inf")
     print(
         f"\nall rounds: C={ns.concurrency}, {ns.input_len}-token prompts, 1 output token, "
@@ -258,7 +260,7 @@ def main() -> int:
         f"receive-lag p99: ours {p99_ours:.3f} ms, bench_serving {p99_theirs:.3f} ms, "
         f"ratio ours/bench_serving {ratio:.3f}"
     )
-    print(f"end: {bh.loadavg()}")
+    print(f"end: {loadavg()}")
     ok = p99_ours <= GATE_MS and p99_ours <= p99_theirs
     print("PASS" if ok else f"FAIL (need ours ≤ {GATE_MS} ms and ≤ bench_serving's)")
     return 0 if ok else 1

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.paths import DATA
 
 pytest_plugins = ["pytester"]
-
-DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Fixtures of the load-generator tests (the fake server is in benchhelp.py)."""
+"""Fixtures of the load-generator tests (the fake server is in support/fakes.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from benchhelp import REFUSED_HOST, FakeSGLang, _ServerThread
+from support.fakes import REFUSED_HOST, FakeSGLang, _ServerThread
 
 from pytest_ppsweep.measure.workload import WorkloadSpec
 

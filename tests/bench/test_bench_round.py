@@ -23,7 +23,7 @@ from pytest_ppsweep.measure.bench import run_round_sync as run
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
 
 if TYPE_CHECKING:  # a fixture type only; importing conftest at run time is fragile
-    from benchhelp import FakeSGLang
+    from support.fakes import FakeSGLang
 
 SpecFactory = Callable[..., WorkloadSpec]
 

@@ -10,8 +10,8 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from browserhelp import CHROMIUM, CHROMIUM_ARGS, chromium_missing
 from playwright.sync_api import Browser, BrowserContext, sync_playwright
+from support.browser import CHROMIUM, CHROMIUM_ARGS, chromium_missing
 
 
 @pytest.fixture(scope="module")

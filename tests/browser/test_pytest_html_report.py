@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from browserhelp import (
+from playwright.sync_api import BrowserContext, Page
+from support.browser import (
     IMG_LINE,
     SCRIPT_LINE,
     PageLog,
@@ -25,9 +26,10 @@ from browserhelp import (
     svg_sizes,
     table_after,
 )
-from playwright.sync_api import BrowserContext, Page
-from sweephelp import ACCEPTANCE, sim_processes, small_matrix
-from testkit import CONFIGS, run_dir
+from support.matrices import CONFIGS, small_matrix
+from support.paths import ACCEPTANCE
+from support.processes import sim_processes
+from support.runs import run_dir
 
 from pytest_ppsweep.report.html import EVIDENCE
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from _runfactory import SEED_LAYOUTS, Point, config_row, rounds, seed_points, write_run
-from browserhelp import (
+from playwright.sync_api import BrowserContext
+from support.browser import (
     IMG_LINE,
     SCRIPT_LINE,
     assert_inert,
@@ -19,7 +19,7 @@ from browserhelp import (
     svg_sizes,
     table_after,
 )
-from playwright.sync_api import BrowserContext
+from support.runs import SEED_LAYOUTS, Point, config_row, rounds, seed_points, write_run
 
 from pytest_ppsweep.report.html import EVIDENCE, build_report
 

@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from _gaterun import NUM_REQUESTS, Point, rounds, seed_points, write_run
 from pytest_benchmark.stats import Stats
+from support.runs import NUM_REQUESTS, Point, record_run, rounds, seed_trio
 
 from pytest_ppsweep.gate.baselines import BaselineError, resolve, save_baseline
 from pytest_ppsweep.gate.benchjson import benchmark_json, stats, write_benchmark_json
@@ -30,10 +30,10 @@ def test_stats_match_pytest_benchmark(values: list[float]) -> None:
 
 
 def test_document_layout(tmp_path: Path) -> None:
-    bad = rounds(Point("pp4-tp8-ep4", 8, 7000.0, 17.0, 18.0), "cur")
+    bad = rounds(Point("pp4-tp8-ep4", 4, 8, 4, 8, 7000.0, 17.0, 18.0), run_id="cur")
     for row in bad:
         row.update(completed=NUM_REQUESTS - 1, failed=1)
-    run = write_run(tmp_path, "cur", seed_points(), rows=bad)
+    run = record_run(tmp_path, "cur", seed_trio(), rows=bad)
     doc = benchmark_json(run)
     assert set(doc) == {"machine_info", "commit_info", "benchmarks", "datetime", "version",
                         "ppsweep"}
@@ -63,7 +63,7 @@ def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_pytest_benchmark_compare_reads_our_file(tmp_path: Path) -> None:
-    path = write_benchmark_json(write_run(tmp_path, "cur", seed_points()))
+    path = write_benchmark_json(record_run(tmp_path, "cur", seed_trio()))
     res = _cli(tmp_path, "compare", "--columns", "min,median,max,rounds", str(path))
     assert res.returncode == 0, res.stderr
     for name in ("test_prefill[pp1-tp32-ep4-c8]", "test_prefill[pp16-tp2-ep2-c16]"):
@@ -72,8 +72,8 @@ def test_pytest_benchmark_compare_reads_our_file(tmp_path: Path) -> None:
 
 
 def test_pytest_benchmark_compares_two_of_our_files(tmp_path: Path) -> None:
-    ref = write_run(tmp_path, "ref", seed_points())
-    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8200.0, 14.0, 17.0)}))
+    ref = record_run(tmp_path, "ref", seed_trio())
+    cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (8200.0, 14.0, 17.0)}))
     files = [str(write_benchmark_json(ref)), str(write_benchmark_json(cur))]
     res = _cli(tmp_path, "compare", *files)
     assert res.returncode == 0, res.stderr
@@ -85,7 +85,7 @@ def test_pytest_benchmark_compares_two_of_our_files(tmp_path: Path) -> None:
 
 def test_save_baseline_and_resolve(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    run = write_run(reports, "kimi3-pp-20250101-000000", seed_points())
+    run = record_run(reports, "kimi3-pp-20250101-000000", seed_trio())
     base = save_baseline(run, "gold", reports)
     assert base == reports / "baselines" / "gold"
     for name in ("results.csv", "configs.csv", "metadata/run.json", "metadata/baseline.json",
@@ -104,9 +104,9 @@ def test_save_baseline_and_resolve(tmp_path: Path) -> None:
 
 def test_baselines_folder_is_a_pytest_benchmark_storage(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    old = write_run(reports, "old", seed_points())
+    old = record_run(reports, "old", seed_trio())
     save_baseline(old, "gold", reports)
-    new = write_run(reports, "new", seed_points(**{"pp8-tp4-ep4@8": (8200.0, 14.0, 17.0)}))
+    new = record_run(reports, "new", seed_trio(**{"pp8-tp4-ep4@8": (8200.0, 14.0, 17.0)}))
     listed = _cli(tmp_path, "--storage", str(reports / "baselines"), "list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.strip().endswith("gold/0001_gold.json")
@@ -138,9 +138,9 @@ def test_baseline_is_a_run_folder_for_the_gate(tmp_path: Path) -> None:
     from pytest_ppsweep.gate.comparison import compare, regressions
 
     reports = tmp_path / "reports"
-    base = save_baseline(write_run(reports, "old", seed_points()), "gold", reports)
+    base = save_baseline(record_run(reports, "old", seed_trio()), "gold", reports)
     shutil.rmtree(reports / "old")  # the baseline stands on its own
-    cur = write_run(reports, "new", seed_points(**{"pp1-tp32-ep4@16": (3000.0, 78.39, 80.88)}))
+    cur = record_run(reports, "new", seed_trio(**{"pp1-tp32-ep4@16": (3000.0, 78.39, 80.88)}))
     assert [r.config_id for r in regressions(compare(cur, resolve("gold", reports)))] == [
         "pp1-tp32-ep4"]
     assert base.is_dir()

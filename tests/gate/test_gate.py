@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from _gaterun import Point, rounds, seed_points, write_run
+from support.runs import Point, record_run, rounds, seed_trio
 
 from pytest_ppsweep.gate.comparison import (
     Comparison,
@@ -28,7 +29,7 @@ def _find(rows: list[Comparison], cid: str, conc: int, metric: str = "") -> Comp
 
 @pytest.fixture
 def ref(tmp_path: Path) -> Path:
-    return write_run(tmp_path, "ref", seed_points())
+    return record_run(tmp_path, "ref", seed_trio())
 
 
 # -- thresholds ------------------------------------------------------------------------------
@@ -69,7 +70,7 @@ def test_threshold_given_twice() -> None:
 # -- verdicts --------------------------------------------------------------------------------
 
 def test_identical_runs_have_no_regression(tmp_path: Path, ref: Path) -> None:
-    cur = write_run(tmp_path, "cur", seed_points())
+    cur = record_run(tmp_path, "cur", seed_trio())
     rows = compare(cur, ref)
     assert len(rows) == 12  # 3 layouts × 2 C × 2 default metrics
     assert {r.verdict for r in rows} == {"within noise"}
@@ -77,14 +78,14 @@ def test_identical_runs_have_no_regression(tmp_path: Path, ref: Path) -> None:
 
 
 def test_small_delta_within_threshold_is_not_a_regression(tmp_path: Path, ref: Path) -> None:
-    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8600.0, 13.47, 16.45)}))
+    cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (8600.0, 13.47, 16.45)}))
     row = _find(compare(cur, ref), "pp8-tp4-ep4", 8, "input_tps")
     assert row.verdict == "within noise"
     assert row.message.endswith("— within threshold")
 
 
 def test_tps_regression_message(tmp_path: Path, ref: Path) -> None:
-    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8200.0, 13.47, 16.45)}))
+    cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (8200.0, 13.47, 16.45)}))
     rows = compare(cur, ref)
     row = _find(rows, "pp8-tp4-ep4", 8, "input_tps")
     assert row.verdict == "regression"
@@ -95,7 +96,7 @@ def test_tps_regression_message(tmp_path: Path, ref: Path) -> None:
 
 
 def test_ttft_regression(tmp_path: Path, ref: Path) -> None:
-    cur = write_run(tmp_path, "cur", seed_points(**{"pp16-tp2-ep2@16": (6700.96, 39.47, 39.49)}))
+    cur = record_run(tmp_path, "cur", seed_trio(**{"pp16-tp2-ep2@16": (6700.96, 39.47, 39.49)}))
     row = _find(compare(cur, ref), "pp16-tp2-ep2", 16, "ttft_p50")
     assert row.verdict == "regression"
     assert row.message == ("pp16-tp2-ep2 C=16: TTFT p50 39.47 s vs 35.88 s (+10.01 %, "
@@ -103,14 +104,14 @@ def test_ttft_regression(tmp_path: Path, ref: Path) -> None:
 
 
 def test_p95_gated_only_when_asked(tmp_path: Path, ref: Path) -> None:
-    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8809.50, 13.47, 19.0)}))
+    cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (8809.50, 13.47, 19.0)}))
     assert not regressions(compare(cur, ref))
     rows = compare(cur, ref, parse_thresholds(["ttft_p95:+5%"]))
     assert [r.metric for r in regressions(rows)] == ["ttft_p95"]
 
 
 def test_direction_higher_tps_and_lower_ttft_are_improvements(tmp_path: Path, ref: Path) -> None:
-    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (9700.0, 12.0, 16.45)}))
+    cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (9700.0, 12.0, 16.45)}))
     rows = compare(cur, ref)
     assert _find(rows, "pp8-tp4-ep4", 8, "input_tps").verdict == "improvement"
     assert _find(rows, "pp8-tp4-ep4", 8, "ttft_p50").verdict == "improvement"
@@ -118,12 +119,11 @@ def test_direction_higher_tps_and_lower_ttft_are_improvements(tmp_path: Path, re
 
 
 def test_noise_gate_delta_beyond_threshold_but_within_spread(tmp_path: Path) -> None:
-    noisy = [Point(p.config_id, p.concurrency, p.input_tps, p.ttft_p50_s, p.ttft_p95_s, 0.05)
-             for p in seed_points()]
-    ref = write_run(tmp_path, "ref", noisy)
-    cur = write_run(tmp_path, "cur", [
-        Point(p.config_id, p.concurrency, p.input_tps * (0.94 if p.config_id == "pp1-tp32-ep4"
-                                                         else 1), p.ttft_p50_s, p.ttft_p95_s)
+    noisy = [replace(p, jitter=0.05) for p in seed_trio()]
+    ref = record_run(tmp_path, "ref", noisy)
+    cur = record_run(tmp_path, "cur", [
+        replace(p, input_tps=p.input_tps * (0.94 if p.config_id == "pp1-tp32-ep4" else 1),
+                jitter=0.003)
         for p in noisy])
     row = _find(compare(cur, ref), "pp1-tp32-ep4", 8, "input_tps")
     assert row.delta_pct == pytest.approx(-6.0)
@@ -133,8 +133,8 @@ def test_noise_gate_delta_beyond_threshold_but_within_spread(tmp_path: Path) -> 
 
 
 def test_boot_failure_is_broken_at_every_c(tmp_path: Path, ref: Path) -> None:
-    points = [p for p in seed_points() if p.config_id != "pp16-tp2-ep2"]
-    cur = write_run(tmp_path, "cur", points, failed_boot=("pp16-tp2-ep2",))
+    points = [p for p in seed_trio() if p.config_id != "pp16-tp2-ep2"]
+    cur = record_run(tmp_path, "cur", points, failed_boot=("pp16-tp2-ep2",))
     rows = compare(cur, ref)
     broken = regressions(rows)
     assert [(r.config_id, r.concurrency, r.verdict) for r in broken] == [
@@ -146,8 +146,8 @@ def test_boot_failure_is_broken_at_every_c(tmp_path: Path, ref: Path) -> None:
 def test_run_where_nothing_booted(tmp_path: Path, ref: Path) -> None:
     from pytest_ppsweep.gate.benchjson import write_benchmark_json
 
-    cur = write_run(tmp_path, "cur", [], failed_boot=("pp1-tp32-ep4", "pp8-tp4-ep4",
-                                                      "pp16-tp2-ep2"))
+    cur = record_run(tmp_path, "cur", [], failed_boot=("pp1-tp32-ep4", "pp8-tp4-ep4",
+                                                       "pp16-tp2-ep2"))
     assert not (cur / "results.csv").exists()
     rows = compare(cur, ref)
     assert len(rows) == 6 and {r.verdict for r in rows} == {"broken"}
@@ -155,19 +155,19 @@ def test_run_where_nothing_booted(tmp_path: Path, ref: Path) -> None:
 
 
 def test_rounds_with_dropped_requests_are_broken(tmp_path: Path, ref: Path) -> None:
-    points = [p for p in seed_points() if (p.config_id, p.concurrency) != ("pp8-tp4-ep4", 8)]
-    bad = rounds(Point("pp8-tp4-ep4", 8, 9000.0, 13.0, 16.0), "cur")
+    points = [p for p in seed_trio() if (p.config_id, p.concurrency) != ("pp8-tp4-ep4", 8)]
+    bad = rounds(Point("pp8-tp4-ep4", 8, 4, 4, 8, 9000.0, 13.0, 16.0), run_id="cur")
     bad[1].update(completed=38, failed=2)
-    cur = write_run(tmp_path, "cur", points, rows=bad)
+    cur = record_run(tmp_path, "cur", points, rows=bad)
     row = _find(compare(cur, ref), "pp8-tp4-ep4", 8)
     assert row.verdict == "broken"
     assert row.message == "pp8-tp4-ep4 C=8: 1 of 3 rounds not N/N: r2 38/40 (2 failed) — broken"
 
 
 def test_points_in_one_run_only_are_listed(tmp_path: Path, ref: Path) -> None:
-    points = [p for p in seed_points() if p.config_id != "pp1-tp32-ep4"]
-    points.append(Point("pp4-tp8-ep4", 8, 7155.2, 17.28, 18.62))
-    cur = write_run(tmp_path, "cur", points)
+    points = [p for p in seed_trio() if p.config_id != "pp1-tp32-ep4"]
+    points.append(Point("pp4-tp8-ep4", 4, 8, 4, 8, 7155.2, 17.28, 18.62))
+    cur = record_run(tmp_path, "cur", points)
     rows = compare(cur, ref)
     assert _find(rows, "pp1-tp32-ep4", 8).verdict == "only in reference"
     assert _find(rows, "pp1-tp32-ep4", 16).verdict == "only in reference"
@@ -178,7 +178,7 @@ def test_points_in_one_run_only_are_listed(tmp_path: Path, ref: Path) -> None:
 # -- rendering -------------------------------------------------------------------------------
 
 def test_table_html_and_csv(tmp_path: Path, ref: Path) -> None:
-    cur = write_run(tmp_path, "cur", seed_points(**{"pp8-tp4-ep4@8": (8200.0, 13.47, 16.45)}))
+    cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (8200.0, 13.47, 16.45)}))
     rows = compare(cur, ref)
     lines = comparison_table(rows, width=80)
     assert all(len(line) <= 80 for line in lines)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _gaterun import Point, rounds, write_run
+from support.runs import Point, record_run, rounds
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.model import Host, Sweep
@@ -117,8 +117,9 @@ def test_node_level_difference_by_hand(sweep: Sweep) -> None:
 # -- reuse -----------------------------------------------------------------------------------
 
 def _reference(tmp_path: Path, sweep: Sweep, m: dict[str, Any], **kw: Any) -> Path:
-    points = [Point(CID, 8, 8809.5, 13.47, 16.45), Point(CID, 16, 8824.12, 27.31, 29.77)]
-    run = write_run(tmp_path, "ref", points, **kw)
+    points = [Point(CID, 8, 4, 4, 8, 8809.5, 13.47, 16.45),
+              Point(CID, 8, 4, 4, 16, 8824.12, 27.31, 29.77)]
+    run = record_run(tmp_path, "ref", points, **kw)
     manifest.write(run, CID, m)
     return run
 
@@ -141,9 +142,10 @@ def test_reuse_refused_on_any_difference(sweep: Sweep, tmp_path: Path) -> None:
 
 
 def test_reuse_refused_when_reference_incomplete(sweep: Sweep, tmp_path: Path) -> None:
-    short = [*rounds(Point(CID, 16, 8824.12, 27.31, 29.77), "ref")]
+    short = [*rounds(Point(CID, 8, 4, 4, 16, 8824.12, 27.31, 29.77), run_id="ref")]
     short[2].update(completed=39, failed=1)
-    run = write_run(tmp_path, "ref", [Point(CID, 8, 8809.5, 13.47, 16.45)], rows=short[1:])
+    run = record_run(tmp_path, "ref", [Point(CID, 8, 4, 4, 8, 8809.5, 13.47, 16.45)],
+                     rows=short[1:])
     manifest.write(run, CID, _build(sweep))
     ok, reasons = manifest.reusable(run, CID, _build(sweep))
     assert not ok
@@ -152,7 +154,7 @@ def test_reuse_refused_when_reference_incomplete(sweep: Sweep, tmp_path: Path) -
 
 def test_reuse_refused_without_manifest_or_with_log_findings(sweep: Sweep,
                                                             tmp_path: Path) -> None:
-    run = write_run(tmp_path, "ref", [Point(CID, 8, 8809.5, 13.47, 16.45)])
+    run = record_run(tmp_path, "ref", [Point(CID, 8, 4, 4, 8, 8809.5, 13.47, 16.45)])
     ok, reasons = manifest.reusable(run, CID, _build(sweep))
     assert not ok and reasons[0].endswith(f"{CID}.manifest.json: no manifest for {CID}")
     ref = _reference(tmp_path / "b", sweep, _build(sweep))
@@ -197,7 +199,7 @@ def test_adopt_takes_rows_facts_and_evidence(sweep: Sweep, tmp_path: Path) -> No
 # -- resume ----------------------------------------------------------------------------------
 
 def test_finished_rounds_tolerates_a_torn_line(tmp_path: Path) -> None:
-    run = write_run(tmp_path, "run", [Point(CID, 8, 8809.5, 13.47, 16.45)])
+    run = record_run(tmp_path, "run", [Point(CID, 8, 4, 4, 8, 8809.5, 13.47, 16.45)])
     with (run / "results.csv").open("a", encoding="utf-8") as fh:
         fh.write(f"run,{CID},8,4,4,16,1,40,4")  # killed while writing C=16 round 1
     assert manifest.finished_rounds(run) == {(CID, 8, 1), (CID, 8, 2), (CID, 8, 3)}

@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sweephelp import ACCEPTANCE, sim_processes, small_matrix
-from testkit import CONFIGS
+from support.matrices import CONFIGS, small_matrix
+from support.paths import ACCEPTANCE
+from support.processes import sim_processes
 
 
 @pytest.fixture

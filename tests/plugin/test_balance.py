@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sweephelp import SEED
-from testkit import CONFIGS
+from support.matrices import CONFIGS
+from support.paths import SEED
 
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.pool.balance import SEARCH_BUDGET, Estimates, expected_durations, partition

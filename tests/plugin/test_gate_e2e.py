@@ -10,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sweephelp import REPO, outcomes
-from testkit import rows
+from support.outcomes import outcomes
+from support.paths import REPO
+from support.runs import rows
 
 from pytest_ppsweep.cluster.reap import find_local
 

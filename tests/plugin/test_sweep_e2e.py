@@ -13,8 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sweephelp import REPO, outcomes, sim_processes
-from testkit import BOOT_FAULT_CONFIGS, rows, run_dir
+from support.matrices import BOOT_FAULT_CONFIGS
+from support.outcomes import outcomes
+from support.paths import REPO
+from support.processes import sim_processes
+from support.runs import rows, run_dir
 
 PP1_PP16 = """
 [[configs]]

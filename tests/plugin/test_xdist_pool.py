@@ -11,8 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sweephelp import ACCEPTANCE, SEED, emulated_cluster, sim_processes
-from testkit import rows, run_dir
+from support.matrices import emulated_cluster
+from support.paths import ACCEPTANCE, SEED
+from support.processes import sim_processes
+from support.runs import rows, run_dir
 
 from pytest_ppsweep.cluster.reap import find_local
 

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from realhelp import (
-    ACCEPTANCE,
+from support.paths import ACCEPTANCE
+from support.real import (
     READINESS_WORKAROUND,
     Provisioned,
     ProvisionImpossible,
@@ -60,7 +60,7 @@ def real_sweep_dir(
     pytester: pytest.Pytester, sglang_cpu: Provisioned, mark: str
 ) -> Callable[..., Path]:
     """Write a sweep folder: test_matrix/cpu.toml adapted to this machine + the acceptance
-    tests + the readiness workaround (see realhelp.READINESS_WORKAROUND)."""
+    tests + the readiness workaround (see support.real.READINESS_WORKAROUND)."""
     counter = iter(range(100))
 
     def make(**overrides: object) -> Path:

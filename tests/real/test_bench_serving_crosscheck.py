@@ -6,8 +6,9 @@ lower its TTFT and raise its throughput for a reason that has nothing to do with
 workload: random-ids, 512-token prompts sent as ``input_ids``, 1 output token, C = 4, 16
 requests, 1 warmup, cache flushed after warmup. Our client (``pytest_ppsweep.bench``, in this
 process) and bench_serving (``cli_main()`` of ``python -m sglang.bench_serving`` with
-``--tokenize-prompt --output-details``, kept in one process by ``benchmarks/_benchhelp.py`` so
-its start-up is paid once) run alternately, ROUNDS times each.
+``--tokenize-prompt --output-details``, kept in one process by
+``benchmarks/benchkit/bench_serving_launcher.py`` so its start-up is paid once) run
+alternately, ROUNDS times each.
 
 Asserted:
 
@@ -37,21 +38,21 @@ Definitions compared (documented differences, metrics.py and contract §2.4):
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import signal
 import statistics
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from realhelp import MARK_VAR, REPO, Provisioned
+from benchkit.bench_serving import BenchServingSeries, bench_serving_args
+from benchkit.processes import wait_http
+from benchkit.stats import loadavg
+from support.real import MARK_VAR, Provisioned
 
 from pytest_ppsweep.cluster.rankspec import cpu_bind
 from pytest_ppsweep.measure.bench import run_round_sync
@@ -69,22 +70,9 @@ NOISY = 0.5  # a tolerance above this is reported as a warning: the run says lit
 BOOT_TIMEOUT_S = 150.0
 
 
-def _benchhelp() -> ModuleType:
-    """benchmarks/_benchhelp.py (not a package: loaded by path)."""
-    spec = importlib.util.spec_from_file_location("_benchhelp", REPO / "benchmarks/_benchhelp.py")
-    assert spec is not None and spec.loader is not None
-    module = sys.modules.get("_benchhelp")
-    if module is None:
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["_benchhelp"] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-    return module
-
-
 @contextlib.contextmanager
 def _sglang_server(prov: Provisioned, mark: str, log: Path) -> Iterator[str]:
     """One real SGLang rank (TP1) on HOST; yields its URL; SIGTERM to its group at the end."""
-    bh = _benchhelp()
     port = 36300 + os.getpid() % 100
     env = {
         **os.environ,
@@ -112,7 +100,7 @@ def _sglang_server(prov: Provisioned, mark: str, log: Path) -> Iterator[str]:
     try:
         t0 = time.monotonic()
         try:
-            bh.wait_http(url + "/health", BOOT_TIMEOUT_S, proc)
+            wait_http(url + "/health", BOOT_TIMEOUT_S, proc)
         except (RuntimeError, TimeoutError) as exc:
             pytest.fail(f"SGLang did not boot: {exc}\n{log.read_text(errors='replace')[-4000:]}")
         print(f"SGLang TP1 healthy after {time.monotonic() - t0:.1f} s")
@@ -139,7 +127,6 @@ def _rel(a: float, b: float) -> float:
 def test_bench_serving_and_ours_agree_on_a_real_server(
     sglang_cpu: Provisioned, mark: str, tmp_path: Path
 ) -> None:
-    bh = _benchhelp()
     spec = WorkloadSpec(
         input_len=INPUT_LEN, output_len=1, range_ratio=1.0, num_requests=NUM_REQUESTS, seed=1,
         vocab_size=256, warmup_requests=1, request_timeout_s=120, round_timeout_s=300,
@@ -150,12 +137,12 @@ def test_bench_serving_and_ours_agree_on_a_real_server(
                                                     "ttft_own", "zeros")}  # fmt: skip
     t_start = time.monotonic()
     with _sglang_server(sglang_cpu, mark, tmp_path / "node0.log") as url:
-        args = bh.bench_serving_args(
+        args = bench_serving_args(
             url, tokenizer=sglang_cpu.models["tiny-llama-h4"], num_prompts=NUM_REQUESTS,
             concurrency=CONCURRENCY, input_len=INPUT_LEN, output_file=tmp_path / "bs.jsonl",
         )  # fmt: skip
         # the bench_serving child carries the mark too, so the leftover check covers it
-        series = bh.BenchServingSeries(
+        series = BenchServingSeries(
             sglang_cpu.python, args, tmp_path, ROUNDS, extra_env={MARK_VAR: mark}
         )
         with series:
@@ -214,7 +201,7 @@ def test_bench_serving_and_ours_agree_on_a_real_server(
     d_ttft = _rel(med["ours_ttft"], med["bs_ttft"])
     print(
         f"\n{ROUNDS} rounds each, C={CONCURRENCY}, {NUM_REQUESTS} × {INPUT_LEN} tokens, "
-        f"wall {wall:.0f} s, {bh.loadavg()}\n"
+        f"wall {wall:.0f} s, {loadavg()}\n"
         f"  Input TPS median: ours {med['ours_tps']:.0f}, bench_serving same-definition "
         f"{med['bs_tps']:.0f} (Δ {d_tps:.1%}), its own input_throughput "
         f"{statistics.median(theirs['tps_own']):.0f} (Δ {d_tps_own_raw:.1%}; "
@@ -230,7 +217,7 @@ def test_bench_serving_and_ours_agree_on_a_real_server(
     if max(tol_tps, tol_ttft) > NOISY:
         warnings.warn(
             f"the machine was too noisy for a sharp timing comparison (tolerance TPS "
-            f"{tol_tps:.0%}, TTFT {tol_ttft:.0%} > {NOISY:.0%}; {bh.loadavg()}): only the "
+            f"{tol_tps:.0%}, TTFT {tol_ttft:.0%} > {NOISY:.0%}; {loadavg()}): only the "
             "exact checks (completed, prompt tokens) are meaningful in this run",
             pytest.PytestWarning,
             stacklevel=1,

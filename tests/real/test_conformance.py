@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 import requests
-from conformhelp import (
+from support.conformance import (
     EMULATOR_HOSTS,
     SGLANG_ENV,
     SGLANG_HOSTS,
@@ -47,7 +47,8 @@ from conformhelp import (
     types_of,
     wait_ready,
 )
-from realhelp import REPO, ProvisionImpossible, marked_processes, provision
+from support.paths import DATA
+from support.real import ProvisionImpossible, marked_processes, provision
 
 from pytest_ppsweep.measure.bench import run_round_sync
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
@@ -59,7 +60,7 @@ KINDS = ["emulator", "sglang"]
 MODEL = "tiny-llama-h4"
 BOOT_TIMEOUT_S = {"emulator": 60.0, "sglang": 240.0}
 MIN_MEM_AVAILABLE_GIB = 5.0  # two tiny-model ranks (~2 GB + 1.4 GB) and the pytest process
-CAPTURE = REPO / "tests" / "data" / "sglang" / "n2-pp2.server_info.json"  # real 0.5.23, PP2
+CAPTURE = DATA / "sglang" / "n2-pp2.server_info.json"  # real 0.5.23, PP2
 CONTEXT = 4096  # the tiny Llama's max_position_embeddings
 FLUSH_OK = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running "

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from realhelp import marked_processes, messages, node_processes, outcomes
-from testkit import rows, run_dir
+from support.real import marked_processes, messages, node_processes, outcomes
+from support.runs import rows, run_dir
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from remotehelp import (
-    ACCEPTANCE,
+from support.paths import ACCEPTANCE
+from support.remote import (
     ROOT,
     TestHosts,
     clean,

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from remotehelp import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes
-from testkit import wait_until
+from support.processes import wait_until
+from support.remote import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes
 
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.rankspec import RankSpec

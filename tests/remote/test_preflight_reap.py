@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from remotehelp import IMAGE, TestHosts, cluster_toml, containers, rank_processes, small_matrix
+from support.remote import IMAGE, TestHosts, cluster_toml, containers, rank_processes, small_matrix
 
 from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 from pytest_ppsweep.cluster.docker_launcher import DockerLauncher

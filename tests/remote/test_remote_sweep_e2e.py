@@ -14,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from remotehelp import (
+from support.matrices import BOOT_FAULT_CONFIGS
+from support.processes import wait_until
+from support.remote import (
     IMAGE,
     SECRET_TOKEN,
     TestHosts,
@@ -23,7 +25,6 @@ from remotehelp import (
     seed_matrix,
     small_matrix,
 )
-from testkit import BOOT_FAULT_CONFIGS, wait_until
 
 from pytest_ppsweep.cluster import reap
 from pytest_ppsweep.matrix.parse import load

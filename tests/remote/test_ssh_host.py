@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from remotehelp import TestHosts
+from support.remote import TestHosts
 
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError

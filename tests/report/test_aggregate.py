@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from _runfactory import Point, config_row, rounds, write_run
+from support.runs import Point, config_row, rounds, write_run
 
 from pytest_ppsweep.report.html import build_report
 from pytest_ppsweep.results.aggregate import (

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from _runfactory import SEED_MEDIANS, seed_run
+from support.runs import SEED_MEDIANS, seed_run
 
 from pytest_ppsweep.report.cli import EXIT_MISSING, main
 

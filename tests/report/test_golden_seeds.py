@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _runfactory import SEED_MEDIANS, seed_run
+from support.runs import SEED_MEDIANS, seed_run
 
 from pytest_ppsweep.results.aggregate import Summary, load_run, summarize_run
 

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from _runfactory import Point, config_row, rounds, seed_run, write_run
+from support.runs import Point, config_row, rounds, seed_run, write_run
 
 from pytest_ppsweep.report.html import analyse, build_report, html_summary
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from _runfactory import SEED_MEDIANS, Point, config_row, rounds, seed_run, write_run
+from support.runs import SEED_MEDIANS, Point, config_row, rounds, seed_run, write_run
 
 from pytest_ppsweep.results.aggregate import load_run, summarize_run
 from pytest_ppsweep.results.recommendation import Recommendation, recommend

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from _runfactory import Point, config_row, rounds, seed_run, write_run
+from support.runs import Point, config_row, rounds, seed_run, write_run
 
 from pytest_ppsweep.report.html import analyse
 from pytest_ppsweep.report.terminal import terminal_summary

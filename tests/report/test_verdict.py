@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _runfactory import PROMPT_TOKENS, Point, config_row, rounds, write_run
+from support.runs import PROMPT_TOKENS, Point, config_row, rounds, write_run
 
 from pytest_ppsweep.results.aggregate import load_run, summarize_run
 from pytest_ppsweep.results.verdict import Verdict, as_bool, judge

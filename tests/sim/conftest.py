@@ -1,5 +1,4 @@
-"""Fixtures of the emulator tests (helpers in simhelp.py: a uniquely named module, so that
-several test folders can run in one pytest invocation)."""
+"""Fixtures of the emulator tests (plain helpers in support/sim.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from simhelp import FAST_SCALE, ClusterFactory, next_ports
+from support.sim import FAST_SCALE, ClusterFactory, next_ports
 
 from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 

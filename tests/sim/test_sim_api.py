@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from simhelp import SIM_DATA, ClusterFactory, http, next_ports, sse_events
-from testkit import wait_until
+from support.paths import DATA
+from support.processes import wait_until
+from support.sim import ClusterFactory, http, next_ports, sse_events
 
 from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
@@ -61,7 +62,7 @@ def test_health_ping_and_auth(server: LocalCluster) -> None:
 def test_server_info_shape(server: LocalCluster) -> None:
     _, body, _ = get(server, "/server_info")
     info = json.loads(body)
-    real = json.loads((SIM_DATA / "n4-pp2tp2.server_info.json").read_text())
+    real = json.loads((DATA / "sglang" / "n4-pp2tp2.server_info.json").read_text())
     minimal = [
         "model_path",
         "served_model_name",

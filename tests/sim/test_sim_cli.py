@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from simhelp import SIM_DATA, run_sim
+from support.paths import DATA
+from support.sim import run_sim
 
 from pytest_ppsweep.sim.launch.cli import parse_args, redact_command
 from pytest_ppsweep.sim.launch.faults import FaultSpecError, parse_faults
@@ -157,7 +158,7 @@ def smi(host: str, state_dir: Path, *args: str) -> subprocess.CompletedProcess[s
 
 
 def test_smi_idle_format_like_real_capture(state_dir: Path) -> None:
-    real = (SIM_DATA / "query_gpu_busy.csv").read_text().splitlines()
+    real = (DATA / "query_gpu_busy.csv").read_text().splitlines()
     fields = "index,uuid,name,memory.used,memory.total,utilization.gpu,pci.bus_id"
     r = smi("127.0.9.9", state_dir, f"--query-gpu={fields}", "--format=csv")
     assert r.returncode == 0
@@ -200,7 +201,7 @@ def test_smi_noheader_nounits_and_state(state_dir: Path) -> None:
         "--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
         "--format=csv",
     )
-    real = (SIM_DATA / "query_apps_busy.csv").read_text().splitlines()
+    real = (DATA / "query_apps_busy.csv").read_text().splitlines()
     assert apps.stdout.splitlines()[0] == real[0]
     assert apps.stdout.splitlines()[1].startswith("4242, python3, 79991 MiB, GPU-")
     assert len(apps.stdout.splitlines()) == 3

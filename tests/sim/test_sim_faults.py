@@ -7,8 +7,8 @@ import subprocess
 import urllib.error
 
 import pytest
-from simhelp import ClusterFactory, http, sse_events
-from testkit import wait_until
+from support.processes import wait_until
+from support.sim import ClusterFactory, http, sse_events
 
 PP2 = ["--tp-size", "2", "--pp-size", "2"]
 

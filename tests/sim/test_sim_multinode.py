@@ -8,8 +8,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from simhelp import ClusterFactory, http, status_of
-from testkit import wait_until
+from support.processes import wait_until
+from support.sim import ClusterFactory, http, status_of
 
 from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 

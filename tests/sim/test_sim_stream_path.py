@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 
-from simhelp import ClusterFactory, sse_events
+from support.sim import ClusterFactory, sse_events
 
 from pytest_ppsweep.sim.model.placement import Layout
 from pytest_ppsweep.sim.model.profile import load_profile

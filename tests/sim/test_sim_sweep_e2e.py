@@ -9,7 +9,7 @@ import time
 
 import aiohttp
 import pytest
-from simhelp import ClusterFactory
+from support.sim import ClusterFactory
 
 SCALE = 100.0  # the default; higher scales amplify OS jitter on a busy box
 SEEDS_C8 = {2: (5015.95, 25.22), 8: (8809.50, 13.47)}  # seeds §7: Input TPS, TTFT p50

@@ -9,12 +9,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from testkit import cmdline, proc_entries
+from support.paths import REPO, SCRIPTS
+from support.processes import cmdline, proc_entries
 
-REPO = Path(__file__).resolve().parents[2]
 CPU_TOML = REPO / "test_matrix" / "cpu.toml"
-ACCEPTANCE = REPO / "test_matrix" / "test_sweep.py"
-PROVISION = REPO / "scripts" / "provision_sglang_cpu.sh"
+PROVISION = SCRIPTS / "provision_sglang_cpu.sh"
 MARK_VAR = "PPSWEEP_REAL_TEST_MARK"
 
 # Written next to the acceptance tests of every generated sweep folder. SGLang's /health on rank
@@ -145,10 +144,6 @@ def node_processes(mark: str, node_rank: int) -> list[tuple[int, str]]:
         except ProcessLookupError:
             continue
     return out
-
-
-
-
 
 
 def outcomes(junit_xml: Path) -> dict[str, str]:

@@ -24,10 +24,10 @@ from typing import Any
 import requests
 
 from pytest_ppsweep.sim.model.profile import resolve_profile_path
+from support.real import MARK_VAR  # our ranks are found in /proc by this
 
 SGLANG_HOSTS = ("127.0.15.1", "127.0.15.2")
 EMULATOR_HOSTS = ("127.0.15.11", "127.0.15.12")
-MARK_VAR = "PPSWEEP_REAL_TEST_MARK"  # like realhelp: our ranks are found in /proc by this
 CPU_FLAGS = ("--device", "cpu", "--attention-backend", "torch_native",
              "--sampling-backend", "pytorch", "--max-total-tokens", "8192")  # fmt: skip
 LAYOUT = ("--pp-size", "2", "--tp-size", "1")

@@ -13,12 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
-from testkit import CONFIGS
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = REPO / "scripts"
-SEED = REPO / "test_matrix" / "ppsweep.toml"
-ACCEPTANCE = REPO / "test_matrix" / "test_sweep.py"
+from support.matrices import CONFIGS
+from support.paths import SCRIPTS, SEED
+
 IMAGE = "local/ppsweep-sim:test"
 ROOT = Path(os.environ.get("PPSWEEP_TEST_HOSTS", "/tmp/ppsweep-test-hosts"))
 SECRET_TOKEN = "hf_not-a-real-token-1234"  # a secret env value that must never be written out

@@ -1,15 +1,23 @@
-"""Plain helpers of the end-to-end tests (matrix text, process lookup, CSV rows)."""
+"""Sweep-file (ppsweep.toml) text of the small end-to-end sweeps on emulated clusters."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from testkit import cmdline, proc_entries
+# Two 32-GPU layouts (4 nodes x 8 GPUs): the small sweeps of the e2e tests.
+CONFIGS = """
+[[configs]]
+pp = 4
+tp = 8
 
-REPO = Path(__file__).resolve().parents[2]
-SEED = REPO / "test_matrix" / "ppsweep.toml"
-ACCEPTANCE = REPO / "test_matrix" / "test_sweep.py"
+[[configs]]
+pp = 8
+tp = 4
+"""
+
+# The same two layouts; PP8 fails at boot with the emulator's out-of-memory fault.
+BOOT_FAULT_CONFIGS = CONFIGS + """env = { PPSWEEP_SIM_FAULTS = "oom_load" }
+"""
 
 SMALL_HEAD = """
 [sweep]
@@ -62,28 +70,3 @@ def small_matrix(configs: str, net: str, port: int, dist: int, scale: float, sta
     return SMALL_HEAD.format(configs=configs) + emulated_cluster(
         "local", net, port, dist, scale, state
     )
-
-
-
-
-def sim_processes(marker: str) -> list[int]:
-    """PIDs of emulator ranks whose command line holds ``marker`` (e.g. a unique port)."""
-    pids = []
-    for entry in proc_entries():
-        try:
-            cmd = cmdline(entry)
-        except OSError:
-            continue
-        if "pytest_ppsweep.sim" in cmd and marker in cmd:
-            pids.append(int(entry.name))
-    return pids
-
-
-
-
-
-
-def outcomes(text: str) -> dict[str, str]:
-    """``test_x[id] PASSED`` lines of a -v run → {test id: outcome}."""
-    found = re.findall(r"::(\S+) (PASSED|FAILED|ERROR|SKIPPED)", text)
-    return dict(found)

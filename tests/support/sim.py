@@ -10,12 +10,10 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
-SIM_DATA = Path(__file__).parent / "data"
 FAST_SCALE = "2000"
 # each cluster gets a fresh (http, dist) port pair; the worker offset keeps xdist workers apart
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").lstrip("gw") or 0)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -16,8 +15,9 @@ from urllib.parse import unquote, urlsplit
 from playwright.sync_api import BrowserContext, Download, Page
 from playwright.sync_api import Error as PlaywrightError
 
-REPO = Path(__file__).resolve().parents[2]
-INSTALL_SCRIPT = REPO / "scripts" / "install_browser.sh"
+from support.paths import SCRIPTS
+
+INSTALL_SCRIPT = SCRIPTS / "install_browser.sh"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -34,12 +34,6 @@ CHROMIUM_ARGS = [
 SCRIPT_LINE = "<script>window.__pwned=1</script>"
 IMG_LINE = '<img src=x onerror="window.__pwned=2">'
 HOSTILE = (SCRIPT_LINE, IMG_LINE)
-
-# Sibling test folders hold the run-folder factory and the sweep-matrix template: reuse them.
-for _sibling in ("report", "plugin"):
-    _path = str(REPO / "tests" / _sibling)
-    if _path not in sys.path:
-        sys.path.append(_path)
 
 
 def chromium_missing() -> str | None:

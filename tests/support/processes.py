@@ -1,0 +1,43 @@
+"""Bounded waits and /proc lookups (no sleeps as synchronisation)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+
+def wait_until(
+    predicate: Callable[[], object], timeout_s: float = 15.0, what: str = "",
+    interval_s: float = 0.05,
+) -> None:
+    """Bounded polling (no sleeps as synchronisation); AssertionError naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what or predicate}")
+
+
+def proc_entries() -> Iterator[Path]:
+    """/proc/<pid> of every process (read them under ``except OSError``: they may vanish)."""
+    return (e for e in Path("/proc").iterdir() if e.name.isdigit())
+
+
+def cmdline(entry: Path) -> str:
+    """A process's command line with spaces between the arguments."""
+    return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+
+
+def sim_processes(marker: str) -> list[int]:
+    """PIDs of emulator ranks whose command line holds ``marker`` (e.g. a unique port)."""
+    pids = []
+    for entry in proc_entries():
+        try:
+            cmd = cmdline(entry)
+        except OSError:
+            continue
+        if "pytest_ppsweep.sim" in cmd and marker in cmd:
+            pids.append(int(entry.name))
+    return pids
