@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.measure.completion import count, row_problems
 from pytest_ppsweep.measure.runstore import CONFIG_COLUMNS, RESULT_COLUMNS, RunStore
 from pytest_ppsweep.redact import REDACTED, is_secret_key, redact
 
@@ -230,11 +231,8 @@ def repair_torn_tail(run_dir: Path) -> bool:
 
 
 def _valid(row: dict[str, str], num_requests: int) -> bool:
-    try:
-        return (int(float(row["completed"])) == num_requests == int(float(row["num_requests"]))
-                and int(float(row["failed"] or 0)) == 0)
-    except (KeyError, ValueError):
-        return False
+    # The reference round counts (the N/N rule) and sent this run's N.
+    return count(row.get("num_requests")) == num_requests and not row_problems(row)
 
 
 def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]
