@@ -83,7 +83,7 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
     head = cluster.rank0()
     server = {**sweep.server, **config.server}
     merged = {**sweep.env, **cluster.env, **config.env}
-    local_ranks = config.pp * config.tp // len(cluster.hosts)
+    local_ranks = config.gpus // len(cluster.hosts)
     specs = []
     for rank, host in enumerate(cluster.hosts):
         fields = {"host": host.address, "node_rank": str(rank), "cpu_bind": cpu_bind(local_ranks)}

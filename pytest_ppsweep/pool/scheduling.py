@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from xdist.scheduler import LoadGroupScheduling
 
@@ -116,11 +116,12 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
     def _plan(self) -> None:
         workers = {n.gateway.id: self._cluster(n).gpus for n in self.nodes}
         clusters = {n.gateway.id: self._cluster(n).name for n in self.nodes}
-        needs = {c.id: c.pp * c.tp for c in self._sweep.configs}
+        # Workers of one size are alike to the planner; one cluster of each size stands for it.
+        sized = {self._cluster(n).gpus: self._cluster(n) for n in self.nodes}
         plan = partition(
             {s: self._cost(s) for s in self.workqueue},
             workers,
-            lambda s, gpus: needs.get(s, gpus) == gpus,
+            lambda s, gpus: fits(self._sweep, s, sized[cast(int, gpus)]),
         )
         for worker, scopes in plan.items():
             self._owner.update(dict.fromkeys(scopes, worker))
@@ -162,7 +163,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             unit = self.workqueue.pop(scope)
             cfg = self._sweep.config(scope)
             self._pool.not_run[scope] = (
-                f"it needs {cfg.pp * cfg.tp} GPUs and no worker with a cluster that size is left "
+                f"it needs {cfg.gpus} GPUs and no worker with a cluster that size is left "
                 f"in the pool ({len(unit)} tests not run)"
             )
 
