@@ -13,7 +13,7 @@ from xdist.scheduler import LoadGroupScheduling
 
 from pytest_ppsweep.matrix.model import Cluster, Sweep
 from pytest_ppsweep.pool.balance import Estimates, partition
-from pytest_ppsweep.pool.lease import Pool, fits
+from pytest_ppsweep.pool.lease import WORKER_CLUSTER, Pool, fits
 
 _LAYOUT = re.compile(r"\bpp\d+-tp\d+-ep\d+\b")
 
@@ -56,7 +56,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
         return match.group(0) if match else str(super()._split_scope(nodeid))
 
     def _cluster(self, node: Any) -> Cluster:
-        return self._pool.clusters[node.workerinput["ppsweep_cluster"]]
+        return self._pool.clusters[node.workerinput[WORKER_CLUSTER]]
 
     def _cost(self, scope: str) -> float:
         # Without estimates every layout weighs the same; other work units (tests outside any
@@ -210,7 +210,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             if pending:
                 crashed = crashed or pending[0]
                 self._pool.not_run[scope] = (
-                    f"worker {node.gateway.id} on cluster {node.workerinput['ppsweep_cluster']} "
+                    f"worker {node.gateway.id} on cluster {node.workerinput[WORKER_CLUSTER]} "
                     f"went down before finishing it ({len(pending)} tests not run)"
                 )
         # What only its cluster fits waits: xdist may start a replacement worker, which
