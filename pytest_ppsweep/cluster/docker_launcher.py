@@ -35,7 +35,7 @@ from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.labels import CONFIG_LABEL, NODE_RANK_LABEL, RUN_LABEL
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshSettings, describe_connect_error
 from pytest_ppsweep.matrix.model import Cluster
-from pytest_ppsweep.redact import REDACTED, is_secret_key, redact
+from pytest_ppsweep.redact import redact, redact_env
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
@@ -323,8 +323,8 @@ class DockerLauncher:
             args += ["--device", d]
         for host, bind in kw["volumes"].items():
             args += ["-v", f"{host}:{bind['bind']}:{bind['mode']}"]
-        for k, v in sorted(kw["environment"].items()):
-            args += ["-e", f"{k}={REDACTED if is_secret_key(k) and v else v}"]
+        for k, v in sorted(redact_env(kw["environment"]).items()):
+            args += ["-e", f"{k}={v}"]
         args += [self.image, *spec.argv]
         return str(redact(shlex.join(args)))
 

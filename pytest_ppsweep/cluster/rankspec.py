@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
-from pytest_ppsweep.redact import redact
+from pytest_ppsweep.redact import redact, redact_env
 
 
 def server_flags(server: Mapping[str, Any]) -> list[str]:
@@ -42,7 +42,7 @@ class RankSpec:
     def command_line(self) -> str:
         """The equivalent shell command, secrets redacted (evidence for service/)."""
         env = " ".join(
-            f"{k}={shlex.quote(str(redact({k: v})[k]))}" for k, v in sorted(self.env.items())
+            f"{k}={shlex.quote(v)}" for k, v in sorted(redact_env(self.env).items())
         )
         return redact(f"env {env} {shlex.join(self.argv)}".strip())  # type: ignore[no-any-return]
 
