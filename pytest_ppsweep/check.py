@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_ppsweep.matrix.model import Config
+from pytest_ppsweep.measure.completion import NN_KINDS, result_problems
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.service.logscan import Finding
 from pytest_ppsweep.service.probe import Topology
@@ -63,15 +64,19 @@ def topology_problems(
 def completion_problems(
     config_id: str, concurrency: int, rounds: Sequence[RoundResult]
 ) -> list[str]:
-    """The N/N rule: every repeat completed every request with zero errors."""
+    """The N/N rule (``measure.completion``): every repeat completed every request with zero
+    errors and the server counted the prompt tokens sent; and no more than C in flight."""
     problems = []
     for i, r in enumerate(rounds, start=1):
-        if r.completed != r.num_requests or r.failed:
+        shortfalls = result_problems(r)
+        if any(s.kind in NN_KINDS for s in shortfalls):
             reasons = ", ".join(f"{k} ×{v}" for k, v in sorted(r.errors.items())) or "none given"
             problems.append(
                 f"{config_id} C={concurrency} repeat {i}: {r.completed}/{r.num_requests} "
                 f"completed, {r.failed} failed ({reasons})"
             )
+        problems.extend(f"{config_id} C={concurrency} repeat {i}: {s}"
+                        for s in shortfalls if s.kind not in NN_KINDS)
         if r.peak_concurrency > concurrency:
             problems.append(
                 f"{config_id} C={concurrency} repeat {i}: {r.peak_concurrency} requests in "

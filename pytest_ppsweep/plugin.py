@@ -18,6 +18,7 @@ import pytest
 
 from pytest_ppsweep import continuity, options
 from pytest_ppsweep.cluster import backends
+from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
 from pytest_ppsweep.progress import Progress
 from pytest_ppsweep.report import summary
 from pytest_ppsweep.service import launch
@@ -75,13 +76,13 @@ def pytest_configure(config: pytest.Config) -> None:
     compare_ref = options.reference(config, "ppsweep_compare")
     thresholds = options.thresholds(config, sweep)
     if _is_worker(config):
-        leased = config.workerinput["ppsweep_cluster"]  # type: ignore[attr-defined]
+        leased = config.workerinput[WORKER_CLUSTER]  # type: ignore[attr-defined]
         # Workers re-parse the command line, where --dist may be absent: group the layouts
         # (xdist suffixes node ids with @<xdist_group>) as the controller's scheduler expects.
         config.option.loadgroup = True
         pool = tuple(c for c in pool if c.name == leased)
-        store = options.open_store(config, sweep, config.workerinput["ppsweep_run_id"])  # type: ignore[attr-defined]
-        plan = continuity.Plan.from_builtin(config.workerinput["ppsweep_plan"])  # type: ignore[attr-defined]
+        store = options.open_store(config, sweep, config.workerinput[WORKER_RUN_ID])  # type: ignore[attr-defined]
+        plan = continuity.Plan.from_builtin(config.workerinput[WORKER_PLAN])  # type: ignore[attr-defined]
     else:
         options.check_workers(config, pool)
         reuse_ref = options.reference(config, "ppsweep_reuse")
@@ -170,9 +171,9 @@ def pytest_configure_node(node: Any) -> None:
     run = node.config.stash.get(RUN_KEY, None)
     if run is not None:
         cluster = _pool(node.config, run).lease(node.gateway.id)
-        node.workerinput["ppsweep_cluster"] = cluster.name
-        node.workerinput["ppsweep_run_id"] = run.store.run_id
-        node.workerinput["ppsweep_plan"] = node.config.stash[_PLAN_KEY].as_builtin()
+        node.workerinput[WORKER_CLUSTER] = cluster.name
+        node.workerinput[WORKER_RUN_ID] = run.store.run_id
+        node.workerinput[WORKER_PLAN] = node.config.stash[_PLAN_KEY].as_builtin()
 
 
 @pytest.hookimpl(optionalhook=True)

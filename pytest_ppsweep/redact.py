@@ -1,15 +1,20 @@
 """The one place that knows what a secret looks like and how it is hidden: server-info fields
 (``api_key``, ``admin_api_key``, ``ssl_keyfile_password``, ``*_token``, ``*password*``…),
-CLI flags (``--api-key X``), ``key = "value"`` lines of a sweep file, and a known secret's text
-in command output. Every artifact writer (probe, runstore, manifest, launchers) goes through it.
+environment variables (``HF_TOKEN``, ``*_API_KEY``, ``*_PASSWORD``, ``*_SECRET``…), CLI flags
+(``--api-key X``, as text or as argv tokens), ``key = "value"`` lines of a sweep file, and a
+known secret's text in command output (:func:`scrub`: the sudo password read from its file).
+Every artifact writer (probe, sweeprun, runstore, manifest, the launchers, the SSH host) goes
+through it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-REDACTED = "<redacted>"
+REDACTED = "<redacted>"  # a secret-looking field, flag or line
+SCRUBBED = "***"  # a known secret's text in command output
 
 
 _SECRET_KEYS = frozenset({"api_key", "admin_api_key", "ssl_keyfile_password", "hf_token"})
@@ -57,3 +62,26 @@ def _redact_pair(match: re.Match[str]) -> str:
 def redact_toml(text: str) -> str:
     """A sweep file's text with the value of every secret key (``api_key = "…"``) redacted."""
     return _SECRET_VALUE.sub(_redact_pair, text)
+
+
+def redact_env(env: Mapping[str, Any]) -> dict[str, str]:
+    """Environment variables with the value of every secret-looking name redacted (an empty one
+    stays empty: that it is unset is no secret)."""
+    return {str(k): str(v) for k, v in redact(dict(env)).items()}
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """argv with the token after a secret flag (``--api-key X``) and the value of a secret
+    ``--flag=X`` redacted (:func:`redact` of one token cannot see the flag before it)."""
+    out: list[str] = []
+    for token in argv:
+        prev = out[-1] if out else ""
+        secret = prev.startswith("--") and is_secret_key(prev[2:].replace("-", "_"))
+        out.append(REDACTED if secret else str(redact(token)))
+    return out
+
+
+def scrub(text: str, secret: str) -> str:
+    """``text`` with every occurrence of a known ``secret`` replaced by :data:`SCRUBBED` (the
+    command output of a host that was sent the secret); unchanged when there is none."""
+    return text.replace(secret, SCRUBBED) if secret else text

@@ -21,7 +21,7 @@ from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.rankspec import local_path
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, cluster_for
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.gpu import (
     QUERY_ARGS,
@@ -103,14 +103,8 @@ class SweepRun:
         return self.clusters[0]
 
     def cluster_for(self, config: Config) -> Cluster:
-        """The first cluster whose GPUs match the layout (PP × TP = nodes × GPUs per node)."""
-        for cluster in self.clusters:
-            if cluster.gpus == config.pp * config.tp:
-                return cluster
-        names = ", ".join(f"{c.name} ({c.gpus} GPUs)" for c in self.clusters)
-        raise ValueError(
-            f"{config.id}: needs {config.pp * config.tp} GPUs; no cluster fits: {names}"
-        )
+        """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
+        return cluster_for(self.clusters, config)
 
     # -- GPU memory ---------------------------------------------------------------------------
 

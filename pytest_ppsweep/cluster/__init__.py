@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     )
     from pytest_ppsweep.cluster.docker_launcher import (
         DEFAULT_SHM_SIZE,
-        RUN_LABEL,
         DockerLauncher,
         DockerRank,
         close_clients,
@@ -38,7 +37,14 @@ if TYPE_CHECKING:
         LocalProcess,
     )
     from pytest_ppsweep.cluster.labels import (
+        CLUSTER_LABEL,
+        CONFIG_LABEL,
+        NODE_RANK_LABEL,
+        RUN_ENV,
+        RUN_LABEL,
         label_env,
+        labels_env,
+        rank_labels,
     )
     from pytest_ppsweep.cluster.nodeinfo import (
         GPU_QUERY,
@@ -97,7 +103,7 @@ _NAMES = {
     "DEFAULT_SHM_SIZE": "docker_launcher",
     "DockerLauncher": "docker_launcher",
     "DockerRank": "docker_launcher",
-    "RUN_LABEL": "docker_launcher",
+    "RUN_LABEL": "labels",
     "close_clients": "docker_launcher",
     "container_name": "docker_launcher",
     "device_host_path": "docker_launcher",
@@ -108,6 +114,12 @@ _NAMES = {
     "LocalLauncher": "hosts",
     "LocalProcess": "hosts",
     "label_env": "labels",
+    "labels_env": "labels",
+    "rank_labels": "labels",
+    "CLUSTER_LABEL": "labels",
+    "CONFIG_LABEL": "labels",
+    "NODE_RANK_LABEL": "labels",
+    "RUN_ENV": "labels",
     "GPU_QUERY": "nodeinfo",
     "VERSIONS_SCRIPT": "nodeinfo",
     "docker_for": "nodeinfo",
@@ -143,10 +155,14 @@ _NAMES = {
     "stop_script": "ssh_launcher",
 }
 __all__ = [
+    "CLUSTER_LABEL",
+    "CONFIG_LABEL",
     "DEFAULT_SHM_SIZE",
     "GPU_QUERY",
     "KILLED",
+    "NODE_RANK_LABEL",
     "REMOTE_ROOT",
+    "RUN_ENV",
     "RUN_LABEL",
     "VERSIONS_SCRIPT",
     "CommandHost",
@@ -180,6 +196,7 @@ __all__ = [
     "find",
     "host_for",
     "label_env",
+    "labels_env",
     "launcher_for",
     "local_path",
     "message",
@@ -187,6 +204,7 @@ __all__ = [
     "mount_spec",
     "node_python",
     "on_all",
+    "rank_labels",
     "rank_specs",
     "remote_dir",
     "remove",

@@ -32,14 +32,14 @@ from docker.transport.sshconn import SSHConnectionPool
 from docker.types import DeviceRequest
 
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.labels import CONFIG_LABEL, NODE_RANK_LABEL, RUN_LABEL
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshSettings, describe_connect_error
 from pytest_ppsweep.matrix.model import Cluster
-from pytest_ppsweep.redact import REDACTED, is_secret_key, redact
+from pytest_ppsweep.redact import redact, redact_env
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
 
-RUN_LABEL = "ppsweep.run"  # every rank container carries it; reap.py filters on it
 DEFAULT_SHM_SIZE = "32g"
 _NAME_SAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 _CONNECT_ERRORS = (paramiko.SSHException, OSError, EOFError)
@@ -159,9 +159,9 @@ def close_clients() -> None:
 def container_name(labels: Mapping[str, str]) -> str:
     parts = [
         "ppsweep",
-        labels.get("ppsweep.run", ""),
-        labels.get("ppsweep.config", ""),
-        f"node{labels.get('ppsweep.node_rank', '')}",
+        labels.get(RUN_LABEL, ""),
+        labels.get(CONFIG_LABEL, ""),
+        f"node{labels.get(NODE_RANK_LABEL, '')}",
     ]
     name = _NAME_SAFE.sub("_", "-".join(p for p in parts if p))
     return name[:200]
@@ -323,8 +323,8 @@ class DockerLauncher:
             args += ["--device", d]
         for host, bind in kw["volumes"].items():
             args += ["-v", f"{host}:{bind['bind']}:{bind['mode']}"]
-        for k, v in sorted(kw["environment"].items()):
-            args += ["-e", f"{k}={REDACTED if is_secret_key(k) and v else v}"]
+        for k, v in sorted(redact_env(kw["environment"]).items()):
+            args += ["-e", f"{k}={v}"]
         args += [self.image, *spec.argv]
         return str(redact(shlex.join(args)))
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_ppsweep.cluster.base import CommandResult, HostError, RankHandle
-from pytest_ppsweep.cluster.labels import label_env
+from pytest_ppsweep.cluster.labels import labels_env
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
@@ -112,5 +112,5 @@ class LocalLauncher:
     def start(self, spec: RankSpec, log_path: Path, labels: Mapping[str, str]) -> RankHandle:
         # Labels travel as environment variables: the only label a plain process can carry,
         # and what reap.find_local looks for after a crash.
-        env = {**spec.env, **{label_env(k): v for k, v in labels.items()}}
+        env = {**spec.env, **labels_env(labels)}
         return LocalHost(spec.host, spec.address).spawn(spec.argv, env, log_path)

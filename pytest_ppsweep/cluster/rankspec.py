@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
-from pytest_ppsweep.redact import redact
+from pytest_ppsweep.redact import redact, redact_env
 
 
 def server_flags(server: Mapping[str, Any]) -> list[str]:
@@ -42,7 +42,7 @@ class RankSpec:
     def command_line(self) -> str:
         """The equivalent shell command, secrets redacted (evidence for service/)."""
         env = " ".join(
-            f"{k}={shlex.quote(str(redact({k: v})[k]))}" for k, v in sorted(self.env.items())
+            f"{k}={shlex.quote(v)}" for k, v in sorted(redact_env(self.env).items())
         )
         return redact(f"env {env} {shlex.join(self.argv)}".strip())  # type: ignore[no-any-return]
 
@@ -83,7 +83,7 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
     head = cluster.rank0()
     server = {**sweep.server, **config.server}
     merged = {**sweep.env, **cluster.env, **config.env}
-    local_ranks = config.pp * config.tp // len(cluster.hosts)
+    local_ranks = config.gpus // len(cluster.hosts)
     specs = []
     for rank, host in enumerate(cluster.hosts):
         fields = {"host": host.address, "node_rank": str(rank), "cpu_bind": cpu_bind(local_ranks)}

@@ -24,14 +24,21 @@ from typing import Any
 
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.labels import label_env
+from pytest_ppsweep.cluster.labels import (
+    CLUSTER_ENV,
+    CLUSTER_LABEL,
+    CONFIG_ENV,
+    CONFIG_LABEL,
+    NODE_RANK_ENV,
+    NODE_RANK_LABEL,
+    RUN_ENV,
+    RUN_LABEL,
+)
 from pytest_ppsweep.cluster.ssh import SshSettings, on_all
 from pytest_ppsweep.cluster.ssh_launcher import stop_script
 from pytest_ppsweep.matrix.model import Cluster, Host
 
 __all__ = ["Leftover", "find", "remove"]
-
-RUN_LABEL = "ppsweep.run"
 
 
 @dataclass(frozen=True)
@@ -58,26 +65,22 @@ class Leftover:
 
 # Prints "pid<TAB>pgid<TAB>run<TAB>cluster<TAB>config<TAB>node_rank" per labelled process; $1 is
 # the wanted run id ("" for any). grep -l first: only labelled processes are read in detail.
-_SCAN = r"""
+_SCAN = rf"""
 want=$1
-for f in $(grep -l -s -a '{run}=' /proc/[0-9]*/environ 2>/dev/null); do
+for f in $(grep -l -s -a '{RUN_ENV}=' /proc/[0-9]*/environ 2>/dev/null); do
   p=${{f#/proc/}}; p=${{p%/environ}}
   [ "$p" = "$$" ] && continue
   e=$(tr '\000' '\n' < "$f" 2>/dev/null) || continue
   v() {{ printf '%s\n' "$e" | sed -n "s/^$1=//p" | head -n 1; }}
-  run=$(v {run}); [ -n "$run" ] || continue
+  run=$(v {RUN_ENV}); [ -n "$run" ] || continue
   [ -z "$want" ] || [ "$run" = "$want" ] || continue
   pg=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f3) || continue
   [ -n "$pg" ] || continue
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$pg" "$run" "$(v {cluster})" "$(v {config})" "$(v {rank})"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$p" "$pg" "$run" \
+    "$(v {CLUSTER_ENV})" "$(v {CONFIG_ENV})" "$(v {NODE_RANK_ENV})"
 done
 true
-""".format(
-    run=label_env("ppsweep.run"),
-    cluster=label_env("ppsweep.cluster"),
-    config=label_env("ppsweep.config"),
-    rank=label_env("ppsweep.node_rank"),
-)
+"""
 
 
 def _processes(cluster: Cluster, host: Host, run_id: str | None) -> list[Leftover]:
@@ -123,10 +126,10 @@ def _containers(cluster: Cluster, host: Host, run_id: str | None) -> list[Leftov
                 address=host.address,
                 kind="container",
                 ident=str(c.name),
-                run=lab.get("ppsweep.run", ""),
-                cluster=lab.get("ppsweep.cluster", ""),
-                config=lab.get("ppsweep.config", ""),
-                node_rank=lab.get("ppsweep.node_rank", ""),
+                run=lab.get(RUN_LABEL, ""),
+                cluster=lab.get(CLUSTER_LABEL, ""),
+                config=lab.get(CONFIG_LABEL, ""),
+                node_rank=lab.get(NODE_RANK_LABEL, ""),
                 status=str(c.status),
             )
         )
@@ -208,9 +211,9 @@ def describe(leftovers: Sequence[Leftover]) -> str:
 
 def find_local(run_id: str, cluster: str | None = None) -> list[int]:
     """PIDs of local rank processes labelled with ``run_id`` (and ``cluster`` if given)."""
-    want = [f"{label_env('ppsweep.run')}={run_id}".encode()]
+    want = [f"{RUN_ENV}={run_id}".encode()]
     if cluster:
-        want.append(f"{label_env('ppsweep.cluster')}={cluster}".encode())
+        want.append(f"{CLUSTER_ENV}={cluster}".encode())
     pids = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():

@@ -34,6 +34,7 @@ from paramiko.ssh_exception import NoValidConnectionsError
 
 from pytest_ppsweep.cluster.base import CommandResult, HostError
 from pytest_ppsweep.matrix.model import Cluster
+from pytest_ppsweep.redact import scrub
 
 __all__ = [
     "HostConnectionError",
@@ -46,7 +47,6 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R")
-SCRUBBED = "***"
 
 
 class HostConnectionError(HostError):
@@ -241,8 +241,8 @@ class SshHost:
             self.name,
             tuple(argv),
             int(res.exited),
-            _scrub(res.stdout, password),
-            _scrub(res.stderr, password),
+            scrub(res.stdout, password),
+            scrub(res.stderr, password),
         )
 
     def sh(self, script: str, timeout: float = 60.0, sudo: bool | None = None) -> CommandResult:
@@ -254,10 +254,6 @@ class SshHost:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-
-
-def _scrub(text: str, secret: str) -> str:
-    return text.replace(secret, SCRUBBED) if secret else text
 
 
 def on_all(items: Sequence[T], fn: Callable[[T], R]) -> list[R]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.labels import label_env
+from pytest_ppsweep.cluster.labels import CONFIG_LABEL, RUN_LABEL, labels_env
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshHost
 
 if TYPE_CHECKING:
@@ -41,8 +41,8 @@ def safe_name(text: str) -> str:
 
 
 def remote_dir(labels: Mapping[str, str]) -> str:
-    run = safe_name(labels.get("ppsweep.run", "") or "run")
-    config = safe_name(labels.get("ppsweep.config", "") or "config")
+    run = safe_name(labels.get(RUN_LABEL, "") or "run")
+    config = safe_name(labels.get(CONFIG_LABEL, "") or "config")
     return f"{REMOTE_ROOT}/{run}/{config}"
 
 
@@ -57,7 +57,7 @@ def start_script(spec: RankSpec, labels: Mapping[str, str], rdir: str, stem: str
     outlives the rank; the rank runs in a subshell so that the wrapper's own messages (dash
     prints "Terminated") go to /dev/null, not into the log.
     """
-    env = {**spec.env, **{label_env(k): str(v) for k, v in labels.items()}}
+    env = {**spec.env, **labels_env(labels)}
     q = shlex.quote
     log, rc, pidf = (f"{rdir}/{stem}.{ext}" for ext in ("log", "rc", "pid"))
     wrapper = (

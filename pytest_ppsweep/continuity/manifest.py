@@ -27,29 +27,20 @@ from typing import Any
 
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.measure.completion import count, row_problems
 from pytest_ppsweep.measure.runstore import CONFIG_COLUMNS, RESULT_COLUMNS, RunStore
-from pytest_ppsweep.redact import REDACTED, is_secret_key, redact
+from pytest_ppsweep.redact import redact, redact_argv
 
 SCHEMA = 1
 PER_RUN = ("run", "reused_from")
 _ABSENT = object()  # a field missing on one side (None is a known "unknown")
 
 
-def _argv(argv: tuple[str, ...]) -> list[str]:
-    """argv with the value after a secret flag redacted (``redact`` of a list sees one token)."""
-    out: list[str] = []
-    for token in argv:
-        prev = out[-1] if out else ""
-        secret = prev.startswith("--") and is_secret_key(prev[2:].replace("-", "_"))
-        out.append(REDACTED if secret else str(redact(token)))
-    return out
-
-
 def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None = None,
           sglang_version: str | None = None) -> dict[str, Any]:
     """The manifest of ``config`` on ``cluster`` (JSON-able, secrets redacted)."""
     nodes = [{"node_rank": s.node_rank, "host": s.host, "address": s.address,
-              "argv": _argv(s.argv), "env": dict(sorted(s.env.items()))}
+              "argv": redact_argv(s.argv), "env": dict(sorted(s.env.items()))}
              for s in rank_specs(sweep, cluster, config)]
     manifest = {
         "schema": SCHEMA,
@@ -230,11 +221,8 @@ def repair_torn_tail(run_dir: Path) -> bool:
 
 
 def _valid(row: dict[str, str], num_requests: int) -> bool:
-    try:
-        return (int(float(row["completed"])) == num_requests == int(float(row["num_requests"]))
-                and int(float(row["failed"] or 0)) == 0)
-    except (KeyError, ValueError):
-        return False
+    # The reference round counts (the N/N rule) and sent this run's N.
+    return count(row.get("num_requests")) == num_requests and not row_problems(row)
 
 
 def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.matrix.model import Cluster, Config, NoClusterFits, Sweep, cluster_for
 from pytest_ppsweep.measure.runstore import RunStore
 
 
@@ -53,7 +53,11 @@ class ContinuityError(ValueError):
 
 
 def _cluster_for(pool: tuple[Cluster, ...], config: Config) -> Cluster:
-    return next((c for c in pool if c.fits(config)), pool[0])
+    # A layout no cluster of the pool fits has no manifest to compare: say so, never guess one.
+    try:
+        return cluster_for(pool, config)
+    except NoClusterFits as exc:
+        raise ContinuityError(f"{exc}; cannot compare its manifest") from None
 
 
 def resume(sweep: Sweep, pool: tuple[Cluster, ...], store: RunStore, ids: list[str]) -> Plan:

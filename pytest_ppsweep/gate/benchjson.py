@@ -9,7 +9,7 @@ displays and compares our runs with its own tables.
 One benchmark per configuration × C, named like the shipped test
 (``test_matrix/test_sweep.py::test_prefill[pp8-tp4-ep4-c8]``), grouped by C so that the layouts
 of one concurrency sit in one table. ``stats`` are over the **round duration** (``duration_s``,
-emulated seconds on the emulator) of every valid round (N/N completed, no failure):
+emulated seconds on the emulator) of every valid round (``measure.completion``'s N/N rule):
 pytest-benchmark's statistics are timings where lower is better and ``ops`` = rounds/s, and a
 round sends the same tokens every time, so its duration is the inverse of Input TPS and its
 ranking, its ``--benchmark-compare-fail mean:5%`` and our TPS gate agree. (TTFT p50 would be
@@ -42,7 +42,7 @@ from typing import Any, cast
 import pandas as pd
 
 from pytest_ppsweep.measure.runstore import RESULT_COLUMNS
-from pytest_ppsweep.results.aggregate import RunData, RunMeta, load_run
+from pytest_ppsweep.results.aggregate import RunData, RunMeta, load_run, round_counts
 
 BENCHMARK_JSON = "benchmark.json"
 PB_VERSION = "5.3.1"  # the storage format written; read by pytest-benchmark 4.x and 5.x
@@ -105,11 +105,9 @@ def load(run_dir: Path) -> RunData:
 
 
 def valid_mask(results: pd.DataFrame) -> pd.Series:
-    """Rounds that count: every request completed and none failed (the seeds' N/N rule)."""
-    completed = pd.to_numeric(results["completed"], errors="coerce")
-    failed = pd.to_numeric(results["failed"], errors="coerce").fillna(0)
-    wanted = pd.to_numeric(results["num_requests"], errors="coerce")
-    return (completed == wanted) & (failed == 0) & completed.notna()
+    """Rounds that count: the N/N rule of ``measure.completion`` (every request completed, none
+    failed, the prompt tokens counted as sent), row by row."""
+    return round_counts(results)
 
 
 def points(results: pd.DataFrame) -> dict[tuple[str, int], pd.DataFrame]:

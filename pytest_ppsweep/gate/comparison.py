@@ -3,10 +3,11 @@
 A delta is a regression only when it is worse than its threshold **and** larger than the noise:
 the larger of the two runs' spreads, (max − min) / median of that metric over the valid repeats
 in % (PEERS §4: with three repeats a confidence interval is wider than the effect, so report the
-spread and flag only what exceeds both). Only valid rounds count (N/N completed, no failure),
-so a failing server never looks fast. A point whose current rounds are all invalid, or any of
-whose current rounds dropped requests, or whose configuration failed to boot, is "broken" (the
-seeds' N-of-N rule is a hard gate). A point present in one run only is listed, never skipped.
+spread and flag only what exceeds both). Only valid rounds count (the N/N rule of
+``measure.completion``), so a failing server never looks fast. A point whose current rounds
+are all invalid, or any of whose current rounds dropped requests, or whose configuration failed
+to boot, is "broken" (the seeds' N-of-N rule is a hard gate). A point present in one run only
+is listed, never skipped.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
-from pytest_ppsweep.results.aggregate import RunData
+from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
+from pytest_ppsweep.results.aggregate import RunData, round_problems
 
 GATE_CSV = "gate.csv"
 VERDICTS = ("regression", "improvement", "within noise", "only in current", "only in reference",
@@ -173,6 +176,14 @@ def _point(cid: str, conc: int, verdict: str, message: str) -> Comparison:
     return Comparison(cid, conc, "", None, None, None, None, None, verdict, message)
 
 
+def _not_nn(row: dict[Any, Any], problems: list[Shortfall]) -> str:
+    # ``r2 38/40 (2 failed)``; a round broken by its prompt tokens alone says so.
+    text = (f"r{row['repeat']:g} {row['completed']:g}/{row['num_requests']:g}"
+            f" ({row['failed']:g} failed)")
+    extra = [p.text for p in problems if p.kind not in NN_KINDS]
+    return f"{text}: {'; '.join(extra)}" if extra else text
+
+
 def _boot_failed(run: RunData, cid: str) -> str | None:
     rows = run.configs[run.configs["config_id"] == cid]
     if rows.empty or str(rows.iloc[-1].get("boot_ok")).lower() not in ("false", "0", "0.0"):
@@ -210,8 +221,8 @@ def compare(cur_run_dir: Path, ref_run_dir: Path,
         valid = rows[valid_mask(rows)]
         if len(valid) < len(rows):
             bad = rows[~valid_mask(rows)]
-            detail = ", ".join(f"r{r['repeat']:g} {r['completed']:g}/{r['num_requests']:g}"
-                               f" ({r['failed']:g} failed)" for r in bad.to_dict("records"))
+            detail = ", ".join(_not_nn(r, problems) for r, problems in
+                               zip(bad.to_dict("records"), round_problems(bad), strict=True))
             out.append(_point(cid, conc, "broken", f"{_where(cid, conc)}: {len(bad)} of "
                               f"{len(rows)} rounds not N/N: {detail} — broken"))
             continue

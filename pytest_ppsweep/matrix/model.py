@@ -5,7 +5,7 @@ downstream reads these and never the TOML."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,7 +14,8 @@ from pytest_ppsweep.matrix.schema import (
     MatrixError,
 )
 
-__all__ = ["Cluster", "Config", "Host", "MatrixError", "Sweep", "Workload"]
+__all__ = ["Cluster", "Config", "Host", "MatrixError", "NoClusterFits", "Sweep", "Workload",
+           "cluster_for"]
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ class Cluster:
     def fits(self, config: Config) -> bool:
         """Whether ``config`` runs on this cluster: PP × TP is exactly its GPUs (the one place
         this rule is written)."""
-        return config.pp * config.tp == self.gpus
+        return config.gpus == self.gpus
 
     def rank0(self) -> Host:
         return self.hosts[0]
@@ -75,6 +76,11 @@ class Config:
     @property
     def id(self) -> str:
         return f"pp{self.pp}-tp{self.tp}-ep{self.ep}"
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the layout needs: PP × TP (what :meth:`Cluster.fits` compares)."""
+        return self.pp * self.tp
 
     @property
     def label(self) -> str:
@@ -147,3 +153,15 @@ class Sweep:
         return next(c for c in self.configs if c.id == config_id)
 
 
+class NoClusterFits(ValueError):
+    """No cluster of the pool fits a layout; the message names the layout and the clusters."""
+
+
+def cluster_for(pool: Sequence[Cluster], config: Config) -> Cluster:
+    """The first cluster of ``pool`` that :meth:`Cluster.fits` ``config``; :class:`NoClusterFits`
+    when none does (never a silent fallback to a cluster of another size)."""
+    for cluster in pool:
+        if cluster.fits(config):
+            return cluster
+    names = ", ".join(f"{c.name} ({c.gpus} GPUs)" for c in pool)
+    raise NoClusterFits(f"{config.id}: needs {config.gpus} GPUs; no cluster fits: {names}")

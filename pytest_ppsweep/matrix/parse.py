@@ -257,8 +257,8 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
 
 def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:
     for cfg in sweep.configs:
-        world = cfg.pp * cfg.tp
-        if not any(world == c.gpus for c in pool):
+        world = cfg.gpus
+        if not any(c.fits(cfg) for c in pool):
             sizes = " or ".join(
                 f"{c.gpus} ({len(c.hosts)} nodes × {c.gpus_per_node} GPUs of cluster {c.name!r})"
                 for c in pool

@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 
 from pytest_ppsweep.matrix.model import Cluster, Sweep
 
+# xdist ``workerinput`` keys the controller sets for each worker (spelled here only).
+WORKER_CLUSTER = "ppsweep_cluster"  # name of the cluster leased to the worker
+WORKER_RUN_ID = "ppsweep_run_id"  # the run folder every worker shares
+WORKER_PLAN = "ppsweep_plan"  # the continuity plan, as builtins
+
 
 @dataclass
 class Pool:

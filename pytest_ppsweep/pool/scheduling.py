@@ -7,13 +7,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from xdist.scheduler import LoadGroupScheduling
 
 from pytest_ppsweep.matrix.model import Cluster, Sweep
 from pytest_ppsweep.pool.balance import Estimates, partition
-from pytest_ppsweep.pool.lease import Pool, fits
+from pytest_ppsweep.pool.lease import WORKER_CLUSTER, Pool, fits
 
 _LAYOUT = re.compile(r"\bpp\d+-tp\d+-ep\d+\b")
 
@@ -56,7 +56,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
         return match.group(0) if match else str(super()._split_scope(nodeid))
 
     def _cluster(self, node: Any) -> Cluster:
-        return self._pool.clusters[node.workerinput["ppsweep_cluster"]]
+        return self._pool.clusters[node.workerinput[WORKER_CLUSTER]]
 
     def _cost(self, scope: str) -> float:
         # Without estimates every layout weighs the same; other work units (tests outside any
@@ -116,11 +116,12 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
     def _plan(self) -> None:
         workers = {n.gateway.id: self._cluster(n).gpus for n in self.nodes}
         clusters = {n.gateway.id: self._cluster(n).name for n in self.nodes}
-        needs = {c.id: c.pp * c.tp for c in self._sweep.configs}
+        # Workers of one size are alike to the planner; one cluster of each size stands for it.
+        sized = {self._cluster(n).gpus: self._cluster(n) for n in self.nodes}
         plan = partition(
             {s: self._cost(s) for s in self.workqueue},
             workers,
-            lambda s, gpus: needs.get(s, gpus) == gpus,
+            lambda s, gpus: fits(self._sweep, s, sized[cast(int, gpus)]),
         )
         for worker, scopes in plan.items():
             self._owner.update(dict.fromkeys(scopes, worker))
@@ -162,7 +163,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             unit = self.workqueue.pop(scope)
             cfg = self._sweep.config(scope)
             self._pool.not_run[scope] = (
-                f"it needs {cfg.pp * cfg.tp} GPUs and no worker with a cluster that size is left "
+                f"it needs {cfg.gpus} GPUs and no worker with a cluster that size is left "
                 f"in the pool ({len(unit)} tests not run)"
             )
 
@@ -209,7 +210,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             if pending:
                 crashed = crashed or pending[0]
                 self._pool.not_run[scope] = (
-                    f"worker {node.gateway.id} on cluster {node.workerinput['ppsweep_cluster']} "
+                    f"worker {node.gateway.id} on cluster {node.workerinput[WORKER_CLUSTER]} "
                     f"went down before finishing it ({len(pending)} tests not run)"
                 )
         # What only its cluster fits waits: xdist may start a replacement worker, which

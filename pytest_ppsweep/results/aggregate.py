@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pytest_ppsweep.measure.completion import Shortfall, row_problems
+
 # Only what the tables and verdicts read is required; the other documented columns are optional
 # so that a run written by an older or newer runstore still aggregates.
 REQUIRED_RESULT_COLUMNS = (
@@ -140,6 +142,17 @@ def load_run(run_dir: Path) -> RunData:
     if not isinstance(raw, dict):
         raise RunFolderError(f"{meta_path}: expected a JSON object")
     return RunData(run_dir, RunMeta.from_dict(raw, run_dir.name), results, configs)
+
+
+def round_problems(results: pd.DataFrame) -> list[list[Shortfall]]:
+    """Per results.csv row (frame order), why its round does not count: the N/N rule of
+    ``measure.completion``, row by row."""
+    return [row_problems({str(k): v for k, v in r.items()}) for r in results.to_dict("records")]
+
+
+def round_counts(results: pd.DataFrame) -> pd.Series:
+    """Per results.csv row, whether its round counts (``measure.completion``'s N/N rule)."""
+    return pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
 
 
 def layout_label(pp: Any, tp: Any, ep: Any, fallback: str) -> str:

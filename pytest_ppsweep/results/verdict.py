@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from pytest_ppsweep.results.aggregate import RunData, Summary
+from pytest_ppsweep.results.aggregate import RunData, Summary, round_counts, round_problems
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -89,26 +89,11 @@ def _config_failures(row: dict[str, Any] | None) -> list[str]:
 
 
 def _round_failures(rounds: pd.DataFrame) -> list[str]:
-    failures = []
-    for r in rounds.sort_values("repeat", kind="stable").to_dict("records"):
-        rep = r["repeat"]
-        # `not ==` rather than `!=` on purpose: a NaN (missing value) must count as broken.
-        if not r["completed"] == r["num_requests"]:  # noqa: SIM201
-            failures.append(f"{_int(r['completed'])}/{_int(r['num_requests'])} completed "
-                            f"in repeat {rep}")
-        if not r["failed"] == 0:  # noqa: SIM201
-            failures.append(f"{_int(r['failed'])} failed request(s) in repeat {rep}")
-        if not r["input_tokens"] == r["input_tokens_nominal"]:  # noqa: SIM201
-            failures.append(f"server counted {_int(r['input_tokens'])} prompt tokens, "
-                            f"sent {_int(r['input_tokens_nominal'])} in repeat {rep}")
-    return failures
-
-
-def _int(value: Any) -> str:
-    try:
-        return f"{int(value):,}"
-    except (TypeError, ValueError):
-        return "?"
+    ordered = rounds.sort_values("repeat", kind="stable")
+    return [f"{problem} in repeat {r['repeat']}"
+            for r, problems in zip(ordered.to_dict("records"), round_problems(ordered),
+                                   strict=True)
+            for problem in problems]
 
 
 def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
@@ -116,10 +101,8 @@ def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
     results, meta = data.results, data.meta
     configs = records(data.configs, "config_id")
     table = records(summary.table, "config_id", "concurrency")
-    # Only rows that break a per-round rule need a text, so select them once, vectorised.
-    broken = results[~((results["completed"] == results["num_requests"])
-                       & (results["failed"] == 0)
-                       & (results["input_tokens"] == results["input_tokens_nominal"]))]
+    # Only rows that break the N/N rule need a text: select them once.
+    broken = results[~round_counts(results)]
     broken_groups = {key: frame for key, frame in broken.groupby(["config_id", "concurrency"])}
     limit = meta.spread_threshold * 100.0
     verdicts = []

@@ -18,6 +18,7 @@ from types import TracebackType
 
 from pytest_ppsweep.cluster.backends import launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
+from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
@@ -96,12 +97,7 @@ class Service:
 
         def one(i: int) -> None:
             spec = self.specs[i]
-            labels = {
-                "ppsweep.run": self.run_id,
-                "ppsweep.cluster": self.cluster.name,
-                "ppsweep.config": self.config.id,
-                "ppsweep.node_rank": str(spec.node_rank),
-            }
+            labels = rank_labels(self.run_id, self.cluster.name, self.config.id, spec.node_rank)
             proc = self.launcher.start(spec, self.log_path(spec.node_rank), labels)
             with _LIVE_LOCK:
                 _LIVE.add(proc)

@@ -12,7 +12,7 @@ from support.paths import SEED
 
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.pool.balance import SEARCH_BUDGET, Estimates, expected_durations, partition
-from pytest_ppsweep.pool.lease import Pool
+from pytest_ppsweep.pool.lease import WORKER_CLUSTER, Pool
 from pytest_ppsweep.pool.scheduling import PoolScheduling
 
 # Cluster time per layout of the seeds' sweep as the emulator gives it (emulated seconds).
@@ -103,7 +103,7 @@ class FakeNode:
 
     def __init__(self, wid: str, cluster: str) -> None:
         self.gateway = type("Gateway", (), {"id": wid})()
-        self.workerinput = {"ppsweep_cluster": cluster}
+        self.workerinput = {WORKER_CLUSTER: cluster}
         self.shutting_down = False
         self.sent: list[int] = []
 

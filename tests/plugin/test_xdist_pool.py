@@ -16,7 +16,10 @@ from support.paths import ACCEPTANCE, SEED
 from support.processes import sim_processes
 from support.runs import rows, run_dir
 
+from pytest_ppsweep.cluster.labels import CLUSTER_ENV
 from pytest_ppsweep.cluster.reap import find_local
+
+CLUSTER_PREFIX = f"{CLUSTER_ENV}=".encode()
 
 
 def pool_sweep(folder: Path, tmp_path: Path, scale: int = 1000) -> Path:
@@ -100,7 +103,7 @@ def test_killed_worker_leaves_nothing_and_reports_not_run(tmp_path: Path) -> Non
             if runs and rows(runs[0] / "results.csv"):
                 for pid in find_local(runs[0].name):
                     env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-                    cluster = next(e for e in env if e.startswith(b"PPSWEEP_CLUSTER=")).decode()
+                    cluster = next(e for e in env if e.startswith(CLUSTER_PREFIX)).decode()
                     victim = int(Path(f"/proc/{pid}/stat").read_text().split()[3])  # its worker
                     break
             time.sleep(0.05)

@@ -12,6 +12,7 @@ from support.processes import wait_until
 from support.remote import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes
 
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import RankSpec
 from pytest_ppsweep.cluster.ssh import SshHost, SshSettings
 from pytest_ppsweep.matrix.model import Cluster, Host
@@ -29,12 +30,7 @@ TICKER = (
 
 
 def labels(run: str, node: int) -> dict[str, str]:
-    return {
-        "ppsweep.run": run,
-        "ppsweep.cluster": "ns",
-        "ppsweep.config": "pp4-tp8-ep4",
-        "ppsweep.node_rank": str(node),
-    }
+    return rank_labels(run, "ns", "pp4-tp8-ep4", node)
 
 
 def cluster(test_hosts: TestHosts, launcher: str, **extra: object) -> Cluster:

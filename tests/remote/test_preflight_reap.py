@@ -13,6 +13,7 @@ from support.remote import IMAGE, TestHosts, cluster_toml, containers, rank_proc
 
 from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
+from pytest_ppsweep.cluster.labels import RUN_LABEL, rank_labels
 from pytest_ppsweep.cluster.rankspec import RankSpec
 from pytest_ppsweep.cluster.ssh_launcher import SshProcessLauncher
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
@@ -85,7 +86,7 @@ def test_a_port_in_use_is_found(test_hosts: TestHosts, work: dict[str, Path]) ->
         {},
     )
     launcher = SshProcessLauncher({"10.200.0.102": _ssh(cluster, 1)})
-    rank = launcher.start(listener, work["state"] / "listener.log", {"ppsweep.run": "port-test"})
+    rank = launcher.start(listener, work["state"] / "listener.log", {RUN_LABEL: "port-test"})
     try:
         import time
 
@@ -141,12 +142,7 @@ def test_leftovers_are_found_by_label_and_removed(
     for run, node in (("crashed-a", 0), ("crashed-a", 1), ("crashed-b", 2)):
         name, address = test_hosts.hosts[node]
         spec = RankSpec(node, name, address, sleeper, {})
-        lab = {
-            "ppsweep.run": run,
-            "ppsweep.cluster": "ns",
-            "ppsweep.config": "pp8-tp4-ep4",
-            "ppsweep.node_rank": str(node),
-        }
+        lab = rank_labels(run, "ns", "pp8-tp4-ep4", node)
         dl.start(spec, work["state"] / f"d{node}.log", lab)
         pl.start(spec, work["state"] / f"p{node}.log", lab)
 

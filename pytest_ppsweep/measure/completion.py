@@ -1,0 +1,103 @@
+"""The N/N rule, written once: when one round counts.
+
+A round counts when it sent at least one request, every request completed (``completed ==
+num_requests``), none failed, and the server counted the prompt tokens that were sent
+(``input_tokens == input_tokens_nominal``: ids sent as ``input_ids`` are counted as sent; a gap
+means the server re-tokenised or truncated, so the numbers are not of the intended workload).
+
+:func:`round_problems` is the rule; everything else here only reads one round's fields from
+where they are kept (a :class:`RoundResult`, a results.csv row as a dict of strings or of pandas
+values) and calls it. The test's check, the verdict, the gate, benchmark.json and reuse all go
+through it, so they cannot disagree on which rounds count. Pandas-free on purpose (the frame
+adapter lives with the frame, in ``results.aggregate``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_ppsweep.measure.metrics import RoundResult
+
+# What a reason is about: callers that phrase the N/N part in their own words test ``kind``.
+NO_REQUESTS = "no requests"
+INCOMPLETE = "incomplete"
+FAILED = "failed"
+TOKENS = "prompt tokens"
+NN_KINDS = frozenset({NO_REQUESTS, INCOMPLETE, FAILED})
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """One reason a round does not count: its kind (see the constants above) and its text."""
+
+    kind: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def count(value: Any) -> int | None:
+    """A count as recorded anywhere (int, float, ``"48"``, ``"48.0"``, ``""``, NaN, ``pd.NA``,
+    None); None when missing or not a whole number."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        number = float(value if isinstance(value, float) else str(value).strip())
+    except (TypeError, ValueError):
+        return None
+    if not math.isfinite(number) or number != int(number):
+        return None
+    return int(number)
+
+
+def _shown(value: int | None) -> str:
+    return "?" if value is None else f"{value:,}"
+
+
+def round_problems(
+    num_requests: int | None,
+    completed: int | None,
+    failed: int | None,
+    input_tokens: int | None,
+    input_tokens_nominal: int | None,
+) -> list[Shortfall]:
+    """Why one round does not count (empty when it does). None is a missing value: a missing
+    count of completed requests or of tokens breaks the round; a missing ``failed`` does not on
+    its own (``failed = num_requests - completed``, which the completed check already covers)."""
+    problems = []
+    if num_requests is not None and num_requests < 1:
+        problems.append(Shortfall(NO_REQUESTS, f"no requests sent ({num_requests})"))
+    if num_requests is None or completed is None or completed != num_requests:
+        problems.append(Shortfall(INCOMPLETE,
+                                  f"{_shown(completed)}/{_shown(num_requests)} completed"))
+    if failed is not None and failed != 0:
+        problems.append(Shortfall(FAILED, f"{_shown(failed)} failed request(s)"))
+    if input_tokens is None or input_tokens_nominal is None or (
+            input_tokens != input_tokens_nominal):
+        problems.append(Shortfall(TOKENS, f"server counted {_shown(input_tokens)} prompt tokens, "
+                                          f"sent {_shown(input_tokens_nominal)}"))
+    return problems
+
+
+def result_problems(result: RoundResult) -> list[Shortfall]:
+    """:func:`round_problems` of a measured round."""
+    return round_problems(result.num_requests, result.completed, result.failed,
+                          result.input_tokens, result.input_tokens_nominal)
+
+
+def row_problems(row: Mapping[str, Any]) -> list[Shortfall]:
+    """:func:`round_problems` of a results.csv row (strings from ``csv``, or a frame record);
+    a missing column is a missing value."""
+    return round_problems(*(count(row.get(k)) for k in (
+        "num_requests", "completed", "failed", "input_tokens", "input_tokens_nominal")))
+
+
+def counts(row: Mapping[str, Any]) -> bool:
+    """Whether the round of ``row`` counts (no :func:`row_problems`)."""
+    return not row_problems(row)
