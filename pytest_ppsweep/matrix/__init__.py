@@ -13,8 +13,10 @@ if TYPE_CHECKING:
         Cluster,
         Config,
         Host,
+        NoClusterFits,
         Sweep,
         Workload,
+        cluster_for,
     )
     from pytest_ppsweep.matrix.parse import (
         load,
@@ -36,8 +38,10 @@ _NAMES = {
     "Cluster": "model",
     "Config": "model",
     "Host": "model",
+    "NoClusterFits": "model",
     "Sweep": "model",
     "Workload": "model",
+    "cluster_for": "model",
     "load": "parse",
     "CLUSTER_KEYS": "schema",
     "CONFIG_KEYS": "schema",
@@ -63,9 +67,11 @@ __all__ = [
     "Host",
     "MatrixError",
     "N",
+    "NoClusterFits",
     "Reader",
     "Sweep",
     "Workload",
+    "cluster_for",
     "load",
 ]
 __getattr__ = lazy(__name__, _NAMES)

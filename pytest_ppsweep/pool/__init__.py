@@ -16,6 +16,9 @@ if TYPE_CHECKING:
         partition,
     )
     from pytest_ppsweep.pool.lease import (
+        WORKER_CLUSTER,
+        WORKER_PLAN,
+        WORKER_RUN_ID,
         Pool,
         fits,
     )
@@ -29,11 +32,17 @@ _NAMES = {
     "expected_durations": "balance",
     "partition": "balance",
     "Pool": "lease",
+    "WORKER_CLUSTER": "lease",
+    "WORKER_PLAN": "lease",
+    "WORKER_RUN_ID": "lease",
     "fits": "lease",
     "PoolScheduling": "scheduling",
 }
 __all__ = [
     "SEARCH_BUDGET",
+    "WORKER_CLUSTER",
+    "WORKER_PLAN",
+    "WORKER_RUN_ID",
     "Estimates",
     "Pool",
     "PoolScheduling",

@@ -8,7 +8,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from sweephelp import SEED
+from support.paths import SEED
 
 from pytest_ppsweep.cluster import labels, reap
 from pytest_ppsweep.cluster.docker_launcher import container_name

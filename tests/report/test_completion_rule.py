@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _runfactory import NUM_REQUESTS, PROMPT_TOKENS, Point, config_row, rounds, write_run
+from support.runs import NUM_REQUESTS, PROMPT_TOKENS, Point, config_row, rounds, write_run
 
 from pytest_ppsweep.check import completion_problems
 from pytest_ppsweep.continuity import manifest

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import docker
 
+from pytest_ppsweep.cluster.labels import RUN_ENV, RUN_LABEL
 from support.matrices import CONFIGS
 from support.paths import SCRIPTS, SEED
 
@@ -91,7 +92,7 @@ def containers(hosts: TestHosts) -> dict[str, list[str]]:
     for name, sock in hosts.sockets.items():
         client = docker.DockerClient(base_url=sock, version="1.41")
         try:
-            found = client.containers.list(all=True, filters={"label": "ppsweep.run"})
+            found = client.containers.list(all=True, filters={"label": RUN_LABEL})
             if found:
                 out[name] = [f"{c.name} ({c.status})" for c in found]
         finally:
@@ -121,7 +122,7 @@ def rank_processes(hosts: TestHosts) -> list[RankProcess]:
         try:
             if os.stat(entry / "ns" / "net").st_ino not in inodes:
                 continue
-            if b"PPSWEEP_RUN=" not in (entry / "environ").read_bytes():
+            if f"{RUN_ENV}=".encode() not in (entry / "environ").read_bytes():
                 continue
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:300]
             status = dict(
@@ -148,7 +149,7 @@ def clean(hosts: TestHosts) -> None:
     for sock in hosts.sockets.values():
         client = docker.DockerClient(base_url=sock, version="1.41")
         try:
-            for c in client.containers.list(all=True, filters={"label": "ppsweep.run"}):
+            for c in client.containers.list(all=True, filters={"label": RUN_LABEL}):
                 c.remove(force=True)
         finally:
             client.close()
