@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_ppsweep.service.readiness import BootFailed
-from pytest_ppsweep.stash import RUN_KEY
+from pytest_ppsweep.session import SweepSession
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Config
@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 @pytest.fixture(scope="session")
 def ppsweep(request: pytest.FixtureRequest) -> SweepRun:
     """The run of the sweep: matrix, cluster, run folder, and the boot/measure steps."""
-    run = request.config.stash.get(RUN_KEY, None)
-    if run is None:
+    session = SweepSession.of(request.config)
+    if session is None:
         raise pytest.UsageError(
             "no sweep file: pass --ppsweep-matrix PATH or run pytest on a folder that holds "
             "ppsweep.toml (e.g. `pytest test_matrix`)"
         )
-    return run
+    return session.run
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Command-line options and ini keys of the plugin, and turning them into a SweepRun.
+"""Command-line options and ini keys of the plugin, read into values: the sweep with its
+overrides, the selected layouts, the gate's reference and thresholds (set-up is session.py).
 
 Help-text rules (pytest-xdist's habit): each help says what the option does, its unit and its
 default; every option has an ini key of the same name (without ``--``) read when the option is
@@ -7,16 +8,14 @@ not given.
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pytest_ppsweep.matrix.model import Cluster, MatrixError, Sweep
+from pytest_ppsweep.matrix.model import MatrixError, Sweep
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 
 OPTIONS: tuple[tuple[str, str, str | None], ...] = (
     (
@@ -192,30 +191,9 @@ def reports_root(config: pytest.Config) -> Path:
     return root if root.is_absolute() else Path(config.rootpath) / root
 
 
-def _path_arg(config: pytest.Config, value: str) -> Path:
+def path_arg(config: pytest.Config, value: str) -> Path:
     path = Path(value)
     return path if path.is_absolute() else Path(config.invocation_params.dir) / path
-
-
-def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
-    """The run folder: a new one, the controller's (xdist workers), or a resumed one."""
-    resumed = get(config, "ppsweep_resume")
-    if resumed and not run_id:
-        folder = _path_arg(config, resumed)
-        if not folder.is_dir():
-            folder = reports_root(config) / resumed
-        if not (folder / "metadata" / "run.json").is_file():
-            raise pytest.UsageError(
-                f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
-                f"found none at {folder}"
-            )
-        return RunStore(folder.parent, folder.name)
-    if resumed and run_id:
-        folder = _path_arg(config, resumed)
-        root = folder.parent if folder.is_dir() else reports_root(config)
-        return RunStore(root, run_id)
-    rid = run_id or get(config, "ppsweep_run_id") or new_run_id(sweep.name)
-    return RunStore(reports_root(config), rid)
 
 
 def thresholds(config: pytest.Config, sweep: Sweep) -> dict[str, Any]:
@@ -239,57 +217,7 @@ def reference(config: pytest.Config, option: str) -> Path | None:
 
     try:
         return resolve(
-            str(_path_arg(config, value)) if "/" in value else value, reports_root(config)
+            str(path_arg(config, value)) if "/" in value else value, reports_root(config)
         )
     except (BaselineError, RunFolderError) as exc:
         raise pytest.UsageError(f"--{option.replace('_', '-')}: {exc}") from None
-
-
-def write_run_json(
-    store: RunStore, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]
-) -> None:
-    """metadata/run.json: what the report needs to know about the run (updated at each boot)."""
-    simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
-    store.write_json(
-        "metadata/run.json",
-        {
-            "run_id": store.run_id,
-            "sweep": sweep.name,
-            "baseline": sweep.baseline,
-            "order": ids,
-            "cluster": ",".join(c.name for c in pool),
-            "hosts": [h.address for c in pool for h in c.hosts],
-            "simulated": simulated,
-            # The real factor comes from the server info of the first boot.
-            "time_scale": 1.0,
-            "image": sweep.image,
-            "model_path": sweep.model_path,
-            "matrix": str(sweep.path),
-            "spread_threshold": sweep.spread_threshold,
-            "min_repeats": sweep.min_repeats,
-            "workload": json.loads(json.dumps(sweep.workload.__dict__)),
-            "sglang_version": None,
-        },
-    )
-
-
-def check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
-    """xdist: at most one worker per cluster, and loadgroup scheduling (one boot per layout)."""
-    n = getattr(config.option, "numprocesses", None)
-    if not n:
-        return
-    names = ", ".join(c.name for c in pool)
-    if int(n) > len(pool):
-        raise pytest.UsageError(
-            f"-n {n}: the cluster pool has {len(pool)} cluster(s) ({names}) and each worker needs "
-            f"one of its own (two workers must never boot two layouts on the same nodes); use "
-            f"-n {len(pool)} or -n auto, or add clusters with --ppsweep-cluster a,b"
-        )
-    explicit = any(a == "-d" or a.startswith("--dist") for a in config.invocation_params.args)
-    dist = getattr(config.option, "dist", "no")
-    if explicit and dist != "loadgroup":
-        raise pytest.UsageError(
-            f"--dist {dist}: a sweep needs --dist loadgroup (each layout is one xdist_group, "
-            "booted once on one worker)"
-        )
-    config.option.dist = "loadgroup"

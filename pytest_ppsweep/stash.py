@@ -1,13 +1,12 @@
-"""Stash keys shared by the plugin glue and the fixtures."""
+"""The stash key of the plugin: the one owner object of a run (pytest's junitxml habit).
+
+The owner, :class:`pytest_ppsweep.session.SweepSession`, sits above this module in the layering,
+so the key is typed ``object`` here and read through the typed accessor
+:meth:`SweepSession.of <pytest_ppsweep.session.SweepSession.of>`, which checks the type.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import pytest
 
-if TYPE_CHECKING:  # the plugin imports the measuring modules only when a sweep is active
-    from pytest_ppsweep.sweeprun import SweepRun
-
-RUN_KEY: pytest.StashKey[SweepRun] = pytest.StashKey()
-
+SESSION_KEY: pytest.StashKey[object] = pytest.StashKey()

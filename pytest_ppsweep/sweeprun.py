@@ -11,15 +11,17 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.check import topology_problems
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.rankspec import local_path
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, cluster_for
 from pytest_ppsweep.measure import bench
@@ -64,7 +66,15 @@ class SweepRun:
         clusters: Sequence[Cluster],
         store: RunStore,
         progress: Callable[[str], None] = lambda _m: None,
+        *,
+        registry: Registry | None = None,
+        done: Iterable[tuple[str, int, int]] = (),
+        compare_ref: Path | None = None,
+        thresholds: Mapping[str, Any] | None = None,
     ) -> None:
+        """``registry`` holds the live ranks and connections (the caller closes it; a run
+        without one has its own, closed by :meth:`close`); ``done``: rounds finished before a
+        resume; ``compare_ref`` and ``thresholds``: the gate's reference and thresholds."""
         self.sweep = sweep
         # The clusters this process may boot on: the pool, or under xdist the leased one.
         self.clusters = tuple(clusters)
@@ -84,10 +94,11 @@ class SweepRun:
             round_timeout_s=w.round_timeout_s,
         )
         self._prompts: PromptSet | None = None
-        # Set by the plugin: rounds finished before a resume, and the gate's reference.
-        self.done: set[tuple[str, int, int]] = set()
-        self.compare_ref: Path | None = None
-        self.thresholds: dict[str, Any] = {}
+        self._own_registry = registry is None
+        self.registry = registry if registry is not None else Registry()
+        self.done: frozenset[tuple[str, int, int]] = frozenset(done)
+        self.compare_ref = compare_ref
+        self.thresholds: dict[str, Any] = dict(thresholds or {})
         self._busy: dict[str, float] = {}  # config id → seconds of cluster time so far
 
     @property
@@ -130,7 +141,8 @@ class SweepRun:
 
         def one(host_index: int) -> list[GpuMemory]:
             h = cluster.hosts[host_index]
-            res = host_for(cluster, h).run(self._smi_argv(cluster, h.address), timeout=60)
+            argv = self._smi_argv(cluster, h.address)
+            res = host_for(cluster, h, self.registry).run(argv, timeout=60)
             if not res.ok:
                 raise HostError(
                     f"host {h.name}: nvidia-smi exited {res.exit_status}: {res.stderr.strip()}"
@@ -167,6 +179,7 @@ class SweepRun:
             self.store.service_dir(sid),
             progress=self.progress,
             run_id=self.store.run_id,
+            registry=self.registry,
         )
         self.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
         try:
@@ -180,6 +193,11 @@ class SweepRun:
             info = server_info(service.base_url)
             self.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
             topo = topology(info)
+            # The plugin's own record of the checks that resume and the report rely on; the
+            # user's tests assert what they like.
+            server = {**self.sweep.server, **config.server}
+            wrong = topology_problems(config, server, topo, len(cluster.hosts))
+            self.store.update_config(sid, topology_ok=not wrong)
             self.store.update_json(
                 "metadata/run.json",
                 sglang_version=topo.version,
@@ -203,8 +221,19 @@ class SweepRun:
         return Booted(service, cluster, info, topo, before)
 
     def teardown(self, booted: Booted) -> None:
+        """Record what the layout's logs and GPU memory show after its tests, then stop it."""
         started = time.monotonic()
-        booted.service.stop()
+        sid = booted.service.config.id
+        try:
+            self.record_logs(sid, booted.service.findings())
+            if booted.cluster.nvidia_smi:
+                self.record_memory(sid, self.snapshot_gpus(booted.cluster, sid, "after"))
+        except (HostError, ValueError, OSError) as exc:
+            warnings.warn(
+                f"{sid}: no record after the tests: {exc}", GpuMemoryWarning, stacklevel=2
+            )
+        finally:
+            booted.service.stop()
         self.after_stop(booted.cluster, booted.service.config.id, booted.before)
         self._held(booted.service.config.id, started)
 
@@ -287,6 +316,11 @@ class SweepRun:
             )
             results.append(result)
         return results
+
+    def close(self) -> None:
+        """Stop what is left and close the connections, when the run owns its registry."""
+        if self._own_registry:
+            self.registry.close()
 
     def record_logs(self, config_id: str, findings: list[Finding]) -> None:
         self.store.update_config(config_id, log_clean=not findings, log_findings=len(findings))

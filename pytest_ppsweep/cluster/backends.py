@@ -10,48 +10,52 @@ cluster kind:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from pytest_ppsweep.cluster.base import CommandHost, Launcher
 from pytest_ppsweep.cluster.hosts import LocalHost, LocalLauncher
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
-if TYPE_CHECKING:
-    pass
 
-
-def host_for(cluster: Cluster, host: Host) -> CommandHost:
-    """The command runner of one node of ``cluster`` (ssh: one shared connection per node)."""
+def host_for(cluster: Cluster, host: Host, registry: Registry | None = None) -> CommandHost:
+    """The command runner of one node of ``cluster`` (ssh: the registry's shared connection
+    of the node; without a registry, a connection of its own)."""
     if cluster.kind == "local":
         return LocalHost(host.name, host.address)
     if cluster.kind == "ssh":
         # fabric/paramiko are imported only when a cluster is reached over SSH.
-        from pytest_ppsweep.cluster.ssh import SshSettings, ssh_host
+        from pytest_ppsweep.cluster.ssh import SshHost, SshSettings, shared_host
 
-        return ssh_host(host.name, host.address, SshSettings.from_cluster(cluster))
+        settings = SshSettings.from_cluster(cluster)
+        if registry is None:
+            return SshHost(host.name, host.address, settings)
+        return shared_host(registry, host.name, host.address, settings)
     raise NotImplementedError(
         f"cluster {cluster.name!r}: kind {cluster.kind!r} has no host backend in this version"
     )
 
 
-def launcher_for(cluster: Cluster, sweep: Sweep | None = None) -> Launcher:
+def launcher_for(
+    cluster: Cluster, sweep: Sweep | None = None, registry: Registry | None = None
+) -> Launcher:
     """The rank launcher of ``cluster``. The docker launcher takes image, model path and devices
-    from ``sweep``; built without one it only validates the cluster (and cannot start ranks)."""
+    from ``sweep``; built without one it only validates the cluster (and cannot start ranks).
+    Remote launchers take their connections from ``registry`` (a fresh one when None)."""
+    registry = registry if registry is not None else Registry()
     if cluster.kind == "local" and cluster.launcher == "process":
         return LocalLauncher()
     if cluster.kind == "ssh" and cluster.launcher == "process":
-        from pytest_ppsweep.cluster.ssh import SshSettings, ssh_host
+        from pytest_ppsweep.cluster.ssh import SshSettings, shared_host
         from pytest_ppsweep.cluster.ssh_launcher import SshProcessLauncher
 
         settings = SshSettings.from_cluster(cluster)
-        return SshProcessLauncher({h.address: ssh_host(h.name, h.address, settings)
+        return SshProcessLauncher({h.address: shared_host(registry, h.name, h.address, settings)
                                    for h in cluster.hosts})
     if cluster.kind == "ssh" and cluster.launcher == "docker":
         from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
 
         if sweep is None:
-            return DockerLauncher(cluster)
-        return DockerLauncher(cluster, sweep.image, sweep.model_path, sweep.devices)
+            return DockerLauncher(cluster, registry=registry)
+        return DockerLauncher(cluster, sweep.image, sweep.model_path, sweep.devices, registry)
     raise NotImplementedError(
         f"cluster {cluster.name!r}: {cluster.kind} + {cluster.launcher} has no launcher in this "
         "version"

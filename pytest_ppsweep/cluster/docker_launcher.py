@@ -33,6 +33,7 @@ from docker.types import DeviceRequest
 
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.labels import CONFIG_LABEL, NODE_RANK_LABEL, RUN_LABEL
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshSettings, describe_connect_error
 from pytest_ppsweep.matrix.model import Cluster
 from pytest_ppsweep.redact import redact, redact_env
@@ -116,17 +117,9 @@ class _Client(docker.DockerClient):  # type: ignore[misc]
         self.api = api
 
 
-_CLIENTS: dict[tuple[str, SshSettings], docker.DockerClient] = {}
-_CLIENTS_LOCK = threading.Lock()
-
-
-def docker_client(name: str, address: str, settings: SshSettings, timeout: int = 120) -> Any:
-    """The shared docker client of one node (``ssh://user@address``)."""
-    key = (address, settings)
-    with _CLIENTS_LOCK:
-        client = _CLIENTS.get(key)
-        if client is not None:
-            return client
+def connect_docker(name: str, address: str, settings: SshSettings, timeout: int = 120) -> Any:
+    """A new docker client of one node (``ssh://user@address``); a
+    :class:`~pytest_ppsweep.cluster.registry.Registry` shares one per node."""
     try:
         adapter = _VerifiedSshAdapter(address, settings, timeout)
     except _CONNECT_ERRORS as exc:
@@ -135,25 +128,23 @@ def docker_client(name: str, address: str, settings: SshSettings, timeout: int =
             f"{describe_connect_error(exc, settings)}"
         ) from None
     try:
-        client = _Client(_SshApiClient(adapter, timeout))
+        return _Client(_SshApiClient(adapter, timeout))
     except (DockerException, *_CONNECT_ERRORS) as exc:
         adapter.close()
         raise HostError(
             f"host {name} ({address}): no docker daemon answers over SSH "
             f"(`docker system dial-stdio` as {settings.user}): {exc}"
         ) from None
-    with _CLIENTS_LOCK:
-        _CLIENTS.setdefault(key, client)
-        return _CLIENTS[key]
 
 
-def close_clients() -> None:
-    with _CLIENTS_LOCK:
-        clients = list(_CLIENTS.values())
-        _CLIENTS.clear()
-    for client in clients:
-        with contextlib.suppress(Exception):
-            client.close()
+def shared_client(
+    registry: Registry, name: str, address: str, settings: SshSettings, timeout: int = 120
+) -> Any:
+    """The registry's docker client of one node (one per node and settings)."""
+    client: Any = registry.shared(
+        ("docker", address, settings), lambda: connect_docker(name, address, settings, timeout)
+    )
+    return client
 
 
 def container_name(labels: Mapping[str, str]) -> str:
@@ -279,15 +270,17 @@ class DockerLauncher:
         image: str = "",
         model_path: str = "",
         devices: Sequence[str] = (),
+        registry: Registry | None = None,
     ) -> None:
         self.cluster = cluster
         self.image = image
         self.model_path = model_path
         self.devices = tuple(devices)
         self.settings = SshSettings.from_cluster(cluster)
+        self.registry = registry if registry is not None else Registry()
 
     def client(self, name: str, address: str) -> Any:
-        return docker_client(name, address, self.settings)
+        return shared_client(self.registry, name, address, self.settings)
 
     def run_kwargs(self, spec: RankSpec, labels: Mapping[str, str]) -> dict[str, Any]:
         """Everything ``containers.run`` gets besides image and command."""

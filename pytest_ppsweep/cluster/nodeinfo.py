@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import SshSettings, on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
@@ -41,16 +42,17 @@ def smi_argv(cluster: Cluster, host: Host, extra: Sequence[str]) -> list[str]:
     return [a.format(host=host.address, python=python) for a in cluster.nvidia_smi] + list(extra)
 
 
-def docker_for(cluster: Cluster, host: Host) -> Any:
-    from pytest_ppsweep.cluster.docker_launcher import docker_client
+def docker_for(cluster: Cluster, host: Host, registry: Registry) -> Any:
+    """The registry's docker client of one node."""
+    from pytest_ppsweep.cluster.docker_launcher import shared_client
 
-    return docker_client(host.name, host.address, SshSettings.from_cluster(cluster))
+    return shared_client(registry, host.name, host.address, SshSettings.from_cluster(cluster))
 
 
-def _gpus(cluster: Cluster, host: Host) -> list[dict[str, Any]]:
+def _gpus(cluster: Cluster, host: Host, registry: Registry) -> list[dict[str, Any]]:
     if not cluster.nvidia_smi:
         return []
-    res = host_for(cluster, host).run(smi_argv(cluster, host, GPU_QUERY), 60)
+    res = host_for(cluster, host, registry).run(smi_argv(cluster, host, GPU_QUERY), 60)
     if not res.ok:
         return []
     gpus = []
@@ -70,10 +72,12 @@ def _gpus(cluster: Cluster, host: Host) -> list[dict[str, Any]]:
     return gpus
 
 
-def _versions_in_container(cluster: Cluster, host: Host, image: str) -> dict[str, Any]:
+def _versions_in_container(
+    cluster: Cluster, host: Host, image: str, registry: Registry
+) -> dict[str, Any]:
     from docker.errors import DockerException
 
-    client = docker_for(cluster, host)
+    client = docker_for(cluster, host, registry)
     out: dict[str, Any] = {}
     try:
         img = client.images.get(image)
@@ -95,9 +99,9 @@ def _versions_in_container(cluster: Cluster, host: Host, image: str) -> dict[str
     return out
 
 
-def _versions_on_host(cluster: Cluster, host: Host) -> dict[str, Any]:
+def _versions_on_host(cluster: Cluster, host: Host, registry: Registry) -> dict[str, Any]:
     argv = [node_python(cluster), "-c", VERSIONS_SCRIPT, cluster.server_module]
-    res = host_for(cluster, host).run(argv, 120)
+    res = host_for(cluster, host, registry).run(argv, 120)
     try:
         parsed: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
         return parsed
@@ -105,28 +109,31 @@ def _versions_on_host(cluster: Cluster, host: Host) -> dict[str, Any]:
         return {"error": f"exit {res.exit_status}: {res.stderr.strip()[:300]}"}
 
 
-def _node_metadata(sweep: Sweep, cluster: Cluster, host: Host) -> dict[str, Any]:
+def _node_metadata(
+    sweep: Sweep, cluster: Cluster, host: Host, registry: Registry
+) -> dict[str, Any]:
     node: dict[str, Any] = {"name": host.name, "address": host.address}
     try:
-        res = host_for(cluster, host).run(["uname", "-n", "-r"], 60)
+        res = host_for(cluster, host, registry).run(["uname", "-n", "-r"], 60)
         parts = res.stdout.split()
         node["hostname"], node["kernel"] = [*parts, "", ""][:2]
-        node["gpus"] = _gpus(cluster, host)
+        node["gpus"] = _gpus(cluster, host, registry)
         drivers = sorted({g["driver_version"] for g in node["gpus"]})
         node["driver_version"] = drivers[0] if len(drivers) == 1 else drivers
         if cluster.kind == "ssh" and cluster.launcher == "docker":
-            node.update(_versions_in_container(cluster, host, sweep.image))
+            node.update(_versions_in_container(cluster, host, sweep.image, registry))
         else:
-            node.update(_versions_on_host(cluster, host))
+            node.update(_versions_on_host(cluster, host, registry))
     except HostError as exc:
         node["error"] = str(exc)
     return node
 
 
-def metadata(sweep: Sweep, cluster: Cluster) -> dict[str, Any]:
+def metadata(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> dict[str, Any]:
     """What the nodes are (all nodes asked at once); JSON-serialisable."""
     hosts = cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
-    nodes = on_all(hosts, lambda h: _node_metadata(sweep, cluster, h))
+    with temporary(registry) as reg:
+        nodes = on_all(hosts, lambda h: _node_metadata(sweep, cluster, h, reg))
     return {
         "cluster": cluster.name,
         "kind": cluster.kind,

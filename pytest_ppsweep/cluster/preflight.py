@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.nodeinfo import docker_for, node_python, smi_argv
+from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
@@ -50,13 +51,13 @@ def _port_open(address: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def _check_image(cluster: Cluster, host: Host, image: str) -> list[str]:
+def _check_image(cluster: Cluster, host: Host, image: str, registry: Registry) -> list[str]:
     from docker.errors import DockerException, ImageNotFound
 
     if not image:
         return ["no image given ([sweep] image or --ppsweep-image)"]
     try:
-        docker_for(cluster, host).images.get(image)
+        docker_for(cluster, host, registry).images.get(image)
     except ImageNotFound:
         return [f"image {image} is not present (docker load or docker pull it on this node)"]
     except DockerException as exc:
@@ -64,9 +65,10 @@ def _check_image(cluster: Cluster, host: Host, image: str) -> list[str]:
     return []
 
 
-def _check_module(cluster: Cluster, host: Host) -> list[str]:
+def _check_module(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     python = node_python(cluster)
-    res = host_for(cluster, host).run([python, "-c", _IMPORTABLE, cluster.server_module], 120)
+    argv = [python, "-c", _IMPORTABLE, cluster.server_module]
+    res = host_for(cluster, host, registry).run(argv, 120)
     if res.exit_status == 3:
         return [f"server module {cluster.server_module} is not importable by {python}"]
     if not res.ok:
@@ -74,7 +76,7 @@ def _check_module(cluster: Cluster, host: Host) -> list[str]:
     return []
 
 
-def _check_paths(cluster: Cluster, host: Host, sweep: Sweep) -> list[str]:
+def _check_paths(cluster: Cluster, host: Host, sweep: Sweep, registry: Registry) -> list[str]:
     from pytest_ppsweep.cluster.docker_launcher import device_host_path
 
     wanted = [("model path", sweep.model_path)] if sweep.model_path else []
@@ -85,17 +87,17 @@ def _check_paths(cluster: Cluster, host: Host, sweep: Sweep) -> list[str]:
     script = "; ".join(
         f"[ -e {shlex.quote(path)} ] || echo {i}" for i, (_what, path) in enumerate(wanted)
     )
-    res = host_for(cluster, host).run(["sh", "-c", script + "; true"], 60)
+    res = host_for(cluster, host, registry).run(["sh", "-c", script + "; true"], 60)
     missing = {int(x) for x in res.stdout.split() if x.isdigit()}
     return [
         f"{what} {path} does not exist" for i, (what, path) in enumerate(wanted) if i in missing
     ]
 
 
-def _check_gpus(cluster: Cluster, host: Host) -> list[str]:
+def _check_gpus(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     if not cluster.nvidia_smi:
         return []
-    res = host_for(cluster, host).run(smi_argv(cluster, host, APPS_QUERY), 60)
+    res = host_for(cluster, host, registry).run(smi_argv(cluster, host, APPS_QUERY), 60)
     if not res.ok:
         return [f"nvidia-smi failed (exit {res.exit_status}): {res.stderr.strip()[:200]}"]
     apps = [line.strip() for line in res.stdout.splitlines() if line.strip()]
@@ -120,23 +122,23 @@ def _check_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
     ]
 
 
-def _check_node(sweep: Sweep, cluster: Cluster, host: Host) -> list[str]:
+def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     def strip(exc: HostError) -> str:
         text = str(exc)
         return text.split(": ", 1)[1] if text.startswith(f"host {host.name}") else text
 
     checks: list[Callable[[], list[str]]]
     if cluster.kind == "local":
-        checks = [lambda: _check_module(cluster, host)]
+        checks = [lambda: _check_module(cluster, host, registry)]
     else:
         checks = [
             (
-                (lambda: _check_image(cluster, host, sweep.image))
+                (lambda: _check_image(cluster, host, sweep.image, registry))
                 if cluster.launcher == "docker"
-                else (lambda: _check_module(cluster, host))
+                else (lambda: _check_module(cluster, host, registry))
             ),
-            lambda: _check_paths(cluster, host, sweep),
-            lambda: _check_gpus(cluster, host),
+            lambda: _check_paths(cluster, host, sweep, registry),
+            lambda: _check_gpus(cluster, host, registry),
             lambda: _check_ports(cluster, host, host == cluster.rank0()),
         ]
     problems: list[str] = []
@@ -150,10 +152,11 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host) -> list[str]:
     return problems
 
 
-def check(sweep: Sweep, cluster: Cluster) -> list[str]:
+def check(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> list[str]:
     """Every problem of every node, ``"<node> (<address>): <problem>"``; [] when all are ready."""
     hosts = cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
-    per_node = on_all(hosts, lambda h: _check_node(sweep, cluster, h))
+    with temporary(registry) as reg:
+        per_node = on_all(hosts, lambda h: _check_node(sweep, cluster, h, reg))
     return [
         f"{h.name} ({h.address}): {p}"
         for h, problems in zip(hosts, per_node, strict=True)
@@ -171,9 +174,9 @@ def message(cluster: Cluster, problems: Sequence[str]) -> str:
     )
 
 
-def require(sweep: Sweep, cluster: Cluster) -> None:
+def require(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> None:
     """Raise :class:`PreflightError` with every problem, if there is any."""
-    problems = check(sweep, cluster)
+    problems = check(sweep, cluster, registry)
     if problems:
         raise PreflightError(message(cluster, problems))
 

@@ -34,6 +34,7 @@ from pytest_ppsweep.cluster.labels import (
     RUN_ENV,
     RUN_LABEL,
 )
+from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import SshSettings, on_all
 from pytest_ppsweep.cluster.ssh_launcher import stop_script
 from pytest_ppsweep.matrix.model import Cluster, Host
@@ -83,8 +84,11 @@ true
 """
 
 
-def _processes(cluster: Cluster, host: Host, run_id: str | None) -> list[Leftover]:
-    res = host_for(cluster, host).run(["sh", "-c", _SCAN, "ppsweep-scan", run_id or ""], 60)
+def _processes(
+    cluster: Cluster, host: Host, run_id: str | None, registry: Registry
+) -> list[Leftover]:
+    argv = ["sh", "-c", _SCAN, "ppsweep-scan", run_id or ""]
+    res = host_for(cluster, host, registry).run(argv, 60)
     if not res.ok:
         raise HostError(
             f"host {host.name}: cannot list processes (exit {res.exit_status}): "
@@ -103,18 +107,20 @@ def _processes(cluster: Cluster, host: Host, run_id: str | None) -> list[Leftove
     return list(groups.values())
 
 
-def _client(cluster: Cluster, host: Host) -> Any:
-    from pytest_ppsweep.cluster.docker_launcher import docker_client
+def _client(cluster: Cluster, host: Host, registry: Registry) -> Any:
+    from pytest_ppsweep.cluster.docker_launcher import shared_client
 
-    return docker_client(host.name, host.address, SshSettings.from_cluster(cluster))
+    return shared_client(registry, host.name, host.address, SshSettings.from_cluster(cluster))
 
 
-def _containers(cluster: Cluster, host: Host, run_id: str | None) -> list[Leftover]:
+def _containers(
+    cluster: Cluster, host: Host, run_id: str | None, registry: Registry
+) -> list[Leftover]:
     from docker.errors import DockerException
 
     label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
     try:
-        found = _client(cluster, host).containers.list(all=True, filters={"label": label})
+        found = _client(cluster, host, registry).containers.list(all=True, filters={"label": label})
     except DockerException as exc:
         raise HostError(f"host {host.name}: cannot list containers: {exc}") from None
     out = []
@@ -142,20 +148,31 @@ def _hosts(cluster: Cluster) -> tuple[Host, ...]:
 
 
 def find(
-    cluster: Cluster, run_id: str | None = None, errors: list[str] | None = None
+    cluster: Cluster,
+    run_id: str | None = None,
+    errors: list[str] | None = None,
+    registry: Registry | None = None,
 ) -> list[Leftover]:
     """Every labelled rank (of ``run_id``, or of any run) on the nodes of ``cluster``.
 
     A node that cannot be asked raises :class:`HostError`, or, when ``errors`` is given, is
-    described there and skipped.
+    described there and skipped. Connections come from ``registry`` (else they last for the
+    call).
     """
+    with temporary(registry) as reg:
+        return _find(cluster, run_id, errors, reg)
+
+
+def _find(
+    cluster: Cluster, run_id: str | None, errors: list[str] | None, registry: Registry
+) -> list[Leftover]:
     docker = cluster.kind == "ssh" and cluster.launcher == "docker"
 
     def one(host: Host) -> list[Leftover] | str:
         try:
             if docker:
-                return _containers(cluster, host, run_id)
-            return _processes(cluster, host, run_id)
+                return _containers(cluster, host, run_id, registry)
+            return _processes(cluster, host, run_id, registry)
         except HostError as exc:
             if errors is None:
                 raise
@@ -171,8 +188,20 @@ def find(
     return found
 
 
-def remove(cluster: Cluster, leftovers: Sequence[Leftover], grace_s: float = 2.0) -> list[str]:
+def remove(
+    cluster: Cluster,
+    leftovers: Sequence[Leftover],
+    grace_s: float = 2.0,
+    registry: Registry | None = None,
+) -> list[str]:
     """Stop and remove ``leftovers`` (all nodes at once); returns what could not be removed."""
+    with temporary(registry) as reg:
+        return _remove(cluster, leftovers, grace_s, reg)
+
+
+def _remove(
+    cluster: Cluster, leftovers: Sequence[Leftover], grace_s: float, registry: Registry
+) -> list[str]:
     by_host: dict[str, list[Leftover]] = {}
     for item in leftovers:
         by_host.setdefault(item.address, []).append(item)
@@ -185,12 +214,12 @@ def remove(cluster: Cluster, leftovers: Sequence[Leftover], grace_s: float = 2.0
             try:
                 if item.kind == "container":
                     # stop first: the server gets SIGTERM (through init) and can clean up
-                    container = _client(cluster, host).containers.get(item.ident)
+                    container = _client(cluster, host, registry).containers.get(item.ident)
                     if item.status == "running":
                         container.stop(timeout=max(1, round(grace_s)))
                     container.remove(force=True)
                 else:
-                    res = host_for(cluster, host).run(
+                    res = host_for(cluster, host, registry).run(
                         ["sh", "-c", stop_script(int(item.ident), grace_s)], grace_s + 30
                     )
                     if not res.ok:

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import atexit
 import io
 import os
 import shlex
@@ -33,6 +32,7 @@ from invoke.exceptions import CommandTimedOut
 from paramiko.ssh_exception import NoValidConnectionsError
 
 from pytest_ppsweep.cluster.base import CommandResult, HostError
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster
 from pytest_ppsweep.redact import scrub
 
@@ -40,9 +40,8 @@ __all__ = [
     "HostConnectionError",
     "SshHost",
     "SshSettings",
-    "close_all",
     "on_all",
-    "ssh_host",
+    "shared_host",
 ]
 
 T = TypeVar("T")
@@ -272,27 +271,7 @@ def on_all(items: Sequence[T], fn: Callable[[T], R]) -> list[R]:
     return [f.result() for f in futures]
 
 
-_HOSTS: dict[tuple[str, str, SshSettings], SshHost] = {}
-_HOSTS_LOCK = threading.Lock()
-
-
-def ssh_host(name: str, address: str, settings: SshSettings) -> SshHost:
-    """The shared :class:`SshHost` of a node (one SSH connection per node and settings)."""
-    key = (name, address, settings)
-    with _HOSTS_LOCK:
-        host = _HOSTS.get(key)
-        if host is None:
-            host = _HOSTS[key] = SshHost(name, address, settings)
-        return host
-
-
-def close_all() -> None:
-    """Close every shared connection (interpreter exit)."""
-    with _HOSTS_LOCK:
-        hosts = list(_HOSTS.values())
-        _HOSTS.clear()
-    for host in hosts:
-        host.close()
-
-
-atexit.register(close_all)
+def shared_host(registry: Registry, name: str, address: str, settings: SshSettings) -> SshHost:
+    """The registry's :class:`SshHost` of a node (one SSH connection per node and settings)."""
+    return registry.shared(("ssh", name, address, settings),
+                           lambda: SshHost(name, address, settings))

@@ -23,6 +23,11 @@ if TYPE_CHECKING:
         reused_rows,
         write,
     )
+    from pytest_ppsweep.continuity.outcomes import (
+        finished,
+        record,
+        start,
+    )
     from pytest_ppsweep.continuity.plan import (
         ContinuityError,
         Plan,
@@ -43,6 +48,9 @@ _NAMES = {
     "reusable": "manifest",
     "reused_rows": "manifest",
     "write": "manifest",
+    "finished": "outcomes",
+    "record": "outcomes",
+    "start": "outcomes",
     "ContinuityError": "plan",
     "Plan": "plan",
     "resume": "plan",
@@ -56,14 +64,17 @@ __all__ = [
     "adopt",
     "build",
     "differences",
+    "finished",
     "finished_rounds",
     "load",
     "path",
+    "record",
     "repair_torn_tail",
     "resume",
     "reusable",
     "reuse",
     "reused_rows",
+    "start",
     "write",
 ]
 __getattr__ = lazy(__name__, _NAMES)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.continuity import manifest, outcomes
 from pytest_ppsweep.matrix.model import Cluster, Config, NoClusterFits, Sweep, cluster_for
 from pytest_ppsweep.measure.runstore import RunStore
 
@@ -88,6 +88,8 @@ def resume(sweep: Sweep, pool: tuple[Cluster, ...], store: RunStore, ids: list[s
                 plan.skip_points[f"{cid}-c{conc}"] = f"all {w.repeats} rounds done in this run"
                 points += 1
         checked = all(facts.get(cid, {}).get(k) for k in ("topology_ok", "log_clean"))
+        # the plugin's record of the layout's tests, when there is one: all ran, none failed
+        checked = checked and outcomes.finished(store.dir, cid) is not False
         if points == len(w.concurrency) and checked:
             plan.skip_configs[cid] = "done in this run (resumed)"
     plan.notes.append(

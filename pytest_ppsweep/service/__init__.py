@@ -11,7 +11,6 @@ from pytest_ppsweep._exports import lazy
 if TYPE_CHECKING:
     from pytest_ppsweep.service.launch import (
         Service,
-        stop_all,
     )
     from pytest_ppsweep.service.logscan import (
         FATAL_PATTERNS,
@@ -36,7 +35,6 @@ if TYPE_CHECKING:
 
 _NAMES = {
     "Service": "launch",
-    "stop_all": "launch",
     "FATAL_PATTERNS": "logscan",
     "Finding": "logscan",
     "LogFollower": "logscan",
@@ -65,7 +63,6 @@ __all__ = [
     "health",
     "root_cause",
     "server_info",
-    "stop_all",
     "tail",
     "topology",
     "wait_until_ready",

@@ -2,14 +2,14 @@
 
 A :class:`Service` is a context manager usable without pytest (testcontainers' habit): entering
 starts every rank and waits until the service is ready; leaving always stops every rank, also
-when the boot failed half-way. Every live rank is also held in a module registry so that a
-Ctrl-C, a SIGTERM or an interpreter exit stops what is left.
+when the boot failed half-way. Every live rank is also tracked in the run's
+:class:`~pytest_ppsweep.cluster.registry.Registry` (given by the caller, else one of the
+service's own, closed when the service stops), so that whoever owns the registry (the plugin's
+session) stops what is left at a Ctrl-C, a SIGTERM or an interpreter exit.
 """
 
 from __future__ import annotations
 
-import atexit
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,27 +20,12 @@ from pytest_ppsweep.cluster.backends import launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
 from pytest_ppsweep.service.readiness import BootFailed, wait_until_ready
 
-__all__ = ["BootFailed", "Service", "stop_all"]
-
-_LIVE: set[RankHandle] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def stop_all() -> None:
-    """Stop every rank still running (Ctrl-C, SIGTERM, interpreter exit)."""
-    with _LIVE_LOCK:
-        procs = list(_LIVE)
-        _LIVE.clear()
-    for proc in procs:
-        proc.stop(grace_s=2.0)
-
-
-atexit.register(stop_all)
-
+__all__ = ["BootFailed", "Service"]
 
 class Service:
     """A booted configuration: every rank running, rank 0 serving."""
@@ -55,6 +40,7 @@ class Service:
         scanner: LogScanner | None = None,
         run_id: str = "",
         launcher: Launcher | None = None,
+        registry: Registry | None = None,
     ) -> None:
         self.sweep = sweep
         self.cluster = cluster
@@ -64,7 +50,11 @@ class Service:
         self.progress = progress
         self.scanner = scanner or LogScanner(sweep.fatal_patterns)
         self.run_id = run_id
-        self.launcher = launcher or launcher_for(cluster, sweep)
+        # A registry of its own (no caller's) is closed with the service: used without pytest,
+        # a service leaves neither ranks nor connections behind.
+        self._own_registry = registry is None
+        self.registry = registry if registry is not None else Registry()
+        self.launcher = launcher or launcher_for(cluster, sweep, self.registry)
         self.procs: list[RankHandle] = []
         self.boot_s: float | None = None
         self.boot_error: str | None = None
@@ -99,8 +89,7 @@ class Service:
             spec = self.specs[i]
             labels = rank_labels(self.run_id, self.cluster.name, self.config.id, spec.node_rank)
             proc = self.launcher.start(spec, self.log_path(spec.node_rank), labels)
-            with _LIVE_LOCK:
-                _LIVE.add(proc)
+            self.registry.track(proc)
             slots[i] = proc
 
         try:
@@ -158,8 +147,9 @@ class Service:
         """Stop every rank of this service (idempotent)."""
         for proc in self.procs:
             proc.stop()
-            with _LIVE_LOCK:
-                _LIVE.discard(proc)
+            self.registry.untrack(proc)
+        if self._own_registry:
+            self.registry.close()
 
     def __enter__(self) -> Service:
         start = time.monotonic()

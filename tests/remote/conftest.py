@@ -26,9 +26,6 @@ from support.remote import (
     run_script,
 )
 
-from pytest_ppsweep.cluster import docker_launcher as docker_launch
-from pytest_ppsweep.cluster import ssh as remote
-
 _TIMINGS: list[str] = []
 
 
@@ -61,8 +58,6 @@ def test_hosts(request: pytest.FixtureRequest) -> Iterator[TestHosts]:
     try:
         yield hosts
     finally:
-        docker_launch.close_clients()
-        remote.close_all()
         if not os.environ.get("PPSWEEP_KEEP_TEST_HOSTS"):
             took, _out = run_script("teardown_test_hosts.sh")
             _say(request.config, f"torn down in {took:.1f} s")

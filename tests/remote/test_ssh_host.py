@@ -13,6 +13,7 @@ from support.remote import TestHosts
 
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshHost, SshSettings, on_all
 from pytest_ppsweep.matrix.model import Cluster, Host
 
@@ -149,6 +150,7 @@ def test_host_for_gives_one_shared_ssh_host_per_node(test_hosts: TestHosts) -> N
         ssh_key=test_hosts.ssh_key,
         known_hosts=test_hosts.known_hosts,
     )
-    first = host_for(cluster, cluster.hosts[2])
-    assert isinstance(first, SshHost) and first is host_for(cluster, cluster.hosts[2])
-    assert first.run(["hostname"]).stdout == "h603\n"
+    with Registry() as registry:
+        first = host_for(cluster, cluster.hosts[2], registry)
+        assert isinstance(first, SshHost) and first is host_for(cluster, cluster.hosts[2], registry)
+        assert first.run(["hostname"]).stdout == "h603\n"

@@ -1,0 +1,487 @@
+"""The one object that owns a sweep run inside pytest (pytest's junitxml habit: one owner under
+one typed stash key, created in ``pytest_configure``, closed in ``pytest_unconfigure``).
+
+:class:`SweepSession` holds everything the run needs: the loaded sweep, the cluster pool, the
+selected layouts, the run folder, the continuity plan, the gate's reference and thresholds, the
+progress reporter, the :class:`~pytest_ppsweep.sweeprun.SweepRun`, the registry of live ranks
+and connections, the pool leases (xdist controller), the SIGTERM handler it installed and, once
+the session finished, what the render hooks show. plugin.py only forwards hooks to it.
+
+Its life: :meth:`start` (configure: load, check the launchers, open the run folder, plan reuse
+or resume), :meth:`preflight` (session start, controller: leftovers, node checks, metadata),
+:meth:`record` (each test report: cluster time, resume bookkeeping), :meth:`finish` (session
+finish, controller: not-run layouts, sorted results, summary.csv, benchmark.json, gate.csv,
+the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the handler).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_ppsweep import continuity, options
+from pytest_ppsweep.cluster import backends
+from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.continuity import outcomes
+from pytest_ppsweep.measure.runstore import RunStore, new_run_id
+from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
+from pytest_ppsweep.progress import Progress
+from pytest_ppsweep.report import summary
+from pytest_ppsweep.stash import SESSION_KEY
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.matrix.model import Cluster, Sweep
+    from pytest_ppsweep.pool.lease import Pool
+    from pytest_ppsweep.sweeprun import SweepRun
+
+__all__ = ["SweepSession"]
+
+NO_HTML = (
+    "ppsweep: pytest-html is not active (-p no:html): no HTML report; the run folder has every "
+    "table"
+)
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    # Turn SIGTERM into pytest's Ctrl-C path so fixtures tear every rank down.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def is_worker(config: pytest.Config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+class SweepSession:
+    """Owner of one sweep run in one pytest process (the controller, or an xdist worker)."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        matrix: Path,
+        sweep: Sweep,
+        pool: tuple[Cluster, ...],
+        ids: list[str],
+        store: RunStore,
+        plan: continuity.Plan,
+        compare_ref: Path | None,
+        thresholds: dict[str, Any],
+    ) -> None:
+        self.config = config
+        self.matrix = matrix
+        self.sweep = sweep
+        self.pool = pool  # the clusters this process may boot on (a worker: its leased one)
+        self.ids = ids
+        self.store = store
+        self.plan = plan
+        self.compare_ref = compare_ref
+        self.thresholds = thresholds
+        self.worker = is_worker(config)
+        self.progress = Progress(config, store.dir / "progress.log")
+        self.registry = Registry()
+        from pytest_ppsweep.sweeprun import SweepRun  # measuring stack: only when a sweep runs
+
+        self.run: SweepRun = SweepRun(
+            sweep,
+            pool,
+            store,
+            self.progress,
+            registry=self.registry,
+            done=plan.done,
+            compare_ref=compare_ref,
+            thresholds=thresholds,
+        )
+        self.leases: Pool | None = None  # xdist controller: which worker holds which cluster
+        self.rendered: summary.Rendered | None = None  # set by finish()
+        self.baseline: list[str] = []  # what saving the baseline said
+        self._tests: dict[str, list[str]] = {}  # config id → its tests, as collected
+        self._started: set[str] = set()  # layouts whose outcomes this process records
+        self._previous_sigterm: Any = None
+
+    @staticmethod
+    def of(config: pytest.Config) -> SweepSession | None:
+        """The session of this pytest process, or None when no sweep runs."""
+        found = config.stash.get(SESSION_KEY, None)
+        if found is not None and not isinstance(found, SweepSession):
+            raise TypeError(f"stash holds {type(found).__name__}, not a SweepSession")
+        return found
+
+    # -- set-up (pytest_configure) ------------------------------------------------------------
+
+    @classmethod
+    def start(cls, config: pytest.Config) -> SweepSession | None:
+        """Load the sweep and open the run folder; None when no sweep file is in play."""
+        matrix = options.find_matrix(config)
+        if matrix is None:
+            return None
+        sweep = options.load_sweep(config, matrix)
+        pool = sweep.pool(options.get(config, "ppsweep_cluster"))
+        for cluster in pool:
+            try:
+                backends.launcher_for(cluster)
+            except NotImplementedError as exc:
+                raise pytest.UsageError(f"{matrix}: {exc}") from None
+        ids = options.selected_ids(config, sweep)
+        # Read once, before anything boots: a bad reference or threshold fails now.
+        compare_ref = options.reference(config, "ppsweep_compare")
+        thresholds = options.thresholds(config, sweep)
+        if is_worker(config):
+            winput = config.workerinput  # type: ignore[attr-defined]
+            # Workers re-parse the command line, where --dist may be absent: group the layouts
+            # (xdist suffixes node ids with @<xdist_group>) as the controller's scheduler expects.
+            config.option.loadgroup = True
+            pool = tuple(c for c in pool if c.name == winput[WORKER_CLUSTER])
+            store = _open_store(config, sweep, winput[WORKER_RUN_ID])
+            plan = continuity.Plan.from_builtin(winput[WORKER_PLAN])
+        else:
+            _check_workers(config, pool)
+            reuse_ref = options.reference(config, "ppsweep_reuse")
+            store = _open_store(config, sweep, None)
+            plan = _plan(config, sweep, pool, store, ids, reuse_ref)
+            store.copy_matrix(matrix)
+            _write_run_json(store, sweep, pool, ids)
+            if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
+                config.option.htmlpath = str(store.dir / "report.html")
+                config.option.self_contained_html = True
+        session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds)
+        if not session.worker:
+            for note in plan.notes:
+                session.progress(note)
+        session._install_safety_net()
+        config.stash[SESSION_KEY] = session
+        return session
+
+    def _install_safety_net(self) -> None:
+        # SIGTERM becomes a Ctrl-C (fixtures tear down); an exit without unconfigure still
+        # stops every rank this process started.
+        self.registry.install_atexit()
+        if threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+
+    # -- collection ---------------------------------------------------------------------------
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        """One session-scoped ``ppsweep_config`` per selected layout; ``concurrency`` per C."""
+        params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in self.ids]
+        metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
+        if "concurrency" in metafunc.fixturenames:
+            conc = self.sweep.workload.concurrency
+            metafunc.parametrize("concurrency", conc, ids=[f"c{c}" for c in conc], indirect=True)
+
+    def collected(self, items: list[pytest.Item]) -> None:
+        """Note each layout's tests (for resume), and skip what is reused or already done."""
+        plan = self.plan
+        for item in items:
+            params = _params(item)
+            cid = params.get("ppsweep_config")
+            if cid is None:
+                continue
+            if _counts_for_resume(item):
+                self._tests.setdefault(cid, []).append(item.nodeid)
+            if item.get_closest_marker("ppsweep_always"):
+                continue
+            why = plan.skip_configs.get(cid)
+            if why is None and "concurrency" in params:
+                why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
+            if why:
+                item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+
+    # -- before the first boot (pytest_sessionstart, controller) ------------------------------
+
+    def preflight(self) -> None:
+        """Leftovers of earlier runs on ssh clusters are reported, or removed with
+        --ppsweep-reap; then every node of every cluster is checked at once. Any problem is a
+        usage error listing all of them, and nothing is booted."""
+        if self.worker or self.config.option.collectonly:
+            return
+        from pytest_ppsweep.cluster import nodeinfo, preflight, reap
+
+        for cluster in self.pool:
+            if cluster.kind == "ssh":
+                # a node that cannot be asked is left to the preflight, which reports it
+                leftovers = reap.find(cluster, errors=[], registry=self.registry)
+                if leftovers and self.config.getoption("ppsweep_reap"):
+                    failed = reap.remove(cluster, leftovers, registry=self.registry)
+                    if failed:
+                        raise pytest.UsageError(
+                            f"--ppsweep-reap: cluster {cluster.name}: could not remove:\n"
+                            + "\n".join(f"  - {f}" for f in failed)
+                        )
+                    self.progress(
+                        f"cluster {cluster.name}: removed {len(leftovers)} leftover rank(s) of "
+                        "earlier runs"
+                    )
+                elif leftovers:
+                    self.progress(
+                        f"WARNING: cluster {cluster.name}: {len(leftovers)} rank(s) of earlier "
+                        f"runs are still on the nodes (remove them with --ppsweep-reap):\n"
+                        + reap.describe(leftovers)
+                    )
+            problems = preflight.check(self.sweep, cluster, self.registry)
+            if problems:
+                raise pytest.UsageError(preflight.message(cluster, problems))
+            self.store.write_json(
+                f"metadata/nodes-{cluster.name}.json",
+                nodeinfo.metadata(self.sweep, cluster, self.registry),
+            )
+
+    # -- each test (pytest_runtest_makereport, in the process that runs it) -------------------
+
+    def record(self, item: pytest.Item, call: pytest.CallInfo[None],
+               report: pytest.TestReport) -> None:
+        """Cluster time for later pool plans, the layout in the report's properties, and the
+        test's outcome for a later resume."""
+        params = _params(item)
+        cid = params.get("ppsweep_config")
+        if cid is None:
+            return
+        if call.when == "call":
+            if "ppsweep_service" in getattr(item, "fixturenames", ()):
+                self.run.worked(cid, call.duration)
+            report.user_properties.append(("ppsweep_config", cid))
+            if "concurrency" in params:
+                report.user_properties.append(("concurrency", params["concurrency"]))
+        if not _counts_for_resume(item) or cid in self.plan.skip_configs:
+            return
+        if cid not in self._started:
+            self._started.add(cid)
+            outcomes.start(self.store, cid, self._tests.get(cid, [item.nodeid]))
+        if report.failed or (call.when == "call" or report.skipped):
+            outcomes.record(self.store, cid, item.nodeid, report.outcome)
+
+    # -- the end (pytest_sessionfinish, controller) -------------------------------------------
+
+    def finish(self, exitstatus: int) -> None:
+        """Close the run folder once: layouts not run, results in sweep order, summary.csv,
+        benchmark.json, gate.csv; then the baseline, when every test passed."""
+        if self.worker or self.rendered is not None:
+            return
+        not_run = dict(self.leases.not_run) if self.leases else {}
+        self.rendered = summary.finish(
+            self.store, self.ids, not_run, self.compare_ref, self.thresholds
+        )
+        name = options.get(self.config, "ppsweep_save_baseline")
+        if name:
+            self.baseline = summary.save_baseline(
+                self.store, name, options.reports_root(self.config), exitstatus
+            )
+
+    # -- render hooks: show what finish() computed --------------------------------------------
+
+    def html_summary(self, prefix: list[str]) -> None:
+        if self.rendered is not None:
+            prefix.extend(self.rendered.html)
+
+    def terminal(self, reporter: Any) -> None:
+        if self.worker:
+            return
+        for config_id, why in self.leases.not_run.items() if self.leases else ():
+            reporter.write_line(f"NOT RUN {config_id}: {why}", red=True)
+        result = self.rendered or summary.Rendered(terminal=["no summary: the run did not end"])
+        reporter.write_sep("=", f"ppsweep summary: {self.store.run_id}")
+        for line in result.terminal:
+            reporter.write_line(line)
+        if result.gate:
+            reporter.write_sep("=", f"ppsweep gate vs {self.compare_ref}")
+            for line in result.gate:
+                reporter.write_line(line, red=line.startswith("REGRESSION"))
+        reporter.write_line(f"run folder: {self.store.dir}")
+        html = self.config.getoption("htmlpath", None)
+        if not self.config.pluginmanager.hasplugin("html"):
+            reporter.write_line(NO_HTML)
+        elif html:
+            reporter.write_line(f"report: {Path(html).resolve()}")
+        for line in self.baseline:
+            reporter.write_line(line)
+
+    # -- xdist controller ---------------------------------------------------------------------
+
+    def lease_pool(self) -> Pool:
+        if self.leases is None:
+            from pytest_ppsweep.pool.lease import Pool
+
+            self.leases = Pool({c.name: c for c in self.pool})
+        return self.leases
+
+    def auto_workers(self) -> int:
+        return len(self.pool)
+
+    def scheduler(self, log: Any) -> Any:
+        """One worker per cluster: layouts go only to workers whose cluster fits them, planned
+        from the durations an earlier run of the sweep measured."""
+        from pytest_ppsweep.pool.balance import expected_durations
+        from pytest_ppsweep.pool.scheduling import PoolScheduling
+
+        expected = expected_durations(
+            self.store.dir.parent,
+            self.sweep.name,
+            self.ids,
+            self.store.run_id,
+            skipped=self.plan.skip_configs,  # reused or finished before a resume
+        )
+        self.progress(f"pool plan: {expected.describe()}")
+        return PoolScheduling(
+            self.config, log, self.sweep, self.lease_pool(), expected, self.progress
+        )
+
+    def configure_node(self, node: Any) -> None:
+        """Lease a cluster to the worker; it writes into this run folder."""
+        cluster = self.lease_pool().lease(node.gateway.id)
+        node.workerinput[WORKER_CLUSTER] = cluster.name
+        node.workerinput[WORKER_RUN_ID] = self.store.run_id
+        node.workerinput[WORKER_PLAN] = self.plan.as_builtin()
+
+    def node_down(self, node: Any, error: Any) -> None:
+        """The cluster returns to the pool; a crashed worker's ranks are reaped."""
+        cluster = self.lease_pool().release(node.gateway.id)
+        if error and cluster is not None:
+            from pytest_ppsweep.cluster.reap import reap_local
+
+            pids = reap_local(self.store.run_id, cluster.name)
+            self.progress(
+                f"worker {node.gateway.id} crashed; cluster {cluster.name} back in the pool; "
+                f"stopped {len(pids)} leftover rank process(es)"
+            )
+
+    # -- pytest_unconfigure -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop every rank still up, remove what this run left on ssh nodes, close the
+        connections, and put back the SIGTERM handler and the atexit net."""
+        if SESSION_KEY in self.config.stash:
+            del self.config.stash[SESSION_KEY]
+        self.registry.stop_ranks()
+        self._reap_own()
+        self.registry.close()
+        self.registry.remove_atexit()
+        if (
+            self._previous_sigterm is not None
+            and threading.current_thread() is threading.main_thread()
+        ):
+            signal.signal(signal.SIGTERM, self._previous_sigterm)
+            self._previous_sigterm = None
+
+    def _reap_own(self) -> None:
+        # Whatever this run still has on the nodes of an ssh cluster (a rank whose start was
+        # interrupted, a worker that crashed) is removed by its run label.
+        from pytest_ppsweep.cluster import reap
+
+        for cluster in self.pool:
+            if cluster.kind != "ssh":
+                continue
+            errors: list[str] = []
+            left = reap.find(
+                cluster, run_id=self.store.run_id, errors=errors, registry=self.registry
+            )
+            failed = reap.remove(cluster, left, registry=self.registry) if left else []
+            for problem in errors + failed:
+                sys.stderr.write(f"ppsweep: cleanup of cluster {cluster.name}: {problem}\n")
+
+
+def _params(item: pytest.Item) -> dict[str, Any]:
+    return dict(getattr(getattr(item, "callspec", None), "params", {}))
+
+
+def _counts_for_resume(item: pytest.Item) -> bool:
+    # A layout is finished when the tests of its booted service ended; a test that runs anyway
+    # (ppsweep_always, e.g. the gate) does not decide it.
+    return "ppsweep_service" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
+        "ppsweep_always"
+    )
+
+
+def _plan(
+    config: pytest.Config,
+    sweep: Sweep,
+    pool: tuple[Cluster, ...],
+    store: RunStore,
+    ids: list[str],
+    reuse_ref: Path | None,
+) -> continuity.Plan:
+    try:
+        plan = continuity.Plan()
+        if options.get(config, "ppsweep_resume"):
+            plan = continuity.resume(sweep, pool, store, ids)
+        if reuse_ref is not None:
+            plan = continuity.reuse(sweep, pool, store, ids, reuse_ref, plan)
+    except continuity.ContinuityError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return plan
+
+
+def _write_run_json(
+    store: RunStore, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]
+) -> None:
+    """metadata/run.json: what the report needs to know about the run (updated at each boot)."""
+
+    simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
+    store.write_json(
+        "metadata/run.json",
+        {
+            "run_id": store.run_id,
+            "sweep": sweep.name,
+            "baseline": sweep.baseline,
+            "order": ids,
+            "cluster": ",".join(c.name for c in pool),
+            "hosts": [h.address for c in pool for h in c.hosts],
+            "simulated": simulated,
+            # The real factor comes from the server info of the first boot.
+            "time_scale": 1.0,
+            "image": sweep.image,
+            "model_path": sweep.model_path,
+            "matrix": str(sweep.path),
+            "spread_threshold": sweep.spread_threshold,
+            "min_repeats": sweep.min_repeats,
+            "workload": json.loads(json.dumps(sweep.workload.__dict__)),
+            "sglang_version": None,
+        },
+    )
+
+
+def _open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
+    """The run folder: a new one, the controller's (xdist workers), or a resumed one."""
+    resumed = options.get(config, "ppsweep_resume")
+    if resumed and not run_id:
+        folder = options.path_arg(config, resumed)
+        if not folder.is_dir():
+            folder = options.reports_root(config) / resumed
+        if not (folder / "metadata" / "run.json").is_file():
+            raise pytest.UsageError(
+                f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
+                f"found none at {folder}"
+            )
+        return RunStore(folder.parent, folder.name)
+    if resumed and run_id:
+        folder = options.path_arg(config, resumed)
+        root = folder.parent if folder.is_dir() else options.reports_root(config)
+        return RunStore(root, run_id)
+    rid = run_id or options.get(config, "ppsweep_run_id") or new_run_id(sweep.name)
+    return RunStore(options.reports_root(config), rid)
+
+
+def _check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
+    """xdist: at most one worker per cluster, and loadgroup scheduling (one boot per layout)."""
+    n = getattr(config.option, "numprocesses", None)
+    if not n:
+        return
+    names = ", ".join(c.name for c in pool)
+    if int(n) > len(pool):
+        raise pytest.UsageError(
+            f"-n {n}: the cluster pool has {len(pool)} cluster(s) ({names}) and each worker needs "
+            f"one of its own (two workers must never boot two layouts on the same nodes); use "
+            f"-n {len(pool)} or -n auto, or add clusters with --ppsweep-cluster a,b"
+        )
+    explicit = any(a == "-d" or a.startswith("--dist") for a in config.invocation_params.args)
+    dist = getattr(config.option, "dist", "no")
+    if explicit and dist != "loadgroup":
+        raise pytest.UsageError(
+            f"--dist {dist}: a sweep needs --dist loadgroup (each layout is one xdist_group, "
+            "booted once on one worker)"
+        )
+    config.option.dist = "loadgroup"
