@@ -28,6 +28,7 @@ from typing import Any
 
 from pytest_ppsweep.backends import host_for
 from pytest_ppsweep.hosts import HostError
+from pytest_ppsweep.launch import local_path
 from pytest_ppsweep.matrix import Cluster, Host, Sweep
 from pytest_ppsweep.remote import HostConnectionError, SshSettings, on_all
 
@@ -61,7 +62,8 @@ class PreflightError(RuntimeError):
 
 
 def _python(cluster: Cluster) -> str:
-    return cluster.python or sys.executable
+    # The interpreter the ranks run: ``~`` and ``$VARS`` expanded as launch.rank_specs does.
+    return local_path(cluster, cluster.python) or sys.executable
 
 
 def _smi(cluster: Cluster, host: Host, extra: Sequence[str]) -> list[str]:
