@@ -28,8 +28,9 @@ from typing import Any
 
 from pytest_ppsweep.backends import host_for
 from pytest_ppsweep.hosts import HostError
-from pytest_ppsweep.launch import local_path
+from pytest_ppsweep.launch import local_path, rank_specs
 from pytest_ppsweep.matrix import Cluster, Host, Sweep
+from pytest_ppsweep.probe import REDACTED, is_secret_key
 from pytest_ppsweep.remote import HostConnectionError, SshSettings, on_all
 
 __all__ = ["PreflightError", "check", "message", "metadata", "require"]
@@ -99,14 +100,52 @@ def _check_image(cluster: Cluster, host: Host, image: str) -> list[str]:
     return []
 
 
-def _check_module(cluster: Cluster, host: Host) -> list[str]:
+def _rank_envs(sweep: Sweep, cluster: Cluster, host: Host) -> list[dict[str, str]]:
+    """The environments a rank on ``host`` gets (``[env]``, the cluster's, each layout's, with
+    its placeholders filled), one per distinct value over the layouts that fit ``cluster``."""
+    rank = cluster.hosts.index(host)
+    envs: list[dict[str, str]] = []
+    for config in sweep.configs:
+        if config.pp * config.tp == cluster.gpus:
+            env = dict(rank_specs(sweep, cluster, config)[rank].env)
+            if env not in envs:
+                envs.append(env)
+    return envs or [{}]
+
+
+def _with_env(env: dict[str, str], argv: list[str]) -> list[str]:
+    # `env K=V … argv`: what the launchers put around a rank (ssh_launch.start_script too).
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
+
+
+def _check_module(sweep: Sweep, cluster: Cluster, host: Host) -> list[str]:
     python = _python(cluster)
-    res = host_for(cluster, host).run([python, "-c", _IMPORTABLE, cluster.server_module], 120)
-    if res.exit_status == 3:
-        return [f"server module {cluster.server_module} is not importable by {python}"]
-    if not res.ok:
-        return [f"{python} cannot run (exit {res.exit_status}): {res.stderr.strip()[:200]}"]
+    try:
+        envs = _rank_envs(sweep, cluster, host)
+    except ValueError as exc:  # a placeholder of an environment value that cannot be filled
+        return [str(exc)]
+    for env in envs:
+        argv = _with_env(env, [python, "-c", _IMPORTABLE, cluster.server_module])
+        try:
+            res = host_for(cluster, host).run(argv, 120)
+        except HostError as exc:
+            raise type(exc)(_hide_secrets(str(exc), env)) from None
+        where = " in the ranks' environment" if env else ""
+        if "PYTHONPATH" in env:
+            where += f" (PYTHONPATH={env['PYTHONPATH']})"
+        if res.exit_status == 3:
+            return [f"server module {cluster.server_module} is not importable by {python}{where}"]
+        if not res.ok:
+            stderr = _hide_secrets(res.stderr.strip()[:200], env)
+            return [f"{python} cannot run (exit {res.exit_status}): {stderr}"]
     return []
+
+
+def _hide_secrets(text: str, env: dict[str, str]) -> str:
+    for key, value in env.items():
+        if value and is_secret_key(key):
+            text = text.replace(value, REDACTED)
+    return text
 
 
 def _check_paths(cluster: Cluster, host: Host, sweep: Sweep) -> list[str]:
@@ -162,13 +201,13 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host) -> list[str]:
 
     checks: list[Callable[[], list[str]]]
     if cluster.kind == "local":
-        checks = [lambda: _check_module(cluster, host)]
+        checks = [lambda: _check_module(sweep, cluster, host)]
     else:
         checks = [
             (
                 (lambda: _check_image(cluster, host, sweep.image))
                 if cluster.launcher == "docker"
-                else (lambda: _check_module(cluster, host))
+                else (lambda: _check_module(sweep, cluster, host))
             ),
             lambda: _check_paths(cluster, host, sweep),
             lambda: _check_gpus(cluster, host),
@@ -264,14 +303,21 @@ def _versions_in_container(cluster: Cluster, host: Host, image: str) -> dict[str
     return out
 
 
-def _versions_on_host(cluster: Cluster, host: Host) -> dict[str, Any]:
-    argv = [_python(cluster), "-c", _VERSIONS, cluster.server_module]
-    res = host_for(cluster, host).run(argv, 120)
+def _versions_on_host(sweep: Sweep, cluster: Cluster, host: Host) -> dict[str, Any]:
+    try:
+        env = _rank_envs(sweep, cluster, host)[0]  # where the ranks find the server module
+    except ValueError:
+        env = {}
+    argv = _with_env(env, [_python(cluster), "-c", _VERSIONS, cluster.server_module])
+    try:
+        res = host_for(cluster, host).run(argv, 120)
+    except HostError as exc:
+        raise type(exc)(_hide_secrets(str(exc), env)) from None
     try:
         parsed: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
         return parsed
     except (ValueError, IndexError):
-        return {"error": f"exit {res.exit_status}: {res.stderr.strip()[:300]}"}
+        return {"error": f"exit {res.exit_status}: {_hide_secrets(res.stderr.strip()[:300], env)}"}
 
 
 def _node_metadata(sweep: Sweep, cluster: Cluster, host: Host) -> dict[str, Any]:
@@ -286,7 +332,7 @@ def _node_metadata(sweep: Sweep, cluster: Cluster, host: Host) -> dict[str, Any]
         if cluster.kind == "ssh" and cluster.launcher == "docker":
             node.update(_versions_in_container(cluster, host, sweep.image))
         else:
-            node.update(_versions_on_host(cluster, host))
+            node.update(_versions_on_host(sweep, cluster, host))
     except HostError as exc:
         node["error"] = str(exc)
     return node
