@@ -4,7 +4,7 @@
 message lists them all and nothing is booted until they are fixed:
 
 * the server can start: the image is present (docker) or ``python -m <server_module>`` is
-  importable (process);
+  importable (process) by the ranks' interpreter in the ranks' environment;
 * the model path and every device of ``[sweep] devices`` exist on the node;
 * the GPUs are idle (no compute process in ``nvidia-smi``; the emulator's shim stands in);
 * nothing answers on the HTTP port (nor on the rendezvous port of node 0) yet.
