@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
+
 from pytest_ppsweep import bench, manifest
 from pytest_ppsweep.backends import host_for
 from pytest_ppsweep.gpu import QUERY_ARGS, GpuMemory, not_released, parse_query_gpu, worst_rank
@@ -174,7 +176,16 @@ class SweepRun:
             self._held(sid, started)
             raise
         try:
-            info = server_info(service.base_url)
+            try:
+                info = server_info(service.base_url)
+            except (ValueError, requests.RequestException) as exc:
+                # Healthy, but its server info is unusable: a boot failure that says why.
+                head = service.specs[0]
+                reason = f"rank 0 (node0 {head.host}) server info: {exc}"
+                self.store.update_config(sid, boot_s=service.boot_s, boot_error=reason)
+                raise BootFailed(
+                    f"{sid}: boot failed: {reason}\n{service.log_tail()}", reason=reason
+                ) from None
             self.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
             topo = topology(info)
             self.store.update_json(

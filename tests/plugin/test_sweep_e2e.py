@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from sweephelp import REPO, outcomes, sim_processes
-from testkit import BOOT_FAULT_CONFIGS, rows, run_dir
+from testkit import BOOT_FAULT_CONFIGS, proc_entries, rows, run_dir
 
 PP1_PP16 = """
 [[configs]]
@@ -138,6 +138,98 @@ def test_boot_failure_fails_only_its_configuration(
     configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
     assert configs["pp8-tp4-ep4"]["boot_ok"] == "False"
     assert "CUDA out of memory" in configs["pp8-tp4-ep4"]["boot_error"]
+
+
+# A "server" that is healthy but whose /server_info is an HTML page (a proxy, another server).
+HTML_RANK = """
+import argparse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"ok" if self.path == "/health" else b"<html><body>maintenance</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain" if self.path == "/health" else "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--host")
+parser.add_argument("--port", type=int)
+args, _ = parser.parse_known_args()
+print("serving", flush=True)
+ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
+"""
+
+HTML_RANK_MATRIX = """
+[sweep]
+name = "html"
+model_path = "/nowhere"
+cluster = "one"
+
+[[configs]]
+pp = 1
+tp = 1
+
+[workload]
+input_len = 16
+output_len = 1
+concurrency = [1]
+num_requests = 1
+repeats = 1
+
+[clusters.one]
+kind = "local"
+hosts = ["127.0.0.1"]
+gpus_per_node = 1
+server_module = "html_rank"
+port = {port}
+dist_init_port = {dist}
+nvidia_smi = []
+env = {{ PYTHONPATH = "{site}" }}
+"""
+
+
+def test_server_info_that_is_not_json_is_a_clean_boot_failure(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "html_rank.py").write_text(HTML_RANK)
+    port = 39000 + os.getpid() % 400
+    folder = pytester.path / "html"
+    folder.mkdir()
+    (folder / "ppsweep.toml").write_text(
+        HTML_RANK_MATRIX.format(port=port, dist=port + 400, site=site)
+    )
+    (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
+    reports = tmp_path / "reports"
+    result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
+    text = result.stdout.str()
+    seen = outcomes(text)
+    assert {o for t, o in seen.items() if "no_regression" not in t} == {"ERROR"}, text[-3000:]
+    where = f"rank 0 (node0 127.0.0.1) server info: GET http://127.0.0.1:{port}/server_info"
+    assert f"{where} answered 200 (content type text/html) with no JSON object; body starts " \
+        "'<html><body>maintenance</body></html>'" in text
+    assert "JSONDecodeError" not in text and "Traceback" not in text
+    assert "During handling of the above exception" not in text  # the reason once per test
+    configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
+    assert configs["pp1-tp1-ep1"]["boot_ok"] == "False"
+    assert configs["pp1-tp1-ep1"]["boot_error"].startswith(f"{where} answered 200")
+    assert not [e for e in proc_entries_of(str(site))], "the stub rank was left running"
+
+
+def proc_entries_of(marker: str) -> list[int]:
+    """PIDs whose environment or command line holds ``marker``."""
+    pids = []
+    for entry in proc_entries():
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
 
 
 def test_invalid_matrix_launches_nothing(
