@@ -57,6 +57,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ppsweep_always: runs even for a layout that is reused or already done"
     )
+    config.addinivalue_line(
+        "markers", "ppsweep_gate: compares with a reference run; collected only with "
+        "--ppsweep-compare"
+    )
     matrix = options.find_matrix(config)
     if matrix is None:
         return
@@ -126,7 +130,14 @@ def _plan(
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Layouts reused or finished in a resumed run are skipped, with the reason."""
+    """Gate tests are deselected when there is no reference to compare with; layouts reused
+    or finished in a resumed run are skipped, with the reason."""
+    run = config.stash.get(RUN_KEY, None)
+    if run is not None and run.compare_ref is None:
+        gates = [i for i in items if i.get_closest_marker("ppsweep_gate")]
+        if gates:
+            config.hook.pytest_deselected(items=gates)
+            items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
     plan = config.stash.get(_PLAN_KEY, None)
     if plan is None or not (plan.skip_configs or plan.skip_points):
         return
