@@ -8,6 +8,7 @@ it has it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import warnings
@@ -171,7 +172,8 @@ class SweepRun:
         try:
             service.__enter__()
         except BootFailed as exc:
-            self.store.update_config(sid, boot_s=service.boot_s, boot_error=exc.reason)
+            boot_s = _scaled(service.boot_s, _launched_scale(service))
+            self.store.update_config(sid, boot_s=boot_s, boot_error=exc.reason)
             self.after_stop(cluster, sid, before)
             self._held(sid, started)
             raise
@@ -182,7 +184,8 @@ class SweepRun:
                 # Healthy, but its server info is unusable: a boot failure that says why.
                 head = service.specs[0]
                 reason = f"rank 0 (node0 {head.host}) server info: {exc}"
-                self.store.update_config(sid, boot_s=service.boot_s, boot_error=reason)
+                boot_s = _scaled(service.boot_s, _launched_scale(service))
+                self.store.update_config(sid, boot_s=boot_s, boot_error=reason)
                 raise BootFailed(
                     f"{sid}: boot failed: {reason}\n{service.log_tail()}", reason=reason
                 ) from None
@@ -200,10 +203,17 @@ class SweepRun:
             self.after_stop(cluster, sid, before)
             self._held(sid, started)
             raise
+        # Emulated seconds on the emulator, as every time of results.csv (held_s stays real).
+        boot_s = _scaled(service.boot_s, topo.time_scale)
+        if topo.simulated and boot_s is not None and service.boot_s is not None:
+            self.progress(
+                f"{sid}: startup {boot_s:.0f} s emulated ({service.boot_s:.1f} s real "
+                f"× {topo.time_scale:g})"
+            )
         self.store.update_config(
             sid,
             boot_ok=True,
-            boot_s=service.boot_s,
+            boot_s=boot_s,
             boot_error="",
             pp_max_micro_batch_size=topo.pp_max_micro_batch_size,
         )
@@ -223,7 +233,8 @@ class SweepRun:
     def _held(self, config_id: str, started: float) -> None:
         # The cluster time a layout needs: its boot, its tests and its teardown, without the
         # waits between them (an xdist worker may idle with a layout still up). A later run's
-        # pool plan is made from it (pytest_ppsweep.balance).
+        # pool plan is made from it (pytest_ppsweep.balance). Real seconds, on the emulator
+        # too: it is what the layout costs the cluster, unlike boot_s (emulated there).
         self.worked(config_id, time.monotonic() - started)
         self.store.update_config(config_id, held_s=round(self._busy[config_id], 3))
 
@@ -311,6 +322,29 @@ class SweepRun:
             mem_worst_node=worst.node,
             mem_worst_gpu=worst.index,
         )
+
+
+def _scaled(seconds: float | None, time_scale: float) -> float | None:
+    """Real seconds measured here → the run's time (emulated seconds on the emulator)."""
+    return None if seconds is None else round(seconds * time_scale, 3)
+
+
+def _launched_scale(service: Service) -> float:
+    """The emulator's time scale when its server info was not read (a failed boot): the
+    ``PPSWEEP_SIM_TIME_SCALE`` rank 0 was started with, else the emulator's default; 1.0 for a
+    real server."""
+    if not service.cluster.server_module.startswith("pytest_ppsweep.sim"):
+        return 1.0
+    from pytest_ppsweep.sim.settings import DEFAULT_TIME_SCALE
+
+    env = dict(service.specs[0].env)
+    if service.cluster.kind == "local":  # a local rank also inherits this environment
+        env = {**os.environ, **env}
+    try:
+        scale = float(env.get("PPSWEEP_SIM_TIME_SCALE", "") or DEFAULT_TIME_SCALE)
+    except ValueError:
+        return 1.0
+    return scale if scale > 0 else 1.0
 
 
 def _fmt(value: float | None) -> str:

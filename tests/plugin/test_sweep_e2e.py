@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -54,6 +55,18 @@ def test_small_sweep_passes_and_keeps_the_evidence(
     assert configs["pp8-tp4-ep4"]["topology_ok"] == "True"
     assert configs["pp8-tp4-ep4"]["log_clean"] == "True"
     assert int(configs["pp8-tp4-ep4"]["mem_peak_mib"]) > 0
+    # The startup is in emulated seconds like every other time (real boot × time scale 2000);
+    # held_s, the cluster time the pool planner reads, stays in real seconds.
+    log = (run_folder / "progress.log").read_text()
+    for cid, row in configs.items():
+        healthy = re.search(rf"{cid}: healthy after ([\d.]+) s real", log)
+        assert healthy, f"{cid}: no 'healthy after … s real' line in progress.log"
+        real, boot = float(healthy[1]), float(row["boot_s"])
+        assert abs(boot - real * 2000) <= 0.05 * 2000 + 1, (cid, boot, real)
+        assert f"{cid}: startup {boot:.0f} s emulated ({real:.1f} s real × 2000)" in log
+        assert real <= float(row["held_s"]) < boot, row
+    startups = [f"{float(r['boot_s']):,.0f} s" for r in configs.values()]
+    assert all(f"<td>{s}</td>" in (run_folder / "report.html").read_text() for s in startups)
     for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
         raw = (run_folder / "raw" / cid / "c4-r2.jsonl").read_text().splitlines()
         assert len(raw) == 6 and all(json.loads(line)["ok"] for line in raw)
@@ -139,6 +152,8 @@ def test_boot_failure_fails_only_its_configuration(
     configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
     assert configs["pp8-tp4-ep4"]["boot_ok"] == "False"
     assert "CUDA out of memory" in configs["pp8-tp4-ep4"]["boot_error"]
+    # A failed boot's time is emulated too (the scale its ranks were started with); held_s real.
+    assert float(configs["pp8-tp4-ep4"]["boot_s"]) > float(configs["pp8-tp4-ep4"]["held_s"])
 
 
 # A "server" that is healthy but whose /server_info is an HTML page (a proxy, another server).
