@@ -51,7 +51,11 @@ def ppsweep_service(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[Boote
     try:
         booted = ppsweep.boot(ppsweep_config)
     except BootFailed as exc:
-        pytest.fail(str(exc), pytrace=False)
+        failure = str(exc)
+    else:
+        failure = ""
+    if failure:  # outside the except: the report shows the reason once, not chained to itself
+        pytest.fail(failure, pytrace=False)
     try:
         yield booted
     finally:

@@ -34,6 +34,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ppsweep_always: runs even for a layout that is reused or already done"
     )
+    config.addinivalue_line(
+        "markers", "ppsweep_gate: compares with a reference run; collected only with "
+        "--ppsweep-compare"
+    )
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(), "ppsweep-html")
     SweepSession.start(config)

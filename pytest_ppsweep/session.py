@@ -175,7 +175,13 @@ class SweepSession:
             metafunc.parametrize("concurrency", conc, ids=[f"c{c}" for c in conc], indirect=True)
 
     def collected(self, items: list[pytest.Item]) -> None:
-        """Note each layout's tests (for resume), and skip what is reused or already done."""
+        """Gate tests are deselected without a reference to compare with; each layout's tests
+        are noted (for resume); what is reused or already done is skipped, with the reason."""
+        if self.compare_ref is None:
+            gates = [i for i in items if i.get_closest_marker("ppsweep_gate")]
+            if gates:
+                self.config.hook.pytest_deselected(items=gates)
+                items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
         plan = self.plan
         for item in items:
             params = _params(item)

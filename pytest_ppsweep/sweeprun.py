@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
+
 from pytest_ppsweep.check import topology_problems
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
@@ -37,7 +39,7 @@ from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
 from pytest_ppsweep.redact import redact
 from pytest_ppsweep.service.launch import Service
-from pytest_ppsweep.service.logscan import Finding
+from pytest_ppsweep.service.logscan import Finding, simulated_time_scale
 from pytest_ppsweep.service.probe import Topology, server_info, topology
 from pytest_ppsweep.service.readiness import BootFailed
 
@@ -185,12 +187,23 @@ class SweepRun:
         try:
             service.__enter__()
         except BootFailed as exc:
-            self.store.update_config(sid, boot_s=service.boot_s, boot_error=exc.reason)
+            boot_s = _scaled(service.boot_s, _launched_scale(service))
+            self.store.update_config(sid, boot_s=boot_s, boot_error=exc.reason)
             self.after_stop(cluster, sid, before)
             self._held(sid, started)
             raise
         try:
-            info = server_info(service.base_url)
+            try:
+                info = server_info(service.base_url)
+            except (ValueError, requests.RequestException) as exc:
+                # Healthy, but its server info is unusable: a boot failure that says why.
+                head = service.specs[0]
+                reason = f"rank 0 (node0 {head.host}) server info: {exc}"
+                boot_s = _scaled(service.boot_s, _launched_scale(service))
+                self.store.update_config(sid, boot_s=boot_s, boot_error=reason)
+                raise BootFailed(
+                    f"{sid}: boot failed: {reason}\n{service.log_tail()}", reason=reason
+                ) from None
             self.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
             topo = topology(info)
             # The plugin's own record of the checks that resume and the report rely on; the
@@ -210,10 +223,17 @@ class SweepRun:
             self.after_stop(cluster, sid, before)
             self._held(sid, started)
             raise
+        # Emulated seconds on the emulator, as every time of results.csv (held_s stays real).
+        boot_s = _scaled(service.boot_s, topo.time_scale)
+        if topo.simulated and boot_s is not None and service.boot_s is not None:
+            self.progress(
+                f"{sid}: startup {boot_s:.0f} s emulated ({service.boot_s:.1f} s real "
+                f"× {topo.time_scale:g})"
+            )
         self.store.update_config(
             sid,
             boot_ok=True,
-            boot_s=service.boot_s,
+            boot_s=boot_s,
             boot_error="",
             pp_max_micro_batch_size=topo.pp_max_micro_batch_size,
         )
@@ -244,7 +264,8 @@ class SweepRun:
     def _held(self, config_id: str, started: float) -> None:
         # The cluster time a layout needs: its boot, its tests and its teardown, without the
         # waits between them (an xdist worker may idle with a layout still up). A later run's
-        # pool plan is made from it (pytest_ppsweep.balance).
+        # pool plan is made from it (pytest_ppsweep.balance). Real seconds, on the emulator
+        # too: it is what the layout costs the cluster, unlike boot_s (emulated there).
         self.worked(config_id, time.monotonic() - started)
         self.store.update_config(config_id, held_s=round(self._busy[config_id], 3))
 
@@ -337,6 +358,17 @@ class SweepRun:
             mem_worst_node=worst.node,
             mem_worst_gpu=worst.index,
         )
+
+
+def _scaled(seconds: float | None, time_scale: float) -> float | None:
+    """Real seconds measured here → the run's time (emulated seconds on the emulator)."""
+    return None if seconds is None else round(seconds * time_scale, 3)
+
+
+def _launched_scale(service: Service) -> float:
+    """The time scale when the server info was not read (a failed boot): what the emulator's
+    banner in rank 0's log says (contract: its first line), 1.0 for a real server."""
+    return simulated_time_scale(service.log_path(0)) or 1.0
 
 
 def _fmt(value: float | None) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from pytest_ppsweep import gate
 from pytest_ppsweep.check import completion_problems, log_problems, topology_problems
-from pytest_ppsweep.matrix.model import Config
+from pytest_ppsweep.matrix import Config
 from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 
@@ -80,9 +80,10 @@ def test_gpu_memory(
 
 
 @pytest.mark.ppsweep_always
+@pytest.mark.ppsweep_gate
 def test_no_regression(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> None:
-    """Gate (with --ppsweep-compare): no metric worse than its threshold beyond the noise of
-    both runs, and the layout still boots and completes N/N."""
+    """Gate (collected only with --ppsweep-compare): no metric worse than its threshold beyond
+    the noise of both runs, and the layout still boots and completes N/N."""
     if ppsweep.compare_ref is None:
         pytest.skip("no reference run: pass --ppsweep-compare RUN_OR_BASELINE to gate")
     rows = gate.compare(ppsweep.store.dir, ppsweep.compare_ref, ppsweep.thresholds)

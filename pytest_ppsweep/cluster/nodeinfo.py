@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.rankspec import local_path, rank_specs
 from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import SshSettings, on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+from pytest_ppsweep.redact import is_secret_key, scrub
 
 GPU_QUERY = (
     "--query-gpu=index,name,driver_version,memory.total",
@@ -33,8 +35,34 @@ VERSIONS_SCRIPT = (
 
 
 def node_python(cluster: Cluster) -> str:
-    """The interpreter that runs the server module on the nodes of ``cluster``."""
-    return cluster.python or sys.executable
+    """The interpreter the ranks run: ``~`` and ``$VARS`` expanded as the rank command does."""
+    return local_path(cluster, cluster.python) or sys.executable
+
+
+def rank_envs(sweep: Sweep, cluster: Cluster, host: Host) -> list[dict[str, str]]:
+    """The environments a rank on ``host`` gets (``[env]``, the cluster's, each layout's, with
+    its placeholders filled), one per distinct value over the layouts that fit ``cluster``."""
+    rank = cluster.hosts.index(host)
+    envs: list[dict[str, str]] = []
+    for config in sweep.configs:
+        if cluster.fits(config):
+            env = dict(rank_specs(sweep, cluster, config)[rank].env)
+            if env not in envs:
+                envs.append(env)
+    return envs or [{}]
+
+
+def with_env(env: Mapping[str, str], argv: list[str]) -> list[str]:
+    """``env K=V … argv``: what the launchers put around a rank (ssh_launcher's script too)."""
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
+
+
+def hide_secrets(text: str, env: Mapping[str, str]) -> str:
+    """``text`` with the value of every secret-looking variable of ``env`` scrubbed."""
+    for key, value in env.items():
+        if is_secret_key(key):
+            text = scrub(text, value)
+    return text
 
 
 def smi_argv(cluster: Cluster, host: Host, extra: Sequence[str]) -> list[str]:
@@ -99,14 +127,23 @@ def _versions_in_container(
     return out
 
 
-def _versions_on_host(cluster: Cluster, host: Host, registry: Registry) -> dict[str, Any]:
-    argv = [node_python(cluster), "-c", VERSIONS_SCRIPT, cluster.server_module]
-    res = host_for(cluster, host, registry).run(argv, 120)
+def _versions_on_host(
+    sweep: Sweep, cluster: Cluster, host: Host, registry: Registry
+) -> dict[str, Any]:
+    try:
+        env = rank_envs(sweep, cluster, host)[0]  # where the ranks find the server module
+    except ValueError:
+        env = {}
+    argv = with_env(env, [node_python(cluster), "-c", VERSIONS_SCRIPT, cluster.server_module])
+    try:
+        res = host_for(cluster, host, registry).run(argv, 120)
+    except HostError as exc:
+        raise type(exc)(hide_secrets(str(exc), env)) from None
     try:
         parsed: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
         return parsed
     except (ValueError, IndexError):
-        return {"error": f"exit {res.exit_status}: {res.stderr.strip()[:300]}"}
+        return {"error": f"exit {res.exit_status}: {hide_secrets(res.stderr.strip()[:300], env)}"}
 
 
 def _node_metadata(
@@ -123,7 +160,7 @@ def _node_metadata(
         if cluster.kind == "ssh" and cluster.launcher == "docker":
             node.update(_versions_in_container(cluster, host, sweep.image, registry))
         else:
-            node.update(_versions_on_host(cluster, host, registry))
+            node.update(_versions_on_host(sweep, cluster, host, registry))
     except HostError as exc:
         node["error"] = str(exc)
     return node

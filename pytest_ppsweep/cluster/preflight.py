@@ -4,7 +4,7 @@
 message lists them all and nothing is booted until they are fixed:
 
 * the server can start: the image is present (docker) or ``python -m <server_module>`` is
-  importable (process);
+  importable (process) by the ranks' interpreter in the ranks' environment;
 * the model path and every device of ``[sweep] devices`` exist on the node;
 * the GPUs are idle (no compute process in ``nvidia-smi``; the emulator's shim stands in);
 * nothing answers on the HTTP port (nor on the rendezvous port of node 0) yet.
@@ -25,7 +25,14 @@ from collections.abc import Callable, Sequence
 
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.nodeinfo import docker_for, node_python, smi_argv
+from pytest_ppsweep.cluster.nodeinfo import (
+    docker_for,
+    hide_secrets,
+    node_python,
+    rank_envs,
+    smi_argv,
+    with_env,
+)
 from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
@@ -65,14 +72,26 @@ def _check_image(cluster: Cluster, host: Host, image: str, registry: Registry) -
     return []
 
 
-def _check_module(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
+def _check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     python = node_python(cluster)
-    argv = [python, "-c", _IMPORTABLE, cluster.server_module]
-    res = host_for(cluster, host, registry).run(argv, 120)
-    if res.exit_status == 3:
-        return [f"server module {cluster.server_module} is not importable by {python}"]
-    if not res.ok:
-        return [f"{python} cannot run (exit {res.exit_status}): {res.stderr.strip()[:200]}"]
+    try:
+        envs = rank_envs(sweep, cluster, host)
+    except ValueError as exc:  # a placeholder of an environment value that cannot be filled
+        return [str(exc)]
+    for env in envs:
+        argv = with_env(env, [python, "-c", _IMPORTABLE, cluster.server_module])
+        try:
+            res = host_for(cluster, host, registry).run(argv, 120)
+        except HostError as exc:
+            raise type(exc)(hide_secrets(str(exc), env)) from None
+        where = " in the ranks' environment" if env else ""
+        if "PYTHONPATH" in env:
+            where += f" (PYTHONPATH={env['PYTHONPATH']})"
+        if res.exit_status == 3:
+            return [f"server module {cluster.server_module} is not importable by {python}{where}"]
+        if not res.ok:
+            stderr = hide_secrets(res.stderr.strip()[:200], env)
+            return [f"{python} cannot run (exit {res.exit_status}): {stderr}"]
     return []
 
 
@@ -129,13 +148,13 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
 
     checks: list[Callable[[], list[str]]]
     if cluster.kind == "local":
-        checks = [lambda: _check_module(cluster, host, registry)]
+        checks = [lambda: _check_module(sweep, cluster, host, registry)]
     else:
         checks = [
             (
                 (lambda: _check_image(cluster, host, sweep.image, registry))
                 if cluster.launcher == "docker"
-                else (lambda: _check_module(cluster, host, registry))
+                else (lambda: _check_module(sweep, cluster, host, registry))
             ),
             lambda: _check_paths(cluster, host, sweep, registry),
             lambda: _check_gpus(cluster, host, registry),

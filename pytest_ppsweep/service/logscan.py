@@ -126,3 +126,20 @@ def tail(path: Path, lines: int = 30) -> str:
     except FileNotFoundError:
         return f"({path} does not exist)"
     return "".join(content[-lines:])
+
+
+_SIM_BANNER = re.compile(r"SIMULATED SGLang \(pytest-ppsweep emulator, time scale ([0-9.eE+]+)x")
+
+
+def simulated_time_scale(log_path: Path, max_lines: int = 20) -> float | None:
+    """The emulator's time scale from the banner it prints first (None: not the emulator, or
+    no log yet)."""
+    try:
+        with log_path.open(encoding="utf-8", errors="replace") as fh:
+            for _, line in zip(range(max_lines), fh, strict=False):
+                if (m := _SIM_BANNER.search(line)) is not None:
+                    scale = float(m.group(1))
+                    return scale if scale > 0 else None
+    except (OSError, ValueError):
+        return None
+    return None

@@ -25,11 +25,18 @@ def server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
     resp = requests.get(f"{base_url}/server_info", timeout=timeout)
     if resp.status_code == 404:
         resp = requests.get(f"{base_url}/get_server_info", timeout=timeout)
-    resp.raise_for_status()
-    data = resp.json()
+    try:
+        data = resp.json() if resp.ok else None
+    except ValueError:  # requests' JSONDecodeError
+        data = None
     if not isinstance(data, dict):
+        # What answered, and where, instead of a decoder traceback: a proxy, another server on
+        # the port, or an error page.
+        kind = "no JSON object" if resp.ok else "an error"
         raise ValueError(
-            f"{base_url}/server_info: expected a JSON object, found {type(data).__name__}"
+            f"GET {resp.url} answered {resp.status_code} "
+            f"(content type {resp.headers.get('Content-Type') or 'none'}) with {kind}; body "
+            f"starts {resp.text[:200]!r}"
         )
     return data
 

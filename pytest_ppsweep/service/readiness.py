@@ -90,7 +90,7 @@ def wait_until_ready(
         codes = [health(service.url(r), timeout=HEALTH_TIMEOUT_S) for r in range(n)]
         elapsed = clock() - start
         if codes[0] == 200 and all(c == 200 for c in codes[1:]):
-            service.progress(f"{service.config.id}: healthy after {elapsed:.1f} s")
+            service.progress(f"{service.config.id}: healthy after {elapsed:.1f} s real")
             return elapsed
         if elapsed > timeout_s:
             raise _fail(

@@ -174,7 +174,7 @@ def test_sweep_run_page(pytester: pytest.Pytester, tmp_path: Path,
         for pid in left:
             os.kill(pid, signal.SIGKILL)
     assert not left, f"emulator ranks left running: {left}"
-    result.assert_outcomes(passed=10, failed=1, skipped=4)
+    result.assert_outcomes(passed=10, failed=1, deselected=4)
     report = run_dir(reports) / "report.html"
     page, log = _open_pytest_html(context, report)
 

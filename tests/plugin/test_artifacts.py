@@ -4,6 +4,9 @@ and server info)."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from pytest_ppsweep.measure.gpu import SmiParseError, not_released, parse_query_gpu, worst_rank
 from pytest_ppsweep.redact import REDACTED, redact
 from pytest_ppsweep.service.logscan import LogFollower, LogScanner
-from pytest_ppsweep.service.probe import topology
+from pytest_ppsweep.service.probe import server_info, topology
 
 
 def test_query_gpu_with_header_and_units(data_dir: Path) -> None:
@@ -124,6 +127,45 @@ def test_real_server_info_topology(data_dir: Path) -> None:
     assert topo.pp_max_micro_batch_size == info["internal_states"][0]["pp_max_micro_batch_size"]
     assert topo.pp_max_micro_batch_size == max(topo.max_running_requests // 2, 1)  # type: ignore[operator]
     assert topo.version == "0.5.23" and not topo.simulated and topo.time_scale == 1.0
+
+
+class _HtmlPage(BaseHTTPRequestHandler):
+    """Answers every GET with 200 and an HTML page (a proxy or another server on the port)."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body>" + b"maintenance " * 40 + b"</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def html_server() -> Iterator[str]:
+    """A real HTTP server on 127.0.0.1 (in a thread) that answers HTML; its base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlPage)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_server_info_that_is_not_json_says_what_answered(html_server: str) -> None:
+    with pytest.raises(ValueError, match="answered 200") as info:
+        server_info(html_server)
+    text = str(info.value)
+    assert text.startswith(f"GET {html_server}/server_info answered 200 (content type text/html")
+    assert "'<html><body>maintenance maintenance" in text
+    assert len(text) < 400  # the first ~200 characters of the body, not the whole page
+    assert "Expecting value" not in text  # not the decoder's own message
 
 
 def test_redaction_of_real_server_info(data_dir: Path) -> None:

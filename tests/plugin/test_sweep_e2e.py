@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from support.matrices import BOOT_FAULT_CONFIGS
 from support.outcomes import outcomes
 from support.paths import REPO
-from support.processes import sim_processes
+from support.processes import proc_entries, sim_processes
 from support.runs import rows, run_dir
 
 PP1_PP16 = """
@@ -39,7 +40,8 @@ def test_small_sweep_passes_and_keeps_the_evidence(
 ) -> None:
     folder, reports = sweep_dir(), tmp_path / "reports"
     result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
-    result.assert_outcomes(passed=10, skipped=4)  # the gate tests skip without --ppsweep-compare
+    # the gate tests are not collected without --ppsweep-compare
+    result.assert_outcomes(passed=10, deselected=4)
     seen = outcomes(result.stdout.str())
     assert seen["test_prefill[pp4-tp8-ep4-c2]"] == "PASSED"
     assert seen["test_prefill[pp8-tp4-ep4-c4]"] == "PASSED"
@@ -56,6 +58,18 @@ def test_small_sweep_passes_and_keeps_the_evidence(
     assert configs["pp8-tp4-ep4"]["topology_ok"] == "True"
     assert configs["pp8-tp4-ep4"]["log_clean"] == "True"
     assert int(configs["pp8-tp4-ep4"]["mem_peak_mib"]) > 0
+    # The startup is in emulated seconds like every other time (real boot × time scale 2000);
+    # held_s, the cluster time the pool planner reads, stays in real seconds.
+    log = (run_folder / "progress.log").read_text()
+    for cid, row in configs.items():
+        healthy = re.search(rf"{cid}: healthy after ([\d.]+) s real", log)
+        assert healthy, f"{cid}: no 'healthy after … s real' line in progress.log"
+        real, boot = float(healthy[1]), float(row["boot_s"])
+        assert abs(boot - real * 2000) <= 0.05 * 2000 + 1, (cid, boot, real)
+        assert f"{cid}: startup {boot:.0f} s emulated ({real:.1f} s real × 2000)" in log
+        assert real <= float(row["held_s"]) < boot, row
+    startups = [f"{float(r['boot_s']):,.0f} s" for r in configs.values()]
+    assert all(f"<td>{s}</td>" in (run_folder / "report.html").read_text() for s in startups)
     for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
         raw = (run_folder / "raw" / cid / "c4-r2.jsonl").read_text().splitlines()
         assert len(raw) == 6 and all(json.loads(line)["ok"] for line in raw)
@@ -91,7 +105,7 @@ def test_k_collects_and_boots_only_pp8(
 ) -> None:
     reports = tmp_path / "reports"
     result = run(pytester, sweep_dir(), "-v", "-k", "pp8", "--ppsweep-reports", reports)
-    result.assert_outcomes(passed=5, skipped=2, deselected=7)
+    result.assert_outcomes(passed=5, deselected=9)  # 7 by -k, PP8's 2 gate tests: no reference
     assert all("pp8-tp4-ep4" in test for test in outcomes(result.stdout.str()))
     assert sorted(p.name for p in (run_dir(reports) / "service").iterdir()) == ["pp8-tp4-ep4"]
 
@@ -141,6 +155,100 @@ def test_boot_failure_fails_only_its_configuration(
     configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
     assert configs["pp8-tp4-ep4"]["boot_ok"] == "False"
     assert "CUDA out of memory" in configs["pp8-tp4-ep4"]["boot_error"]
+    # A failed boot's time is emulated too (the scale its ranks were started with); held_s real.
+    assert float(configs["pp8-tp4-ep4"]["boot_s"]) > float(configs["pp8-tp4-ep4"]["held_s"])
+
+
+# A "server" that is healthy but whose /server_info is an HTML page (a proxy, another server).
+HTML_RANK = """
+import argparse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+class Handler(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"ok" if self.path == "/health" else b"<html><body>maintenance</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain" if self.path == "/health" else "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--host")
+parser.add_argument("--port", type=int)
+args, _ = parser.parse_known_args()
+print("serving", flush=True)
+ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
+"""
+
+HTML_RANK_MATRIX = """
+[sweep]
+name = "html"
+model_path = "/nowhere"
+cluster = "one"
+
+[[configs]]
+pp = 1
+tp = 1
+
+[workload]
+input_len = 16
+output_len = 1
+concurrency = [1]
+num_requests = 1
+repeats = 1
+
+[clusters.one]
+kind = "local"
+hosts = ["127.0.0.1"]
+gpus_per_node = 1
+server_module = "html_rank"
+port = {port}
+dist_init_port = {dist}
+nvidia_smi = []
+env = {{ PYTHONPATH = "{site}" }}
+"""
+
+
+def test_server_info_that_is_not_json_is_a_clean_boot_failure(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "html_rank.py").write_text(HTML_RANK)
+    port = 39000 + os.getpid() % 400
+    folder = pytester.path / "html"
+    folder.mkdir()
+    (folder / "ppsweep.toml").write_text(
+        HTML_RANK_MATRIX.format(port=port, dist=port + 400, site=site)
+    )
+    (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
+    reports = tmp_path / "reports"
+    result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
+    text = result.stdout.str()
+    seen = outcomes(text)
+    assert set(seen.values()) == {"ERROR"} and len(seen) == 4, text[-3000:]
+    where = f"rank 0 (node0 127.0.0.1) server info: GET http://127.0.0.1:{port}/server_info"
+    assert f"{where} answered 200 (content type text/html) with no JSON object; body starts " \
+        "'<html><body>maintenance</body></html>'" in text
+    assert "JSONDecodeError" not in text and "Traceback" not in text
+    assert "During handling of the above exception" not in text  # the reason once per test
+    configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
+    assert configs["pp1-tp1-ep1"]["boot_ok"] == "False"
+    assert configs["pp1-tp1-ep1"]["boot_error"].startswith(f"{where} answered 200")
+    assert not [e for e in proc_entries_of(str(site))], "the stub rank was left running"
+
+
+def proc_entries_of(marker: str) -> list[int]:
+    """PIDs whose environment or command line holds ``marker``."""
+    pids = []
+    for entry in proc_entries():
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
 
 
 def test_invalid_matrix_launches_nothing(
@@ -212,7 +320,7 @@ def test_whole_seed_sweep_on_the_emulator(pytester: pytest.Pytester, tmp_path: P
     result = run(
         pytester, REPO / "test_matrix", "--ppsweep-reports", reports, "--ppsweep-time-scale", "1000"
     )
-    result.assert_outcomes(passed=5 * (1 + 2 + 1 + 1), skipped=5 * 2)
+    result.assert_outcomes(passed=5 * (1 + 2 + 1 + 1), deselected=5 * 2)
     results = rows(run_dir(reports) / "results.csv")
     assert len(results) == 5 * 2 * 3
     assert all(r["completed"] == "40" and r["failed"] == "0" for r in results)

@@ -37,7 +37,7 @@ def run(pytester: pytest.Pytester, *args: str | Path) -> pytest.RunResult:
 
 
 def assert_passed(result: pytest.RunResult, passed: int) -> None:
-    """``passed`` tests passed and none failed (test_no_regression skips without a reference)."""
+    """``passed`` tests passed and none failed (no test_no_regression without a reference)."""
     outcomes = result.parseoutcomes()
     assert outcomes.get("passed") == passed, result.stdout.str()[-5000:]
     assert not outcomes.get("failed") and not outcomes.get("errors"), result.stdout.str()[-5000:]
