@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.matrices import one_node_matrix
 from support.paths import REPO
 
 from pytest_ppsweep.cluster import nodeinfo, preflight
@@ -44,32 +45,6 @@ def test_shipped_cpu_matrix_expands_home_in_its_python(
     assert "error" not in node and node["server_module"] == "sglang.launch_server", node
 
 
-ONE_NODE = """
-[sweep]
-name = "stub"
-model_path = "/nowhere"
-cluster = "one"
-
-[[configs]]
-pp = 1
-tp = 1
-
-[workload]
-input_len = 16
-output_len = 1
-concurrency = [1]
-num_requests = 1
-repeats = 1
-
-[clusters.one]
-kind = "local"
-hosts = ["127.0.0.1"]
-gpus_per_node = 1
-server_module = "ppsweep_stub_server"
-port = 39431
-dist_init_port = 39432
-nvidia_smi = []
-"""
 
 
 def test_server_module_is_looked_for_in_the_ranks_environment(tmp_path: Path) -> None:
@@ -77,12 +52,12 @@ def test_server_module_is_looked_for_in_the_ranks_environment(tmp_path: Path) ->
     site.mkdir()
     (site / "ppsweep_stub_server.py").write_text("")
     path = tmp_path / "ppsweep.toml"
-    path.write_text(ONE_NODE + f'env = {{ PYTHONPATH = "{site}" }}\n')
+    path.write_text(one_node_matrix("stub", "ppsweep_stub_server", 39431, 39432, site))
     sweep = load(path)
     assert preflight.check(sweep, sweep.cluster("one")) == []  # the ranks would find it
     assert nodeinfo.metadata(sweep, sweep.cluster("one"))["nodes"][0]["python"]
     # Without that PYTHONPATH the ranks would not find it either, and preflight says so.
-    path.write_text(ONE_NODE)
+    path.write_text(one_node_matrix("stub", "ppsweep_stub_server", 39431, 39432))
     sweep = load(path)
     assert preflight.check(sweep, sweep.cluster("one")) == [
         f"127.0.0.1 (127.0.0.1): server module ppsweep_stub_server is not importable by "

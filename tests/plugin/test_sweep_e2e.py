@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.matrices import BOOT_FAULT_CONFIGS
+from support.matrices import BOOT_FAULT_CONFIGS, one_node_matrix
 from support.outcomes import outcomes
 from support.paths import REPO
 from support.processes import proc_entries, sim_processes
@@ -181,33 +181,6 @@ print("serving", flush=True)
 ThreadingHTTPServer((args.host, args.port), Handler).serve_forever()
 """
 
-HTML_RANK_MATRIX = """
-[sweep]
-name = "html"
-model_path = "/nowhere"
-cluster = "one"
-
-[[configs]]
-pp = 1
-tp = 1
-
-[workload]
-input_len = 16
-output_len = 1
-concurrency = [1]
-num_requests = 1
-repeats = 1
-
-[clusters.one]
-kind = "local"
-hosts = ["127.0.0.1"]
-gpus_per_node = 1
-server_module = "html_rank"
-port = {port}
-dist_init_port = {dist}
-nvidia_smi = []
-env = {{ PYTHONPATH = "{site}" }}
-"""
 
 
 def test_server_info_that_is_not_json_is_a_clean_boot_failure(
@@ -220,7 +193,7 @@ def test_server_info_that_is_not_json_is_a_clean_boot_failure(
     folder = pytester.path / "html"
     folder.mkdir()
     (folder / "ppsweep.toml").write_text(
-        HTML_RANK_MATRIX.format(port=port, dist=port + 400, site=site)
+        one_node_matrix("html", "html_rank", port, port + 400, site)
     )
     (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
     reports = tmp_path / "reports"

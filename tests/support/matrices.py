@@ -19,6 +19,17 @@ tp = 4
 BOOT_FAULT_CONFIGS = CONFIGS + """env = { PPSWEEP_SIM_FAULTS = "oom_load" }
 """
 
+# The small sweeps' workload: 6 requests of 4,096 tokens at C=2 and C=4, 2 repeats.
+SMALL_WORKLOAD = """
+[workload]
+input_len = 4096
+output_len = 1
+concurrency = [2, 4]
+num_requests = 6
+repeats = 2
+vocab_size = 1000
+"""
+
 SMALL_HEAD = """
 [sweep]
 name = "e2e"
@@ -34,15 +45,7 @@ disable_radix_cache = true
 mem_fraction_static = 0.88
 
 {configs}
-
-[workload]
-input_len = 4096
-output_len = 1
-concurrency = [2, 4]
-num_requests = 6
-repeats = 2
-vocab_size = 1000
-"""
+""" + SMALL_WORKLOAD
 
 CLUSTER = """
 [clusters.{name}]
@@ -70,3 +73,37 @@ def small_matrix(configs: str, net: str, port: int, dist: int, scale: float, sta
     return SMALL_HEAD.format(configs=configs) + emulated_cluster(
         "local", net, port, dist, scale, state
     )
+
+
+def one_node_matrix(name: str, server_module: str, port: int, dist_init_port: int,
+                    pythonpath: Path | None = None) -> str:
+    """A one-layout sweep (PP1/TP1, one request) on one local node that runs ``server_module``
+    (a stand-in server the test provides), with no GPUs; ``pythonpath`` goes into the
+    cluster's env, where the ranks (and preflight) find the module."""
+    env = f'env = {{ PYTHONPATH = "{pythonpath}" }}\n' if pythonpath is not None else ""
+    return f"""
+[sweep]
+name = "{name}"
+model_path = "/nowhere"
+cluster = "one"
+
+[[configs]]
+pp = 1
+tp = 1
+
+[workload]
+input_len = 16
+output_len = 1
+concurrency = [1]
+num_requests = 1
+repeats = 1
+
+[clusters.one]
+kind = "local"
+hosts = ["127.0.0.1"]
+gpus_per_node = 1
+server_module = "{server_module}"
+port = {port}
+dist_init_port = {dist_init_port}
+nvidia_smi = []
+{env}"""

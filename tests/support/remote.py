@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 
 from pytest_ppsweep.cluster.labels import RUN_ENV, RUN_LABEL
-from support.matrices import CONFIGS
+from support.matrices import CONFIGS, SMALL_WORKLOAD
 from support.paths import SCRIPTS, SEED
 
 IMAGE = "local/ppsweep-sim:test"
@@ -207,15 +207,6 @@ def cluster_toml(
 
 
 
-SMALL_WORKLOAD = """
-[workload]
-input_len = 4096
-output_len = 1
-concurrency = [2, 4]
-num_requests = 6
-repeats = 2
-vocab_size = 1000
-"""
 
 
 def seed_matrix(cluster: str, model: Path, devices: Path) -> str:
