@@ -2,8 +2,8 @@
 
 Starts one emulated node (``python -m pytest_ppsweep.sim``, tiny profile, TP2, 127.0.14.1:36100,
 ``--enable-metrics`` so every chunk's ``meta_info`` carries ``request_received_ts``) and, on that
-same server, alternately runs rounds of our load generator (``pytest_ppsweep.bench``, in this
-process) and of ``sglang.bench_serving`` (the SGLang venv's python, ``--backend sglang
+same server, alternately runs rounds of our load generator (``pytest_ppsweep.measure.bench``, in
+this process) and of ``sglang.bench_serving`` (the SGLang venv's python, ``--backend sglang
 --dataset-name random-ids --random-input-len 16384 --random-output-len 1 --random-range-ratio 1.0
 --max-concurrency 16 --request-rate inf --tokenize-prompt --output-details --warmup-requests 1
 --flush-cache``, ignore_eos kept). Both send N streaming requests of 16,384 ``input_ids`` with
@@ -25,7 +25,8 @@ Client and server run on this machine, so both are the same ``time.time()`` cloc
   .start_time``). It writes neither ``st`` nor the chunk's ``meta_info``; the launcher
   (``benchkit/bench_serving_launcher.py --tap``) keeps both per request (see its docstring) and
   converts ``st + ttft`` from ``perf_counter`` (CLOCK_MONOTONIC) to wall time.
-* To read the chunk's stamp in our client, ``pytest_ppsweep.bench._feed`` is wrapped for the run
+* To read the chunk's stamp in our client, ``pytest_ppsweep.measure.bench._feed`` is wrapped for
+  the run
   (one extra ``orjson.loads`` of each small event, after the first-event time was taken); the
   bench_serving tap does one dict lookup per chunk, after its parse. Both are observation only.
 * bench_serving records TTFT 0.0 when no chunk ever had non-empty text (contract §2.4). Such

@@ -4,8 +4,8 @@ One real SGLang 0.5.23 CPU server (single node, TP1, tiny Llama, 127.0.14.3, ``-
 cache``: bench_serving's random-ids prompts can repeat a start id, and a cached prefix would then
 lower its TTFT and raise its throughput for a reason that has nothing to do with measuring), one
 workload: random-ids, 512-token prompts sent as ``input_ids``, 1 output token, C = 4, 16
-requests, 1 warmup, cache flushed after warmup. Our client (``pytest_ppsweep.bench``, in this
-process) and bench_serving (``cli_main()`` of ``python -m sglang.bench_serving`` with
+requests, 1 warmup, cache flushed after warmup. Our client (``pytest_ppsweep.measure.bench``, in
+this process) and bench_serving (``cli_main()`` of ``python -m sglang.bench_serving`` with
 ``--tokenize-prompt --output-details``, kept in one process by
 ``benchmarks/benchkit/bench_serving_launcher.py`` so its start-up is paid once) run
 alternately, ROUNDS times each.

@@ -540,7 +540,7 @@ def test_flush_cache(service: Service) -> None:
 
 @pytest.mark.parametrize("api", ["generate", "completions"])
 def test_bench_round_reads_every_request(service: Service, api: str) -> None:
-    """pytest_ppsweep.bench over this service: every request complete, with the server's
+    """pytest_ppsweep.measure.bench over this service: every request complete, with the server's
     token counts and finish reason parsed from the stream."""
     spec = WorkloadSpec(input_len=16, output_len=2, range_ratio=1.0, num_requests=4, seed=7,
                         vocab_size=256, warmup_requests=1, api=api, request_timeout_s=60,

@@ -19,10 +19,11 @@ MARK_VAR = "PPSWEEP_REAL_TEST_MARK"
 # Written next to the acceptance tests of every generated sweep folder. SGLang's /health on rank
 # 0 runs a one-token generation through every PP stage and TP rank, which takes ~1-3 s on CPU over
 # gloo; the plugin's readiness poll gives it 0.5 s, so rank 0 never looks healthy. Until
-# pytest_ppsweep/readiness.py waits long enough for it, the probe gets a longer timeout here.
+# pytest_ppsweep/service/readiness.py waits long enough for it, the probe gets a longer timeout
+# here.
 READINESS_WORKAROUND = '''\
 """Test-only workaround (tests/real): a longer /health timeout for real SGLang on CPU."""
-import pytest_ppsweep.readiness as _readiness
+import pytest_ppsweep.service.readiness as _readiness
 from pytest_ppsweep.service.probe import health as _health
 
 
