@@ -16,7 +16,6 @@ the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the ha
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -26,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_ppsweep import continuity, options
+from pytest_ppsweep import continuity, options, runsetup
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import outcomes
-from pytest_ppsweep.measure.runstore import RunStore, new_run_id
+from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
 from pytest_ppsweep.progress import Progress
 from pytest_ppsweep.report import summary
@@ -137,15 +136,15 @@ class SweepSession:
             # (xdist suffixes node ids with @<xdist_group>) as the controller's scheduler expects.
             config.option.loadgroup = True
             pool = tuple(c for c in pool if c.name == winput[WORKER_CLUSTER])
-            store = _open_store(config, sweep, winput[WORKER_RUN_ID])
+            store = runsetup.open_store(config, sweep, winput[WORKER_RUN_ID])
             plan = continuity.Plan.from_builtin(winput[WORKER_PLAN])
         else:
-            _check_workers(config, pool)
+            runsetup.check_workers(config, pool)
             reuse_ref = options.reference(config, "ppsweep_reuse")
-            store = _open_store(config, sweep, None)
-            plan = _plan(config, sweep, pool, store, ids, reuse_ref)
+            store = runsetup.open_store(config, sweep, None)
+            plan = runsetup.plan(config, sweep, pool, store, ids, reuse_ref)
             store.copy_matrix(matrix)
-            _write_run_json(store, sweep, pool, ids)
+            runsetup.write_run_json(store, sweep, pool, ids)
             if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
                 config.option.htmlpath = str(store.dir / "report.html")
                 config.option.self_contained_html = True
@@ -400,94 +399,3 @@ def _counts_for_resume(item: pytest.Item) -> bool:
     return "ppsweep_service" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
         "ppsweep_always"
     )
-
-
-def _plan(
-    config: pytest.Config,
-    sweep: Sweep,
-    pool: tuple[Cluster, ...],
-    store: RunStore,
-    ids: list[str],
-    reuse_ref: Path | None,
-) -> continuity.Plan:
-    try:
-        plan = continuity.Plan()
-        if options.get(config, "ppsweep_resume"):
-            plan = continuity.resume(sweep, pool, store, ids)
-        if reuse_ref is not None:
-            plan = continuity.reuse(sweep, pool, store, ids, reuse_ref, plan)
-    except continuity.ContinuityError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    return plan
-
-
-def _write_run_json(
-    store: RunStore, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]
-) -> None:
-    """metadata/run.json: what the report needs to know about the run (updated at each boot)."""
-
-    simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
-    store.write_json(
-        "metadata/run.json",
-        {
-            "run_id": store.run_id,
-            "sweep": sweep.name,
-            "baseline": sweep.baseline,
-            "order": ids,
-            "cluster": ",".join(c.name for c in pool),
-            "hosts": [h.address for c in pool for h in c.hosts],
-            "simulated": simulated,
-            # The real factor comes from the server info of the first boot.
-            "time_scale": 1.0,
-            "image": sweep.image,
-            "model_path": sweep.model_path,
-            "matrix": str(sweep.path),
-            "spread_threshold": sweep.spread_threshold,
-            "min_repeats": sweep.min_repeats,
-            "workload": json.loads(json.dumps(sweep.workload.__dict__)),
-            "sglang_version": None,
-        },
-    )
-
-
-def _open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
-    """The run folder: a new one, the controller's (xdist workers), or a resumed one."""
-    resumed = options.get(config, "ppsweep_resume")
-    if resumed and not run_id:
-        folder = options.path_arg(config, resumed)
-        if not folder.is_dir():
-            folder = options.reports_root(config) / resumed
-        if not (folder / "metadata" / "run.json").is_file():
-            raise pytest.UsageError(
-                f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
-                f"found none at {folder}"
-            )
-        return RunStore(folder.parent, folder.name)
-    if resumed and run_id:
-        folder = options.path_arg(config, resumed)
-        root = folder.parent if folder.is_dir() else options.reports_root(config)
-        return RunStore(root, run_id)
-    rid = run_id or options.get(config, "ppsweep_run_id") or new_run_id(sweep.name)
-    return RunStore(options.reports_root(config), rid)
-
-
-def _check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
-    """xdist: at most one worker per cluster, and loadgroup scheduling (one boot per layout)."""
-    n = getattr(config.option, "numprocesses", None)
-    if not n:
-        return
-    names = ", ".join(c.name for c in pool)
-    if int(n) > len(pool):
-        raise pytest.UsageError(
-            f"-n {n}: the cluster pool has {len(pool)} cluster(s) ({names}) and each worker needs "
-            f"one of its own (two workers must never boot two layouts on the same nodes); use "
-            f"-n {len(pool)} or -n auto, or add clusters with --ppsweep-cluster a,b"
-        )
-    explicit = any(a == "-d" or a.startswith("--dist") for a in config.invocation_params.args)
-    dist = getattr(config.option, "dist", "no")
-    if explicit and dist != "loadgroup":
-        raise pytest.UsageError(
-            f"--dist {dist}: a sweep needs --dist loadgroup (each layout is one xdist_group, "
-            "booted once on one worker)"
-        )
-    config.option.dist = "loadgroup"

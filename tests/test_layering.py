@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("sweeprun",),
     ("progress",),
     ("options",),
+    ("runsetup",),
     ("stash",),
     ("session",),
     ("fixtures",),

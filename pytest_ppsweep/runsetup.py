@@ -1,0 +1,111 @@
+"""Run set-up before the first test (controller, and the worker's view of it): the run folder
+(new, the controller's, or a resumed one), ``metadata/run.json``, the reuse/resume plan, and the
+checks of the xdist pool. Options are read by :mod:`.options`; this module only acts on them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_ppsweep import continuity, options
+from pytest_ppsweep.measure.runstore import RunStore, new_run_id
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.matrix.model import Cluster, Sweep
+
+__all__ = ["check_workers", "open_store", "plan", "write_run_json"]
+
+
+def plan(
+    config: pytest.Config,
+    sweep: Sweep,
+    pool: tuple[Cluster, ...],
+    store: RunStore,
+    ids: list[str],
+    reuse_ref: Path | None,
+) -> continuity.Plan:
+    """What continuity decides before any boot: the layouts and points to skip, and why."""
+    try:
+        plan = continuity.Plan()
+        if options.get(config, "ppsweep_resume"):
+            plan = continuity.resume(sweep, pool, store, ids)
+        if reuse_ref is not None:
+            plan = continuity.reuse(sweep, pool, store, ids, reuse_ref, plan)
+    except continuity.ContinuityError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return plan
+
+
+def write_run_json(
+    store: RunStore, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]
+) -> None:
+    """metadata/run.json: what the report needs to know about the run (updated at each boot)."""
+    simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
+    store.write_json(
+        "metadata/run.json",
+        {
+            "run_id": store.run_id,
+            "sweep": sweep.name,
+            "baseline": sweep.baseline,
+            "order": ids,
+            "cluster": ",".join(c.name for c in pool),
+            "hosts": [h.address for c in pool for h in c.hosts],
+            "simulated": simulated,
+            # The real factor comes from the server info of the first boot.
+            "time_scale": 1.0,
+            "image": sweep.image,
+            "model_path": sweep.model_path,
+            "matrix": str(sweep.path),
+            "spread_threshold": sweep.spread_threshold,
+            "min_repeats": sweep.min_repeats,
+            "workload": json.loads(json.dumps(sweep.workload.__dict__)),
+            "sglang_version": None,
+        },
+    )
+
+
+def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
+    """The run folder: a new one, the controller's (xdist workers), or a resumed one."""
+    resumed = options.get(config, "ppsweep_resume")
+    if resumed and not run_id:
+        folder = options.path_arg(config, resumed)
+        if not folder.is_dir():
+            folder = options.reports_root(config) / resumed
+        if not (folder / "metadata" / "run.json").is_file():
+            raise pytest.UsageError(
+                f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
+                f"found none at {folder}"
+            )
+        return RunStore(folder.parent, folder.name)
+    if resumed and run_id:
+        folder = options.path_arg(config, resumed)
+        root = folder.parent if folder.is_dir() else options.reports_root(config)
+        return RunStore(root, run_id)
+    rid = run_id or options.get(config, "ppsweep_run_id") or new_run_id(sweep.name)
+    return RunStore(options.reports_root(config), rid)
+
+
+def check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
+    """xdist: at most one worker per cluster, and loadgroup scheduling (one boot per layout)."""
+    n = getattr(config.option, "numprocesses", None)
+    if not n:
+        return
+    names = ", ".join(c.name for c in pool)
+    if int(n) > len(pool):
+        raise pytest.UsageError(
+            f"-n {n}: the cluster pool has {len(pool)} cluster(s) ({names}) and each worker needs "
+            f"one of its own (two workers must never boot two layouts on the same nodes); use "
+            f"-n {len(pool)} or -n auto, or add clusters with --ppsweep-cluster a,b"
+        )
+    explicit = any(a == "-d" or a.startswith("--dist") for a in config.invocation_params.args)
+    dist = getattr(config.option, "dist", "no")
+    if explicit and dist != "loadgroup":
+        raise pytest.UsageError(
+            f"--dist {dist}: a sweep needs --dist loadgroup (each layout is one xdist_group, "
+            "booted once on one worker)"
+        )
+    config.option.dist = "loadgroup"
