@@ -68,6 +68,8 @@ class Progress:
         # the current line, which stays "at column 0" as it is after a cleared status).
         self._stdout: TextIO = sys.stdout
         self._stderr: TextIO = sys.stderr
+        # Asked now: while a test runs, fd 1 is pytest's capture file, no terminal.
+        self._tty = self._stdout.isatty()
         self.redraw_s = redraw_s
         self.heartbeat_s = heartbeat_s
         self._clock = clock
@@ -90,7 +92,7 @@ class Progress:
         if self.worker is not None:
             return False
         reporter = self._reporter()
-        return bool(reporter is not None and reporter.isatty() and self._stdout.isatty())
+        return bool(self._tty and reporter is not None and reporter.isatty())
 
     @contextlib.contextmanager
     def _uncaptured(self) -> Iterator[None]:
@@ -130,7 +132,12 @@ class Progress:
             if self._open:
                 self._raw(CLEAR)
                 self._open = False
-            reporter.write_line(line)
+            reporter.ensure_newline()
+            # Under xdist the controller writes each result's letter without noting it as a
+            # started line: the writer's own column says whether one is open. One write, so a
+            # line the follower thread shows is not cut by the main thread's output.
+            head = "\n" if self._config.get_terminal_writer().width_of_current_line else ""
+            reporter.write(head + line + "\n", flush=True)
             if self._lines and self.live:
                 self._draw()
 
