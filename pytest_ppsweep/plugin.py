@@ -40,7 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(), "ppsweep-html")
-    SweepSession.start(config)
+    if SweepSession.start(config) is not None:
+        config.pluginmanager.register(ProgressHooks(config), "ppsweep-progress")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -96,6 +97,31 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 def pytest_unconfigure(config: pytest.Config) -> None:
     if (session := SweepSession.of(config)) is not None:
         session.close()
+
+
+class ProgressHooks:
+    """The live status line is taken off the terminal before pytest writes a test's name,
+    result or progress there (tryfirst; it is drawn again below at the next status update).
+    These hooks get no config: the object holds the one of this process."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def _clear(self) -> None:
+        if (session := SweepSession.of(self.config)) is not None:
+            session.clear_progress()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logstart(self) -> None:
+        self._clear()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self) -> None:
+        self._clear()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logfinish(self) -> None:
+        self._clear()
 
 
 class XdistHooks:

@@ -1,36 +1,247 @@
 """Progress of long steps (boot waits, rounds) for the person watching the terminal.
 
-Lines go to the terminal at once, past output capturing, and to ``progress.log`` in the run
-folder, so a run that is watched later tells the same story.
+Two kinds of output, both past pytest's output capturing (as pytest's own live logging does:
+the terminal reporter, with capturing suspended by the capture manager):
+
+- **lines** (:meth:`Progress.__call__`): an event (``booting on``, ``healthy after``, a round's
+  result), written as a timestamped line to the terminal and to ``progress.log``;
+- **status** (:meth:`Progress.status`): the state of a running layout (its phase, elapsed /
+  timeout, ranks ready, the newest log milestone; a round's bar). On a terminal it is one line
+  rewritten in place (``\\r`` + clear to end of line) and cleared before pytest writes a test
+  result (:meth:`Progress.clear_line`, called from the runtest log hooks). Each *change* of
+  state (not each redraw) is also a timestamped line in ``progress.log``; without a terminal
+  (output piped, ``-p no:terminal``) those lines are all the terminal gets, with no ``\\r``.
+
+An xdist worker has no terminal: it writes its lines to the shared ``progress.log`` tagged
+with its id (``[ppsweep 09:31:02 gw0] …``), and the controller follows that file with a small
+thread (:meth:`Progress.follow_workers`) and shows the workers' lines on its terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
+import shutil
 import sys
 import threading
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TextIO
 
 import pytest
 
+from pytest_ppsweep.service.logscan import LogFollower
+
+__all__ = ["CLEAR", "WORKER_LINE", "Progress"]
+
+CLEAR = "\r\x1b[K"  # back to column 0, clear to the end of the line
+# A worker's line in progress.log: the controller shows these.
+WORKER_LINE = re.compile(r"^\[ppsweep \d\d:\d\d:\d\d (gw\d+)\] ")
+
 
 class Progress:
-    """Callable that reports one progress line."""
+    """Progress lines and live status lines of one pytest process.
 
-    def __init__(self, config: pytest.Config, log_path: Path) -> None:
+    ``redraw_s``: a status line is redrawn at most this often (a change of state at once);
+    ``heartbeat_s``: an unchanged state is logged again after this long (a boot that waits
+    minutes for its next milestone still shows it is alive where there is no live line).
+    """
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        log_path: Path,
+        *,
+        redraw_s: float = 0.2,
+        heartbeat_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._config = config
         self._log_path = log_path
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        winput = getattr(config, "workerinput", None)
+        self.worker: str | None = str(winput["workerid"]) if winput is not None else None
+        # Created in pytest_configure, where capturing is suspended: the real streams. The
+        # terminal reporter writes to this stdout too (raw status writes bypass its idea of
+        # the current line, which stays "at column 0" as it is after a cleared status).
+        self._stdout: TextIO = sys.stdout
+        self._stderr: TextIO = sys.stderr
+        # Asked now: while a test runs, fd 1 is pytest's capture file, no terminal.
+        self._tty = self._stdout.isatty()
+        self.redraw_s = redraw_s
+        self.heartbeat_s = heartbeat_s
+        self._clock = clock
+        self._lines: dict[str, str] = {}  # key (layout) → its status text, in start order
+        self._states: dict[str, str] = {}  # key → the last state logged
+        self._logged_at: dict[str, float] = {}
+        self._drawn_at = float("-inf")
+        self._open = False  # a status line is on the terminal (cursor at its end)
+        self._follower: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    # -- where output goes ------------------------------------------------------------------
+
+    def _reporter(self) -> Any:
+        return self._config.pluginmanager.get_plugin("terminalreporter")
+
+    @property
+    def live(self) -> bool:
+        """Status lines are rewritten in place: a terminal reporter on a TTY, not a worker."""
+        if self.worker is not None:
+            return False
+        reporter = self._reporter()
+        return bool(self._tty and reporter is not None and reporter.isatty())
+
+    @contextlib.contextmanager
+    def _uncaptured(self) -> Iterator[None]:
+        # pytest's live logging does the same (_pytest/logging.py, _LiveLoggingStreamHandler).
+        # Off the main thread (the controller's follower) nothing is captured: no suspending.
+        capman = self._config.pluginmanager.get_plugin("capturemanager")
+        if capman is None or threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        with capman.global_and_fixture_disabled():
+            yield
+
+    def _stamp(self, message: str) -> str:
+        stamp = datetime.now().strftime("%H:%M:%S")
+        tag = f"{stamp} {self.worker}" if self.worker else stamp
+        head = f"[ppsweep {tag}] "
+        if self.worker:  # every line tagged: the controller shows only tagged lines
+            return "\n".join(head + part for part in message.split("\n"))
+        return head + message
+
+    def _log(self, line: str) -> None:
+        with self._log_path.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+    def _terminal_line(self, line: str) -> None:
+        """A plain line on the terminal (lock held), below any open status line's place."""
+        if self.worker is not None or self._config.get_verbosity() < 0:
+            return
+        reporter = self._reporter()
+        if reporter is None and self._config.pluginmanager.has_plugin("terminal"):
+            return  # pytest_configure, before the terminal reporter exists: progress.log only
+        with self._uncaptured():
+            if reporter is None:  # -p no:terminal
+                self._stderr.write(line + "\n")
+                self._stderr.flush()
+                return
+            if self._open:
+                self._raw(CLEAR)
+                self._open = False
+            reporter.ensure_newline()
+            # Under xdist the controller writes each result's letter without noting it as a
+            # started line: the writer's own column says whether one is open. One write, so a
+            # line the follower thread shows is not cut by the main thread's output.
+            head = "\n" if self._config.get_terminal_writer().width_of_current_line else ""
+            reporter.write(head + line + "\n", flush=True)
+            if self._lines and self.live:
+                self._draw()
+
+    def _raw(self, text: str) -> None:
+        self._stdout.write(text)
+        self._stdout.flush()
+
+    def _draw(self) -> None:
+        """Rewrite the status line (lock held, capturing suspended)."""
+        if not self._open:
+            self._reporter().ensure_newline()  # pytest's "test_sweep.py ." line is finished
+            self._open = True
+        width = shutil.get_terminal_size().columns
+        text = "[ppsweep] " + " | ".join(self._lines.values())
+        if len(text) >= width:  # a wrapped line could not be rewritten in place
+            text = text[: max(width - 2, 1)] + "…"
+        self._raw("\r" + text + "\x1b[K")
+        self._drawn_at = self._clock()
+
+    # -- what the steps call ----------------------------------------------------------------
 
     def __call__(self, message: str) -> None:
-        stamp = datetime.now().strftime("%H:%M:%S")
-        line = f"[ppsweep {stamp}] {message}"
+        """One event: a timestamped line in progress.log and on the terminal."""
+        line = self._stamp(message)
         with self._lock:
-            with self._log_path.open("a", encoding="utf-8") as fh:
-                fh.write(line + "\n")
-            reporter = self._config.pluginmanager.get_plugin("terminalreporter")
-            if hasattr(self._config, "workerinput"):
-                # xdist workers have no terminal; their stderr reaches the controller's log.
-                sys.stderr.write(line + "\n")
-            elif reporter is not None and self._config.get_verbosity() >= 0:
-                reporter.write_line(line)
+            self._log(line)
+            self._terminal_line(line)
+
+    def status(self, key: str, text: str, *, state: str | None = None) -> None:
+        """The status of ``key`` (a layout) is now ``text``. ``state`` is what counts as a
+        change (``text`` without its clock or bar): a new state is logged with ``text``; a
+        ``None`` state is never logged (a bar's redraw)."""
+        with self._lock:
+            now = self._clock()
+            changed = state is not None and self._states.get(key) != state
+            beat = state is not None and now - self._logged_at.get(key, now) >= self.heartbeat_s
+            self._lines[key] = text
+            if changed or beat:
+                if state is not None:
+                    self._states[key] = state
+                self._logged_at[key] = now
+                line = self._stamp(text)
+                self._log(line)
+                if not self.live:
+                    self._terminal_line(line)
+            if self.live and self._config.get_verbosity() >= -1 and (
+                changed or now - self._drawn_at >= self.redraw_s
+            ):
+                with self._uncaptured():
+                    self._draw()
+
+    def end(self, key: str) -> None:
+        """``key`` is no longer running: its status goes away (the line, if it was the last)."""
+        with self._lock:
+            self._lines.pop(key, None)
+            self._states.pop(key, None)
+            self._logged_at.pop(key, None)
+            if not self._open:
+                return
+            with self._uncaptured():
+                if self._lines:
+                    self._draw()
+                else:
+                    self._raw(CLEAR)
+                    self._open = False
+
+    def clear_line(self) -> None:
+        """Take the status line off the terminal before pytest writes there (a test's
+        result); the next status update draws it again below pytest's output."""
+        with self._lock:
+            if self._open:
+                with self._uncaptured():
+                    self._raw(CLEAR)
+                self._open = False
+
+    # -- xdist controller -------------------------------------------------------------------
+
+    def follow_workers(self, poll_s: float = 0.2) -> None:
+        """Show the workers' lines of progress.log on this terminal as they are written
+        (idempotent; stopped by :meth:`stop_following`)."""
+        if self.worker is not None or self._follower is not None:
+            return
+        follower = LogFollower(self._log_path)
+        # What is in the file already was shown here or belongs to no worker yet.
+        with contextlib.suppress(OSError):
+            follower.new_lines()
+
+        def show() -> None:
+            for line in follower.new_lines()[1]:
+                if WORKER_LINE.match(line):
+                    with self._lock:
+                        self._terminal_line(line)
+
+        def loop() -> None:
+            while not self._stop.wait(poll_s):  # a poll interval, not a synchronisation
+                show()
+            show()  # the last lines, before the summary
+
+        self._follower = threading.Thread(target=loop, name="ppsweep-progress", daemon=True)
+        self._follower.start()
+
+    def stop_following(self) -> None:
+        if self._follower is None:
+            return
+        self._stop.set()
+        self._follower.join(timeout=5)
+        self._follower = None

@@ -95,6 +95,7 @@ class SweepSession:
             done=plan.done,
             compare_ref=compare_ref,
             thresholds=thresholds,
+            live=self.progress,
         )
         self.leases: Pool | None = None  # xdist controller: which worker holds which cluster
         self.rendered: summary.Rendered | None = None  # set by finish()
@@ -260,6 +261,10 @@ class SweepSession:
         if report.failed or (call.when == "call" or report.skipped):
             outcomes.record(self.store, cid, item.nodeid, report.outcome)
 
+    def clear_progress(self) -> None:
+        """pytest is about to write to the terminal: the live status line makes room."""
+        self.progress.clear_line()
+
     # -- the end (pytest_sessionfinish, controller) -------------------------------------------
 
     def finish(self, exitstatus: int) -> None:
@@ -267,6 +272,7 @@ class SweepSession:
         benchmark.json, gate.csv; then the baseline, when every test passed."""
         if self.worker or self.rendered is not None:
             return
+        self.progress.stop_following()  # the workers' last lines come before the summary
         not_run = dict(self.leases.not_run) if self.leases else {}
         self.rendered = summary.finish(
             self.store, self.ids, not_run, self.compare_ref, self.thresholds
@@ -286,6 +292,7 @@ class SweepSession:
     def terminal(self, reporter: Any) -> None:
         if self.worker:
             return
+        self.progress.clear_line()
         for config_id, why in self.leases.not_run.items() if self.leases else ():
             reporter.write_line(f"NOT RUN {config_id}: {why}", red=True)
         result = self.rendered or summary.Rendered(terminal=["no summary: the run did not end"])
@@ -336,7 +343,9 @@ class SweepSession:
         )
 
     def configure_node(self, node: Any) -> None:
-        """Lease a cluster to the worker; it writes into this run folder."""
+        """Lease a cluster to the worker; it writes into this run folder, and its progress
+        lines there are shown on this terminal."""
+        self.progress.follow_workers()
         cluster = self.lease_pool().lease(node.gateway.id)
         node.workerinput[WORKER_CLUSTER] = cluster.name
         node.workerinput[WORKER_RUN_ID] = self.store.run_id
@@ -361,6 +370,8 @@ class SweepSession:
         connections, and put back the SIGTERM handler and the atexit net."""
         if SESSION_KEY in self.config.stash:
             del self.config.stash[SESSION_KEY]
+        self.progress.stop_following()
+        self.progress.clear_line()
         self.registry.stop_ranks()
         self._reap_own()
         self.registry.close()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import requests
 
@@ -41,7 +41,43 @@ from pytest_ppsweep.redact import redact
 from pytest_ppsweep.service.launch import Service
 from pytest_ppsweep.service.logscan import Finding, simulated_time_scale
 from pytest_ppsweep.service.probe import Topology, server_info, topology
-from pytest_ppsweep.service.readiness import BootFailed
+from pytest_ppsweep.service.readiness import BootFailed, BootStatus
+
+
+class LiveStatus(Protocol):
+    """Where a layout's status goes while it boots, runs a round or is torn down (the plugin's
+    progress.Progress: a line rewritten in place on a terminal, changes in progress.log)."""
+
+    def status(self, key: str, text: str, *, state: str | None = None) -> None: ...
+
+    def end(self, key: str) -> None: ...
+
+
+class _NoStatus:
+    def status(self, key: str, text: str, *, state: str | None = None) -> None:
+        pass
+
+    def end(self, key: str) -> None:
+        pass
+
+
+# A round's bar is redrawn at most this often (the per-request callback stays cheap).
+BAR_EVERY_S = 0.2
+BAR_WIDTH = 24
+
+
+def boot_status(status: BootStatus) -> tuple[str, str]:
+    """A booting layout's status text and its state (the text without the clock)."""
+    mark = f" | {status.milestone}" if status.milestone else ""
+    ranks = f"ranks ready {status.ready}/{status.ranks}{mark}"
+    clock = f"{status.elapsed_s:.0f} s / {status.timeout_s:.0f} s"
+    return f"{status.config_id} booting {clock} | {ranks}", f"booting | {ranks}"
+
+
+def round_bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
+    """``[#########...............]`` for ``done`` of ``total``."""
+    filled = width * done // total if total else width
+    return "[" + "#" * filled + "." * (width - filled) + "]"
 
 
 class GpuMemoryWarning(UserWarning):
@@ -73,15 +109,18 @@ class SweepRun:
         done: Iterable[tuple[str, int, int]] = (),
         compare_ref: Path | None = None,
         thresholds: Mapping[str, Any] | None = None,
+        live: LiveStatus | None = None,
     ) -> None:
         """``registry`` holds the live ranks and connections (the caller closes it; a run
         without one has its own, closed by :meth:`close`); ``done``: rounds finished before a
-        resume; ``compare_ref`` and ``thresholds``: the gate's reference and thresholds."""
+        resume; ``compare_ref`` and ``thresholds``: the gate's reference and thresholds;
+        ``live`` shows each layout's status while it boots, runs a round and stops."""
         self.sweep = sweep
         # The clusters this process may boot on: the pool, or under xdist the leased one.
         self.clusters = tuple(clusters)
         self.store = store
         self.progress = progress
+        self.live: LiveStatus = live if live is not None else _NoStatus()
         w = sweep.workload
         self.spec = WorkloadSpec(
             input_len=w.input_len,
@@ -182,10 +221,14 @@ class SweepRun:
             progress=self.progress,
             run_id=self.store.run_id,
             registry=self.registry,
+            on_status=self._boot_status,
         )
         self.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
         try:
-            service.__enter__()
+            try:
+                service.__enter__()
+            finally:
+                self.live.end(sid)
         except BootFailed as exc:
             boot_s = _scaled(service.boot_s, _launched_scale(service))
             self.store.update_config(sid, boot_s=boot_s, boot_error=exc.reason)
@@ -240,21 +283,31 @@ class SweepRun:
         self._held(sid, started)
         return Booted(service, cluster, info, topo, before)
 
+    def _boot_status(self, status: BootStatus) -> None:
+        text, state = boot_status(status)
+        self.live.status(status.config_id, text, state=state)
+
     def teardown(self, booted: Booted) -> None:
         """Record what the layout's logs and GPU memory show after its tests, then stop it."""
         started = time.monotonic()
         sid = booted.service.config.id
+        ranks = len(booted.service.specs)
         try:
-            self.record_logs(sid, booted.service.findings())
-            if booted.cluster.nvidia_smi:
-                self.record_memory(sid, self.snapshot_gpus(booted.cluster, sid, "after"))
-        except (HostError, ValueError, OSError) as exc:
-            warnings.warn(
-                f"{sid}: no record after the tests: {exc}", GpuMemoryWarning, stacklevel=2
-            )
+            try:
+                self.live.status(sid, f"{sid} log scan | {ranks} rank logs", state="log scan")
+                self.record_logs(sid, booted.service.findings())
+                if booted.cluster.nvidia_smi:
+                    self.record_memory(sid, self.snapshot_gpus(booted.cluster, sid, "after"))
+            except (HostError, ValueError, OSError) as exc:
+                warnings.warn(
+                    f"{sid}: no record after the tests: {exc}", GpuMemoryWarning, stacklevel=2
+                )
+            finally:
+                self.live.status(sid, f"{sid} teardown | stopping {ranks} ranks", state="teardown")
+                booted.service.stop()
+            self.after_stop(booted.cluster, booted.service.config.id, booted.before)
         finally:
-            booted.service.stop()
-        self.after_stop(booted.cluster, booted.service.config.id, booted.before)
+            self.live.end(sid)
         self._held(booted.service.config.id, started)
 
     def worked(self, config_id: str, seconds: float) -> None:
@@ -300,20 +353,26 @@ class SweepRun:
                 continue
             t0 = time.monotonic()
             self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
+            bar = _RoundBar(self.live, cfg.id, f"benchmark c{concurrency} r{repeat}/{repeats}",
+                            self.spec.num_requests, scale)
             with self.store.open_raw(cfg.id, concurrency, repeat) as raw:
 
-                def write(record: dict[str, Any], raw: Any = raw) -> None:
+                def write(record: dict[str, Any], raw: Any = raw, bar: _RoundBar = bar) -> None:
                     raw.write(json.dumps(record) + "\n")
                     raw.flush()
+                    bar.done(record)
 
-                result = bench.run_round_sync(
-                    booted.service.base_url,
-                    self.prompts,
-                    concurrency,
-                    spec=self.spec,
-                    time_scale=scale,
-                    on_record=write,
-                )
+                try:
+                    result = bench.run_round_sync(
+                        booted.service.base_url,
+                        self.prompts,
+                        concurrency,
+                        spec=self.spec,
+                        time_scale=scale,
+                        on_record=write,
+                    )
+                finally:
+                    self.live.end(cfg.id)
             self.store.append_result(
                 {
                     "run_id": self.store.run_id,
@@ -357,6 +416,37 @@ class SweepRun:
             mem_headroom_mib=worst.headroom_mib,
             mem_worst_node=worst.node,
             mem_worst_gpu=worst.index,
+        )
+
+
+class _RoundBar:
+    """A round's progress bar: requests done of the total and the running Input TPS (emulated
+    time on the emulator, as results.csv). Called once per finished request; redrawn at most
+    every ``BAR_EVERY_S``, and at the last request."""
+
+    def __init__(self, live: LiveStatus, key: str, phase: str, total: int, scale: float) -> None:
+        self.live, self.key, self.phase, self.total, self.scale = live, key, phase, total, scale
+        self.count = self.tokens = 0
+        self.t0 = self.drawn = time.monotonic()
+        self._draw(self.t0)
+
+    def done(self, record: dict[str, Any]) -> None:
+        self.count += 1
+        if record.get("ok"):
+            self.tokens += int(record.get("prompt_tokens") or record.get("prompt_len") or 0)
+        now = time.monotonic()
+        if now - self.drawn >= BAR_EVERY_S or self.count >= self.total:
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        self.drawn = now
+        elapsed = now - self.t0
+        tps = self.tokens / (elapsed * self.scale) if self.tokens and elapsed > 0 else None
+        self.live.status(
+            self.key,
+            f"{self.key} {self.phase} {round_bar(self.count, self.total)} "
+            f"{self.count}/{self.total} | Input TPS {'n/a' if tps is None else f'{tps:,.0f}'} "
+            f"| {elapsed:.1f} s",
         )
 
 

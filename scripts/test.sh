@@ -6,9 +6,11 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
-# Engines and tools the tests drive for real: Debian's chromium (report in a real browser) and
-# SGLang 0.5.23 for CPU with tiny models (cached in ~/.cache/pytest-ppsweep between runs).
+# Engines and tools the tests drive for real: Debian's chromium (report in a real browser), tmux
+# (the live progress in a real terminal) and SGLang 0.5.23 for CPU with tiny models (cached in
+# ~/.cache/pytest-ppsweep between runs).
 bash scripts/install_browser.sh
+bash scripts/install_tmux.sh
 bash scripts/provision_sglang_cpu.sh
 .venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks tools
 .venv/bin/python -m mypy

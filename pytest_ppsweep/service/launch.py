@@ -23,7 +23,7 @@ from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
-from pytest_ppsweep.service.readiness import BootFailed, wait_until_ready
+from pytest_ppsweep.service.readiness import BootFailed, BootStatus, wait_until_ready
 
 __all__ = ["BootFailed", "Service"]
 
@@ -41,13 +41,16 @@ class Service:
         run_id: str = "",
         launcher: Launcher | None = None,
         registry: Registry | None = None,
+        on_status: Callable[[BootStatus], None] | None = None,
     ) -> None:
+        """``on_status``: called at every poll of the boot wait (readiness.BootStatus)."""
         self.sweep = sweep
         self.cluster = cluster
         self.config = config
         self.log_dir = log_dir
         self.specs = rank_specs(sweep, cluster, config)
         self.progress = progress
+        self.on_status = on_status
         self.scanner = scanner or LogScanner(sweep.fatal_patterns)
         self.run_id = run_id
         # A registry of its own (no caller's) is closed with the service: used without pytest,
@@ -114,7 +117,7 @@ class Service:
 
     def wait_ready(self, timeout_s: float) -> float:
         """Block until rank 0 and every other rank answer /health 200; returns boot seconds."""
-        self.boot_s = wait_until_ready(self, timeout_s)
+        self.boot_s = wait_until_ready(self, timeout_s, on_status=self.on_status)
         return self.boot_s
 
     def exited(self) -> list[tuple[int, int]]:

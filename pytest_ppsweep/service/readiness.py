@@ -3,13 +3,17 @@
 Ready means rank 0's ``/health`` answers 200 (it answers 503 until the warmup ran, contract
 §1.2) and every other rank's dummy ``/health`` answers 200 (§1.1). While waiting, every rank's
 log is followed: the first fatal line, or a rank process that exits, ends the wait at once with
-the evidence in the message instead of letting the user wait for the timeout.
+the evidence in the message instead of letting the user wait for the timeout. The same lines
+give the boot's newest milestone (``Load weight begin``, ``Capture cuda graph end``, ``The
+server is fired up and ready to roll!``…), which a caller's ``on_status`` shows while waiting.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -45,6 +49,44 @@ class Booting(Protocol):
 HEALTH_TIMEOUT_S = 10.0
 
 
+# SGLang's boot milestones, in the order a rank logs them (the emulator prints the same lines;
+# tests/data/sglang/*.log are real ones). The matched text is what a status line shows.
+MILESTONES: tuple[str, ...] = (
+    "Init torch distributed begin",
+    "Init torch distributed ends",
+    "Load weight begin",
+    "Load weight end",
+    "KV Cache is allocated",
+    "Memory pool end",
+    "Capture cuda graph begin",
+    "Capture cuda graph end",
+    "Application startup complete",
+    "Uvicorn running on",
+    "The server is fired up and ready to roll!",
+)
+_MILESTONE = re.compile("|".join(re.escape(m) for m in MILESTONES))
+
+
+def milestone(line: str) -> str | None:
+    """The boot milestone a log line marks, or None."""
+    found = _MILESTONE.search(line)
+    return found.group(0) if found else None
+
+
+@dataclass(frozen=True)
+class BootStatus:
+    """Where a boot stands: real seconds waited of the timeout, ranks answering /health 200,
+    and the newest milestone of the boot: the furthest any rank's log reached, with the first
+    rank that reached it (``node1: Load weight end``, or "")."""
+
+    config_id: str
+    elapsed_s: float
+    timeout_s: float
+    ready: int
+    ranks: int
+    milestone: str = ""
+
+
 class BootFailed(RuntimeError):
     """A configuration did not become ready; the message carries the reason and log tails."""
 
@@ -70,12 +112,22 @@ def wait_until_ready(
     poll_s: float = 0.2,
     progress_every_s: float = 5.0,
     clock: Callable[[], float] = time.monotonic,
+    on_status: Callable[[BootStatus], None] | None = None,
 ) -> float:
-    """Return the seconds it took until every rank was healthy; raise :class:`BootFailed`."""
+    """Return the seconds it took until every rank was healthy; raise :class:`BootFailed`.
+
+    With ``on_status``, it is called at every poll with the boot's :class:`BootStatus`
+    (instead of a progress line every ``progress_every_s``).
+    """
     start = clock()
     followers = [LogFollower(p) for p in service.log_paths]
     last_progress = start
     n = len(service.specs)
+    # The furthest milestone any rank reached (the first rank to reach it): it only moves on,
+    # so a status line and progress.log follow the boot, not the ranks' interleaving.
+    reached, newest = -1, ""
+    if on_status is not None:
+        on_status(BootStatus(service.config.id, 0.0, timeout_s, 0, n))
     while True:
         for i, follower in enumerate(followers):
             first, lines = follower.new_lines()
@@ -83,12 +135,19 @@ def wait_until_ready(
             if found:
                 # Every node's log so far: the root cause may be on another node.
                 raise _fail(service, f"fatal line in node{i}'s log", service.findings() or found)
+            for line in lines:
+                mark = milestone(line)
+                if mark is not None and MILESTONES.index(mark) > reached:
+                    reached, newest = MILESTONES.index(mark), f"node{i}: {mark}"
         dead = service.exited()
         if dead:
             desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)
             raise _fail(service, desc, service.findings())
         codes = [health(service.url(r), timeout=HEALTH_TIMEOUT_S) for r in range(n)]
         elapsed = clock() - start
+        if on_status is not None:
+            ready = sum(c == 200 for c in codes)
+            on_status(BootStatus(service.config.id, elapsed, timeout_s, ready, n, newest))
         if codes[0] == 200 and all(c == 200 for c in codes[1:]):
             service.progress(f"{service.config.id}: healthy after {elapsed:.1f} s real")
             return elapsed
@@ -98,7 +157,7 @@ def wait_until_ready(
                 f"not healthy within {timeout_s:.0f} s (rank 0 /health: {codes[0] or 'refused'}, "
                 f"other ranks ready: {sum(c == 200 for c in codes[1:])}/{n - 1})",
             )
-        if clock() - last_progress >= progress_every_s:
+        if on_status is None and clock() - last_progress >= progress_every_s:
             last_progress = clock()
             service.progress(
                 f"{service.config.id}: booting {elapsed:.0f} s / {timeout_s:.0f} s — rank 0 "

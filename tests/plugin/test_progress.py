@@ -1,0 +1,247 @@
+"""Live progress: what a person sees while a layout boots and a round runs.
+
+In a real terminal (tmux, 150 × 40, no ``-s``) the boot status and a round's bar are on the
+screen while they happen, rewritten in place, and gone before pytest writes a result; piped,
+the same story is plain timestamped lines; under xdist the controller shows its workers' lines.
+Also the parts alone: milestones read from real SGLang logs, the status texts, and which status
+changes reach progress.log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from support.matrices import CONFIGS, SMALL_HEAD, emulated_cluster, small_matrix
+from support.paths import ACCEPTANCE, DATA
+from support.processes import sim_processes
+from support.runs import run_dir
+from support.terminal import Tmux, tmux_missing
+
+from pytest_ppsweep.progress import WORKER_LINE, Progress
+from pytest_ppsweep.service.readiness import BootStatus, milestone
+from pytest_ppsweep.sweeprun import boot_status, round_bar
+
+STAMP = r"\[ppsweep \d\d:\d\d:\d\d\]"
+PP8 = "pp8-tp4-ep4"
+
+# -- the parts -----------------------------------------------------------------------------
+
+
+def test_milestones_are_read_from_real_sglang_logs() -> None:
+    text = (DATA / "sglang" / "n4-pp2tp2.node0.log").read_text()
+    seen = [m for line in text.splitlines() if (m := milestone(line))]
+    # the order SGLang 0.5.23 logs them on CPU (no cuda graph there)
+    assert seen[:4] == ["Load weight begin", "Load weight end", "KV Cache is allocated",
+                        "Memory pool end"]
+    assert seen[-1] == "The server is fired up and ready to roll!"
+    assert milestone("[2026-11-29 16:14:04 TP0] Capture cuda graph end. Time elapsed: 3 s") == (
+        "Capture cuda graph end"
+    )
+    assert milestone("Decode batch. #running-req: 1") is None
+
+
+def test_status_texts() -> None:
+    text, state = boot_status(BootStatus(PP8, 12.4, 600, 3, 4, "node1: Load weight end"))
+    assert text == f"{PP8} booting 12 s / 600 s | ranks ready 3/4 | node1: Load weight end"
+    assert state == "booting | ranks ready 3/4 | node1: Load weight end"  # no clock in it
+    assert round_bar(0, 40, 8) == "[........]"
+    assert round_bar(20, 40, 8) == "[####....]"
+    assert round_bar(40, 40, 8) == "[########]"
+
+
+class _Plugins:
+    def __init__(self, plugins: dict[str, Any]) -> None:
+        self.plugins = plugins
+
+    def get_plugin(self, name: str) -> Any:
+        return self.plugins.get(name)
+
+    def has_plugin(self, name: str) -> bool:
+        return name in self.plugins
+
+
+class _Config:
+    """What Progress asks of pytest's config: its plugins and the verbosity."""
+
+    def __init__(self, **plugins: Any) -> None:
+        self.pluginmanager = _Plugins(plugins)
+
+    def get_verbosity(self) -> int:
+        return 0
+
+
+def test_only_status_changes_reach_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                            ) -> None:
+    now = [0.0]
+    log = tmp_path / "progress.log"
+    progress = Progress(cast(pytest.Config, _Config()), log, heartbeat_s=30,
+                        clock=lambda: now[0])
+    for t in range(20):  # one poll every 0.2 s: the clock ticks, the state does not change
+        now[0] = t * 0.2
+        progress.status(PP8, f"{PP8} booting {t * 0.2:.0f} s / 60 s", state="booting | 0/4")
+    progress.status(PP8, f"{PP8} booting 4 s / 60 s | ranks ready 4/4", state="booting | 4/4")
+    now[0] = 40.0
+    progress.status(PP8, f"{PP8} booting 40 s / 60 s | ranks ready 4/4", state="booting | 4/4")
+    for done in range(1, 7):  # a bar: redrawn, never logged
+        progress.status(PP8, f"{PP8} benchmark c2 r1/2 {round_bar(done, 6)}")
+    progress.end(PP8)
+    lines = log.read_text().splitlines()
+    assert [re.sub(STAMP + " ", "", line) for line in lines] == [
+        f"{PP8} booting 0 s / 60 s",
+        f"{PP8} booting 4 s / 60 s | ranks ready 4/4",
+        f"{PP8} booting 40 s / 60 s | ranks ready 4/4",  # the heartbeat of an unchanged state
+    ]
+    # -p no:terminal (no terminal reporter): the same lines on stderr, no \r
+    err = capsys.readouterr().err
+    assert err.splitlines() == lines and "\r" not in err
+
+
+# -- the whole plugin ----------------------------------------------------------------------
+
+
+def _port(offset: int) -> int:
+    return 34000 + (os.getpid() % 300) * 10 + offset
+
+
+@pytest.fixture
+def ports() -> Iterator[list[int]]:
+    """Ports of this test's emulated clusters: none of their ranks may be left running."""
+    used: list[int] = []
+    yield used
+    left = {pid for port in used for pid in sim_processes(f"--port {port}")}
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"emulator ranks left running: {sorted(left)}"
+
+
+def _sweep(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "ppsweep.toml").write_text(text)
+    (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
+    return folder
+
+
+def _env() -> dict[str, str]:
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
+    return {k: os.environ[k] for k in keep if k in os.environ}
+
+
+def _pytest(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "pytest", *map(str, args), "-p", "no:cacheprovider"]
+
+
+def test_a_real_terminal_shows_the_boot_and_the_rounds_live(tmp_path: Path,
+                                                            ports: list[int]) -> None:
+    if (why := tmux_missing()) is not None:
+        if os.geteuid() != 0:
+            pytest.skip(why)
+        pytest.fail(why, pytrace=False)
+    port = _port(0)
+    ports.append(port)
+    # Time scale 100: the boot (about 600 s emulated) takes seconds of real time, long enough
+    # for a person (and this test) to read it; 40 requests make each round last a while too.
+    folder = _sweep(tmp_path / "sweep", small_matrix(CONFIGS, "127.0.16", port, port + 5000, 100,
+                                                     tmp_path / "state"))
+    reports = tmp_path / "reports"
+    term = Tmux("live")
+    raw = tmp_path / "terminal.bytes"
+    term.start(_pytest(folder, "--ppsweep-config", "pp8", "--ppsweep-reports", reports,
+                       "--ppsweep-requests", "40", "--ppsweep-repeats", "1"),
+               cwd=tmp_path, env=_env(), log=raw)
+    try:
+        assert term.size() == "150x40"
+        booting = bar = None
+        final = ""
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            screen = term.screen()
+            log = next(reports.glob("*/progress.log"), None) if reports.exists() else None
+            healthy = log is not None and f"{PP8}: healthy after" in log.read_text()
+            if booting is None and "ranks ready" in screen and not healthy:
+                booting = screen  # captured before the layout was healthy (log read after)
+            if bar is None and re.search(r"benchmark c\d+ r1/1 \[#*\.*\] \d+/40", screen):
+                bar = screen
+            if "__EXIT__" in screen:
+                final = screen
+                break
+            time.sleep(0.05)  # poll interval of the screen, not a synchronisation
+        assert final, f"pytest did not finish within 240 s:\n{term.screen()}"
+        assert booting is not None, f"no boot status on screen before healthy:\n{final}"
+        status = next(line for line in booting.splitlines() if "ranks ready" in line)
+        assert re.match(rf"\[ppsweep\] {PP8} booting \d+ s / 60 s \| ranks ready \d/4", status)
+        assert "test_sweep.py ." not in booting  # no result yet: the first test is booting
+        assert bar is not None, f"no round progress bar on screen:\n{final}"
+        assert re.search(r"\d+/40 \| Input TPS (n/a|[\d,]+) \| [\d.]+ s", bar)
+        history = term.history()
+    finally:
+        term.kill()
+    assert "__EXIT__ 0" in final, history[-3000:]
+    # The status line was rewritten in place (\r, clear to end of line), and it is gone:
+    # pytest's own lines are whole, no status text is left on the screen.
+    stream = raw.read_bytes().decode(errors="replace")
+    assert stream.count(f"\r[ppsweep] {PP8} booting") > 1 and "\x1b[K" in stream
+    assert not re.search(r"^\[ppsweep\] ", history, re.M), history
+    assert re.search(r"^sweep/test_sweep\.py \.+", history, re.M), history
+    assert re.search(rf"^{STAMP} {PP8}: healthy after [\d.]+ s real$", history, re.M), history
+    assert re.search(r"^=+ 5 passed.* in [\d.]+s", history, re.M), history
+    # progress.log keeps every status change (milestones included), not every redraw.
+    log_text = (run_dir(reports) / "progress.log").read_text()
+    changes = re.findall(rf"^{STAMP} {PP8} booting .*$", log_text, re.M)
+    assert any("Load weight" in line for line in changes), log_text
+    redraws = stream.count(f"\r[ppsweep] {PP8} booting")
+    assert 0 < len(changes) < redraws, (changes, redraws)
+
+
+def test_piped_output_gets_plain_timestamped_lines(tmp_path: Path, ports: list[int]) -> None:
+    port = _port(1)
+    ports.append(port)
+    folder = _sweep(tmp_path / "sweep", small_matrix(CONFIGS, "127.0.16", port, port + 5000, 500,
+                                                     tmp_path / "state"))
+    done = subprocess.run(
+        _pytest(folder, "--ppsweep-config", "pp8", "--ppsweep-reports", tmp_path / "reports"),
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    out = done.stdout
+    assert "\r" not in out and "\x1b[K" not in out
+    # not captured: the progress of the boot is in pytest's output, not only in progress.log
+    assert re.search(rf"^{STAMP} {PP8}: booting on 4 nodes of local$", out, re.M), out
+    assert re.search(rf"^{STAMP} {PP8} booting \d+ s / 60 s \| ranks ready \d/4", out, re.M), out
+    assert re.search(rf"^{STAMP} {PP8}: healthy after", out, re.M), out
+    assert re.search(rf"^{STAMP} {PP8} C=2: round 1/2 \d+/6 done", out, re.M), out
+    assert re.search(rf"^{STAMP} {PP8} teardown \| stopping 4 ranks$", out, re.M), out
+    assert re.search(r"^=+ 5 passed", out, re.M), out
+
+
+def test_the_xdist_controller_shows_its_workers_lines(tmp_path: Path, ports: list[int]) -> None:
+    pytest.importorskip("xdist")
+    port = _port(2)
+    ports.extend([port, port + 1])
+    text = SMALL_HEAD.format(configs=CONFIGS)
+    for i, (name, net) in enumerate((("a", "127.0.17"), ("b", "127.0.18"))):
+        text += emulated_cluster(name, net, port + i, port + 5000 + i, 500, tmp_path / "state")
+    folder = _sweep(tmp_path / "sweep", text)
+    done = subprocess.run(
+        _pytest(folder, "--ppsweep-cluster", "a,b", "-n", "2",
+                "--ppsweep-reports", tmp_path / "reports"),
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    shown = [line for line in done.stdout.splitlines() if WORKER_LINE.match(line)]
+    workers = {m[1] for line in shown if (m := WORKER_LINE.match(line))}
+    assert workers == {"gw0", "gw1"}, done.stdout
+    for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
+        assert any(re.search(rf"gw\d\] {cid}: booting on 4 nodes of [ab]$", s) for s in shown)
+        assert any(f"] {cid}: healthy after" in line for line in shown), shown
+    # each line once, as in the shared progress.log (where the workers wrote them)
+    log = (run_dir(tmp_path / "reports") / "progress.log").read_text().splitlines()
+    assert sorted(shown) == sorted(line for line in log if WORKER_LINE.match(line))
+    assert done.stderr.count("booting on") == 0  # not through the workers' stderr
