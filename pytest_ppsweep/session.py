@@ -229,7 +229,8 @@ class SweepSession:
         for nodeid in ids:
             if "[" not in nodeid:
                 continue
-            param = nodeid.rsplit("[", 1)[-1].rstrip("]")
+            # "test_x[<params>]", possibly with xdist's "@<group>" suffix after the bracket
+            param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
             cid = next((c for c in known if param == c or param.startswith(c + "-")), None)
             if cid is None:
                 continue

@@ -8,7 +8,8 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 from support.paths import REPO, SEED
@@ -16,6 +17,7 @@ from support.runs import rows, seed_run
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.session import SweepSession
 
 PP1 = "pp1-tp32-ep4"
 
@@ -42,6 +44,19 @@ def _run_json(reports: Path, run_id: str) -> dict[str, Any]:
 def _collect(pytester: pytest.Pytester, reports: Path, *args: str | Path) -> pytest.RunResult:
     return run(pytester, REPO / "test_matrix", "--collect-only", "-q", "--ppsweep-reports",
                reports, "--ppsweep-run-id", "part", *args)
+
+
+def test_xdist_worker_ids_tell_the_selected_layouts_and_cs() -> None:
+    seen: list[dict[str, set[int]]] = []
+    fake = SimpleNamespace(ids=["pp1-tp32-ep4", "pp1-tp32-ep4-x", "pp8-tp4-ep4"], selected=None,
+                           selection=seen.append)
+    SweepSession.worker_collected(cast(Any, fake), [
+        "test_sweep.py::test_topology[pp8-tp4-ep4]",
+        "test_sweep.py::test_prefill[pp8-tp4-ep4-c16]@pp8-tp4-ep4",
+        "test_sweep.py::test_prefill[pp1-tp32-ep4-x-c8]",
+        "test_sweep.py::test_other",
+    ])
+    assert seen == [{"pp8-tp4-ep4": {16}, "pp1-tp32-ep4-x": {8}}]
 
 
 def test_k_records_the_selection_and_the_newest_matching_baseline(
