@@ -322,7 +322,7 @@ def earlier_baseline(root: Path, config_id: str, wanted: dict[str, Any],
     skip = Path(exclude).resolve() if exclude is not None else None
     runs = [p for p in root.iterdir()
             if p.is_dir() and path(p, config_id).is_file() and p.resolve() != skip]
-    skipped = []
+    skipped: list[str] = []
     for run in sorted(runs, key=lambda p: (_written(p, config_id), p.name), reverse=True):
         ok, reasons = reusable(run, config_id, wanted)
         if ok:
