@@ -53,6 +53,14 @@ OPTIONS: tuple[tuple[str, str, str | None], ...] = (
         None,
     ),
     (
+        "ppsweep_baseline_from",
+        "when the baseline layout is not selected (-k, --ppsweep-config): take its numbers from "
+        "this earlier run folder, run id or baseline name; its baseline manifest must match "
+        "this run's field by field (else a usage error listing the differences). Default: the "
+        "newest matching run in the reports folder.",
+        None,
+    ),
+    (
         "ppsweep_resume",
         "continue this interrupted run folder: keep its finished rounds, run the rest.",
         None,

@@ -64,6 +64,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         session.collected(items)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # after -k/-m deselection: which layouts are in this run (not called on an xdist controller)
+    if (sweep := SweepSession.of(session.config)) is not None:
+        sweep.collection_finished(session.items)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     if (sweep := SweepSession.of(session.config)) is not None:
@@ -141,6 +147,10 @@ class XdistHooks:
     def pytest_configure_node(self, node: Any) -> None:
         if (session := SweepSession.of(node.config)) is not None:
             session.configure_node(node)
+
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if (session := SweepSession.of(node.config)) is not None:
+            session.worker_collected(ids)
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if (session := SweepSession.of(node.config)) is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -17,7 +17,15 @@ from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
 
-__all__ = ["check_workers", "open_store", "plan", "write_run_json"]
+__all__ = [
+    "baseline_manifest",
+    "baseline_ref",
+    "check_workers",
+    "open_store",
+    "plan",
+    "run_id",
+    "write_run_json",
+]
 
 
 def plan(
@@ -109,3 +117,48 @@ def check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
             "booted once on one worker)"
         )
     config.option.dist = "loadgroup"
+
+
+def baseline_manifest(sweep: Sweep, pool: tuple[Cluster, ...]) -> dict[str, Any] | None:
+    """The manifest this run would write for the baseline layout (None: no cluster fits it)."""
+    from pytest_ppsweep.continuity import manifest
+    from pytest_ppsweep.matrix.model import NoClusterFits, cluster_for
+
+    config = sweep.config(sweep.baseline)
+    try:
+        cluster = cluster_for(pool, config)
+    except NoClusterFits:
+        return None
+    return manifest.build(sweep, cluster, config)
+
+
+def baseline_ref(config: pytest.Config, sweep: Sweep, pool: tuple[Cluster, ...]) -> Path | None:
+    """--ppsweep-baseline-from: the run folder, checked before anything boots. Its baseline
+    must pass the reuse check against the manifest this run would write for the baseline;
+    otherwise a usage error lists every difference."""
+    ref = options.reference(config, "ppsweep_baseline_from")
+    if ref is None:
+        return None
+    flag = f"--ppsweep-baseline-from {options.get(config, 'ppsweep_baseline_from')}"
+    wanted = baseline_manifest(sweep, pool)
+    if wanted is None:
+        raise pytest.UsageError(
+            f"{flag}: no cluster of the pool fits the baseline {sweep.baseline}; cannot compare "
+            "its manifest"
+        )
+    ok, reasons = continuity.reusable(ref, sweep.baseline, wanted)
+    if not ok:
+        raise pytest.UsageError(
+            f"{flag}: the baseline {sweep.baseline} of {ref} cannot stand for this run's: "
+            + "; ".join(reasons)
+        )
+    return ref
+
+
+def run_id(folder: Path) -> str:
+    """The run id in ``folder``'s run.json (a named baseline keeps its run's), else its name."""
+    try:
+        raw = json.loads((folder / "metadata" / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return folder.name
+    return str(raw.get("run_id") or folder.name) if isinstance(raw, dict) else folder.name

@@ -9,13 +9,16 @@ the session finished, what the render hooks show. plugin.py only forwards hooks 
 
 Its life: :meth:`start` (configure: load, check the launchers, open the run folder, plan reuse
 or resume), :meth:`preflight` (session start, controller: leftovers, node checks, metadata),
-:meth:`record` (each test report: cluster time, resume bookkeeping), :meth:`finish` (session
+:meth:`selection` (collection finished, controller: the layouts and Cs left after -k/-m, and
+where the baseline's numbers come from when it is not among them), :meth:`record` (each test
+report: cluster time, resume bookkeeping), :meth:`finish` (session
 finish, controller: not-run layouts, sorted results, summary.csv, benchmark.json, gate.csv,
 the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the handler).
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -102,6 +105,8 @@ class SweepSession:
         self.baseline: list[str] = []  # what saving the baseline said
         self._tests: dict[str, list[str]] = {}  # config id → its tests, as collected
         self._started: set[str] = set()  # layouts whose outcomes this process records
+        self.baseline_ref: Path | None = None  # --ppsweep-baseline-from, checked at start
+        self.selected: dict[str, set[int]] | None = None  # set by selection()
         self._previous_sigterm: Any = None
 
     @staticmethod
@@ -131,6 +136,7 @@ class SweepSession:
         # Read once, before anything boots: a bad reference or threshold fails now.
         compare_ref = options.reference(config, "ppsweep_compare")
         thresholds = options.thresholds(config, sweep)
+        baseline_ref: Path | None = None
         if is_worker(config):
             winput = config.workerinput  # type: ignore[attr-defined]
             # Workers re-parse the command line, where --dist may be absent: group the layouts
@@ -142,6 +148,7 @@ class SweepSession:
         else:
             runsetup.check_workers(config, pool)
             reuse_ref = options.reference(config, "ppsweep_reuse")
+            baseline_ref = runsetup.baseline_ref(config, sweep, pool)
             store = runsetup.open_store(config, sweep, None)
             plan = runsetup.plan(config, sweep, pool, store, ids, reuse_ref)
             store.copy_matrix(matrix)
@@ -150,6 +157,7 @@ class SweepSession:
                 config.option.htmlpath = str(store.dir / "report.html")
                 config.option.self_contained_html = True
         session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds)
+        session.baseline_ref = baseline_ref
         if not session.worker:
             for note in plan.notes:
                 session.progress(note)
@@ -197,6 +205,93 @@ class SweepSession:
                 why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+
+    def collection_finished(self, items: list[pytest.Item]) -> None:
+        """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
+        points: dict[str, set[int]] = {}
+        for item in items:
+            params = _params(item)
+            cid = params.get("ppsweep_config")
+            if cid is None:
+                continue
+            conc = points.setdefault(str(cid), set())
+            if "concurrency" in params:
+                conc.add(int(params["concurrency"]))
+        self.selection(points)
+
+    def worker_collected(self, ids: list[str]) -> None:
+        """xdist: the controller collects nothing; the first worker's test ids tell the layouts
+        (``test_x[<layout>]``, ``test_x[<layout>-c<C>]``)."""
+        if self.selected is not None:
+            return
+        points: dict[str, set[int]] = {}
+        known = sorted(self.ids, key=len, reverse=True)
+        for nodeid in ids:
+            if "[" not in nodeid:
+                continue
+            # "test_x[<params>]", possibly with xdist's "@<group>" suffix after the bracket
+            param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
+            cid = next((c for c in known if param == c or param.startswith(c + "-")), None)
+            if cid is None:
+                continue
+            conc = points.setdefault(cid, set())
+            if match := re.fullmatch(r"c(\d+)", param[len(cid) + 1 :]):
+                conc.add(int(match[1]))
+        self.selection(points)
+
+    def selection(self, points: dict[str, set[int]]) -> None:
+        """Record in run.json which layouts (and Cs) this run selected, so the results layer
+        judges only those; when the baseline is not among them, which earlier run's baseline
+        the deltas use (``--ppsweep-baseline-from``, else the newest matching run in the
+        reports folder), or why there is none."""
+        if self.worker or self.selected is not None:
+            return
+        self.selected = points
+        fields: dict[str, Any] = {
+            "selected": {cid: sorted(points[cid]) for cid in self.ids if cid in points},
+            "baseline_from": None,
+            "baseline_note": "",
+        }
+        base = self.sweep.baseline
+        if base not in points:
+            found, note = self._earlier_baseline(base)
+            if found is not None:
+                fields["baseline_from"] = {
+                    "run_id": runsetup.run_id(found), "path": str(found.resolve()), "chosen": note,
+                }
+                note = (
+                    f"baseline {base} not in this run: deltas vs its rounds in run "
+                    f"{runsetup.run_id(found)} ({note})"
+                )
+            else:
+                fields["baseline_note"] = note
+            self.progress(note)
+        elif self.baseline_ref is not None:
+            self.progress(f"--ppsweep-baseline-from {self.baseline_ref.name}: not used, the "
+                          f"baseline {base} runs in this run")
+        self.store.update_json("metadata/run.json", **fields)
+
+    def _earlier_baseline(self, base: str) -> tuple[Path | None, str]:
+        """The run folder whose baseline stands for this run's, and how it was chosen; or None
+        and the one line that says why there is none."""
+        if self.baseline_ref is not None:
+            return self.baseline_ref, "--ppsweep-baseline-from, manifest identical except layout"
+        wanted = runsetup.baseline_manifest(self.sweep, self.pool)
+        if wanted is None:
+            return None, (
+                f"baseline {base} is not in this run and no cluster of the pool fits it: no deltas"
+            )
+        root = self.store.dir.parent
+        found, skipped = continuity.earlier_baseline(root, base, wanted, exclude=self.store.dir)
+        for why in skipped[:3]:
+            self.progress(f"baseline {base}: run {why}"[:500])
+        if found is not None:
+            return found, (
+                "the newest run in the reports folder whose manifest is identical except layout"
+            )
+        checked = f" ({len(skipped)} earlier run(s) differ)" if skipped else ""
+        return None, (f"baseline {base} is not in this run and no earlier run in {root} has a "
+                      f"matching one{checked}: no deltas")
 
     # -- before the first boot (pytest_sessionstart, controller) ------------------------------
 

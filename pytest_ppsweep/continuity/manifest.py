@@ -11,6 +11,15 @@ what is measured: SSH access details (``ssh_user``, ``ssh_key``, …) and the ev
 (boot timeout, spread threshold, fatal patterns). The manifest is meant to be written before
 boot, so two manifests compare like with like; a field unknown then (``sglang_version``) is
 ``null``.
+
+A layout this run does not measure can take its numbers from an earlier run
+(:func:`earlier_baseline`, the seeds' partial runs: PP1 was not rerun but taken from an earlier
+run after checking field by field that everything but the layout matched). The check is the
+reuse check, on the baseline layout: the manifest this run would write for the baseline equals
+the one the earlier run wrote for it (so image, SGLang version, model, every server flag and
+env var, the workload and the cluster's hosts match; the baseline's own layout-only flags must
+match too, while those other layouts set for themselves are what the deltas are about), and its
+rounds there all completed N/N.
 """
 
 from __future__ import annotations
@@ -287,3 +296,36 @@ def adopt(ref_run_dir: Path, store: RunStore, config_id: str, manifest: dict[str
             shutil.copytree(ref / sub / config_id, store.dir / sub / config_id, dirs_exist_ok=True)
     write(store.dir, config_id, {**manifest, "reused_from": str(ref.resolve())})
     return len(rows)
+
+
+def _written(run_dir: Path, config_id: str) -> str:
+    # When the earlier run wrote the layout's manifest (its boot); the folder's time otherwise.
+    try:
+        data = load(run_dir, config_id) or {}
+    except (OSError, ValueError):
+        data = {}
+    block = data.get("run")
+    stamp = block.get("written") if isinstance(block, dict) else None
+    if isinstance(stamp, str) and stamp:
+        return stamp
+    return datetime.fromtimestamp(Path(run_dir).stat().st_mtime, UTC).isoformat()
+
+
+def earlier_baseline(root: Path, config_id: str, wanted: dict[str, Any],
+                     exclude: Path | None = None) -> tuple[Path | None, list[str]]:
+    """The newest run folder in ``root`` whose ``config_id`` could stand for this run's
+    (:func:`reusable` with ``wanted``, the manifest this run would write for it), and why each
+    newer one could not (``"<run id>: <difference>; …"``)."""
+    root = Path(root)
+    if not root.is_dir():
+        return None, []
+    skip = Path(exclude).resolve() if exclude is not None else None
+    runs = [p for p in root.iterdir()
+            if p.is_dir() and path(p, config_id).is_file() and p.resolve() != skip]
+    skipped: list[str] = []
+    for run in sorted(runs, key=lambda p: (_written(p, config_id), p.name), reverse=True):
+        ok, reasons = reusable(run, config_id, wanted)
+        if ok:
+            return run, skipped
+        skipped.append(f"{run.name}: " + "; ".join(reasons))
+    return None, skipped

@@ -88,15 +88,18 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
                      str(r["repeats"]), num(r["input_tps"]), num(r["ttft_p50_s"], 2, " s"),
                      num(r["ttft_p95_s"], 2, " s"), num(r["ttft_p99_s"], 2, " s"),
                      num(r["tps_spread_pct"], 2, " %")]
-                    + (["baseline"] * 3 if is_base else [delta(r["tps_vs_base_pct"]),
-                       delta(r["ttft_p50_vs_base_pct"]), delta(r["ttft_p95_vs_base_pct"])])
+                    + ([] if summary.no_deltas else ["baseline"] * 3 if is_base else [
+                       delta(r["tps_vs_base_pct"]), delta(r["ttft_p50_vs_base_pct"]),
+                       delta(r["ttft_p95_vs_base_pct"])])
                     + [escape(v.text) if v else "n/a"])
         classes.append("" if v is None or v.valid else "invalid")
     headers = ["PP / TP / EP", "Config", "C", "Repeats", "Input TPS", "TTFT p50", "TTFT p95",
-               "TTFT p99", "TPS spread", "Input TPS vs base", "TTFT p50 vs base",
-               "TTFT p95 vs base", "Verdict"]
-    return ("<h3>Medians over repeats, deltas vs baseline "
-            f"{escape(summary.baseline)}</h3>" + _table(headers, rows, 2, classes))
+               "TTFT p99", "TPS spread", *([] if summary.no_deltas else [
+                   "Input TPS vs base", "TTFT p50 vs base", "TTFT p95 vs base"]), "Verdict"]
+    # The baseline not in this run: say where its numbers come from, or why there are none.
+    title = (f"Medians over repeats; {escape(summary.baseline_note)}" if summary.baseline_note
+             else f"Medians over repeats, deltas vs baseline {escape(summary.baseline)}")
+    return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes)
 
 
 def _steps(summary: Summary) -> str:

@@ -1,5 +1,7 @@
 """The sweep summary on the terminal: the medians table with deltas vs baseline and verdicts,
-then every INVALID reason and the recommendation, each line at most ``width`` wide.
+then every INVALID reason and the recommendation, each line at most ``width`` wide. When the
+baseline is not in this run, one line says where its numbers come from (an earlier run) or that
+there are none, and then the table has no delta columns.
 """
 
 from __future__ import annotations
@@ -22,10 +24,15 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     layouts = summary.table["layout"].astype(str)
     # Two configs may share a layout (other flags differ): then only the id tells them apart.
     use_id = layouts.nunique() != summary.table["config_id"].nunique()
+    deltas = not summary.no_deltas
     head = (f"{'config' if use_id else 'PP/TP/EP':<14}{'C':>4}{'Input TPS':>11}{'TTFT p50':>10}"
-            f"{'TTFT p95':>10}{'ΔTPS':>10}{'ΔTTFT':>10}  verdict")
-    lines = [f"PP/TP/EP sweep: medians over repeats, Δ vs baseline {summary.baseline}"[:width],
-             head[:width]]
+            f"{'TTFT p95':>10}" + (f"{'ΔTPS':>10}{'ΔTTFT':>10}" if deltas else "") + "  verdict")
+    if summary.baseline_note:  # the baseline is not in this run: where its numbers come from
+        lines = ["PP/TP/EP sweep: medians over repeats"[:width],
+                 *_wrap(summary.baseline_note, width), head[:width]]
+    else:
+        lines = [f"PP/TP/EP sweep: medians over repeats, Δ vs baseline {summary.baseline}"[:width],
+                 head[:width]]
     for r in records(summary.table):
         v = by_key.get((str(r["config_id"]), int(r["concurrency"])))
         name = str(r["config_id"] if use_id else r["layout"])
@@ -33,9 +40,9 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
         base = r["config_id"] == summary.baseline
         row = (f"{name:<14}{r['concurrency']:>4}{num(r['input_tps']):>11}"
                f"{num(r['ttft_p50_s'], 2, ' s'):>10}{num(r['ttft_p95_s'], 2, ' s'):>10}"
-               f"{'base' if base else delta(r['tps_vs_base_pct']):>10}"
-               f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}  "
-               f"{'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}")
+               + (f"{'base' if base else delta(r['tps_vs_base_pct']):>10}"
+                  f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}" if deltas else "")
+               + f"  {'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}")
         lines.append(row[:width])
     texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts if not v.valid]
     for text in [*texts, recommendation.text]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,15 @@ class RunMeta:
     spread_threshold: float = 0.02
     min_repeats: int = 3
     concurrencies: tuple[int, ...] = ()
+    # The layouts (and their Cs) that had tests in this run after -k/-m/--ppsweep-config, as
+    # the plugin recorded them once collection finished; None: not recorded (every layout of
+    # ``order`` was in the run).
+    selected: dict[str, tuple[int, ...]] | None = None
+    # Where the baseline's numbers come from when the baseline is not in this run: an earlier
+    # run folder (its path and id), or a note saying why there is none.
+    baseline_from: str = ""
+    baseline_run: str = ""
+    baseline_note: str = ""
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], default_run_id: str) -> RunMeta:
@@ -63,6 +72,9 @@ class RunMeta:
         # The planned concurrencies: explicit, else the copied workload of the matrix.
         planned = raw.get("concurrencies") or (
             workload.get("concurrency") if isinstance(workload, dict) else None)
+        chosen = raw.get("selected")
+        source = raw.get("baseline_from")
+        source = source if isinstance(source, dict) else {}
         return cls(
             run_id=str(raw.get("run_id") or default_run_id),
             baseline=str(raw.get("baseline") or ""),
@@ -76,7 +88,16 @@ class RunMeta:
             spread_threshold=float(raw.get("spread_threshold", 0.02)),
             min_repeats=int(raw.get("min_repeats", 3)),
             concurrencies=tuple(int(c) for c in planned or ()),
+            selected=None if not isinstance(chosen, dict) else {
+                str(k): tuple(int(c) for c in v or ()) for k, v in chosen.items()},
+            baseline_from=str(source.get("path") or ""),
+            baseline_run=str(source.get("run_id") or ""),
+            baseline_note=str(raw.get("baseline_note") or ""),
         )
+
+    def in_run(self, config_id: str) -> bool:
+        """Whether ``config_id`` was selected in this run (True when not recorded)."""
+        return self.selected is None or config_id in self.selected
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,6 +120,11 @@ class Summary:
     baseline: str
     order: tuple[str, ...]
     concurrencies: tuple[int, ...] = field(default=())
+    # The deltas' baseline when it is not in this run: the earlier run it came from, and the
+    # one line that says so (or, with ``no_deltas``, why there are no deltas).
+    baseline_run: str = ""
+    baseline_note: str = ""
+    no_deltas: bool = False
 
 
 def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...]) -> pd.DataFrame:
@@ -194,10 +220,14 @@ def _per_config(configs: pd.DataFrame, results: pd.DataFrame, order: list[str]) 
 
 
 def summarize(
-    results: pd.DataFrame, configs: pd.DataFrame, *, baseline: str, order: list[str]
+    results: pd.DataFrame, configs: pd.DataFrame, *, baseline: str, order: list[str],
+    reference: pd.DataFrame | None = None,
 ) -> Summary:
     """Medians over repeats per configuration x C, spreads, deltas vs ``baseline`` and deltas
-    between consecutive layouts of ``order`` (the previous layout with data at that C)."""
+    between consecutive layouts of ``order`` (the previous layout with data at that C).
+
+    ``reference``: the baseline's medians per C (indexed by concurrency) when they come from
+    another run; by default they are the baseline's rows of this table."""
     full_order = _sweep_order(order, results, configs)
     baseline = baseline or (full_order[0] if full_order else "")
     per_config = _per_config(configs, results, full_order)
@@ -217,7 +247,8 @@ def summarize(
         "input_tps"] * 100.0
     table["ttft_p50_spread_pct"] = (table["ttft_p50_max_s"] - table["ttft_p50_min_s"]) / table[
         "ttft_p50_s"] * 100.0
-    base = table[table["config_id"] == baseline].set_index("concurrency")
+    base = (table[table["config_id"] == baseline].set_index("concurrency")
+            if reference is None else reference)
     for column, name in (("input_tps", "tps_vs_base_pct"), ("ttft_p50_s", "ttft_p50_vs_base_pct"),
                          ("ttft_p95_s", "ttft_p95_vs_base_pct")):
         table[name] = _pct(table[column], table["concurrency"].map(base[column]))
@@ -238,14 +269,62 @@ def summarize(
     return Summary(table, per_config, baseline, tuple(full_order), concurrencies)
 
 
+def _present(data: RunData) -> set[str]:
+    return {str(c) for c in (*data.results["config_id"], *data.configs["config_id"])}
+
+
+def _earlier_reference(data: RunData, baseline: str) -> tuple[pd.DataFrame | None, str, str]:
+    """The baseline's medians per C from the earlier run named in run.json, its run id, and
+    the line that says where they come from (or why there are none)."""
+    meta = data.meta
+    if not meta.baseline_from and not meta.baseline_run:
+        return None, "", meta.baseline_note or (
+            f"baseline {baseline} is not in this run and no earlier run was chosen: no deltas")
+    tried = [Path(meta.baseline_from)] if meta.baseline_from else []
+    if meta.baseline_run:  # the folder moved with its reports folder
+        tried.append(data.run_dir.parent / meta.baseline_run)
+    for folder in tried:
+        try:
+            ref = load_run(folder)
+        except RunFolderError:
+            continue
+        rows = ref.results[ref.results["config_id"] == baseline]
+        if rows.empty:
+            return None, "", (f"baseline {baseline}: run {ref.meta.run_id} has no rounds of it: "
+                              "no deltas")
+        own = ref.configs[ref.configs["config_id"] == baseline]
+        table = summarize(rows, own, baseline=baseline, order=[baseline]).table
+        return (table.set_index("concurrency"), ref.meta.run_id,
+                f"baseline {baseline} from run {ref.meta.run_id} "
+                "(manifest identical except layout)")
+    where = ", ".join(str(t) for t in tried)
+    return None, "", f"baseline {baseline}: earlier run not found at {where}: no deltas"
+
+
 def summarize_run(data: RunData) -> Summary:
-    """:func:`summarize` with the baseline, order and concurrencies of the run manifest."""
-    summary = summarize(data.results, data.configs, baseline=data.meta.baseline,
-                        order=list(data.meta.order))
-    if data.meta.concurrencies:
-        merged = tuple(sorted({*summary.concurrencies, *data.meta.concurrencies}))
-        summary = Summary(summary.table, summary.configs, summary.baseline, summary.order, merged)
-    return summary
+    """:func:`summarize` with the baseline, order and concurrencies of the run manifest.
+
+    Layouts the run did not select (``-k``, ``--ppsweep-config``) and that left nothing in
+    the run folder are not in the summary. When the baseline is one of them, the deltas are
+    against its rounds in the earlier run that run.json names (``baseline_from``); without one
+    there are no deltas and ``baseline_note`` says why."""
+    meta = data.meta
+    present = _present(data)
+    order = [c for c in meta.order if meta.in_run(c) or c in present]
+    baseline = meta.baseline or (order[0] if order else "")
+    reference, source, note = None, "", ""
+    if baseline and not meta.in_run(baseline) and baseline not in present:
+        reference, source, note = _earlier_reference(data, baseline)
+    summary = summarize(data.results, data.configs, baseline=baseline, order=order,
+                        reference=reference)
+    planned = meta.concurrencies
+    if meta.selected is not None:  # only the Cs of the tests that were selected
+        chosen = {c for cs in meta.selected.values() for c in cs}
+        planned = tuple(c for c in planned if c in chosen)
+    merged = tuple(sorted({*summary.concurrencies, *planned}))
+    summary.table["baseline_from"] = (meta.run_id if not note else source) or np.nan
+    return replace(summary, concurrencies=merged, baseline_run=source, baseline_note=note,
+                   no_deltas=bool(note) and reference is None)
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> Path:

@@ -97,7 +97,8 @@ def _round_failures(rounds: pd.DataFrame) -> list[str]:
 
 
 def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
-    """One verdict per configuration (sweep order) x concurrency of ``summary``."""
+    """One verdict per configuration (sweep order) x concurrency of ``summary``; a point that
+    was not selected in this run (run.json ``selected``) and has no rounds gets none."""
     results, meta = data.results, data.meta
     configs = records(data.configs, "config_id")
     table = records(summary.table, "config_id", "concurrency")
@@ -105,12 +106,15 @@ def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
     broken = results[~round_counts(results)]
     broken_groups = {key: frame for key, frame in broken.groupby(["config_id", "concurrency"])}
     limit = meta.spread_threshold * 100.0
+    selected = meta.selected
     verdicts = []
     for cid in summary.order:
         base = _config_failures(configs.get(cid))
         for conc in summary.concurrencies:
             failures = list(base)
             row = table.get((cid, conc))
+            if row is None and selected is not None and conc not in selected.get(cid, ()):
+                continue  # deselected (-k, --ppsweep-config): not in this run, not judged
             if row is None:
                 failures.append(f"no rounds at C={conc}")
             else:
