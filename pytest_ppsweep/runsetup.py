@@ -6,6 +6,7 @@ checks of the xdist pool. Options are read by :mod:`.options`; this module only 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,9 @@ __all__ = [
     "check_workers",
     "open_store",
     "plan",
+    "points_from_ids",
     "run_id",
+    "selection_fields",
     "write_run_json",
 ]
 
@@ -162,3 +165,79 @@ def run_id(folder: Path) -> str:
     except (OSError, ValueError):
         return folder.name
     return str(raw.get("run_id") or folder.name) if isinstance(raw, dict) else folder.name
+
+
+def points_from_ids(nodeids: list[str], ids: list[str]) -> dict[str, set[int]]:
+    """The layouts and Cs of test ids (``test_x[<layout>]``, ``test_x[<layout>-c<C>]``, maybe
+    with xdist's ``@<group>`` suffix): what an xdist worker collected."""
+    points: dict[str, set[int]] = {}
+    known = sorted(ids, key=len, reverse=True)
+    for nodeid in nodeids:
+        if "[" not in nodeid:
+            continue
+        param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
+        cid = next((c for c in known if param == c or param.startswith(c + "-")), None)
+        if cid is None:
+            continue
+        conc = points.setdefault(cid, set())
+        if match := re.fullmatch(r"c(\d+)", param[len(cid) + 1 :]):
+            conc.add(int(match[1]))
+    return points
+
+
+def selection_fields(
+    sweep: Sweep,
+    pool: tuple[Cluster, ...],
+    ids: list[str],
+    points: dict[str, set[int]],
+    run_dir: Path,
+    baseline_from: Path | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """What run.json records about the selection (the layouts and Cs the results layer judges)
+    and, when the baseline is not selected, which earlier run's baseline the deltas use
+    (``--ppsweep-baseline-from``, else the newest matching run in the reports folder) or why
+    there is none; with the progress lines that say so."""
+    fields: dict[str, Any] = {
+        "selected": {cid: sorted(points[cid]) for cid in ids if cid in points},
+        "baseline_from": None,
+        "baseline_note": "",
+    }
+    base = sweep.baseline
+    if base in points:
+        notes = [] if baseline_from is None else [
+            f"--ppsweep-baseline-from {baseline_from.name}: not used, the baseline {base} runs "
+            "in this run"
+        ]
+        return fields, notes
+    found, note, notes = _earlier_baseline(sweep, pool, run_dir, baseline_from)
+    if found is None:
+        fields["baseline_note"] = note
+        return fields, [*notes, note]
+    fields["baseline_from"] = {
+        "run_id": run_id(found), "path": str(found.resolve()), "chosen": note
+    }
+    return fields, [*notes, f"baseline {base} not in this run: deltas vs its rounds in run "
+                            f"{run_id(found)} ({note})"]
+
+
+def _earlier_baseline(
+    sweep: Sweep, pool: tuple[Cluster, ...], run_dir: Path, baseline_from: Path | None
+) -> tuple[Path | None, str, list[str]]:
+    base = sweep.baseline
+    if baseline_from is not None:
+        return baseline_from, "--ppsweep-baseline-from, manifest identical except layout", []
+    wanted = baseline_manifest(sweep, pool)
+    if wanted is None:
+        return None, (
+            f"baseline {base} is not in this run and no cluster of the pool fits it: no deltas"
+        ), []
+    root = run_dir.parent
+    found, skipped = continuity.earlier_baseline(root, base, wanted, exclude=run_dir)
+    notes = [f"baseline {base}: run {why}"[:500] for why in skipped[:3]]
+    if found is not None:
+        return found, (
+            "the newest run in the reports folder whose manifest is identical except layout"
+        ), notes
+    checked = f" ({len(skipped)} earlier run(s) differ)" if skipped else ""
+    return None, (f"baseline {base} is not in this run and no earlier run in {root} has a "
+                  f"matching one{checked}: no deltas"), notes

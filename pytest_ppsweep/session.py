@@ -18,7 +18,6 @@ the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the ha
 
 from __future__ import annotations
 
-import re
 import signal
 import sys
 import threading
@@ -224,20 +223,7 @@ class SweepSession:
         (``test_x[<layout>]``, ``test_x[<layout>-c<C>]``)."""
         if self.selected is not None:
             return
-        points: dict[str, set[int]] = {}
-        known = sorted(self.ids, key=len, reverse=True)
-        for nodeid in ids:
-            if "[" not in nodeid:
-                continue
-            # "test_x[<params>]", possibly with xdist's "@<group>" suffix after the bracket
-            param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
-            cid = next((c for c in known if param == c or param.startswith(c + "-")), None)
-            if cid is None:
-                continue
-            conc = points.setdefault(cid, set())
-            if match := re.fullmatch(r"c(\d+)", param[len(cid) + 1 :]):
-                conc.add(int(match[1]))
-        self.selection(points)
+        self.selection(runsetup.points_from_ids(ids, self.ids))
 
     def selection(self, points: dict[str, set[int]]) -> None:
         """Record in run.json which layouts (and Cs) this run selected, so the results layer
@@ -247,51 +233,12 @@ class SweepSession:
         if self.worker or self.selected is not None:
             return
         self.selected = points
-        fields: dict[str, Any] = {
-            "selected": {cid: sorted(points[cid]) for cid in self.ids if cid in points},
-            "baseline_from": None,
-            "baseline_note": "",
-        }
-        base = self.sweep.baseline
-        if base not in points:
-            found, note = self._earlier_baseline(base)
-            if found is not None:
-                fields["baseline_from"] = {
-                    "run_id": runsetup.run_id(found), "path": str(found.resolve()), "chosen": note,
-                }
-                note = (
-                    f"baseline {base} not in this run: deltas vs its rounds in run "
-                    f"{runsetup.run_id(found)} ({note})"
-                )
-            else:
-                fields["baseline_note"] = note
+        fields, notes = runsetup.selection_fields(
+            self.sweep, self.pool, self.ids, points, self.store.dir, self.baseline_ref
+        )
+        for note in notes:
             self.progress(note)
-        elif self.baseline_ref is not None:
-            self.progress(f"--ppsweep-baseline-from {self.baseline_ref.name}: not used, the "
-                          f"baseline {base} runs in this run")
         self.store.update_json("metadata/run.json", **fields)
-
-    def _earlier_baseline(self, base: str) -> tuple[Path | None, str]:
-        """The run folder whose baseline stands for this run's, and how it was chosen; or None
-        and the one line that says why there is none."""
-        if self.baseline_ref is not None:
-            return self.baseline_ref, "--ppsweep-baseline-from, manifest identical except layout"
-        wanted = runsetup.baseline_manifest(self.sweep, self.pool)
-        if wanted is None:
-            return None, (
-                f"baseline {base} is not in this run and no cluster of the pool fits it: no deltas"
-            )
-        root = self.store.dir.parent
-        found, skipped = continuity.earlier_baseline(root, base, wanted, exclude=self.store.dir)
-        for why in skipped[:3]:
-            self.progress(f"baseline {base}: run {why}"[:500])
-        if found is not None:
-            return found, (
-                "the newest run in the reports folder whose manifest is identical except layout"
-            )
-        checked = f" ({len(skipped)} earlier run(s) differ)" if skipped else ""
-        return None, (f"baseline {base} is not in this run and no earlier run in {root} has a "
-                      f"matching one{checked}: no deltas")
 
     # -- before the first boot (pytest_sessionstart, controller) ------------------------------
 
