@@ -4,7 +4,8 @@
     python tools/screenshots.py --run DIR       # only the screenshots, of an existing run folder
 
 Without ``--run`` it runs ``pytest test_matrix`` (the seeds' sweep on the emulated cluster) into
-a temporary reports folder and keeps what the terminal showed. Then, with Debian's Chromium
+a temporary reports folder and keeps what the terminal showed, then a second run of PP8 alone
+with another image, gated against the first (for ``runs``). Then, with Debian's Chromium
 (``scripts/install_browser.sh``) driven by Playwright:
 
 * ``report-1400.png``, ``report-800.png``: the first screen (900 px high) of the run's
@@ -47,16 +48,17 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def sweep(reports: Path) -> tuple[Path, str]:
-    """Run the seeds' sweep on the emulator into ``reports``; the run folder and the terminal
-    output from the summary on."""
+def sweep(reports: Path, *args: str) -> tuple[Path, str]:
+    """Run the seeds' sweep on the emulator into ``reports`` (``args`` go to pytest); the new
+    run folder and the terminal output from the summary on."""
+    before = {p.name for p in reports.iterdir()}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "test_matrix", "-p", "no:cacheprovider",
-         "--ppsweep-reports", str(reports)],
+         "--ppsweep-reports", str(reports), *args],
         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1800, check=False)
-    runs = [p for p in reports.iterdir() if p.is_dir() and p.name != "baselines"]
+    runs = [p for p in reports.iterdir() if p.is_dir() and p.name not in before | {"baselines"}]
     if len(runs) != 1:
-        raise SystemExit(f"expected one run folder in {reports}, found {runs}\n{done.stdout}")
+        raise SystemExit(f"expected one new run folder in {reports}, found {runs}\n{done.stdout}")
     text = _SGR.sub("", done.stdout)
     start = text.find("ppsweep summary:")
     start = text.rfind("\n", 0, start) + 1 if start >= 0 else 0
@@ -148,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             reports = Path(tmp) / "reports"
             reports.mkdir()
             run_dir, terminal = sweep(reports)
+            # A second, gated run of one layout with a "new image", so that `runs` shows a gate.
+            sweep(reports, "--ppsweep-config", "pp8", "--ppsweep-image", "local/sglang:new",
+                  "--ppsweep-compare", run_dir.name)
             if args.keep is not None:
                 shutil.copytree(run_dir, args.keep / run_dir.name, dirs_exist_ok=True)
         for path in screenshots(run_dir, terminal, args.out, reports):
