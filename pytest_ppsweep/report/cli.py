@@ -176,8 +176,8 @@ def find_runs(reports: Path) -> tuple[list[tuple[Path, RunLine]], list[str]]:
 # (header, width, right-aligned): 100 columns in all, with one space between columns.
 # "lay": layouts; "val/inv": valid/invalid verdicts (configuration x C).
 _COLUMNS = (("run id", 24, False), ("date", 16, False), ("sweep", 8, False),
-            ("image", 15, False), ("cluster", 7, False), ("lay", 3, True),
-            ("val/inv", 7, True), ("gate", 13, False))
+            ("image", 13, False), ("cluster", 7, False), ("lay", 3, True),
+            ("val/inv", 7, True), ("gate", 15, False))
 
 
 def _fit(text: str, width: int, right: bool) -> str:

@@ -153,9 +153,9 @@ def test_runs_lists_newest_first(reports: Path) -> None:
     assert [line.split()[0] for line in table] == [NEW, GATED, OLD]
     new, gated, old = (line.split() for line in table)
     assert new[1:3] == ["2026-12-01", "09:30"] and new[3] == "kimi3-pp"
-    assert new[4] == "lmsysorg/sglan…" and new[5] == "sim-4x8"
+    assert new[4] == "lmsysorg/sgl…" and new[5] == "sim-4x8"
     assert new[6:] == ["5", "9/1", "pass"]
-    assert gated[4] == "local/sglang:n…" and gated[6:] == ["5", "10/0", "20", "regressions"]
+    assert gated[4] == "local/sglang…" and gated[6:] == ["5", "10/0", "20", "regressions"]
     assert old[6:] == ["5", "10/0", "—"]
     # A folder without metadata/run.json is named, the baselines are not runs of the listing.
     missing = reports / "scratch" / "metadata" / "run.json"
@@ -177,7 +177,9 @@ def test_show_prints_the_plugins_summary(reports: Path) -> None:
     done = _cli("show", GATED, "--reports", str(reports))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert all(len(line) <= 100 for line in lines if str(reports) not in line)
+    # (The plugin prints each REGRESSION message whole, as pytest does: those may be longer.)
+    assert all(len(line) <= 100 for line in lines
+               if str(reports) not in line and not line.startswith("REGRESSION")), lines
     assert lines[0].startswith("=") and f" ppsweep summary: {GATED} " in lines[0]
     # The same lines as the plugin printed: report/terminal.py on the run folder's files.
     _, summary, verdicts, rec = analyse(reports / GATED)
