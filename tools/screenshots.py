@@ -48,14 +48,28 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path}
 
 
-def sweep(reports: Path, *args: str) -> tuple[Path, str]:
+def sweep_matrix(folder: Path) -> Path:
+    """test_matrix/ppsweep.toml with the emulated cluster moved to loopback addresses and ports
+    of its own, so that a test run on the same machine cannot answer this sweep's requests."""
+    n = 100 + os.getpid() % 100
+    text = (ROOT / "test_matrix" / "ppsweep.toml").read_text(encoding="utf-8")
+    text = text.replace('"127.0.6.', f'"127.0.{n}.')
+    text = text.replace("port = 30000", f"port = {36000 + n}", 1)
+    text = text.replace("dist_init_port = 20000", f"dist_init_port = {26000 + n}", 1)
+    path = folder / "ppsweep.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def sweep(reports: Path, matrix: Path, *args: str) -> tuple[Path, str]:
     """Run the seeds' sweep on the emulator into ``reports`` (``args`` go to pytest); the new
     run folder and the terminal output from the summary on."""
     before = {p.name for p in reports.iterdir()}
+    env = {**_env(), "PPSWEEP_SIM_STATE_DIR": str(matrix.parent / "sim-state")}
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "test_matrix", "-p", "no:cacheprovider",
-         "--ppsweep-reports", str(reports), *args],
-        cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=1800, check=False)
+         "--ppsweep-matrix", str(matrix), "--ppsweep-reports", str(reports), *args],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800, check=False)
     runs = [p for p in reports.iterdir() if p.is_dir() and p.name not in before | {"baselines"}]
     if len(runs) != 1:
         raise SystemExit(f"expected one new run folder in {reports}, found {runs}\n{done.stdout}")
@@ -149,10 +163,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             reports = Path(tmp) / "reports"
             reports.mkdir()
-            run_dir, terminal = sweep(reports)
+            matrix = sweep_matrix(Path(tmp))
+            run_dir, terminal = sweep(reports, matrix)
             # A second, gated run of one layout with a "new image", so that `runs` shows a gate.
-            sweep(reports, "--ppsweep-config", "pp8", "--ppsweep-image", "local/sglang:new",
-                  "--ppsweep-compare", run_dir.name)
+            sweep(reports, matrix, "--ppsweep-config", "pp8", "--ppsweep-image",
+                  "local/sglang:new", "--ppsweep-compare", run_dir.name)
             if args.keep is not None:
                 shutil.copytree(run_dir, args.keep / run_dir.name, dirs_exist_ok=True)
         for path in screenshots(run_dir, terminal, args.out, reports):

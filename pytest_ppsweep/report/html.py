@@ -30,6 +30,9 @@ from pytest_ppsweep.results.verdict import Verdict, judge
 
 REBUILT_NAME = "report-rebuilt.html"
 EVIDENCE = ("results.csv", "summary.csv", "configs.csv", "service/", "raw/", "gpu/", "metadata/")
+# The style of the summary, also in pytest-html's page: there its body{min-width:800px} plus the
+# body's 8 px margins would scroll an 800 px window sideways, so narrow windows lift it, and let
+# the cells of its results table (long test ids) wrap.
 _STYLE = """<style>
 .ppsweep{color:#111;max-width:100%}.ppsweep h3{color:#000}
 .ppsweep table,table.ppsweep-gate{border-collapse:collapse;margin:6px 0 14px;max-width:100%;
@@ -39,7 +42,7 @@ text-align:right}
 .ppsweep th,.ppsweep-gate th{background:#f2f2f2;color:#000}
 .ppsweep td{white-space:nowrap}.ppsweep-gate td{color:#111;overflow-wrap:anywhere}
 .ppsweep td.l,.ppsweep td.w{white-space:normal;overflow-wrap:anywhere}
-.ppsweep td.l,.ppsweep th.l{text-align:left}
+.ppsweep td.l,.ppsweep th.l,.ppsweep td.w{text-align:left}
 .ppsweep tr.invalid td{background:#fde8e8}.ppsweep .bad{color:#a00}.ppsweep .ok{color:#070}
 .ppsweep-banner{background:#b00;color:#fff;font-weight:bold;padding:8px 12px;font-size:15px}
 .ppsweep .charts svg{margin:4px 12px 12px 0;border:1px solid #eee;max-width:100%;height:auto}
@@ -51,7 +54,9 @@ background:#f4fbf6;font-size:14px;max-width:1100px;box-sizing:border-box}
 .ppsweep-decision table{margin:6px 0 8px;font-size:13px;background:#fff}
 .ppsweep-decision .trust{margin:4px 0;padding-left:18px}.ppsweep-decision .trust li{margin:2px 0}
 .ppsweep-decision .better{color:#070}.ppsweep-decision .worse{color:#a00}
-@media (max-width:1000px){.ppsweep th,.ppsweep td{padding:2px 4px}}
+@media (max-width:1000px){.ppsweep th,.ppsweep td{padding:2px 4px}
+#results-table{max-width:100%}#results-table td{overflow-wrap:anywhere}}
+@media (max-width:816px){body{min-width:0}}
 </style>"""
 
 
@@ -248,7 +253,7 @@ def _decision(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     layouts = {str(c["config_id"]): str(c["layout"]) for c in records(summary.configs)}
     valid = sum(v.valid for v in verdicts)
     if rec.primary is None:
-        why = (f"no configuration was valid at every concurrency ({valid}/{len(verdicts)} "
+        why = (f"No configuration was valid at every concurrency ({valid}/{len(verdicts)} "
                "points valid); see the verdicts below.")
         return ('<div class="ppsweep-decision none"><p class="use">No layout recommended</p>'
                 f"<p>{escape(why)}</p></div>")
