@@ -69,7 +69,8 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2,
         return ' class="l"' if i < left else ' class="w"' if i in wrap else ""
 
     text = ' class="l"'
-    head = "".join(f"<th{text if i < left else ''}>{h}</th>" for i, h in enumerate(headers))
+    head = "".join(f"<th{text if i < left or i in wrap else ''}>{h}</th>"
+                   for i, h in enumerate(headers))
     body = []
     for r, row in enumerate(rows):
         tr = f' class="{classes[r]}"' if r < len(classes) and classes[r] else ""
