@@ -254,3 +254,25 @@ def _check_first_screen(context: BrowserContext, report: Path, tmp_path: Path) -
             assert not log.problems(), log.problems()
         finally:
             ctx.close()
+
+
+@pytest.mark.parametrize(("args", "ini", "expected"), [
+    ((), "", "config"),  # the plugin's default: grouped by layout
+    (("-o", "initial_sort=duration"), "", "duration"),  # the user's choice wins
+    ((), "[pytest]\ninitial_sort = result\n", "result"),
+])
+def test_initial_sort_is_the_layout_unless_chosen(tmp_path: Path, args: tuple[str, ...],
+                                                  ini: str, expected: str) -> None:
+    (tmp_path / "test_layouts.py").write_text(PLAIN_TESTS)
+    if ini:
+        (tmp_path / "pytest.ini").write_text(ini)
+    html = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", tmp_path,
+         "--html", html, *args, tmp_path], cwd=tmp_path, capture_output=True, text=True,
+        timeout=120, check=False)
+    assert done.returncode == 0, done.stdout
+    blob = re.search(r'data-jsonblob="([^"]*)"', html.read_text(encoding="utf-8"))
+    assert blob is not None
+    assert f"&#34;initialSort&#34;: &#34;{expected}&#34;" in blob.group(1) or (
+        f'&quot;initialSort&quot;: &quot;{expected}&quot;' in blob.group(1)), blob.group(1)[:300]
