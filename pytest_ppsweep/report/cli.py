@@ -180,14 +180,17 @@ _COLUMNS = (("run id", 24, False), ("date", 16, False), ("sweep", 8, False),
             ("val/inv", 7, True), ("gate", 15, False))
 
 
-def _fit(text: str, width: int, right: bool) -> str:
-    text = text if len(text) <= width else text[:width - 1] + "…"
+def _fit(text: str, width: int, right: bool, tail: bool = False) -> str:
+    if len(text) > width:
+        text = "…" + text[1 - width:] if tail else text[:width - 1] + "…"
     return f"{text:>{width}}" if right else f"{text:<{width}}"
 
 
 def _row(cells: Sequence[str]) -> str:
-    return " ".join(_fit(cell, width, right)
-                    for (_, width, right), cell in zip(_COLUMNS, cells, strict=True)).rstrip()
+    # An image is told apart by its tag: a long one keeps its end ("…mxfp4-phase5").
+    return " ".join(_fit(cell, width, right, tail=header == "image")
+                    for (header, width, right), cell in zip(_COLUMNS, cells, strict=True)
+                    ).rstrip()
 
 
 def runs_lines(found: Sequence[tuple[Path, RunLine]], width: int = _WIDTH) -> list[str]:

@@ -153,9 +153,9 @@ def test_runs_lists_newest_first(reports: Path) -> None:
     assert [line.split()[0] for line in table] == [NEW, GATED, OLD]
     new, gated, old = (line.split() for line in table)
     assert new[1:3] == ["2026-12-01", "09:30"] and new[3] == "kimi3-pp"
-    assert new[4] == "lmsysorg/sgl…" and new[5] == "sim-4x8"
+    assert new[4] == "…glang:v0.5.8" and new[5] == "sim-4x8"  # an image keeps its tag
     assert new[6:] == ["5", "9/1", "pass"]
-    assert gated[4] == "local/sglang…" and gated[6:] == ["5", "10/0", "20", "regressions"]
+    assert gated[4] == "…ng:new-image" and gated[6:] == ["5", "10/0", "20", "regressions"]
     assert old[6:] == ["5", "10/0", "—"]
     # A folder without metadata/run.json is named, the baselines are not runs of the listing.
     missing = reports / "scratch" / "metadata" / "run.json"
