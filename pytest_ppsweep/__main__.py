@@ -1,4 +1,4 @@
-"""``python -m pytest_ppsweep report|compare …`` (see :mod:`pytest_ppsweep.report.cli`)."""
+"""``python -m pytest_ppsweep runs|show|report|compare …`` (:mod:`pytest_ppsweep.report.cli`)."""
 
 from __future__ import annotations
 

@@ -40,8 +40,22 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(), "ppsweep-html")
+        _group_results_by_layout(config)
     if SweepSession.start(config) is not None:
         config.pluginmanager.register(ProgressHooks(config), "ppsweep-progress")
+
+
+def _group_results_by_layout(config: pytest.Config) -> None:
+    """pytest-html's results table sorted by the Configuration column (a layout's tests stand
+    together), unless the user set ``initial_sort`` (ini file or ``-o``). pytest-html reads the
+    ini value in its own pytest_configure, after this one (tryfirst)."""
+    chosen = getattr(config, "_inicfg", None)  # pytest 9: the ini file and -o overrides
+    if chosen is None:  # pytest 8
+        chosen = {**config.inicfg, **dict.fromkeys(
+            o.split("=", 1)[0].strip() for o in getattr(config, "_override_ini", ()) or ())}
+    cache = getattr(config, "_inicache", None)  # no public setter: a missing one only skips this
+    if isinstance(cache, dict) and "initial_sort" not in chosen:
+        cache["initial_sort"] = summary.INITIAL_SORT
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -1,23 +1,30 @@
-"""The command line ``python -m pytest_ppsweep``: rebuild a run's report, or compare two runs,
-from the run folders alone.
+"""The command line ``python -m pytest_ppsweep``: find, read, rebuild and compare stored runs from
+the run folders alone (no cluster, no pytest).
 
+    python -m pytest_ppsweep runs [--reports DIR]
+    python -m pytest_ppsweep show RUN [--reports DIR]
     python -m pytest_ppsweep report reports/<run_id>
     python -m pytest_ppsweep compare reports/<run_a> reports/<run_b>
 
-Exit status: 0 on success, 2 when a folder, file or column is missing (the message names it).
+Exit status: 0 on success, 2 when a folder, file or column is missing (the message names it)
+and on a usage error.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import math
+import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import pandas as pd
 
-from pytest_ppsweep.report.html import rebuild_report
+from pytest_ppsweep.report.html import analyse, rebuild_report
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
     RunFolderError,
@@ -28,7 +35,9 @@ from pytest_ppsweep.results.aggregate import (
 )
 
 EXIT_MISSING = 2
+DEFAULT_REPORTS = Path("reports")  # like the plugin's --ppsweep-reports default
 _WIDTH = 100
+_STAMP = re.compile(r"(\d{8})-(\d{6})$")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -74,24 +83,292 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv`` and run the sub-command; returns the exit status."""
-    parser = argparse.ArgumentParser(prog="python -m pytest_ppsweep",
-                                     description="Rebuild or compare pytest-ppsweep run reports.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    report = sub.add_parser("report", help="rebuild summary.csv and report-rebuilt.html")
+# -- runs: one line per stored run -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunLine:
+    """What ``runs`` shows of one run folder."""
+
+    run_id: str
+    date: datetime | None
+    sweep: str
+    image: str
+    cluster: str
+    layouts: int | None
+    valid: int | None
+    invalid: int | None
+    gate: str
+
+
+def run_date(run_dir: Path) -> datetime | None:
+    """When the run started: the ``YYYYmmdd-HHMMSS`` stamp of its id, else when its manifest
+    was last written (None without one)."""
+    stamp = _STAMP.search(run_dir.name)
+    if stamp:
+        try:
+            return datetime.strptime("".join(stamp.groups()), "%Y%m%d%H%M%S")
+        except ValueError:
+            pass
+    manifest = run_dir / "metadata" / "run.json"
+    return datetime.fromtimestamp(manifest.stat().st_mtime) if manifest.is_file() else None
+
+
+def gate_result(run_dir: Path) -> str:
+    """``pass`` or ``N regression(s)`` (regressed or broken points: what fails the gate) from
+    gate.csv, ``—`` without one."""
+    from pytest_ppsweep.gate.comparison import FAILING, GATE_CSV
+
+    path = run_dir / GATE_CSV
+    if not path.is_file():
+        return "—"
+    with path.open(newline="", encoding="utf-8") as fh:
+        verdicts = [row.get("verdict", "") for row in csv.DictReader(fh)]
+    failing = sum(verdicts.count(v) for v in FAILING)
+    return "pass" if not failing else f"{failing} regression{'s' if failing != 1 else ''}"
+
+
+def read_run_line(run_dir: Path) -> RunLine:
+    """The ``runs`` line of one run folder (RunFolderError when it has no readable manifest)."""
+    import json
+
+    manifest = run_dir / "metadata" / "run.json"
+    if not manifest.is_file():
+        raise RunFolderError(f"missing file: {manifest}")
+    try:
+        raw = json.loads(manifest.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise RunFolderError(f"{manifest}: not valid JSON ({exc})") from exc
+    if not isinstance(raw, dict):
+        raise RunFolderError(f"{manifest}: expected a JSON object")
+    layouts: int | None = len(raw.get("order") or ()) or None
+    valid = invalid = None
+    try:
+        _, summary, verdicts, _ = analyse(run_dir)
+    except RunFolderError:
+        pass  # a run that stopped before its first round: still listed, without counts
+    else:
+        layouts = len(summary.order)
+        valid = sum(v.valid for v in verdicts)
+        invalid = len(verdicts) - valid
+    return RunLine(str(raw.get("run_id") or run_dir.name), run_date(run_dir),
+                   str(raw.get("sweep") or ""), str(raw.get("image") or ""),
+                   str(raw.get("cluster") or ""), layouts, valid, invalid, gate_result(run_dir))
+
+
+def find_runs(reports: Path) -> tuple[list[tuple[Path, RunLine]], list[str]]:
+    """Every run folder directly in ``reports``, newest first, and why other folders were
+    skipped. (Named baselines live in ``reports/baselines/``: not runs of this listing.)"""
+    if not reports.is_dir():
+        raise RunFolderError(f"missing reports folder: {reports}")
+    found, skipped = [], []
+    for folder in sorted(p for p in reports.iterdir() if p.is_dir()):
+        if folder.name == "baselines" or folder.name.startswith("."):
+            continue
+        try:
+            found.append((folder, read_run_line(folder)))
+        except RunFolderError as exc:
+            skipped.append(f"{folder.name}: {exc}")
+    found.sort(key=lambda item: (item[1].date or datetime.min, item[0].name), reverse=True)
+    return found, skipped
+
+
+# (header, width, right-aligned): 100 columns in all, with one space between columns.
+# "lay": layouts; "val/inv": valid/invalid verdicts (configuration x C).
+_COLUMNS = (("run id", 24, False), ("date", 16, False), ("sweep", 8, False),
+            ("image", 13, False), ("cluster", 7, False), ("lay", 3, True),
+            ("val/inv", 7, True), ("gate", 15, False))
+
+
+def _fit(text: str, width: int, right: bool, tail: bool = False) -> str:
+    if len(text) > width:
+        text = "…" + text[1 - width:] if tail else text[:width - 1] + "…"
+    return f"{text:>{width}}" if right else f"{text:<{width}}"
+
+
+def _row(cells: Sequence[str]) -> str:
+    # An image is told apart by its tag: a long one keeps its end ("…mxfp4-phase5").
+    return " ".join(_fit(cell, width, right, tail=header == "image")
+                    for (header, width, right), cell in zip(_COLUMNS, cells, strict=True)
+                    ).rstrip()
+
+
+def runs_lines(found: Sequence[tuple[Path, RunLine]], width: int = _WIDTH) -> list[str]:
+    """The ``runs`` table, one line per run, every line at most ``width`` wide."""
+    lines = [_row([h for h, _, _ in _COLUMNS])]
+    for _, r in found:
+        counts = "—" if r.valid is None else f"{r.valid}/{r.invalid}"
+        lines.append(_row([r.run_id, r.date.strftime("%Y-%m-%d %H:%M") if r.date else "?",
+                           r.sweep or "—", r.image or "—", r.cluster or "—",
+                           "?" if r.layouts is None else str(r.layouts), counts, r.gate]))
+    return [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    reports = Path(args.reports)
+    found, skipped = find_runs(reports)
+    if not found:
+        print(f"no runs in {reports}")
+    else:
+        print("\n".join(runs_lines(found)))
+    for why in skipped:
+        print(f"skipped {why}")  # names a path: may be longer than the table
+    return 0
+
+
+# -- show: a stored run's terminal summary -----------------------------------------------------
+
+
+def resolve_run(run: str, reports: Path) -> Path:
+    """A run folder from a path or a run id in ``reports`` (RunFolderError naming both)."""
+    path = Path(run)
+    if path.is_dir():
+        return path
+    if "/" not in run and (reports / run).is_dir():
+        return reports / run
+    looked = str(path) if "/" in run else f"{path} and {reports / run}"
+    raise RunFolderError(f"missing run folder: {run} (looked for {looked})")
+
+
+def _sep(title: str, width: int = _WIDTH) -> str:
+    return f" {title} ".center(width, "=")
+
+
+def gate_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
+    """The gate table and REGRESSION lines the plugin printed, rebuilt from gate.csv."""
+    from pytest_ppsweep.gate.comparison import (
+        GATE_CSV,
+        Comparison,
+        comparison_table,
+        regressions,
+    )
+
+    def number(text: str) -> float | None:
+        return float(text) if text.strip() else None
+
+    with (run_dir / GATE_CSV).open(newline="", encoding="utf-8") as fh:
+        rows = [Comparison(r["config_id"], int(r["concurrency"] or 0), r["metric"],
+                           number(r["ref"]), number(r["cur"]), number(r["delta_pct"]),
+                           number(r["threshold_pct"]), number(r["noise_pct"]), r["verdict"],
+                           r["message"]) for r in csv.DictReader(fh)]
+    return comparison_table(rows, width=width) + [
+        f"REGRESSION {r.message}" for r in regressions(rows)]
+
+
+def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
+    """The terminal summary the plugin printed for the run in ``run_dir``, rebuilt from its
+    files: the medians table with verdicts and the recommendation, then the gate."""
+    from pytest_ppsweep.gate.comparison import GATE_CSV
+
+    data, summary, verdicts, rec = analyse(run_dir)
+    lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width),
+             *terminal_summary(summary, verdicts, rec, width=width)]
+    if (run_dir / GATE_CSV).is_file():
+        try:
+            gate = gate_lines(run_dir, width)
+        except (KeyError, ValueError) as exc:
+            raise RunFolderError(f"{run_dir / GATE_CSV}: unreadable ({exc})") from exc
+        lines += [_sep(f"ppsweep gate ({GATE_CSV})", width), *gate]
+    lines.append(f"run folder: {run_dir}")
+    report = run_dir / "report.html"
+    lines.append(f"report: {report}" if report.is_file() else "report: (no report.html)")
+    return lines
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    print("\n".join(show_lines(resolve_run(args.run, Path(args.reports)))))
+    return 0
+
+
+# -- the parser --------------------------------------------------------------------------------
+
+_EPILOG = """\
+verbs:
+  runs      list the stored runs of a reports folder, newest first
+  show      print a stored run's terminal summary (medians, verdicts, recommendation, gate)
+  report    rebuild summary.csv and report-rebuilt.html of a run folder
+  compare   side-by-side medians of two runs
+
+examples:
+  python -m pytest_ppsweep runs
+  python -m pytest_ppsweep show kimi3-pp-20261201-090656
+  python -m pytest_ppsweep report reports/kimi3-pp-20261201-090656
+  python -m pytest_ppsweep compare reports/<last-good> reports/<new-image>
+
+Run `python -m pytest_ppsweep VERB --help` for a verb's options.
+Exit status: 0 on success; 2 on a usage error or when a folder, file or column is missing
+(the message names it)."""
+
+_HELP = {
+    "runs": ("list the stored runs, newest first",
+             "One line per run folder of the reports folder, newest first: run id, start date,\n"
+             "sweep, image, cluster, layouts (lay), valid/invalid verdicts of configuration x C\n"
+             "(val/inv) and the gate result from gate.csv (pass, N regressions: points that\n"
+             "regressed or broke, or — for a run without --ppsweep-compare).",
+             "examples:\n  python -m pytest_ppsweep runs\n"
+             "  python -m pytest_ppsweep runs --reports /data/ppsweep/reports"),
+    "show": ("print a stored run's terminal summary",
+             "Print the summary the plugin printed at the end of the run, rebuilt from the run\n"
+             "folder's files: medians with deltas vs the baseline and verdicts, every INVALID\n"
+             "reason, the recommendation, and the gate when the run has a gate.csv.\n"
+             "Nothing in the run folder is written.",
+             "examples:\n  python -m pytest_ppsweep show kimi3-pp-20261201-090656\n"
+             "  python -m pytest_ppsweep show reports/kimi3-pp-20261201-090656\n"
+             "  python -m pytest_ppsweep show gold --reports reports/baselines"),
+    "report": ("rebuild summary.csv and report-rebuilt.html",
+               "Rebuild summary.csv and a self-contained report-rebuilt.html from the run\n"
+               "folder's files alone, then print the terminal summary.",
+               "example:\n  python -m pytest_ppsweep report reports/kimi3-pp-20261201-090656"),
+    "compare": ("side-by-side medians of two runs",
+                "Medians of two runs per configuration x C with the deltas of B vs A in %; the\n"
+                "table is also written to <run_b>/compare-<run_a name>.csv.",
+                "example:\n  python -m pytest_ppsweep compare reports/<run_a> reports/<run_b>"),
+}
+
+
+def _sub(sub: argparse._SubParsersAction[argparse.ArgumentParser],
+         name: str) -> argparse.ArgumentParser:
+    short, description, epilog = _HELP[name]
+    return sub.add_parser(name, help=short, description=description, epilog=epilog,
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _reports_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reports", type=Path, default=DEFAULT_REPORTS, metavar="DIR",
+                        help="the reports folder (default: ./reports, like --ppsweep-reports)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of every verb, with its help and examples."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_ppsweep", epilog=_EPILOG,
+        description="Find, read, rebuild and compare pytest-ppsweep runs from their run folders.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="VERB")
+    runs = _sub(sub, "runs")
+    _reports_option(runs)
+    runs.set_defaults(func=_cmd_runs)
+    show = _sub(sub, "show")
+    show.add_argument("run", metavar="RUN", help="a run id in the reports folder, or a path")
+    _reports_option(show)
+    show.set_defaults(func=_cmd_show)
+    report = _sub(sub, "report")
     report.add_argument("run_dir", type=Path, help="run folder, e.g. reports/<run_id>")
     report.set_defaults(func=_cmd_report)
-    compare = sub.add_parser("compare", help="side-by-side medians of two runs")
+    compare = _sub(sub, "compare")
     compare.add_argument("run_a", type=Path, help="reference run folder")
     compare.add_argument("run_b", type=Path, help="run folder compared with the reference; "
                          "the table is written to <run_b>/compare-<run_a name>.csv")
     compare.set_defaults(func=_cmd_compare)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` and run the verb; returns the exit status."""
+    args = build_parser().parse_args(argv)
     try:
         status: int = args.func(args)
     except RunFolderError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISSING
     return status
-

@@ -30,23 +30,47 @@ from pytest_ppsweep.results.verdict import Verdict, judge
 
 REBUILT_NAME = "report-rebuilt.html"
 EVIDENCE = ("results.csv", "summary.csv", "configs.csv", "service/", "raw/", "gpu/", "metadata/")
+# The style of the summary, also in pytest-html's page: there its body{min-width:800px} plus the
+# body's 8 px margins would scroll an 800 px window sideways, so narrow windows lift it, and let
+# the cells of its results table (long test ids) wrap.
 _STYLE = """<style>
-.ppsweep table{border-collapse:collapse;margin:6px 0 14px}
-.ppsweep th,.ppsweep td{border:1px solid #ccc;padding:3px 8px;text-align:right}
-.ppsweep th{background:#f2f2f2}.ppsweep td.l,.ppsweep th.l{text-align:left}
+.ppsweep{color:#111;max-width:100%}.ppsweep h3{color:#000}
+.ppsweep table,table.ppsweep-gate{border-collapse:collapse;margin:6px 0 14px;max-width:100%;
+font-size:12px}
+.ppsweep th,.ppsweep td,.ppsweep-gate th,.ppsweep-gate td{border:1px solid #ccc;padding:3px 7px;
+text-align:right}
+.ppsweep th,.ppsweep-gate th{background:#f2f2f2;color:#000}
+.ppsweep td{white-space:nowrap}.ppsweep-gate td{color:#111;overflow-wrap:anywhere}
+.ppsweep td.l,.ppsweep td.w{white-space:normal;overflow-wrap:anywhere}
+.ppsweep td.l,.ppsweep th.l,.ppsweep td.w{text-align:left}
 .ppsweep tr.invalid td{background:#fde8e8}.ppsweep .bad{color:#a00}.ppsweep .ok{color:#070}
 .ppsweep-banner{background:#b00;color:#fff;font-weight:bold;padding:8px 12px;font-size:15px}
-.ppsweep .charts{overflow-x:auto}.ppsweep .charts svg{margin:4px 12px 12px 0;border:1px solid #eee}
+.ppsweep .charts svg{margin:4px 12px 12px 0;border:1px solid #eee;max-width:100%;height:auto}
+.ppsweep-decision{border:2px solid #2a6;border-radius:6px;padding:10px 14px;margin:8px 0 14px;
+background:#f4fbf6;font-size:14px;max-width:1100px;box-sizing:border-box}
+.ppsweep-decision.none{border-color:#b00;background:#fdf2f2}
+.ppsweep-decision p{color:#111;margin:4px 0}
+.ppsweep-decision .use{font-size:20px;margin:0 0 6px}.ppsweep-decision .use b{color:#075}
+.ppsweep-decision table{margin:6px 0 8px;font-size:13px;background:#fff}
+.ppsweep-decision .trust{margin:4px 0;padding-left:18px}.ppsweep-decision .trust li{margin:2px 0}
+.ppsweep-decision .better{color:#070}.ppsweep-decision .worse{color:#a00}
+@media (max-width:1000px){.ppsweep th,.ppsweep td{padding:2px 4px}
+#results-table{max-width:100%}#results-table td{overflow-wrap:anywhere}}
+@media (max-width:816px){body{min-width:0}}
 </style>"""
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2,
-           classes: Sequence[str] = ()) -> str:
-    """An HTML table; cells must already be escaped. The first ``left`` columns are text."""
+           classes: Sequence[str] = (), wrap: Sequence[int] = ()) -> str:
+    """An HTML table; cells must already be escaped. The first ``left`` columns are text, which
+    wraps (anywhere, so that a narrow screen never scrolls sideways), like the ``wrap`` columns;
+    numbers stay on one line."""
     def cls(i: int) -> str:
-        return ' class="l"' if i < left else ""
+        return ' class="l"' if i < left else ' class="w"' if i in wrap else ""
 
-    head = "".join(f"<th{cls(i)}>{h}</th>" for i, h in enumerate(headers))
+    text = ' class="l"'
+    head = "".join(f"<th{text if i < left or i in wrap else ''}>{h}</th>"
+                   for i, h in enumerate(headers))
     body = []
     for r, row in enumerate(rows):
         tr = f' class="{classes[r]}"' if r < len(classes) and classes[r] else ""
@@ -99,7 +123,7 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
     # The baseline not in this run: say where its numbers come from, or why there are none.
     title = (f"Medians over repeats; {escape(summary.baseline_note)}" if summary.baseline_note
              else f"Medians over repeats, deltas vs baseline {escape(summary.baseline)}")
-    return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes)
+    return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes, wrap=(len(headers) - 1,))
 
 
 def _steps(summary: Summary) -> str:
@@ -135,7 +159,7 @@ def _memory(data: RunData, summary: Summary) -> str:
     headers = ["PP / TP / EP", "Config", *(["Cluster"] if pooled else []), "Worst-rank peak",
                "GPU total", "Headroom", "Worst node / GPU", "Startup", "Evidence"]
     return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(
-        headers, rows, 3 if pooled else 2
+        headers, rows, 3 if pooled else 2, wrap=(len(headers) - 2, len(headers) - 1)
     )
 
 
@@ -160,6 +184,104 @@ def _recommendation(rec: Recommendation) -> str:
             f"<b>{escape(rec.fallback)}</b>" if rec.fallback else "none")
     reasons = "".join(f"<li>{escape(r)}</li>" for r in rec.reasons)
     return f"<h3>Recommendation</h3><p>{head}</p><ul>{reasons}</ul>"
+
+
+def _pct_vs(value: Any, reference: Any) -> float:
+    try:
+        return (float(value) / float(reference) - 1.0) * 100.0
+    except (TypeError, ValueError, ZeroDivisionError):
+        return math.nan
+
+
+def _signed(pct: float, higher_is_better: bool) -> str:
+    """A delta in % coloured by whether it is better (green) or worse (red) for the metric."""
+    text = delta(pct)
+    if text == "n/a" or abs(pct) < 0.005:
+        return text
+    good = (pct > 0) == higher_is_better
+    return f'<span class="{"better" if good else "worse"}">{text}</span>'
+
+
+def _decision_table(summary: Summary, primary: str, versus: Sequence[tuple[str, str]]) -> str:
+    """Per C: the primary's Input TPS and TTFT p50, each with its delta vs every reference."""
+    table = {(str(r["config_id"]), int(r["concurrency"])): r for r in records(summary.table)}
+    headers = ["C", "Input TPS", *(f"vs {escape(label)}" for label, _ in versus),
+               "TTFT p50", *(f"vs {escape(label)}" for label, _ in versus)]
+    rows = []
+    for conc in summary.concurrencies:
+        mine = table.get((primary, conc), {})
+        refs = [table.get((cid, conc), {}) for _, cid in versus]
+        rows.append([str(conc), num(mine.get("input_tps")),
+                     *(_signed(_pct_vs(mine.get("input_tps"), r.get("input_tps")), True)
+                       for r in refs),
+                     num(mine.get("ttft_p50_s"), 2, " s"),
+                     *(_signed(_pct_vs(mine.get("ttft_p50_s"), r.get("ttft_p50_s")), False)
+                       for r in refs)])
+    return _table(headers, rows, 0)
+
+
+def _trust(data: RunData, summary: Summary, verdicts: Sequence[Verdict], primary: str) -> str:
+    """Whether the recommendation can be trusted: verdicts, spread, worst-rank memory."""
+    mine = [v for v in verdicts if v.config_id == primary]
+    valid = sum(v.valid for v in verdicts)
+    rows = [r for r in records(summary.table) if r["config_id"] == primary]
+    spreads = [float(r["tps_spread_pct"]) for r in rows if num(r["tps_spread_pct"]) != "n/a"]
+    ttft = [float(r["ttft_p50_spread_pct"]) for r in rows
+            if num(r["ttft_p50_spread_pct"]) != "n/a"]
+    repeats = sorted({int(r["repeats"]) for r in rows})
+    limit = data.meta.spread_threshold * 100.0
+    items = [f"Verdicts: {primary} VALID at "
+             f"{'every' if all(v.valid for v in mine) else 'not every'} C "
+             f"({sum(v.valid for v in mine)}/{len(mine)}); {valid}/{len(verdicts)} points of "
+             "the run valid.",
+             f"Spread over {'/'.join(map(str, repeats)) or '?'} repeats: Input TPS at most "
+             f"{num(max(spreads) if spreads else math.nan, 2, ' %')} (limit "
+             f"{num(limit, 1, ' %')}), TTFT p50 at most "
+             f"{num(max(ttft) if ttft else math.nan, 2, ' %')}."]
+    config = next((c for c in records(summary.configs) if c["config_id"] == primary), None)
+    if config is not None:
+        headroom, total = config.get("mem_headroom_mib"), config.get("mem_total_mib")
+        share = _pct_vs(headroom, total) + 100.0
+        items.append(f"Worst-rank GPU memory headroom: {num(headroom, 0, ' MiB')} of "
+                     f"{num(total, 0, ' MiB')} ({num(share, 1, ' %')}) on "
+                     f"{_plain(config.get('mem_worst_node'))} / GPU "
+                     f"{_plain(config.get('mem_worst_gpu'))}.")
+    return '<ul class="trust">' + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>"
+
+
+def _decision(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
+              rec: Recommendation) -> str:
+    """The first screen's answer: which layout, by how much vs the baseline and the runner-up,
+    whether it can be trusted, and the fallback."""
+    layouts = {str(c["config_id"]): str(c["layout"]) for c in records(summary.configs)}
+    valid = sum(v.valid for v in verdicts)
+    if rec.primary is None:
+        why = (f"No configuration was valid at every concurrency ({valid}/{len(verdicts)} "
+               "points valid); see the verdicts below.")
+        return ('<div class="ppsweep-decision none"><p class="use">No layout recommended</p>'
+                f"<p>{escape(why)}</p></div>")
+    primary = rec.primary
+    versus = []
+    if summary.baseline and summary.baseline != primary and any(
+            r["config_id"] == summary.baseline for r in records(summary.table)):
+        trusted = all(v.valid for v in verdicts if v.config_id == summary.baseline)
+        versus.append((f"baseline {summary.baseline}" + ("" if trusted else " (INVALID)"),
+                       summary.baseline))
+    if rec.fallback:
+        versus.append((f"runner-up {rec.fallback}", rec.fallback))
+    base_note = (" (it is the baseline)" if summary.baseline == primary else "")
+    head = (f'<p class="use">Use <b>{escape(layouts.get(primary, primary))}</b> '
+            f"(PP / TP / EP) &mdash; <code>{escape(primary)}</code>{escape(base_note)}</p>")
+    fallback = (f"Fallback: <b>{escape(rec.fallback)}</b> "
+                f"({escape(layouts.get(rec.fallback, rec.fallback))}), ranked second."
+                if rec.fallback else "Fallback: none (only one layout was valid at every C).")
+    ranking = len(rec.ranking)
+    lead = (f"Ranked first of {ranking} layout(s) valid at every C"
+            + (f"; not eligible: {', '.join(rec.excluded)}" if rec.excluded else "") + ".")
+    return ('<div class="ppsweep-decision">' + head + f"<p>{escape(lead)}</p>"
+            + _decision_table(summary, primary, versus)
+            + _trust(data, summary, verdicts, primary)
+            + f'<p class="fallback">{fallback}</p></div>')
 
 
 def _charts(summary: Summary) -> str:
@@ -195,8 +317,11 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     Links are relative to the run folder, where report.html lives."""
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     evidence = " | ".join(_link(data.run_dir, target) for target in EVIDENCE)
-    body = [_metadata(data), _recommendation(recommendation), _medians(summary, by_key),
-            _steps(summary), _memory(data, summary), _verdicts(verdicts), _charts(summary),
+    # The first screen answers the question (which layout, by how much, can it be trusted);
+    # the tables, charts and evidence that back the answer come after it.
+    body = [_decision(data, summary, verdicts, recommendation),
+            _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
+            _memory(data, summary), _steps(summary), _verdicts(verdicts), _metadata(data),
             f"<h3>Evidence</h3><p>{evidence}</p>"]
     return [_STYLE, _banner(data), '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>',
             *body, "</div>"]

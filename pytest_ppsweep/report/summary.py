@@ -7,6 +7,7 @@ is the one ``python -m pytest_ppsweep report <run>`` rebuilds.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,23 @@ TABLE_HEADER = [
 ]
 
 
+# pytest-html sorts its results table by this column first (``initial_sort``), so a layout's
+# tests stand together, layouts in PP, TP, EP order, the tests of no layout last.
+INITIAL_SORT = "config"
+_LAYOUT = re.compile(r"pp(\d+)-tp(\d+)(?:-ep(\d+))?")
+
+
+def layout_key(config_id: Any) -> str:
+    """The hidden sort key of a Configuration cell: PP, TP and EP zero-padded (``pp16`` after
+    ``pp8``), then the id; ``~`` (after every layout) for a test of no layout."""
+    if config_id is None or config_id == "":
+        return "~"
+    text = str(config_id)
+    match = _LAYOUT.match(text)
+    sizes = "".join(f"{int(n or 0):05d}" for n in match.groups()) if match else "99999" * 3
+    return f"{sizes}-{text}"
+
+
 def table_row(props: dict[str, Any]) -> list[str]:
     """The cells of TABLE_HEADER for one test report (values from its user_properties)."""
 
@@ -33,8 +51,10 @@ def table_row(props: dict[str, Any]) -> list[str]:
             text = f"<span hidden>{value:020.4f}</span>{value:,.2f}"
         return f'<td class="col-{col}">{text}</td>'
 
+    config = props.get("ppsweep_config")
+    key = f"<span hidden>{html.escape(layout_key(config))}</span>"
     return [
-        cell("config", props.get("ppsweep_config")),
+        cell("config", config).replace('">', '">' + key, 1),
         cell("c", props.get("concurrency")),
         cell("tps", props.get("input_tps")),
         cell("ttft", props.get("ttft_p50_s")),

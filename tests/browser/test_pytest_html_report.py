@@ -17,14 +17,18 @@ import pytest
 from playwright.sync_api import BrowserContext, Page
 from support.browser import (
     IMG_LINE,
+    SCREEN_HEIGHT,
+    SCREEN_WIDTHS,
     SCRIPT_LINE,
     PageLog,
     assert_inert,
     link_problem,
     links,
     open_report,
+    overflow_problems,
     svg_sizes,
     table_after,
+    top_of,
 )
 from support.matrices import CONFIGS, small_matrix
 from support.paths import ACCEPTANCE
@@ -218,3 +222,57 @@ def test_sweep_run_page(pytester: pytest.Pytester, tmp_path: Path,
     _check_hostile_failure(page, log)
     assert page.locator(f"{summary} script, {summary} img").count() == 0
     assert not log.problems(), log.problems()
+    _check_grouped_by_layout(page)
+    _check_first_screen(context, report, tmp_path)
+
+
+def _check_grouped_by_layout(page: Page) -> None:
+    """The results table starts sorted by layout (pp4 before pp8), each layout's tests together
+    in the order they ran, the tests of no layout last."""
+    configs = _cells(page, "config")
+    assert configs == sorted(configs, key=lambda c: (c == "", c)), configs
+    tests = page.locator("#results-table tbody.results-table-row td.col-testId").all_inner_texts()
+    pp8 = [t for t, c in zip(tests, configs, strict=True) if c == "pp8-tp4-ep4"]
+    assert [t.split("::")[-1].split("[")[0] for t in pp8] == [
+        "test_topology", "test_prefill", "test_prefill", "test_logs_clean", "test_gpu_memory"]
+
+
+def _check_first_screen(context: BrowserContext, report: Path, tmp_path: Path) -> None:
+    """At 1400 and 800 px: the banner and the recommendation within the first 900 px, and
+    nothing wider than the screen (screenshots in the test's tmp dir)."""
+    browser = context.browser
+    assert browser is not None
+    for width in SCREEN_WIDTHS:
+        ctx = browser.new_context(viewport={"width": width, "height": SCREEN_HEIGHT})
+        try:
+            page, log = _open_pytest_html(ctx, report)
+            page.screenshot(path=str(tmp_path / f"pytest-html-{width}.png"))
+            problems = overflow_problems(page)
+            assert not problems, f"{width} px:\n" + "\n".join(problems)
+            assert top_of(page, ".ppsweep-banner") < SCREEN_HEIGHT, width
+            assert top_of(page, ".ppsweep-decision") < SCREEN_HEIGHT, width
+            assert not log.problems(), log.problems()
+        finally:
+            ctx.close()
+
+
+@pytest.mark.parametrize(("args", "ini", "expected"), [
+    ((), "", "config"),  # the plugin's default: grouped by layout
+    (("-o", "initial_sort=duration"), "", "duration"),  # the user's choice wins
+    ((), "[pytest]\ninitial_sort = result\n", "result"),
+])
+def test_initial_sort_is_the_layout_unless_chosen(tmp_path: Path, args: tuple[str, ...],
+                                                  ini: str, expected: str) -> None:
+    (tmp_path / "test_layouts.py").write_text(PLAIN_TESTS)
+    if ini:
+        (tmp_path / "pytest.ini").write_text(ini)
+    html = tmp_path / "report.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--rootdir", tmp_path,
+         "--html", html, *args, tmp_path], cwd=tmp_path, capture_output=True, text=True,
+        timeout=120, check=False)
+    assert done.returncode == 0, done.stdout
+    blob = re.search(r'data-jsonblob="([^"]*)"', html.read_text(encoding="utf-8"))
+    assert blob is not None
+    assert f"&#34;initialSort&#34;: &#34;{expected}&#34;" in blob.group(1) or (
+        f'&quot;initialSort&quot;: &quot;{expected}&quot;' in blob.group(1)), blob.group(1)[:300]

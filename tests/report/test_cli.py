@@ -1,4 +1,5 @@
-"""``python -m pytest_ppsweep report|compare``: outputs, files, exit codes, error messages."""
+"""``python -m pytest_ppsweep runs|show|report|compare``: outputs, files, exit codes, error
+messages, help."""
 
 from __future__ import annotations
 
@@ -9,9 +10,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.runs import SEED_MEDIANS, seed_run
+from support.runs import (
+    SEED_LAYOUTS,
+    SEED_MEDIANS,
+    Medians,
+    config_row,
+    rounds,
+    seed_points,
+    seed_run,
+    write_run,
+)
 
+from pytest_ppsweep import gate
 from pytest_ppsweep.report.cli import EXIT_MISSING, main
+from pytest_ppsweep.report.html import analyse
+from pytest_ppsweep.report.terminal import terminal_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,3 +110,120 @@ def test_missing_column_and_bad_json(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_usage_error_exit_2() -> None:
     done = _cli()
     assert done.returncode == 2 and "usage:" in done.stderr
+
+
+# -- runs / show / --help ----------------------------------------------------------------------
+
+OLD, GATED, NEW = "kimi3-pp-20261130-101500", "kimi3-pp-20261201-080000", "kimi3-pp-20261201-093000"
+
+
+def _slower(factor: float) -> Medians:
+    return {c: {k: (v[0] * factor, v[1] / factor, v[2] / factor) for k, v in rows.items()}
+            for c, rows in SEED_MEDIANS.items()}
+
+
+@pytest.fixture
+def reports(tmp_path: Path) -> Path:
+    """A reports folder: an old run; a run gated against it (2 × 10 points regressed); a newer
+    run with one noisy point (INVALID) that passed its gate; a folder that is no run, and the
+    named baselines (not listed)."""
+    root = tmp_path / "reports"
+    seed_run(root / OLD, sweep="kimi3-pp", image="lmsysorg/sglang:v0.5.8")
+    seed_run(root / GATED, _slower(0.9), sweep="kimi3-pp", image="local/sglang:new-image")
+    gate.write_comparison_csv(root / GATED, gate.compare(root / GATED, root / OLD))
+    rows = [r for p in seed_points() for r in rounds(p, jitter=0.05 if (
+        p.config_id, p.concurrency) == ("pp2-tp16-ep4", 16) else None)]
+    configs = [config_row(cid, *spec[:3], order, spec[3])
+               for order, (cid, spec) in enumerate(SEED_LAYOUTS.items())]
+    write_run(root / NEW, rows, configs, sweep="kimi3-pp", image="lmsysorg/sglang:v0.5.8")
+    gate.write_comparison_csv(root / NEW, gate.compare(root / OLD, root / OLD))
+    (root / "scratch").mkdir()
+    seed_run(root / "baselines" / "gold")
+    return root
+
+
+def test_runs_lists_newest_first(reports: Path) -> None:
+    done = _cli("runs", "--reports", str(reports))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 100 for line in lines if str(reports) not in line), lines
+    assert lines[0].split() == ["run", "id", "date", "sweep", "image", "cluster", "lay",
+                                "val/inv", "gate"]
+    table = [line for line in lines[1:] if line.startswith("kimi3-pp-")]
+    assert [line.split()[0] for line in table] == [NEW, GATED, OLD]
+    new, gated, old = (line.split() for line in table)
+    assert new[1:3] == ["2026-12-01", "09:30"] and new[3] == "kimi3-pp"
+    assert new[4] == "…glang:v0.5.8" and new[5] == "sim-4x8"  # an image keeps its tag
+    assert new[6:] == ["5", "9/1", "pass"]
+    assert gated[4] == "…ng:new-image" and gated[6:] == ["5", "10/0", "20", "regressions"]
+    assert old[6:] == ["5", "10/0", "—"]
+    # A folder without metadata/run.json is named, the baselines are not runs of the listing.
+    missing = reports / "scratch" / "metadata" / "run.json"
+    assert f"skipped scratch: missing file: {missing}" in lines
+    assert "gold" not in done.stdout
+
+
+def test_runs_of_a_missing_or_empty_folder(tmp_path: Path) -> None:
+    done = _cli("runs", "--reports", str(tmp_path / "nope"))
+    assert done.returncode == EXIT_MISSING
+    assert f"missing reports folder: {tmp_path / 'nope'}" in done.stderr
+    assert "Traceback" not in done.stderr
+    done = _cli("runs", "--reports", str(tmp_path))
+    assert done.returncode == 0 and done.stdout == f"no runs in {tmp_path}\n"
+
+
+def test_show_prints_the_plugins_summary(reports: Path) -> None:
+    before = sorted(p.relative_to(reports) for p in reports.rglob("*"))
+    done = _cli("show", GATED, "--reports", str(reports))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    # (The plugin prints each REGRESSION message whole, as pytest does: those may be longer.)
+    assert all(len(line) <= 100 for line in lines
+               if str(reports) not in line and not line.startswith("REGRESSION")), lines
+    assert lines[0].startswith("=") and f" ppsweep summary: {GATED} " in lines[0]
+    # The same lines as the plugin printed: report/terminal.py on the run folder's files.
+    _, summary, verdicts, rec = analyse(reports / GATED)
+    expected = terminal_summary(summary, verdicts, rec, width=100)
+    assert lines[1:1 + len(expected)] == expected
+    assert any(line.startswith("8 / 4 / 4") and line.endswith("VALID") for line in lines)
+    text = " ".join(lines)
+    assert "Use pp8-tp4-ep4 as the primary layout; keep pp4-tp8-ep4 as fallback." in text
+    gate_at = next(i for i, line in enumerate(lines) if "ppsweep gate (gate.csv)" in line)
+    assert "regression" in lines[gate_at + 2]
+    assert sum(line.startswith("REGRESSION pp") for line in lines) == 20
+    assert lines[-2:] == [f"run folder: {reports / GATED}", "report: (no report.html)"]
+    # show reads only: nothing was written into the reports folder.
+    assert sorted(p.relative_to(reports) for p in reports.rglob("*")) == before
+
+
+def test_show_by_path_and_without_gate(reports: Path) -> None:
+    done = _cli("show", str(reports / OLD))
+    assert done.returncode == 0, done.stderr
+    assert "ppsweep gate" not in done.stdout
+    assert "8 / 4 / 4" in done.stdout and "+170.40 %" in done.stdout
+
+
+def test_show_names_what_is_missing(reports: Path, tmp_path: Path) -> None:
+    done = _cli("show", "nope", "--reports", str(reports))
+    assert done.returncode == EXIT_MISSING
+    assert f"missing run folder: nope (looked for nope and {reports / 'nope'})" in done.stderr
+    (reports / OLD / "configs.csv").unlink()
+    done = _cli("show", str(reports / OLD))
+    assert done.returncode == EXIT_MISSING
+    assert f"missing file: {reports / OLD / 'configs.csv'}" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_help_documents_every_verb() -> None:
+    done = _cli("--help")
+    assert done.returncode == 0, done.stderr
+    for verb in ("runs", "show", "report", "compare"):
+        assert f"  {verb}  " in done.stdout or f"  {verb} " in done.stdout, verb
+        assert f"python -m pytest_ppsweep {verb}" in done.stdout, verb
+    assert "Exit status" in done.stdout
+    for verb, option in (("runs", "--reports DIR"), ("show", "RUN"), ("report", "run_dir"),
+                         ("compare", "run_a")):
+        sub = _cli(verb, "--help")
+        assert sub.returncode == 0, sub.stderr
+        assert option in sub.stdout and "example" in sub.stdout, sub.stdout
+        assert f"python -m pytest_ppsweep {verb} " in sub.stdout

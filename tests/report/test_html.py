@@ -102,3 +102,39 @@ def test_cluster_column_only_when_a_pool_measured_the_run(tmp_path: Path) -> Non
     html = _html(run)
     assert '<th class="l">Cluster</th>' in html
     assert '<td class="l">local</td>' in html and '<td class="l">local-&lt;b&gt;</td>' in html
+
+
+def test_decision_comes_first(tmp_path: Path) -> None:
+    """The answer precedes every table: layout, vs baseline and runner-up, trust, fallback."""
+    html = _html(seed_run(tmp_path / "seed"))
+    decision = html.index('class="ppsweep-decision"')
+    assert decision < html.index("<h3>Recommendation") < html.index("<h3>Medians")
+    assert html.index("<h3>Medians") < html.index("<h3>Charts") < html.index("<h3>Run<")
+    block = html[decision:html.index("<h3>Recommendation")]
+    assert "Use <b>8 / 4 / 4</b>" in block and "<code>pp8-tp4-ep4</code>" in block
+    assert "vs baseline pp1-tp32-ep4" in block and "vs runner-up pp4-tp8-ep4" in block
+    assert '<span class="better">+170.40 %</span>' in block
+    assert '<span class="better">-22.05 %</span>' in block  # lower TTFT is better
+    assert "10/10 points of the run valid" in block and "(limit 2.0 %)" in block
+    assert "6,244 MiB of 85,651 MiB (7.3 %) on node1 / GPU 3" in block
+    assert "Fallback: <b>pp4-tp8-ep4</b>" in block
+
+
+def test_decision_names_an_invalid_baseline_and_escapes(tmp_path: Path) -> None:
+    rows = rounds(Point("pp1-tp32-ep4", 1, 32, 4, 8, 3000.0, 40.0, 42.0), jitter=0.05)
+    rows += rounds(Point(HOSTILE_ID, 8, 4, 4, 8, 8800.0, 13.5, 16.4))
+    configs = [config_row("pp1-tp32-ep4", 1, 32, 4, 0, 81_000),
+               config_row(HOSTILE_ID, 8, 4, 4, 1, 79_000, mem_worst_node=IMG)]
+    html = _html(write_run(tmp_path / "run", rows, configs))
+    block = html[html.index('class="ppsweep-decision"'):html.index("<h3>Recommendation")]
+    assert SCRIPT not in block and IMG not in block
+    assert "&lt;script&gt;" in block and "&lt;img src=x onerror=alert(1)&gt; / GPU 3" in block
+    assert "vs baseline pp1-tp32-ep4 (INVALID)" in block
+    assert "Fallback: none" in block and "vs runner-up" not in block
+
+
+def test_decision_when_nothing_is_valid(tmp_path: Path) -> None:
+    rows = rounds(Point("a", 8, 4, 4, 8, 8800.0, 13.5, 16.4), jitter=0.05)
+    html = _html(write_run(tmp_path / "run", rows, [config_row("a", 8, 4, 4, 0, 79_000)]))
+    assert '<div class="ppsweep-decision none"><p class="use">No layout recommended</p>' in html
+    assert "(0/1 points valid)" in html

@@ -178,3 +178,38 @@ def svg_sizes(page: Page, selector: str) -> list[tuple[float, float, int]]:
               .filter(s => { const b = s.getBBox(); return b.width > 0 || b.height > 0; });
             return [r.width, r.height, shapes.length]; })""")
     return sizes
+
+
+SCREEN_HEIGHT = 900
+SCREEN_WIDTHS = (1400, 800)
+
+# Every laid-out element whose box is wider than the viewport or sticks out on either side
+# (an element of a scrolled container counts too: it makes a reader scroll sideways).
+_TOO_WIDE = """() => { const w = window.innerWidth; const out = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const r = e.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0) continue;
+    if (r.width > w + 0.5 || r.right > w + 0.5 || r.left < -0.5) {
+      const id = e.id ? '#' + e.id : '';
+      const cls = typeof e.className === 'string' && e.className ? '.' + e.className : '';
+      const box = `${Math.round(r.left)}..${Math.round(r.right)}`;
+      out.push(`${e.tagName.toLowerCase()}${id}${cls} ${box}`);
+    }
+  }
+  return out; }"""
+
+
+def overflow_problems(page: Page) -> list[str]:
+    """Why ``page`` scrolls sideways at its viewport width ([] when it does not)."""
+    width = page.evaluate("window.innerWidth")
+    scroll = page.evaluate("document.documentElement.scrollWidth")
+    problems = [f"scrollWidth {scroll} > viewport {width}"] if scroll > width else []
+    wide: list[str] = page.evaluate(_TOO_WIDE)
+    return problems + [f"wider than {width} px: {w}" for w in wide[:20]]
+
+
+def top_of(page: Page, selector: str) -> float:
+    """The top of the first element matching ``selector``, in CSS px from the page's top."""
+    box = page.locator(selector).first.bounding_box()
+    assert box is not None, f"{selector} is not laid out"
+    return float(box["y"])
