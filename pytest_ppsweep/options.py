@@ -188,9 +188,16 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
     )
     scale = _number(config, "ppsweep_time_scale", float)
     if scale:
-        cluster = sweep.cluster(get(config, "ppsweep_cluster"))
-        env = {**cluster.env, "PPSWEEP_SIM_TIME_SCALE": str(scale)}
-        sweep = replace(sweep, clusters={**sweep.clusters, cluster.name: replace(cluster, env=env)})
+        # every cluster of the pool (``--ppsweep-cluster a,b``), not only the first
+        try:
+            pool = sweep.pool(get(config, "ppsweep_cluster"))
+        except MatrixError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        clusters = dict(sweep.clusters)
+        for cluster in pool:
+            env = {**cluster.env, "PPSWEEP_SIM_TIME_SCALE": str(scale)}
+            clusters[cluster.name] = replace(cluster, env=env)
+        sweep = replace(sweep, clusters=clusters)
     return sweep
 
 

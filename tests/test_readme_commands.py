@@ -126,6 +126,9 @@ def test_command_1_installs_and_runs_the_sweep(reports: Path) -> None:
     "pytest test_matrix --ppsweep-image local/sglang:new --ppsweep-compare reports/<last-good-run>",
     "python -m pytest_ppsweep report reports/<run_id>",
     "python -m pytest_ppsweep compare reports/<a> reports/<b>",
+    "python -m pytest_ppsweep runs [--reports DIR]",
+    "python -m pytest_ppsweep show RUN [--reports DIR]",
+    "python -m pytest_ppsweep --help",
 )
 def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
     cut = ("--ppsweep-reports", str(reports), *EMULATED_CUT)
@@ -153,12 +156,21 @@ def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
     out = _ok(_run(compare_runs, timeout=120), "python -m pytest_ppsweep compare")
     assert (latest / f"compare-{gold.name}.csv").is_file()
 
+    cli = [sys.executable, "-m", "pytest_ppsweep"]
+    out = _ok(_run([*cli, "runs", "--reports", str(reports)], timeout=120), "runs")
+    assert gold.name in out and latest.name in out
+    out = _ok(_run([*cli, "show", gold.name, "--reports", str(reports)], timeout=120), "show")
+    assert f"ppsweep summary: {gold.name}" in out
+    out = _ok(_run([*cli, "--help"], timeout=60), "--help")
+    assert all(verb in out for verb in ("report", "compare", "runs", "show"))
+
 
 @runs(
     "pytest test_matrix -k pp8",
     'pytest test_matrix -k "pp8 and c16"',
     "pytest test_matrix --ppsweep-config pp1",
     "pytest test_matrix --ppsweep-config pp4,pp8",
+    "pytest test_matrix -k pp8 --ppsweep-baseline-from <run>",
 )
 def test_selecting_configurations(reports: Path) -> None:
     expected = {
@@ -176,6 +188,14 @@ def test_selecting_configurations(reports: Path) -> None:
         booted = {line.split(",")[0] for line in
                   (new.pop() / "configs.csv").read_text().splitlines()[1:]}
         assert booted == layouts, f"{command}: booted {booted}\n{out[-2000:]}"
+        if command == "pytest test_matrix -k pp8":
+            assert "INVALID: no configs.csv row" not in out  # deselected layouts not judged
+
+    full = next(r for r in _runs(reports) if len((r / "configs.csv").read_text().splitlines()) > 5)
+    command = f"pytest test_matrix -k pp8 --ppsweep-baseline-from {full.name}"
+    out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports), *EMULATED_CUT),
+                   timeout=600), command)
+    assert f"baseline pp1-tp32-ep4 from run {full.name}" in out, out[-3000:]
 
 
 @runs("pytest test_matrix --ppsweep-cluster local,local-b -n auto")
