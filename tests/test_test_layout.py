@@ -60,3 +60,16 @@ def test_support_is_found_through_the_pythonpath_ini() -> None:
     """With ``--import-mode=importlib`` no conftest folder goes on sys.path: ``support`` is found
     only through ``pythonpath = ["tests"]`` in pyproject.toml."""
     assert len(_collect("--import-mode=importlib", "tests")) == len(_collect("tests"))
+
+
+def test_test_files_have_unique_basenames() -> None:
+    """The test folders have no __init__.py (pytest's default import mode): two test files of
+    one basename in two folders cannot both be collected in one run."""
+    seen: dict[str, list[str]] = {}
+    for path in TESTS.rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    assert {n: p for n, p in seen.items() if len(p) > 1} == {}
+
+
+def test_the_whole_suite_collects_in_one_call() -> None:
+    assert len(_collect("tests")) > 400
