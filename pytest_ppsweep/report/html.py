@@ -159,7 +159,7 @@ def _memory(data: RunData, summary: Summary) -> str:
     headers = ["PP / TP / EP", "Config", *(["Cluster"] if pooled else []), "Worst-rank peak",
                "GPU total", "Headroom", "Worst node / GPU", "Startup", "Evidence"]
     return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(
-        headers, rows, 3 if pooled else 2, wrap=(len(headers) - 2, len(headers) - 1)
+        headers, rows, 3 if pooled else 2, wrap=(len(headers) - 3, len(headers) - 1)
     )
 
 
