@@ -65,6 +65,7 @@ class Service:
         self.boot_s: float | None = None
         self.boot_error: str | None = None
         self.boot_token = ""  # set by start(): unique per boot, PPSWEEP_BOOT_TOKEN of its ranks
+        self._owned: set[int] = set()  # node ranks proven to hold their own listening socket
 
     @property
     def base_url(self) -> str:
@@ -92,6 +93,7 @@ class Service:
         self.write_commands()
         slots: list[RankHandle | None] = [None] * len(self.specs)
         token = self.boot_token = uuid.uuid4().hex
+        self._owned.clear()
 
         def one(i: int) -> None:
             # this boot's token in every rank's environment (the emulator echoes it)
@@ -137,12 +139,19 @@ class Service:
         tell (local ranks: the process holding the listening socket); unknown counts as ours."""
         address = self.specs[node_rank].address
         where = f"{address}:{self.cluster.port}"
-        if token is not None and token != self.boot_token:
+        if token is not None:
+            if token == self.boot_token:
+                return None  # the emulator this boot started
             why = f"{where} answers with boot token {token!r}, not this boot's {self.boot_token!r}"
+        elif node_rank in self._owned:
+            return None  # proven before: a listening socket does not change hands
         else:
             proc = self.procs[node_rank] if node_rank < len(self.procs) else None
             owns = getattr(proc, "owns_port", None)
-            if owns is None or owns(address, self.cluster.port) is not False:
+            held = owns(address, self.cluster.port) if owns is not None else None
+            if held:
+                self._owned.add(node_rank)
+            if held is not False:
                 return None
             why = f"{where} is held by another process"
         if self.cluster.kind == "local":

@@ -310,3 +310,31 @@ def test_an_answer_with_another_boots_token_is_not_this_boot(tmp_path: Path) -> 
     assert service.impostor(0, "earlier-boot") == (
         f"{NET}.1:{_port(8)} answers with boot token 'earlier-boot', not this boot's 'this-boot'"
     )
+
+
+def test_sighup_and_sigterm_handlers_are_installed_for_the_run_and_put_back(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    folder = _sweep(pytester.path / "sweep", _port(9), 2000, tmp_path / "state")
+    seen = tmp_path / "handlers.txt"
+    (folder / "conftest.py").write_text(
+        "import signal\n\n"
+        "def pytest_collection_finish(session):\n"
+        f"    with open({str(seen)!r}, 'w') as fh:\n"
+        "        for sig in (signal.SIGHUP, signal.SIGTERM):\n"
+        "            fh.write(getattr(signal.getsignal(sig), '__name__', '') + '\\n')\n"
+    )
+
+    def previous(_signum: int, _frame: object) -> None: ...
+
+    before = signal.signal(signal.SIGHUP, previous)
+    try:
+        result = pytester.runpytest_inprocess(
+            folder, "--collect-only", "--ppsweep-reports", tmp_path / "reports",
+            "-p", "no:cacheprovider",
+        )
+        assert result.ret == 0, result.stdout.str()[-2000:]
+        assert seen.read_text().split() == ["_on_sigterm", "_on_sigterm"]  # during the run
+        assert signal.getsignal(signal.SIGHUP) is previous  # put back at close
+    finally:
+        signal.signal(signal.SIGHUP, before)
