@@ -4,8 +4,8 @@ one typed stash key, created in ``pytest_configure``, closed in ``pytest_unconfi
 :class:`SweepSession` holds everything the run needs: the loaded sweep, the cluster pool, the
 selected layouts, the run folder, the continuity plan, the gate's reference and thresholds, the
 progress reporter, the :class:`~pytest_ppsweep.sweeprun.SweepRun`, the registry of live ranks
-and connections, the pool leases (xdist controller), the SIGTERM handler it installed and, once
-the session finished, what the render hooks show. plugin.py only forwards hooks to it.
+and connections, the pool leases (xdist controller), the SIGTERM/SIGHUP handlers it installed
+and, once the session finished, what the render hooks show. plugin.py only forwards hooks to it.
 
 Its life: :meth:`start` (configure: load, check the launchers, open the run folder, plan reuse
 or resume), :meth:`preflight` (session start, controller: leftovers, node checks, metadata),
@@ -50,9 +50,16 @@ NO_HTML = (
 )
 
 
+# SIGTERM (kill, a CI timeout) and SIGHUP (the terminal closed, the SSH session dropped) end the
+# run like a Ctrl-C: fixtures tear every rank down and the session stops what is left.
+STOP_SIGNALS = tuple(
+    sig for sig in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if sig is not None
+)
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # Turn SIGTERM into pytest's Ctrl-C path so fixtures tear every rank down.
-    raise KeyboardInterrupt(f"signal {signum}")
+    # Turn the signal into pytest's Ctrl-C path so fixtures tear every rank down.
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -106,7 +113,7 @@ class SweepSession:
         self._started: set[str] = set()  # layouts whose outcomes this process records
         self.baseline_ref: Path | None = None  # --ppsweep-baseline-from, checked at start
         self.selected: dict[str, set[int]] | None = None  # set by selection()
-        self._previous_sigterm: Any = None
+        self._previous_handlers: dict[int, Any] = {}
 
     @staticmethod
     def of(config: pytest.Config) -> SweepSession | None:
@@ -165,11 +172,12 @@ class SweepSession:
         return session
 
     def _install_safety_net(self) -> None:
-        # SIGTERM becomes a Ctrl-C (fixtures tear down); an exit without unconfigure still
-        # stops every rank this process started.
+        # SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down); an exit without unconfigure
+        # still stops every rank this process started.
         self.registry.install_atexit()
         if threading.current_thread() is threading.main_thread():
-            self._previous_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+            for sig in STOP_SIGNALS:
+                self._previous_handlers[sig] = signal.signal(sig, _on_sigterm)
 
     # -- collection ---------------------------------------------------------------------------
 
@@ -243,8 +251,9 @@ class SweepSession:
     # -- before the first boot (pytest_sessionstart, controller) ------------------------------
 
     def preflight(self) -> None:
-        """Leftovers of earlier runs on ssh clusters are reported, or removed with
-        --ppsweep-reap; then every node of every cluster is checked at once. Any problem is a
+        """Leftovers of earlier runs (ssh clusters: by label; local clusters: labelled ranks on
+        this cluster's addresses and ports) are reported, or removed with --ppsweep-reap; then
+        every node of every cluster is checked at once (free ports included). Any problem is a
         usage error listing all of them, and nothing is booted."""
         if self.worker or self.config.option.collectonly:
             return
@@ -254,7 +263,12 @@ class SweepSession:
             if cluster.kind == "ssh":
                 # a node that cannot be asked is left to the preflight, which reports it
                 leftovers = reap.find(cluster, errors=[], registry=self.registry)
-                if leftovers and self.config.getoption("ppsweep_reap"):
+            else:
+                # this machine is shared: only the ranks of other runs that collide with this
+                # cluster's addresses and ports (a busy port is then refused by the preflight)
+                leftovers = reap.find_blocking(cluster, exclude_run=self.store.run_id)
+            if leftovers:
+                if self.config.getoption("ppsweep_reap"):
                     failed = reap.remove(cluster, leftovers, registry=self.registry)
                     if failed:
                         raise pytest.UsageError(
@@ -263,9 +277,9 @@ class SweepSession:
                         )
                     self.progress(
                         f"cluster {cluster.name}: removed {len(leftovers)} leftover rank(s) of "
-                        "earlier runs"
+                        "earlier runs:\n" + reap.describe(leftovers)
                     )
-                elif leftovers:
+                else:
                     self.progress(
                         f"WARNING: cluster {cluster.name}: {len(leftovers)} rank(s) of earlier "
                         f"runs are still on the nodes (remove them with --ppsweep-reap):\n"
@@ -409,7 +423,7 @@ class SweepSession:
 
     def close(self) -> None:
         """Stop every rank still up, remove what this run left on ssh nodes, close the
-        connections, and put back the SIGTERM handler and the atexit net."""
+        connections, and put back the SIGTERM/SIGHUP handlers and the atexit net."""
         if SESSION_KEY in self.config.stash:
             del self.config.stash[SESSION_KEY]
         self.progress.stop_following()
@@ -418,12 +432,10 @@ class SweepSession:
         self._reap_own()
         self.registry.close()
         self.registry.remove_atexit()
-        if (
-            self._previous_sigterm is not None
-            and threading.current_thread() is threading.main_thread()
-        ):
-            signal.signal(signal.SIGTERM, self._previous_sigterm)
-            self._previous_sigterm = None
+        if self._previous_handlers and threading.current_thread() is threading.main_thread():
+            for sig, previous in self._previous_handlers.items():
+                signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+            self._previous_handlers = {}
 
     def _reap_own(self) -> None:
         # Whatever this run still has on the nodes of an ssh cluster (a rank whose start was

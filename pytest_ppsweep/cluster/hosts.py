@@ -34,6 +34,13 @@ class LocalProcess:
     def poll(self) -> int | None:
         return self._popen.poll()
 
+    def owns_port(self, address: str, port: int) -> bool | None:
+        """Whether this rank (a process of its group) holds the socket listening on
+        ``address:port``; None when nothing listens there or its holder cannot be seen."""
+        from pytest_ppsweep.cluster.ports import owned_by_group
+
+        return owned_by_group(address, port, self.pgid)
+
     def stop(self, grace_s: float = 5.0) -> int | None:
         """SIGTERM the group, SIGKILL what is left after ``grace_s``; returns the exit code."""
         for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):

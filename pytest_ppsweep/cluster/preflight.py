@@ -13,12 +13,16 @@ message lists them all and nothing is booted until they are fixed:
 driver from nvidia-smi, and, as the server's environment reports them, the image id and the
 SGLang version.
 
-Local clusters (loopback "nodes" on this machine) only check that the server module imports:
-the emulator reads no model and the GPU shim's state is shared with other sessions.
+Local clusters (loopback "nodes" on this machine) check that the server module imports and
+that every rank's HTTP port and node 0's rendezvous port are free, naming the process that holds
+a busy one (pid, command line, the run whose rank it is; :mod:`~pytest_ppsweep.cluster.ports`):
+the emulator reads no model and the GPU shim's state is shared with other sessions. A busy port
+points to ``--ppsweep-reap``, which removes the ranks earlier runs left there.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 from collections.abc import Callable, Sequence
@@ -130,15 +134,53 @@ def _check_gpus(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     return [f"GPUs are not idle: {len(apps)} compute process(es): {shown}"]
 
 
-def _check_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
+REAP_HINT = (
+    "a server left from an earlier run? stop it, or rerun with --ppsweep-reap to remove the "
+    "ranks earlier runs left"
+)
+
+
+def _ports_of(cluster: Cluster, rank0: bool) -> list[tuple[str, int]]:
     ports = [("HTTP port", cluster.port)]
     if rank0:
         ports.append(("rendezvous port", cluster.dist_init_port))
-    return [
-        f"{what} {port} is already in use (a server left from an earlier run?)"
-        for what, port in ports
-        if _port_open(host.address, port)
-    ]
+    return ports
+
+
+def _remote_owner(cluster: Cluster, host: Host, port: int, registry: Registry) -> str:
+    # best effort: `ss -ltnp` names the process where the node has it and lets us see it
+    script = f"ss -Hltnp 'sport = :{port}' 2>/dev/null | head -n 3; true"
+    try:
+        res = host_for(cluster, host, registry).run(["sh", "-c", script], 30)
+    except HostError:
+        return ""
+    users = re.findall(r'\("([^"]+)",pid=(\d+)', res.stdout)
+    return ", ".join(f"pid {pid} ({name})" for name, pid in users)
+
+
+def _check_ports(cluster: Cluster, host: Host, rank0: bool, registry: Registry) -> list[str]:
+    problems = []
+    for what, port in _ports_of(cluster, rank0):
+        if _port_open(host.address, port):
+            owner = _remote_owner(cluster, host, port, registry)
+            held = f" by {owner}" if owner else ""
+            problems.append(f"{what} {port} is already in use{held} ({REAP_HINT})")
+    return problems
+
+
+def _check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
+    """This machine: the listening process is read from /proc (else a connect tells)."""
+    from pytest_ppsweep.cluster.ports import listeners
+
+    problems = []
+    for what, port in _ports_of(cluster, rank0):
+        found = listeners(port, host.address)
+        if found:
+            owners = "; ".join(dict.fromkeys(item.describe() for item in found))
+            problems.append(f"{what} {port} is already in use by {owners} ({REAP_HINT})")
+        elif _port_open(host.address, port, timeout=0.5):
+            problems.append(f"{what} {port} is already in use ({REAP_HINT})")
+    return problems
 
 
 def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> list[str]:
@@ -147,8 +189,11 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
         return text.split(": ", 1)[1] if text.startswith(f"host {host.name}") else text
 
     checks: list[Callable[[], list[str]]]
+    rank0 = host == cluster.rank0()
     if cluster.kind == "local":
-        checks = [lambda: _check_module(sweep, cluster, host, registry)]
+        checks = [lambda: _check_local_ports(cluster, host, rank0)]
+        if rank0:  # one machine: the module is looked for once
+            checks.insert(0, lambda: _check_module(sweep, cluster, host, registry))
     else:
         checks = [
             (
@@ -158,7 +203,7 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
             ),
             lambda: _check_paths(cluster, host, sweep, registry),
             lambda: _check_gpus(cluster, host, registry),
-            lambda: _check_ports(cluster, host, host == cluster.rank0()),
+            lambda: _check_ports(cluster, host, rank0, registry),
         ]
     problems: list[str] = []
     for one in checks:
@@ -173,7 +218,7 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
 
 def check(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> list[str]:
     """Every problem of every node, ``"<node> (<address>): <problem>"``; [] when all are ready."""
-    hosts = cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
+    hosts = cluster.hosts
     with temporary(registry) as reg:
         per_node = on_all(hosts, lambda h: _check_node(sweep, cluster, h, reg))
     return [

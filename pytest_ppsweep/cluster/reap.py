@@ -10,7 +10,10 @@ survives a killed pytest: the SSH sessions are gone, the detached ranks are not.
     problems = reap.remove(cluster, leftovers)     # [] when everything is gone
 
 On a local cluster all "nodes" are this machine, which other sessions may share: ``find`` only
-returns ranks labelled with this cluster's name there.
+returns ranks labelled with this cluster's name there, and :func:`find_blocking` only the
+labelled ranks that would collide with this cluster's ranks (started with ``--host`` one of its
+addresses and ``--port`` its HTTP port, or ``--dist-init-addr`` its rendezvous address), which
+is what ``--ppsweep-reap`` removes on a local cluster.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from pytest_ppsweep.cluster.ssh import SshSettings, on_all
 from pytest_ppsweep.cluster.ssh_launcher import stop_script
 from pytest_ppsweep.matrix.model import Cluster, Host
 
-__all__ = ["Leftover", "find", "remove"]
+__all__ = ["Leftover", "find", "find_blocking", "remove"]
 
 
 @dataclass(frozen=True)
@@ -265,3 +268,55 @@ def reap_local(run_id: str, cluster: str | None = None) -> list[int]:
         except (ProcessLookupError, PermissionError):
             continue
     return pids
+
+
+def _environ(entry: Path) -> dict[str, str]:
+    out = {}
+    for item in (entry / "environ").read_bytes().split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            out[key.decode(errors="replace")] = value.decode(errors="replace")
+    return out
+
+
+def _arg(argv: list[str], flag: str) -> str:
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return ""
+
+
+def find_blocking(cluster: Cluster, exclude_run: str = "") -> list[Leftover]:
+    """Local cluster: labelled rank processes of other runs (not ``exclude_run``) that hold,
+    or would take, this cluster's ports: ``--host`` one of its addresses with ``--port`` its
+    HTTP port, or ``--dist-init-addr`` its rendezvous address. One entry per process group."""
+    addresses = {h.address: h for h in cluster.hosts}
+    rendezvous = f"{cluster.rank0().address}:{cluster.dist_init_port}"
+    groups: dict[str, Leftover] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = _environ(entry)
+            run = env.get(RUN_ENV, "")
+            if not run or run == exclude_run:
+                continue
+            argv = [a.decode(errors="replace")
+                    for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+            pgid = os.getpgid(int(entry.name))
+        except (OSError, ProcessLookupError):
+            continue
+        host = addresses.get(_arg(argv, "--host"))
+        port = _arg(argv, "--port")
+        if not ((host is not None and port == str(cluster.port))
+                or (_arg(argv, "--node-rank") == "0" and _arg(argv, "--dist-init-addr")
+                    == rendezvous)):
+            continue
+        node = host or cluster.rank0()
+        groups.setdefault(str(pgid), Leftover(
+            node.name, node.address, "process", str(pgid), run, env.get(CLUSTER_ENV, ""),
+            env.get(CONFIG_ENV, ""), env.get(NODE_RANK_ENV, ""), f"running, pid {entry.name}",
+        ))
+    return list(groups.values())

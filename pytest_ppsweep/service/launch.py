@@ -11,8 +11,10 @@ session) stops what is left at a Ctrl-C, a SIGTERM or an interpreter exit.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -23,6 +25,7 @@ from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
+from pytest_ppsweep.service.probe import BOOT_TOKEN_ENV
 from pytest_ppsweep.service.readiness import BootFailed, BootStatus, wait_until_ready
 
 __all__ = ["BootFailed", "Service"]
@@ -61,6 +64,8 @@ class Service:
         self.procs: list[RankHandle] = []
         self.boot_s: float | None = None
         self.boot_error: str | None = None
+        self.boot_token = ""  # set by start(): unique per boot, PPSWEEP_BOOT_TOKEN of its ranks
+        self._owned: set[int] = set()  # node ranks proven to hold their own listening socket
 
     @property
     def base_url(self) -> str:
@@ -87,9 +92,12 @@ class Service:
         self._keep_previous_logs()
         self.write_commands()
         slots: list[RankHandle | None] = [None] * len(self.specs)
+        token = self.boot_token = uuid.uuid4().hex
+        self._owned.clear()
 
         def one(i: int) -> None:
-            spec = self.specs[i]
+            # this boot's token in every rank's environment (the emulator echoes it)
+            spec = replace(self.specs[i], env={**self.specs[i].env, BOOT_TOKEN_ENV: token})
             labels = rank_labels(self.run_id, self.cluster.name, self.config.id, spec.node_rank)
             proc = self.launcher.start(spec, self.log_path(spec.node_rank), labels)
             self.registry.track(proc)
@@ -123,6 +131,36 @@ class Service:
     def exited(self) -> list[tuple[int, int]]:
         """(node rank, exit code) of every rank process that has ended."""
         return [(i, rc) for i, p in enumerate(self.procs) if (rc := p.poll()) is not None]
+
+    def impostor(self, node_rank: int, token: str | None = None) -> str | None:
+        """Who answers on ``node_rank``'s port when it is not the rank this service launched
+        (a server left from an earlier run), else None. Proven by the boot token the answer
+        echoed (``token``: the emulator's, another boot's differs), else where the launcher can
+        tell (local ranks: the process holding the listening socket); unknown counts as ours."""
+        address = self.specs[node_rank].address
+        where = f"{address}:{self.cluster.port}"
+        if token is not None:
+            if token == self.boot_token:
+                return None  # the emulator this boot started
+            why = f"{where} answers with boot token {token!r}, not this boot's {self.boot_token!r}"
+        elif node_rank in self._owned:
+            return None  # proven before: a listening socket does not change hands
+        else:
+            proc = self.procs[node_rank] if node_rank < len(self.procs) else None
+            owns = getattr(proc, "owns_port", None)
+            held = owns(address, self.cluster.port) if owns is not None else None
+            if held:
+                self._owned.add(node_rank)
+            if held is not False:
+                return None
+            why = f"{where} is held by another process"
+        if self.cluster.kind == "local":
+            from pytest_ppsweep.cluster.ports import listeners
+
+            found = listeners(self.cluster.port, address)
+            if found:
+                why += f": {found[0].describe()}"
+        return why
 
     def findings(self) -> list[Finding]:
         """Fatal lines in every node's log so far."""

@@ -11,13 +11,25 @@ from typing import Any
 
 import requests
 
+# The emulator echoes the PPSWEEP_BOOT_TOKEN it was started with in this header of every
+# answer (real SGLang sends none): a different token is a server of another boot.
+BOOT_TOKEN_ENV = "PPSWEEP_BOOT_TOKEN"
+BOOT_TOKEN_HEADER = "X-PPSweep-Boot-Token"
+
 
 def health(base_url: str, timeout: float = 2.0) -> int | None:
     """HTTP status of ``GET /health``; None when the port refuses or times out."""
+    return health_and_token(base_url, timeout)[0]
+
+
+def health_and_token(base_url: str, timeout: float = 2.0) -> tuple[int | None, str | None]:
+    """HTTP status of ``GET /health`` and the boot token the server echoed (None: no token,
+    or no answer)."""
     try:
-        return requests.get(f"{base_url}/health", timeout=timeout).status_code
+        resp = requests.get(f"{base_url}/health", timeout=timeout)
     except requests.RequestException:
-        return None
+        return None, None
+    return resp.status_code, resp.headers.get(BOOT_TOKEN_HEADER)
 
 
 def server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:

@@ -3,9 +3,16 @@
 Ready means rank 0's ``/health`` answers 200 (it answers 503 until the warmup ran, contract
 §1.2) and every other rank's dummy ``/health`` answers 200 (§1.1). While waiting, every rank's
 log is followed: the first fatal line, or a rank process that exits, ends the wait at once with
-the evidence in the message instead of letting the user wait for the timeout. The same lines
-give the boot's newest milestone (``Load weight begin``, ``Capture cuda graph end``, ``The
-server is fired up and ready to roll!``…), which a caller's ``on_status`` shows while waiting.
+the evidence in the message instead of letting the user wait for the timeout.
+
+A healthy answer counts only from the ranks this boot launched: the exits are checked again
+after the probes (a rank that died while something else answered on its port fails the boot,
+whatever answered), and a port answered by another process than the launched rank (a server
+left from an earlier run, ``Booting.impostor``: the emulator's answer echoes another boot token,
+or, on this machine, the listening socket belongs to another process) fails the boot at once.
+
+The log lines also give the boot's newest milestone (``Load weight begin``, ``Capture cuda graph
+end``, ``The server is fired up and ready to roll!``…), which a caller's ``on_status`` shows.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import Protocol
 
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.service.logscan import Finding, LogFollower, LogScanner, root_cause
-from pytest_ppsweep.service.probe import health
+from pytest_ppsweep.service.probe import health_and_token
 
 
 class Booting(Protocol):
@@ -38,6 +45,8 @@ class Booting(Protocol):
     def url(self, node_rank: int) -> str: ...
 
     def exited(self) -> list[tuple[int, int]]: ...
+
+    def impostor(self, node_rank: int, token: str | None) -> str | None: ...
 
     def findings(self) -> list[Finding]: ...
 
@@ -106,6 +115,13 @@ def _fail(service: Booting, reason: str, findings: Sequence[Finding] = ()) -> Bo
     )
 
 
+def _fail_on_exit(service: Booting) -> None:
+    dead = service.exited()
+    if dead:
+        desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)
+        raise _fail(service, desc, service.findings())
+
+
 def wait_until_ready(
     service: Booting,
     timeout_s: float,
@@ -139,11 +155,20 @@ def wait_until_ready(
                 mark = milestone(line)
                 if mark is not None and MILESTONES.index(mark) > reached:
                     reached, newest = MILESTONES.index(mark), f"node{i}: {mark}"
-        dead = service.exited()
-        if dead:
-            desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)
-            raise _fail(service, desc, service.findings())
-        codes = [health(service.url(r), timeout=HEALTH_TIMEOUT_S) for r in range(n)]
+        _fail_on_exit(service)
+        answers = [health_and_token(service.url(r), timeout=HEALTH_TIMEOUT_S) for r in range(n)]
+        codes = [code for code, _token in answers]
+        # Before any answer is believed: a rank that exited meanwhile fails the boot, and an
+        # answer from a process that is not the launched rank is a stale server.
+        _fail_on_exit(service)
+        for r, (code, token) in enumerate(answers):
+            who = service.impostor(r, token) if code is not None else None
+            if who:
+                raise _fail(
+                    service,
+                    f"node{r}'s port answers, but not from the rank this boot launched: {who} "
+                    "(a server left from an earlier run? stop it, or rerun with --ppsweep-reap)",
+                )
         elapsed = clock() - start
         if on_status is not None:
             ready = sum(c == 200 for c in codes)

@@ -101,3 +101,14 @@ def test_sigterm_on_follower_is_prompt(cluster: ClusterFactory) -> None:
     assert "SIGTERM received on node_rank 3" in c.log(3)
     wait_until(lambda: exited(c.procs[0]), 5, "rank 0 to notice")
     assert c.procs[0].returncode != 0
+
+
+def test_every_rank_echoes_its_boot_token(cluster: ClusterFactory) -> None:
+    # The plugin tells its own boot from a stale server by this token (PPSWEEP_BOOT_TOKEN).
+    c: LocalCluster = cluster(4, PP4, env={"PPSWEEP_BOOT_TOKEN": "boot-42"})
+    c.wait_healthy(20)
+    for rank in range(4):
+        _status, _body, headers = http("GET", f"http://{c.hosts[rank]}:{c.port}/health")
+        assert headers.get("X-PPSweep-Boot-Token") == "boot-42", (rank, headers)
+    _status, body, _headers = http("GET", f"{c.base_url}/server_info")
+    assert json.loads(body)["ppsweep_sim"]["boot_token"] == "boot-42"

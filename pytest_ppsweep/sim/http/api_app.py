@@ -13,6 +13,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from ..launch.logfmt import SimLog
+from ..launch.settings import BOOT_TOKEN_HEADER
 from ..model.metrics import render_gauges
 from .api_generate import handle_generate, json_response
 from .api_info import model_info, models_list, server_info
@@ -49,6 +50,19 @@ def make_access_log(log: SimLog) -> Middleware:
         return resp
 
     return access
+
+
+def make_boot_token(token: str) -> Middleware:
+    """Middleware: every answer carries this boot's token (PPSWEEP_BOOT_TOKEN), if given."""
+
+    @web.middleware
+    async def echo(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resp = await handler(request)
+        if token:
+            resp.headers[BOOT_TOKEN_HEADER] = token
+        return resp
+
+    return echo
 
 
 def make_api_key(key: str | None) -> Middleware:
@@ -183,7 +197,11 @@ async def metrics(request: web.Request) -> web.Response:
 def build_rank0_app(state: ServerState) -> web.Application:
     """Rank 0's full API."""
     app = web.Application(
-        middlewares=[make_access_log(state.log), make_api_key(state.cfg.args.api_key)],
+        middlewares=[
+            make_boot_token(state.cfg.settings.boot_token),
+            make_access_log(state.log),
+            make_api_key(state.cfg.args.api_key),
+        ],
         client_max_size=64 * 1024 * 1024,
     )
     app["state"] = state
@@ -207,10 +225,10 @@ def build_rank0_app(state: ServerState) -> web.Application:
 
 
 def build_dummy_app(
-    log: SimLog, enable_metrics: bool, model_name: str, pp_rank: int
+    log: SimLog, enable_metrics: bool, model_name: str, pp_rank: int, boot_token: str = ""
 ) -> web.Application:
     """Ranks >= 1: ``/health``, ``/health_generate``, ``/ping`` (200, empty); 404 elsewhere."""
-    app = web.Application(middlewares=[make_access_log(log)])
+    app = web.Application(middlewares=[make_boot_token(boot_token), make_access_log(log)])
     for path in ("/health", "/health_generate", "/ping"):
         app.router.add_get(path, ping)
 

@@ -222,6 +222,7 @@ def server_info(
             "profile": cfg.profile.name,
             "faults": cfg.settings.faults.labels(),
             "pid": os.getpid(),
+            "boot_token": cfg.settings.boot_token,
         },
     }
 

@@ -12,6 +12,10 @@ from .faults import FaultSet, parse_faults
 
 DEFAULT_TIME_SCALE = 100.0
 DEFAULT_STATE_DIR = "/tmp/ppsweep-sim"
+# A value unique to one boot, given by the plugin to every rank: the emulator echoes it in the
+# BOOT_TOKEN_HEADER of every HTTP answer and in /server_info's ppsweep_sim (real SGLang does not).
+BOOT_TOKEN_ENV = "PPSWEEP_BOOT_TOKEN"
+BOOT_TOKEN_HEADER = "X-PPSweep-Boot-Token"
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,7 @@ class SimSettings:
     faults: FaultSet
     state_dir: Path
     seed: int
+    boot_token: str = ""  # PPSWEEP_BOOT_TOKEN: echoed so the plugin knows this boot answers
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
@@ -37,4 +42,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         faults=parse_faults(env.get("PPSWEEP_SIM_FAULTS")),
         state_dir=Path(env.get("PPSWEEP_SIM_STATE_DIR", "") or DEFAULT_STATE_DIR),
         seed=int(env.get("PPSWEEP_SIM_SEED", "") or 0),
+        boot_token=env.get(BOOT_TOKEN_ENV, ""),
     )

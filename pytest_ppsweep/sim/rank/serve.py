@@ -36,6 +36,7 @@ async def serve_follower(rp: RankProcess) -> None:
         a.enable_metrics,
         rp.cfg.served_model_name,
         rp.schedulers[0].pp_rank if rp.schedulers else 0,
+        rp.cfg.settings.boot_token,
     )
     rp.runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await rp.runner.setup()
