@@ -52,7 +52,8 @@ def test_deselected_layouts_are_not_judged_and_no_run_means_no_deltas(tmp_path: 
     assert "8 / 4 / 4" in text and "8,809.50" in text
     page = "\n".join(html_summary(data, summary, verdicts, rec))
     assert "vs base" not in page and f"Medians over repeats; {NO_RUN}" in page
-    assert "Verdicts (2/2 valid)" in page and PP1 not in page.split("<h3>Verdicts")[1]
+    verdicts_section = page.split("<h3>Verdicts")[1].split("<h3>")[0]
+    assert "Verdicts (2/2 valid)" in page and PP1 not in verdicts_section
     render(run)
     table = pd.read_csv(run / "summary.csv")
     assert table["baseline_from"].isna().all() and table["tps_vs_base_pct"].isna().all()
