@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -117,6 +118,11 @@ def _duplicate_key(text: str) -> str | None:
 
 
 def _replace_image(sweep: Sweep, image: str) -> Sweep:
+    if not _IMAGE.fullmatch(image):
+        raise MatrixError(
+            f"{sweep.path}: --ppsweep-image (key 'sweep.image'): expected an image reference "
+            f"(no spaces, quotes or shell characters), found {shown_value(image)}"
+        )
     return replace(sweep, image=image)
 
 
@@ -125,7 +131,7 @@ def _build(top: Reader, path: Path) -> Sweep:
     sw = top.table("sweep", required=True)
     sw.only(SWEEP_KEYS)
     server = _server_table(top.table("server"), "server")
-    env = top.table("env").str_map()
+    env = _env(top.table("env"))
     clusters = _clusters(top)
     workload = _workload(top.table("workload", required=True))
     ep_cap = sw.integer("ep_cap", default=0, minimum=1)
@@ -146,7 +152,7 @@ def _build(top: Reader, path: Path) -> Sweep:
     return Sweep(
         path=path,
         name=sw.text("name", default=path.stem),
-        image=sw.text("image", default=""),
+        image=_image(sw),
         model_path=sw.text("model_path", required=True),
         baseline=base[0].id,
         default_cluster=default_cluster,
@@ -193,6 +199,7 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]*|\[[0-9A-Fa-f:.%]+\]")
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
 _FLAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 
 
@@ -235,7 +242,7 @@ def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
             tp=tp,
             ep=ep,
             server=_server_table(item.table("server"), f"{item.where}.server"),
-            env=item.table("env").str_map(),
+            env=_env(item.table("env")),
             order=i,
         )
         if cfg.id in seen:
@@ -315,7 +322,7 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             port=c.integer("port", default=30000, minimum=1, maximum=65535),
             dist_init_port=c.integer("dist_init_port", default=20000, minimum=1, maximum=65535),
             nvidia_smi=tuple(c.str_list("nvidia_smi", default=["nvidia-smi"])),
-            env=c.table("env").str_map(),
+            env=_env(c.table("env")),
             python=c.text("python", default=""),
             ssh_user=_matching(c, "ssh_user", _USER, "a user name", "root"),
             ssh_key=c.text("ssh_key", default=""),
@@ -371,6 +378,41 @@ def _matching(r: Reader, key: str, pattern: re.Pattern[str], what: str, default:
             f"{shown_value(value)}"
         )
     return value
+
+
+ENV_PLACEHOLDERS = ("host", "node_rank", "cpu_bind")  # what rankspec fills in per node
+
+
+def _env(tab: Reader) -> dict[str, str]:
+    """An env table; each value's ``{placeholders}`` checked now (rankspec fills them per node,
+    at launch, where a bad one used to be a ValueError instead of a usage error)."""
+    env = tab.str_map()
+    for key, value in env.items():
+        try:
+            parts = [(f, c, spec) for _, f, spec, c in string.Formatter().parse(value)
+                     if f is not None]
+        except ValueError as exc:
+            parts, problem = [], str(exc)
+        else:
+            bad = [f"{{{f}}}" for f, c, spec in parts if f not in ENV_PLACEHOLDERS or c or spec]
+            problem = f"unknown placeholder {bad[0]}" if bad else ""
+        if problem:
+            raise MatrixError(
+                f"{tab.path}: key '{tab.where}.{key}': expected a value whose {{placeholders}} "
+                f"are {', '.join('{' + f + '}' for f in ENV_PLACEHOLDERS)} (write a literal "
+                f"brace as {{{{ or }}}}), found {shown_value(value)}: {problem}"
+            )
+    return env
+
+
+def _image(sw: Reader) -> str:
+    image = sw.text("image", default="")
+    if image and not _IMAGE.fullmatch(image):
+        raise MatrixError(
+            f"{sw.path}: key 'sweep.image': expected an image reference (repository[:tag] or "
+            f"@digest; no spaces, quotes or shell characters), found {shown_value(image)}"
+        )
+    return image
 
 
 def _patterns(sw: Reader) -> tuple[str, ...]:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 N = TypeVar("N", int, float)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 
 TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
@@ -234,9 +236,9 @@ class Reader:
         for key, value in self.data.items():
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 raise self._fail(key, "a string (environment value)", value)
-            if not key or "=" in key or "\x00" in key:
-                raise self._fail(key, "an environment variable name (non-empty, no '=' or NUL)",
-                                 key)
+            if not _ENV_NAME.fullmatch(key):  # POSIX portable names: no '=', '-', space or NUL
+                raise self._fail(key, "an environment variable name (letters, digits and '_', "
+                                 "not starting with a digit)", key)
             if isinstance(value, str) and "\x00" in value:
                 raise self._fail(key, "an environment value without NUL characters", value)
             if isinstance(value, int) and not -INT_LIMIT <= value < INT_LIMIT:
