@@ -245,3 +245,11 @@ def test_outcome_counts() -> None:
     assert all(n >= 50 for n in per_kind.values()), per_kind  # "missing": 55 slots, all
     assert sum(per_kind.values()) >= 1000
     print("\nfuzz outcomes:", dict(sorted(OUTCOMES.items())))
+
+
+def test_unreadable_paths_are_matrix_errors(tmp_path: Path) -> None:
+    with pytest.raises(MatrixError, match="cannot read the sweep file") as info:
+        load(tmp_path)  # a folder
+    assert str(tmp_path) in str(info.value)
+    with pytest.raises(MatrixError, match="not found"):
+        load(tmp_path / "nowhere.toml")

@@ -32,6 +32,7 @@ from pytest_ppsweep.matrix import MatrixError, Sweep, load
 
 OUTCOMES: dict[tuple[str, str], str] = {}
 NAMES = list(HOSTILE)
+__all__ = ["HOSTILE", "MARKER", "OUTCOMES"]  # read by tools/reliability_tables.py
 
 
 def hostile_doc(stub: Path, dump: Path, model_path: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.matrices import emulated_cluster
@@ -19,7 +20,7 @@ from support.processes import sim_processes
 from support.secrets import planted, scan
 
 HITS: list[str] = []
-SCANNED: dict[str, int] = {}
+SCANNED: dict[str, Any] = {}
 
 
 def _toml_string(text: str) -> str:
@@ -98,6 +99,7 @@ def test_emulator_run_leaves_no_secret_anywhere(pytester: pytest.Pytester, tmp_p
     html = list(reports.rglob("report.html"))
     assert html and junit.exists()
     hits = scan([reports, junit], [result.stdout.str(), result.stderr.str()], plant)
-    SCANNED.update(files=sum(1 for p in reports.rglob("*") if p.is_file()) + 1, outputs=2)
+    SCANNED.update(files=sum(1 for p in reports.rglob("*") if p.is_file()) + 1, outputs=2,
+                   secrets=list(plant.values()))
     HITS[:] = [str(h) for h in hits]
     assert not hits, "\n".join(str(h) for h in hits)
