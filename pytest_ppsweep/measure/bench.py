@@ -12,8 +12,8 @@ from the round start), ``ttft_s`` (send → first ``data:`` event, whatever its 
 the plain ones are multiplied by ``time_scale``), ``prompt_tokens, completion_tokens,
 cached_tokens, server_e2e_latency, server_first_token_latency, finish_reason`` (as the server
 reported them, not scaled), ``http_status, ok, error_kind, error``. ``error_kind`` is one of
-``stream error, aborted, truncated stream, bad stream, http <status>, timeout, round timeout,
-connection error``; ``error`` adds the detail.
+``stream error, aborted, truncated stream, bad stream`` (a non-JSON event, or one of the wrong
+shape), ``http <status>, timeout, round timeout, connection error``; ``error`` adds the detail.
 
 Timeouts are wall-clock: ``spec.request_timeout_s`` per request once sent, and
 ``spec.round_timeout_s`` for the measured phase; requests not finished by then fail with
