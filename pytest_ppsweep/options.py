@@ -215,11 +215,12 @@ def thresholds(config: pytest.Config, sweep: Sweep) -> dict[str, Any]:
     """Gate thresholds: options, else [sweep] thresholds, else the gate's defaults."""
     from pytest_ppsweep.gate.comparison import ThresholdError, parse_thresholds
 
-    tokens = list(config.getoption("ppsweep_threshold")) or list(sweep.thresholds)
+    given = list(config.getoption("ppsweep_threshold"))
+    where = "--ppsweep-threshold" if given else f"{sweep.path}: key 'sweep.thresholds'"
     try:
-        return dict(parse_thresholds(tokens))
+        return dict(parse_thresholds(given or list(sweep.thresholds)))
     except ThresholdError as exc:
-        raise pytest.UsageError(f"--ppsweep-threshold: {exc}") from None
+        raise pytest.UsageError(f"{where}: {exc}") from None
 
 
 def reference(config: pytest.Config, option: str) -> Path | None:

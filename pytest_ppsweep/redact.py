@@ -20,8 +20,16 @@ SCRUBBED = "***"  # a known secret's text in command output
 _SECRET_KEYS = frozenset({"api_key", "admin_api_key", "ssl_keyfile_password", "hf_token"})
 
 
+# The value after a secret flag: a shell-quoted word (shlex.quote: '...' with '"'"' for a
+# quote inside) or a bare one.
 _SECRET_FLAG = re.compile(
-    r"(--(?:api-key|admin-api-key|ssl-keyfile-password|hf-token)(?:\s+|=))(\S+)"
+    r"(--(?:api-key|admin-api-key|ssl-keyfile-password|hf-token)(?:\s+|=))"
+    r"('[^']*'(?:\"'\"'[^']*')*|\S+)"
+)
+# A private key's text (PEM / OpenSSH), wherever it is: an env value, a file shown in a log.
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+    re.S,
 )
 
 
@@ -33,6 +41,7 @@ def is_secret_key(key: str) -> bool:
         or "password" in k
         or "secret" in k
         or k.endswith("_token")
+        or "private_key" in k
     )
 
 
@@ -46,6 +55,7 @@ def redact(value: Any) -> Any:
     if isinstance(value, list):
         return [redact(v) for v in value]
     if isinstance(value, str):
+        value = _PRIVATE_KEY.sub(REDACTED, value)
         return _SECRET_FLAG.sub(lambda m: m.group(1) + REDACTED, value)
     return value
 
@@ -60,8 +70,55 @@ def _redact_pair(match: re.Match[str]) -> str:
 
 
 def redact_toml(text: str) -> str:
-    """A sweep file's text with the value of every secret key (``api_key = "…"``) redacted."""
-    return _SECRET_VALUE.sub(_redact_pair, text)
+    """A sweep file's text with the value of every secret key redacted: ``api_key = "…"`` by
+    pattern, and every other form TOML has (literal ``'…'``, multi-line strings, a private key
+    under any name) by the values the file parses to."""
+    import tomllib
+
+    out = _SECRET_VALUE.sub(_redact_pair, text)
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError):
+        data = {}
+    return scrub_all(_PRIVATE_KEY.sub(REDACTED, out), secret_values(data), REDACTED)
+
+
+def secret_values(data: Any) -> list[str]:
+    """The text of every secret in ``data`` (nested dicts/lists): the values of secret-looking
+    keys and any private key; a multi-line value also line by line. Longest first, for
+    :func:`scrub_all`."""
+    found: set[str] = set()
+
+    def add(value: Any) -> None:
+        text = str(value).strip()
+        if len(text) >= 4:
+            found.add(text)
+            found.update(line.strip() for line in text.splitlines() if len(line.strip()) >= 8)
+
+    def walk(node: Any) -> None:
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                if is_secret_key(str(k)) and isinstance(v, (str, int, float)) and v != "":
+                    add(v)
+                else:
+                    walk(v)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                walk(v)
+        elif isinstance(node, str):
+            for m in _PRIVATE_KEY.finditer(node):
+                add(m.group(0))
+
+    walk(data)
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub_all(text: str, secrets: Iterable[str], mark: str = SCRUBBED) -> str:
+    """``text`` with every known secret's text replaced (see :func:`secret_values`)."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, mark)
+    return text
 
 
 def redact_env(env: Mapping[str, Any]) -> dict[str, str]:

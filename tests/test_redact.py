@@ -94,3 +94,45 @@ def test_the_writers_go_through_it() -> None:
     from pytest_ppsweep.cluster import ssh
 
     assert ssh.scrub is redact_module.scrub  # the SSH host's output: no copy of its own
+
+
+# -- leaks the secret scan found (tests/reliability/test_no_secret_in_artifacts.py) ------------
+
+KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nQUJDREVGR0hJSktM\n" \
+      "-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def test_private_key_text_is_redacted_under_any_name() -> None:
+    assert redact({"SSH_PRIVATE_KEY": KEY}) == {"SSH_PRIVATE_KEY": REDACTED}  # by name
+    assert redact({"DEPLOY": "x" + KEY}) == {"DEPLOY": "x" + REDACTED + "\n"}  # by content
+    assert "b3BlbnNzaC1rZXktdjEAAAAA" not in str(redact_env({"K": KEY}))
+
+
+def test_sweep_file_secrets_in_every_toml_string_form() -> None:
+    from pytest_ppsweep.redact import redact_toml
+
+    text = ("[env]\nFOO_API_KEY = 'literal-secret-1'\n"
+            'X_PASSWORD = """\nmulti-line-secret"""\n'
+            'DEPLOY = """\n' + KEY + '"""\n[server]\napi_key = "basic-secret"\n')
+    out = redact_toml(text)
+    for secret in ("literal-secret-1", "multi-line-secret", "basic-secret",
+                   "b3BlbnNzaC1rZXktdjEAAAAA", "QUJDREVGR0hJSktM"):
+        assert secret not in out, out
+
+
+def test_quoted_secret_flag_value_is_redacted_whole() -> None:
+    spec = RankSpec(0, "h", "10.0.0.1", ("python", "-m", "x", "--ssl-keyfile-password",
+                                         "two words", "--api-key", "it's"), {})
+    line = spec.command_line()
+    assert "two" not in line and "words" not in line and "it" not in line.split("--api-key")[1]
+    assert redact("--api-key 'a b'\"'\"'c' --x 1") == f"--api-key {REDACTED} --x 1"
+
+
+def test_known_secret_values_are_scrubbed() -> None:
+    from pytest_ppsweep.redact import scrub_all, secret_values
+
+    values = secret_values({"server": {"api_key": "sk-123456", "tp_size": 4},
+                            "env": [{"HF_TOKEN": "hf_abcdef", "DEPLOY": KEY, "HOME": "/root"}]})
+    assert "sk-123456" in values and "hf_abcdef" in values and "/root" not in values
+    text = "error: unrecognized arguments: --api-key sk-123456 hf_abcdef QUJDREVGR0hJSktM"
+    assert scrub_all(text, values) == "error: unrecognized arguments: --api-key *** *** ***"

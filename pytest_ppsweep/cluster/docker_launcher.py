@@ -36,7 +36,7 @@ from pytest_ppsweep.cluster.labels import CONFIG_LABEL, NODE_RANK_LABEL, RUN_LAB
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshSettings, describe_connect_error
 from pytest_ppsweep.matrix.model import Cluster
-from pytest_ppsweep.redact import redact, redact_env
+from pytest_ppsweep.redact import redact, redact_argv, redact_env
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
@@ -318,7 +318,7 @@ class DockerLauncher:
             args += ["-v", f"{host}:{bind['bind']}:{bind['mode']}"]
         for k, v in sorted(redact_env(kw["environment"]).items()):
             args += ["-e", f"{k}={v}"]
-        args += [self.image, *spec.argv]
+        args += [self.image, *redact_argv(spec.argv)]
         return str(redact(shlex.join(args)))
 
     def write_docker_run(self, spec: RankSpec, labels: Mapping[str, str], log_path: Path) -> Path:

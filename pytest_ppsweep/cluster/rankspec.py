@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
-from pytest_ppsweep.redact import redact, redact_env
+from pytest_ppsweep.redact import redact, redact_argv, redact_env
 
 
 def server_flags(server: Mapping[str, Any]) -> list[str]:
@@ -44,7 +44,8 @@ class RankSpec:
         env = " ".join(
             f"{k}={shlex.quote(v)}" for k, v in sorted(redact_env(self.env).items())
         )
-        return redact(f"env {env} {shlex.join(self.argv)}".strip())  # type: ignore[no-any-return]
+        line = f"env {env} {shlex.join(redact_argv(self.argv))}".strip()
+        return redact(line)  # type: ignore[no-any-return]
 
 
 def cpu_bind(local_ranks: int, cores: int | None = None) -> str:

@@ -8,6 +8,8 @@ what was expected and what was found. The plugin turns it into ``pytest.UsageErr
 from __future__ import annotations
 
 import math
+import re
+import string
 import tomllib
 from dataclasses import replace
 from pathlib import Path
@@ -18,12 +20,14 @@ from pytest_ppsweep.matrix.schema import (
     CLUSTER_KEYS,
     CONFIG_KEYS,
     HOST_KEYS,
+    INT_LIMIT,
     PLUGIN_OWNED_FLAGS,
     SWEEP_KEYS,
     TOP_KEYS,
     WORKLOAD_KEYS,
     MatrixError,
     Reader,
+    shown_value,
 )
 
 
@@ -33,12 +37,7 @@ def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sw
     ``cluster`` names the cluster, or a comma-separated pool of clusters, the run uses (default:
     ``[sweep] cluster``); every layout must fit at least one of them.
     """
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise MatrixError(f"{path}: sweep file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise MatrixError(f"{path}: not valid TOML: {exc}") from None
+    raw = _read(path)
     sweep = _build(Reader(path, raw, ""), path)
     if image:
         sweep = _replace_image(sweep, image)
@@ -46,7 +45,84 @@ def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sw
     return sweep
 
 
+def _read(path: Path) -> dict[str, Any]:
+    """The file's TOML; every way it can fail to be read is a MatrixError naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError(f"{path}: sweep file not found") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise MatrixError(
+            f"{path}: not valid TOML: expected UTF-8 text, found byte "
+            f"0x{exc.object[exc.start]:02x} (at line {line})"
+        ) from None
+    except OSError as exc:
+        raise MatrixError(f"{path}: cannot read the sweep file: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        dup = _duplicate_key(text)
+        if dup is not None:
+            raise MatrixError(f"{path}: not valid TOML: {dup}") from None
+        msg = str(exc)
+        if "line" not in msg:  # "(at end of document)"
+            msg += f" (line {text.count(chr(10)) + 1}, the last)"
+        raise MatrixError(f"{path}: not valid TOML: {msg}") from None
+    except RecursionError:
+        lines = text.splitlines() or [""]
+        deepest = max(range(len(lines)), key=lambda i: lines[i].count("[") + lines[i].count("{"))
+        raise MatrixError(
+            f"{path}: not valid TOML: values nested too deeply (arrays or inline tables, at line "
+            f"{deepest + 1})"
+        ) from None
+    except ValueError:  # an integer of more than 4,300 decimal digits
+        long = re.search(r"\d{4300,}", text)
+        at = str(text.count("\n", 0, long.start()) + 1) if long else "?"
+        raise MatrixError(
+            f"{path}: not valid TOML: expected an integer of at most 64 bits, found one of more "
+            f"than 4,300 digits (at line {at})"
+        ) from None
+
+
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]*?)\s*\]\]?\s*(#.*)?$")
+_ASSIGN = re.compile(r'^\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[A-Za-z0-9_.-]+)\s*=')
+
+
+def _duplicate_key(text: str) -> str | None:
+    """The first key given twice in one table, by line (tomllib says only "Cannot overwrite a
+    value"); None when no duplicate is found this way (multi-line strings are not parsed)."""
+    seen: dict[tuple[str, str], int] = {}
+    headers: dict[str, int] = {}
+    table = ""
+    for no, line in enumerate(text.splitlines(), 1):
+        head = _HEADER.match(line)
+        if head:
+            table = ".".join(part.strip().strip("\"'") for part in head.group(1).split("."))
+            array = line.lstrip().startswith("[[")
+            if not array and table in headers:
+                return f"table [{table}] is declared twice (lines {headers[table]} and {no})"
+            headers.setdefault(table, no)
+            if array:  # a new element: its keys start afresh
+                seen = {k: v for k, v in seen.items() if not k[0].startswith(table)}
+            continue
+        m = _ASSIGN.match(line)
+        if m:
+            name = m.group(1).strip("\"'")
+            where = f"{table}.{name}" if table else name
+            if (table, name) in seen:
+                return (f"key '{where}' is given twice (lines {seen[(table, name)]} and {no}); "
+                        f"expected each key once")
+            seen[(table, name)] = no
+    return None
+
+
 def _replace_image(sweep: Sweep, image: str) -> Sweep:
+    if not _IMAGE.fullmatch(image):
+        raise MatrixError(
+            f"{sweep.path}: --ppsweep-image (key 'sweep.image'): expected an image reference "
+            f"(no spaces, quotes or shell characters), found {shown_value(image)}"
+        )
     return replace(sweep, image=image)
 
 
@@ -55,7 +131,7 @@ def _build(top: Reader, path: Path) -> Sweep:
     sw = top.table("sweep", required=True)
     sw.only(SWEEP_KEYS)
     server = _server_table(top.table("server"), "server")
-    env = top.table("env").str_map()
+    env = _env(top.table("env"))
     clusters = _clusters(top)
     workload = _workload(top.table("workload", required=True))
     ep_cap = sw.integer("ep_cap", default=0, minimum=1)
@@ -76,7 +152,7 @@ def _build(top: Reader, path: Path) -> Sweep:
     return Sweep(
         path=path,
         name=sw.text("name", default=path.stem),
-        image=sw.text("image", default=""),
+        image=_image(sw),
         model_path=sw.text("model_path", required=True),
         baseline=base[0].id,
         default_cluster=default_cluster,
@@ -89,7 +165,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         boot_timeout_s=sw.number("boot_timeout_s", default=1800.0, minimum=0.001),
         spread_threshold=sw.number("spread_threshold", default=0.02, minimum=0.0),
         min_repeats=sw.integer("min_repeats", default=workload.repeats, minimum=1),
-        fatal_patterns=tuple(sw.str_list("fatal_patterns", default=[])),
+        fatal_patterns=_patterns(sw),
         thresholds=tuple(sw.str_list("thresholds", default=[])),
     )
 
@@ -100,15 +176,42 @@ def _server_table(tab: Reader, where: str) -> dict[str, Any]:
         if key in PLUGIN_OWNED_FLAGS:
             raise MatrixError(
                 f"{tab.path}: key '{where}.{key}': set by the plugin from the layout and the "
-                f"cluster; remove it (found {value!r})"
+                f"cluster; remove it (found {shown_value(value)})"
             )
-        if not isinstance(value, (str, int, float, bool)):
+        if not _FLAG.fullmatch(key):
             raise MatrixError(
-                f"{tab.path}: key '{where}.{key}': expected a string, number or boolean, "
-                f"found {type(value).__name__} {value!r}"
+                f"{tab.path}: key '{where}.{key}': expected a flag name (letters, digits, '_' "
+                f"and '-', as in chunked_prefill_size), found {shown_value(key)}"
+            )
+        if not isinstance(value, (str, int, float, bool)) or not _plain(value):
+            raise MatrixError(
+                f"{tab.path}: key '{where}.{key}': expected a string (no NUL), a 64-bit "
+                f"integer, a finite number or a boolean, found {type(value).__name__} "
+                f"{shown_value(value)}"
             )
         out[key] = value
     return out
+
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# A host address or name, and an SSH user: they go into ``ssh://user@address`` and ssh's
+# argv, where a leading '-', a space or '@' would be read as something else.
+_HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]*|\[[0-9A-Fa-f:.%]+\]")
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
+_FLAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
+
+
+def _plain(value: str | int | float | bool) -> bool:
+    """A value a flag can carry as one argument."""
+    if isinstance(value, str):
+        return "\x00" not in value
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return -INT_LIMIT <= value < INT_LIMIT
+    return math.isfinite(value)
 
 
 def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
@@ -139,7 +242,7 @@ def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
             tp=tp,
             ep=ep,
             server=_server_table(item.table("server"), f"{item.where}.server"),
-            env=item.table("env").str_map(),
+            env=_env(item.table("env")),
             order=i,
         )
         if cfg.id in seen:
@@ -193,6 +296,11 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
     tab = top.table("clusters", required=True)
     out: dict[str, Cluster] = {}
     for name in tab.keys():  # noqa: SIM118 (Reader is not a dict)
+        if not _NAME.fullmatch(name):  # named in --ppsweep-cluster a,b, labels and env values
+            raise MatrixError(
+                f"{tab.path}: key 'clusters.{name}': expected a cluster name of letters, digits, "
+                f"'_', '.' and '-' (no ',' or spaces), found {shown_value(name)}"
+            )
         c = tab.table(name, required=True)
         c.only(CLUSTER_KEYS)
         kind = c.choice("kind", ("local", "ssh"), required=True)
@@ -209,13 +317,14 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             launcher=launcher,
             hosts=hosts,
             gpus_per_node=c.integer("gpus_per_node", required=True, minimum=1),
-            server_module=c.text("server_module", default="sglang.launch_server"),
+            server_module=_matching(c, "server_module", _MODULE, "a Python module name",
+                                    "sglang.launch_server"),
             port=c.integer("port", default=30000, minimum=1, maximum=65535),
             dist_init_port=c.integer("dist_init_port", default=20000, minimum=1, maximum=65535),
             nvidia_smi=tuple(c.str_list("nvidia_smi", default=["nvidia-smi"])),
-            env=c.table("env").str_map(),
+            env=_env(c.table("env")),
             python=c.text("python", default=""),
-            ssh_user=c.text("ssh_user", default="root"),
+            ssh_user=_matching(c, "ssh_user", _USER, "a user name", "root"),
             ssh_key=c.text("ssh_key", default=""),
             known_hosts=c.text("known_hosts", default=""),
             verify_host_keys=c.flag("verify_host_keys", default=True),
@@ -233,26 +342,91 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
     if not isinstance(raw, list) or not raw:
         raise MatrixError(
             f"{c.path}: key '{c.where}.hosts': expected a non-empty list of addresses or "
-            f"{{name, address}} tables, found {raw!r}"
+            f"{{name, address}} tables, found {shown_value(raw)}"
         )
     hosts: list[Host] = []
     for i, h in enumerate(raw):
         if isinstance(h, str) and h:
-            hosts.append(Host(address=h, name=h))
+            r = Reader(c.path, {"address": h}, c.where)
+            addr = _matching(r, "address", _HOSTNAME, "a host name or IP address", "",
+                             shown=f"hosts[{i}]")
+            hosts.append(Host(address=addr, name=addr))
         elif isinstance(h, dict):
             r = Reader(c.path, h, f"{c.where}.hosts[{i}]")
             r.only(HOST_KEYS)
-            addr = r.text("address", required=True)
-            hosts.append(Host(address=addr, name=r.text("name", default=addr)))
+            addr = _matching(r, "address", _HOSTNAME, "a host name or IP address", "")
+            hosts.append(Host(address=addr, name=_matching(r, "name", _HOSTNAME,
+                                                           "a host name", addr)))
         else:
             raise MatrixError(
                 f"{c.path}: key '{c.where}.hosts[{i}]': expected an address string or a "
-                f"{{name, address}} table, found {h!r}"
+                f"{{name, address}} table, found {shown_value(h)}"
             )
     names = [h.name for h in hosts]
     if len(set(names)) != len(names):
         raise MatrixError(f"{c.path}: key '{c.where}.hosts': duplicate hosts in {names}")
     return tuple(hosts)
+
+
+def _matching(r: Reader, key: str, pattern: re.Pattern[str], what: str, default: str,
+              shown: str = "") -> str:
+    value = r.text(key, required=not default, default=default)
+    if not pattern.fullmatch(value):
+        raise MatrixError(
+            f"{r.path}: key '{r.where}.{shown or key}': expected {what} (no spaces, quotes or "
+            f"shell characters), found "
+            f"{shown_value(value)}"
+        )
+    return value
+
+
+ENV_PLACEHOLDERS = ("host", "node_rank", "cpu_bind")  # what rankspec fills in per node
+
+
+def _env(tab: Reader) -> dict[str, str]:
+    """An env table; each value's ``{placeholders}`` checked now (rankspec fills them per node,
+    at launch, where a bad one used to be a ValueError instead of a usage error)."""
+    env = tab.str_map()
+    for key, value in env.items():
+        try:
+            parts = [(f, c, spec) for _, f, spec, c in string.Formatter().parse(value)
+                     if f is not None]
+        except ValueError as exc:
+            parts, problem = [], str(exc)
+        else:
+            bad = [f"{{{f}}}" for f, c, spec in parts if f not in ENV_PLACEHOLDERS or c or spec]
+            problem = f"unknown placeholder {bad[0]}" if bad else ""
+        if problem:
+            raise MatrixError(
+                f"{tab.path}: key '{tab.where}.{key}': expected a value whose {{placeholders}} "
+                f"are {', '.join('{' + f + '}' for f in ENV_PLACEHOLDERS)} (write a literal "
+                f"brace as {{{{ or }}}}), found {shown_value(value)}: {problem}"
+            )
+    return env
+
+
+def _image(sw: Reader) -> str:
+    image = sw.text("image", default="")
+    if image and not _IMAGE.fullmatch(image):
+        raise MatrixError(
+            f"{sw.path}: key 'sweep.image': expected an image reference (repository[:tag] or "
+            f"@digest; no spaces, quotes or shell characters), found {shown_value(image)}"
+        )
+    return image
+
+
+def _patterns(sw: Reader) -> tuple[str, ...]:
+    """``[sweep] fatal_patterns``, each compiled now: a bad regex fails before any boot."""
+    patterns = sw.str_list("fatal_patterns", default=[])
+    for i, pattern in enumerate(patterns):
+        try:
+            re.compile(pattern)
+        except (re.error, RecursionError, OverflowError) as exc:
+            raise MatrixError(
+                f"{sw.path}: key 'sweep.fatal_patterns[{i}]': expected a regular expression, "
+                f"found {shown_value(pattern)} ({exc})"
+            ) from None
+    return tuple(patterns)
 
 
 def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import difflib
+import math
+import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 N = TypeVar("N", int, float)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 
 TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
 SWEEP_KEYS = (
@@ -96,7 +100,7 @@ class Reader:
         return f"{self.where}.{key}" if self.where else key
 
     def _fail(self, key: str, expected: str, found: Any) -> Exception:
-        shown = "nothing" if found is _MISSING else f"{type(found).__name__} {found!r}"
+        shown = "nothing" if found is _MISSING else f"{type(found).__name__} {shown_value(found)}"
         return _matrix_error(
             f"{self.path}: key '{self._key(key)}': expected {expected}, found {shown}"
         )
@@ -149,6 +153,8 @@ class Reader:
         value = self._get(key, required, default)
         if not isinstance(value, str):
             raise self._fail(key, "a string", value)
+        if "\x00" in value:  # no argument, environment value or path can hold one
+            raise self._fail(key, "a string without NUL characters", value)
         if required and not value:
             raise self._fail(key, "a non-empty string", value)
         return value
@@ -178,6 +184,8 @@ class Reader:
         value = self._get(key, required, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self._fail(key, "an integer", value)
+        if not -INT_LIMIT <= value < INT_LIMIT:
+            raise self._fail(key, "an integer of at most 64 bits", value)
         # Defaults are the code's own: only what the file says is bounded.
         return self._bounded(key, value, minimum, maximum) if key in self.data else int(value)
 
@@ -185,6 +193,10 @@ class Reader:
         value = self._get(key, False, default)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self._fail(key, "a number", value)
+        if isinstance(value, int) and not -INT_LIMIT <= value < INT_LIMIT:
+            raise self._fail(key, "a number of at most 64 bits", value)
+        if not math.isfinite(value):
+            raise self._fail(key, "a finite number", value)
         return self._bounded(key, float(value), minimum, None) if key in self.data else float(value)
 
     def _bounded(self, key: str, value: N, minimum: N | None, maximum: N | None) -> N:
@@ -198,6 +210,8 @@ class Reader:
         value = self._get(key, False, default)
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise self._fail(key, "a list of strings", value)
+        if any("\x00" in v for v in value):
+            raise self._fail(key, "strings without NUL characters", value)
         return list(value)
 
     def int_list(self, key: str, required: bool = False, minimum: int = 1) -> list[int]:
@@ -213,6 +227,8 @@ class Reader:
         for v in value:
             if v < minimum:
                 raise self._fail(key, f"integers ≥ {minimum}", v)
+            if v >= INT_LIMIT:
+                raise self._fail(key, "integers of at most 64 bits", v)
         return list(value)
 
     def str_map(self) -> dict[str, str]:
@@ -220,8 +236,27 @@ class Reader:
         for key, value in self.data.items():
             if isinstance(value, bool) or not isinstance(value, (str, int, float)):
                 raise self._fail(key, "a string (environment value)", value)
+            if not _ENV_NAME.fullmatch(key):  # POSIX portable names: no '=', '-', space or NUL
+                raise self._fail(key, "an environment variable name (letters, digits and '_', "
+                                 "not starting with a digit)", key)
+            if isinstance(value, str) and "\x00" in value:
+                raise self._fail(key, "an environment value without NUL characters", value)
+            if isinstance(value, int) and not -INT_LIMIT <= value < INT_LIMIT:
+                raise self._fail(key, "a string (environment value)", value)
             out[key] = str(value)
         return out
+
+
+def shown_value(value: Any, limit: int = 200) -> str:
+    """``repr`` for an error message: cut to ``limit`` characters, and safe for integers too
+    long for ``repr`` (more than 4,300 digits) and for structures nested too deeply."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= INT_LIMIT:
+        return f"<an integer of {value.bit_length()} bits>"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):
+        return f"<a {type(value).__name__} too large to show>"
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 class _Missing:

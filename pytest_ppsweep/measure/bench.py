@@ -12,8 +12,8 @@ from the round start), ``ttft_s`` (send → first ``data:`` event, whatever its 
 the plain ones are multiplied by ``time_scale``), ``prompt_tokens, completion_tokens,
 cached_tokens, server_e2e_latency, server_first_token_latency, finish_reason`` (as the server
 reported them, not scaled), ``http_status, ok, error_kind, error``. ``error_kind`` is one of
-``stream error, aborted, truncated stream, bad stream, http <status>, timeout, round timeout,
-connection error``; ``error`` adds the detail.
+``stream error, aborted, truncated stream, bad stream`` (a non-JSON event, or one of the wrong
+shape), ``http <status>, timeout, round timeout, connection error``; ``error`` adds the detail.
 
 Timeouts are wall-clock: ``spec.request_timeout_s`` per request once sent, and
 ``spec.round_timeout_s`` for the measured phase; requests not finished by then fail with
@@ -90,38 +90,75 @@ def _feed(rec: dict[str, Any], payload: bytes, api: str) -> None:
     """Apply one ``data:`` JSON event to the record; raise _Fail on error/abort/garbage."""
     try:
         obj = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
         raise _Fail("bad stream", f"non-JSON event: {payload[:200]!r}") from None
     if not isinstance(obj, dict):
         raise _Fail("bad stream", f"non-object event: {payload[:200]!r}")
     if "error" in obj:  # SGLang reports errors after the stream started inside a 200 stream
         err = obj["error"]
         msg = err.get("message", err) if isinstance(err, dict) else err
-        raise _Fail("stream error", f"error in stream: {msg}")
-    if api == "generate":
-        meta = obj.get("meta_info") or {}
-        for src, dst in _META_FIELDS:
-            if meta.get(src) is not None:
-                rec[dst] = meta[src]
-        finish = meta.get("finish_reason")
-        if finish:
-            kind = finish.get("type") if isinstance(finish, dict) else str(finish)
-            if kind == "abort":
-                raise _Fail("aborted", f"aborted: {finish.get('message', finish)}")
-            rec["finish_reason"] = kind
-        return
-    for choice in obj.get("choices") or []:
-        if choice.get("finish_reason"):
-            if choice["finish_reason"] == "abort":
-                raise _Fail("aborted", "aborted: finish_reason abort")
-            rec["finish_reason"] = choice["finish_reason"]
-    usage = obj.get("usage") or {}
+        raise _Fail("stream error", f"error in stream: {str(msg)[:500]}")
+    try:
+        (_feed_generate if api == "generate" else _feed_completions)(rec, obj)
+    except (AttributeError, TypeError, KeyError) as exc:  # a field of the wrong shape
+        raise _Fail("bad stream", f"unexpected event ({exc}): {payload[:200]!r}") from None
+
+
+def _number(obj: dict[str, Any], key: str) -> Any:
+    """``obj[key]`` when it is a number or absent (None); a wrong type is a bad stream."""
+    value = obj.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise TypeError(f"{key} is {type(value).__name__} {str(value)[:50]!r}, not a number")
+    return value
+
+
+def _finish(rec: dict[str, Any], kind: Any, detail: Any) -> None:
+    if not isinstance(kind, str):
+        raise TypeError(f"finish_reason is {type(kind).__name__}, not a string")
+    if kind == "abort":
+        raise _Fail("aborted", f"aborted: {str(detail)[:500]}")
+    rec["finish_reason"] = kind
+
+
+def _object(value: Any, what: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} is {type(value).__name__}, not an object")
+    return value
+
+
+def _feed_generate(rec: dict[str, Any], obj: dict[str, Any]) -> None:
+    meta = _object(obj.get("meta_info"), "meta_info")
+    for src, dst in _META_FIELDS:
+        value = _number(meta, src)
+        if value is not None:
+            rec[dst] = value
+    finish = meta.get("finish_reason")
+    if finish:
+        if isinstance(finish, dict):
+            _finish(rec, finish.get("type"), finish.get("message", finish))
+        else:
+            _finish(rec, str(finish) if isinstance(finish, (int, float)) else finish, finish)
+
+
+def _feed_completions(rec: dict[str, Any], obj: dict[str, Any]) -> None:
+    choices = obj.get("choices") or []
+    if not isinstance(choices, list):
+        raise TypeError(f"choices is {type(choices).__name__}, not a list")
+    for choice in choices:
+        reason = _object(choice, "a choice").get("finish_reason")
+        if reason:
+            _finish(rec, reason, "finish_reason abort")
+    usage = _object(obj.get("usage"), "usage")
     for key in ("prompt_tokens", "completion_tokens"):
-        if usage.get(key) is not None:
-            rec[key] = usage[key]
-    details = usage.get("prompt_tokens_details") or {}
-    if details.get("cached_tokens") is not None:
-        rec["cached_tokens"] = details["cached_tokens"]
+        value = _number(usage, key)
+        if value is not None:
+            rec[key] = value
+    details = _object(usage.get("prompt_tokens_details"), "prompt_tokens_details")
+    cached = _number(details, "cached_tokens")
+    if cached is not None:
+        rec["cached_tokens"] = cached
 
 
 async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any], body: bytes,

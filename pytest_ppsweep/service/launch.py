@@ -24,6 +24,7 @@ from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.redact import REDACTED, scrub_all, secret_values
 from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
 from pytest_ppsweep.service.probe import BOOT_TOKEN_ENV
 from pytest_ppsweep.service.readiness import BootFailed, BootStatus, wait_until_ready
@@ -52,6 +53,12 @@ class Service:
         self.config = config
         self.log_dir = log_dir
         self.specs = rank_specs(sweep, cluster, config)
+        # The text of every secret the ranks are given: a rank may print one (an argparse
+        # error echoes its arguments), so log lines shown in failures and the log files are
+        # scrubbed of them.
+        self.secrets = secret_values(
+            {"server": {**sweep.server, **config.server}, "env": [s.env for s in self.specs]}
+        )
         self.progress = progress
         self.on_status = on_status
         self.scanner = scanner or LogScanner(sweep.fatal_patterns)
@@ -168,6 +175,8 @@ class Service:
         for path in self.log_paths:
             if path.exists():
                 out += self.scanner.scan_file(path)
+        if self.secrets:
+            out = [replace(f, line=scrub_all(f.line, self.secrets, REDACTED)) for f in out]
         return out
 
     def evidence(self, lines: int = 25) -> str:
@@ -182,7 +191,21 @@ class Service:
         parts = []
         for path in self.log_paths:
             parts.append(f"--- {path.name} (last {lines} lines) ---\n{tail(path, lines)}")
-        return "\n".join(parts)
+        return scrub_all("\n".join(parts), self.secrets, REDACTED)
+
+    def scrub_logs(self) -> None:
+        """Every node log of this service rewritten without the secrets' text (after stop:
+        nothing writes them any more)."""
+        if not self.secrets:
+            return
+        for path in self.log_paths:
+            try:
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            except FileNotFoundError:
+                continue
+            clean = scrub_all(text, self.secrets, REDACTED)
+            if clean != text:
+                path.write_text(clean, encoding="utf-8", errors="surrogateescape")
 
     def stop(self) -> None:
         """Stop every rank of this service (idempotent)."""
@@ -191,6 +214,7 @@ class Service:
             self.registry.untrack(proc)
         if self._own_registry:
             self.registry.close()
+        self.scrub_logs()
 
     def __enter__(self) -> Service:
         start = time.monotonic()
