@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 N = TypeVar("N", int, float)
 
+# ``[sweep] spread_rule``: what a spread above spread_threshold does to a point's verdict.
+SPREAD_RULES = ("fail", "warn")
 TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
 SWEEP_KEYS = (
     "name",
@@ -21,6 +23,7 @@ SWEEP_KEYS = (
     "boot_timeout_s",
     "spread_threshold",
     "min_repeats",
+    "spread_rule",
     "fatal_patterns",
     "thresholds",
 )
