@@ -36,6 +36,8 @@ NOT_RUN = {
         "same ssh + docker path on namespace hosts",
     "python benchmarks/bench_xdist_pool.py": "a benchmark (minutes of sweeps); "
         "tests/plugin/test_xdist_pool.py runs its -n 2 path",
+    "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "
+        "tests/gate/test_gate.py checks the tiers and tests/plugin/test_gate_e2e.py the gate",
 }
 
 
