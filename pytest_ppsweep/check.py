@@ -7,6 +7,8 @@ and show every problem at once, and so the same checks feed the report's verdict
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.matrix.model import Config
@@ -91,3 +93,27 @@ def log_problems(findings: Sequence[Finding], limit: int = 40) -> list[str]:
     if len(findings) > limit:
         shown.append(f"... and {len(findings) - limit} more")
     return shown
+
+
+@dataclass(frozen=True)
+class Validity:
+    """What the verdict of one point says: the reasons it is INVALID (each a line naming the
+    point) and the warnings of a VALID one (a spread above the threshold under
+    ``spread_rule = "warn"``)."""
+
+    problems: list[str]
+    warnings: list[str]
+
+
+def validity_problems(run_dir: Path, config_id: str, concurrency: int) -> Validity:
+    """The verdict of ``config_id`` at ``concurrency`` from the run folder so far (the rules of
+    ``results.verdict``: N/N and prompt tokens of every repeat, spread of Input TPS over the
+    repeats, repeats ≥ min_repeats, boot and topology; the log scan once recorded)."""
+    from pytest_ppsweep.results.verdict import point_verdict  # pandas: only when asked
+
+    verdict = point_verdict(run_dir, config_id, concurrency)
+    where = f"{config_id} C={concurrency}"
+    return Validity(
+        problems=[f"{where}: INVALID: {reason}" for reason in verdict.failures],
+        warnings=[f"{where}: {reason}" for reason in verdict.warnings],
+    )

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_ppsweep.matrix.model import MatrixError, Sweep
 from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.matrix.schema import SPREAD_RULES
 
 OPTIONS: tuple[tuple[str, str, str | None], ...] = (
     (
@@ -35,6 +36,12 @@ OPTIONS: tuple[tuple[str, str, str | None], ...] = (
     ),
     ("ppsweep_repeats", "repeats per concurrency instead of [workload] repeats.", None),
     ("ppsweep_requests", "requests per round instead of [workload] num_requests.", None),
+    (
+        "ppsweep_spread_rule",
+        "fail or warn: whether a spread above spread_threshold fails test_valid (exploratory "
+        "and cut-down runs: warn). Default: [sweep] spread_rule (fail).",
+        None,
+    ),
     (
         "ppsweep_compare",
         "gate: compare with this run folder, run id or baseline name; a regression fails "
@@ -180,11 +187,17 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
         num_requests=int(requests) if requests else w.num_requests,
     )
     boot = _number(config, "ppsweep_boot_timeout", float)
+    rule = get(config, "ppsweep_spread_rule")
+    if rule is not None and rule not in SPREAD_RULES:
+        raise pytest.UsageError(
+            f"--ppsweep-spread-rule: expected one of {', '.join(SPREAD_RULES)}, found {rule!r}"
+        )
     sweep = replace(
         sweep,
         workload=workload,
         boot_timeout_s=boot or sweep.boot_timeout_s,
         min_repeats=min(sweep.min_repeats, workload.repeats),
+        spread_rule=rule or sweep.spread_rule,
     )
     scale = _number(config, "ppsweep_time_scale", float)
     if scale:

@@ -73,6 +73,7 @@ def write_run_json(
             "matrix": str(sweep.path),
             "spread_threshold": sweep.spread_threshold,
             "min_repeats": sweep.min_repeats,
+            "spread_rule": sweep.spread_rule,
             "workload": json.loads(json.dumps(sweep.workload.__dict__)),
             "sglang_version": None,
         },

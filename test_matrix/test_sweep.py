@@ -9,10 +9,17 @@ what the report and ``--ppsweep-resume`` need (topology, log scan, memory, each 
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
 from pytest_ppsweep import gate
-from pytest_ppsweep.check import completion_problems, log_problems, topology_problems
+from pytest_ppsweep.check import (
+    completion_problems,
+    log_problems,
+    topology_problems,
+    validity_problems,
+)
 from pytest_ppsweep.matrix import Config
 from pytest_ppsweep.sweeprun import Booted, SweepRun
 
@@ -47,6 +54,18 @@ def test_prefill(
             record_property(metric, values[len(values) // 2])  # median over repeats
     problems = completion_problems(ppsweep_config.id, concurrency, rounds)
     assert not problems, "\n".join(problems) + "\n" + ppsweep_service.service.evidence()
+
+
+@pytest.mark.usefixtures("ppsweep_service")  # while the layout is up, after its benchmark
+def test_valid(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> None:
+    """The point's verdict, from the run folder so far, is VALID: every repeat N/N with the
+    prompt tokens the server counted equal to those sent, the Input TPS spread within
+    spread_threshold (a warning with ``[sweep] spread_rule = "warn"``), at least min_repeats
+    repeats, booted with the requested topology. Every reason is listed."""
+    validity = validity_problems(ppsweep.store.dir, ppsweep_config.id, concurrency)
+    for note in validity.warnings:
+        warnings.warn(f"spread_rule = 'warn': {note}", UserWarning, stacklevel=1)
+    assert not validity.problems, "\n".join(validity.problems)
 
 
 def test_logs_clean(ppsweep_service: Booted) -> None:

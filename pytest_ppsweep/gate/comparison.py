@@ -1,9 +1,15 @@
 """Gate a run against a reference run: per configuration × C, is a metric worse beyond noise?
 
-A delta is a regression only when it is worse than its threshold **and** larger than the noise:
-the larger of the two runs' spreads, (max − min) / median of that metric over the valid repeats
-in % (PEERS §4: with three repeats a confidence interval is wider than the effect, so report the
-spread and flag only what exceeds both). Only valid rounds count (the N/N rule of
+Noise rule: the noise of a point's metric is the larger of the two runs' spreads, (max − min) /
+median of that metric over the valid repeats, in % (PEERS §4: with three repeats a confidence
+interval is wider than the effect, so report the spread). A delta whose size exceeds the noise
+is *significant*. Each metric row gets one of three tiers:
+
+* ``regression``: worse than its threshold and significant (fails the gate);
+* ``significant``: significant but not beyond the threshold (either direction): shown and
+  counted, the exit code unchanged; an improvement beyond the threshold is ``improvement``;
+* ``within noise``: the delta is not larger than the noise.
+ Only valid rounds count (the N/N rule of
 ``measure.completion``), so a failing server never looks fast. A point whose current rounds
 are all invalid, or any of whose current rounds dropped requests, or whose configuration failed
 to boot, is "broken" (the seeds' N-of-N rule is a hard gate). A point present in one run only
@@ -30,9 +36,12 @@ from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
 from pytest_ppsweep.results.aggregate import RunData, round_problems
 
 GATE_CSV = "gate.csv"
-VERDICTS = ("regression", "improvement", "within noise", "only in current", "only in reference",
-            "broken")
+VERDICTS = ("regression", "significant", "improvement", "within noise", "only in current",
+            "only in reference", "broken")
 FAILING = frozenset({"regression", "broken"})
+# Shown and counted in the summary line, never failing: changes beyond the noise under the
+# threshold.
+SIGNIFICANT = "significant"
 # metric key → (results.csv column, label, unit, higher is better)
 METRICS: dict[str, tuple[str, str, str, bool]] = {
     "input_tps": ("input_tps", "Input TPS", "", True),
@@ -163,9 +172,12 @@ def _metric_row(cid: str, conc: int, th: Threshold, ref: list[float], cur: list[
         verdict, why = "regression", "regression"
     elif better and abs(delta) > max(noise, abs(th.pct)):
         verdict, why = "improvement", "improvement"
+    elif abs(delta) > noise:
+        verdict = SIGNIFICANT
+        why = (f"significant change under the threshold ({abs(delta) / noise:.0f}× noise)"
+               if noise else "significant change under the threshold (no noise)")
     else:
-        verdict = "within noise"
-        why = "within noise" if abs(delta) <= noise else "within threshold"
+        verdict, why = "within noise", "within noise"
     message = (f"{_where(cid, conc)}: {th.label} {c:,.2f}{unit} vs {r:,.2f}{unit} "
                f"({_pct(delta)}, threshold {_pct(th.pct, 'g')}, noise "
                f"{noise:.1f} %) — {why}")
@@ -250,6 +262,18 @@ def compare(cur_run_dir: Path, ref_run_dir: Path,
 def regressions(comparisons: Iterable[Comparison]) -> list[Comparison]:
     """The rows that fail the gate: regressions and broken points."""
     return [c for c in comparisons if c.verdict in FAILING]
+
+
+def significant(comparisons: Iterable[Comparison]) -> list[Comparison]:
+    """The rows beyond the noise but not beyond the threshold: shown, never failing."""
+    return [c for c in comparisons if c.verdict == SIGNIFICANT]
+
+
+def notable_lines(comparisons: list[Comparison]) -> list[str]:
+    """``REGRESSION <message>`` for each failing row, then ``SIGNIFICANT <message>`` for each
+    change beyond the noise under the threshold: what the gate saw, under its table."""
+    return ([f"REGRESSION {r.message}" for r in regressions(comparisons)]
+            + [f"SIGNIFICANT {r.message}" for r in significant(comparisons)])
 
 
 def _num(value: float | None, fmt: str) -> str:

@@ -19,19 +19,23 @@ if TYPE_CHECKING:
         cluster_for,
     )
     from pytest_ppsweep.matrix.parse import (
+        ENV_PLACEHOLDERS,
         load,
     )
     from pytest_ppsweep.matrix.schema import (
         CLUSTER_KEYS,
         CONFIG_KEYS,
         HOST_KEYS,
+        INT_LIMIT,
         PLUGIN_OWNED_FLAGS,
+        SPREAD_RULES,
         SWEEP_KEYS,
         TOP_KEYS,
         WORKLOAD_KEYS,
         MatrixError,
         N,
         Reader,
+        shown_value,
     )
 
 _NAMES = {
@@ -42,23 +46,30 @@ _NAMES = {
     "Sweep": "model",
     "Workload": "model",
     "cluster_for": "model",
+    "ENV_PLACEHOLDERS": "parse",
     "load": "parse",
     "CLUSTER_KEYS": "schema",
     "CONFIG_KEYS": "schema",
     "HOST_KEYS": "schema",
+    "INT_LIMIT": "schema",
     "MatrixError": "schema",
     "N": "schema",
     "PLUGIN_OWNED_FLAGS": "schema",
     "Reader": "schema",
+    "SPREAD_RULES": "schema",
     "SWEEP_KEYS": "schema",
     "TOP_KEYS": "schema",
     "WORKLOAD_KEYS": "schema",
+    "shown_value": "schema",
 }
 __all__ = [
     "CLUSTER_KEYS",
     "CONFIG_KEYS",
+    "ENV_PLACEHOLDERS",
     "HOST_KEYS",
+    "INT_LIMIT",
     "PLUGIN_OWNED_FLAGS",
+    "SPREAD_RULES",
     "SWEEP_KEYS",
     "TOP_KEYS",
     "WORKLOAD_KEYS",
@@ -73,5 +84,6 @@ __all__ = [
     "Workload",
     "cluster_for",
     "load",
+    "shown_value",
 ]
 __getattr__ = lazy(__name__, _NAMES)

@@ -132,6 +132,9 @@ class Sweep:
     min_repeats: int
     fatal_patterns: tuple[str, ...]
     thresholds: tuple[str, ...] = ()
+    # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
+    # "warn": it is a warning only (exploratory runs).
+    spread_rule: str = "fail"
 
     def cluster(self, name: str | None) -> Cluster:
         chosen = name or self.default_cluster

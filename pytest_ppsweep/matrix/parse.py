@@ -22,6 +22,7 @@ from pytest_ppsweep.matrix.schema import (
     HOST_KEYS,
     INT_LIMIT,
     PLUGIN_OWNED_FLAGS,
+    SPREAD_RULES,
     SWEEP_KEYS,
     TOP_KEYS,
     WORKLOAD_KEYS,
@@ -165,6 +166,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         boot_timeout_s=sw.number("boot_timeout_s", default=1800.0, minimum=0.001),
         spread_threshold=sw.number("spread_threshold", default=0.02, minimum=0.0),
         min_repeats=sw.integer("min_repeats", default=workload.repeats, minimum=1),
+        spread_rule=sw.choice("spread_rule", SPREAD_RULES, default="fail"),
         fatal_patterns=_patterns(sw),
         thresholds=tuple(sw.str_list("thresholds", default=[])),
     )

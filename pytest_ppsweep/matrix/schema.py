@@ -13,6 +13,8 @@ N = TypeVar("N", int, float)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 
+# ``[sweep] spread_rule``: what a spread above spread_threshold does to a point's verdict.
+SPREAD_RULES = ("fail", "warn")
 TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
 SWEEP_KEYS = (
     "name",
@@ -25,6 +27,7 @@ SWEEP_KEYS = (
     "boot_timeout_s",
     "spread_threshold",
     "min_repeats",
+    "spread_rule",
     "fatal_patterns",
     "thresholds",
 )

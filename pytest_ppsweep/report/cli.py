@@ -117,7 +117,7 @@ def run_date(run_dir: Path) -> datetime | None:
 def gate_result(run_dir: Path) -> str:
     """``pass`` or ``N regression(s)`` (regressed or broken points: what fails the gate) from
     gate.csv, ``—`` without one."""
-    from pytest_ppsweep.gate.comparison import FAILING, GATE_CSV
+    from pytest_ppsweep.gate.comparison import FAILING, GATE_CSV, SIGNIFICANT
 
     path = run_dir / GATE_CSV
     if not path.is_file():
@@ -125,7 +125,9 @@ def gate_result(run_dir: Path) -> str:
     with path.open(newline="", encoding="utf-8") as fh:
         verdicts = [row.get("verdict", "") for row in csv.DictReader(fh)]
     failing = sum(verdicts.count(v) for v in FAILING)
-    return "pass" if not failing else f"{failing} regression{'s' if failing != 1 else ''}"
+    changed = verdicts.count(SIGNIFICANT)
+    note = f" ({changed} significant)" if changed else ""
+    return ("pass" if not failing else f"{failing} regression{'s' if failing != 1 else ''}") + note
 
 
 def read_run_line(run_dir: Path) -> RunLine:
@@ -235,12 +237,13 @@ def _sep(title: str, width: int = _WIDTH) -> str:
 
 
 def gate_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
-    """The gate table and REGRESSION lines the plugin printed, rebuilt from gate.csv."""
+    """The gate table and REGRESSION/SIGNIFICANT lines the plugin printed, rebuilt from
+    gate.csv."""
     from pytest_ppsweep.gate.comparison import (
         GATE_CSV,
         Comparison,
         comparison_table,
-        regressions,
+        notable_lines,
     )
 
     def number(text: str) -> float | None:
@@ -251,8 +254,7 @@ def gate_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
                            number(r["ref"]), number(r["cur"]), number(r["delta_pct"]),
                            number(r["threshold_pct"]), number(r["noise_pct"]), r["verdict"],
                            r["message"]) for r in csv.DictReader(fh)]
-    return comparison_table(rows, width=width) + [
-        f"REGRESSION {r.message}" for r in regressions(rows)]
+    return comparison_table(rows, width=width) + notable_lines(rows)
 
 
 def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:

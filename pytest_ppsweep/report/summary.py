@@ -91,9 +91,7 @@ def finish(
         rows = gate.compare(store.dir, compare_ref, thresholds)
         gate.write_comparison_csv(store.dir, rows)
         rendered.html.append(gate.comparison_html(rows))
-        rendered.gate = gate.comparison_table(rows, width=100) + [
-            f"REGRESSION {r.message}" for r in gate.regressions(rows)
-        ]
+        rendered.gate = gate.comparison_table(rows, width=100) + gate.notable_lines(rows)
     return rendered
 
 

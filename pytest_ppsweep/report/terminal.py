@@ -44,7 +44,9 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
                   f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}" if deltas else "")
                + f"  {'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}")
         lines.append(row[:width])
-    texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts if not v.valid]
+    # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
+    texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts
+             if not v.valid or v.warnings]
     for text in [*texts, recommendation.text]:
         lines += _wrap(text, width)
     return lines

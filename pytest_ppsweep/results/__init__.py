@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         Verdict,
         as_bool,
         judge,
+        point_verdict,
         records,
     )
 
@@ -62,6 +63,7 @@ _NAMES = {
     "Verdict": "verdict",
     "as_bool": "verdict",
     "judge": "verdict",
+    "point_verdict": "verdict",
     "records": "verdict",
 }
 __all__ = [
@@ -80,6 +82,7 @@ __all__ = [
     "judge",
     "layout_label",
     "load_run",
+    "point_verdict",
     "recommend",
     "records",
     "round_counts",

@@ -53,6 +53,8 @@ class RunMeta:
     sglang_version: str | None = None
     spread_threshold: float = 0.02
     min_repeats: int = 3
+    # "fail" (default): a spread above the threshold makes a point INVALID; "warn": a warning.
+    spread_rule: str = "fail"
     concurrencies: tuple[int, ...] = ()
     # The layouts (and their Cs) that had tests in this run after -k/-m/--ppsweep-config, as
     # the plugin recorded them once collection finished; None: not recorded (every layout of
@@ -87,6 +89,7 @@ class RunMeta:
             sglang_version=None if version is None else str(version),
             spread_threshold=float(raw.get("spread_threshold", 0.02)),
             min_repeats=int(raw.get("min_repeats", 3)),
+            spread_rule="warn" if raw.get("spread_rule") == "warn" else "fail",
             concurrencies=tuple(int(c) for c in planned or ()),
             selected=None if not isinstance(chosen, dict) else {
                 str(k): tuple(int(c) for c in v or ()) for k, v in chosen.items()},

@@ -3,17 +3,30 @@
 A measurement only counts when the service behaved: every request completed, no errors, a clean
 log, the requested topology, the server saw the prompt tokens that were sent, and the repeats
 agree. Each failed condition is named, so a reader knows why a number is not trusted.
+
+With ``[sweep] spread_rule = "warn"`` (run.json ``spread_rule``) a spread above the threshold is
+a warning of a VALID verdict instead of a failure; the default ``"fail"`` is strict.
+:func:`point_verdict` judges one point from the run folder as it is so far (the acceptance test
+``test_valid`` fails on an INVALID one, so validity gates the exit code).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from pytest_ppsweep.results.aggregate import RunData, Summary, round_counts, round_problems
+from pytest_ppsweep.results.aggregate import (
+    RunData,
+    Summary,
+    load_run,
+    round_counts,
+    round_problems,
+    summarize_run,
+)
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -28,11 +41,15 @@ class Verdict:
     concurrency: int
     valid: bool
     failures: tuple[str, ...] = ()
+    # Conditions that would fail a strict run but were made warnings (spread_rule = "warn").
+    warnings: tuple[str, ...] = ()
 
     @property
     def text(self) -> str:
-        """``VALID`` or ``INVALID: <failure>; <failure>``."""
-        return "VALID" if self.valid else "INVALID: " + "; ".join(self.failures)
+        """``VALID``, ``VALID (warning: <w>)`` or ``INVALID: <failure>; <failure>``."""
+        if not self.valid:
+            return "INVALID: " + "; ".join(self.failures)
+        return "VALID" + (f" (warning: {'; '.join(self.warnings)})" if self.warnings else "")
 
 
 def as_bool(value: Any) -> bool | None:
@@ -68,13 +85,17 @@ def records(frame: pd.DataFrame, *keys: str) -> dict[Any, dict[str, Any]]:
     return out
 
 
-def _config_failures(row: dict[str, Any] | None) -> list[str]:
+def _config_failures(row: dict[str, Any] | None, pending: frozenset[str] = frozenset()) -> (
+        list[str]):
+    # ``pending``: columns not recorded yet by design (the log scan is recorded at teardown).
     if row is None:
         return ["no configs.csv row"]
     failures = []
     checks = (("boot_ok", "boot"), ("topology_ok", "topology check"), ("log_clean", "log scan"))
     for column, what in checks:
         state = as_bool(row.get(column))
+        if state is None and column in pending:
+            continue
         if state is None:
             failures.append(f"{what} not recorded")
         elif not state and column == "boot_ok":
@@ -96,9 +117,11 @@ def _round_failures(rounds: pd.DataFrame) -> list[str]:
             for problem in problems]
 
 
-def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
+def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()) -> (
+        tuple[Verdict, ...]):
     """One verdict per configuration (sweep order) x concurrency of ``summary``; a point that
-    was not selected in this run (run.json ``selected``) and has no rounds gets none."""
+    was not selected in this run (run.json ``selected``) and has no rounds gets none.
+    ``pending``: configs.csv checks (``log_clean``) not recorded yet that do not count."""
     results, meta = data.results, data.meta
     configs = records(data.configs, "config_id")
     table = records(summary.table, "config_id", "concurrency")
@@ -109,9 +132,9 @@ def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
     selected = meta.selected
     verdicts = []
     for cid in summary.order:
-        base = _config_failures(configs.get(cid))
+        base = _config_failures(configs.get(cid), pending)
         for conc in summary.concurrencies:
-            failures = list(base)
+            failures, warnings = list(base), list[str]()
             row = table.get((cid, conc))
             if row is None and selected is not None and conc not in selected.get(cid, ()):
                 continue  # deselected (-k, --ppsweep-config): not in this run, not judged
@@ -122,11 +145,25 @@ def judge(data: RunData, summary: Summary) -> tuple[Verdict, ...]:
                     failures.extend(_round_failures(broken_groups[(cid, conc)]))
                 spread = float(row["tps_spread_pct"])
                 if spread > limit:
-                    failures.append("spread " + _pct_pair(spread, limit))
+                    text = "spread " + _pct_pair(spread, limit)
+                    (warnings if meta.spread_rule == "warn" else failures).append(text)
                 if int(row["repeats"]) < meta.min_repeats:
                     failures.append(f"{int(row['repeats'])} repeat(s) < {meta.min_repeats} "
                                     "required")
-            verdicts.append(Verdict(cid, conc, not failures, tuple(failures)))
+            verdicts.append(Verdict(cid, conc, not failures, tuple(failures), tuple(warnings)))
     return tuple(verdicts)
+
+
+def point_verdict(run_dir: Path, config_id: str, concurrency: int) -> Verdict:
+    """The verdict of one point from the run folder as it is now: the log scan, recorded when
+    the layout is torn down, counts only once recorded (``test_logs_clean`` checks it live)."""
+    data = load_run(Path(run_dir))
+    summary = summarize_run(data)
+    for verdict in judge(data, summary, pending=frozenset({"log_clean"})):
+        if verdict.config_id == config_id and verdict.concurrency == concurrency:
+            return verdict
+    if config_id not in summary.order:
+        return Verdict(config_id, concurrency, False, ("no rounds and no configs.csv row",))
+    return Verdict(config_id, concurrency, False, (f"no rounds at C={concurrency}",))
 
 

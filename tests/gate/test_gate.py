@@ -17,8 +17,10 @@ from pytest_ppsweep.gate.comparison import (
     compare,
     comparison_html,
     comparison_table,
+    notable_lines,
     parse_thresholds,
     regressions,
+    significant,
     write_comparison_csv,
 )
 
@@ -77,11 +79,42 @@ def test_identical_runs_have_no_regression(tmp_path: Path, ref: Path) -> None:
     assert not regressions(rows)
 
 
-def test_small_delta_within_threshold_is_not_a_regression(tmp_path: Path, ref: Path) -> None:
+def test_small_delta_beyond_noise_is_significant_not_a_regression(tmp_path: Path,
+                                                                  ref: Path) -> None:
+    # −2.38 % under the −3 % threshold but 4× the 0.6 % noise: shown as significant (it used to
+    # read "within noise"), counted in the summary line, never failing.
     cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (8600.0, 13.47, 16.45)}))
-    row = _find(compare(cur, ref), "pp8-tp4-ep4", 8, "input_tps")
-    assert row.verdict == "within noise"
-    assert row.message.endswith("— within threshold")
+    rows = compare(cur, ref)
+    row = _find(rows, "pp8-tp4-ep4", 8, "input_tps")
+    assert row.verdict == "significant"
+    assert row.message.endswith("— significant change under the threshold (4× noise)")
+    assert not regressions(rows)
+    assert significant(rows) == [row]
+    assert comparison_table(rows)[-1] == "significant: 1, within noise: 11"
+    assert notable_lines(rows) == [f"SIGNIFICANT {row.message}"]
+
+
+def test_three_tiers_and_the_noise_rule(tmp_path: Path, ref: Path) -> None:
+    # Noise = the larger spread (max − min) / median of the two runs: 0.6 % here (jitter 0.003).
+    # Δ ≤ noise: within noise; noise < |Δ| under the threshold: significant (either direction);
+    # worse than the threshold and beyond noise: regression.
+    cur = record_run(tmp_path, "cur", seed_trio(**{
+        "pp1-tp32-ep4@8": (3257.96 * 0.995, 39.19, 41.62),   # −0.5 %: within noise
+        "pp1-tp32-ep4@16": (3260.14 * 1.02, 78.39, 80.88),   # +2 %: significant (better)
+        "pp8-tp4-ep4@16": (8824.12 * 0.95, 27.31, 29.77),    # −5 %: regression
+    }))
+    rows = compare(cur, ref)
+    assert row_verdicts(rows, "input_tps") == {
+        ("pp1-tp32-ep4", 8): "within noise", ("pp1-tp32-ep4", 16): "significant",
+        ("pp8-tp4-ep4", 8): "within noise", ("pp8-tp4-ep4", 16): "regression",
+        ("pp16-tp2-ep2", 8): "within noise", ("pp16-tp2-ep2", 16): "within noise"}
+    for row in rows:
+        assert row.noise_pct == pytest.approx(0.6)
+    assert [r.verdict for r in regressions(rows)] == ["regression"]
+
+
+def row_verdicts(rows: list[Comparison], metric: str) -> dict[tuple[str, int], str]:
+    return {(r.config_id, r.concurrency): r.verdict for r in rows if r.metric == metric}
 
 
 def test_tps_regression_message(tmp_path: Path, ref: Path) -> None:

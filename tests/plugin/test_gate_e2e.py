@@ -53,7 +53,7 @@ def reference(
     folder = sweep_dir(TWO, scale=200, edits=GATE)
     reports = tmp_path / "reports"
     result = sweep(pytester, folder, reports, "--ppsweep-run-id", "good")
-    result.assert_outcomes(passed=8, deselected=2)  # no gate tests without a reference
+    result.assert_outcomes(passed=10, deselected=2)  # no gate tests without a reference
     return folder, reports
 
 
@@ -141,7 +141,7 @@ def test_reuse_skips_identical_layouts_and_lists_differences(
 ) -> None:
     folder, reports = reference
     result = sweep(pytester, folder, reports, "--ppsweep-reuse", "good", "--ppsweep-run-id", "r1")
-    result.assert_outcomes(skipped=8, deselected=2)  # nothing booted: both reused, no gate
+    result.assert_outcomes(skipped=10, deselected=2)  # nothing booted: both reused, no gate
     new = reports / "r1"
     assert not (new / "progress.log").read_text().count("booting on")
     reused = rows(new / "results.csv")
@@ -152,7 +152,7 @@ def test_reuse_skips_identical_layouts_and_lists_differences(
     toml.write_text(toml.read_text().replace("chunked_prefill_size = 8192",
                                              "chunked_prefill_size = 16384"))
     result = sweep(pytester, folder, reports, "--ppsweep-reuse", "good", "--ppsweep-run-id", "r2")
-    result.assert_outcomes(passed=8, deselected=2)
+    result.assert_outcomes(passed=10, deselected=2)
     log = (reports / "r2" / "progress.log").read_text()
     assert "not reused from good" in log and "chunked_prefill_size: 8192 → 16384" in log
 

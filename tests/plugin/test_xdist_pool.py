@@ -52,7 +52,7 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
     folder = pool_sweep(tmp_path / "sweep", tmp_path)
     serial = pytest_run(folder, tmp_path / "runs", "--ppsweep-cluster", "a")
     assert serial.returncode == 0, serial.stdout[-3000:]
-    assert "25 passed, 10 deselected" in serial.stdout  # no gate tests without a reference
+    assert "35 passed, 10 deselected" in serial.stdout  # no gate tests without a reference
     serial_run = run_dir(tmp_path / "runs")
     # The gate works under xdist too: the parallel run is compared with the serial one, which
     # is in the same reports folder and so also gives the pool plan its durations.
@@ -62,7 +62,7 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
                           "--ppsweep-threshold", "input_tps:-50%",
                           "--ppsweep-threshold", "ttft_p50:+200%")
     assert parallel.returncode == 0, parallel.stdout[-3000:]
-    assert "35 passed" in parallel.stdout  # 25 sweep tests + 10 test_no_regression
+    assert "45 passed" in parallel.stdout  # 35 sweep tests + 10 test_no_regression
     par_run = next(p for p in (tmp_path / "runs").iterdir() if p != serial_run)
     key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
     s_rows = rows(serial_run / "results.csv")

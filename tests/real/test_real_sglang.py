@@ -64,6 +64,8 @@ def test_real_sweep_boots_measures_scans_and_tears_down(
         f"test_topology[{cid}]": "passed",
         f"test_prefill[{cid}-c2]": "passed",
         f"test_prefill[{cid}-c4]": "passed",
+        f"test_valid[{cid}-c2]": "passed",
+        f"test_valid[{cid}-c4]": "passed",
         f"test_logs_clean[{cid}]": "passed",
         f"test_gpu_memory[{cid}]": "skipped",  # nvidia_smi = []: a cluster without GPUs
     }, result.stdout.str()[-8000:]  # no test_no_regression: not collected without a reference
@@ -170,6 +172,7 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     assert {t: o for t, o in seen.items() if ep2 in t} == {
         f"test_topology[{ep2}]": "error",
         f"test_prefill[{ep2}-c2]": "error",
+        f"test_valid[{ep2}-c2]": "error",
         f"test_logs_clean[{ep2}]": "error",
         f"test_gpu_memory[{ep2}]": "error",
     }, text[-8000:]  # no test_no_regression: not collected without --ppsweep-compare
@@ -187,6 +190,9 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     assert seen[f"test_prefill[{pp4}-c2]"] == "failed", f"killed {killed}\n{text[-8000:]}"
     assert f"{pp4} C=2 repeat 1:" in why[f"test_prefill[{pp4}-c2]"]
     assert seen[f"test_logs_clean[{pp4}]"] == "failed"
+    assert seen[f"test_valid[{pp4}-c2]"] == "failed"  # its verdict is INVALID: not N/N
+    assert "INVALID: " in why[f"test_valid[{pp4}-c2]"] and "completed in repeat 1" in why[
+        f"test_valid[{pp4}-c2]"]
     scan = why[f"test_logs_clean[{pp4}]"]
     assert "fatal lines in the service logs" in scan and "Traceback" in scan, scan[-3000:]
     result = rows(run / "results.csv")
@@ -198,6 +204,7 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     assert {t: o for t, o in seen.items() if tp4 in t} == {
         f"test_topology[{tp4}]": "passed",
         f"test_prefill[{tp4}-c2]": "passed",
+        f"test_valid[{tp4}-c2]": "passed",
         f"test_logs_clean[{tp4}]": "passed",
         f"test_gpu_memory[{tp4}]": "skipped",
     }, text[-8000:]

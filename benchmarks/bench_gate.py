@@ -1,0 +1,192 @@
+"""How often the gate cries wolf, and how often it sees a real slowdown, on the emulator.
+
+Runs a small sweep (PP4/TP8 and PP8/TP4, C=4 and C=8, 3 repeats of a few 16,384-token
+requests) on 4 emulated nodes: one reference run, ``--reruns`` reruns of the same "image"
+(the shipped profile, unchanged) and ``--slow-reruns`` runs with each injected compute slowdown
+(a perturbed copy of the profile whose ``[compute] chunk_gpu_seconds`` is 2 %, 5 % and 10 %
+larger, pointed at by ``PPSWEEP_SIM_PROFILE``). Every run is compared with the reference by
+``gate.compare`` (what ``--ppsweep-compare`` runs), per layout × C × gated metric ("point").
+
+* false-alarm rate: points of the same-image reruns whose verdict is not ``within noise``
+  (goal <= 5 %); regressions among them are counted apart;
+* detection: for each slowdown and point, the true change is the median over its runs of the
+  point's median versus the median over the same-image runs (reference included), and the
+  noise is the median noise the gate reported for that point over the same-image reruns; of the
+  points whose true change is beyond 3 × that noise, the share shown as a change (significant,
+  regression or improvement) (goal >= 95 %); of the points whose true change is worse than the
+  threshold, the share failing as a regression (goal 100 %).
+
+    python benchmarks/bench_gate.py [--time-scale 100] [--requests 16] [--reruns 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pytest_ppsweep.gate.comparison import Comparison, compare  # noqa: E402
+
+PROFILE = REPO / "pytest_ppsweep" / "sim" / "profiles" / "kimi-k3-6000d.toml"
+MATRIX = """
+[sweep]
+name = "bench-gate"
+model_path = "/data/hf_models/Kimi-K3"
+ep_cap = 4
+boot_timeout_s = 120
+spread_rule = "warn"          # the gate is measured here, not the validity of each point
+
+[server]
+moe_runner_backend = "flashinfer_mxfp4"
+moe_a2a_backend = "none"
+chunked_prefill_size = 8192
+disable_radix_cache = true
+mem_fraction_static = 0.88
+
+[[configs]]
+pp = 4
+tp = 8
+
+[[configs]]
+pp = 8
+tp = 4
+
+[workload]
+input_len = 16384
+output_len = 1
+concurrency = [4, 8]
+num_requests = {requests}
+repeats = 3
+vocab_size = 163840
+
+[clusters.bench]
+kind = "local"
+hosts = ["127.0.64.1", "127.0.64.2", "127.0.64.3", "127.0.64.4"]
+gpus_per_node = 8
+server_module = "pytest_ppsweep.sim"
+port = 30240
+dist_init_port = 20240
+nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
+env = {env}
+"""
+CHANGED = {"significant", "regression", "improvement"}
+Key = tuple[str, int, str]
+
+
+def perturbed_profile(folder: Path, slowdown: float) -> Path:
+    """A copy of the shipped profile whose compute takes ``slowdown`` longer."""
+    text = PROFILE.read_text(encoding="utf-8")
+    match = re.search(r"^chunk_gpu_seconds = ([0-9.]+)", text, re.M)
+    assert match, f"{PROFILE}: no chunk_gpu_seconds"
+    value = float(match.group(1)) * (1.0 + slowdown)
+    path = folder / f"slow-{slowdown * 100:g}pct.toml"
+    path.write_text(text[:match.start(1)] + f"{value:.6f}" + text[match.end(1):], encoding="utf-8")
+    return path
+
+
+def sweep_run(tmp: Path, profile: Path, args: argparse.Namespace, tag: str) -> Path:
+    """One sweep with ``profile``; its run folder."""
+    folder = tmp / f"sweep-{tag}"
+    folder.mkdir()
+    env_table = (f'{{ PPSWEEP_SIM_TIME_SCALE = "{args.time_scale}", PPSWEEP_SIM_STATE_DIR = '
+                 f'"{tmp / "sim-state"}", PPSWEEP_SIM_PROFILE = "{profile}" }}')
+    (folder / "ppsweep.toml").write_text(MATRIX.format(requests=args.requests, env=env_table))
+    (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
+    reports = tmp / "reports" / tag
+    cmd = [sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider",
+           "-p", "no:xdist", "--ppsweep-reports", str(reports)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    res = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False, env=env)
+    runs = [p for p in reports.iterdir() if p.is_dir()] if reports.is_dir() else []
+    # 1: a test failed (a point the emulator made INVALID); the gate still reads its rounds.
+    if res.returncode not in (0, 1) or len(runs) != 1:
+        sys.exit(f"{tag}: {' '.join(cmd)} failed ({res.returncode}):\n{res.stdout[-3000:]}")
+    return runs[0]
+
+
+def by_key(rows: list[Comparison]) -> dict[Key, Comparison]:
+    return {(r.config_id, r.concurrency, r.metric): r for r in rows if r.metric}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--time-scale", type=float, default=100.0)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--reruns", type=int, default=10)
+    ap.add_argument("--slow-reruns", type=int, default=2)
+    ap.add_argument("--slowdowns", default="0.02,0.05,0.10")
+    args = ap.parse_args()
+    slowdowns = [float(s) for s in args.slowdowns.split(",")]
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        ref = sweep_run(tmp, PROFILE, args, "ref")
+        same = [by_key(compare(sweep_run(tmp, PROFILE, args, f"same{i}"), ref))
+                for i in range(args.reruns)]
+        slow: dict[float, list[dict[Key, Comparison]]] = {}
+        for s in slowdowns:
+            profile = perturbed_profile(tmp, s)
+            slow[s] = [by_key(compare(sweep_run(tmp, profile, args, f"slow{s:g}-{i}"), ref))
+                       for i in range(args.slow_reruns)]
+    elapsed = time.perf_counter() - start
+
+    keys = sorted(same[0])
+    verdicts = [rows[k].verdict for rows in same for k in keys]
+    alarms = sum(v != "within noise" for v in verdicts)
+    false_reg = sum(v == "regression" for v in verdicts)
+    print(f"time scale {args.time_scale:g}, {args.requests} requests × 3 repeats, "
+          f"{len(keys)} points (2 layouts × 2 C × {len({k[2] for k in keys})} metrics); "
+          f"noise rule: |Δ| > max(spread_ref, spread_cur), spread = (max − min) / median")
+    print(f"same image, {args.reruns} reruns vs the reference: {alarms}/{len(verdicts)} points "
+          f"shown as a change ({alarms / len(verdicts):.1%}; goal <= 5 %), "
+          f"{false_reg} false regressions")
+    noise = {k: statistics.median(rows[k].noise_pct or 0.0 for rows in same) for k in keys}
+    # The true value of a point: the median over the same-image runs (reference included).
+    truth = {k: statistics.median([same[0][k].ref or 0.0, *(rows[k].cur or 0.0 for rows in same)])
+             for k in keys}
+    print(f"median noise per point: {min(noise.values()):.2f}…{max(noise.values()):.2f} %")
+    detect_n = detect_ok = beyond_n = beyond_ok = 0
+    for s in slowdowns:
+        print(f"compute +{s:.0%}:")
+        for k in keys:
+            cur = statistics.median(rows[k].cur or 0.0 for rows in slow[s])
+            true = (cur / truth[k] - 1.0) * 100.0
+            shown = [rows[k].verdict for rows in slow[s]]
+            deltas = ", ".join(f"{rows[k].delta_pct:+.2f}" for rows in slow[s])
+            th = slow[s][0][k].threshold_pct or 0.0
+            worse = true < th if th < 0 else true > th
+            flags = []
+            if abs(true) > 3 * noise[k]:
+                detect_n += len(shown)
+                ok = sum(v in CHANGED for v in shown)
+                detect_ok += ok
+                flags.append(f"beyond 3× noise: {ok}/{len(shown)} shown")
+            if worse:
+                beyond_n += len(shown)
+                ok = sum(v == "regression" for v in shown)
+                beyond_ok += ok
+                flags.append(f"beyond threshold: {ok}/{len(shown)} fail")
+            print(f"  {k[0]:<13} C={k[1]:<2} {k[2]:<9} true {true:+6.2f} % (noise "
+                  f"{noise[k]:.2f} %), Δ {deltas} → {', '.join(shown)}"
+                  + (f"  [{'; '.join(flags)}]" if flags else ""))
+    if detect_n:
+        print(f"detection beyond 3× noise: {detect_ok}/{detect_n} ({detect_ok / detect_n:.1%}; "
+              "goal >= 95 %)")
+    if beyond_n:
+        print(f"beyond the threshold failing: {beyond_ok}/{beyond_n} "
+              f"({beyond_ok / beyond_n:.1%}; goal 100 %)")
+    print(f"{1 + args.reruns + len(slowdowns) * args.slow_reruns} runs in {elapsed:.0f} s; "
+          f"cores: {os.cpu_count()}, load average (1 min): {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
