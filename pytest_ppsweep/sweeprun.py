@@ -100,12 +100,16 @@ class Booted:
         ≥ 1 whose /health stopped answering), or None while every rank lives."""
         return self.service.dead
 
+    def look(self) -> str | None:
+        """:attr:`dead`, the ranks looked at now (not only at the watch's last poll)."""
+        if self.service.liveness is not None:
+            self.service.liveness.check()
+        return self.dead
+
     def check_alive(self) -> None:
         """Raise :class:`LayoutDead` with the cause when a rank died (before each test and
         round; the ranks are looked at now, not only at the watch's last poll)."""
-        if self.service.liveness is not None:
-            self.service.liveness.check()
-        if (reason := self.dead) is not None:
+        if (reason := self.look()) is not None:
             raise LayoutDead(f"{self.service.config.id}: layout dead: {reason}")
 
 
@@ -413,7 +417,7 @@ class SweepRun:
                 f"({time.monotonic() - t0:.1f} s real)"
             )
             results.append(result)
-            if booted.dead is not None:  # the round ended by itself, but a rank died meanwhile
+            if booted.look() is not None:  # the round ended by itself, but a rank died meanwhile
                 self._aborted(booted, concurrency, repeat, t0)
         return results
 

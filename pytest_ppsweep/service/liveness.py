@@ -86,17 +86,19 @@ class LayoutDead(RuntimeError):
 
 
 def _pick(exited: Sequence[tuple[int, int]], findings: Sequence[Finding]) -> int:
-    """Which of several ranks found ended in one poll died first: the one whose log holds the
-    root cause, else one killed by a signal, else the highest node rank (a rank ≥ 1 that dies
-    takes rank 0 down with it, rarely the other way round within one poll)."""
+    """Which of several ranks found ended in one poll died first: one killed by a signal (its
+    peers exit on their own when they lose it), else the one whose log holds the root cause,
+    else the highest node rank (a rank ≥ 1 that dies takes rank 0 down with it)."""
+    killed = [r for r, rc in exited if rc < 0]
+    if killed:
+        return killed[0]
     root = root_cause(list(findings))
     ranks = [r for r, _ in exited]
     if root is not None:
         for r in ranks:
             if root.source == f"node{r}.log":
                 return r
-    killed = [r for r, rc in exited if rc < 0]
-    return killed[0] if killed else max(ranks)
+    return max(ranks)
 
 
 class Liveness:
