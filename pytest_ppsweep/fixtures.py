@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.service.readiness import BootFailed
 from pytest_ppsweep.session import SweepSession
 
@@ -46,7 +47,7 @@ def ppsweep_service(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[Boote
     """The layout booted on every node and healthy; stopped after its last test.
 
     A boot failure fails every test of this layout with the reason and the log tails; the
-    sweep goes on with the next layout.
+    sweep goes on with the next layout. So does a rank that dies later (``_ppsweep_alive``).
     """
     try:
         booted = ppsweep.boot(ppsweep_config)
@@ -60,6 +61,22 @@ def ppsweep_service(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[Boote
         yield booted
     finally:
         ppsweep.teardown(booted)
+
+
+@pytest.fixture(autouse=True)
+def _ppsweep_alive(request: pytest.FixtureRequest) -> None:
+    """A test that uses a layout whose rank died after health (service.liveness) fails at
+    once with the cause, instead of waiting on a server that cannot answer."""
+    if "ppsweep_service" not in request.fixturenames:
+        return
+    booted: Booted = request.getfixturevalue("ppsweep_service")
+    try:
+        booted.check_alive()
+    except LayoutDead as exc:
+        failure = str(exc)
+    else:
+        return
+    pytest.fail(failure, pytrace=False)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import pytest
 
 from pytest_ppsweep import options
 from pytest_ppsweep.report import summary
+from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.session import SweepSession
 
 
@@ -95,6 +96,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
+    if call.excinfo is not None and isinstance(call.excinfo.value, LayoutDead):
+        report.longrepr = str(call.excinfo.value)  # the cause and the logs, not a traceback
     if (session := SweepSession.of(item.config)) is not None:
         session.record(item, call, report)
     return report

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NoReturn, Protocol
 
 import requests
 
@@ -38,7 +38,7 @@ from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
 from pytest_ppsweep.redact import redact
-from pytest_ppsweep.service.launch import Service
+from pytest_ppsweep.service.launch import LayoutDead, Service
 from pytest_ppsweep.service.logscan import Finding, simulated_time_scale
 from pytest_ppsweep.service.probe import Topology, server_info, topology
 from pytest_ppsweep.service.readiness import BootFailed, BootStatus
@@ -93,6 +93,24 @@ class Booted:
     info: dict[str, Any]
     topology: Topology
     before: list[GpuMemory] = field(default_factory=list)
+
+    @property
+    def dead(self) -> str | None:
+        """Why the layout died after it was healthy (a rank's exit, a fatal log line, a rank
+        ≥ 1 whose /health stopped answering), or None while every rank lives."""
+        return self.service.dead
+
+    def look(self) -> str | None:
+        """:attr:`dead`, the ranks looked at now (not only at the watch's last poll)."""
+        if self.service.liveness is not None:
+            self.service.liveness.check()
+        return self.dead
+
+    def check_alive(self) -> None:
+        """Raise :class:`LayoutDead` with the cause when a rank died (before each test and
+        round; the ranks are looked at now, not only at the watch's last poll)."""
+        if (reason := self.look()) is not None:
+            raise LayoutDead(f"{self.service.config.id}: layout dead: {reason}")
 
 
 class SweepRun:
@@ -351,6 +369,7 @@ class SweepRun:
             if (cfg.id, concurrency, repeat) in self.done:
                 self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} kept (resume)")
                 continue
+            booted.check_alive()
             t0 = time.monotonic()
             self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
             bar = _RoundBar(self.live, cfg.id, f"benchmark c{concurrency} r{repeat}/{repeats}",
@@ -370,7 +389,10 @@ class SweepRun:
                         spec=self.spec,
                         time_scale=scale,
                         on_record=write,
+                        cancel=booted.service.died,
                     )
+                except bench.RoundCancelled:
+                    self._aborted(booted, concurrency, repeat, t0)
                 finally:
                     self.live.end(cfg.id)
             self.store.append_result(
@@ -395,7 +417,23 @@ class SweepRun:
                 f"({time.monotonic() - t0:.1f} s real)"
             )
             results.append(result)
+            if booted.look() is not None:  # the round ended by itself, but a rank died meanwhile
+                self._aborted(booted, concurrency, repeat, t0)
         return results
+
+    def _aborted(self, booted: Booted, concurrency: int, repeat: int, t0: float) -> NoReturn:
+        """A rank died during round ``repeat``: say so and fail with the cause."""
+        cid = booted.service.config.id
+        reason = booted.dead
+        repeats = self.sweep.workload.repeats
+        self.progress(
+            f"{cid} C={concurrency}: round {repeat}/{repeats} aborted after "
+            f"{time.monotonic() - t0:.1f} s real: {reason}"
+        )
+        raise LayoutDead(
+            f"{cid}: layout dead: {reason}; round c{concurrency} r{repeat}/{repeats} aborted\n"
+            f"{booted.service.evidence()}"
+        ) from None
 
     def close(self) -> None:
         """Stop what is left and close the connections, when the run owns its registry."""

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from pytest_ppsweep.measure.bench import (
         RECORD_KEYS,
         BenchSetupError,
+        RoundCancelled,
         make_session,
         run_round_sync,
     )
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
 _NAMES = {
     "BenchSetupError": "bench",
     "RECORD_KEYS": "bench",
+    "RoundCancelled": "bench",
     "make_session": "bench",
     "run_round_sync": "bench",
     "FAILED": "completion",
@@ -125,6 +127,7 @@ __all__ = [
     "Prompt",
     "PromptSet",
     "Record",
+    "RoundCancelled",
     "RoundResult",
     "RowValue",
     "RunStore",

@@ -18,14 +18,21 @@ shape), ``http <status>, timeout, round timeout, connection error``; ``error`` a
 Timeouts are wall-clock: ``spec.request_timeout_s`` per request once sent, and
 ``spec.round_timeout_s`` for the measured phase; requests not finished by then fail with
 "round timeout" (sent or not), so a round never hangs. Poisson gaps are in scaled seconds.
+
+``cancel`` (a ``threading.Event``, set from any thread: the service's liveness watch sets it
+when a rank dies) ends a round at once: it is looked at every ``CANCEL_POLL_S``, every request
+in flight is cancelled (its connection closed) and :class:`RoundCancelled` is raised, whatever
+the phase (flush, warmup, measured requests).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import math
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,8 +44,8 @@ import numpy as np
 from pytest_ppsweep.measure.metrics import RoundResult, summarize
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
 
-__all__ = ["RECORD_KEYS", "BenchSetupError", "RoundResult", "make_session", "run_round",
-           "run_round_sync"]  # fmt: skip
+__all__ = ["RECORD_KEYS", "BenchSetupError", "RoundCancelled", "RoundResult", "make_session",
+           "run_round", "run_round_sync"]  # fmt: skip
 OnRecord = Callable[[dict[str, Any]], None]
 _JSON = {"Content-Type": "application/json"}
 _PROMPT_FIELDS = ("input_len", "range_ratio", "num_requests", "seed", "vocab_size",
@@ -56,6 +63,28 @@ RECORD_KEYS = (
 
 class BenchSetupError(RuntimeError):
     """The round could not start (flush_cache or model discovery failed); nothing was measured."""
+
+
+class RoundCancelled(RuntimeError):
+    """The round's cancel event was set: its requests were cancelled; nothing is returned."""
+
+
+CANCEL_POLL_S = 0.05
+
+
+async def _cancellable(work: Any, cancel: threading.Event | None) -> Any:
+    """Await ``work``; cancel it and raise RoundCancelled as soon as ``cancel`` is set."""
+    if cancel is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    while not task.done():
+        if cancel.is_set():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            raise RoundCancelled("round cancelled")
+        await asyncio.wait({task}, timeout=CANCEL_POLL_S)
+    return task.result()
 
 
 class _Fail(Exception):
@@ -256,13 +285,19 @@ def _arrivals(spec: WorkloadSpec, time_scale: float) -> list[float]:
 async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
                     model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
                     on_record: OnRecord | None = None, session: aiohttp.ClientSession | None = None,
-                    flush_timeout_s: float = 30.0) -> RoundResult:
+                    flush_timeout_s: float = 30.0,
+                    cancel: threading.Event | None = None) -> RoundResult:
     """Run one round of ``prompts`` at concurrency C against ``base_url`` (rank 0's URL).
 
     ``spec`` supplies output_len, api, request rate and timeouts; its prompt fields must match
     ``prompts.spec``. Raises BenchSetupError if /flush_cache or /v1/models fails; request
-    failures never raise, they become failed records.
+    failures never raise, they become failed records. ``cancel`` set: RoundCancelled.
     """
+    if cancel is not None:
+        return await _cancellable(  # type: ignore[no-any-return]
+            run_round(base_url, prompts, concurrency, spec=spec, model=model,
+                      time_scale=time_scale, flush_cache=flush_cache, on_record=on_record,
+                      session=session, flush_timeout_s=flush_timeout_s), cancel)
     if concurrency < 1 or not time_scale > 0:
         raise ValueError(f"need concurrency >= 1 and time_scale > 0: {concurrency}, {time_scale}")
     if any(getattr(spec, f) != getattr(prompts.spec, f) for f in _PROMPT_FIELDS):
@@ -330,8 +365,10 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
 
 def run_round_sync(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
                    model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
-                   on_record: OnRecord | None = None, flush_timeout_s: float = 30.0) -> RoundResult:
+                   on_record: OnRecord | None = None, flush_timeout_s: float = 30.0,
+                   cancel: threading.Event | None = None) -> RoundResult:
     """``run_round`` in a fresh event loop with its own session (not from inside a loop)."""
     return asyncio.run(run_round(base_url, prompts, concurrency, spec=spec, model=model,
                                  time_scale=time_scale, flush_cache=flush_cache,
-                                 on_record=on_record, flush_timeout_s=flush_timeout_s))
+                                 on_record=on_record, flush_timeout_s=flush_timeout_s,
+                                 cancel=cancel))

@@ -10,6 +10,7 @@ session) stops what is left at a Ctrl-C, a SIGTERM or an interpreter exit.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from pytest_ppsweep.cluster.backends import launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
@@ -25,11 +27,12 @@ from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import REDACTED, scrub_all, secret_values
+from pytest_ppsweep.service.liveness import LayoutDead, Liveness
 from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
 from pytest_ppsweep.service.probe import BOOT_TOKEN_ENV
 from pytest_ppsweep.service.readiness import BootFailed, BootStatus, wait_until_ready
 
-__all__ = ["BootFailed", "Service"]
+__all__ = ["BootFailed", "LayoutDead", "Service"]
 
 class Service:
     """A booted configuration: every rank running, rank 0 serving."""
@@ -73,13 +76,19 @@ class Service:
         self.boot_error: str | None = None
         self.boot_token = ""  # set by start(): unique per boot, PPSWEEP_BOOT_TOKEN of its ranks
         self._owned: set[int] = set()  # node ranks proven to hold their own listening socket
+        # Set from health until teardown (:meth:`watch`): the first rank that died.
+        self.liveness: Liveness | None = None
+        self.died = threading.Event()  # the liveness watch's event; never set before it starts
 
     @property
     def base_url(self) -> str:
         return self.url(0)
 
     def url(self, node_rank: int) -> str:
-        return f"http://{self.specs[node_rank].address}:{self.cluster.port}"
+        return f"http://{self.address(node_rank)}:{self.cluster.port}"
+
+    def address(self, node_rank: int) -> str:
+        return self.specs[node_rank].address
 
     def log_path(self, node_rank: int) -> Path:
         return self.log_dir / f"node{node_rank}.log"
@@ -134,6 +143,20 @@ class Service:
         """Block until rank 0 and every other rank answer /health 200; returns boot seconds."""
         self.boot_s = wait_until_ready(self, timeout_s, on_status=self.on_status)
         return self.boot_s
+
+    def watch(self, **options: Any) -> Liveness:
+        """Watch every rank until :meth:`stop` (service.liveness); ``options`` go to Liveness
+        (poll interval, clocks: the tests')."""
+        if self.liveness is None:
+            self.liveness = Liveness(self, **options)
+            self.died = self.liveness.died
+            self.liveness.start()
+        return self.liveness
+
+    @property
+    def dead(self) -> str | None:
+        """Why the layout is dead (the first rank that died after health), or None."""
+        return None if self.liveness is None else self.liveness.reason
 
     def exited(self) -> list[tuple[int, int]]:
         """(node rank, exit code) of every rank process that has ended."""
@@ -208,7 +231,10 @@ class Service:
                 path.write_text(clean, encoding="utf-8", errors="surrogateescape")
 
     def stop(self) -> None:
-        """Stop every rank of this service (idempotent)."""
+        """Stop every rank of this service (idempotent); the watch first, so that stopping
+        the ranks does not read as their death."""
+        if self.liveness is not None:
+            self.liveness.stop()
         for proc in self.procs:
             proc.stop()
             self.registry.untrack(proc)
@@ -221,6 +247,7 @@ class Service:
         try:
             self.start()
             self.wait_ready(self.sweep.boot_timeout_s)
+            self.watch()
         except BaseException as exc:
             self.boot_error = str(exc)
             self.boot_s = time.monotonic() - start
