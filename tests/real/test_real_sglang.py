@@ -190,7 +190,10 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     assert seen[f"test_topology[{pp4}]"] == "passed", text[-8000:]
     assert seen[f"test_prefill[{pp4}-c2]"] == "failed", f"killed {killed}\n{text[-8000:]}"
     prefill = why[f"test_prefill[{pp4}-c2]"]
-    assert f"{pp4}: layout dead: node 2 (127.0.6.3) " in prefill, f"killed {killed}\n{prefill}"
+    # Real SGLang takes every node down with the killed scheduler (all exit -9 at once): the
+    # cause names one of them and lists the others, node 2 among them.
+    assert f"{pp4}: layout dead: node " in prefill, f"killed {killed}\n{prefill}"
+    assert "node 2" in prefill.split("; round c2")[0], f"killed {killed}\n{prefill}"
     assert "round c2 r1/1 aborted" in prefill
     cause = prefill.split("; round c2")[0]
     assert seen[f"test_logs_clean[{pp4}]"] == "error"
