@@ -206,7 +206,7 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     assert not [r for r in result
                 if r["config_id"] == pp4 and r["completed"] == r["num_requests"]], result
     raw = (run / "raw" / pp4 / "c2-r1.jsonl").read_text().splitlines()
-    assert 1 <= len(raw) < 24, raw
+    assert 1 <= len(raw) <= 24, raw  # the rest were cut, or refused once node 0 went down
 
     # 3. The sweep went on: TP4 booted after both failures and passed.
     tp4 = "pp1-tp4-ep1"
