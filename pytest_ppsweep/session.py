@@ -263,6 +263,7 @@ class SweepSession:
             if cluster.kind == "ssh":
                 # a node that cannot be asked is left to the preflight, which reports it
                 leftovers = reap.find(cluster, errors=[], registry=self.registry)
+                leftovers = self._stop_own_leftovers(cluster, leftovers)
             else:
                 # this machine is shared: only the ranks of other runs that collide with this
                 # cluster's addresses and ports (a busy port is then refused by the preflight)
@@ -292,6 +293,31 @@ class SweepSession:
                 f"metadata/nodes-{cluster.name}.json",
                 nodeinfo.metadata(self.sweep, cluster, self.registry),
             )
+
+    def _stop_own_leftovers(self, cluster: Cluster, leftovers: list[Any]) -> list[Any]:
+        """--ppsweep-resume on an ssh cluster: the ranks the interrupted run itself left (a
+        SIGKILLed pytest tears nothing down) are stopped first, as ``continuity.plan.resume``
+        does for local ranks; without this the resume's preflight refused the run's own
+        containers as busy ports. Other runs' leftovers are returned: they stay the user's to
+        reap. A fresh run id never matches a leftover, so only a resume stops anything."""
+        from pytest_ppsweep.cluster import reap
+
+        if not options.get(self.config, "ppsweep_resume"):
+            return leftovers
+        own = [x for x in leftovers if x.run == self.store.run_id]
+        if not own:
+            return leftovers
+        failed = reap.remove(cluster, own, registry=self.registry)
+        if failed:
+            raise pytest.UsageError(
+                f"--ppsweep-resume: cluster {cluster.name}: could not stop the ranks the "
+                "interrupted run left:\n" + "\n".join(f"  - {f}" for f in failed)
+            )
+        self.progress(
+            f"cluster {cluster.name}: stopped {len(own)} rank(s) left by the interrupted run "
+            f"{self.store.run_id}:\n" + reap.describe(own)
+        )
+        return [x for x in leftovers if x.run != self.store.run_id]
 
     # -- each test (pytest_runtest_makereport, in the process that runs it) -------------------
 

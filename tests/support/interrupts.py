@@ -491,3 +491,86 @@ def totals(cases: list[Case]) -> str:
     return (f"{len(cases)} cases ({', '.join(parts)}); phases "
             f"{', '.join(f'{p} {phases[p]}' for p in PHASES)}; "
             f"clean: {len(cases) - len(bad)}/{len(cases)}")
+
+
+# -- Docker over SSH on the namespace test hosts ---------------------------------------------------
+
+DOCKER_CLUSTER = """
+[clusters.{cluster}]
+kind = "ssh"
+launcher = "docker"
+hosts = [{{ name = "{name}", address = "{address}" }}]
+gpus_per_node = 1
+server_module = "pytest_ppsweep.sim"
+python = "python3"
+port = {port}
+dist_init_port = {dist}
+ssh_user = "root"
+ssh_key = "{key}"
+known_hosts = "{known}"
+nvidia_smi = ["env", "PPSWEEP_SIM_STATE_DIR={state}", "{python}", "-m", \
+"pytest_ppsweep.sim.smi", "--host", "{{host}}"]
+env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}", \
+PPSWEEP_SIM_PROFILE = "{profile}" }}
+shm_size = "1g"
+mounts = ["{state}"]
+"""
+
+
+def docker_backend(hosts: object, image: str, host_index: int = 0) -> Backend:
+    """One rank container on one namespace host (``support.remote.TestHosts``), reached with
+    the docker SDK over ssh://, the image of scripts/build_sim_image.sh. The profile lives in
+    the GPU-state folder, which is mounted into the container at the same path."""
+    import docker
+
+    from pytest_ppsweep.cluster.labels import RUN_ENV, RUN_LABEL
+    from support.remote import TestHosts, rank_processes
+
+    assert isinstance(hosts, TestHosts)
+    name, address = hosts.hosts[host_index]
+
+    def matrix(i: int, folder: Path) -> str:
+        state = folder / "state"
+        state.mkdir(parents=True, exist_ok=True)
+        (folder / "model").mkdir(exist_ok=True)
+        (folder / "model" / "config.json").write_text("{}")
+        profile = one_gpu_profile(state / "tiny-1gpu.toml")
+        port = PORT_BASE + 4 * i
+        return MATRIX.format(model=folder / "model", cluster="ns", requests=NUM_REQUESTS,
+                             repeats=REPEATS) + DOCKER_CLUSTER.format(
+            cluster="ns", name=name, address=address, port=port, dist=port + 1,
+            key=hosts.ssh_key, known=hosts.known_hosts, state=state, python=sys.executable,
+            scale=TIME_SCALE, profile=profile)
+
+    def _containers(run_id: str) -> list[tuple[str, object]]:
+        found = []
+        for host, sock in hosts.sockets.items():
+            client = docker.DockerClient(base_url=sock, version="1.41")
+            try:
+                for c in client.containers.list(all=True,
+                                                filters={"label": f"{RUN_LABEL}={run_id}"}):
+                    found.append((host, c))
+            finally:
+                client.close()
+        return found
+
+    def _processes(run_id: str) -> list[str]:
+        out = []
+        for p in rank_processes(hosts):
+            with contextlib.suppress(OSError):
+                env = Path(f"/proc/{p.pid}/environ").read_bytes().split(b"\0")
+                if f"{RUN_ENV}={run_id}".encode() in env:
+                    out.append(f"process {p.pid} (host pid {p.host_pid}): {p.cmd[:150]}")
+        return out
+
+    def leftovers(run_id: str, i: int) -> list[str]:
+        left = [f"{h}: container {getattr(c, 'name', c)} ({getattr(c, 'status', '?')})"
+                for h, c in _containers(run_id)]
+        return left + _processes(run_id)
+
+    def clean(run_id: str) -> None:
+        for _, c in _containers(run_id):
+            with contextlib.suppress(Exception):
+                c.remove(force=True)  # type: ignore[attr-defined]
+
+    return Backend("docker over ssh", matrix, leftovers, clean, ("--ppsweep-image", image))
