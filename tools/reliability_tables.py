@@ -1,9 +1,11 @@
 """Regenerate the tables of docs/RELIABILITY.md: runs tests/reliability (and, with --remote,
-the remote injection tests on the namespace hosts: root only) in this process and prints the
-fuzz outcomes, garbage servers × outcome, injection values × path → outcome and the secret scan
-as Markdown.
+the remote injection and interrupt tests on the namespace hosts: root only) in this process and
+prints the fuzz outcomes, garbage servers × outcome, injection values × path → outcome, the
+secret scan and the interrupt cases of the suite as Markdown. With --interrupts it also runs
+benchmarks/bench_interrupts.py (the issue's full counts: 20 Ctrl-C/SIGTERM and 10 SIGKILL +
+resume moments on the emulator, 5 + 1 on Docker over SSH with --remote) and prints its table.
 
-    PYTHONPATH=. python tools/reliability_tables.py [--remote]
+    PYTHONPATH=. python tools/reliability_tables.py [--remote] [--interrupts]
 """
 
 from __future__ import annotations
@@ -49,10 +51,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--remote", action="store_true",
                     help="also run tests/remote/test_injection_remote.py (needs root)")
+    ap.add_argument("--interrupts", action="store_true",
+                    help="also run benchmarks/bench_interrupts.py (the full counts, minutes)")
     args = ap.parse_args()
     paths = [str(REPO / "tests" / "reliability")]
     if args.remote:
         paths.append(str(REPO / "tests" / "remote" / "test_injection_remote.py"))
+        paths.append(str(REPO / "tests" / "remote" / "test_interrupts_remote.py"))
     seen = _Outcomes()
     rc = pytest.main([*paths, "-q", "-p", "no:cacheprovider", "--rootdir", str(REPO)],
                      plugins=[seen])
@@ -122,7 +127,28 @@ def main() -> int:
                  [[n, sum(h.startswith(n + " in ") for h in hits)] for n in names]))
     for h in hits:
         print(f"- {h}")
+    rc = _interrupts(args.remote, args.interrupts) or int(rc)
     return int(rc)
+
+
+def _interrupts(remote: bool, full: bool) -> int:
+    """The interrupt cases the suite ran; with ``full`` the benchmark's full counts."""
+    from support.interrupts import table, totals
+
+    print("\n## Interrupts (the suite's cases)\n")
+    cases = list(_module("test_interrupts").CASES)
+    if remote:
+        cases += _module("test_interrupts_remote").CASES
+    print(table(cases))
+    print(f"\n{totals(cases)}")
+    if not full:
+        return 0
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_interrupts
+
+    print()
+    docker = [] if remote else ["--docker", "0", "--docker-kill", "0"]
+    return int(bench_interrupts.main(docker))
 
 
 if __name__ == "__main__":

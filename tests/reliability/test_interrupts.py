@@ -22,10 +22,8 @@ from support.interrupts import Case, Moment, local_backend, moments, run_case
 
 SEED = 16  # the suite's draw; the benchmark takes --seed
 SIGNALLED = moments(SEED, 5)  # one pass over the five phases, Ctrl-C or SIGTERM each
-KILLED = [
-    Moment(5 + m.index, m.phase, m.signal, m.trigger, m.delay_s, m.round, m.after_requests)
-    for m in moments(SEED + 1, 3, signals=("SIGKILL",), phases=("boot", "round", "log scan"))
-]
+KILLED = moments(SEED + 1, 3, signals=("SIGKILL",), phases=("boot", "round", "log scan"),
+                 start=5)
 CASES: list[Case] = []  # for tools/reliability_tables.py
 
 

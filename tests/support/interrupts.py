@@ -36,12 +36,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.paths import ACCEPTANCE
-from support.processes import cmdline, proc_entries
-
 from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.reap import find_local, reap_local
 from pytest_ppsweep.sim.model.profile import resolve_profile_path
+from support.paths import ACCEPTANCE
+from support.processes import cmdline, proc_entries
 
 PHASES = ("boot", "round", "log scan", "teardown", "report")
 SIGNALS = ("SIGINT", "SIGTERM")
@@ -130,10 +129,10 @@ class Moment:
 
 
 def moments(seed: int, count: int, signals: tuple[str, ...] = SIGNALS,
-            phases: tuple[str, ...] = PHASES) -> list[Moment]:
+            phases: tuple[str, ...] = PHASES, start: int = 0) -> list[Moment]:
     """``count`` moments drawn from ``random.Random(seed)``: each pass over the phases is in a
     random order (so every phase gets its share), each moment's signal, trigger and delay are
-    drawn too."""
+    drawn too. Indexes (which pick a case's addresses and ports) start at ``start``."""
     rng = random.Random(seed)
     out: list[Moment] = []
     order: list[str] = []
@@ -143,7 +142,7 @@ def moments(seed: int, count: int, signals: tuple[str, ...] = SIGNALS,
             rng.shuffle(order)
         phase = order.pop()
         sig = rng.choice(signals)
-        i = len(out)
+        i = start + len(out)
         if phase == "boot":
             trigger = rng.choice(["'booting on' in progress.log", "node0.log: Load weight begin",
                                   "node0.log: KV Cache is allocated"])
