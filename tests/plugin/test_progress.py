@@ -14,14 +14,13 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from support.matrices import CONFIGS, SMALL_HEAD, emulated_cluster, small_matrix
 from support.paths import DATA, sweep_folder
-from support.processes import child_env, kill_sim_ranks_on
+from support.processes import child_env
 from support.runs import run_dir
 from support.terminal import Tmux, tmux_missing
 
@@ -109,15 +108,6 @@ def test_only_status_changes_reach_the_log(tmp_path: Path, capsys: pytest.Captur
 
 def _port(offset: int) -> int:
     return 34000 + (os.getpid() % 300) * 10 + offset
-
-
-@pytest.fixture
-def ports() -> Iterator[list[int]]:
-    """Ports of this test's emulated clusters: none of their ranks may be left running."""
-    used: list[int] = []
-    yield used
-    left = kill_sim_ranks_on(used)
-    assert not left, f"emulator ranks left running: {sorted(left)}"
 
 
 def _pytest(*args: str | Path) -> list[str]:

@@ -28,7 +28,6 @@ from support.paths import sweep_folder
 from support.processes import (
     child_env,
     cmdline,
-    kill_sim_ranks_on,
     proc_entries,
     sim_processes,
     wait_until,
@@ -52,15 +51,6 @@ NET = "127.0.61"  # loopback addresses of these tests only
 
 def _port(offset: int) -> int:
     return 36000 + (os.getpid() % 200) * 10 + offset
-
-
-@pytest.fixture
-def ports() -> Iterator[list[int]]:
-    """HTTP ports of this test's clusters: none of their ranks may be left running."""
-    used: list[int] = []
-    yield used
-    left = kill_sim_ranks_on(used)
-    assert not left, f"emulator ranks left running: {sorted(left)}"
 
 
 def _sweep(folder: Path, port: int, scale: float, state: Path) -> Path:
