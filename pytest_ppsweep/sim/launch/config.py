@@ -186,6 +186,7 @@ def resolve(
         max_running_requests=args.max_running_requests,
         context_length=args.context_length,
         decode_graph=args.decode_graph,
+        moe_a2a_backend=args.moe_a2a_backend,
     )
     timeout = float(args.dist_timeout) if args.dist_timeout is not None else DEFAULT_DIST_TIMEOUT_S
     return SimConfig(
