@@ -20,9 +20,16 @@ DECODE_KEYS = ("tpot_mean_s", "tpot_p50_s", "tpot_p99_s", "itl_mean_s", "itl_p50
                "itl_p99_s", "output_tps")  # fmt: skip
 
 
-def stream(index: int, sent: float, chunks: list[float], counts: list[int | None], *,
-           done_after: float, ok: bool = True, completion_tokens: int | None = None,
-           ) -> dict[str, Any]:
+def stream(
+    index: int,
+    sent: float,
+    chunks: list[float],
+    counts: list[int | None],
+    *,
+    done_after: float,
+    ok: bool = True,
+    completion_tokens: int | None = None,
+) -> dict[str, Any]:
     """A completed (or failed) streamed request; ``done_after`` = send → data: [DONE]."""
     tokens = completion_tokens if completion_tokens is not None else counts[-1]
     return {
@@ -50,8 +57,9 @@ def test_itl_spreads_a_multi_token_chunk_and_skips_empty_events() -> None:
     # then +3 at 0.9 s: 0.9 - 0.3 = 0.6 s spread over 3 tokens = 0.2 s each.
     r = stream(0, 0.0, [0.1, 0.3, 0.5, 0.9], [2, 3, 3, 6], done_after=1.0)
     assert request_itls(r) == pytest.approx([0.2, 0.2, 0.2, 0.2])
-    no_counts = stream(1, 0.0, [0.1, 0.4, 1.0], [None, None, None], done_after=1.0,
-                       completion_tokens=3)
+    no_counts = stream(
+        1, 0.0, [0.1, 0.4, 1.0], [None, None, None], done_after=1.0, completion_tokens=3
+    )
     assert request_itls(no_counts) == pytest.approx([0.3, 0.6])  # one token per event
     mixed = stream(2, 0.0, [0.1, 0.4, 1.0], [None, None, 9], done_after=1.0)
     assert request_itls(mixed) == pytest.approx([0.3, 0.6])  # count only on the last event
@@ -86,8 +94,9 @@ def test_round_decode_statistics_by_hand() -> None:
 
 
 def test_nothing_to_decode_gives_none() -> None:
-    r = summarize([stream(0, 0.0, [0.7], [1], done_after=0.8)], peak_concurrency=1,
-                  prompt_digest="d")
+    r = summarize(
+        [stream(0, 0.0, [0.7], [1], done_after=0.8)], peak_concurrency=1, prompt_digest="d"
+    )
     row = r.as_row()
     assert all(row[k] is None for k in DECODE_KEYS if k != "output_tps")
     assert row["output_tps"] == pytest.approx(1 / 0.8)
@@ -100,8 +109,9 @@ def test_decode_columns_flow_into_the_run_folder_and_old_readers(tmp_path: Path)
     store = RunStore(tmp_path, "run-1")
     store.write_json("metadata/run.json", {"run_id": "run-1", "order": ["pp1-tp1-ep1"]})
     store.update_config("pp1-tp1-ep1", pp=1, tp=1, ep=1, order=0, boot_ok=True)
-    store.append_result({"run_id": "run-1", "config_id": "pp1-tp1-ep1", "concurrency": 1,
-                         "repeat": 1, **row})
+    store.append_result(
+        {"run_id": "run-1", "config_id": "pp1-tp1-ep1", "concurrency": 1, "repeat": 1, **row}
+    )
     with store.results_csv.open(newline="") as fh:
         got = next(csv.DictReader(fh))
     assert set(DECODE_KEYS) <= set(RESULT_COLUMNS)
@@ -118,10 +128,12 @@ def test_a_results_csv_of_an_older_runstore_keeps_its_header(tmp_path: Path) -> 
     store = RunStore(tmp_path, "old-1")
     old = [c for c in RESULT_COLUMNS if c not in DECODE_KEYS]
     store.results_csv.write_text(",".join(old) + "\n", encoding="utf-8")
-    row = summarize([stream(0, 0.0, [1.0, 2.0], [1, 2], done_after=2.0)], peak_concurrency=1,
-                    prompt_digest="d").as_row()
-    store.append_result({"run_id": "old-1", "config_id": "pp1-tp1-ep1", "concurrency": 1,
-                         "repeat": 1, **row})
+    row = summarize(
+        [stream(0, 0.0, [1.0, 2.0], [1, 2], done_after=2.0)], peak_concurrency=1, prompt_digest="d"
+    ).as_row()
+    store.append_result(
+        {"run_id": "old-1", "config_id": "pp1-tp1-ep1", "concurrency": 1, "repeat": 1, **row}
+    )
     with store.results_csv.open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert list(rows[0]) == old and None not in rows[0]  # no cell shifted under an old name
