@@ -14,6 +14,11 @@ cached_tokens, server_e2e_latency, server_first_token_latency, finish_reason`` (
 reported them, not scaled), ``http_status, ok, error_kind, error``. ``error_kind`` is one of
 ``stream error, aborted, truncated stream, bad stream`` (a non-JSON event, or one of the wrong
 shape), ``http <status>, timeout, round timeout, connection error``; ``error`` adds the detail.
+``chunk_s`` lists, for every event that carried output (``/generate``: its
+``meta_info.completion_tokens`` grew, or there is no count and ``text`` is non-empty;
+completions: a choice carried text), its arrival after the send (scaled, like ``ttft_s``), and
+``chunk_tokens`` the completion tokens the server had counted by then (None where the event
+carried no count): the per-chunk timestamps ITL is computed from (metrics.py).
 
 Timeouts are wall-clock: ``spec.request_timeout_s`` per request once sent, and
 ``spec.round_timeout_s`` for the measured phase; requests not finished by then fail with
@@ -57,7 +62,7 @@ RECORD_KEYS = (
     "index", "prompt_len", "send_ts", "sent_at_s", "sent_at_raw_s", "done_at_s", "done_at_raw_s",
     "ttft_s", "ttft_raw_s", "e2e_s", "e2e_raw_s", "prompt_tokens", "completion_tokens",
     "cached_tokens", "server_e2e_latency", "server_first_token_latency", "finish_reason",
-    "http_status", "ok", "error_kind", "error",
+    "http_status", "ok", "error_kind", "error", "chunk_s", "chunk_tokens",
 )  # fmt: skip
 
 
@@ -112,11 +117,15 @@ def make_session(limit: int) -> aiohttp.ClientSession:
 
 def _new_record(index: int, prompt_len: int) -> dict[str, Any]:
     rec: dict[str, Any] = dict.fromkeys(RECORD_KEYS)
-    return rec | {"index": index, "prompt_len": prompt_len, "ok": False}
+    return rec | {"index": index, "prompt_len": prompt_len, "ok": False, "chunk_s": [],
+                  "chunk_tokens": []}
 
 
-def _feed(rec: dict[str, Any], payload: bytes, api: str) -> None:
-    """Apply one ``data:`` JSON event to the record; raise _Fail on error/abort/garbage."""
+def _feed(rec: dict[str, Any], payload: bytes, api: str) -> bool:
+    """Apply one ``data:`` JSON event to the record; True when it carried output tokens.
+
+    Raises _Fail on error/abort/garbage.
+    """
     try:
         obj = json.loads(payload)
     except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply
@@ -128,7 +137,7 @@ def _feed(rec: dict[str, Any], payload: bytes, api: str) -> None:
         msg = err.get("message", err) if isinstance(err, dict) else err
         raise _Fail("stream error", f"error in stream: {str(msg)[:500]}")
     try:
-        (_feed_generate if api == "generate" else _feed_completions)(rec, obj)
+        return (_feed_generate if api == "generate" else _feed_completions)(rec, obj)
     except (AttributeError, TypeError, KeyError) as exc:  # a field of the wrong shape
         raise _Fail("bad stream", f"unexpected event ({exc}): {payload[:200]!r}") from None
 
@@ -157,7 +166,8 @@ def _object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def _feed_generate(rec: dict[str, Any], obj: dict[str, Any]) -> None:
+def _feed_generate(rec: dict[str, Any], obj: dict[str, Any]) -> bool:
+    before = rec["completion_tokens"]
     meta = _object(obj.get("meta_info"), "meta_info")
     for src, dst in _META_FIELDS:
         value = _number(meta, src)
@@ -169,13 +179,19 @@ def _feed_generate(rec: dict[str, Any], obj: dict[str, Any]) -> None:
             _finish(rec, finish.get("type"), finish.get("message", finish))
         else:
             _finish(rec, str(finish) if isinstance(finish, (int, float)) else finish, finish)
+    count = _number(meta, "completion_tokens")
+    if count is None:
+        return bool(obj.get("text"))
+    return bool(count > (before or 0))
 
 
-def _feed_completions(rec: dict[str, Any], obj: dict[str, Any]) -> None:
+def _feed_completions(rec: dict[str, Any], obj: dict[str, Any]) -> bool:
     choices = obj.get("choices") or []
     if not isinstance(choices, list):
         raise TypeError(f"choices is {type(choices).__name__}, not a list")
+    output = False
     for choice in choices:
+        output = output or bool(_object(choice, "a choice").get("text"))
         reason = _object(choice, "a choice").get("finish_reason")
         if reason:
             _finish(rec, reason, "finish_reason abort")
@@ -188,6 +204,7 @@ def _feed_completions(rec: dict[str, Any], obj: dict[str, Any]) -> None:
     cached = _number(details, "cached_tokens")
     if cached is not None:
         rec["cached_tokens"] = cached
+    return output
 
 
 async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any], body: bytes,
@@ -216,7 +233,9 @@ async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any]
                     if payload == b"[DONE]":
                         end, done = time.perf_counter(), True
                         break
-                    _feed(rec, payload, api)
+                    if _feed(rec, payload, api):
+                        rec["chunk_s"].append((time.perf_counter() - start) * time_scale)
+                        rec["chunk_tokens"].append(rec["completion_tokens"])
         if not done:
             raise _Fail("truncated stream", "stream ended before data: [DONE]")
         if rec["finish_reason"] is None:

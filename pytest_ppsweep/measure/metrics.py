@@ -29,6 +29,29 @@ Metric definitions (bench_serving's ``calculate_metrics`` names in brackets wher
 * ``peak_concurrency``: the most requests this client had in flight at once, counted around each
   request. Differs: bench_serving's "Peak concurrent requests" can exceed ``--max-concurrency``.
 * ``errors``: Counter of the records' ``error_kind`` (e.g. ``"timeout"``, ``"http 503"``).
+
+Decode metrics (bench_serving's ``calculate_metrics`` and its ``sglang`` request function; the
+records' ``chunk_s``/``chunk_tokens`` are the arrival of every event that carried output and the
+completion tokens the server had counted by then, see bench.py):
+
+* ``tpot_mean_s``, ``tpot_p50_s``, ``tpot_p99_s`` [mean/median/p99_tpot_ms, in s]: per completed
+  request with ``completion_tokens > 1``, ``(e2e_s - ttft_s) / (completion_tokens - 1)``;
+  requests of one token, and failed requests, do not count (as bench_serving). Differs: the
+  ``ttft_s`` used is ours (first ``data:`` event, see above), and with nothing counted every
+  statistic is NaN where bench_serving reports 0.0.
+* ``itl_mean_s``, ``itl_p50_s``, ``itl_p99_s`` [mean/median/p99_itl_ms, in s]: pooled over the
+  completed requests. Between two consecutive output events of a request the gap is spread
+  evenly over the tokens the second one added (``gap / n``, ``n`` times), so a chunk of several
+  tokens gives several equal ITLs; an event that added no token is skipped and the next gap is
+  measured from the last event that did (both as bench_serving's ``sglang`` backend). When the
+  server gave no cumulative count (the completions API streams ``usage`` only at the end) each
+  output event counts as one token (as bench_serving's ``sglang-oai`` backend). The first output
+  event's tokens are TTFT's, not ITL's. Differs: bench_serving requires non-empty ``text`` of
+  an event; here an event with output is one whose count grew (``/generate``) or whose choice
+  carried text (completions).
+* ``output_tps`` [output_throughput]: ``output_tokens`` over ``duration_s`` (NaN when a
+  completed request carried no count). Differs only by ``duration_s`` (see above).
+* ``e2e_*_s`` above is bench_serving's E2E latency.
 """
 
 from __future__ import annotations
@@ -48,6 +71,8 @@ ROW_KEYS = (
     "num_requests", "completed", "failed", "duration_s", "input_tokens", "input_tokens_nominal",
     "input_tps", "input_tps_nominal", "output_tokens", "ttft_mean_s", "ttft_p50_s", "ttft_p95_s",
     "ttft_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "peak_concurrency", "prompt_digest",
+    "tpot_mean_s", "tpot_p50_s", "tpot_p99_s", "itl_mean_s", "itl_p50_s", "itl_p99_s",
+    "output_tps",
 )  # fmt: skip
 
 
@@ -75,6 +100,13 @@ class RoundResult:
     peak_concurrency: int
     prompt_digest: str
     errors: Counter[str]
+    tpot_mean_s: float = math.nan
+    tpot_p50_s: float = math.nan
+    tpot_p99_s: float = math.nan
+    itl_mean_s: float = math.nan
+    itl_p50_s: float = math.nan
+    itl_p99_s: float = math.nan
+    output_tps: float = math.nan
     concurrency: int = 0  # the limit C the round ran with (0 when unknown)
     time_scale: float = 1.0
     records: tuple[dict[str, Any], ...] = field(default=(), repr=False)
@@ -116,6 +148,50 @@ def _per_second(tokens: int | None, duration: float) -> float:
     return tokens / duration
 
 
+def request_tpot(rec: Record) -> float | None:
+    """``(e2e - ttft) / (completion_tokens - 1)`` of one record; None when it does not count."""
+    tokens = rec.get("completion_tokens")
+    if not rec.get("ok") or tokens is None or tokens <= 1:
+        return None
+    if rec.get("e2e_s") is None or rec.get("ttft_s") is None:
+        return None
+    return float(rec["e2e_s"] - rec["ttft_s"]) / (int(tokens) - 1)
+
+
+def request_itls(rec: Record) -> list[float]:
+    """Inter-token latencies of one completed record (definition in the module docstring)."""
+    times = rec.get("chunk_s") or []
+    counts = rec.get("chunk_tokens") or [None] * len(times)
+    if not rec.get("ok") or len(times) < 2:
+        return []
+    itls: list[float] = []
+    last_t, last_n = times[0], counts[0]
+    for t, n in zip(times[1:], counts[1:], strict=True):
+        if n is not None and last_n is not None:
+            new = int(n) - int(last_n)
+            if new <= 0:
+                continue  # no token added: the next gap runs from the last event that added one
+        else:
+            new = 1
+        itls.extend([(t - last_t) / new] * new)
+        last_t, last_n = t, n
+    return itls
+
+
+def decode_metrics(done: Sequence[Record], output_tokens: int | None,
+                   duration: float) -> dict[str, float]:
+    """The decode fields of RoundResult over the completed records."""
+    tpots = [v for v in (request_tpot(r) for r in done) if v is not None]
+    itls = [v for r in done for v in request_itls(r)]
+    tpot = _stats(tpots, (50, 99))
+    itl = _stats(itls, (50, 99))
+    return {
+        "tpot_mean_s": tpot[0], "tpot_p50_s": tpot[1], "tpot_p99_s": tpot[2],
+        "itl_mean_s": itl[0], "itl_p50_s": itl[1], "itl_p99_s": itl[2],
+        "output_tps": _per_second(output_tokens, duration),
+    }  # fmt: skip
+
+
 def summarize(
     records: Iterable[Record],
     *,
@@ -140,6 +216,7 @@ def summarize(
     nominal = int(sum(r["prompt_len"] for r in done))
     ttft = _stats([r["ttft_s"] for r in done], (50, 95, 99))
     e2e = _stats([r["e2e_s"] for r in done], (50, 99))
+    output_tokens = _server_sum(done, "completion_tokens")
     return RoundResult(
         num_requests=total,
         completed=len(done),
@@ -150,7 +227,7 @@ def summarize(
         input_tokens_nominal=nominal,
         input_tps=_per_second(input_tokens, duration),
         input_tps_nominal=_per_second(nominal, duration),
-        output_tokens=_server_sum(done, "completion_tokens"),
+        output_tokens=output_tokens,
         ttft_mean_s=ttft[0],
         ttft_p50_s=ttft[1],
         ttft_p95_s=ttft[2],
@@ -161,6 +238,7 @@ def summarize(
         peak_concurrency=peak_concurrency,
         prompt_digest=prompt_digest,
         errors=Counter(str(r.get("error_kind")) for r in recs if not r.get("ok")),
+        **decode_metrics(done, output_tokens, duration),
         concurrency=concurrency,
         time_scale=time_scale,
         records=tuple(recs),

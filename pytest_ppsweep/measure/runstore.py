@@ -45,6 +45,13 @@ RESULT_COLUMNS = (
     "e2e_mean_s",
     "e2e_p50_s",
     "e2e_p99_s",
+    "tpot_mean_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "itl_mean_s",
+    "itl_p50_s",
+    "itl_p99_s",
+    "output_tps",
     "peak_concurrency",
     "prompt_digest",
     "time_scale",
@@ -142,13 +149,22 @@ class RunStore:
             raise ValueError(f"results.csv: unknown columns {sorted(unknown)}")
         with self.locked():
             new = not self.results_csv.exists() or self.results_csv.stat().st_size == 0
+            columns = RESULT_COLUMNS if new else self._results_header()
             with self.results_csv.open("a", newline="", encoding="utf-8") as fh:
-                writer = csv.DictWriter(fh, fieldnames=RESULT_COLUMNS)
+                writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
                 if new:
                     writer.writeheader()
-                writer.writerow({k: _cell(row.get(k)) for k in RESULT_COLUMNS})
+                writer.writerow({k: _cell(row.get(k)) for k in columns})
                 fh.flush()
                 os.fsync(fh.fileno())
+
+    def _results_header(self) -> tuple[str, ...]:
+        """The columns results.csv was started with: a folder written by an older runstore
+        (resumed) keeps its header, so a new round never shifts its cells under the old names.
+        """
+        with self.results_csv.open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+        return tuple(header) if header else RESULT_COLUMNS
 
     def update_config(self, config_id: str, **facts: Any) -> None:
         """Merge facts about a configuration into ``configs.csv`` (rewritten atomically)."""

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from support.matrices import CONFIGS, small_matrix
-from support.paths import ACCEPTANCE
-from support.processes import sim_processes
+from support.paths import sweep_folder
+from support.processes import kill_sim_ranks_on
 
 
 @pytest.fixture
@@ -39,11 +38,7 @@ def sweep_dir(
         for old, new in (edits or {}).items():
             assert old in text, f"{old!r} not in the small matrix"
             text = text.replace(old, new)
-        folder = pytester.path / f"matrix{n}"
-        folder.mkdir()
-        (folder / "ppsweep.toml").write_text(text)
-        (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
-        return folder
+        return sweep_folder(pytester.path / f"matrix{n}", text)
 
     return make
 
@@ -51,12 +46,16 @@ def sweep_dir(
 PORTS_KEY = pytest.StashKey[list[int]]()
 
 
+@pytest.fixture
+def ports(request: pytest.FixtureRequest) -> list[int]:
+    """HTTP ports of this test's emulated clusters (append each one used): none of their ranks
+    may be left running when the test ends (:func:`no_leftover_ranks`)."""
+    return request.node.stash.setdefault(PORTS_KEY, [])
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_ranks(request: pytest.FixtureRequest) -> Iterator[None]:
     """Every end-to-end test must leave no emulator rank of its own sweeps behind."""
     yield
-    ports = request.node.stash.get(PORTS_KEY, [])
-    left = {pid for port in ports for pid in sim_processes(f"--port {port}")}
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
+    left = kill_sim_ranks_on(request.node.stash.get(PORTS_KEY, []))
     assert not left, f"emulator ranks left running: {sorted(left)}"

@@ -14,14 +14,13 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 from support.matrices import CONFIGS, SMALL_HEAD, emulated_cluster, small_matrix
-from support.paths import ACCEPTANCE, DATA
-from support.processes import sim_processes
+from support.paths import DATA, sweep_folder
+from support.processes import child_env
 from support.runs import run_dir
 from support.terminal import Tmux, tmux_missing
 
@@ -111,29 +110,6 @@ def _port(offset: int) -> int:
     return 34000 + (os.getpid() % 300) * 10 + offset
 
 
-@pytest.fixture
-def ports() -> Iterator[list[int]]:
-    """Ports of this test's emulated clusters: none of their ranks may be left running."""
-    used: list[int] = []
-    yield used
-    left = {pid for port in used for pid in sim_processes(f"--port {port}")}
-    for pid in left:
-        os.kill(pid, 9)
-    assert not left, f"emulator ranks left running: {sorted(left)}"
-
-
-def _sweep(folder: Path, text: str) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "ppsweep.toml").write_text(text)
-    (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
-    return folder
-
-
-def _env() -> dict[str, str]:
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
-    return {k: os.environ[k] for k in keep if k in os.environ}
-
-
 def _pytest(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "pytest", *map(str, args), "-p", "no:cacheprovider"]
 
@@ -148,14 +124,14 @@ def test_a_real_terminal_shows_the_boot_and_the_rounds_live(tmp_path: Path,
     ports.append(port)
     # Time scale 100: the boot (about 600 s emulated) takes seconds of real time, long enough
     # for a person (and this test) to read it; 40 requests make each round last a while too.
-    folder = _sweep(tmp_path / "sweep", small_matrix(CONFIGS, "127.0.16", port, port + 5000, 100,
-                                                     tmp_path / "state"))
+    matrix = small_matrix(CONFIGS, "127.0.16", port, port + 5000, 100, tmp_path / "state")
+    folder = sweep_folder(tmp_path / "sweep", matrix)
     reports = tmp_path / "reports"
     term = Tmux("live")
     raw = tmp_path / "terminal.bytes"
     term.start(_pytest(folder, "--ppsweep-config", "pp8", "--ppsweep-reports", reports,
                        "--ppsweep-requests", "40", "--ppsweep-repeats", "1"),
-               cwd=tmp_path, env=_env(), log=raw)
+               cwd=tmp_path, env=child_env(), log=raw)
     try:
         assert term.size() == "150x40"
         booting = bar = None
@@ -203,8 +179,8 @@ def test_a_real_terminal_shows_the_boot_and_the_rounds_live(tmp_path: Path,
 def test_piped_output_gets_plain_timestamped_lines(tmp_path: Path, ports: list[int]) -> None:
     port = _port(1)
     ports.append(port)
-    folder = _sweep(tmp_path / "sweep", small_matrix(CONFIGS, "127.0.16", port, port + 5000, 500,
-                                                     tmp_path / "state"))
+    matrix = small_matrix(CONFIGS, "127.0.16", port, port + 5000, 500, tmp_path / "state")
+    folder = sweep_folder(tmp_path / "sweep", matrix)
     done = subprocess.run(
         _pytest(folder, "--ppsweep-config", "pp8", "--ppsweep-reports", tmp_path / "reports"),
         capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
@@ -228,7 +204,7 @@ def test_the_xdist_controller_shows_its_workers_lines(tmp_path: Path, ports: lis
     text = SMALL_HEAD.format(configs=CONFIGS)
     for i, (name, net) in enumerate((("a", "127.0.17"), ("b", "127.0.18"))):
         text += emulated_cluster(name, net, port + i, port + 5000 + i, 500, tmp_path / "state")
-    folder = _sweep(tmp_path / "sweep", text)
+    folder = sweep_folder(tmp_path / "sweep", text)
     done = subprocess.run(
         _pytest(folder, "--ppsweep-cluster", "a,b", "-n", "2",
                 "--ppsweep-reports", tmp_path / "reports"),

@@ -24,8 +24,14 @@ from pathlib import Path
 
 import pytest
 from support.matrices import SMALL_HEAD, emulated_cluster
-from support.paths import ACCEPTANCE
-from support.processes import cmdline, proc_entries, sim_processes, wait_until
+from support.paths import sweep_folder
+from support.processes import (
+    child_env,
+    cmdline,
+    proc_entries,
+    sim_processes,
+    wait_until,
+)
 from support.runs import rows, run_dir
 from support.terminal import Tmux, tmux_missing
 
@@ -47,30 +53,11 @@ def _port(offset: int) -> int:
     return 36000 + (os.getpid() % 200) * 10 + offset
 
 
-@pytest.fixture
-def ports() -> Iterator[list[int]]:
-    """HTTP ports of this test's clusters: none of their ranks may be left running."""
-    used: list[int] = []
-    yield used
-    left = {pid for port in used for pid in sim_processes(f"--port {port}")}
-    for pid in left:
-        os.kill(pid, signal.SIGKILL)
-    assert not left, f"emulator ranks left running: {sorted(left)}"
-
-
 def _sweep(folder: Path, port: int, scale: float, state: Path) -> Path:
-    folder.mkdir(parents=True)
     text = SMALL_HEAD.format(configs=PP1_CONFIG) + emulated_cluster(
         "local", NET, port, port + 1, scale, state
     )
-    (folder / "ppsweep.toml").write_text(text)
-    (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
-    return folder
-
-
-def _env() -> dict[str, str]:
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
-    return {k: os.environ[k] for k in keep if k in os.environ}
+    return sweep_folder(folder, text)
 
 
 def _command(folder: Path, reports: Path, *extra: str) -> list[str]:
@@ -124,7 +111,7 @@ def test_closing_the_terminal_while_booting_stops_every_rank_and_the_rerun_is_cl
     reports = tmp_path / "reports"
     command = _command(folder, reports)
     term = Tmux("stale")
-    term.start(command, cwd=tmp_path, env=_env())
+    term.start(command, cwd=tmp_path, env=child_env())
     try:
         wait_until(lambda: _booting(reports, port), 120, "PP1 booting in the terminal")
         pytest_pids = _pytest_pids(folder)
@@ -139,7 +126,7 @@ def test_closing_the_terminal_while_booting_stops_every_rank_and_the_rerun_is_cl
 
     # The same command again: its own ranks boot, nothing stale answers, its numbers are its own.
     before = set(reports.iterdir())
-    done = subprocess.run(command, cwd=tmp_path, env=_env(), capture_output=True, text=True,
+    done = subprocess.run(command, cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                           timeout=300, check=False)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-4000:]
@@ -157,7 +144,7 @@ def test_leftovers_are_refused_with_their_owner_and_removed_with_reap(
     reports = tmp_path / "reports"
     command = _command(folder, reports)
     # Plant leftovers: a run whose pytest is SIGKILLed once healthy keeps its 4 ranks.
-    planted = subprocess.Popen(command, cwd=tmp_path, env=_env(), stdout=subprocess.DEVNULL,
+    planted = subprocess.Popen(command, cwd=tmp_path, env=child_env(), stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         def healthy() -> bool:
@@ -175,7 +162,7 @@ def test_leftovers_are_refused_with_their_owner_and_removed_with_reap(
     stale = set(sim_processes(f"--port {port}"))
     assert len(stale) == 4, stale
 
-    refused = subprocess.run(command, cwd=tmp_path, env=_env(), capture_output=True, text=True,
+    refused = subprocess.run(command, cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                              timeout=120, check=False)
     out = refused.stdout + refused.stderr
     assert refused.returncode == pytest.ExitCode.USAGE_ERROR, out[-3000:]
@@ -190,7 +177,7 @@ def test_leftovers_are_refused_with_their_owner_and_removed_with_reap(
     assert set(sim_processes(f"--port {port}")) == stale  # refused: nothing touched
 
     before = set(reports.iterdir())
-    reaped = subprocess.run([*command, "--ppsweep-reap"], cwd=tmp_path, env=_env(),
+    reaped = subprocess.run([*command, "--ppsweep-reap"], cwd=tmp_path, env=child_env(),
                             capture_output=True, text=True, timeout=300, check=False)
     out = reaped.stdout + reaped.stderr
     assert reaped.returncode == 0, out[-4000:]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 
@@ -41,3 +44,20 @@ def sim_processes(marker: str) -> list[int]:
         if "pytest_ppsweep.sim" in cmd and marker in cmd:
             pids.append(int(entry.name))
     return pids
+
+
+def kill_sim_ranks_on(ports: Iterable[int]) -> set[int]:
+    """SIGKILL every emulator rank serving one of ``ports``; return their PIDs (a test's
+    fixture asserts that set is empty: a rank left running is a teardown bug)."""
+    left = {pid for port in ports for pid in sim_processes(f"--port {port}")}
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a pytest run started as a user would start it: only PATH, HOME,
+    locale, PYTHONPATH and the venv (no PYTEST_*, no COLUMNS of this run)."""
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV")
+    return {k: os.environ[k] for k in keep if k in os.environ}

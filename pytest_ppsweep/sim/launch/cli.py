@@ -47,8 +47,9 @@ MOE_A2A_BACKENDS = (
     "pplx",
     "flashinfer_megamoe",
 )
-# a2a backends that make SGLang rewrite ep_size to tp_size (contract §1.3)
-EP_SPANNING_A2A = frozenset(MOE_A2A_BACKENDS) - {"none"}
+# a2a backends that make SGLang rewrite ep_size to tp_size (contract §1.3; 0.5.23's
+# _A2A_EP_SPANNING_BACKENDS in sglang/srt/arg_groups/overrides.py: every backend but ascend_tp)
+EP_SPANNING_A2A = frozenset(MOE_A2A_BACKENDS) - {"none", "ascend_tp"}
 SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
 
 

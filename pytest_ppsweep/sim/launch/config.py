@@ -163,11 +163,12 @@ def resolve(
     notes: list[str] = []
     ep = args.ep_size
     if args.moe_a2a_backend in EP_SPANNING_A2A and ep != args.tp_size:
-        ep = args.tp_size
+        # SGLang 0.5.23's wording (sglang/srt/arg_groups/overrides.py, _a2a_ep_size)
         notes.append(
             f"{args.moe_a2a_backend} MoE is enabled. The expert parallel size is adjusted "
-            f"to be the same as the tensor parallel size[{args.tp_size}]."
+            f"from {ep} to the tensor parallel size [{args.tp_size}]."
         )
+        ep = args.tp_size
     if args.pp_size > 1:
         notes.append("Pipeline parallelism is incompatible with overlap schedule.")
     if args.disable_cuda_graph:
@@ -186,6 +187,7 @@ def resolve(
         max_running_requests=args.max_running_requests,
         context_length=args.context_length,
         decode_graph=args.decode_graph,
+        moe_a2a_backend=args.moe_a2a_backend,
     )
     timeout = float(args.dist_timeout) if args.dist_timeout is not None else DEFAULT_DIST_TIMEOUT_S
     return SimConfig(

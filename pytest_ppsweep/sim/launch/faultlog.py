@@ -72,6 +72,23 @@ def oom_error(gpu: int, total_gib: float, free_gib: float) -> str:
     )
 
 
+def a2a_oom_error(gpu: int, backend: str, alloc_gib: float, total_gib: float,
+                  free_gib: float) -> str:
+    """CUDA OOM when an MoE all-to-all backend allocates its dispatch/combine buffers."""
+    where = {
+        "flashinfer": (f"{SITE}/sglang/srt/layers/moe/token_dispatcher/flashinfer.py", 276,
+                       "__init__", "self.moe_a2a = MoeAlltoAll("),
+    }.get(backend, (f"{SITE}/sglang/srt/layers/moe/token_dispatcher/deepep.py", 304,
+                    "get_deepep_buffer",
+                    "state.buffer = Buffer(group, num_nvl_bytes, num_rdma_bytes, **buffer_kwargs)"))
+    return scheduler_exception(
+        [where],
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {alloc_gib:.2f} GiB. "
+        f"GPU {gpu} has a total capacity of {total_gib:.2f} GiB of which {free_gib:.2f} GiB is "
+        f"free. Process has {total_gib - free_gib:.2f} GiB memory in use.",
+    )  # fmt: skip
+
+
 def custom_ar_capture_error() -> str:
     """Custom all-reduce IPC registration failure during decode CUDA-graph capture."""
     return scheduler_exception(

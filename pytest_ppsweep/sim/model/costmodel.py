@@ -36,6 +36,24 @@ Parameters (profile TOML, sections in brackets) and where their values come from
 * ``p2p_bw``/``p2p_latency`` [network]: PCIe Gen5 within a node, 400G RoCE between nodes.
 * Per-tick jitter ``jitter_frac`` [scheduler] (Gaussian, seeded) gives the seeds' < 0.7 % spread.
 
+Decode and the MoE all-to-all backends (the [moe] section and the keys named below):
+
+* ``compute(n, s)``'s floor is ``layers_s * min_layer + weight_read(n, s)``: a decode step is
+  memory-bound; it reads the stage's dense weights and the share ``1 - (1 - k/E)^n`` of its
+  routed experts that ``n`` tokens touch, at [gpu.hbm_effective_gbs]. This is what makes TPOT
+  grow with the tokens of a decode micro-batch (C / pp), and it is far below prefill's compute.
+* The PP sync per extra stage is the fitted ``stage_sync_ms`` on a tick with a prefill
+  micro-batch in the pipeline (its objects carry input ids, extend lengths, prefix indices), but
+  only ``stage_sync_base_ms`` on a decode-only tick (next-token ids): PP's TPOT is ``pp`` ticks
+  of that cheap sync plus a stage's step, not ``pp`` prefill-sized syncs.
+* With ``--moe-a2a-backend`` other than ``none`` the per-layer MoE all-reduce
+  ([moe.moe_allreduces_per_layer]) is replaced by a dispatch and a combine all-to-all over the EP
+  group: each rank sends its ``n / ep`` tokens to ``min(k, ep)`` ranks, ``(ep - 1) / ep`` of them
+  remote, over PCIe peer-to-peer within a node, RoCE beyond (there is no NVLink on this box;
+  DeepEP's intranode kernels expect it, so this is the optimistic case), plus
+  [moe.a2a_latency_us] per collective. Payload: DeepEP dispatches FP8 (hidden + 4 bytes per 128
+  scales), FlashInfer and the others bf16 plus top-k ids/weights; combine is bf16.
+
 Changing one physical parameter moves every layout; nothing is keyed by a configuration.
 """
 
@@ -87,16 +105,61 @@ def compute_s(tokens: int, layers: int, tp: int, profile: Profile) -> float:
     ideal = (
         tokens / c.reference_chunk_tokens * c.chunk_gpu_seconds * layers / profile.model.num_layers
     )
-    return max(ideal / tp * efficiency_factor(tp, profile), layers * c.min_layer_ms * 1e-3)
+    floor = layers * c.min_layer_ms * 1e-3 + weight_read_s(tokens, layers, tp, profile)
+    return max(ideal / tp * efficiency_factor(tp, profile), floor)
 
 
-def stage_s(tokens: int, layers: int, tp: int, profile: Profile) -> float:
-    """One stage's work on a micro-batch of ``tokens``: compute + exposed all-reduces."""
+def stage_s(
+    tokens: int, layers: int, tp: int, profile: Profile, *, a2a: str = "none", ep: int = 1
+) -> float:
+    """One stage's work on a micro-batch of ``tokens``: compute + exposed collectives."""
     if tokens <= 0:
         return 0.0
     act_bytes = tokens * profile.model.hidden_size * BF16_BYTES
     n_ar = layers * profile.model.allreduces_per_layer
-    return compute_s(tokens, layers, tp, profile) + n_ar * allreduce_s(act_bytes, tp, profile)
+    moe = 0.0
+    if uses_a2a(a2a, profile):
+        n_ar -= layers * profile.moe.moe_allreduces_per_layer
+        moe = layers * a2a_s(tokens, ep, profile, a2a)
+    return compute_s(tokens, layers, tp, profile) + n_ar * allreduce_s(act_bytes, tp, profile) + moe
+
+
+def uses_a2a(backend: str, profile: Profile) -> bool:
+    """True when an all-to-all backend is on and the model has routed experts."""
+    return backend != "none" and profile.moe.num_experts > 0
+
+
+def touched_expert_share(tokens: int, profile: Profile) -> float:
+    """Expected share of the routed experts ``tokens`` tokens touch (1 for a dense model)."""
+    moe = profile.moe
+    if moe.num_experts <= 0:
+        return 1.0
+    return 1.0 - (1.0 - moe.experts_per_token / moe.num_experts) ** tokens
+
+
+def weight_read_s(tokens: int, layers: int, tp: int, profile: Profile) -> float:
+    """Time to read the weights a step of ``tokens`` uses on one GPU (memory-bound decode)."""
+    m = profile.model
+    per_layer_gb = (m.weight_gb_total - m.embedding_gb - m.lm_head_gb) / m.num_layers
+    frac = profile.moe.expert_weight_fraction
+    share = (1.0 - frac) + frac * touched_expert_share(tokens, profile)
+    return per_layer_gb * layers / tp * share / profile.gpu.hbm_effective_gbs
+
+
+def a2a_s(tokens: int, ep: int, profile: Profile, backend: str) -> float:
+    """One MoE layer's dispatch + combine all-to-all of ``tokens`` over an EP group of ``ep``."""
+    if ep <= 1:
+        return 0.0
+    hidden, moe, net = profile.model.hidden_size, profile.moe, profile.network
+    if backend == "deepep":
+        dispatch = hidden + hidden // 128 * 4  # FP8 + per-128 scales
+    else:
+        dispatch = hidden * BF16_BYTES + moe.experts_per_token * 8  # bf16 + top-k ids/weights
+    combine = hidden * BF16_BYTES
+    nbytes = tokens / ep * min(moe.experts_per_token, ep) * (dispatch + combine) * (ep - 1) / ep
+    level, _ = domain_of(ep, profile)
+    bw = net.p2p_inter_node_gbs if level == "multinode" else net.p2p_intra_node_gbs
+    return nbytes / (bw * 1e9) + 2 * moe.a2a_latency_us * 1e-6
 
 
 @dataclass(frozen=True)
@@ -105,6 +168,7 @@ class CostModel:
 
     profile: Profile
     layout: Layout
+    moe_a2a_backend: str = "none"
 
     @property
     def layers(self) -> list[int]:
@@ -112,8 +176,15 @@ class CostModel:
         return stage_layers(self.profile.model.num_layers, self.layout.pp)
 
     def sync_s(self) -> float:
-        """Lock-step overhead paid once per tick before the stages compute."""
-        return self.profile.scheduler.stage_sync_ms * 1e-3 * (self.layout.pp - 1)
+        """Lock-step overhead paid once per tick before the stages compute (its fixed part)."""
+        return self.profile.scheduler.stage_sync_base_ms * 1e-3 * (self.layout.pp - 1)
+
+    def sync_prefill_s(self, prefill: bool) -> float:
+        """The rest of the lock-step sync on a tick that carries a prefill micro-batch."""
+        if not prefill:
+            return 0.0
+        sched = self.profile.scheduler
+        return (sched.stage_sync_ms - sched.stage_sync_base_ms) * 1e-3 * (self.layout.pp - 1)
 
     def handoff_s(self, tokens: int) -> float:
         """Activation transfer to the next stage (slowest boundary), 0 for pp == 1."""
@@ -125,17 +196,20 @@ class CostModel:
         bw = net.p2p_inter_node_gbs if crosses else net.p2p_intra_node_gbs
         return nbytes / (bw * 1e9) + net.p2p_latency_us * 1e-6
 
-    def tick_s(self, tokens_per_stage: list[int]) -> float:
-        """Duration of one tick given the tokens each stage holds (0 = empty stage)."""
+    def tick_s(self, tokens_per_stage: list[int], prefill: bool = True) -> float:
+        """Duration of one tick given the tokens each stage holds (0 = empty stage); ``prefill``:
+        some stage holds a prefill micro-batch (the full sync, see the module docstring)."""
         layers = self.layers
         work = max(
             (
-                stage_s(n, layers[s], self.layout.tp, self.profile)
+                stage_s(n, layers[s], self.layout.tp, self.profile,
+                        a2a=self.moe_a2a_backend, ep=self.layout.ep)
                 for s, n in enumerate(tokens_per_stage)
             ),
             default=0.0,
-        )
-        return self.sync_s() + work + self.handoff_s(max(tokens_per_stage, default=0))
+        )  # fmt: skip
+        biggest = max(tokens_per_stage, default=0)
+        return self.sync_s() + self.sync_prefill_s(prefill) + work + self.handoff_s(biggest)
 
     def steady_tps(self, chunk_tokens: int) -> float:
         """Input tokens/s of a full pipeline of ``chunk_tokens`` micro-batches (no jitter)."""

@@ -8,6 +8,11 @@ static fraction and the others below it. On top come NCCL buffers, the decode CU
 (per layer on the stage, unless disabled) and the activation workspace of the largest
 micro-batch run so far (PyTorch's caching allocator keeps it), which is why the worst rank ends
 a benchmark a few GiB above the static fraction (seeds §8: 79-82 GiB of 85,651 MiB).
+
+An MoE all-to-all backend adds its dispatch/combine buffers (:func:`a2a_buffer_bytes`, sized
+as the profile's [moe] section documents) on every GPU, allocated lazily by SGLang at the first
+forward that dispatches (decode CUDA-graph capture, else the first prefill): after the KV pool
+was sized, so they come out of the headroom, not out of the static fraction.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class MemoryPlan:
     req_to_token_pool_size: int
     context_length: int
     decode_graph: bool
+    a2a_bytes: float = 0.0  # MoE all-to-all dispatch/combine buffers per GPU
 
     @property
     def layers(self) -> list[int]:
@@ -83,6 +89,7 @@ class MemoryPlan:
             total += self.kv_bytes(pp_rank)
         if level >= 3:
             total += self.graph_bytes(pp_rank) + self.activation_bytes(peak_tokens)
+            total += self.a2a_bytes
         return int(total / MIB)
 
     def kv_gb(self, pp_rank: int) -> float:
@@ -100,9 +107,9 @@ def plan_memory(
     max_running_requests: int | None = None,
     context_length: int | None = None,
     decode_graph: bool = True,
+    moe_a2a_backend: str = "none",
 ) -> MemoryPlan:
     """Size the KV pool and the request limits like SGLang's model runner does."""
-    del chunked_prefill_size  # the workspace is accounted per micro-batch actually run
     frac = (
         mem_fraction_static
         if mem_fraction_static is not None
@@ -122,4 +129,39 @@ def plan_memory(
     # max_total <= 0 is reported by the rank at KV allocation, where SGLang raises it
     pool = min(max(int(max_total / ctx_len * 512), 2048), 4096)
     mrr = min(max_running_requests if max_running_requests is not None else max_total // 2, pool)
-    return MemoryPlan(profile, layout, frac, max_total, max(mrr, 1), pool, ctx_len, decode_graph)
+    a2a = a2a_buffer_bytes(profile, layout, moe_a2a_backend, chunked_prefill_size)
+    return MemoryPlan(
+        profile, layout, frac, max_total, max(mrr, 1), pool, ctx_len, decode_graph, a2a
+    )
+
+
+def a2a_buffer_bytes(profile: Profile, layout: Layout, backend: str, chunk: int) -> float:
+    """Dispatch/combine buffer bytes per GPU of an MoE all-to-all backend (0 for ``none``).
+
+    ``deepep`` (``auto`` mode: low-latency and normal buffers), ``mooncake`` (low-latency
+    layout only) and ``flashinfer`` are sized from SGLang's and DeepEP's code (formulas and
+    sources in the profile's [moe] section); other backends are not modelled (0).
+    """
+    moe, hidden = profile.moe, profile.model.hidden_size
+    if backend == "none" or moe.num_experts <= 0 or layout.ep <= 1:
+        return 0.0
+    ep = layout.ep
+    hid_b = hidden * 2
+    if backend == "flashinfer":
+        tokens = max(chunk, moe.flashinfer_min_dispatch_tokens)
+        return float(ep * tokens * (hid_b + moe.experts_per_token * 8 + hid_b))
+    if backend not in ("deepep", "mooncake"):
+        return 0.0
+    t, e = moe.deepep_max_dispatch_tokens_per_rank, moe.num_experts
+    low_latency = 2 * (e * t * hid_b + e * t * (16 + hid_b))
+    granule = moe.nvshmem_granularity_mib * MIB
+    rdma = math.ceil(low_latency / granule) * granule
+    if backend == "mooncake":
+        return float(rdma)
+    gpn = profile.gpu.gpus_per_node
+    nodes = math.ceil(ep / gpn)
+    nvl = moe.deepep_num_channels * min(ep, gpn) * moe.deepep_nvl_chunked_recv_tokens * hid_b
+    normal_rdma = moe.deepep_num_channels * nodes * moe.deepep_rdma_chunked_recv_tokens * hid_b * 2
+    if nodes > 1:
+        rdma = max(rdma, math.ceil(normal_rdma / granule) * granule)
+    return float(rdma + nvl)

@@ -45,6 +45,7 @@ class GpuSpec:
     driver_version: str
     idle_used_mib: int
     cuda_context_mib: int
+    hbm_effective_gbs: float
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,7 @@ class SchedulerSpec:
     """Pipeline scheduler overheads."""
 
     stage_sync_ms: float
+    stage_sync_base_ms: float
     jitter_frac: float
 
 
@@ -89,6 +91,23 @@ class MemorySpec:
     activation_bytes_per_token_tp: float
     graph_mib_per_layer: float
     nccl_buffer_mib: float
+
+
+@dataclass(frozen=True)
+class MoeSpec:
+    """Routed experts and the dispatch/combine buffers of the MoE all-to-all backends."""
+
+    num_experts: int
+    experts_per_token: int
+    expert_weight_fraction: float
+    moe_allreduces_per_layer: float
+    a2a_latency_us: float
+    deepep_max_dispatch_tokens_per_rank: int
+    deepep_num_channels: int
+    deepep_nvl_chunked_recv_tokens: int
+    deepep_rdma_chunked_recv_tokens: int
+    nvshmem_granularity_mib: float
+    flashinfer_min_dispatch_tokens: int
 
 
 @dataclass(frozen=True)
@@ -116,6 +135,7 @@ class Profile:
     scheduler: SchedulerSpec
     memory: MemorySpec
     boot: BootSpec
+    moe: MoeSpec
 
 
 _T = TypeVar("_T")
@@ -159,4 +179,5 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         scheduler=_section(SchedulerSpec, raw, "scheduler"),
         memory=_section(MemorySpec, raw, "memory"),
         boot=_section(BootSpec, raw, "boot"),
+        moe=_section(MoeSpec, raw, "moe"),
     )

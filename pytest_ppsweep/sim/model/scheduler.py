@@ -187,7 +187,8 @@ class PPScheduler:
             if any(self.running):
                 self._end_at = t  # empty tick: move on to the slot that has decode work
             return  # otherwise idle until the next submit
-        work = self.cost.tick_s(tokens) - self.cost.sync_s()
+        prefill = any(m is not None and m.kind == "prefill" for m in self.pipeline)
+        work = self.cost.tick_s(tokens, prefill) - self.cost.sync_s()
         self._end_at = t + work * max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter))
 
     def _end(self, t: float) -> None:

@@ -71,6 +71,29 @@ async def rendezvous(rp: RankProcess) -> bool:
     return True
 
 
+def a2a_buffers_fit(rp: RankProcess) -> bool:
+    """The MoE all-to-all buffers against each local GPU's memory; False after logging the OOM.
+
+    SGLang allocates them at the first forward that dispatches (decode-graph capture, else the
+    first prefill), after the KV pool: they must fit next to the workspace of a full prefill
+    chunk, which the first prefill allocates. Checked here, once, for every stage on this node.
+    """
+    cfg = rp.cfg
+    mem = cfg.mem
+    if mem.a2a_bytes <= 0:
+        return True
+    total_mib = cfg.profile.gpu.memory_total_mib
+    stages = [s.pp_rank for s in rp.schedulers] or [0]
+    worst = max(stages, key=lambda s: mem.used_mib(s, "ready", cfg.chunked_prefill_size))
+    need = mem.used_mib(worst, "ready", cfg.chunked_prefill_size)
+    if need <= total_mib:
+        return True
+    free_gib = (total_mib - need) * MIB / 2**30 + mem.a2a_bytes / 2**30
+    rp.fail(faultlog.a2a_oom_error(0, cfg.args.moe_a2a_backend, mem.a2a_bytes / 2**30,
+                                   total_mib * MIB / 2**30, max(free_gib, 0.0)))
+    return False
+
+
 async def boot(rp: RankProcess) -> Phases | None:
     """Boot this rank up to ``max_total_num_tokens``; its phase clock, or None after a failure.
 
@@ -141,6 +164,8 @@ async def boot(rp: RankProcess) -> Phases | None:
             "Disable decode CUDA graph because cuda_graph_config resolved decode.backend='disabled' "  # noqa: E501
             "(e.g. via --cuda-graph-backend-decode=disabled or auto-disable rules)."
         )
+    if not a2a_buffers_fit(rp):
+        return None
     rp.publish("ready")
     slog.tp0(
         f"max_total_num_tokens={mem.max_total_num_tokens}, chunked_prefill_size={cfg.chunked_prefill_size}, "  # noqa: E501

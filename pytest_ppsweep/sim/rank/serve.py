@@ -77,7 +77,7 @@ async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
         phases.restart()
     plan = cfg.boot
     sched = PPScheduler(
-        CostModel(cfg.profile, cfg.layout),
+        CostModel(cfg.profile, cfg.layout, cfg.args.moe_a2a_backend),
         chunked_prefill_size=cfg.chunked_prefill_size,
         pp_max_micro_batch_size=cfg.pp_max_micro_batch_size,
         kv_capacity=cfg.mem.max_total_num_tokens,
