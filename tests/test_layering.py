@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pool",),
     ("results",),
     ("gate",),
+    ("planner",),
     ("report",),
     ("check",),
     ("sweeprun",),

@@ -1,0 +1,5 @@
+"""The planner: a physical cost model of prefill rounds (mirroring the emulator's, without
+importing it) fitted to the rounds a cluster measured, predictions with 90 % intervals for every
+layout the cluster can run, and the adaptive sweep's decisions (which layout to boot next, when
+the best is decided, which third repeat to skip).
+"""
