@@ -42,12 +42,12 @@ from pytest_ppsweep.planner.model import (
     predict_log,
 )
 
-__all__ = ["METRICS", "Band", "Fitted", "Prediction", "fit", "load_fitted"]
+__all__ = ["METRICS", "Band", "Fitted", "Prediction", "fit", "load_fitted", "prior_only"]
 
 FORMAT = "ppsweep-planner-profile/1"
 METRICS = ("input_tps", "ttft_p50_s", "ttft_p95_s")
 Z90 = 1.6449  # two-sided 90 %: the 95th percentile of the standard normal
-NOISE_FLOOR = {"input_tps": 0.02, "ttft_p50_s": 0.03, "ttft_p95_s": 0.06}
+NOISE_FLOOR = {"input_tps": 0.03, "ttft_p50_s": 0.04, "ttft_p95_s": 0.07}
 BOOT_NOISE_S = 15.0
 MEM_NOISE_MIB = 400.0
 IDENTIFIED_RATIO = 0.7
@@ -394,3 +394,13 @@ def _lm(theta: np.ndarray, pts: list[Point], y: np.ndarray, sig: np.ndarray, the
             if lam > 1e8:
                 break
     return theta, jac[:nd]
+
+
+def prior_only(hardware: Hardware | None = None, chunk: int = 8192) -> Fitted:
+    """The model before any measurement: the prior's centres and spreads (the adaptive sweep's
+    start, before its first layout)."""
+    hw = hardware or Hardware()
+    return Fitted(hw, np.log([p.prior for p in PARAMS]),
+                  np.diag([p.prior_sd**2 for p in PARAMS]), dict(NOISE_FLOOR),
+                  _linear([], [], BOOT_PARAMS, BOOT_NOISE_S),
+                  _linear([], [], MEM_PARAMS, MEM_NOISE_MIB), [], [], chunk=chunk)

@@ -61,14 +61,14 @@ class Param:
 # fitted there to the seeds' table; bus bandwidth and latency from the seeds' §9.2 nccl-tests);
 # the prior spreads are wide so that the measured rounds decide.
 PARAMS: tuple[Param, ...] = (
-    Param("chunk_gpu_s", 11.66, 0.5, "GPU-s", "compute of one reference chunk, whole model"),
-    Param("n_half", 11.0, 0.7, "GPUs", "small-GEMM loss 1 + (tp / n_half)^gamma"),
-    Param("gamma", 1.0, 0.4, "", "small-GEMM loss exponent"),
-    Param("busbw_island_gbs", 40.85, 0.3, "GB/s", "all-reduce bus bandwidth, one PCIe island"),
-    Param("busbw_node_gbs", 39.13, 0.3, "GB/s", "all-reduce bus bandwidth, one node"),
-    Param("busbw_multinode_gbs", 39.9, 0.3, "GB/s", "all-reduce bus bandwidth across nodes"),
-    Param("ar_step_latency_us", 2.0, 1.0, "us", "latency of one ring step of an all-reduce"),
-    Param("stage_sync_ms", 37.0, 0.7, "ms", "PP lock-step sync per extra stage per tick"),
+    Param("chunk_gpu_s", 11.66, 0.3, "GPU-s", "compute of one reference chunk, whole model"),
+    Param("n_half", 11.0, 0.3, "GPUs", "small-GEMM loss 1 + (tp / n_half)^gamma"),
+    Param("gamma", 1.0, 0.2, "", "small-GEMM loss exponent"),
+    Param("busbw_island_gbs", 40.85, 0.08, "GB/s", "all-reduce bus bandwidth, one PCIe island"),
+    Param("busbw_node_gbs", 39.13, 0.08, "GB/s", "all-reduce bus bandwidth, one node"),
+    Param("busbw_multinode_gbs", 39.9, 0.08, "GB/s", "all-reduce bus bandwidth across nodes"),
+    Param("ar_step_latency_us", 2.0, 0.5, "us", "latency of one ring step of an all-reduce"),
+    Param("stage_sync_ms", 37.0, 0.3, "ms", "PP lock-step sync per extra stage per tick"),
     Param("p2p_intra_gbs", 24.0, 0.7, "GB/s", "stage hand-off bandwidth within a node"),
     Param("p2p_inter_gbs", 45.0, 0.7, "GB/s", "stage hand-off bandwidth between nodes"),
     Param("p2p_latency_us", 25.0, 1.0, "us", "stage hand-off latency"),
