@@ -37,11 +37,19 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_ppsweep.planner.adaptive import Candidate, Workload, decide  # noqa: E402
-from pytest_ppsweep.planner.adaptive import skip_third_repeat  # noqa: E402
-from pytest_ppsweep.planner.data import LayoutFacts, Measured, Observation  # noqa: E402
-from pytest_ppsweep.planner.data import read_points_file  # noqa: E402
-from pytest_ppsweep.planner.fit import Fitted, fit, prior_only  # noqa: E402
+from pytest_ppsweep.planner.adaptive import (  # noqa: E402
+    Candidate,
+    Workload,
+    decide,
+    skip_third_repeat,
+)
+from pytest_ppsweep.planner.data import (  # noqa: E402
+    LayoutFacts,
+    Measured,
+    Observation,
+    read_points_file,
+)
+from pytest_ppsweep.planner.fitting import Fitted, fit, prior_only  # noqa: E402
 
 SEEDS = REPO / "benchmarks" / "data" / "seeds_medians.csv"
 LAYOUTS = ((1, 32, 4), (2, 16, 4), (4, 8, 4), (8, 4, 4), (16, 2, 2))

@@ -37,6 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("progress",),
     ("options",),
     ("runsetup",),
+    ("adaptivesweep",),
     ("stash",),
     ("session",),
     ("fixtures",),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from pytest_ppsweep.planner.fit import Z90, Fitted
+from pytest_ppsweep.planner.fitting import Z90, Fitted
 
 __all__ = ["Candidate", "Decision", "Workload", "decide", "skip_third_repeat"]
 

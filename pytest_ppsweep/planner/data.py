@@ -82,7 +82,8 @@ def _num(path: Path, row: int, key: str, raw: Any, kind: type = float) -> Any:
         raise PlannerError(f"{path}: row {row}: key {key!r}: expected a number, found {raw!r}") \
             from None
     if isinstance(value, float) and not math.isfinite(value):
-        raise PlannerError(f"{path}: row {row}: key {key!r}: expected a finite number, found {raw!r}")
+        raise PlannerError(f"{path}: row {row}: key {key!r}: expected a finite number, "
+                           f"found {raw!r}")
     return value
 
 
@@ -95,8 +96,9 @@ def read_points_file(path: Path) -> Measured:
     reader = csv.DictReader(lines)
     missing = [c for c in POINT_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
+        found = ", ".join(reader.fieldnames or [])
         raise PlannerError(f"{path}: missing column(s) {', '.join(missing)}; expected "
-                           f"{', '.join(POINT_COLUMNS)}, found {', '.join(reader.fieldnames or [])}")
+                           f"{', '.join(POINT_COLUMNS)}, found {found}")
     points: list[Observation] = []
     facts: dict[str, LayoutFacts] = {}
     models, images = set(), set()
@@ -107,7 +109,9 @@ def read_points_file(path: Path) -> Measured:
             cid, pp, tp, ep, _num(path, i, "concurrency", row["concurrency"], int),
             _num(path, i, "input_len", row["input_len"], int),
             _num(path, i, "num_requests", row["num_requests"], int),
-            *(_num(path, i, k, row[k]) for k in ("input_tps", "ttft_p50_s", "ttft_p95_s")),
+            _num(path, i, "input_tps", row["input_tps"]),
+            _num(path, i, "ttft_p50_s", row["ttft_p50_s"]),
+            _num(path, i, "ttft_p95_s", row["ttft_p95_s"]),
             repeats=_num(path, i, "repeats", row.get("repeats") or 3, int),
             spread=_num(path, i, "spread", row.get("spread") or 0.0),
             source=row.get("source") or str(path),
@@ -170,8 +174,8 @@ def load_run_folder(run_dir: Path) -> Measured:
         med = float(tps.median())
         nominal = float(first["input_tokens_nominal"]) / max(int(first["num_requests"]), 1)
         points.append(Observation(
-            str(cid), int(first["pp"]), int(first["tp"]), int(first["ep"]), int(conc),
-            int(round(nominal)), int(first["num_requests"]), med,
+            str(cid), int(first["pp"]), int(first["tp"]), int(first["ep"]), int(str(conc)),
+            round(nominal), int(first["num_requests"]), med,
             float(grp["ttft_p50_s"].astype(float).median()),
             float(grp["ttft_p95_s"].astype(float).median()), len(grp),
             float((tps.max() - tps.min()) / med) if med > 0 else 0.0, str(run_dir)))

@@ -190,7 +190,7 @@ def schedule(pp: int, concurrency: int, input_len: int, num_requests: int, chunk
         budget = chunk
         pieces: list[tuple[int, int, bool]] = []
 
-        def take(r: int, k: int) -> None:
+        def take(r: int, k: int, pieces: list[tuple[int, int, bool]] = pieces) -> None:
             nonlocal chunked
             remaining[r] -= k
             last = remaining[r] <= 0

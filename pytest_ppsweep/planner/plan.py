@@ -16,10 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.planner.data import PlannerError
-from pytest_ppsweep.planner.fit import Band, Fitted, Prediction
+from pytest_ppsweep.planner.fitting import Band, Fitted, Prediction
 
-__all__ = ["PlanRow", "WorkloadSpec", "cluster_layouts", "parse_workload", "plan_rows",
-           "plan_html", "plan_lines", "write_plan_csv"]
+__all__ = [
+    "PlanRow",
+    "WorkloadSpec",
+    "cluster_layouts",
+    "parse_workload",
+    "plan_html",
+    "plan_lines",
+    "plan_rows",
+    "write_plan_csv",
+]
 
 EP_NOTE = "EP does not enter the model"
 
@@ -68,7 +76,7 @@ def parse_workload(text: str) -> WorkloadSpec:
 
 def cluster_layouts(gpus: int, num_layers: int) -> list[tuple[int, int, int]]:
     """(pp, tp, ep) with pp x tp = gpus, pp <= layers, and every ep dividing tp."""
-    out = []
+    out: list[tuple[int, int, int]] = []
     for pp in range(1, gpus + 1):
         if gpus % pp or pp > num_layers:
             continue

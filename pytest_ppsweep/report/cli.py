@@ -409,7 +409,7 @@ _HELP["plan"] = (
 
 def _cmd_fit(args: argparse.Namespace) -> int:
     from pytest_ppsweep.planner.data import load_measured
-    from pytest_ppsweep.planner.fit import fit
+    from pytest_ppsweep.planner.fitting import fit
     from pytest_ppsweep.planner.plan import parameter_lines
 
     runs = [Path(r) for r in args.runs]
@@ -432,11 +432,19 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         print(f"not identified by these data ({len(missing)}): {', '.join(missing)} "
               "(their values are the prior's; predictions that depend on them are wide)")
     print(f"fitted profile: {out}")
+    if first_dir is not None:
+        from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
+
+        run_layouts = [(str(f["config_id"]), int(f["pp"]), int(f["tp"]), int(f["ep"]))
+                       for f in fitted.layouts]
+        plan = write_plan_csv(first_dir / "planner" / "plan.csv",
+                              plan_rows(fitted, layouts=run_layouts or None))
+        print(f"predicted vs measured: {plan} (the report's planner section)")
     return 0
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from pytest_ppsweep.planner.fit import load_fitted
+    from pytest_ppsweep.planner.fitting import load_fitted
     from pytest_ppsweep.planner.plan import parse_workload, plan_lines, plan_rows, write_plan_csv
 
     path = Path(args.profile)

@@ -217,10 +217,10 @@ class Fitted:
                      and post[j] / p.prior_sd > IDENTIFIED_RATIO]
             layouts = len({(o["pp"], o["tp"]) for o in self.measured})
             status = (f"unidentified: Input TPS interval ±{bands[0].half_width:.0%}; "
-                      f"{len(names) and ', '.join(names) or 'the parameters'} not identified by "
+                      f"{(len(names) and ', '.join(names)) or 'the parameters'} not identified by "
                       f"the {layouts} measured layout(s)")
-        return Prediction(pp, tp, concurrency, input_len, *bands, boot, mem, status, sds[0],
-                          tuple(float(g) for g in grad[0]))
+        return Prediction(pp, tp, concurrency, input_len, bands[0], bands[1], bands[2], boot, mem,
+                          status, sds[0], tuple(float(g) for g in grad[0]))
 
     def measured_point(self, config_id: str, concurrency: int) -> dict[str, Any] | None:
         for o in self.measured:
