@@ -18,7 +18,7 @@
    for the layouts it did not boot and for other workloads (C=1, 32K input) on every layout,
    plus the leave-one-layout-out predictions (goal 85-95 %).
 
-    python benchmarks/bench_planner.py [--profiles 10] [--seed 18] [--sd 0.2]
+    python benchmarks/bench_planner.py [--profiles 10] [--seed 18] [--sd 0.35]
 """
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--profiles", type=int, default=10)
     ap.add_argument("--seed", type=int, default=18)
-    ap.add_argument("--sd", type=float, default=0.2, help="log-sd of each perturbation")
+    ap.add_argument("--sd", type=float, default=0.35, help="log-sd of each perturbation")
     ap.add_argument("--skip-seeds", action="store_true")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()

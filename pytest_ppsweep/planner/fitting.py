@@ -47,7 +47,11 @@ __all__ = ["METRICS", "Band", "Fitted", "Prediction", "fit", "load_fitted", "pri
 FORMAT = "ppsweep-planner-profile/1"
 METRICS = ("input_tps", "ttft_p50_s", "ttft_p95_s")
 Z90 = 1.6449  # two-sided 90 %: the 95th percentile of the standard normal
-NOISE_FLOOR = {"input_tps": 0.03, "ttft_p50_s": 0.04, "ttft_p95_s": 0.07}
+NOISE_FLOOR = {"input_tps": 0.015, "ttft_p50_s": 0.02, "ttft_p95_s": 0.04}
+# The model's error (log sd) assumed while fewer than three layouts are measured, so that it
+# cannot be estimated by leaving one out: about the emulator's own distance to the seeds' table
+# (within ~7 %, sim/model/costmodel.py).
+UNMEASURED_MODEL_ERROR = {"input_tps": 0.04, "ttft_p50_s": 0.05, "ttft_p95_s": 0.08}
 BOOT_NOISE_S = 15.0
 MEM_NOISE_MIB = 400.0
 IDENTIFIED_RATIO = 0.7
@@ -303,8 +307,44 @@ def _hardware(measured: Measured, base: Hardware) -> Hardware:
                    else base.max_running_requests)
 
 
-def fit(measured: Measured, hardware: Hardware | None = None) -> Fitted:
-    """Fit the round model, the boot model and the memory model to ``measured``."""
+def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate: bool = True
+        ) -> Fitted:
+    """Fit the round model, the boot model and the memory model to ``measured``.
+
+    With three measured layouts or more, the noise of each metric is calibrated by
+    leave-one-layout-out (:func:`_calibrate`): the model's error where it extrapolates counts,
+    not only how well it fits the layouts it saw."""
+    fitted = _fit(measured, hardware)
+    if len({(o.pp, o.tp) for o in measured.points}) >= 3:
+        if cross_validate:
+            fitted.noise = _calibrate(measured, hardware, fitted.noise)
+    else:  # the model's error away from the measured layouts cannot be measured yet
+        fitted.noise = {m: max(v, UNMEASURED_MODEL_ERROR[m]) for m, v in fitted.noise.items()}
+    return fitted
+
+
+def _calibrate(measured: Measured, hardware: Hardware | None,
+               noise: dict[str, float]) -> dict[str, float]:
+    """Leave each layout out, predict it, and set each metric's noise to the root mean square
+    of those errors (log), at least the floor: the parameters' own spread comes on top, so
+    the interval is on the safe side where the model extrapolates."""
+    layouts = sorted({(o.pp, o.tp) for o in measured.points})
+    excess: dict[str, list[float]] = {m: [] for m in METRICS}
+    for held in layouts:
+        keep = replace(measured, points=tuple(o for o in measured.points
+                                              if (o.pp, o.tp) != held))
+        sub = _fit(keep, hardware)
+        for o in (o for o in measured.points if (o.pp, o.tp) == held):
+            pred = sub.predict(o.pp, o.tp, o.concurrency, o.input_len, o.num_requests)
+            for name in METRICS:
+                band: Band = getattr(pred, name)
+                err = math.log(band.value / getattr(o, name))
+                excess[name].append(err**2)
+    return {m: math.sqrt(max(noise[m] ** 2, float(np.mean(v)) if v else 0.0))
+            for m in METRICS for v in [excess[m]]}
+
+
+def _fit(measured: Measured, hardware: Hardware | None = None) -> Fitted:
     hw = _hardware(measured, hardware or Hardware())
     facts = {f.config_id: f for f in measured.layouts}
     micro = {f.config_id: f.micro for f in measured.layouts}

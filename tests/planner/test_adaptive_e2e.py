@@ -76,9 +76,11 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
+Ran = tuple[subprocess.CompletedProcess[str], Path]
+
+
 @pytest.fixture(scope="module")
-def adaptive_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str],
-                                                                   Path]:
+def adaptive_run(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     base = tmp_path_factory.mktemp("adaptive")
     folder = base / "sweep"
     folder.mkdir()
