@@ -26,6 +26,9 @@ from pytest_ppsweep.planner.fitting import Z90, Fitted
 __all__ = ["Candidate", "Decision", "Workload", "decide", "skip_third_repeat"]
 
 DEFAULT_TOLERANCE = 0.03
+# The best is not declared on one layout: the model's error away from what was measured is
+# unknown until a second layout checks it.
+MIN_MEASURED = 2
 
 
 @dataclass(frozen=True)
@@ -93,12 +96,15 @@ def decide(fitted: Fitted, candidates: Sequence[Candidate], wl: Workload,
     floor = max((s[0] - Z90 * s[1] for s in scored.values()), default=-math.inf)
     skipped: dict[str, str] = {}
     contenders: list[Candidate] = []
+    confirm = len(done) < MIN_MEASURED
     for c in rest:
         mean, sd, _g, _t = scored[c.config_id]
         hi = mean + Z90 * sd
         value, lo_v, hi_v = predicted[c.config_id]
         band = f"Input TPS {value:,.0f} [{lo_v:,.0f}, {hi_v:,.0f}]"
-        if best is not None and hi <= bar:
+        if confirm and best is not None:
+            contenders.append(c)  # a second layout checks the model before any decision
+        elif best is not None and hi <= bar:
             skipped[c.config_id] = (f"predicted {band}: cannot beat {best} "
                                     f"({math.exp(done[best]):,.0f} measured) by more than "
                                     f"{tolerance:.0%}")
@@ -125,8 +131,9 @@ def decide(fitted: Fitted, candidates: Sequence[Candidate], wl: Workload,
     ranked = sorted(contenders, key=lambda c: gain(c) / scored[c.config_id][3], reverse=True)
     pick = ranked[0]
     value, lo_v, hi_v = predicted[pick.config_id]
-    vs = (f"could beat {best} ({math.exp(done[best]):,.0f}) by more than {tolerance:.0%}"
-          if best else "nothing measured yet")
+    vs = ("nothing measured yet" if not best else
+          f"a second layout checks the model before {best} can be declared best" if confirm else
+          f"could beat {best} ({math.exp(done[best]):,.0f}) by more than {tolerance:.0%}")
     why = (f"predicted Input TPS {value:,.0f} [{lo_v:,.0f}, {hi_v:,.0f}] {vs}; tells the most "
            f"per cluster-second of the {len(contenders)} contender(s) "
            f"(~{scored[pick.config_id][3]:,.0f} s)")
