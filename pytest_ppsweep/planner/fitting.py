@@ -317,14 +317,14 @@ def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate:
     fitted = _fit(measured, hardware)
     if len({(o.pp, o.tp) for o in measured.points}) >= 3:
         if cross_validate:
-            fitted.noise = _calibrate(measured, hardware, fitted.noise)
+            fitted.noise = _calibrate(measured, hardware, fitted.noise, fitted.theta)
     else:  # the model's error away from the measured layouts cannot be measured yet
         fitted.noise = {m: max(v, UNMEASURED_MODEL_ERROR[m]) for m, v in fitted.noise.items()}
     return fitted
 
 
 def _calibrate(measured: Measured, hardware: Hardware | None,
-               noise: dict[str, float]) -> dict[str, float]:
+               noise: dict[str, float], start: np.ndarray) -> dict[str, float]:
     """Leave each layout out, predict it, and set each metric's noise to the root mean square
     of those errors (log), at least the floor: the parameters' own spread comes on top, so
     the interval is on the safe side where the model extrapolates."""
@@ -333,7 +333,7 @@ def _calibrate(measured: Measured, hardware: Hardware | None,
     for held in layouts:
         keep = replace(measured, points=tuple(o for o in measured.points
                                               if (o.pp, o.tp) != held))
-        sub = _fit(keep, hardware)
+        sub = _fit(keep, hardware, start=start)
         for o in (o for o in measured.points if (o.pp, o.tp) == held):
             pred = sub.predict(o.pp, o.tp, o.concurrency, o.input_len, o.num_requests)
             for name in METRICS:
@@ -344,7 +344,8 @@ def _calibrate(measured: Measured, hardware: Hardware | None,
             for m in METRICS for v in [excess[m]]}
 
 
-def _fit(measured: Measured, hardware: Hardware | None = None) -> Fitted:
+def _fit(measured: Measured, hardware: Hardware | None = None,
+         start: np.ndarray | None = None) -> Fitted:
     hw = _hardware(measured, hardware or Hardware())
     facts = {f.config_id: f for f in measured.layouts}
     micro = {f.config_id: f.micro for f in measured.layouts}
@@ -356,7 +357,7 @@ def _fit(measured: Measured, hardware: Hardware | None = None) -> Fitted:
     theta0 = np.log([p.prior for p in PARAMS])
     prior_sd = np.asarray([p.prior_sd for p in PARAMS])
     noise = dict(NOISE_FLOOR)
-    theta = theta0.copy()
+    theta = theta0.copy() if start is None else start.copy()
     cov = np.diag(prior_sd**2)
     for _ in range(2):
         sig = np.asarray([noise[m] for m in METRICS])
@@ -415,7 +416,7 @@ def _lm(theta: np.ndarray, pts: list[Point], y: np.ndarray, sig: np.ndarray, the
     r = _residuals(theta, pts, y, sig, theta0, prior_sd, hw)
     cost = float(r @ r)
     jac = jac_at(theta, r)
-    for _ in range(60):
+    for _ in range(40):
         g = jac.T @ r
         h = jac.T @ jac
         step = np.linalg.solve(h + lam * np.diag(np.diag(h) + 1e-9), g)
@@ -423,7 +424,7 @@ def _lm(theta: np.ndarray, pts: list[Point], y: np.ndarray, sig: np.ndarray, the
         rt = _residuals(trial, pts, y, sig, theta0, prior_sd, hw)
         ct = float(rt @ rt)
         if ct < cost:
-            converged = cost - ct < 1e-9 * max(cost, 1.0)
+            converged = cost - ct < 1e-6 * max(cost, 1.0)
             theta, r, cost = trial, rt, ct
             lam = max(lam / 3, 1e-7)
             jac = jac_at(theta, r)

@@ -145,6 +145,7 @@ def stage_layers(num_layers: int, pp: int) -> list[int]:
     return counts
 
 
+@lru_cache(maxsize=256)
 def crosses_nodes(pp: int, tp: int, hw: Hardware) -> bool:
     """Whether any stage boundary leaves a node (mirrors placement.boundary_crosses_nodes)."""
     if pp <= 1:
@@ -228,8 +229,11 @@ def schedule(pp: int, concurrency: int, input_len: int, num_requests: int, chunk
     return Schedule(np.asarray(rows, dtype=np.float64), arrive, done)
 
 
+_NAMES = tuple(p.name for p in PARAMS)
+
+
 def _values(theta: np.ndarray) -> dict[str, float]:
-    return {p.name: float(math.exp(t)) for p, t in zip(PARAMS, theta, strict=True)}
+    return dict(zip(_NAMES, np.exp(theta).tolist(), strict=True))
 
 
 def _busbw(tp: int, v: dict[str, float], hw: Hardware) -> float:
@@ -244,13 +248,26 @@ def micro_of(point: Point, hw: Hardware) -> int:
     return point.micro or max(hw.max_running_requests // point.pp, 1)
 
 
+@lru_cache(maxsize=256)
+def _layers(num_layers: int, pp: int) -> np.ndarray:
+    return np.asarray(stage_layers(num_layers, pp), dtype=np.float64)
+
+
+def _percentile(sorted_values: np.ndarray, q: float) -> float:
+    """``np.percentile(..., q)`` (linear interpolation) of an already sorted array."""
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo))
+
+
 def predict_log(theta: np.ndarray, point: Point, hw: Hardware) -> np.ndarray:
     """log of (Input TPS, TTFT p50 s, TTFT p95 s) of ``point`` under parameters ``exp(theta)``."""
     v = _values(theta)
     pp, tp = point.pp, point.tp
     sch = schedule(pp, point.concurrency, point.input_len, point.num_requests, point.chunk,
                    micro_of(point, hw))
-    layers = np.asarray(stage_layers(hw.num_layers, pp), dtype=np.float64)
+    layers = _layers(hw.num_layers, pp)
     tok = sch.tokens
     eff = 1.0 + (tp / v["n_half"]) ** v["gamma"]
     ideal = tok / hw.reference_chunk_tokens * v["chunk_gpu_s"] * layers / hw.num_layers
@@ -274,7 +291,8 @@ def predict_log(theta: np.ndarray, point: Point, hw: Hardware) -> np.ndarray:
     ttft = ends[sch.done] - start
     duration = float(ends[-1])
     tps = point.num_requests * point.input_len / duration
-    return np.log([tps, float(np.percentile(ttft, 50)), float(np.percentile(ttft, 95))])
+    ttft.sort()
+    return np.log([tps, _percentile(ttft, 50), _percentile(ttft, 95)])
 
 
 def boot_features(point: Point, hw: Hardware) -> np.ndarray:
