@@ -397,7 +397,7 @@ _HELP["fit"] = (
     "examples:\n  python -m pytest_ppsweep fit reports/kimi3-pp-20261201-090656\n"
     "  python -m pytest_ppsweep fit benchmarks/data/seeds_medians.csv --out seeds-profile.json")
 _HELP["plan"] = (
-    "predict every layout with 90 % intervals",
+    "predict every layout with 90 %% intervals",
     "Predict Input TPS, TTFT p50/p95, worst-rank memory and boot time, each with its 90 %\n"
     "interval, for every layout the cluster can run (PP x TP = its GPUs, every EP dividing TP)\n"
     "and each workload (default: the measured ones), beside the measured values where both\n"

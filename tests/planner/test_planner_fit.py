@@ -171,3 +171,15 @@ def test_adaptive_decisions(seeds_fit) -> None:  # type: ignore[no-untyped-def]
     assert skip_third_repeat([3000.0, 3300.0], 0.02, only8, "pp1", wl) is None
     assert skip_third_repeat([8800.0, 8810.0], 0.02, only8, "pp8", wl) is None
     assert math.isfinite(done.predicted.get("pp1", (1.0, 0.0, 2.0))[0])
+
+
+@pytest.mark.parametrize("verb", ["fit", "plan"])
+def test_help_documents_the_planner_verbs(verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([verb, "--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "example" in out and f"python -m pytest_ppsweep {verb} " in out
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert f"  {verb}  " in capsys.readouterr().out
