@@ -317,7 +317,11 @@ def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate:
     fitted = _fit(measured, hardware)
     if len({(o.pp, o.tp) for o in measured.points}) >= 3:
         if cross_validate:
-            fitted.noise = _calibrate(measured, hardware, fitted.noise, fitted.theta)
+            # the error where the model extrapolates is part of every point's error: refit
+            # with it, so that the data pull the parameters only as far as they deserve
+            noise = _calibrate(measured, hardware, fitted.noise, fitted.theta)
+            fitted = _fit(measured, hardware, start=fitted.theta, noise0=noise)
+            fitted.noise = {m: max(noise[m], fitted.noise[m]) for m in METRICS}
     else:  # the model's error away from the measured layouts cannot be measured yet
         fitted.noise = {m: max(v, UNMEASURED_MODEL_ERROR[m]) for m, v in fitted.noise.items()}
     return fitted
@@ -345,7 +349,7 @@ def _calibrate(measured: Measured, hardware: Hardware | None,
 
 
 def _fit(measured: Measured, hardware: Hardware | None = None,
-         start: np.ndarray | None = None) -> Fitted:
+         start: np.ndarray | None = None, noise0: dict[str, float] | None = None) -> Fitted:
     hw = _hardware(measured, hardware or Hardware())
     facts = {f.config_id: f for f in measured.layouts}
     micro = {f.config_id: f.micro for f in measured.layouts}
@@ -356,7 +360,7 @@ def _fit(measured: Measured, hardware: Hardware | None = None,
     y = np.log([[getattr(o, m) for m in METRICS] for o in measured.points])  # (n, 3)
     theta0 = np.log([p.prior for p in PARAMS])
     prior_sd = np.asarray([p.prior_sd for p in PARAMS])
-    noise = dict(NOISE_FLOOR)
+    noise = dict(noise0 or NOISE_FLOOR)
     theta = theta0.copy() if start is None else start.copy()
     cov = np.diag(prior_sd**2)
     for _ in range(2):
