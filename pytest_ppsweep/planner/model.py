@@ -27,7 +27,6 @@ constants of the hardware (GPUs per node and island, layers, hidden size) are no
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from dataclasses import dataclass, field
 from functools import lru_cache
