@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +117,9 @@ class AdaptiveSweep:
         configs = {c.id: c for c in self.sweep.configs}
         rows = plan_rows(self.fitted, layouts=[(i, configs[i].pp, configs[i].tp, configs[i].ep)
                                                for i in self.ids if i in configs])
+        # booted but without a valid round (a boot failure, every round short): say so
+        rows = [replace(r, state="booted, no valid round (prediction only)")
+                if r.layout in self.booted and r.measured is None else r for r in rows]
         write_plan_csv(self.run_dir / "planner" / "plan.csv", rows)
         self._write()
         return list(self.skipped)
