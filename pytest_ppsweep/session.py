@@ -371,7 +371,7 @@ class SweepSession:
     def adaptive_order(self, items: list[pytest.Item], start: int = 0) -> None:
         """Put the layout the planner boots next at ``items[start:]``'s front; refit first
         when a layout was just measured (``start`` > 0)."""
-        if self.adaptive is None:
+        if self.adaptive is None or self.config.option.collectonly:
             return
         blocks: dict[str, list[pytest.Item]] = {}
         others: list[pytest.Item] = []
