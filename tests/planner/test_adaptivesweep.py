@@ -45,3 +45,26 @@ def test_refit_decide_skip_and_plan(tmp_path: Path) -> None:
     # third repeat: spread 0.1 % after two repeats and far below PP8 -> skipped; PP8 itself not
     assert ada.third_repeat(PP1, 8, [3200.0, 3203.0]) is not None
     assert ada.third_repeat(PP8, 8, [8800.0, 8810.0]) is None
+
+
+def test_adaptive_refuses_xdist_and_a_bad_tolerance() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from support.paths import REPO
+
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    for extra, message in (
+            (["--ppsweep-adaptive", "-n", "2", "--ppsweep-cluster", "local,local-b"],
+             "--ppsweep-adaptive: expected a serial run"),
+            (["--ppsweep-adaptive", "--ppsweep-adaptive-tolerance", "x"],
+             "--ppsweep-adaptive-tolerance: expected a fraction such as 0.03, found 'x'"),
+            (["--ppsweep-adaptive-tolerance", "0.05"],
+             "expected together with --ppsweep-adaptive, found it alone")):
+        done = subprocess.run([sys.executable, "-m", "pytest", str(REPO / "test_matrix"),
+                               "--collect-only", "-q", "-p", "no:cacheprovider", *extra],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert message in done.stderr, done.stderr
