@@ -115,6 +115,51 @@ def addoption(parser: pytest.Parser) -> None:
         "(crashed or killed) runs left on the nodes of an ssh cluster, found by their labels. "
         "Without it such leftovers are only reported.",
     )
+    add_adaptive_options(group)
+
+
+def add_adaptive_options(group: Any) -> None:
+    """--ppsweep-adaptive and its tolerance (the planner decides what to boot)."""
+    group.addoption(
+        "--ppsweep-adaptive",
+        dest="ppsweep_adaptive",
+        action="store_true",
+        default=False,
+        help="boot first the layouts that tell the most, refit the planner's model after each, "
+        "stop when the best layout is decided (its 90 %% interval clear of every other's, or "
+        "the rest cannot beat it by more than the tolerance) and skip a third repeat that "
+        "cannot change the decision; skipped layouts are 'predicted, not measured'. Serial "
+        "runs only.",
+    )
+    group.addoption(
+        "--ppsweep-adaptive-tolerance",
+        dest="ppsweep_adaptive_tolerance",
+        default=None,
+        metavar="FRACTION",
+        help="with --ppsweep-adaptive: how much better (Input TPS) an unbooted layout may "
+        "still be predicted to be before the best counts as decided. Default: 0.03.",
+    )
+
+
+def adaptive_tolerance(config: pytest.Config) -> float | None:
+    """The adaptive sweep's tolerance, or None without --ppsweep-adaptive."""
+    raw = config.getoption("ppsweep_adaptive_tolerance", None)
+    if not config.getoption("ppsweep_adaptive", False):
+        if raw is not None:
+            raise pytest.UsageError("--ppsweep-adaptive-tolerance: expected together with "
+                                    "--ppsweep-adaptive, found it alone")
+        return None
+    if raw is None:
+        return 0.03
+    try:
+        value = float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"--ppsweep-adaptive-tolerance: expected a fraction such as "
+                                f"0.03, found {raw!r}") from None
+    if not 0 <= value < 1:
+        raise pytest.UsageError(f"--ppsweep-adaptive-tolerance: expected 0 <= value < 1, found "
+                                f"{raw}")
+    return value
 
 
 def get(config: pytest.Config, name: str) -> str | None:

@@ -91,6 +91,27 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         sweep.preflight()
 
 
+@pytest.hookimpl(tryfirst=True)  # --ppsweep-adaptive: the first layout the planner boots
+def pytest_runtestloop(session: pytest.Session) -> None:
+    if (sweep := SweepSession.of(session.config)) is not None:
+        sweep.adaptive_order(session.items)
+
+
+@pytest.hookimpl(wrapper=True)  # --ppsweep-adaptive: after a layout, refit and choose the next
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[
+        None, object, object]:
+    result = yield
+    if (session := SweepSession.of(item.config)) is not None:
+        session.adaptive_after(item, nextitem)
+    return result
+
+
+@pytest.hookimpl(tryfirst=True)  # --ppsweep-adaptive: a skipped layout is not booted
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if (session := SweepSession.of(item.config)) is not None:
+        session.adaptive_skip(item)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]

@@ -18,6 +18,7 @@ the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the ha
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -38,6 +39,7 @@ from pytest_ppsweep.report import summary
 from pytest_ppsweep.stash import SESSION_KEY
 
 if TYPE_CHECKING:
+    from pytest_ppsweep.adaptivesweep import AdaptiveSweep
     from pytest_ppsweep.matrix.model import Cluster, Sweep
     from pytest_ppsweep.pool.lease import Pool
     from pytest_ppsweep.sweeprun import SweepRun
@@ -114,6 +116,7 @@ class SweepSession:
         self.baseline_ref: Path | None = None  # --ppsweep-baseline-from, checked at start
         self.selected: dict[str, set[int]] | None = None  # set by selection()
         self._previous_handlers: dict[int, Any] = {}
+        self.adaptive: AdaptiveSweep | None = None  # --ppsweep-adaptive (set by start)
 
     @staticmethod
     def of(config: pytest.Config) -> SweepSession | None:
@@ -167,6 +170,7 @@ class SweepSession:
         if not session.worker:
             for note in plan.notes:
                 session.progress(note)
+        session._start_adaptive()
         session._install_safety_net()
         config.stash[SESSION_KEY] = session
         return session
@@ -355,6 +359,7 @@ class SweepSession:
         if self.worker or self.rendered is not None:
             return
         self.progress.stop_following()  # the workers' last lines come before the summary
+        self._finish_adaptive()
         not_run = dict(self.leases.not_run) if self.leases else {}
         self.rendered = summary.finish(
             self.store, self.ids, not_run, self.compare_ref, self.thresholds
@@ -364,6 +369,90 @@ class SweepSession:
             self.baseline = summary.save_baseline(
                 self.store, name, options.reports_root(self.config), exitstatus
             )
+
+    # -- the adaptive sweep (--ppsweep-adaptive) ----------------------------------------------
+
+    def _start_adaptive(self) -> None:
+        """With --ppsweep-adaptive: the planner decides the order of the layouts and which to
+        skip (serial runs only: one process must see every layout's rounds)."""
+        tolerance = options.adaptive_tolerance(self.config)
+        if tolerance is None:
+            return
+        if self.worker or self.config.getoption("numprocesses", None):
+            raise pytest.UsageError(
+                "--ppsweep-adaptive: expected a serial run (one process decides which layout "
+                "to boot after each one), found pytest-xdist -n; drop -n or the option")
+        from pytest_ppsweep.adaptivesweep import AdaptiveSweep
+
+        cluster = self.pool[0]
+        self.adaptive = AdaptiveSweep(self.sweep, self.ids, self.store.dir, cluster.gpus,
+                                      cluster.gpus_per_node, tolerance, self.progress)
+        self.run.third_repeat = self.adaptive.third_repeat
+        # a point whose third repeat the planner skipped has two: the verdict accepts them
+        self.store.update_json("metadata/run.json", adaptive=True,
+                               min_repeats=min(self.sweep.min_repeats, 2))
+        self.progress(f"adaptive: the planner orders the layouts and stops when the best is "
+                      f"decided (tolerance {tolerance:.0%})")
+
+    def adaptive_order(self, items: list[pytest.Item], start: int = 0) -> None:
+        """Put the layout the planner boots next at ``items[start:]``'s front; refit first
+        when a layout was just measured (``start`` > 0)."""
+        if self.adaptive is None or self.config.option.collectonly:
+            return
+        blocks: dict[str, list[pytest.Item]] = {}
+        others: list[pytest.Item] = []
+        for item in items[start:]:
+            cid = _params(item).get("ppsweep_config")
+            (blocks.setdefault(str(cid), []) if cid is not None else others).append(item)
+        if not blocks:
+            return
+        if start > 0:
+            self.adaptive.refit()
+        chosen = self.adaptive.next_layout(list(blocks))
+        for cid in blocks:
+            why = self.adaptive.skip_reason(cid)
+            if why:
+                self.plan.skip_configs[cid] = why
+        order = [*([chosen] if chosen else []), *(c for c in blocks if c != chosen)]
+        items[start:] = others + [item for cid in order for item in blocks[cid]]
+
+    def adaptive_after(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """After a layout's last test: refit and choose the next layout."""
+        if self.adaptive is None:
+            return
+        cid = _params(item).get("ppsweep_config")
+        if cid is None or (nextitem is not None
+                           and _params(nextitem).get("ppsweep_config") == cid):
+            return
+        if self.adaptive.skip_reason(str(cid)):
+            return
+        items = item.session.items
+        if item in items:
+            self.adaptive_order(items, items.index(item) + 1)
+
+    def adaptive_skip(self, item: pytest.Item) -> None:
+        """A test of a layout the planner skipped is skipped with the reason."""
+        if self.adaptive is None:
+            return
+        cid = _params(item).get("ppsweep_config")
+        why = self.adaptive.skip_reason(str(cid)) if cid is not None else None
+        if why:
+            pytest.skip(f"{cid}: {why}")
+
+    def _finish_adaptive(self) -> None:
+        """The last fit, the plan, and the skipped layouts out of the judged selection."""
+        if self.adaptive is None:
+            return
+        skipped = self.adaptive.finish()
+        if skipped:
+            self.progress(f"adaptive: {len(skipped)} layout(s) predicted, not measured: "
+                          f"{', '.join(skipped)} (planner/plan.csv)")
+            path = self.store.dir / "metadata" / "run.json"
+            chosen = json.loads(path.read_text(encoding="utf-8")).get("selected")
+            if isinstance(chosen, dict):
+                self.store.update_json("metadata/run.json", selected={
+                    k: v for k, v in chosen.items() if k not in skipped},
+                    adaptive_skipped=dict(self.adaptive.skipped))
 
     # -- render hooks: show what finish() computed --------------------------------------------
 

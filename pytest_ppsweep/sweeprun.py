@@ -158,6 +158,8 @@ class SweepRun:
         self.done: frozenset[tuple[str, int, int]] = frozenset(done)
         self.compare_ref = compare_ref
         self.thresholds: dict[str, Any] = dict(thresholds or {})
+        # --ppsweep-adaptive: (config id, C, Input TPS of 2 repeats) -> why the 3rd is skipped
+        self.third_repeat: Callable[[str, int, list[float]], str | None] | None = None
         self._busy: dict[str, float] = {}  # config id → seconds of cluster time so far
 
     @property
@@ -363,9 +365,13 @@ class SweepRun:
         """All repeats of one concurrency; every round is on disk before the next starts."""
         cfg = booted.service.config
         scale = booted.topology.time_scale
-        results = []
+        results: list[RoundResult] = []
         repeats = self.sweep.workload.repeats
         for repeat in range(1, repeats + 1):
+            if repeat == 3 and (why := self._skip_third(cfg.id, concurrency, results)):
+                self.progress(f"{cfg.id} C={concurrency}: round 3/{repeats} skipped (adaptive "
+                              f"repeats): {why}")
+                break
             if (cfg.id, concurrency, repeat) in self.done:
                 self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} kept (resume)")
                 continue
@@ -420,6 +426,16 @@ class SweepRun:
             if booted.look() is not None:  # the round ended by itself, but a rank died meanwhile
                 self._aborted(booted, concurrency, repeat, t0)
         return results
+
+    def _skip_third(self, config_id: str, concurrency: int,
+                    results: list[RoundResult]) -> str | None:
+        """--ppsweep-adaptive: why the third repeat of this point is not needed, or None."""
+        gate = self.third_repeat
+        tps = [r.input_tps for r in results if r.input_tps is not None]
+        if gate is None or len(results) != 2 or len(tps) != 2:
+            return None
+        why: str | None = gate(config_id, concurrency, tps)
+        return why
 
     def _aborted(self, booted: Booted, concurrency: int, repeat: int, t0: float) -> NoReturn:
         """A rank died during round ``repeat``: say so and fail with the cause."""

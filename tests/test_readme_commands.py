@@ -41,6 +41,8 @@ NOT_RUN = {
         "tests/plugin/test_xdist_pool.py runs its -n 2 path",
     "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "
         "tests/gate/test_gate.py checks the tiers and tests/plugin/test_gate_e2e.py the gate",
+    "python benchmarks/bench_planner.py": "a benchmark (10 hidden profiles, minutes); "
+        "tests/planner/test_bench_planner.py runs it on one profile",
     "python benchmarks/bench_fail_fast.py": "a benchmark (boots real SGLang on CPU, minutes); "
         "tests/plugin/test_liveness.py and tests/real/test_real_sglang.py run its paths",
     "python benchmarks/bench_interrupts.py": "a benchmark (36 interrupted sweeps, minutes); "
@@ -229,3 +231,35 @@ def test_real_sglang_on_cpu(reports: Path) -> None:
                    timeout=900), command)
     assert "ppsweep summary" in out
     assert "SIMULATED" not in out
+
+
+@runs(
+    "pytest test_matrix --ppsweep-adaptive",
+    "python -m pytest_ppsweep fit reports/<run_id>",
+    "python -m pytest_ppsweep fit benchmarks/data/seeds_medians.csv --out seeds-profile.json",
+    "python -m pytest_ppsweep plan --profile reports/<run_id>",
+    "python -m pytest_ppsweep plan --profile seeds-profile.json --workload c=1 "
+    "--workload c=8,input=32768",
+)
+def test_fit_plan_adaptive_workflow(reports: Path, tmp_path: Path) -> None:
+    command = "pytest test_matrix --ppsweep-adaptive"
+    before = set(_runs(reports))
+    out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports), *EMULATED_CUT),
+                   timeout=600), command)
+    assert "adaptive: boot " in out and "adaptive: best decided" in out, out[-3000:]
+    new = set(_runs(reports)) - before
+    assert len(new) == 1, out[-2000:]
+    run = new.pop()
+    cli = [sys.executable, "-m", "pytest_ppsweep"]
+    out = _ok(_run([*cli, "fit", str(run)], timeout=300), "fit reports/<run_id>")
+    assert (run / "planner" / "profile.json").is_file() and "fitted profile" in out
+    out = _ok(_run([*cli, "plan", "--profile", str(run)], timeout=300), "plan --profile run")
+    assert "pp8-tp4-ep4" in out and "[" in out
+    profile = tmp_path / "seeds-profile.json"
+    out = _ok(_run([*cli, "fit", "benchmarks/data/seeds_medians.csv", "--out", str(profile)],
+                   timeout=300), "fit seeds")
+    assert "not identified by these data" in out
+    out = _ok(_run([*cli, "plan", "--profile", str(profile), "--workload", "c=1",
+                    "--workload", "c=8,input=32768", "--csv", str(tmp_path / "plan.csv")],
+                   timeout=300), "plan seeds")
+    assert "pp32-tp1-ep1" in out and "32768" in out

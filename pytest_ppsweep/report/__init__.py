@@ -44,12 +44,17 @@ if TYPE_CHECKING:
         html_summary,
         rebuild_report,
     )
+    from pytest_ppsweep.report.plannerview import (
+        html_section,
+        terminal_lines,
+    )
     from pytest_ppsweep.report.summary import (
         INITIAL_SORT,
         TABLE_HEADER,
         Rendered,
         finish,
         layout_key,
+        planner_lines,
         render,
         save_baseline,
         table_row,
@@ -86,11 +91,14 @@ _NAMES = {
     "build_report": "html",
     "html_summary": "html",
     "rebuild_report": "html",
+    "html_section": "plannerview",
+    "terminal_lines": "plannerview",
     "INITIAL_SORT": "summary",
     "Rendered": "summary",
     "TABLE_HEADER": "summary",
     "finish": "summary",
     "layout_key": "summary",
+    "planner_lines": "summary",
     "render": "summary",
     "save_baseline": "summary",
     "table_row": "summary",
@@ -117,10 +125,12 @@ __all__ = [
     "finish",
     "gate_lines",
     "gate_result",
+    "html_section",
     "html_summary",
     "layout_key",
     "main",
     "num",
+    "planner_lines",
     "read_run_line",
     "rebuild_report",
     "records",
@@ -132,6 +142,7 @@ __all__ = [
     "show_lines",
     "spread_chart",
     "table_row",
+    "terminal_lines",
     "terminal_summary",
 ]
 __getattr__ = lazy(__name__, _NAMES)

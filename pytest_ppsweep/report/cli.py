@@ -5,6 +5,8 @@ the run folders alone (no cluster, no pytest).
     python -m pytest_ppsweep show RUN [--reports DIR]
     python -m pytest_ppsweep report reports/<run_id>
     python -m pytest_ppsweep compare reports/<run_a> reports/<run_b>
+    python -m pytest_ppsweep fit RUN... [--out PATH]
+    python -m pytest_ppsweep plan --profile FITTED [--workload c=1,input=32768]
 
 Exit status: 0 on success, 2 when a folder, file or column is missing (the message names it)
 and on a usage error.
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from pytest_ppsweep.planner.data import PlannerError
 from pytest_ppsweep.report.html import analyse, rebuild_report
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
@@ -290,12 +293,16 @@ verbs:
   show      print a stored run's terminal summary (medians, verdicts, recommendation, gate)
   report    rebuild summary.csv and report-rebuilt.html of a run folder
   compare   side-by-side medians of two runs
+  fit       fit the planner's cost model to measured runs (RUN/planner/profile.json)
+  plan      predict every layout the cluster can run, with 90 % intervals
 
 examples:
   python -m pytest_ppsweep runs
   python -m pytest_ppsweep show kimi3-pp-20261201-090656
   python -m pytest_ppsweep report reports/kimi3-pp-20261201-090656
   python -m pytest_ppsweep compare reports/<last-good> reports/<new-image>
+  python -m pytest_ppsweep fit reports/kimi3-pp-20261201-090656
+  python -m pytest_ppsweep plan --profile reports/kimi3-pp-20261201-090656
 
 Run `python -m pytest_ppsweep VERB --help` for a verb's options.
 Exit status: 0 on success; 2 on a usage error or when a folder, file or column is missing
@@ -362,6 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b", type=Path, help="run folder compared with the reference; "
                          "the table is written to <run_b>/compare-<run_a name>.csv")
     compare.set_defaults(func=_cmd_compare)
+    _planner_verbs(sub)
     return parser
 
 
@@ -370,7 +378,103 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         status: int = args.func(args)
-    except RunFolderError as exc:
+    except (RunFolderError, PlannerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISSING
     return status
+
+
+# -- the planner's verbs: fit and plan --------------------------------------------------------
+
+_HELP["fit"] = (
+    "fit the planner's cost model to measured runs",
+    "Fit the physical parameters of the planner's cost model (compute per chunk, small-GEMM\n"
+    "loss, bus bandwidth and latency per span, stage sync, P2P, boot time, memory) to the\n"
+    "valid rounds of one or more run folders (or points files such as\n"
+    "benchmarks/data/seeds_medians.csv). Writes the fitted profile, with the 90 % interval of\n"
+    "every parameter, to <first RUN>/planner/profile.json (or --out), prints the parameters\n"
+    "and names those the data cannot identify. Runs of different models or images are refused.",
+    "examples:\n  python -m pytest_ppsweep fit reports/kimi3-pp-20261201-090656\n"
+    "  python -m pytest_ppsweep fit benchmarks/data/seeds_medians.csv --out seeds-profile.json")
+_HELP["plan"] = (
+    "predict every layout with 90 %% intervals",
+    "Predict Input TPS, TTFT p50/p95, worst-rank memory and boot time, each with its 90 %\n"
+    "interval, for every layout the cluster can run (PP x TP = its GPUs, every EP dividing TP)\n"
+    "and each workload (default: the measured ones), beside the measured values where both\n"
+    "exist. Written to planner/plan.csv next to the profile.",
+    "examples:\n  python -m pytest_ppsweep plan --profile reports/kimi3-pp-20261201-090656\n"
+    "  python -m pytest_ppsweep plan --profile seeds-profile.json --workload c=1 "
+    "--workload c=8,input=32768")
+
+
+def _cmd_fit(args: argparse.Namespace) -> int:
+    from pytest_ppsweep.planner.data import load_measured
+    from pytest_ppsweep.planner.fitting import fit
+    from pytest_ppsweep.planner.plan import parameter_lines
+
+    runs = [Path(r) for r in args.runs]
+    runs = [r if r.exists() or not (args.reports / r).is_dir() else args.reports / r
+            for r in runs]
+    fitted = fit(load_measured(runs))
+    first_dir = next((r for r in runs if r.is_dir()), None)
+    out = args.out or (first_dir / "planner" / "profile.json" if first_dir else None)
+    if out is None:
+        raise PlannerError("fit: no run folder among the inputs: expected --out PATH for the "
+                           "fitted profile, found none")
+    fitted.write(out)
+    layouts = len({(o["pp"], o["tp"], o["ep"]) for o in fitted.measured})
+    print(f"fitted on {len(fitted.measured)} point(s) of {layouts} layout(s) from "
+          f"{', '.join(fitted.sources)}")
+    for line in parameter_lines(fitted):
+        print(line)
+    missing = fitted.unidentified()
+    if missing:
+        print(f"not identified by these data ({len(missing)}): {', '.join(missing)} "
+              "(their values are the prior's; predictions that depend on them are wide)")
+    print(f"fitted profile: {out}")
+    if first_dir is not None:
+        from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
+
+        run_layouts = [(str(f["config_id"]), int(f["pp"]), int(f["tp"]), int(f["ep"]))
+                       for f in fitted.layouts]
+        plan = write_plan_csv(first_dir / "planner" / "plan.csv",
+                              plan_rows(fitted, layouts=run_layouts or None))
+        print(f"predicted vs measured: {plan} (the report's planner section)")
+    return 0
+
+
+def _cmd_plan(args: argparse.Namespace) -> int:
+    from pytest_ppsweep.planner.fitting import load_fitted
+    from pytest_ppsweep.planner.plan import parse_workload, plan_lines, plan_rows, write_plan_csv
+
+    path = Path(args.profile)
+    if not path.exists() and (args.reports / path).is_dir():
+        path = args.reports / path
+    fitted = load_fitted(path)
+    workloads = [parse_workload(w) for w in args.workload or ()]
+    rows = plan_rows(fitted, workloads)
+    for line in plan_lines(rows):
+        print(line)
+    where = path / "planner" if path.is_dir() else path.parent
+    print(f"plan: {write_plan_csv(args.csv or where / 'plan.csv', rows)}")
+    return 0
+
+
+def _planner_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    fit_p = _sub(sub, "fit")
+    fit_p.add_argument("runs", nargs="+", metavar="RUN",
+                       help="run folders (a path or an id in the reports folder) or points files")
+    fit_p.add_argument("--out", type=Path, default=None, metavar="PATH",
+                       help="where to write the fitted profile (default RUN/planner/profile.json)")
+    _reports_option(fit_p)
+    fit_p.set_defaults(func=_cmd_fit)
+    plan_p = _sub(sub, "plan")
+    plan_p.add_argument("--profile", required=True, metavar="FITTED",
+                        help="a fitted profile (JSON) or a run folder that holds planner/")
+    plan_p.add_argument("--workload", action="append", metavar="c=N[,input=N][,requests=N]",
+                        help="a workload to predict (repeatable; default: the measured ones)")
+    plan_p.add_argument("--csv", type=Path, default=None, metavar="PATH",
+                        help="where to write the table (default: planner/plan.csv beside the "
+                        "profile)")
+    _reports_option(plan_p)
+    plan_p.set_defaults(func=_cmd_plan)

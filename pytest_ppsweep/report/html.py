@@ -16,6 +16,7 @@ from urllib.parse import quote, unquote
 
 import pandas as pd
 
+from pytest_ppsweep.report import plannerview
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.aggregate import (
@@ -322,6 +323,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     body = [_decision(data, summary, verdicts, recommendation),
             _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
             _memory(data, summary), _steps(summary), _verdicts(verdicts), _metadata(data),
+            plannerview.html_section(data.run_dir),
             f"<h3>Evidence</h3><p>{evidence}</p>"]
     return [_STYLE, _banner(data), '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>',
             *body, "</div>"]

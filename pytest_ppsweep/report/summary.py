@@ -122,5 +122,12 @@ def render(run_dir: Path) -> Rendered:
     write_summary(run_dir, summary)
     return Rendered(
         html_summary(data, summary, verdicts, rec),
-        terminal_summary(summary, verdicts, rec, width=100),
+        terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir),
     )
+
+
+def planner_lines(run_dir: Path) -> list[str]:
+    """The planner's predicted-vs-measured table, where the run folder has a plan."""
+    from pytest_ppsweep.report.plannerview import terminal_lines
+
+    return terminal_lines(run_dir)

@@ -1,0 +1,78 @@
+"""The report's planner section: predicted vs measured, from ``planner/plan.csv`` of the run
+folder (written by the adaptive sweep at the end of its run, and by ``python -m pytest_ppsweep
+fit RUN``). Every prediction is shown with its 90 % interval; layouts the adaptive sweep did
+not boot read "predicted, not measured". Nothing when the run has no plan.
+"""
+
+from __future__ import annotations
+
+import csv
+from html import escape
+from pathlib import Path
+
+__all__ = ["html_section", "terminal_lines"]
+
+PLAN = Path("planner") / "plan.csv"
+HEADERS = ("Layout", "C", "Input TPS predicted [90 %]", "measured", "TTFT p50 s predicted "
+           "[90 %]", "measured", "Worst-rank MiB [90 %]", "State")
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    path = run_dir / PLAN
+    if not path.is_file():
+        return []
+    with path.open(encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _band(row: dict[str, str], key: str, fmt: str) -> str:
+    try:
+        v, lo, hi = (float(row[f"{key}_{k}"]) for k in ("pred", "lo90", "hi90"))
+    except (KeyError, ValueError):
+        return "—"
+    return f"{v:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def _measured(row: dict[str, str], key: str, fmt: str) -> str:
+    raw = row.get(f"measured_{key}") or ""
+    try:
+        value = float(raw)
+        lo, hi = float(row[f"{key}_lo90"]), float(row[f"{key}_hi90"])
+    except (KeyError, ValueError):
+        return "—"
+    return f"{value:{fmt}} ({'inside' if lo <= value <= hi else 'OUTSIDE'})"
+
+
+def _cells(row: dict[str, str]) -> list[str]:
+    state = row.get("state", "") + (f" ({row['note']})" if row.get("note") else "")
+    return [row.get("layout", ""), row.get("concurrency", ""),
+            _band(row, "input_tps", ",.0f"), _measured(row, "input_tps", ",.0f"),
+            _band(row, "ttft_p50_s", ".2f"), _measured(row, "ttft_p50_s", ".2f"),
+            _band(row, "mem_peak_mib", ",.0f"), state]
+
+
+def html_section(run_dir: Path) -> str:
+    """The HTML section, or "" when the run folder has no plan."""
+    rows = _rows(run_dir)
+    if not rows:
+        return ""
+    head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _cells(r)) + "</tr>"
+                   for r in rows)
+    return ('<h3 id="ppsweep-planner">Planner: predicted vs measured</h3>'
+            "<p>The planner's fitted cost model (planner/profile.json); each prediction with "
+            "its 90 % interval, the measured median beside it where both exist.</p>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def terminal_lines(run_dir: Path) -> list[str]:
+    """The same table for the terminal summary ([] without a plan)."""
+    rows = _rows(run_dir)
+    if not rows:
+        return []
+    table = [list(HEADERS), *(_cells(r) for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS) - 1)]
+    lines = ["planner: predicted vs measured (90 % intervals)"]
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  "
+              + r[-1] for r in table]
+    return lines

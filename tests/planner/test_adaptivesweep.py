@@ -1,0 +1,70 @@
+"""The adaptive sweep's bookkeeping on a recorded run folder (no boot): refit on the rounds so
+far, decide, skip with reasons, and the plan it leaves (booted-but-failed layouts included)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from support.paths import SEED
+from support.runs import record_run, seed_points
+
+from pytest_ppsweep.adaptivesweep import AdaptiveSweep
+from pytest_ppsweep.matrix.parse import load
+
+PP8, PP4, PP2, PP1, PP16 = ("pp8-tp4-ep4", "pp4-tp8-ep4", "pp2-tp16-ep4", "pp1-tp32-ep4",
+                            "pp16-tp2-ep2")
+
+
+def test_refit_decide_skip_and_plan(tmp_path: Path) -> None:
+    run = record_run(tmp_path, "run", seed_points([PP8, PP4]), failed_boot=(PP2,))
+    sweep = load(SEED)
+    said: list[str] = []
+    ada = AdaptiveSweep(sweep, [c.id for c in sweep.configs], run, 32, 8, 0.03, said.append)
+    first = ada.next_layout([c.id for c in sweep.configs])  # prior only: something to boot
+    assert first is not None and said[-1].startswith(f"adaptive: boot {first}: predicted")
+    ada.booted[:] = [PP8, PP4, PP2]
+    ada.refit()
+    assert {o["config_id"] for o in ada.fitted.measured} == {PP8, PP4}
+    assert ada.next_layout([PP1, PP16]) is None  # PP1 and PP16 cannot beat the measured PP8
+    assert ada.decided == PP8
+    for cid in (PP1, PP16):
+        assert ada.skip_reason(cid) is not None
+        assert ada.skip_reason(cid).startswith("predicted, not measured: predicted Input TPS")
+        assert any(line.startswith(f"adaptive: skip {cid} (predicted, not measured)")
+                   for line in said)
+    assert sorted(ada.finish()) == sorted([PP1, PP16])
+    states = {r["layout"]: r["state"] for r in csv.DictReader((run / "planner" / "plan.csv")
+                                                              .open()) if r["concurrency"] == "8"}
+    assert states[PP8] == states[PP4] == "measured"
+    assert states[PP2] == "booted, no valid round (prediction only)"
+    assert states[PP1].startswith(("predicted, not measured", "unidentified"))
+    saved = json.loads((run / "planner" / "adaptive.json").read_text())
+    assert saved["decided"] == PP8 and set(saved["skipped"]) == {PP1, PP16}
+    # third repeat: spread 0.1 % after two repeats and far below PP8 -> skipped; PP8 itself not
+    assert ada.third_repeat(PP1, 8, [3200.0, 3203.0]) is not None
+    assert ada.third_repeat(PP8, 8, [8800.0, 8810.0]) is None
+
+
+def test_adaptive_refuses_xdist_and_a_bad_tolerance() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from support.paths import REPO
+
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    for extra, message in (
+            (["--ppsweep-adaptive", "-n", "2", "--ppsweep-cluster", "local,local-b"],
+             "--ppsweep-adaptive: expected a serial run"),
+            (["--ppsweep-adaptive", "--ppsweep-adaptive-tolerance", "x"],
+             "--ppsweep-adaptive-tolerance: expected a fraction such as 0.03, found 'x'"),
+            (["--ppsweep-adaptive-tolerance", "0.05"],
+             "expected together with --ppsweep-adaptive, found it alone")):
+        done = subprocess.run([sys.executable, "-m", "pytest", str(REPO / "test_matrix"),
+                               "--collect-only", "-q", "-p", "no:cacheprovider", *extra],
+                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 4, done.stdout + done.stderr
+        assert message in done.stderr, done.stderr
