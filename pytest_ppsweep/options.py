@@ -93,8 +93,8 @@ def addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="METRIC:±N%",
-        help="gate threshold, e.g. input_tps:-3% or ttft_p50:+5% (repeatable; default "
-        "input_tps:-3%, ttft_p50:+5%, or [sweep] thresholds).",
+        help="gate threshold, e.g. input_tps:-3%% or ttft_p50:+5%% (repeatable; default "
+        "input_tps:-3%%, ttft_p50:+5%%, or [sweep] thresholds).",
     )
     group.addoption(
         "--ppsweep-config",

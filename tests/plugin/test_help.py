@@ -1,0 +1,22 @@
+"""``pytest --help`` works and shows every option of the plugin (argparse formats each help
+text with ``%``: a bare percent sign in one of them crashed the whole help)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+from support.paths import REPO
+
+
+def test_help_lists_every_ppsweep_option() -> None:
+    declared = set(re.findall(r'"(--ppsweep-[a-z0-9-]+)"', (REPO / "pytest_ppsweep" / "options.py")
+                              .read_text()))
+    assert len(declared) > 10, declared
+    done = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    missing = sorted(o for o in declared if o not in done.stdout)
+    assert not missing, f"not in pytest --help: {missing}"
+    assert "input_tps:-3% or ttft_p50:+5%" in " ".join(done.stdout.split())
