@@ -138,6 +138,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         session.terminal(terminalreporter)
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-html and the others: it may end the process
 def pytest_unconfigure(config: pytest.Config) -> None:
     if (session := SweepSession.of(config)) is not None:
         session.close()

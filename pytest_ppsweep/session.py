@@ -19,6 +19,7 @@ the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the ha
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import threading
@@ -62,6 +63,12 @@ STOP_SIGNALS = tuple(
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     # Turn the signal into pytest's Ctrl-C path so fixtures tear every rank down.
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+# Once every layout is torn down only the report is left to write: a Ctrl-C, SIGTERM or SIGHUP
+# then waits until it is written (a second one stops at once), and ends the process after
+# pytest_unconfigure with that same signal, so the caller still sees an interrupted run.
+REPORT_SIGNALS = (signal.SIGINT, *STOP_SIGNALS)
 
 
 def is_worker(config: pytest.Config) -> bool:
@@ -116,6 +123,8 @@ class SweepSession:
         self.baseline_ref: Path | None = None  # --ppsweep-baseline-from, checked at start
         self.selected: dict[str, set[int]] | None = None  # set by selection()
         self._previous_handlers: dict[int, Any] = {}
+        self._report_handlers: dict[int, Any] = {}  # while the report is written (finish)
+        self._deferred: int | None = None  # a stop signal received while the report is written
         self.adaptive: AdaptiveSweep | None = None  # --ppsweep-adaptive (set by start)
 
     @staticmethod
@@ -358,6 +367,7 @@ class SweepSession:
         benchmark.json, gate.csv; then the baseline, when every test passed."""
         if self.worker or self.rendered is not None:
             return
+        self.defer_signals()
         self.progress.stop_following()  # the workers' last lines come before the summary
         self._finish_adaptive()
         not_run = dict(self.leases.not_run) if self.leases else {}
@@ -534,6 +544,35 @@ class SweepSession:
                 f"stopped {len(pids)} leftover rank process(es)"
             )
 
+    # -- the report phase -----------------------------------------------------------------------
+
+    def defer_signals(self) -> None:
+        """From pytest_sessionfinish on (every rank is stopped): a stop signal lets the report
+        be written and ends the process afterwards (:meth:`close`); a second one stops now."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in REPORT_SIGNALS:
+            self._report_handlers[sig] = signal.signal(sig, self._on_report_signal)
+
+    def _on_report_signal(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self._deferred is not None:
+            raise KeyboardInterrupt(f"signal {name} (second, while the report was written)")
+        self._deferred = signum
+        # os.write: no lock a signal could find held (the progress writer's)
+        os.write(2, f"\nppsweep: {name} while the report is written: finishing it, then "
+                    f"stopping (send it again to stop now)\n".encode())
+
+    def _end_deferred(self) -> None:
+        """Put back the handlers of before the report; end with the signal that waited."""
+        for sig, previous in self._report_handlers.items():
+            signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
+        self._report_handlers = {}
+        if self._deferred is not None:
+            sig, self._deferred = self._deferred, None
+            signal.signal(sig, signal.SIG_DFL)
+            signal.raise_signal(sig)
+
     # -- pytest_unconfigure -------------------------------------------------------------------
 
     def close(self) -> None:
@@ -551,6 +590,7 @@ class SweepSession:
             for sig, previous in self._previous_handlers.items():
                 signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
             self._previous_handlers = {}
+        self._end_deferred()
 
     def _reap_own(self) -> None:
         # Whatever this run still has on the nodes of an ssh cluster (a rank whose start was

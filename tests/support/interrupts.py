@@ -378,6 +378,10 @@ def run_case(backend: Backend, moment: Moment, root: Path, *, resume: bool | Non
     finished, problems = rounds_in(run)
     case.present = len(finished)
     case.problems += problems
+    report_phase = moment.phase == "report" and moment.signal != "SIGKILL"
+    if report_phase and not (run / "report.html").exists():
+        # a stop signal once every rank is down waits for the report (session.defer_signals)
+        case.problems.append(f"no report.html after {moment.signal} in the report phase")
     case.problems += _done_events_kept(run, finished)
     if resume is None:
         resume = moment.signal == "SIGKILL"
