@@ -2,14 +2,15 @@
 
 SGLang sizes the KV pool from the free memory after the weights (min-reduced over the world)
 minus ``pre_model_load_memory x (1 - mem_fraction_static)`` and then takes the minimum token
-count over all ranks (``max_total_num_tokens`` is min-all-reduced). Stages are uneven (the first holds the embedding, the last the lm-head, and
-layer counts differ when pp does not divide the layer count), so the heaviest stage sits at the
-static fraction and the others below it. On top come NCCL buffers, the decode CUDA-graph pool
-(per layer on the stage, unless disabled) and the activation workspace of the largest
-micro-batch run so far (PyTorch's caching allocator keeps it) and the NCCL buffers connected at
-the first large TP all-reduce (:meth:`MemoryPlan.nccl_runtime_bytes`), which is why the worst
-rank ends a benchmark a few GiB above the static fraction (seeds §8: 79-82 GiB of 85,651 MiB;
-the profile's [memory] section fits these terms to that table, residuals stated there).
+count over all ranks (``max_total_num_tokens`` is min-all-reduced). Stages are uneven (the
+first holds the embedding, the last the lm-head, and layer counts differ when pp does not divide
+the layer count), so the heaviest stage sits on that static line and the others below it. On
+top come the decode CUDA-graph pool (per layer on the stage, unless disabled), the activation
+workspace of the largest micro-batch run so far (PyTorch's caching allocator keeps it) and the
+NCCL buffers connected at the first large TP all-reduce (:meth:`MemoryPlan.nccl_runtime_bytes`),
+which is why the worst rank ends a benchmark a few GiB above the static line (seeds §8: 79-82
+GiB of 85,651 MiB; the profile's [memory] section fits these terms to that table, residuals
+stated there).
 
 An MoE all-to-all backend adds its dispatch/combine buffers (:func:`a2a_buffer_bytes`, sized
 as the profile's [moe] section documents) on every GPU, allocated lazily by SGLang at the first
