@@ -43,8 +43,12 @@ def seeds_plan(pp: int, a2a: str = "none", frac: float | None = None) -> MemoryP
     )
 
 
-def smi_worst(mem: MemoryPlan, state_dir: Path, capsys: pytest.CaptureFixture[str],
-              monkeypatch: pytest.MonkeyPatch) -> tuple[int, int]:
+def smi_worst(
+    mem: MemoryPlan,
+    state_dir: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[int, int]:
     """(worst used MiB, its headroom) over the 4 nodes, read through the emulated nvidia-smi."""
     monkeypatch.setenv("PPSWEEP_SIM_STATE_DIR", str(state_dir))
     monkeypatch.setenv("PPSWEEP_SIM_PROFILE", KIMI.name)
