@@ -1,13 +1,16 @@
 """Per-GPU memory model: weights per stage, the KV pool, CUDA graphs, NCCL and activations.
 
-SGLang sizes the KV pool so that, on each GPU, ``context + weights + KV = mem_fraction_static x
-total`` and then takes the minimum token count over all ranks (``max_total_num_tokens`` is
-min-all-reduced). Stages are uneven (the first holds the embedding, the last the lm-head, and
-layer counts differ when pp does not divide the layer count), so the heaviest stage sits at the
-static fraction and the others below it. On top come NCCL buffers, the decode CUDA-graph pool
-(per layer on the stage, unless disabled) and the activation workspace of the largest
-micro-batch run so far (PyTorch's caching allocator keeps it), which is why the worst rank ends
-a benchmark a few GiB above the static fraction (seeds §8: 79-82 GiB of 85,651 MiB).
+SGLang sizes the KV pool from the free memory after the weights (min-reduced over the world)
+minus ``pre_model_load_memory x (1 - mem_fraction_static)`` and then takes the minimum token
+count over all ranks (``max_total_num_tokens`` is min-all-reduced). Stages are uneven (the
+first holds the embedding, the last the lm-head, and layer counts differ when pp does not divide
+the layer count), so the heaviest stage sits on that static line and the others below it. On
+top come the decode CUDA-graph pool (per layer on the stage, unless disabled), the activation
+workspace of the largest micro-batch run so far (PyTorch's caching allocator keeps it) and the
+NCCL buffers connected at the first large TP all-reduce (:meth:`MemoryPlan.nccl_runtime_bytes`),
+which is why the worst rank ends a benchmark a few GiB above the static line (seeds §8: 79-82
+GiB of 85,651 MiB; the profile's [memory] section fits these terms to that table, residuals
+stated there).
 
 An MoE all-to-all backend adds its dispatch/combine buffers (:func:`a2a_buffer_bytes`, sized
 as the profile's [moe] section documents) on every GPU, allocated lazily by SGLang at the first
@@ -20,6 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .costmodel import domain_of
 from .placement import Layout, stage_layers
 from .profile import Profile
 
@@ -74,11 +78,31 @@ class MemoryPlan:
         )
         return peak_tokens * per_token
 
+    def nccl_runtime_bytes(self) -> float:
+        """NCCL buffers connected lazily at the first large TP collective (after KV sizing).
+
+        NCCL >= 2.22 connects each algorithm/protocol's buffers at its first use
+        (``NCCL_RUNTIME_CONNECT=1``); SGLang's init collectives are tiny, so the buffers of the
+        prefill-sized all-reduces come after the KV pool was sized, on top of the static
+        fraction. Their size follows the channel count, i.e. how far the TP group spans.
+        """
+        mem = self.profile.memory
+        if self.layout.tp <= 1:
+            return 0.0
+        span, _ = domain_of(self.layout.tp, self.profile)
+        mib = {
+            "island": mem.nccl_runtime_mib_island,
+            "node": mem.nccl_runtime_mib_node,
+            "multinode": mem.nccl_runtime_mib_multinode,
+        }[span]
+        return mib * MIB
+
     def used_mib(self, pp_rank: int, phase: str, peak_tokens: int = 0) -> int:
         """Memory used on one GPU of ``pp_rank`` after boot ``phase``.
 
         Phases in order: ``init`` (context + NCCL), ``loaded`` (+weights), ``kv`` (+KV pool),
-        ``ready`` (+CUDA graphs; plus the activation workspace of ``peak_tokens``).
+        ``ready`` (+CUDA graphs, the lazily connected NCCL buffers and any A2A buffers; plus the
+        activation workspace of ``peak_tokens``).
         """
         order = ["init", "loaded", "kv", "ready"]
         level = order.index(phase)
@@ -89,6 +113,7 @@ class MemoryPlan:
             total += self.kv_bytes(pp_rank)
         if level >= 3:
             total += self.graph_bytes(pp_rank) + self.activation_bytes(peak_tokens)
+            total += self.nccl_runtime_bytes()
             total += self.a2a_bytes
         return int(total / MIB)
 
@@ -116,13 +141,19 @@ def plan_memory(
         else profile.memory.mem_fraction_static_default
     )
     ctx_len = context_length or profile.model.context_length
-    static = frac * profile.gpu.memory_total_mib * MIB
     probe = MemoryPlan(profile, layout, frac, 0, 0, 0, ctx_len, decode_graph)
+    # SGLang 0.5.23 (mem_cache/kv_cache_configurator.py, _profile_available_bytes and
+    # _apply_token_constraints): rest = free memory after the weights, min-reduced over the
+    # world, minus pre_model_load_memory x (1 - mem_fraction_static); each stage's token count
+    # is rest / its KV cell, min-reduced over the PP ranks. What was resident before the load
+    # (CUDA context, NCCL init buffers) is thus partly inside the static budget.
+    total = profile.gpu.memory_total_mib * MIB
+    init = (profile.gpu.cuda_context_mib + profile.memory.nccl_buffer_mib) * MIB
+    free = min(total - init - probe.weights_bytes(s) for s in range(layout.pp))
+    rest = free - (total - init) * (1 - frac)
     tokens = math.inf
-    for s, layers in enumerate(probe.layers):
-        free = static - profile.gpu.cuda_context_mib * MIB - probe.weights_bytes(s)
-        per_token = layers * profile.model.kv_bytes_per_token_per_layer
-        tokens = min(tokens, free / per_token)
+    for layers in probe.layers:
+        tokens = min(tokens, rest / (layers * profile.model.kv_bytes_per_token_per_layer))
     max_total = int(tokens)
     if max_total_tokens is not None:
         max_total = min(max_total, max_total_tokens)

@@ -91,6 +91,11 @@ class MemorySpec:
     activation_bytes_per_token_tp: float
     graph_mib_per_layer: float
     nccl_buffer_mib: float
+    # NCCL buffers connected at the first large collective, after the KV pool was sized, by how
+    # far the TP group spans (costmodel.domain_of): island, one node, several nodes
+    nccl_runtime_mib_island: float
+    nccl_runtime_mib_node: float
+    nccl_runtime_mib_multinode: float
 
 
 @dataclass(frozen=True)
