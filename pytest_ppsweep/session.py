@@ -192,6 +192,7 @@ class SweepSession:
     def collected(self, items: list[pytest.Item]) -> None:
         """Gate tests are deselected without a reference to compare with; each layout's tests
         are noted (for resume); what is reused or already done is skipped, with the reason."""
+        self._deselect_unprofiled(items)
         if self.compare_ref is None:
             gates = [i for i in items if i.get_closest_marker("ppsweep_gate")]
             if gates:
@@ -212,6 +213,22 @@ class SweepSession:
                 why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+
+    def _deselect_unprofiled(self, items: list[pytest.Item]) -> None:
+        """Profile tests (``ppsweep_profile``) are collected only for the layouts the profile
+        window covers: with --ppsweep-profile, or those of the [profile] table."""
+        spec = self.sweep.profile
+
+        def unprofiled(item: pytest.Item) -> bool:
+            if not item.get_closest_marker("ppsweep_profile"):
+                return False
+            cid = _params(item).get("ppsweep_config")
+            return spec is None or (cid is not None and not spec.covers(str(cid)))
+
+        gone = [i for i in items if unprofiled(i)]
+        if gone:
+            self.config.hook.pytest_deselected(items=gone)
+            items[:] = [i for i in items if not unprofiled(i)]
 
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
