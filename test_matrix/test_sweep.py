@@ -22,6 +22,7 @@ from pytest_ppsweep.check import (
     validity_problems,
 )
 from pytest_ppsweep.matrix import Config
+from pytest_ppsweep.profile import ProfileError, TraceError
 from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 
@@ -80,7 +81,14 @@ def test_profile(
     the medians, wrapped by SGLang's /start_profile and /stop_profile. Every rank's trace comes
     back from its node into profile/<layout>/ and parses; every rank took part (collective
     calls in its window). A missing trace names its node; a bad one names its file."""
-    profile = ppsweep.profile_round(ppsweep_service)
+    try:
+        profile = ppsweep.profile_round(ppsweep_service)
+    except (ProfileError, TraceError) as exc:  # a node's trace missing, or one unreadable
+        failure = str(exc)
+    else:
+        failure = ""
+    if failure:
+        pytest.fail(failure, pytrace=False)
     record_property("all_reduce_calls", profile.calls.get("all_reduce", 0))
     record_property("all_reduce_ms", round(profile.cumulative_ms.get("all_reduce", 0.0), 3))
     record_property("exposed_comm_share", round(profile.exposed_share, 4))

@@ -103,9 +103,10 @@ def collect_traces(
         lines = []
         for node in sorted(pending):
             h = cluster.hosts[node]
+            where = h.address if h.name == h.address else f"{h.name}, {h.address}"
             lack = missing_ranks(seen.get(node, []), config, nnodes, node, prefix)
             lines.append(
-                f"node {node} ({h.name}, {h.address}): no trace of rank {', '.join(lack)} in "
+                f"node {node} ({where}): no trace of rank {', '.join(lack)} in "
                 f"{folder} after {timeout_s:g} s"
             )
         raise ProfileError(f"{config.id}: profile traces missing:\n" + "\n".join(lines))

@@ -33,6 +33,10 @@ def request_body(
         "profile_prefix": prefix,
         "profile_id": profile_id,
         "num_steps": spec.num_steps,
+        # Neither is needed for the attribution; SGLang defaults both on, which makes every
+        # trace several times larger (a python_function event per Python call).
+        "with_stack": False,
+        "record_shapes": False,
     }
 
 

@@ -44,6 +44,12 @@ if TYPE_CHECKING:
         html_summary,
         rebuild_report,
     )
+    from pytest_ppsweep.report.profile import (
+        BAR_COLORS,
+        KIND_LABEL,
+        profile_section,
+        share_bars,
+    )
     from pytest_ppsweep.report.summary import (
         INITIAL_SORT,
         TABLE_HEADER,
@@ -86,6 +92,10 @@ _NAMES = {
     "build_report": "html",
     "html_summary": "html",
     "rebuild_report": "html",
+    "BAR_COLORS": "profile",
+    "KIND_LABEL": "profile",
+    "profile_section": "profile",
+    "share_bars": "profile",
     "INITIAL_SORT": "summary",
     "Rendered": "summary",
     "TABLE_HEADER": "summary",
@@ -97,10 +107,12 @@ _NAMES = {
     "terminal_summary": "terminal",
 }
 __all__ = [
+    "BAR_COLORS",
     "DEFAULT_REPORTS",
     "EVIDENCE",
     "EXIT_MISSING",
     "INITIAL_SORT",
+    "KIND_LABEL",
     "PALETTE",
     "REBUILT_NAME",
     "TABLE_HEADER",
@@ -121,6 +133,7 @@ __all__ = [
     "layout_key",
     "main",
     "num",
+    "profile_section",
     "read_run_line",
     "rebuild_report",
     "records",
@@ -129,6 +142,7 @@ __all__ = [
     "run_date",
     "runs_lines",
     "save_baseline",
+    "share_bars",
     "show_lines",
     "spread_chart",
     "table_row",
