@@ -216,7 +216,9 @@ class SweepSession:
 
     def _deselect_unprofiled(self, items: list[pytest.Item]) -> None:
         """Profile tests (``ppsweep_profile``) are collected only for the layouts the profile
-        window covers: with --ppsweep-profile, or those of the [profile] table."""
+        window covers: with --ppsweep-profile, or those of the [profile] table. The others are
+        dropped, not reported as deselected: without a profile window they do not exist (a
+        run without one looks exactly as before the profile window was added)."""
         spec = self.sweep.profile
 
         def unprofiled(item: pytest.Item) -> bool:
@@ -225,9 +227,7 @@ class SweepSession:
             cid = _params(item).get("ppsweep_config")
             return spec is None or (cid is not None and not spec.covers(str(cid)))
 
-        gone = [i for i in items if unprofiled(i)]
-        if gone:
-            self.config.hook.pytest_deselected(items=gone)
+        if any(unprofiled(i) for i in items):
             items[:] = [i for i in items if not unprofiled(i)]
 
     def collection_finished(self, items: list[pytest.Item]) -> None:

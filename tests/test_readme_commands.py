@@ -226,3 +226,21 @@ def test_real_sglang_on_cpu(reports: Path) -> None:
                    timeout=900), command)
     assert "ppsweep summary" in out
     assert "SIMULATED" not in out
+
+
+@runs(
+    "pytest test_matrix --ppsweep-profile --ppsweep-config pp1,pp8",
+    "python -m pytest_ppsweep.profile reports/<run_id>/profile/pp8-tp4-ep4",
+)
+def test_the_profile_window_and_its_standalone_parser(reports: Path) -> None:
+    command = "pytest test_matrix --ppsweep-profile --ppsweep-config pp1,pp8"
+    done = _run(_pytest(command, "--ppsweep-reports", str(reports), *EMULATED_CUT), timeout=600)
+    out = _ok(done, command)
+    assert "test_profile[pp1-tp32-ep4] PASSED" in out or re.search(r"\b\d+ passed\b", out)
+    run = [r for r in _runs(reports) if (r / "profile.csv").is_file()][-1]
+    table = (run / "profile.csv").read_text()
+    assert "pp8-tp4-ep4,all_reduce" in table and "pp1-tp32-ep4,all_reduce" in table
+    folder = run / "profile" / "pp8-tp4-ep4"
+    parsed = _ok(_run([sys.executable, "-m", "pytest_ppsweep.profile", str(folder)], 120),
+                 "python -m pytest_ppsweep.profile")
+    assert '"all_reduce"' in parsed and "TP-3-PP-7" in parsed
