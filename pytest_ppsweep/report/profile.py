@@ -78,6 +78,8 @@ def profile_section(run_dir: Path, baseline: str, order: Sequence[str] = ()) -> 
             "<th>exposed comm</th><th>ranks (stable)</th></tr>")
     body = []
     for r in rows:
+        if r["config_id"] == base:  # the baseline itself: no delta
+            r = {**r, "calls_delta": None, "cumulative_delta": None, "p50_delta": None}
         body.append(
             f'<tr><td class="l">{escape(r["config_id"])}</td>'
             f'<td class="l">{escape(KIND_LABEL.get(r["kind"], r["kind"]))}</td>'
