@@ -33,6 +33,7 @@ from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import outcomes
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
+from pytest_ppsweep.profile import summary as profile_summary
 from pytest_ppsweep.progress import Progress
 from pytest_ppsweep.report import summary
 from pytest_ppsweep.stash import SESSION_KEY
@@ -347,6 +348,7 @@ class SweepSession:
             return
         self.progress.stop_following()  # the workers' last lines come before the summary
         not_run = dict(self.leases.not_run) if self.leases else {}
+        self._finish_profile()
         self.rendered = summary.finish(
             self.store, self.ids, not_run, self.compare_ref, self.thresholds
         )
@@ -354,6 +356,14 @@ class SweepSession:
         if name:
             self.baseline = summary.save_baseline(
                 self.store, name, options.reports_root(self.config), exitstatus
+            )
+
+    def _finish_profile(self) -> None:
+        """profile.csv once more from every profiled layout's attribution.json (under xdist
+        each worker rewrote it after its own layouts)."""
+        if (self.store.dir / "profile").is_dir():
+            profile_summary.write_table(
+                self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs]
             )
 
     # -- render hooks: show what finish() computed --------------------------------------------

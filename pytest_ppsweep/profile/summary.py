@@ -56,7 +56,7 @@ def write_table(run_dir: Path, baseline: str, order: Sequence[str] = ()) -> list
     """profile.csv from every attribution.json of the run folder."""
     rows = table_rows(load_layouts(run_dir, order), baseline)
     path = run_dir / CSV_NAME
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # xdist workers may write at once
     with tmp.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
         w.writeheader()
