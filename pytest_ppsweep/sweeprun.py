@@ -7,6 +7,7 @@ it has it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -459,11 +460,14 @@ class SweepRun:
                     url, prompts, conc, spec=round_spec, time_scale=scale, on_record=write,
                     cancel=booted.service.died,
                 )
-        except bench.RoundCancelled:
-            booted.check_alive()
+        except BaseException as exc:
+            # close the window if the server still answers; a rank's death is the cause to show
+            with contextlib.suppress(collect.ProfileError):
+                window.stop(url, cfg.id)
+            if isinstance(exc, bench.RoundCancelled):
+                booted.check_alive()
             raise
-        finally:
-            stopped = window.stop(url, cfg.id)
+        stopped = window.stop(url, cfg.id)
         files = collect.collect_traces(
             cluster, cfg, folder, local, f"{cfg.id}-{profile_id}",
             host_for=lambda n: host_for(cluster, cluster.hosts[n], self.registry),
