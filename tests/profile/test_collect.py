@@ -80,8 +80,9 @@ def test_where_ranks_write_and_the_docker_mount() -> None:
     assert remote_dir(CLUSTER, "/tmp/pp/", "run-1", "pp8", Path("/x")) == "/tmp/pp/run-1/pp8"
     local = replace(CLUSTER, kind="local", launcher="process")
     assert remote_dir(local, "/tmp/pp", "run-1", "pp8", Path("/x/profile")) == "/x/profile"
-    from pytest_ppsweep.matrix.parse import load
     from support.paths import REPO
+
+    from pytest_ppsweep.matrix.parse import load
 
     sweep = load(REPO / "test_matrix" / "ppsweep.toml")
     mounted = with_profile_mounts(replace(sweep, profile=ProfileSpec(output_dir="/srv/prof")))
