@@ -3,7 +3,11 @@
 Which events count (names read from real traces, tests/data/traces/):
 
 * GPU: NCCL kernels, ``ncclDevKernel_<Op>_…`` / ``ncclKernel_<Op>_…`` (``cat = "kernel"``); every
-  other kernel is compute. When a trace has kernels, CPU-side ops are not looked at.
+  other kernel is compute. A kernel whose name carries no op (NCCL ≥ 2.19's
+  ``ncclDevKernel_Generic_1``, used by real SGLang traces on GPUs) takes the kind of its
+  ``Collective name`` argument, else of the CPU-side collective (``record_param_comms``,
+  ``nccl:<op>``, ``c10d::<op>``) that encloses its launch (``cudaLaunchKernel`` with the same
+  ``correlation``). Otherwise CPU-side ops only name kernels; they are not time.
 * CPU (gloo): the work of a collective is the ``gloo:<op>`` annotation (``gloo:all_reduce``,
   ``gloo:all_gather``, ``gloo:send``, ``gloo:recv``, ``gloo:barrier``), on a gloo worker thread or
   inline. ``c10d::<op>`` (``c10d::allreduce_``, ``c10d::send``, ``c10d::recv_``…) is only the
@@ -75,6 +79,8 @@ def collective(event: dict[str, Any], *, gpu: bool) -> str | None:
 
 def _fallback(event: dict[str, Any]) -> str | None:
     name = str(event.get("name", ""))
+    if name.startswith("nccl:"):
+        return kind_of(name[5:])
     if name.startswith("c10d::"):
         return kind_of(name[6:])
     if name == "record_param_comms":
@@ -196,6 +202,43 @@ def _inside(merged: list[tuple[float, float]], starts: list[float], a: float, b:
     return k >= 0 and merged[k][1] >= b
 
 
+def _launch_kinds(spans: list[tuple[dict[str, Any], tuple[float, float]]]) -> dict[Any, str]:
+    """correlation id → the kind of the CPU-side collective whose span encloses that launch."""
+    ops: dict[Any, list[tuple[float, float, str]]] = {}
+    for e, (a, b) in spans:
+        if e.get("cat") != "kernel" and (op := _fallback(e)) is not None:
+            ops.setdefault((e.get("pid"), e.get("tid")), []).append((a, b, op))
+    for v in ops.values():
+        v.sort()
+    starts = {t: [a for a, _b, _k in v] for t, v in ops.items()}
+    out: dict[Any, str] = {}
+    for e, (a, b) in spans:
+        if e.get("cat") not in ("cuda_runtime", "cuda_driver"):
+            continue
+        corr = (e.get("args") or {}).get("correlation")
+        tid = (e.get("pid"), e.get("tid"))
+        if corr is None or tid not in ops:
+            continue
+        i = bisect.bisect_right(starts[tid], a) - 1
+        while i >= 0:  # the innermost enclosing op (nesting is shallow)
+            _lo, hi, kind = ops[tid][i]
+            if hi >= b:
+                out[corr] = kind
+                break
+            i -= 1
+    return out
+
+
+def _gpu_kind(event: dict[str, Any], kind: str, launches: dict[Any, str]) -> str:
+    """A NCCL kernel's kind, resolved for kernels whose name carries no op."""
+    if kind != "other":
+        return kind
+    args = event.get("args") or {}
+    if args.get("Collective name"):
+        return kind_of(str(args["Collective name"]))
+    return launches.get(args.get("correlation"), kind)
+
+
 def parse(path: Path) -> RankProfile:
     """Attribute one rank's trace (see the module docstring for the events that count)."""
     events = [e for e in read_events(path) if e.get("ph") == "X"]
@@ -204,6 +247,9 @@ def parse(path: Path) -> RankProfile:
         raise TraceError(f"{path}: the trace has no complete ('X') event")
     gpu = any(e.get("cat") == "kernel" for e, _ in spans)
     comm = [(e, s, k) for e, s in spans if (k := collective(e, gpu=gpu)) is not None]
+    if gpu and any(k == "other" for _e, _s, k in comm):
+        launches = _launch_kinds(spans)
+        comm = [(e, s, _gpu_kind(e, k, launches)) for e, s, k in comm]
     if not gpu and not comm:
         comm = [(e, s, k) for e, s in spans if (k := _fallback(e)) is not None]
     if gpu:

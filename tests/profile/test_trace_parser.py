@@ -152,3 +152,27 @@ def test_standalone_command_prints_every_rank_and_fails_on_a_bad_trace(
     bad.write_text("nope")
     assert main([str(bad)]) == 2
     assert str(bad) in capsys.readouterr().err
+
+
+def test_generic_nccl_kernels_take_the_kind_of_the_collective_that_launched_them(
+    tmp_path: Path,
+) -> None:
+    # NCCL ≥ 2.19 names many kernels ncclDevKernel_Generic_1: the op is on the CPU side
+    generic = "ncclDevKernel_Generic_1(ncclDevKernelArgsStorage<4096ul>)"
+    cpu = {"pid": 1, "tid": 11}
+    events = [
+        _event("record_param_comms", 0, 50, cat="cpu_op", args={"Collective name": "allreduce"},
+               **cpu),
+        _event("cudaLaunchKernel", 10, 5, cat="cuda_runtime", args={"correlation": 1}, **cpu),
+        _event(generic, 100, 400, args={"correlation": 1}),
+        _event("nccl:send", 600, 50, cat="user_annotation", **cpu),
+        _event("cudaLaunchKernel", 610, 5, cat="cuda_runtime", args={"correlation": 2}, **cpu),
+        _event(generic, 700, 300, args={"correlation": 2}),
+        _event(generic, 1100, 100, args={"correlation": 3, "Collective name": "_allgather_base"}),
+        _event(generic, 1300, 100, args={"correlation": 4}),  # launched outside any collective
+        _event("sm90_gemm", 1500, 100),
+    ]
+    r = parse(_write(tmp_path / "TP-0.trace.json.gz", events))
+    assert r.calls == {"all_reduce": 1, "send_recv": 1, "all_gather": 1, "other": 1}
+    assert r.cumulative_ms["all_reduce"] == pytest.approx(0.4)
+    assert r.compute_ms == pytest.approx(0.1)
