@@ -51,9 +51,41 @@ def with_profile_mounts(sweep: Sweep) -> Sweep:
     return replace(sweep, clusters=clusters)
 
 
-def _listing(host: CommandHost, folder: str) -> list[str]:
-    res = host.run(["sh", "-c", f"ls -1 {shlex.quote(folder)} 2>/dev/null || true"], timeout=30)
-    return [line.strip() for line in res.stdout.splitlines() if line.strip()]
+def _listing(host: CommandHost, folder: str) -> dict[str, int]:
+    """File name → size in ``folder`` on the node (empty when the folder is not there yet)."""
+    script = f"find {shlex.quote(folder)} -maxdepth 1 -type f -printf '%s %f\\n' 2>/dev/null"
+    res = host.run(["sh", "-c", script + " || true"], timeout=30)
+    out: dict[str, int] = {}
+    for line in res.stdout.splitlines():
+        size, _, name = line.strip().partition(" ")
+        if name and size.isdigit():
+            out[name] = int(size)
+    return out
+
+
+def _local_listing(folder: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in folder.iterdir():
+        try:
+            if p.is_file():
+                out[p.name] = p.stat().st_size
+        except OSError:
+            continue  # renamed or removed meanwhile
+    return out
+
+
+def _complete(
+    now: dict[str, int], before: dict[str, int] | None, config: Config, nnodes: int, node: int,
+    prefix: str,
+) -> bool:
+    """Every rank of ``node`` has a trace, non-empty and the same size as one poll earlier:
+    SGLang's profiler writes the file in place (export_chrome_trace), so a file that is still
+    growing is not done."""
+    if missing_ranks(list(now), config, nnodes, node, prefix) or before is None:
+        return False
+    mine = set(node_ranks(config.pp, config.tp, nnodes, node))
+    names = [n for n in now if n.startswith(prefix) and rank_of(n, config.pp) in mine]
+    return all(now[n] > 0 and before.get(n) == now[n] for n in names)
 
 
 def missing_ranks(
@@ -86,15 +118,15 @@ def collect_traces(
     local.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     pending = set(range(nnodes))
-    seen: dict[int, list[str]] = {}
+    seen: dict[int, dict[str, int]] = {}
     while True:
         for node in sorted(pending):
             if cluster.kind == "local":
-                names = [p.name for p in local.iterdir()]
+                names = _local_listing(local)
             else:
                 names = _listing(host_for(node), folder)
-            seen[node] = names
-            if not missing_ranks(names, config, nnodes, node, prefix):
+            before, seen[node] = seen.get(node), names
+            if _complete(names, before, config, nnodes, node, prefix):
                 pending.discard(node)
         if not pending or time.monotonic() >= deadline:
             break
@@ -104,11 +136,10 @@ def collect_traces(
         for node in sorted(pending):
             h = cluster.hosts[node]
             where = h.address if h.name == h.address else f"{h.name}, {h.address}"
-            lack = missing_ranks(seen.get(node, []), config, nnodes, node, prefix)
-            lines.append(
-                f"node {node} ({where}): no trace of rank {', '.join(lack)} in "
-                f"{folder} after {timeout_s:g} s"
-            )
+            lack = missing_ranks(list(seen.get(node, {})), config, nnodes, node, prefix)
+            what = (f"no trace of rank {', '.join(lack)}" if lack
+                    else "its traces were still being written")
+            lines.append(f"node {node} ({where}): {what} in {folder} after {timeout_s:g} s")
         raise ProfileError(f"{config.id}: profile traces missing:\n" + "\n".join(lines))
     files: list[Path] = []
     for node in range(nnodes):
