@@ -14,6 +14,7 @@ from typing import Any
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.measure.completion import NN_KINDS, result_problems
 from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.profile.attribution import LayoutProfile
 from pytest_ppsweep.service.logscan import Finding
 from pytest_ppsweep.service.probe import Topology
 
@@ -117,3 +118,18 @@ def validity_problems(run_dir: Path, config_id: str, concurrency: int) -> Validi
         problems=[f"{where}: INVALID: {reason}" for reason in verdict.failures],
         warnings=[f"{where}: {reason}" for reason in verdict.warnings],
     )
+
+
+def profile_problems(profile: LayoutProfile, config: Config) -> list[str]:
+    """What is wrong with a layout's profile window: a rank of a multi-rank layout whose trace
+    shows no collective call at all (a rank that did not take part in the window), or no trace."""
+    if not profile.ranks:
+        return [f"{config.id}: the profile window produced no trace"]
+    if config.pp * config.tp == 1:
+        return []
+    return [
+        f"{config.id}: rank {r.rank} ({r.path.rsplit('/', 1)[-1]}): no collective call in its "
+        f"{r.window_ms:,.1f} ms window ({r.source} trace)"
+        for r in profile.ranks
+        if r.total_calls == 0
+    ]

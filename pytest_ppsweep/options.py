@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_ppsweep.matrix.model import MatrixError, Sweep
+from pytest_ppsweep.matrix.model import MatrixError, ProfileSpec, Sweep
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.matrix.schema import SPREAD_RULES
+from pytest_ppsweep.profile.collect import with_profile_mounts
 
 OPTIONS: tuple[tuple[str, str, str | None], ...] = (
     (
@@ -115,6 +116,15 @@ def addoption(parser: pytest.Parser) -> None:
         "(crashed or killed) runs left on the nodes of an ssh cluster, found by their labels. "
         "Without it such leftovers are only reported.",
     )
+    group.addoption(
+        "--ppsweep-profile",
+        dest="ppsweep_profile",
+        action="store_true",
+        default=False,
+        help=PROFILE_HELP,
+    )
+    parser.addini("ppsweep_profile", PROFILE_HELP, type="bool", default=False)
+
     add_adaptive_options(group)
 
 
@@ -160,6 +170,24 @@ def adaptive_tolerance(config: pytest.Config) -> float | None:
         raise pytest.UsageError(f"--ppsweep-adaptive-tolerance: expected 0 <= value < 1, found "
                                 f"{raw}")
     return value
+
+PROFILE_HELP = (
+    "profile window: after each layout's benchmark, one extra round (not in the medians) "
+    "wrapped by SGLang's /start_profile and /stop_profile; every rank's trace collected into "
+    "profile/<layout>/ and attributed by test_profile[<layout>] (seeds §9.3). Default: on for "
+    "the layouts of a [profile] table, off without one."
+)
+
+
+def with_profile(config: pytest.Config, sweep: Sweep) -> Sweep:
+    """``--ppsweep-profile`` (or its ini key) turns the profile window on with the defaults of
+    :class:`ProfileSpec` when the sweep file has no [profile] table; docker clusters then get
+    its output folder bind-mounted."""
+    if sweep.profile is None and (
+        config.getoption("ppsweep_profile") or config.getini("ppsweep_profile")
+    ):
+        sweep = replace(sweep, profile=ProfileSpec())
+    return with_profile_mounts(sweep)
 
 
 def get(config: pytest.Config, name: str) -> str | None:
@@ -256,7 +284,7 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
             env = {**cluster.env, "PPSWEEP_SIM_TIME_SCALE": str(scale)}
             clusters[cluster.name] = replace(cluster, env=env)
         sweep = replace(sweep, clusters=clusters)
-    return sweep
+    return with_profile(config, sweep)
 
 
 def reports_root(config: pytest.Config) -> Path:

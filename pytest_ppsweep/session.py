@@ -35,6 +35,7 @@ from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import outcomes
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
+from pytest_ppsweep.profile import summary as profile_summary
 from pytest_ppsweep.progress import Progress
 from pytest_ppsweep.report import summary
 from pytest_ppsweep.stash import SESSION_KEY
@@ -205,6 +206,7 @@ class SweepSession:
     def collected(self, items: list[pytest.Item]) -> None:
         """Gate tests are deselected without a reference to compare with; each layout's tests
         are noted (for resume); what is reused or already done is skipped, with the reason."""
+        self._deselect_unprofiled(items)
         if self.compare_ref is None:
             gates = [i for i in items if i.get_closest_marker("ppsweep_gate")]
             if gates:
@@ -225,6 +227,22 @@ class SweepSession:
                 why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+
+    def _deselect_unprofiled(self, items: list[pytest.Item]) -> None:
+        """Profile tests (``ppsweep_profile``) are collected only for the layouts the profile
+        window covers: with --ppsweep-profile, or those of the [profile] table. The others are
+        dropped, not reported as deselected: without a profile window they do not exist (a
+        run without one looks exactly as before the profile window was added)."""
+        spec = self.sweep.profile
+
+        def unprofiled(item: pytest.Item) -> bool:
+            if not item.get_closest_marker("ppsweep_profile"):
+                return False
+            cid = _params(item).get("ppsweep_config")
+            return spec is None or (cid is not None and not spec.covers(str(cid)))
+
+        if any(unprofiled(i) for i in items):
+            items[:] = [i for i in items if not unprofiled(i)]
 
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
@@ -371,6 +389,7 @@ class SweepSession:
         self.progress.stop_following()  # the workers' last lines come before the summary
         self._finish_adaptive()
         not_run = dict(self.leases.not_run) if self.leases else {}
+        self._finish_profile()
         self.rendered = summary.finish(
             self.store, self.ids, not_run, self.compare_ref, self.thresholds
         )
@@ -463,6 +482,14 @@ class SweepSession:
                 self.store.update_json("metadata/run.json", selected={
                     k: v for k, v in chosen.items() if k not in skipped},
                     adaptive_skipped=dict(self.adaptive.skipped))
+
+    def _finish_profile(self) -> None:
+        """profile.csv once more from every profiled layout's attribution.json (under xdist
+        each worker rewrote it after its own layouts)."""
+        if (self.store.dir / "profile").is_dir():
+            profile_summary.write_table(
+                self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs]
+            )
 
     # -- render hooks: show what finish() computed --------------------------------------------
 

@@ -17,10 +17,12 @@ from pytest_ppsweep import gate
 from pytest_ppsweep.check import (
     completion_problems,
     log_problems,
+    profile_problems,
     topology_problems,
     validity_problems,
 )
 from pytest_ppsweep.matrix import Config
+from pytest_ppsweep.profile import ProfileError, TraceError
 from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 
@@ -66,6 +68,33 @@ def test_valid(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> N
     for note in validity.warnings:
         warnings.warn(f"spread_rule = 'warn': {note}", UserWarning, stacklevel=1)
     assert not validity.problems, "\n".join(validity.problems)
+
+
+@pytest.mark.ppsweep_profile
+def test_profile(
+    ppsweep: SweepRun,
+    ppsweep_service: Booted,
+    ppsweep_config: Config,
+    record_property: pytest.RecordProperty,
+) -> None:
+    """Profile window (--ppsweep-profile or [profile]; seeds §9.3): one extra round, kept out of
+    the medians, wrapped by SGLang's /start_profile and /stop_profile. Every rank's trace comes
+    back from its node into profile/<layout>/ and parses; every rank took part (collective
+    calls in its window). A missing trace names its node; a bad one names its file."""
+    try:
+        profile = ppsweep.profile_round(ppsweep_service)
+    except (ProfileError, TraceError) as exc:  # a node's trace missing, or one unreadable
+        failure = str(exc)
+    else:
+        failure = ""
+    if failure:
+        pytest.fail(failure, pytrace=False)
+    record_property("all_reduce_calls", profile.calls.get("all_reduce", 0))
+    record_property("all_reduce_ms", round(profile.cumulative_ms.get("all_reduce", 0.0), 3))
+    record_property("exposed_comm_share", round(profile.exposed_share, 4))
+    record_property("overlap_ratio", round(profile.overlap_ratio, 4))
+    problems = profile_problems(profile, ppsweep_config)
+    assert not problems, "\n".join(problems)
 
 
 def test_logs_clean(ppsweep_service: Booted) -> None:

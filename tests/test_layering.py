@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cluster",),
     ("service",),
     ("measure",),
+    ("profile",),
     ("continuity",),
     ("pool",),
     ("results",),

@@ -9,6 +9,7 @@ reports folder of the test's. A command added to the README without a way to run
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 import shlex
@@ -263,3 +264,26 @@ def test_fit_plan_adaptive_workflow(reports: Path, tmp_path: Path) -> None:
                     "--workload", "c=8,input=32768", "--csv", str(tmp_path / "plan.csv")],
                    timeout=300), "plan seeds")
     assert "pp32-tp1-ep1" in out and "32768" in out
+
+
+@runs(
+    "pytest test_matrix --ppsweep-profile --ppsweep-config pp1,pp8",
+    "python -m pytest_ppsweep.profile reports/<run_id>/profile/pp8-tp4-ep4",
+)
+def test_the_profile_window_and_its_standalone_parser(reports: Path) -> None:
+    command = "pytest test_matrix --ppsweep-profile --ppsweep-config pp1,pp8"
+    done = _run(_pytest(command, "--ppsweep-reports", str(reports), *EMULATED_CUT), timeout=600)
+    out = _ok(done, command)
+    assert "test_profile[pp1-tp32-ep4] PASSED" in out or re.search(r"\b\d+ passed\b", out)
+    run = [r for r in _runs(reports) if (r / "profile.csv").is_file()][-1]
+    with (run / "profile.csv").open() as fh:
+        table = {(r["config_id"], r["kind"]): r for r in csv.DictReader(fh)}
+    # the seeds' §9.3 shape: PP8 ≥ 80 % fewer all-reduce calls, ≥ 85 % less all-reduce time
+    pp8 = table[("pp8-tp4-ep4", "all_reduce")]
+    assert pp8["baseline"] == "pp1-tp32-ep4" and ("pp8-tp4-ep4", "send_recv") in table
+    assert float(pp8["calls_delta"]) <= -0.80 and float(pp8["cumulative_delta"]) <= -0.85
+    assert float(pp8["overlap_ratio"]) < 0.01
+    folder = run / "profile" / "pp8-tp4-ep4"
+    parsed = _ok(_run([sys.executable, "-m", "pytest_ppsweep.profile", str(folder)], 120),
+                 "python -m pytest_ppsweep.profile")
+    assert '"all_reduce"' in parsed and "TP-3-PP-7" in parsed

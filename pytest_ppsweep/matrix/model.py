@@ -14,8 +14,8 @@ from pytest_ppsweep.matrix.schema import (
     MatrixError,
 )
 
-__all__ = ["Cluster", "Config", "Host", "MatrixError", "NoClusterFits", "Sweep", "Workload",
-           "cluster_for"]
+__all__ = ["Cluster", "Config", "Host", "MatrixError", "NoClusterFits", "ProfileSpec", "Sweep",
+           "Workload", "cluster_for"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,25 @@ class Workload:
 
 
 @dataclass(frozen=True)
+class ProfileSpec:
+    """The profile window (``[profile]`` or ``--ppsweep-profile``): one extra round at
+    ``concurrency`` of ``num_requests`` requests, kept out of the medians, wrapped by SGLang's
+    /start_profile (a ProfileReq of ``output_dir``, ``activities``, ``profile_prefix``,
+    ``num_steps``) and /stop_profile, on ``layouts`` (config ids; empty: every layout)."""
+
+    layouts: tuple[str, ...] = ()
+    concurrency: int = 0  # 0: the largest C of [workload]
+    num_requests: int = 0  # 0: [workload] num_requests
+    num_steps: int = 3  # forward steps per rank (the seeds' window: 557 AR / ~200 per step)
+    activities: tuple[str, ...] = ("CPU", "GPU")
+    output_dir: str = "/tmp/ppsweep-profile"  # on each node (ssh clusters); bind-mounted (docker)
+    timeout_s: float = 120.0  # how long every node's traces may take to appear
+
+    def covers(self, config_id: str) -> bool:
+        return not self.layouts or config_id in self.layouts
+
+
+@dataclass(frozen=True)
 class Sweep:
     """A whole sweep file, validated."""
 
@@ -135,6 +154,8 @@ class Sweep:
     # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
     # "warn": it is a warning only (exploratory runs).
     spread_rule: str = "fail"
+    # The profile window; None: no profile round (no [profile] table, no --ppsweep-profile).
+    profile: ProfileSpec | None = None
 
     def cluster(self, name: str | None) -> Cluster:
         chosen = name or self.default_cluster

@@ -15,13 +15,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.matrix.model import Cluster, Config, Host, Sweep, Workload
+from pytest_ppsweep.matrix.model import Cluster, Config, Host, ProfileSpec, Sweep, Workload
 from pytest_ppsweep.matrix.schema import (
     CLUSTER_KEYS,
     CONFIG_KEYS,
     HOST_KEYS,
     INT_LIMIT,
     PLUGIN_OWNED_FLAGS,
+    PROFILE_ACTIVITIES,
+    PROFILE_KEYS,
     SPREAD_RULES,
     SWEEP_KEYS,
     TOP_KEYS,
@@ -169,6 +171,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         spread_rule=sw.choice("spread_rule", SPREAD_RULES, default="fail"),
         fatal_patterns=_patterns(sw),
         thresholds=tuple(sw.str_list("thresholds", default=[])),
+        profile=_profile(top, configs, workload) if "profile" in top.data else None,
     )
 
 
@@ -446,3 +449,40 @@ def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:
     w = sweep.workload
     if not math.isfinite(w.request_timeout_s):
         raise MatrixError(f"{sweep.path}: key 'workload.request_timeout_s': must be finite")
+
+
+def _profile(top: Reader, configs: tuple[Config, ...], workload: Workload) -> ProfileSpec:
+    """``[profile]``: the layouts (selectors, as ``--ppsweep-config``) and the round."""
+    tab = top.table("profile")
+    tab.only(PROFILE_KEYS)
+    layouts: list[str] = []
+    for sel in tab.str_list("layouts", default=[]):
+        chosen = [c.id for c in configs if c.matches(sel)]
+        if not chosen:
+            raise MatrixError(
+                f"{tab.path}: key 'profile.layouts': expected ids of layouts in the sweep "
+                f"({', '.join(c.id for c in configs)}), found {sel!r}"
+            )
+        layouts.extend(c for c in chosen if c not in layouts)
+    conc = tab.integer("concurrency", default=0, minimum=1)
+    if conc and conc not in workload.concurrency:
+        raise MatrixError(
+            f"{tab.path}: key 'profile.concurrency': expected one of the workload's "
+            f"concurrencies {list(workload.concurrency)}, found {conc}"
+        )
+    acts = tab.str_list("activities", default=["CPU", "GPU"])
+    bad = [a for a in acts if a not in PROFILE_ACTIVITIES]
+    if bad or not acts:
+        raise MatrixError(
+            f"{tab.path}: key 'profile.activities': expected a non-empty list of "
+            f"{', '.join(PROFILE_ACTIVITIES)} (SGLang's ProfileReq), found {acts!r}"
+        )
+    return ProfileSpec(
+        layouts=tuple(layouts),
+        concurrency=conc,
+        num_requests=tab.integer("num_requests", default=0, minimum=1),
+        num_steps=tab.integer("num_steps", default=3, minimum=1),
+        activities=tuple(acts),
+        output_dir=tab.text("output_dir", default="/tmp/ppsweep-profile"),
+        timeout_s=tab.number("timeout_s", default=120.0, minimum=0.001),
+    )

@@ -284,7 +284,13 @@ def predict_log(theta: np.ndarray, point: Point, hw: Hardware) -> np.ndarray:
         work = work + np.where(
             biggest > 0, biggest * hw.hidden_size * BF16 / (bw * 1e9) + v["p2p_latency_us"] * 1e-6,
             0.0)
-    sync = v["stage_sync_ms"] * 1e-3 * (pp - 1)
+    import os
+    mode = os.environ.get("P2MODE", "")
+    if mode == "active":
+        active = (tok > 0).sum(axis=1)
+        sync = v["stage_sync_ms"] * 1e-3 * np.maximum(active - 1, 0)
+    else:
+        sync = v["stage_sync_ms"] * 1e-3 * (pp - 1)
     ends = np.cumsum(work + sync)
     start = np.where(sch.arrive >= 0, ends[np.maximum(sch.arrive, 0)], 0.0)
     ttft = ends[sch.done] - start

@@ -48,6 +48,12 @@ if TYPE_CHECKING:
         html_section,
         terminal_lines,
     )
+    from pytest_ppsweep.report.profile import (
+        BAR_COLORS,
+        KIND_LABEL,
+        profile_section,
+        share_bars,
+    )
     from pytest_ppsweep.report.summary import (
         INITIAL_SORT,
         TABLE_HEADER,
@@ -93,6 +99,10 @@ _NAMES = {
     "rebuild_report": "html",
     "html_section": "plannerview",
     "terminal_lines": "plannerview",
+    "BAR_COLORS": "profile",
+    "KIND_LABEL": "profile",
+    "profile_section": "profile",
+    "share_bars": "profile",
     "INITIAL_SORT": "summary",
     "Rendered": "summary",
     "TABLE_HEADER": "summary",
@@ -105,10 +115,12 @@ _NAMES = {
     "terminal_summary": "terminal",
 }
 __all__ = [
+    "BAR_COLORS",
     "DEFAULT_REPORTS",
     "EVIDENCE",
     "EXIT_MISSING",
     "INITIAL_SORT",
+    "KIND_LABEL",
     "PALETTE",
     "REBUILT_NAME",
     "TABLE_HEADER",
@@ -131,6 +143,7 @@ __all__ = [
     "main",
     "num",
     "planner_lines",
+    "profile_section",
     "read_run_line",
     "rebuild_report",
     "records",
@@ -139,6 +152,7 @@ __all__ = [
     "run_date",
     "runs_lines",
     "save_baseline",
+    "share_bars",
     "show_lines",
     "spread_chart",
     "table_row",

@@ -19,6 +19,7 @@ import pandas as pd
 from pytest_ppsweep.report import plannerview
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
 from pytest_ppsweep.report.format import delta, num, records
+from pytest_ppsweep.report.profile import profile_section
 from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
@@ -322,6 +323,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     # the tables, charts and evidence that back the answer come after it.
     body = [_decision(data, summary, verdicts, recommendation),
             _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
+            profile_section(data.run_dir, data.meta.baseline, data.meta.order),
             _memory(data, summary), _steps(summary), _verdicts(verdicts), _metadata(data),
             plannerview.html_section(data.run_dir),
             f"<h3>Evidence</h3><p>{evidence}</p>"]

@@ -18,6 +18,7 @@ from ..model.metrics import render_gauges
 from .api_generate import handle_generate, json_response
 from .api_info import model_info, models_list, server_info
 from .api_openai import handle_completions
+from .api_profile import add_profile_routes
 from .state import ServerState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -221,6 +222,7 @@ def build_rank0_app(state: ServerState) -> web.Application:
     r.add_post("/flush_cache", flush_cache)
     r.add_post("/set_internal_state", set_internal_state)
     r.add_get("/metrics", metrics)
+    add_profile_routes(app)
     return app
 
 

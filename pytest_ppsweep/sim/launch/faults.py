@@ -30,6 +30,8 @@ SGLang would; the other ranks then lose their connection to rank 0 and exit too.
                          distributed timeout (``--dist-timeout`` or 600 emulated seconds).
 ``slow_start=S``         the rank starts ``S`` emulated seconds late (before joining); all ranks
                          by default, ``@rank=N`` for one.
+``profile_missing``      the profile window writes no trace on one node (``@node=N``; default
+                         the last node): its rank files are missing (sim/http/api_profile.py).
 
 Example: ``PPSWEEP_SIM_FAULTS="fail_requests=0.1,crash_mid_bench=20@rank=2"``.
 """
@@ -48,6 +50,7 @@ KNOWN = {
     "wrong_topology": False,
     "never_join": True,
     "slow_start": True,
+    "profile_missing": False,
 }  # name -> value required (True), forbidden (False) or optional (None)
 DEFAULT_HANG_S = 420.0
 

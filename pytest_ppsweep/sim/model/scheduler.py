@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .costmodel import CostModel
+from .tracerec import TraceRecorder
 
 
 @dataclass(eq=False)
@@ -113,6 +114,7 @@ class PPScheduler:
         self.peak_tokens = 0
         self.last_gen_throughput = 0.0
         self._tp_window: tuple[float, int] = (0.0, 0)
+        self.recorder: TraceRecorder | None = None  # a profile window (/start_profile)
 
     # ----------------------------------------------------------------- public API
     def submit(self, req: SimRequest, now: float) -> None:
@@ -189,7 +191,10 @@ class PPScheduler:
             return  # otherwise idle until the next submit
         prefill = any(m is not None and m.kind == "prefill" for m in self.pipeline)
         work = self.cost.tick_s(tokens, prefill) - self.cost.sync_s()
-        self._end_at = t + work * max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter))
+        factor = max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter))
+        self._end_at = t + work * factor
+        if self.recorder is not None:
+            self.recorder.tick(t, self._end_at, tokens, factor)
 
     def _end(self, t: float) -> None:
         self._end_at = None

@@ -1,0 +1,66 @@
+"""The profile's files in the run folder.
+
+    profile/<layout>/*.trace.json.gz   every rank's trace, as its node wrote it
+    profile/<layout>/attribution.json  the layout's attribution (medians of the stable ranks,
+                                       and every rank's own numbers)
+    profile.csv                        the §9.3 table: one row per layout × kind, deltas vs the
+                                       baseline layout (rewritten after each profiled layout)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .attribution import LayoutProfile, table_rows
+
+CSV_NAME = "profile.csv"
+COLUMNS = ("config_id", "kind", "calls", "cumulative_ms", "p50_ms", "overlap_ratio",
+           "exposed_share", "compute_share", "idle_share", "window_ms", "ranks", "stable_ranks",
+           "calls_delta", "cumulative_delta", "p50_delta", "baseline")
+
+
+def layout_dir(run_dir: Path, config_id: str) -> Path:
+    return run_dir / "profile" / config_id
+
+
+def write_layout(run_dir: Path, lp: LayoutProfile) -> Path:
+    path = layout_dir(run_dir, lp.config_id) / "attribution.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(lp.as_dict(), indent=1), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def load_layouts(run_dir: Path, order: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """Every profiled layout's attribution.json, in ``order`` first, then by name."""
+    found: dict[str, dict[str, Any]] = {}
+    root = run_dir / "profile"
+    if not root.is_dir():
+        return found
+    for path in sorted(root.glob("*/attribution.json")):
+        try:
+            found[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # half-written by a crashed run: the layout's test failed and said so
+    rank = {cid: i for i, cid in enumerate(order)}
+    return dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+
+
+def write_table(run_dir: Path, baseline: str, order: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """profile.csv from every attribution.json of the run folder."""
+    rows = table_rows(load_layouts(run_dir, order), baseline)
+    path = run_dir / CSV_NAME
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # xdist workers may write at once
+    with tmp.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: "" if row[k] is None else row[k] for k in COLUMNS})
+    os.replace(tmp, path)
+    return rows
