@@ -15,7 +15,9 @@ INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 
 # ``[sweep] spread_rule``: what a spread above spread_threshold does to a point's verdict.
 SPREAD_RULES = ("fail", "warn")
-TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
+TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters", "axes", "exclude",
+            "include", "workloads", "compare")
+COMPARE_KEYS = ("baseline",)
 SWEEP_KEYS = (
     "name",
     "image",
@@ -30,6 +32,8 @@ SWEEP_KEYS = (
     "spread_rule",
     "fatal_patterns",
     "thresholds",
+    "max_points",
+    "a2a_ep_backends",
 )
 CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
 WORKLOAD_KEYS = (
