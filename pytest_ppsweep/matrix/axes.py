@@ -235,8 +235,8 @@ def _matches(rule: Mapping[str, Any], facts: Mapping[str, Any]) -> bool:
 
 
 def _same(a: Any, b: Any) -> bool:
-    return bool(a == b and isinstance(a, bool) == isinstance(b, bool)) or str(a) == str(b) and (
-        isinstance(a, str) or isinstance(b, str))
+    return bool(a == b and isinstance(a, bool) == isinstance(b, bool)) or (str(a) == str(b) and (
+        isinstance(a, str) or isinstance(b, str)))
 
 
 def expand(

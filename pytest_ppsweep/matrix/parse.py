@@ -222,7 +222,7 @@ def _compare(top: Reader, axis_names: tuple[str, ...]) -> dict[str, Any]:
     tab = top.table("compare")
     tab.only(COMPARE_KEYS)
     base = tab.table("baseline")
-    for key in base.keys():
+    for key in base.keys():  # noqa: SIM118 (Reader is not a dict)
         if key not in axis_names:
             raise MatrixError(
                 f"{top.path}: key 'compare.baseline.{key}': expected one of the sweep's axes "

@@ -134,13 +134,15 @@ def comparisons(run_dir: Path, table: pd.DataFrame, results: pd.DataFrame | None
     raw = _run_json(run_dir)
     points = load_points(run_dir)
     axes = [str(a) for a in raw.get("axes") or []]
-    chosen = raw.get("compare_baseline") if isinstance(raw.get("compare_baseline"), dict) else {}
+    given = raw.get("compare_baseline")
+    chosen: dict[str, Any] = given if isinstance(given, dict) else {}
     baseline = baseline or str(raw.get("baseline") or "")
     ids = list(dict.fromkeys([*order, *table["config_id"].astype(str)])) if not table.empty else []
     medians = median_metrics(results) if results is not None else pd.DataFrame()
     manifests = {cid: manifest.load(run_dir, cid) for cid in ids}
-    rows_by_id = {str(r["config_id"]): r for r in table.to_dict("records")}
-    facts = {cid: _facts(cid, rows_by_id.get(cid, {}), points) for cid in ids}
+    rows_by_id: dict[str, dict[str, Any]] = {
+        str(r["config_id"]): {str(k): v for k, v in r.items()} for r in table.to_dict("records")}
+    facts = {cid: _facts(cid, rows_by_id.get(cid) or {}, points) for cid in ids}
     defaults = {a: chosen.get(a, _default(a, facts)) for a in axes}
     out: list[dict[str, Any]] = []
     concs = sorted({int(c) for c in table["concurrency"].unique()}) if not table.empty else []
@@ -226,15 +228,23 @@ def _row(kind: str, cid: str, ref: str, conc: int, facts: Mapping[str, dict[str,
     }
     for metric in medians.columns:
         try:
-            mine, theirs = medians.at[(cid, conc), metric], medians.at[(ref, conc), metric]
+            mine = _float(medians.at[(cid, conc), metric])
+            theirs = _float(medians.at[(ref, conc), metric])
         except KeyError:
             continue
-        value = (float(mine) / float(theirs) - 1.0) * 100.0 if theirs and not np.isnan(
+        value = (mine / theirs - 1.0) * 100.0 if theirs and not np.isnan(
             theirs) and not np.isnan(mine) else np.nan
-        row[metric] = float(mine) if not np.isnan(mine) else np.nan
-        row[f"{metric}_ref"] = float(theirs) if not np.isnan(theirs) else np.nan
+        row[metric] = mine
+        row[f"{metric}_ref"] = theirs
         row[f"{metric}_delta_pct"] = value
     return row
+
+
+def _float(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
 
 
 def _implied(field: str, studied: Sequence[str]) -> bool:
@@ -275,10 +285,13 @@ def axis_table(table: pd.DataFrame, configs: pd.DataFrame, run_dir: Path) -> lis
     axes = [str(a) for a in raw.get("axes") or []]
     if not points or not axes:
         return []
-    headroom = {}
+    headroom, failed = {}, {}
     if not configs.empty and "mem_headroom_mib" in configs.columns:
         headroom = {str(r["config_id"]): r.get("mem_headroom_mib")
                     for r in configs.to_dict("records")}
+    if not configs.empty and "boot_error" in configs.columns:
+        failed = {str(r["config_id"]): str(r["boot_error"]) for r in configs.to_dict("records")
+                  if isinstance(r.get("boot_error"), str) and r["boot_error"]}
     rows_by = {(str(r["config_id"]), int(r["concurrency"])): r for r in table.to_dict("records")}
     out = []
     workloads = list(dict.fromkeys(str(p.get("workload", "")) for p in points.values()))
@@ -297,7 +310,8 @@ def axis_table(table: pd.DataFrame, configs: pd.DataFrame, run_dir: Path) -> lis
                 label = p.get("layout", cid) + "".join(
                     f" {k}={v}" for k, v in others.items() if k not in ("pp", "tp", "ep"))
                 cell = {"config_id": cid, "runs": p.get("runs", ""),
-                        "headroom_mib": headroom.get(cid), "metrics": {}}
+                        "headroom_mib": headroom.get(cid), "boot_error": failed.get(cid, ""),
+                        "metrics": {}}
                 for (rid, c), r in rows_by.items():
                     if rid == cid:
                         cell["metrics"][c] = r
