@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.matrices import emulated_cluster
-from support.paths import ACCEPTANCE, REPO
+from support.paths import ACCEPTANCE
 
 SWEEP = """
 [sweep]
