@@ -3,6 +3,7 @@ rewrite and every validation error, on the shipped example sweeps and small file
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -281,3 +282,30 @@ def test_a2a_comparisons_per_group_baseline(tmp_path: Path) -> None:
     assert axis.loc["pp4-tp8-ep8-a2a_deepep", "reference"] == "pp4-tp8-ep4"
     assert bool(axis.loc["pp4-tp8-ep8-a2a_deepep", "confounded"])
     assert axis.loc["pp4-tp8-ep8-a2a_deepep", "extra"] == "layout.ep"
+
+
+def test_gate_lists_what_differs_from_the_reference(tmp_path: Path) -> None:
+    from pytest_ppsweep import gate
+
+    ref, _ = _fake_run(tmp_path / "a", MATRIX / "a2a.toml")
+    text = (MATRIX / "a2a.toml").read_text().replace(
+        "phase5", "phase6").replace("chunked_prefill_size = 8192", "chunked_prefill_size = 16384")
+    path = tmp_path / "b.toml"
+    path.write_text(text)
+    cur, _ = _fake_run(tmp_path / "b", path)
+    ids = ["pp8-tp4-ep4-a2a_deepep", "pp9-unknown"]
+    lines = gate.differs_lines(cur, ref, ids)
+    assert lines == ["DIFFERS pp8-tp4-ep4-a2a_deepep: image: "
+                     "local/sglang:kimi-k3-sm120-flashinfer-mxfp4-phase5 → "
+                     "local/sglang:kimi-k3-sm120-flashinfer-mxfp4-phase6; "
+                     "server.chunked_prefill_size: 8192 → 16384"]
+    assert gate.differs_lines(ref, ref, ids[:1]) == [
+        "SAME pp8-tp4-ep4-a2a_deepep: manifest identical to the reference's"]
+    (cur / "gate.csv").write_text("config_id,verdict\npp8-tp4-ep4-a2a_deepep,within noise\n")
+    gate.add_differs_column(cur, ref)
+    row = next(csv.DictReader((cur / "gate.csv").open()))
+    assert row["differs"].startswith("image: ") and "16384" in row["differs"]
+    assert "pp8-tp4-ep4-a2a_deepep" in gate.differs_html(cur, ref, ids)
+    # decode metrics can be gated (a prefill point without them is not)
+    assert {"tpot_p50", "output_tps"} <= set(
+        gate.parse_thresholds(["tpot_p50:+5%", "output_tps:-3%"]))
