@@ -352,12 +352,45 @@ def with_comparisons(data: RunData, summary: Summary) -> Summary:
         table[f"{prefix}_extra"] = [index[k]["extra"] if k in index else "" for k in keys]
         table[f"{prefix}_confounded"] = [bool(index[k]["confounded"]) if k in index else False
                                          for k in keys]
+    if len({str(p.get("workload", "")) for p in confound.load_points(data.run_dir).values()}) > 1:
+        _per_workload_deltas(table, frame)
     medians = confound.median_metrics(data.results)
     for metric in confound.DECODE_METRICS:
         if metric in medians.columns and metric not in table.columns:
             keys = list(zip(table["config_id"], table["concurrency"].astype(int), strict=True))
             table[metric] = [medians[metric].get(k, np.nan) for k in keys]
     return replace(summary, table=table, comparisons=frame)
+
+
+def _per_workload_deltas(table: pd.DataFrame, frame: pd.DataFrame) -> None:
+    """Several workloads: the vs-baseline and step deltas of ``table`` are taken within each
+    point's workload (the baseline layout and the previous layout of the same workload and
+    axis values, results/confound.py), never across workloads."""
+    keys = list(zip(table["config_id"], table["concurrency"].astype(int), strict=True))
+    value = {(k, col): v for k, r in zip(keys, table.to_dict("records"), strict=True)
+             for col, v in r.items()}
+
+    def refs(kind: str) -> dict[tuple[str, int], str]:
+        part = frame[frame["kind"] == kind] if not frame.empty else frame
+        return {(str(r["config_id"]), int(r["concurrency"])): str(r["reference"])
+                for r in part.to_dict("records")}
+
+    def pct(key: tuple[str, int], ref: str | None, column: str) -> float:
+        if ref is None:
+            return float("nan")
+        mine, theirs = value.get((key, column)), value.get(((ref, key[1]), column))
+        try:
+            return (float(mine) / float(theirs) - 1.0) * 100.0  # type: ignore[arg-type]
+        except (TypeError, ValueError, ZeroDivisionError):
+            return float("nan")
+
+    base, step = refs("baseline"), refs("step")
+    for column, name in (("input_tps", "tps_vs_base_pct"), ("ttft_p50_s", "ttft_p50_vs_base_pct"),
+                         ("ttft_p95_s", "ttft_p95_vs_base_pct")):
+        table[name] = [pct(k, base.get(k), column) for k in keys]
+    table["step_from"] = [step.get(k, np.nan) for k in keys]
+    table["tps_step_pct"] = [pct(k, step.get(k), "input_tps") for k in keys]
+    table["ttft_p50_step_pct"] = [pct(k, step.get(k), "ttft_p50_s") for k in keys]
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> Path:

@@ -114,6 +114,11 @@ def test_comparisons_summary_and_memory(axis_run: tuple[subprocess.CompletedProc
     assert all(r["reference"].endswith("-decode") for r in base)
     summary = _rows(run / "summary.csv")
     assert {"vs_base_differs", "step_differs", "step_confounded"} <= set(summary[0])
+    by = {(r["config_id"], r["concurrency"]): r for r in summary}
+    # the tables' deltas stay within a workload: PP4's decode is its own workload's baseline
+    assert by[("pp4-tp8-ep4-decode", "2")]["step_from"] == ""
+    assert by[("pp4-tp8-ep4-decode", "2")]["tps_vs_base_pct"] == ""
+    assert by[("pp8-tp4-ep4-prefill", "2")]["step_from"] == "pp4-tp8-ep4-prefill"
     configs = {r["config_id"]: r for r in _rows(run / "configs.csv")}
     assert len(configs) == 6 and all(int(r["mem_headroom_mib"]) > 0 for r in configs.values())
     assert "CONFOUNDED pp4-tp8-ep4-decode → pp4-tp8-ep8-a2a_deepep-decode" in out.stdout

@@ -81,7 +81,8 @@ def test_axis_points_boot_with_their_topology_and_complete(
         real_axes: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     out, run = real_axes
     text = out.stdout
-    assert out.returncode == 0, text[-6000:]
+    errors = [line for line in text.splitlines() if "Error" in line or "Traceback" in line]
+    assert out.returncode == 0, "\n".join(errors[:40]) + "\n" + text[-4000:]
     for cid in (CHUNK256, CHUNK512):
         assert f"test_topology[{cid}] PASSED" in text, text[-6000:]
         assert f"test_prefill[{cid}-c2] PASSED" in text, text[-6000:]
