@@ -272,6 +272,7 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
         min_repeats=min(sweep.min_repeats, workload.repeats),
         spread_rule=rule or sweep.spread_rule,
     )
+    sweep = _named_workloads_cut(sweep, repeats, requests)
     scale = _number(config, "ppsweep_time_scale", float)
     if scale:
         # every cluster of the pool (``--ppsweep-cluster a,b``), not only the first
@@ -323,3 +324,14 @@ def reference(config: pytest.Config, option: str) -> Path | None:
         )
     except (BaselineError, RunFolderError) as exc:
         raise pytest.UsageError(f"--{option.replace('_', '-')}: {exc}") from None
+
+
+def _named_workloads_cut(sweep: Sweep, repeats: Any, requests: Any) -> Sweep:
+    """``--ppsweep-repeats`` / ``--ppsweep-requests`` applied to every named workload too."""
+    if not sweep.workloads or not (repeats or requests):
+        return sweep
+    named = {n: replace(w, repeats=int(repeats) if repeats else w.repeats,
+                        num_requests=int(requests) if requests else w.num_requests)
+             for n, w in sweep.workloads.items()}
+    fewest = min(w.repeats for w in named.values())
+    return replace(sweep, workloads=named, min_repeats=min(sweep.min_repeats, fewest))

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep import continuity, options
+from pytest_ppsweep.matrix.axes import point_facts
 from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
 
 __all__ = [
+    "axis_fields",
     "baseline_manifest",
     "baseline_ref",
     "check_workers",
@@ -76,6 +78,7 @@ def write_run_json(
             "spread_rule": sweep.spread_rule,
             "workload": json.loads(json.dumps(sweep.workload.__dict__)),
             "sglang_version": None,
+            **axis_fields(sweep),
         },
     )
 
@@ -166,6 +169,23 @@ def run_id(folder: Path) -> str:
     except (OSError, ValueError):
         return folder.name
     return str(raw.get("run_id") or folder.name) if isinstance(raw, dict) else folder.name
+
+
+def axis_fields(sweep: Sweep) -> dict[str, Any]:
+    """run.json keys of an axis sweep (results/confound.py reads them): each point's layout,
+    axis values and workload, the axes, the comparison baselines and the named workloads."""
+    if not (sweep.axis_names or sweep.workloads or any(c.tags or c.asked_ep
+                                                       for c in sweep.configs)):
+        return {}
+    named = sweep.workloads or {}
+    return {
+        "points": point_facts(sweep.configs),
+        "axes": list(sweep.axis_names),
+        "compare_baseline": dict(sweep.compare_baseline),
+        "workloads": {n: json.loads(json.dumps(w.__dict__)) for n, w in named.items()},
+        "concurrencies": list(dict.fromkeys(
+            c for w in (named.values() or [sweep.workload]) for c in w.concurrency)),
+    }
 
 
 def points_from_ids(nodeids: list[str], ids: list[str]) -> dict[str, set[int]]:

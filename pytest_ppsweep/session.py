@@ -200,8 +200,32 @@ class SweepSession:
         params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in self.ids]
         metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
         if "concurrency" in metafunc.fixturenames:
-            conc = self.sweep.workload.concurrency
+            conc = self.all_concurrencies()
             metafunc.parametrize("concurrency", conc, ids=[f"c{c}" for c in conc], indirect=True)
+
+    def all_concurrencies(self) -> tuple[int, ...]:
+        """Every C of the sweep's workloads, in first-seen order (each point keeps its own
+        workload's: :meth:`drop_foreign_points`)."""
+        named = self.sweep.workloads.values() or [self.sweep.workload]
+        return tuple(dict.fromkeys(c for w in named for c in w.concurrency))
+
+    def drop_foreign_points(self, items: list[pytest.Item]) -> None:
+        """Items of a C that the point's workload does not run are deselected (several
+        workloads with different concurrencies)."""
+        if not self.sweep.workloads:
+            return
+        known = set(self.sweep.config(i).id for i in self.ids)
+        foreign = []
+        for item in items:
+            params = _params(item)
+            cid, conc = params.get("ppsweep_config"), params.get("concurrency")
+            if cid in known and conc is not None:
+                wanted = self.sweep.workload_of(self.sweep.config(str(cid))).concurrency
+                if int(conc) not in wanted:
+                    foreign.append(item)
+        if foreign:
+            self.config.hook.pytest_deselected(items=foreign)
+            items[:] = [i for i in items if i not in foreign]
 
     def collected(self, items: list[pytest.Item]) -> None:
         """Gate tests are deselected without a reference to compare with; each layout's tests
@@ -212,6 +236,7 @@ class SweepSession:
             if gates:
                 self.config.hook.pytest_deselected(items=gates)
                 items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
+        self.drop_foreign_points(items)
         plan = self.plan
         for item in items:
             params = _params(item)

@@ -26,7 +26,7 @@ from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.rankspec import local_path
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.matrix.model import Cluster, Config, ProfileSpec, Sweep, cluster_for
+from pytest_ppsweep.matrix.model import Cluster, Config, ProfileSpec, Sweep, Workload, cluster_for
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.gpu import (
     QUERY_ARGS,
@@ -141,20 +141,9 @@ class SweepRun:
         self.store = store
         self.progress = progress
         self.live: LiveStatus = live if live is not None else _NoStatus()
-        w = sweep.workload
-        self.spec = WorkloadSpec(
-            input_len=w.input_len,
-            output_len=w.output_len,
-            range_ratio=w.range_ratio,
-            num_requests=w.num_requests,
-            seed=w.seed,
-            vocab_size=w.vocab_size,
-            warmup_requests=w.warmup_requests,
-            api=w.api,
-            request_timeout_s=w.request_timeout_s,
-            round_timeout_s=w.round_timeout_s,
-        )
+        self.spec = workload_spec(sweep.workload)
         self._prompts: PromptSet | None = None
+        self._named_prompts: dict[str, tuple[WorkloadSpec, PromptSet]] = {}
         self._own_registry = registry is None
         self.registry = registry if registry is not None else Registry()
         self.done: frozenset[tuple[str, int, int]] = frozenset(done)
@@ -170,6 +159,16 @@ class SweepRun:
         if self._prompts is None:
             self._prompts = generate_prompts(self.spec)
         return self._prompts
+
+    def workload_for(self, config: Config) -> tuple[WorkloadSpec, PromptSet]:
+        """The spec and prompt set of the workload ``config`` measures (its named workload
+        when the sweep has several, each generated once per run)."""
+        if not config.workload or config.workload not in self.sweep.workloads:
+            return self.spec, self.prompts
+        if config.workload not in self._named_prompts:
+            spec = workload_spec(self.sweep.workloads[config.workload])
+            self._named_prompts[config.workload] = (spec, generate_prompts(spec))
+        return self._named_prompts[config.workload]
 
     @property
     def cluster(self) -> Cluster:
@@ -368,7 +367,8 @@ class SweepRun:
         cfg = booted.service.config
         scale = booted.topology.time_scale
         results: list[RoundResult] = []
-        repeats = self.sweep.workload.repeats
+        repeats = self.sweep.workload_of(cfg).repeats
+        spec, prompts = self.workload_for(cfg)
         for repeat in range(1, repeats + 1):
             if repeat == 3 and (why := self._skip_third(cfg.id, concurrency, results)):
                 self.progress(f"{cfg.id} C={concurrency}: round 3/{repeats} skipped (adaptive "
@@ -381,7 +381,7 @@ class SweepRun:
             t0 = time.monotonic()
             self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
             bar = _RoundBar(self.live, cfg.id, f"benchmark c{concurrency} r{repeat}/{repeats}",
-                            self.spec.num_requests, scale)
+                            spec.num_requests, scale)
             with self.store.open_raw(cfg.id, concurrency, repeat) as raw:
 
                 def write(record: dict[str, Any], raw: Any = raw, bar: _RoundBar = bar) -> None:
@@ -392,9 +392,9 @@ class SweepRun:
                 try:
                     result = bench.run_round_sync(
                         booted.service.base_url,
-                        self.prompts,
+                        prompts,
                         concurrency,
-                        spec=self.spec,
+                        spec=spec,
                         time_scale=scale,
                         on_record=write,
                         cancel=booted.service.died,
@@ -506,7 +506,7 @@ class SweepRun:
         """A rank died during round ``repeat``: say so and fail with the cause."""
         cid = booted.service.config.id
         reason = booted.dead
-        repeats = self.sweep.workload.repeats
+        repeats = self.sweep.workload_of(booted.service.config).repeats
         self.progress(
             f"{cid} C={concurrency}: round {repeat}/{repeats} aborted after "
             f"{time.monotonic() - t0:.1f} s real: {reason}"
@@ -567,6 +567,22 @@ class _RoundBar:
             f"{self.count}/{self.total} | Input TPS {'n/a' if tps is None else f'{tps:,.0f}'} "
             f"| {elapsed:.1f} s",
         )
+
+
+def workload_spec(w: Workload) -> WorkloadSpec:
+    """What the load generator needs of a sweep's workload."""
+    return WorkloadSpec(
+        input_len=w.input_len,
+        output_len=w.output_len,
+        range_ratio=w.range_ratio,
+        num_requests=w.num_requests,
+        seed=w.seed,
+        vocab_size=w.vocab_size,
+        warmup_requests=w.warmup_requests,
+        api=w.api,
+        request_timeout_s=w.request_timeout_s,
+        round_timeout_s=w.round_timeout_s,
+    )
 
 
 def _scaled(seconds: float | None, time_scale: float) -> float | None:

@@ -139,4 +139,7 @@ def test_no_regression(ppsweep: SweepRun, ppsweep_config: Config, concurrency: i
         r for r in rows if r.config_id == ppsweep_config.id and r.concurrency in (0, concurrency)
     ]
     bad = gate.regressions(mine)
-    assert not bad, "\n".join(r.message for r in bad)
+    # what else differs from the reference's point (image, flags, env, workload)
+    differs = gate.differs_lines(ppsweep.store.dir, ppsweep.compare_ref,
+                                 [ppsweep_config.id])
+    assert not bad, "\n".join([r.message for r in bad] + differs)

@@ -44,6 +44,11 @@ NOT_RUN = {
         "tests/gate/test_gate.py checks the tiers and tests/plugin/test_gate_e2e.py the gate",
     "python benchmarks/bench_planner.py": "a benchmark (10 hidden profiles, minutes); "
         "tests/planner/test_bench_planner.py runs it on one profile",
+    "pytest test_matrix --ppsweep-matrix test_matrix/microbatch.toml": "the a2a.toml flow "
+        "(run here) on another sweep file; tests/axes/test_axes_matrix.py parses it and collects "
+        "its ids, tests/axes/test_axes_e2e.py runs an axis sweep with two workloads (CI budget)",
+    "pytest test_matrix --ppsweep-matrix test_matrix/chunk.toml": "the a2a.toml flow (run "
+        "here) on another sweep file; tests/axes/test_axes_matrix.py parses it (CI budget)",
     "python benchmarks/bench_fail_fast.py": "a benchmark (boots real SGLang on CPU, minutes); "
         "tests/plugin/test_liveness.py and tests/real/test_real_sglang.py run its paths",
     "python benchmarks/bench_interrupts.py": "a benchmark (36 interrupted sweeps, minutes); "
@@ -209,6 +214,23 @@ def test_selecting_configurations(reports: Path) -> None:
     out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports), *EMULATED_CUT),
                    timeout=600), command)
     assert f"baseline pp1-tp32-ep4 from run {full.name}" in out, out[-3000:]
+
+
+@runs("pytest test_matrix --ppsweep-matrix test_matrix/a2a.toml")
+def test_axis_example_sweep(reports: Path) -> None:
+    """The seeds' §10 sweep on the default emulated cluster, cut to two points (4 requests per
+    round, 1 repeat): it boots, passes and writes its comparisons."""
+    cut = {"a2a": "pp8-tp4-ep4,pp8-tp4-ep4-a2a_deepep"}
+    for name, points in cut.items():
+        command = f"pytest test_matrix --ppsweep-matrix test_matrix/{name}.toml"
+        before = set(_runs(reports))
+        out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports), "--ppsweep-config",
+                               points, "--ppsweep-requests", "4", "--ppsweep-repeats", "1",
+                               "--ppsweep-time-scale", "1000", "--ppsweep-spread-rule", "warn"),
+                       timeout=600), command)
+        new = set(_runs(reports)) - before
+        assert len(new) == 1, out[-2000:]
+        assert (new.pop() / "comparisons.csv").is_file(), out[-2000:]
 
 
 @runs("pytest test_matrix --ppsweep-cluster local,local-b -n auto")

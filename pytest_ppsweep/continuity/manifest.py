@@ -61,7 +61,7 @@ def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None =
         "model_path": sweep.model_path,
         "server": {**sweep.server, **config.server},
         "env": {**sweep.env, **cluster.env, **config.env},
-        "workload": asdict(sweep.workload),
+        "workload": asdict(sweep.workload_of(config)),
         "cluster": {
             "name": cluster.name, "kind": cluster.kind, "launcher": cluster.launcher,
             "hosts": [{"name": h.name, "address": h.address} for h in cluster.hosts],

@@ -72,9 +72,9 @@ def resume(sweep: Sweep, pool: tuple[Cluster, ...], store: RunStore, ids: list[s
     if reaped:
         plan.notes.append(f"stopped {len(reaped)} rank process(es) left by the interrupted run")
     facts = store.config_rows()
-    w = sweep.workload
     for cid in ids:
         cfg = sweep.config(cid)
+        w = sweep.workload_of(cfg)
         stored = manifest.load(store.dir, cid)
         if stored is not None:
             diff = manifest.differences(stored, manifest.build(sweep, _cluster_for(pool, cfg), cfg))

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         write_benchmark_json,
     )
     from pytest_ppsweep.gate.comparison import (
+        DECODE_GATED,
         DEFAULT_THRESHOLDS,
         FAILING,
         GATE_CSV,
@@ -47,6 +48,12 @@ if TYPE_CHECKING:
         regressions,
         significant,
         write_comparison_csv,
+    )
+    from pytest_ppsweep.gate.differs import (
+        add_differs_column,
+        config_differences,
+        differs_html,
+        differs_lines,
     )
 
 _NAMES = {
@@ -67,6 +74,7 @@ _NAMES = {
     "valid_mask": "benchjson",
     "write_benchmark_json": "benchjson",
     "Comparison": "comparison",
+    "DECODE_GATED": "comparison",
     "DEFAULT_THRESHOLDS": "comparison",
     "FAILING": "comparison",
     "GATE_CSV": "comparison",
@@ -83,10 +91,15 @@ _NAMES = {
     "regressions": "comparison",
     "significant": "comparison",
     "write_comparison_csv": "comparison",
+    "add_differs_column": "differs",
+    "config_differences": "differs",
+    "differs_html": "differs",
+    "differs_lines": "differs",
 }
 __all__ = [
     "BASELINES",
     "BENCHMARK_JSON",
+    "DECODE_GATED",
     "DEFAULT_THRESHOLDS",
     "FAILING",
     "GATE_CSV",
@@ -99,12 +112,16 @@ __all__ = [
     "Comparison",
     "Threshold",
     "ThresholdError",
+    "add_differs_column",
     "atomic_text",
     "baseline_file",
     "benchmark_json",
     "compare",
     "comparison_html",
     "comparison_table",
+    "config_differences",
+    "differs_html",
+    "differs_lines",
     "load",
     "machine_info",
     "notable_lines",

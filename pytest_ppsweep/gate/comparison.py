@@ -47,8 +47,17 @@ METRICS: dict[str, tuple[str, str, str, bool]] = {
     "input_tps": ("input_tps", "Input TPS", "", True),
     "ttft_p50": ("ttft_p50_s", "TTFT p50", " s", False),
     "ttft_p95": ("ttft_p95_s", "TTFT p95", " s", False),
+    # decode workloads (SGLang bench_serving's definitions, measure/metrics.py); a point
+    # whose workload has no value of a metric in either run is not gated on it
+    "output_tps": ("output_tps", "Output TPS", "", True),
+    "tpot_p50": ("tpot_p50_s", "TPOT p50", " s", False),
+    "tpot_p99": ("tpot_p99_s", "TPOT p99", " s", False),
+    "itl_p50": ("itl_p50_s", "ITL p50", " s", False),
+    "itl_p99": ("itl_p99_s", "ITL p99", " s", False),
+    "e2e_p50": ("e2e_p50_s", "E2E p50", " s", False),
 }
 DEFAULT_THRESHOLDS = ("input_tps:-3%", "ttft_p50:+5%")
+DECODE_GATED = ("output_tps", "tpot_p50", "tpot_p99", "itl_p50", "itl_p99", "e2e_p50")
 
 
 class ThresholdError(ValueError):
@@ -245,6 +254,8 @@ def compare(cur_run_dir: Path, ref_run_dir: Path,
         ref_valid = ref_groups[key][valid_mask(ref_groups[key])]
         for th in ths.values():
             ref_v, cur_v = _values(ref_valid, th.column), _values(valid, th.column)
+            if th.metric in DECODE_GATED and not ref_v and not _measured(valid, th.column):
+                continue  # this point's workload has no such metric (per-workload metrics)
             if not ref_v:
                 out.append(_point(cid, conc, "only in current", f"{_where(cid, conc)}: no "
                                   f"valid {th.label} in the reference run"))
@@ -257,6 +268,13 @@ def compare(cur_run_dir: Path, ref_run_dir: Path,
     rank = {c: i for i, c in enumerate(dict.fromkeys([*cur.meta.order, *ref.meta.order,
                                                        *(k[0] for k in keys)]))}
     return sorted(out, key=lambda c: (c.concurrency, rank.get(c.config_id, len(rank))))
+
+
+def _measured(rows: pd.DataFrame, column: str) -> bool:
+    """Whether results.csv has the column with a value for these rows (an older run folder
+    has no decode columns; a prefill workload has no TPOT)."""
+    return column in rows.columns and bool(pd.to_numeric(rows[column], errors="coerce")
+                                           .notna().any())
 
 
 def regressions(comparisons: Iterable[Comparison]) -> list[Comparison]:

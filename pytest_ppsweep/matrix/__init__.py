@@ -9,6 +9,18 @@ from typing import TYPE_CHECKING
 from pytest_ppsweep._exports import lazy
 
 if TYPE_CHECKING:
+    from pytest_ppsweep.matrix.axes import (
+        AXIS_SHORT,
+        DEFAULT_MAX_POINTS,
+        EP_SPANNING_A2A,
+        LAYOUT_AXES,
+        UNSET,
+        Axis,
+        axis_tag,
+        expand,
+        parse_axes,
+        point_facts,
+    )
     from pytest_ppsweep.matrix.model import (
         Cluster,
         Config,
@@ -25,6 +37,7 @@ if TYPE_CHECKING:
     )
     from pytest_ppsweep.matrix.schema import (
         CLUSTER_KEYS,
+        COMPARE_KEYS,
         CONFIG_KEYS,
         HOST_KEYS,
         INT_LIMIT,
@@ -42,6 +55,16 @@ if TYPE_CHECKING:
     )
 
 _NAMES = {
+    "AXIS_SHORT": "axes",
+    "Axis": "axes",
+    "DEFAULT_MAX_POINTS": "axes",
+    "EP_SPANNING_A2A": "axes",
+    "LAYOUT_AXES": "axes",
+    "UNSET": "axes",
+    "axis_tag": "axes",
+    "expand": "axes",
+    "parse_axes": "axes",
+    "point_facts": "axes",
     "Cluster": "model",
     "Config": "model",
     "Host": "model",
@@ -53,6 +76,7 @@ _NAMES = {
     "ENV_PLACEHOLDERS": "parse",
     "load": "parse",
     "CLUSTER_KEYS": "schema",
+    "COMPARE_KEYS": "schema",
     "CONFIG_KEYS": "schema",
     "HOST_KEYS": "schema",
     "INT_LIMIT": "schema",
@@ -69,18 +93,25 @@ _NAMES = {
     "shown_value": "schema",
 }
 __all__ = [
+    "AXIS_SHORT",
     "CLUSTER_KEYS",
+    "COMPARE_KEYS",
     "CONFIG_KEYS",
+    "DEFAULT_MAX_POINTS",
     "ENV_PLACEHOLDERS",
+    "EP_SPANNING_A2A",
     "HOST_KEYS",
     "INT_LIMIT",
+    "LAYOUT_AXES",
     "PLUGIN_OWNED_FLAGS",
     "PROFILE_ACTIVITIES",
     "PROFILE_KEYS",
     "SPREAD_RULES",
     "SWEEP_KEYS",
     "TOP_KEYS",
+    "UNSET",
     "WORKLOAD_KEYS",
+    "Axis",
     "Cluster",
     "Config",
     "Host",
@@ -91,8 +122,12 @@ __all__ = [
     "Reader",
     "Sweep",
     "Workload",
+    "axis_tag",
     "cluster_for",
+    "expand",
     "load",
+    "parse_axes",
+    "point_facts",
     "shown_value",
 ]
 __getattr__ = lazy(__name__, _NAMES)

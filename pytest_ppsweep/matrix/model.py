@@ -72,10 +72,25 @@ class Config:
     server: Mapping[str, Any] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
     order: int = 0
+    # Axis points (matrix/axes.py): the id parts of the non-default axis values
+    # (``a2a_deepep``), every axis value of this point (the report's columns), the workload
+    # name when the sweep has several (also an id part), and the EP the layout asked for when
+    # SGLang rewrites it (``ep`` is then what runs: EP = TP with an EP-spanning a2a backend).
+    tags: tuple[str, ...] = ()
+    axes: Mapping[str, Any] = field(default_factory=dict)
+    workload: str = ""
+    asked_ep: int = 0
+
+    @property
+    def layout_id(self) -> str:
+        """``pp{pp}-tp{tp}-ep{ep}``: the layout alone (with the EP that runs)."""
+        return f"pp{self.pp}-tp{self.tp}-ep{self.ep}"
 
     @property
     def id(self) -> str:
-        return f"pp{self.pp}-tp{self.tp}-ep{self.ep}"
+        """The layout id, then the non-default axis values and the workload (when the sweep
+        has several): ``pp8-tp4-ep4``, ``pp4-tp8-ep8-a2a_deepep``, ``pp4-tp8-ep4-decode``."""
+        return "-".join((self.layout_id, *self.tags, *((self.workload,) if self.workload else ())))
 
     @property
     def gpus(self) -> int:
@@ -84,12 +99,15 @@ class Config:
 
     @property
     def label(self) -> str:
-        return f"{self.pp} / {self.tp} / {self.ep}"
+        asked = self.asked_ep
+        rewritten = f" (asked EP {asked})" if asked and asked != self.ep else ""
+        return f"{self.pp} / {self.tp} / {self.ep}{rewritten}"
 
     def matches(self, selector: str) -> bool:
-        """Exact selection: the full id, ``ppN`` or ``ppN-tpM`` (never a substring)."""
-        parts = self.id.split("-")
-        return selector in (self.id, parts[0], "-".join(parts[:2]))
+        """Exact selection: the full id, or the layout as ``ppN``, ``ppN-tpM`` or
+        ``ppN-tpM-epK`` (every axis point and workload of it); never a substring."""
+        parts = self.layout_id.split("-")
+        return selector in (self.id, parts[0], "-".join(parts[:2]), self.layout_id)
 
 
 @dataclass(frozen=True)
@@ -151,6 +169,12 @@ class Sweep:
     min_repeats: int
     fatal_patterns: tuple[str, ...]
     thresholds: tuple[str, ...] = ()
+    # Named workloads (``[workloads.<name>]``, matrix/axes.py); empty: ``workload`` only.
+    workloads: Mapping[str, Workload] = field(default_factory=dict)
+    # ``[compare] baseline``: the axis values that make a point its comparison group's
+    # baseline (results/confound.py); the axes named are those under study.
+    compare_baseline: Mapping[str, Any] = field(default_factory=dict)
+    axis_names: tuple[str, ...] = ()
     # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
     # "warn": it is a warning only (exploratory runs).
     spread_rule: str = "fail"
@@ -175,6 +199,10 @@ class Sweep:
 
     def config(self, config_id: str) -> Config:
         return next(c for c in self.configs if c.id == config_id)
+
+    def workload_of(self, config: Config) -> Workload:
+        """The workload ``config`` runs (its named one, else the sweep's)."""
+        return self.workloads.get(config.workload, self.workload)
 
 
 class NoClusterFits(ValueError):

@@ -15,9 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.matrix import axes as axes_mod
 from pytest_ppsweep.matrix.model import Cluster, Config, Host, ProfileSpec, Sweep, Workload
 from pytest_ppsweep.matrix.schema import (
     CLUSTER_KEYS,
+    COMPARE_KEYS,
     CONFIG_KEYS,
     HOST_KEYS,
     INT_LIMIT,
@@ -136,11 +138,12 @@ def _build(top: Reader, path: Path) -> Sweep:
     server = _server_table(top.table("server"), "server")
     env = _env(top.table("env"))
     clusters = _clusters(top)
-    workload = _workload(top.table("workload", required=True))
+    workloads = _workloads(top)
+    workload = next(iter(workloads.values()))
     ep_cap = sw.integer("ep_cap", default=0, minimum=1)
-    configs = _configs(top, ep_cap)
+    configs, axis_names = _points(top, sw, ep_cap, server, env, list(workloads))
     baseline_sel = sw.text("baseline", default=configs[0].id)
-    base = [c for c in configs if c.matches(baseline_sel)]
+    base = _baseline_points(configs, baseline_sel)
     if len(base) != 1:
         raise MatrixError(
             f"{path}: key 'sweep.baseline': expected the id of one configuration in the sweep "
@@ -172,7 +175,62 @@ def _build(top: Reader, path: Path) -> Sweep:
         fatal_patterns=_patterns(sw),
         thresholds=tuple(sw.str_list("thresholds", default=[])),
         profile=_profile(top, configs, workload) if "profile" in top.data else None,
+        workloads=workloads if len(workloads) > 1 else {},
+        compare_baseline=_compare(top, axis_names),
+        axis_names=axis_names,
     )
+
+
+def _points(top: Reader, sw: Reader, ep_cap: int, server: dict[str, Any], env: dict[str, str],
+            workloads: list[str]) -> tuple[tuple[Config, ...], tuple[str, ...]]:
+    """The sweep's points: the ``[[configs]]`` layouts as today when there are no axes, no
+    rules and one workload (ids unchanged), else :func:`axes.expand`."""
+    extended = any(k in top.data for k in ("axes", "exclude", "include")) or len(workloads) > 1
+    max_points = sw.integer("max_points", default=axes_mod.DEFAULT_MAX_POINTS, minimum=1)
+    backends = sw.str_list("a2a_ep_backends", default=list(axes_mod.EP_SPANNING_A2A))
+    configs = _configs(top, ep_cap, required=not extended)
+    if not extended:
+        return axes_mod.rewrite_ep(configs, server, backends), ()
+    return axes_mod.expand(top, configs, server, env, workloads, ep_cap, backends, max_points)
+
+
+def _baseline_points(configs: tuple[Config, ...], selector: str) -> list[Config]:
+    """The configurations ``[sweep] baseline`` names: the exact id, else among those of the
+    layout it names the first workload's point with every axis at its default."""
+    exact = [c for c in configs if c.id == selector]
+    if exact:
+        return exact
+    chosen = [c for c in configs if c.matches(selector)]
+    if len(chosen) > 1:
+        first = chosen[0].workload
+        chosen = [c for c in chosen if not c.tags and c.workload == first] or chosen
+    return chosen
+
+
+def _workloads(top: Reader) -> dict[str, Workload]:
+    """``[workload]`` alone (one workload, named ``default``), or ``[workloads.<name>]``
+    tables, each over the common keys of ``[workload]``."""
+    names = axes_mod.workload_names(top)
+    if not names:
+        return {"default": _workload(top.table("workload", required=True))}
+    common = top.table("workload")
+    out: dict[str, Workload] = {}
+    for name in names:
+        own = top.table("workloads").table(name, required=True)
+        out[name] = _workload(Reader(top.path, {**common.data, **own.data}, f"workloads.{name}"))
+    return out
+
+
+def _compare(top: Reader, axis_names: tuple[str, ...]) -> dict[str, Any]:
+    tab = top.table("compare")
+    tab.only(COMPARE_KEYS)
+    base = tab.table("baseline")
+    for key in base.keys():  # noqa: SIM118 (Reader is not a dict)
+        if key not in axis_names:
+            raise MatrixError(
+                f"{top.path}: key 'compare.baseline.{key}': expected one of the sweep's axes "
+                f"({', '.join(axis_names) or 'none'}), found {key!r}")
+    return dict(base.data)
 
 
 def _server_table(tab: Reader, where: str) -> dict[str, Any]:
@@ -219,8 +277,10 @@ def _plain(value: str | int | float | bool) -> bool:
     return math.isfinite(value)
 
 
-def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
+def _configs(top: Reader, ep_cap: int, required: bool = True) -> tuple[Config, ...]:
     items = top.table_list("configs")
+    if not items and not required:
+        return ()
     if not items:
         raise MatrixError(
             f"{top.path}: key 'configs': expected at least one [[configs]], found none"
@@ -251,10 +311,21 @@ def _configs(top: Reader, ep_cap: int) -> tuple[Config, ...]:
             order=i,
         )
         if cfg.id in seen:
-            raise MatrixError(
-                f"{top.path}: key '{item.where}': duplicate configuration {cfg.id} "
-                f"(already configs[{seen[cfg.id]}])"
-            )
+            first = configs[seen[cfg.id]]
+            named = axes_mod.distinguish(first, cfg)
+            if named is None:
+                raise MatrixError(
+                    f"{top.path}: key '{item.where}': duplicate configuration {cfg.id} "
+                    f"(already configs[{seen[cfg.id]}])"
+                )
+            at = seen.pop(cfg.id)
+            configs[at], cfg = named
+            seen[configs[at].id] = at
+            if cfg.id in seen:
+                raise MatrixError(
+                    f"{top.path}: key '{item.where}': duplicate configuration {cfg.id} "
+                    f"(already configs[{seen[cfg.id]}])"
+                )
         seen[cfg.id] = i
         configs.append(cfg)
     return tuple(configs)

@@ -15,7 +15,9 @@ INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 
 # ``[sweep] spread_rule``: what a spread above spread_threshold does to a point's verdict.
 SPREAD_RULES = ("fail", "warn")
-TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters", "profile")
+TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters", "profile", "axes",
+            "exclude", "include", "workloads", "compare")
+COMPARE_KEYS = ("baseline",)
 PROFILE_KEYS = ("layouts", "concurrency", "num_requests", "num_steps", "activities", "output_dir",
                 "timeout_s")
 PROFILE_ACTIVITIES = ("CPU", "GPU", "MEM", "CUDA_PROFILER", "RPD")
@@ -33,6 +35,8 @@ SWEEP_KEYS = (
     "spread_rule",
     "fatal_patterns",
     "thresholds",
+    "max_points",
+    "a2a_ep_backends",
 )
 CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
 WORKLOAD_KEYS = (

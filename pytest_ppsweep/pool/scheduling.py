@@ -50,10 +50,24 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
         self._started: dict[str, float] = {}  # work unit → monotonic time it was handed out
 
     def _split_scope(self, nodeid: str) -> str:
-        # The layout id inside the test id is the work unit. xdist's own "@<group>" suffix is
+        # The point id inside the test id is the work unit. xdist's own "@<group>" suffix is
         # not relied on: pytest 9.2 ignores the `_nodeid` that xdist 3.8 rewrites to add it.
+        # Matched against the sweep's known ids (axis points: pp8-tp4-ep4-a2a_deepep), the
+        # longest first, as runsetup.points_from_ids does.
+        if "[" in nodeid:
+            param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
+            for cid in self._known:
+                if param == cid or param.startswith(cid + "-"):
+                    return cid
         match = _LAYOUT.search(nodeid.rsplit("[", 1)[-1]) if "[" in nodeid else None
         return match.group(0) if match else str(super()._split_scope(nodeid))
+
+    @property
+    def _known(self) -> list[str]:
+        return sorted((c.id for c in self._sweep.configs), key=len, reverse=True)
+
+    def _is_layout(self, scope: str) -> bool:
+        return any(c.id == scope for c in self._sweep.configs) or bool(_LAYOUT.fullmatch(scope))
 
     def _cluster(self, node: Any) -> Cluster:
         return self._pool.clusters[node.workerinput[WORKER_CLUSTER]]
@@ -61,7 +75,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
     def _cost(self, scope: str) -> float:
         # Without estimates every layout weighs the same; other work units (tests outside any
         # layout) weigh nothing.
-        return self._expected.get(scope, 1.0 if _LAYOUT.fullmatch(scope) else 0.0)
+        return self._expected.get(scope, 1.0 if self._is_layout(scope) else 0.0)
 
     def _remaining(self, worker: str) -> float:
         """Expected seconds until ``worker`` is through its plan (0 if it is gone)."""
@@ -126,7 +140,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
         for worker, scopes in plan.items():
             self._owner.update(dict.fromkeys(scopes, worker))
             self._rank.update({s: i for i, s in enumerate(scopes)})
-            layouts = [s for s in scopes if _LAYOUT.fullmatch(s)]
+            layouts = [s for s in scopes if self._is_layout(s)]
             if self._timed:
                 total = sum(self._cost(s) for s in layouts)
                 shown = ", ".join(f"{s} ~{self._cost(s):.0f} s" for s in layouts)

@@ -9,6 +9,11 @@ from typing import TYPE_CHECKING
 from pytest_ppsweep._exports import lazy
 
 if TYPE_CHECKING:
+    from pytest_ppsweep.report.axes import (
+        axis_sweep_html,
+        comparisons_html,
+        confounded_text,
+    )
     from pytest_ppsweep.report.charts import (
         PALETTE,
         Spread,
@@ -70,6 +75,9 @@ if TYPE_CHECKING:
     )
 
 _NAMES = {
+    "axis_sweep_html": "axes",
+    "comparisons_html": "axes",
+    "confounded_text": "axes",
     "PALETTE": "charts",
     "Spread": "charts",
     "bar_chart": "charts",
@@ -128,10 +136,13 @@ __all__ = [
     "RunLine",
     "Spread",
     "analyse",
+    "axis_sweep_html",
     "bar_chart",
     "build_parser",
     "build_report",
     "compare_lines",
+    "comparisons_html",
+    "confounded_text",
     "delta",
     "find_runs",
     "finish",

@@ -322,6 +322,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     # The first screen answers the question (which layout, by how much, can it be trusted);
     # the tables, charts and evidence that back the answer come after it.
     body = [_decision(data, summary, verdicts, recommendation),
+            *_axis_sections(data, summary),
             _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),
             _memory(data, summary), _steps(summary), _verdicts(verdicts), _metadata(data),
@@ -329,6 +330,15 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
             f"<h3>Evidence</h3><p>{evidence}</p>"]
     return [_STYLE, _banner(data), '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>',
             *body, "</div>"]
+
+
+def _axis_sections(data: RunData, summary: Summary) -> list[str]:
+    """An axis sweep's tables with memory headroom per variant (first screen), and every
+    comparison with its differing fields and confounded mark (report/axes.py)."""
+    from pytest_ppsweep.report.axes import axis_sweep_html, comparisons_html
+
+    return [s for s in (axis_sweep_html(data.run_dir, summary.table, summary.configs),
+                        comparisons_html(summary.comparisons)) if s]
 
 
 def analyse(run_dir: Path) -> tuple[RunData, Summary, tuple[Verdict, ...], Recommendation]:

@@ -92,7 +92,19 @@ def finish(
         gate.write_comparison_csv(store.dir, rows)
         rendered.html.append(gate.comparison_html(rows))
         rendered.gate = gate.comparison_table(rows, width=100) + gate.notable_lines(rows)
+        _gate_differs(store.dir, compare_ref, rows, rendered)
     return rendered
+
+
+def _gate_differs(run_dir: Path, ref: Path, rows: list[Any], rendered: Any) -> None:
+    """The gate's deltas with the manifest fields each point differs in from the reference
+    (gate/differs.py): gate.csv's ``differs`` column, a table and terminal lines."""
+    from pytest_ppsweep.gate import differs
+
+    ids = [r.config_id for r in rows]
+    differs.add_differs_column(run_dir, ref)
+    rendered.html.append(differs.differs_html(run_dir, ref, ids))
+    rendered.gate += differs.differs_lines(run_dir, ref, ids)
 
 
 def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:

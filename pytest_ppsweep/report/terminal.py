@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from pytest_ppsweep.report.axes import confounded_text
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.aggregate import (
     Summary,
@@ -25,7 +26,10 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     # Two configs may share a layout (other flags differ): then only the id tells them apart.
     use_id = layouts.nunique() != summary.table["config_id"].nunique()
     deltas = not summary.no_deltas
-    head = (f"{'config' if use_id else 'PP/TP/EP':<14}{'C':>4}{'Input TPS':>11}{'TTFT p50':>10}"
+    # Axis points' ids (pp4-tp8-ep8-a2a_deepep) are shown whole, up to 34 characters.
+    col = min(max([14, *(len(str(c)) + 1 for c in summary.table["config_id"])]), 35) if (
+        use_id) else 14
+    head = (f"{'config' if use_id else 'PP/TP/EP':<{col}}{'C':>4}{'Input TPS':>11}{'TTFT p50':>10}"
             f"{'TTFT p95':>10}" + (f"{'ΔTPS':>10}{'ΔTTFT':>10}" if deltas else "") + "  verdict")
     if summary.baseline_note:  # the baseline is not in this run: where its numbers come from
         lines = ["PP/TP/EP sweep: medians over repeats"[:width],
@@ -36,9 +40,9 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     for r in records(summary.table):
         v = by_key.get((str(r["config_id"]), int(r["concurrency"])))
         name = str(r["config_id"] if use_id else r["layout"])
-        name = name if len(name) <= 13 else name[:12] + "…"
+        name = name if len(name) <= col - 1 else name[:col - 2] + "…"
         base = r["config_id"] == summary.baseline
-        row = (f"{name:<14}{r['concurrency']:>4}{num(r['input_tps']):>11}"
+        row = (f"{name:<{col}}{r['concurrency']:>4}{num(r['input_tps']):>11}"
                f"{num(r['ttft_p50_s'], 2, ' s'):>10}{num(r['ttft_p95_s'], 2, ' s'):>10}"
                + (f"{'base' if base else delta(r['tps_vs_base_pct']):>10}"
                   f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}" if deltas else "")
@@ -47,6 +51,7 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
     texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts
              if not v.valid or v.warnings]
+    texts += confounded_text(summary.comparisons)
     for text in [*texts, recommendation.text]:
         lines += _wrap(text, width)
     return lines

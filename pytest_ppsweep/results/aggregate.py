@@ -128,6 +128,9 @@ class Summary:
     baseline_run: str = ""
     baseline_note: str = ""
     no_deltas: bool = False
+    # Every comparison with the manifest fields its two points differ in and the confounded
+    # mark (results/confound.py); None when not computed (a table built without a run folder).
+    comparisons: pd.DataFrame | None = None
 
 
 def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...]) -> pd.DataFrame:
@@ -326,8 +329,68 @@ def summarize_run(data: RunData) -> Summary:
         planned = tuple(c for c in planned if c in chosen)
     merged = tuple(sorted({*summary.concurrencies, *planned}))
     summary.table["baseline_from"] = (meta.run_id if not note else source) or np.nan
-    return replace(summary, concurrencies=merged, baseline_run=source, baseline_note=note,
-                   no_deltas=bool(note) and reference is None)
+    summary = replace(summary, concurrencies=merged, baseline_run=source, baseline_note=note,
+                      no_deltas=bool(note) and reference is None)
+    return with_comparisons(data, summary)
+
+
+def with_comparisons(data: RunData, summary: Summary) -> Summary:
+    """``summary`` with its comparisons (results/confound.py) and, in its table, the fields
+    each delta's two points differ in: ``vs_base_differs``/``step_differs`` and whether that
+    delta is confounded (``vs_base_confounded``/``step_confounded``, the extra fields in
+    ``*_extra``). Decode metrics' medians are added to the table when results.csv has them."""
+    from pytest_ppsweep.results import confound
+
+    frame = confound.comparisons(data.run_dir, summary.table, data.results,
+                                 baseline=summary.baseline, order=summary.order)
+    table = summary.table
+    for kind, prefix in (("baseline", "vs_base"), ("step", "step")):
+        part = frame[frame["kind"] == kind] if not frame.empty else frame
+        index = {(r["config_id"], int(r["concurrency"])): r for r in part.to_dict("records")}
+        keys = list(zip(table["config_id"], table["concurrency"].astype(int), strict=True))
+        table[f"{prefix}_differs"] = [index[k]["differs"] if k in index else "" for k in keys]
+        table[f"{prefix}_extra"] = [index[k]["extra"] if k in index else "" for k in keys]
+        table[f"{prefix}_confounded"] = [bool(index[k]["confounded"]) if k in index else False
+                                         for k in keys]
+    if len({str(p.get("workload", "")) for p in confound.load_points(data.run_dir).values()}) > 1:
+        _per_workload_deltas(table, frame)
+    medians = confound.median_metrics(data.results)
+    for metric in confound.DECODE_METRICS:
+        if metric in medians.columns and metric not in table.columns:
+            keys = list(zip(table["config_id"], table["concurrency"].astype(int), strict=True))
+            table[metric] = [medians[metric].get(k, np.nan) for k in keys]
+    return replace(summary, table=table, comparisons=frame)
+
+
+def _per_workload_deltas(table: pd.DataFrame, frame: pd.DataFrame) -> None:
+    """Several workloads: the vs-baseline and step deltas of ``table`` are taken within each
+    point's workload (the baseline layout and the previous layout of the same workload and
+    axis values, results/confound.py), never across workloads."""
+    keys = list(zip(table["config_id"], table["concurrency"].astype(int), strict=True))
+    value = {(k, col): v for k, r in zip(keys, table.to_dict("records"), strict=True)
+             for col, v in r.items()}
+
+    def refs(kind: str) -> dict[tuple[str, int], str]:
+        part = frame[frame["kind"] == kind] if not frame.empty else frame
+        return {(str(r["config_id"]), int(r["concurrency"])): str(r["reference"])
+                for r in part.to_dict("records")}
+
+    def pct(key: tuple[str, int], ref: str | None, column: str) -> float:
+        if ref is None:
+            return float("nan")
+        mine, theirs = value.get((key, column)), value.get(((ref, key[1]), column))
+        try:
+            return (float(mine) / float(theirs) - 1.0) * 100.0  # type: ignore[arg-type]
+        except (TypeError, ValueError, ZeroDivisionError):
+            return float("nan")
+
+    base, step = refs("baseline"), refs("step")
+    for column, name in (("input_tps", "tps_vs_base_pct"), ("ttft_p50_s", "ttft_p50_vs_base_pct"),
+                         ("ttft_p95_s", "ttft_p95_vs_base_pct")):
+        table[name] = [pct(k, base.get(k), column) for k in keys]
+    table["step_from"] = [step.get(k, np.nan) for k in keys]
+    table["tps_step_pct"] = [pct(k, step.get(k), "input_tps") for k in keys]
+    table["ttft_p50_step_pct"] = [pct(k, step.get(k), "ttft_p50_s") for k in keys]
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> Path:
@@ -339,7 +402,10 @@ def _atomic_csv(frame: pd.DataFrame, path: Path) -> Path:
 
 
 def write_summary(run_dir: Path, summary: Summary) -> Path:
-    """Write ``<run_dir>/summary.csv`` (one row per configuration x C) atomically."""
+    """Write ``<run_dir>/summary.csv`` (one row per configuration x C) atomically, and
+    ``comparisons.csv`` when the comparisons were computed."""
+    if summary.comparisons is not None:
+        _atomic_csv(summary.comparisons, Path(run_dir) / "comparisons.csv")
     return _atomic_csv(summary.table, Path(run_dir) / "summary.csv")
 
 
