@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_ppsweep.matrix.model import MatrixError, ProfileSpec, Sweep
+from pytest_ppsweep.matrix.model import MatrixError, ProfileSpec, Sweep, select
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.matrix.schema import SPREAD_RULES
 from pytest_ppsweep.profile.collect import with_profile_mounts
@@ -236,13 +236,14 @@ def selected_ids(config: pytest.Config, sweep: Sweep) -> list[str]:
     selectors = [s for s in selectors if s]
     if not selectors:
         return [c.id for c in sweep.configs]
-    unknown = [s for s in selectors if not any(c.matches(s) for c in sweep.configs)]
+    unknown = [s for s in selectors if not select(sweep.configs, s)]
     if unknown:
         raise pytest.UsageError(
             f"--ppsweep-config: {', '.join(unknown)} matches no configuration of {sweep.path}; "
             f"expected one of {', '.join(c.id for c in sweep.configs)} (or ppN, ppN-tpM)"
         )
-    return [c.id for c in sweep.configs if any(c.matches(s) for s in selectors)]
+    chosen = {c.id for s in selectors for c in select(sweep.configs, s)}
+    return [c.id for c in sweep.configs if c.id in chosen]
 
 
 def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:

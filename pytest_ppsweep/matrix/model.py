@@ -5,7 +5,7 @@ downstream reads these and never the TOML."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,14 @@ class Config:
         ``ppN-tpM-epK`` (every axis point and workload of it); never a substring."""
         parts = self.layout_id.split("-")
         return selector in (self.id, parts[0], "-".join(parts[:2]), self.layout_id)
+
+
+def select(configs: Iterable[Config], selector: str) -> list[Config]:
+    """What ``--ppsweep-config SELECTOR`` runs: the point whose id it is, exactly, when there is
+    one (``pp8-tp4-ep4`` is PP8's default point, not its a2a variants); else every point of the
+    layout it names (:meth:`Config.matches`)."""
+    configs = list(configs)
+    return [c for c in configs if c.id == selector] or [c for c in configs if c.matches(selector)]
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.matrix import axes as axes_mod
-from pytest_ppsweep.matrix.model import Cluster, Config, Host, ProfileSpec, Sweep, Workload
+from pytest_ppsweep.matrix.model import (
+    Cluster,
+    Config,
+    Host,
+    ProfileSpec,
+    Sweep,
+    Workload,
+    select,
+)
 from pytest_ppsweep.matrix.schema import (
     CLUSTER_KEYS,
     COMPARE_KEYS,
@@ -528,7 +536,7 @@ def _profile(top: Reader, configs: tuple[Config, ...], workload: Workload) -> Pr
     tab.only(PROFILE_KEYS)
     layouts: list[str] = []
     for sel in tab.str_list("layouts", default=[]):
-        chosen = [c.id for c in configs if c.matches(sel)]
+        chosen = [c.id for c in select(configs, sel)]
         if not chosen:
             raise MatrixError(
                 f"{tab.path}: key 'profile.layouts': expected ids of layouts in the sweep "

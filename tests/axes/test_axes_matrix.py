@@ -16,6 +16,7 @@ from support.paths import REPO
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix import MatrixError, load
+from pytest_ppsweep.matrix.model import select
 from pytest_ppsweep.pool.scheduling import PoolScheduling
 from pytest_ppsweep.results import confound
 from pytest_ppsweep.runsetup import points_from_ids
@@ -309,3 +310,15 @@ def test_gate_lists_what_differs_from_the_reference(tmp_path: Path) -> None:
     # decode metrics can be gated (a prefill point without them is not)
     assert {"tpot_p50", "output_tps"} <= set(
         gate.parse_thresholds(["tpot_p50:+5%", "output_tps:-3%"]))
+
+
+def test_an_exact_id_selects_that_point_only() -> None:
+    """``--ppsweep-config pp8-tp4-ep4`` on a2a.toml is PP8's default point, not its variants;
+    ``pp8`` or ``pp8-tp4`` is every point of the layout."""
+    configs = load(MATRIX / "a2a.toml").configs
+    assert [c.id for c in select(configs, "pp8-tp4-ep4")] == ["pp8-tp4-ep4"]
+    assert {c.id for c in select(configs, "pp8")} == {
+        "pp8-tp4-ep4", "pp8-tp4-ep4-a2a_deepep", "pp8-tp4-ep4-a2a_flashinfer"}
+    assert {c.id for c in select(configs, "pp4-tp8")} == {
+        "pp4-tp8-ep4", "pp4-tp8-ep8-a2a_deepep", "pp4-tp8-ep8-a2a_flashinfer"}
+    assert select(configs, "pp8-tp4-ep4-a2a") == []  # never a substring
