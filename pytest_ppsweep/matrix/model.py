@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.schema import (
     MatrixError,
 )
@@ -135,6 +136,8 @@ class Sweep:
     # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
     # "warn": it is a warning only (exploratory runs).
     spread_rule: str = "fail"
+    # The [comm] table (matrix.commspec): the all-reduce microbenchmark; None: not asked.
+    comm: CommSpec | None = None
 
     def cluster(self, name: str | None) -> Cluster:
         chosen = name or self.default_cluster

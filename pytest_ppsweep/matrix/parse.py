@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.matrix.model import Cluster, Config, Host, Sweep, Workload
+from pytest_ppsweep.matrix.commspec import read_comm
 from pytest_ppsweep.matrix.schema import (
     CLUSTER_KEYS,
     CONFIG_KEYS,
@@ -169,6 +170,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         spread_rule=sw.choice("spread_rule", SPREAD_RULES, default="fail"),
         fatal_patterns=_patterns(sw),
         thresholds=tuple(sw.str_list("thresholds", default=[])),
+        comm=read_comm(top),
     )
 
 

@@ -15,7 +15,7 @@ INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 
 # ``[sweep] spread_rule``: what a spread above spread_threshold does to a point's verdict.
 SPREAD_RULES = ("fail", "warn")
-TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters")
+TOP_KEYS = ("sweep", "server", "env", "configs", "workload", "clusters", "comm")
 SWEEP_KEYS = (
     "name",
     "image",
