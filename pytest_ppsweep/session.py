@@ -197,6 +197,7 @@ class SweepSession:
             if gates:
                 self.config.hook.pytest_deselected(items=gates)
                 items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
+        self._deselect_comm(items)
         plan = self.plan
         for item in items:
             params = _params(item)
@@ -212,6 +213,16 @@ class SweepSession:
                 why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+
+    def _deselect_comm(self, items: list[pytest.Item]) -> None:
+        """test_comm (marked ``ppsweep_comm``) is collected only with ``--ppsweep-comm`` or a
+        ``[comm]`` table in the sweep file."""
+        if self.sweep.comm is not None:
+            return
+        comm = [i for i in items if i.get_closest_marker("ppsweep_comm")]
+        if comm:
+            self.config.hook.pytest_deselected(items=comm)
+            items[:] = [i for i in items if not i.get_closest_marker("ppsweep_comm")]
 
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""

@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("cluster",),
     ("service",),
     ("measure",),
+    ("comm",),
     ("continuity",),
     ("pool",),
     ("results",),

@@ -40,6 +40,8 @@ import threading
 import time
 from typing import Any
 
+__all__ = ()  # a script shipped to the nodes, not an API of the package
+
 EXIT_WRONG, EXIT_INIT, EXIT_HANG, EXIT_EXC = 2, 3, 4, 5
 DTYPE_BYTES = 4  # float32, as nccl-tests' default
 
@@ -100,8 +102,8 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
     )
     dog = Watchdog(rank, node, args.timeout_s)
     try:
-        import torch
-        import torch.distributed as dist
+        import torch  # type: ignore[import-not-found,unused-ignore]
+        import torch.distributed as dist  # type: ignore[import-not-found,unused-ignore]
     except Exception as exc:  # the node's python has no usable torch
         emit(event="error", kind="init", rank=rank, node=node, message=f"import torch: {exc}")
         return EXIT_INIT

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CommOutput", "read_output", "read_lines"]
+__all__ = ["CommOutput", "read_lines", "read_output"]
 
 KIND_TEXT = {
     "wrong_sum": "wrong sum",

@@ -33,16 +33,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.comm.domains import Domain, tp_domains
-from pytest_ppsweep.comm.ncclperf import NcclPerfError, parse_all_reduce_perf
-from pytest_ppsweep.comm.records import read_output
-from pytest_ppsweep.comm.table import SUMMARY_COLUMNS, summary_rows
-from pytest_ppsweep.comm.topo import GpuTopology, TopoError, parse_topo
 from pytest_ppsweep.cluster.backends import host_for, launcher_for
 from pytest_ppsweep.cluster.base import HostError, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import RankSpec, local_path, rank_specs
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.comm.domains import Domain, tp_domains
+from pytest_ppsweep.comm.ncclperf import NcclPerfError, parse_all_reduce_perf
+from pytest_ppsweep.comm.records import read_output
+from pytest_ppsweep.comm.table import SUMMARY_COLUMNS, summary_rows
+from pytest_ppsweep.comm.topo import GpuTopology, TopoError, parse_topo
 from pytest_ppsweep.matrix.commspec import CommSpec, size_label
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.measure.runstore import RunStore
@@ -357,6 +357,9 @@ def run_comm(sweep: Sweep, cluster: Cluster, config: Config, store: RunStore,
     topos = read_topologies(cluster, single, registry, store.dir / "comm" / config.id, notes)
     runs = []
     for domain in tp_domains(config, cluster, topos):
-        runs.append(run_domain(sweep, spec, cluster, config, domain, store, registry,
-                               lambda text, d=domain: say(f"{d.name} ({d.label}) {text}")))
+
+        def tell(text: str, d: Domain = domain) -> None:
+            say(f"{d.name} ({d.label}) {text}")
+
+        runs.append(run_domain(sweep, spec, cluster, config, domain, store, registry, tell))
     return runs, notes

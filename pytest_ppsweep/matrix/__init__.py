@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING
 from pytest_ppsweep._exports import lazy
 
 if TYPE_CHECKING:
+    from pytest_ppsweep.matrix.commspec import (
+        COMM_KEYS,
+        COMM_TOOLS,
+        CommSpec,
+        parse_size,
+        read_comm,
+        size_label,
+    )
     from pytest_ppsweep.matrix.model import (
         Cluster,
         Config,
@@ -39,6 +47,12 @@ if TYPE_CHECKING:
     )
 
 _NAMES = {
+    "COMM_KEYS": "commspec",
+    "COMM_TOOLS": "commspec",
+    "CommSpec": "commspec",
+    "parse_size": "commspec",
+    "read_comm": "commspec",
+    "size_label": "commspec",
     "Cluster": "model",
     "Config": "model",
     "Host": "model",
@@ -64,6 +78,8 @@ _NAMES = {
 }
 __all__ = [
     "CLUSTER_KEYS",
+    "COMM_KEYS",
+    "COMM_TOOLS",
     "CONFIG_KEYS",
     "ENV_PLACEHOLDERS",
     "HOST_KEYS",
@@ -74,6 +90,7 @@ __all__ = [
     "TOP_KEYS",
     "WORKLOAD_KEYS",
     "Cluster",
+    "CommSpec",
     "Config",
     "Host",
     "MatrixError",
@@ -84,6 +101,9 @@ __all__ = [
     "Workload",
     "cluster_for",
     "load",
+    "parse_size",
+    "read_comm",
     "shown_value",
+    "size_label",
 ]
 __getattr__ = lazy(__name__, _NAMES)

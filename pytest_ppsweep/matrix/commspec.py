@@ -4,7 +4,7 @@ Keys (all optional; the table itself enables ``test_comm``, as ``--ppsweep-comm`
 
 | key | meaning | default |
 |---|---|---|
-| ``min_size``, ``max_size`` | sizes swept, doubling (bytes, or ``"1K"``, ``"256M"``, ``"1G"``) | 1K, 256M |
+| ``min_size``, ``max_size`` | sizes swept, doubling (bytes, or ``"1K"``, ``"256M"``) | 1K, 256M |
 | ``sizes`` | an explicit list instead (same units) | |
 | ``warmup_iters``, ``iters`` | untimed and timed all-reduces per size | 5, 20 |
 | ``backend`` | ``auto`` (NCCL with CUDA, else gloo), ``nccl``, ``gloo`` | auto |

@@ -15,8 +15,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.matrix.model import Cluster, Config, Host, Sweep, Workload
 from pytest_ppsweep.matrix.commspec import read_comm
+from pytest_ppsweep.matrix.model import Cluster, Config, Host, Sweep, Workload
 from pytest_ppsweep.matrix.schema import (
     CLUSTER_KEYS,
     CONFIG_KEYS,

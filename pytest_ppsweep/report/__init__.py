@@ -13,6 +13,7 @@ if TYPE_CHECKING:
         PALETTE,
         Spread,
         bar_chart,
+        log2_line_chart,
         spread_chart,
     )
     from pytest_ppsweep.report.cli import (
@@ -30,6 +31,12 @@ if TYPE_CHECKING:
         run_date,
         runs_lines,
         show_lines,
+    )
+    from pytest_ppsweep.report.comm import (
+        COMM_TITLE,
+        comm_html,
+        comm_rows,
+        comm_terminal,
     )
     from pytest_ppsweep.report.format import (
         delta,
@@ -62,6 +69,7 @@ _NAMES = {
     "PALETTE": "charts",
     "Spread": "charts",
     "bar_chart": "charts",
+    "log2_line_chart": "charts",
     "spread_chart": "charts",
     "DEFAULT_REPORTS": "cli",
     "EXIT_MISSING": "cli",
@@ -77,6 +85,10 @@ _NAMES = {
     "run_date": "cli",
     "runs_lines": "cli",
     "show_lines": "cli",
+    "COMM_TITLE": "comm",
+    "comm_html": "comm",
+    "comm_rows": "comm",
+    "comm_terminal": "comm",
     "delta": "format",
     "num": "format",
     "records": "format",
@@ -97,6 +109,7 @@ _NAMES = {
     "terminal_summary": "terminal",
 }
 __all__ = [
+    "COMM_TITLE",
     "DEFAULT_REPORTS",
     "EVIDENCE",
     "EXIT_MISSING",
@@ -111,6 +124,9 @@ __all__ = [
     "bar_chart",
     "build_parser",
     "build_report",
+    "comm_html",
+    "comm_rows",
+    "comm_terminal",
     "compare_lines",
     "delta",
     "find_runs",
@@ -119,6 +135,7 @@ __all__ = [
     "gate_result",
     "html_summary",
     "layout_key",
+    "log2_line_chart",
     "main",
     "num",
     "read_run_line",

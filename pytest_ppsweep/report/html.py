@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote
 import pandas as pd
 
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
+from pytest_ppsweep.report.comm import comm_html
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.aggregate import (
     RunData,
@@ -321,6 +322,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     # the tables, charts and evidence that back the answer come after it.
     body = [_decision(data, summary, verdicts, recommendation),
             _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
+            comm_html(data.run_dir),
             _memory(data, summary), _steps(summary), _verdicts(verdicts), _metadata(data),
             f"<h3>Evidence</h3><p>{evidence}</p>"]
     return [_STYLE, _banner(data), '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>',
