@@ -56,14 +56,31 @@ class CommOutput:
             lines.append(f"{KIND_TEXT.get(str(e.get('kind')), str(e.get('kind')))}: "
                          f"{node} rank {rank}: {e.get('message', '')}")
         failed = {int(e.get("rank", -1)) for e in self.errors}
-        for rank in range(world):
-            if rank in self.done or rank in failed:
-                continue
+        missing = [r for r in range(world) if r not in self.done and r not in failed]
+        if missing and self.errors:  # they stopped because of the failure above
+            lines.append(f"no result from {len(missing)} other rank(s) ({_ranges(missing)}): "
+                         "stopped after the failure above")
+            missing = []
+        for rank in missing:
             last = self.last.get(rank)
             seen = f"last event {last.get('event')!r}" if last else "no output at all"
             node = where[rank] if rank < len(where) else "?"
             lines.append(f"no result: {node} rank {rank}: {seen}")
         return lines
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """[0, 1, 2, 5] → ``0-2, 5``."""
+    out: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(f"{start}-{prev}" if prev > start else str(start))
+        if r is not None:
+            start = prev = r
+    return ", ".join(out)
 
 
 def read_output(logs: Iterable[Path]) -> CommOutput:

@@ -29,6 +29,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -127,7 +128,8 @@ def read_topologies(cluster: Cluster, nodes: Sequence[int], registry: Registry, 
     if not cluster.nvidia_smi:
         return topos
     python = _python(cluster)
-    for n in nodes:
+
+    def one(n: int) -> tuple[int, str | None, str]:
         host = cluster.hosts[n]
         argv = [a.format(host=host.address, python=python) for a in cluster.nvidia_smi]
         env = [f"{k}={v}" for k, v in sorted(cluster.env.items()) if k.startswith("PPSWEEP_SIM_")]
@@ -135,15 +137,21 @@ def read_topologies(cluster: Cluster, nodes: Sequence[int], registry: Registry, 
         try:
             res = host_for(cluster, host, registry).run(argv, timeout=60)
         except HostError as exc:
-            notes.append(f"node {host.name}: nvidia-smi topo -m: {exc}")
-            continue
+            return n, None, f"node {host.name}: nvidia-smi topo -m: {exc}"
         if not res.ok:
-            notes.append(f"node {host.name}: nvidia-smi topo -m exited {res.exit_status}")
+            return n, None, f"node {host.name}: nvidia-smi topo -m exited {res.exit_status}"
+        return n, res.stdout, ""
+
+    with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
+        answers = list(pool.map(one, nodes))
+    for n, text, note in answers:
+        if text is None:
+            notes.append(note)
             continue
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"topo-node{n}.txt").write_text(res.stdout, encoding="utf-8")
+        (out_dir / f"topo-node{n}.txt").write_text(text, encoding="utf-8")
         try:
-            topos[n] = parse_topo(res.stdout, f"node {host.name}: nvidia-smi topo -m")
+            topos[n] = parse_topo(text, f"node {cluster.hosts[n].name}: nvidia-smi topo -m")
         except TopoError as exc:
             notes.append(str(exc))
     return topos

@@ -106,7 +106,7 @@ def read_comm(top: Reader) -> CommSpec | None:
         if not isinstance(raw, list) or not raw:
             raise MatrixError(f"{key('sizes')}: expected a non-empty list of sizes, found "
                               f"{shown_value(raw)}")
-        sizes = tuple(sorted({parse_size(v, f"{key('sizes')}[{i}]") for i, v in enumerate(raw)}))
+        sizes = tuple(sorted({parse_size(v, key(f"sizes[{i}]")) for i, v in enumerate(raw)}))
     else:
         low = parse_size(c.raw("min_size") if "min_size" in c.data else 1024, key("min_size"))
         high = parse_size(c.raw("max_size") if "max_size" in c.data else 256 << 20,
