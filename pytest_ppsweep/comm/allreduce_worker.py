@@ -9,8 +9,9 @@ with the node's python, in the environment of the server (the NCCL_*/GLOO_* vari
 
 Every rank joins ``torch.distributed`` through the environment (``MASTER_ADDR``/``MASTER_PORT``
 of node 0, ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``); the backend is NCCL when CUDA is there,
-gloo otherwise (``--backend`` forces one). For every size (bytes, float32): ``--warmup``
-all-reduces, then ``--iters`` timed ones; the time of a size is the mean over iterations,
+gloo otherwise (``--backend`` forces one). First ``--warmup`` all-reduces of the largest size
+(as nccl-tests), then for every size (bytes, float32): ``--warmup`` all-reduces, then
+``--iters`` timed ones; the time of a size is the mean over iterations,
 averaged over the ranks (nccl-tests' default ``-a 1``); algbw = size / time and
 busbw = algbw * 2 (n - 1) / n (nccl-tests' definition for all-reduce). Then a fresh buffer filled
 with ``rank + 1`` is all-reduced once and every element is checked against n (n + 1) / 2.
@@ -100,13 +101,15 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
         MASTER_ADDR=args.master_addr, MASTER_PORT=str(port), WORLD_SIZE=str(world),
         RANK=str(rank), LOCAL_RANK=str(local_rank),
     )
-    dog = Watchdog(rank, node, args.timeout_s)
     try:
         import torch  # type: ignore[import-not-found,unused-ignore]
         import torch.distributed as dist  # type: ignore[import-not-found,unused-ignore]
     except Exception as exc:  # the node's python has no usable torch
         emit(event="error", kind="init", rank=rank, node=node, message=f"import torch: {exc}")
         return EXIT_INIT
+    # the bounded wait starts once torch is imported (seconds on a loaded node; the plugin's
+    # own deadline covers a node that cannot even import it)
+    dog = Watchdog(rank, node, args.timeout_s)
     backend = args.backend
     if backend == "auto":
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -138,6 +141,14 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
 
     status = 0
     try:
+        if args.sizes and args.warmup:  # as nccl-tests: warm up at the largest size first
+            dog.progress(f"warm-up at {max(args.sizes)} B")
+            big = torch.zeros(max(args.sizes) // DTYPE_BYTES, dtype=torch.float32, device=device)
+            if fault != "hang":
+                for _ in range(args.warmup):
+                    dist.all_reduce(big)
+            sync()
+            del big
         for size in args.sizes:
             count = size // DTYPE_BYTES
             buf = torch.zeros(count, dtype=torch.float32, device=device)
