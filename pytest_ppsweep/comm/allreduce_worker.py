@@ -81,6 +81,17 @@ class Watchdog:
                 os._exit(EXIT_HANG)
 
 
+def _nccl_version(torch: Any) -> str:
+    """2.28.9 (torch returns a tuple, older releases one int such as 22809 or 2809)."""
+    v = torch.cuda.nccl.version()
+    if isinstance(v, tuple):
+        return ".".join(map(str, v))
+    v = int(v)
+    if v >= 10000:
+        return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+    return f"{v // 1000}.{v // 100 % 10}.{v % 100}"
+
+
 def fault_for(rank: int) -> str:
     spec = os.environ.get("PPSWEEP_COMM_FAULT", "")
     for item in filter(None, (s.strip() for s in spec.split(","))):
@@ -121,7 +132,7 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
         device = torch.device("cuda", index)
     emit(event="start", rank=rank, node=node, host=socket.gethostname(), pid=os.getpid(),
          world_size=world, backend=backend, device=str(device), torch=torch.__version__,
-         nccl=".".join(map(str, torch.cuda.nccl.version())) if backend == "nccl" else "")
+         nccl=_nccl_version(torch) if backend == "nccl" else "")
     dog.progress(f"init_process_group({backend}) with {args.master_addr}:{port}")
     t0 = time.monotonic()
     try:
