@@ -12,7 +12,9 @@ of node 0, ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``); the backend is NCCL when C
 gloo otherwise (``--backend`` forces one). First ``--warmup`` all-reduces of the largest size
 (as nccl-tests), then for every size (bytes, float32): ``--warmup`` all-reduces, then
 ``--iters`` timed ones; the time of a size is the mean over iterations,
-averaged over the ranks (nccl-tests' default ``-a 1``); algbw = size / time and
+averaged over the ranks (nccl-tests' default ``-a 1``); ``time_p50_us`` is the median
+iteration (CUDA events on the stream, or the clock around each synchronous gloo call), averaged
+over the ranks, robust to a preempted iteration on a loaded node; algbw = size / time and
 busbw = algbw * 2 (n - 1) / n (nccl-tests' definition for all-reduce). Then a fresh buffer filled
 with ``rank + 1`` is all-reduced once and every element is checked against n (n + 1) / 2.
 
@@ -172,11 +174,25 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
             sync()
             dist.barrier()
             dog.progress(f"size {size} B: timed all-reduces")
+            marks: list[Any] = []  # per iteration: CUDA events on the stream, or clock stamps
             start = time.perf_counter()
             for _ in range(args.iters):
-                dist.all_reduce(buf)
+                if device.type == "cuda":
+                    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(
+                        enable_timing=True)
+                    begin.record()
+                    dist.all_reduce(buf)
+                    end.record()
+                    marks.append((begin, end))
+                else:
+                    t_iter = time.perf_counter()
+                    dist.all_reduce(buf)  # gloo returns when the collective is done
+                    marks.append(time.perf_counter() - t_iter)
             sync()
             seconds = (time.perf_counter() - start) / max(args.iters, 1)
+            each = sorted(b.elapsed_time(e) / 1e3 for b, e in marks) if device.type == "cuda" \
+                else sorted(marks)
+            p50 = each[len(each) // 2] if each else seconds
             dog.progress(f"size {size} B: checking the sum")
             buf.fill_(float(rank + 1))
             dist.all_reduce(buf)
@@ -184,11 +200,12 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
                 buf[0] += 1.0
             expected = world * (world + 1) / 2
             wrong = int((buf != expected).sum().item())
-            mine = torch.tensor([float(wrong), seconds], dtype=torch.float64, device=device)
+            mine = torch.tensor([float(wrong), seconds, p50], dtype=torch.float64, device=device)
             every = [torch.zeros_like(mine) for _ in range(world)]
             dist.all_gather(every, mine)
             wrongs = [int(t[0].item()) for t in every]
             mean_s = sum(float(t[1].item()) for t in every) / world
+            p50_s = sum(float(t[2].item()) for t in every) / world
             if wrong:
                 emit(event="error", kind="wrong_sum", rank=rank, node=node, size_bytes=size,
                      wrong=wrong, message=f"{wrong} of {count} elements differ from "
@@ -197,7 +214,8 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
                 algbw = size / mean_s / 1e9 if mean_s > 0 else 0.0
                 emit(event="result", size_bytes=size, count=count, dtype="float32",
                      warmup=args.warmup, iters=args.iters, world_size=world, backend=backend,
-                     time_us=round(mean_s * 1e6, 3), algbw_gbs=round(algbw, 4),
+                     time_us=round(mean_s * 1e6, 3), time_p50_us=round(p50_s * 1e6, 3),
+                     algbw_gbs=round(algbw, 4),
                      busbw_gbs=round(algbw * 2 * (world - 1) / world, 4),
                      wrong=sum(wrongs), wrong_ranks=[r for r, w in enumerate(wrongs) if w])
             if any(wrongs):

@@ -55,7 +55,8 @@ REMOTE_DIR = "/tmp/ppsweep-comm"
 SIM_MODULE = "pytest_ppsweep.sim"
 COMM_COLUMNS = (
     "run_id", "config_id", "pp", "tp", "domain", "label", "nodes", "gpus", "stages", "tool",
-    "backend", "world_size", "size_bytes", "time_us", "algbw_gbs", "busbw_gbs", "wrong",
+    "backend", "world_size", "size_bytes", "time_us", "time_p50_us", "algbw_gbs", "busbw_gbs",
+    "wrong",
     "simulated",
 )
 STARTUP_S = 120.0  # on top of timeout_s per phase: imports, container start
@@ -315,7 +316,8 @@ def _row(store: RunStore, config: Config, domain: Domain, tool: str, r: dict[str
         "domain": domain.name, "label": domain.label, "nodes": len(domain.nodes),
         "gpus": len(domain.gpus), "stages": " ".join(map(str, domain.stages)), "tool": tool,
         "backend": r.get("backend", ""), "world_size": r.get("world_size", domain.tp),
-        "size_bytes": r["size_bytes"], "time_us": r["time_us"], "algbw_gbs": r["algbw_gbs"],
+        "size_bytes": r["size_bytes"], "time_us": r["time_us"],
+        "time_p50_us": r.get("time_p50_us", ""), "algbw_gbs": r["algbw_gbs"],
         "busbw_gbs": r["busbw_gbs"], "wrong": r.get("wrong", 0), "simulated": simulated,
     }
 
