@@ -226,3 +226,14 @@ def test_real_sglang_on_cpu(reports: Path) -> None:
                    timeout=900), command)
     assert "ppsweep summary" in out
     assert "SIMULATED" not in out
+
+
+@runs("pytest test_matrix --ppsweep-comm -k test_comm")
+def test_comm_benchmark_alone(reports: Path) -> None:
+    command = "pytest test_matrix --ppsweep-comm -k test_comm"
+    before = set(reports.iterdir())
+    out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports)), timeout=600), command)
+    (run,) = {p for p in reports.iterdir() if (p / "comm_summary.csv").is_file()} - before
+    rows = (run / "comm_summary.csv").read_text().splitlines()
+    assert len(rows) == 6, out[-2000:]  # a header and one TP domain per seed layout
+    assert "Communication: all-reduce per TP domain" in out
