@@ -215,14 +215,12 @@ class SweepSession:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
 
     def _deselect_comm(self, items: list[pytest.Item]) -> None:
-        """test_comm (marked ``ppsweep_comm``) is collected only with ``--ppsweep-comm`` or a
-        ``[comm]`` table in the sweep file."""
+        """test_comm (marked ``ppsweep_comm``) is in the run only with ``--ppsweep-comm`` or a
+        ``[comm]`` table in the sweep file. Without them it is dropped, not reported as
+        deselected: a sweep that did not ask for it runs and counts exactly as before."""
         if self.sweep.comm is not None:
             return
-        comm = [i for i in items if i.get_closest_marker("ppsweep_comm")]
-        if comm:
-            self.config.hook.pytest_deselected(items=comm)
-            items[:] = [i for i in items if not i.get_closest_marker("ppsweep_comm")]
+        items[:] = [i for i in items if not i.get_closest_marker("ppsweep_comm")]
 
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
