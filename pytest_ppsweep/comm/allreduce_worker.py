@@ -172,7 +172,10 @@ def rank_main(args: argparse.Namespace, local_rank: int) -> int:
             for _ in range(args.warmup):
                 dist.all_reduce(buf)
             sync()
-            dist.barrier()
+            if device.type == "cuda":  # NCCL: the barrier on this rank's GPU, not a guessed one
+                dist.barrier(device_ids=[device.index])
+            else:
+                dist.barrier()
             dog.progress(f"size {size} B: timed all-reduces")
             marks: list[Any] = []  # per iteration: CUDA events on the stream, or clock stamps
             start = time.perf_counter()
