@@ -166,7 +166,8 @@ def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, 
     """One line per series over a log2 x axis of sizes in bytes (busbw vs size, one line per
     TP domain); x ticks every doubling that has room, labelled 1K, 1M, 256M."""
     xs = sorted({x for _, pts in series for x, _ in pts if x > 0})
-    width = max(520, _LEFT + _RIGHT + 26 * max(len(xs), 1))
+    legend_w = 190  # the legend is a column right of the plot: one entry per line
+    width = max(520, _LEFT + _RIGHT + 26 * max(len(xs), 1)) + legend_w
     values = [v for _, pts in series for _, v in pts if math.isfinite(v)]
     top = _nice_max(max([*values, 0.0]))
     parts, plot_h = _frame(title, width, top, unit)
@@ -174,7 +175,7 @@ def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, 
         return "".join(parts) + "</svg>"
     lo, hi = math.log2(xs[0]), math.log2(xs[-1])
     span = max(hi - lo, 1.0)
-    plot_w = width - _LEFT - _RIGHT - 10
+    plot_w = width - _LEFT - _RIGHT - 10 - legend_w
 
     def x_of(size: int) -> float:
         return _LEFT + 5 + plot_w * (math.log2(size) - lo) / span
@@ -190,7 +191,7 @@ def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, 
                                                       ("K", 1 << 10)) if size >= m), f"{size}")
         parts.append(f'<text x="{x_of(size):.1f}" y="{_HEIGHT - _BOTTOM + 14}" '
                      f'text-anchor="middle">{escape(label)}</text>')
-    parts.append(f'<text x="{width / 2:.0f}" y="{_HEIGHT - _BOTTOM + 30}" '
+    parts.append(f'<text x="{_LEFT + 5 + plot_w / 2:.0f}" y="{_HEIGHT - _BOTTOM + 30}" '
                  f'text-anchor="middle">{escape(x_label)}</text>')
     for s, (name, pts) in enumerate(series):
         color = PALETTE[s % len(PALETTE)]
@@ -205,9 +206,11 @@ def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, 
                   "</circle>" for x, v in good]
     names = [name for name, _ in series]
     items = []
-    for i, name in enumerate(names):  # legend: one row of up to 4 entries
-        x = _LEFT + (i % 4) * 150
-        y = _HEIGHT - 16 - 12 * (i // 4)
+    items.append(f'<rect x="{width - _RIGHT - legend_w + 4}" y="{_TOP - 12}" '
+                 f'width="{legend_w}" height="{_HEIGHT - _TOP - _BOTTOM + 12}" fill="#fff"/>')
+    for i, name in enumerate(names[:16]):  # legend: a column right of the plot
+        x = width - _RIGHT - legend_w + 12
+        y = _TOP + 14 * i
         items.append(f'<rect x="{x}" y="{y}" width="10" height="10" '
                      f'fill="{PALETTE[i % len(PALETTE)]}"/>'
                      f'<text x="{x + 14}" y="{y + 9}">{escape(name)}</text>')
