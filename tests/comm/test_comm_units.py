@@ -181,3 +181,60 @@ def test_worker_lines_name_node_and_rank(tmp_path: Path) -> None:
     assert out.problems(3, ["a", "b", "c"]) == ["no result: a rank 0: last event 'init'",
                                                 "no result: b rank 1: last event 'error'",
                                                 "no result: c rank 2: no output at all"]
+
+
+def _perf_stub(tmp_path: Path, capture: str) -> Path:
+    """A stand-in for all_reduce_perf on a node without GPUs: it records its argv and the
+    CUDA_VISIBLE_DEVICES it got, then prints a captured real table."""
+    out = tmp_path / "perf-capture.txt"
+    out.write_text(capture)
+    stub = tmp_path / "all_reduce_perf"
+    stub.write_text(f"#!/bin/sh\necho \"argv: $*\" > {tmp_path}/argv.txt\n"
+                    f"echo \"gpus: $CUDA_VISIBLE_DEVICES\" >> {tmp_path}/argv.txt\ncat {out}\n")
+    stub.chmod(0o755)
+    return stub
+
+
+def _one_node(tmp_path: Path, stub: Path) -> Path:
+    text = CPU.read_text()
+    for i in range(2, 5):
+        text = text.replace(f', "127.0.6.{i}"', "")
+    text = (text.replace("127.0.6.1", "127.0.42.31").replace("gpus_per_node = 1",
+                                                               "gpus_per_node = 4")
+            .replace("port = 34000", "port = 42230").replace("dist_init_port = 35000",
+                                                             "dist_init_port = 42240"))
+    path = tmp_path / "one.toml"
+    path.write_text(text + f'\n[comm]\ntool = "nccl-tests"\nall_reduce_perf = "{stub}"\n'
+                    'max_size = "8G"\n')
+    return path
+
+
+def test_nccl_tests_tool_runs_the_binary_and_parses_its_table(tmp_path: Path) -> None:
+    from pytest_ppsweep.cluster.registry import Registry
+    from pytest_ppsweep.comm.runner import run_comm
+    from pytest_ppsweep.measure.runstore import RunStore
+
+    sweep = load(_one_node(tmp_path, _perf_stub(tmp_path, PERF.read_text())))
+    store = RunStore(tmp_path / "r", "run")
+    with Registry() as registry:
+        (run,), _ = run_comm(sweep, sweep.cluster("cpu"), sweep.config("pp1-tp4-ep1"), store,
+                             registry)
+    argv = (tmp_path / "argv.txt").read_text()
+    assert "-b 1024 -e 8589934592 -f 2 -w 5 -n 20 -c 1 -g 4" in argv and "gpus: 0,1,2,3" in argv
+    assert len(run.rows) == 31 and {r["tool"] for r in run.rows} == {"nccl-tests"}
+    (row,) = summary_rows(run.rows)
+    assert (row["latency_128m_ms"], row["busbw_128m_gbs"]) == (1.6522, 152.32)
+
+
+def test_nccl_tests_wrong_values_fail_naming_the_node(tmp_path: Path) -> None:
+    from pytest_ppsweep.cluster.registry import Registry
+    from pytest_ppsweep.comm.runner import CommFailed, run_comm
+    from pytest_ppsweep.measure.runstore import RunStore
+
+    bad = PERF.read_text().replace("81.24  152.32      0", "81.24  152.32     12")
+    sweep = load(_one_node(tmp_path, _perf_stub(tmp_path, bad)))
+    with pytest.raises(CommFailed, match=r"wrong sum: 12 wrong elements at 128M "
+                       r"\(all_reduce_perf on 127\.0\.42\.31 \(127\.0\.42\.31\)\)"), \
+            Registry() as registry:
+        run_comm(sweep, sweep.cluster("cpu"), sweep.config("pp1-tp4-ep1"),
+                 RunStore(tmp_path / "r", "run"), registry)
