@@ -126,6 +126,7 @@ def addoption(parser: pytest.Parser) -> None:
     parser.addini("ppsweep_profile", PROFILE_HELP, type="bool", default=False)
 
     add_adaptive_options(group)
+    add_comm_option(group)
 
 
 def add_adaptive_options(group: Any) -> None:
@@ -188,6 +189,28 @@ def with_profile(config: pytest.Config, sweep: Sweep) -> Sweep:
     ):
         sweep = replace(sweep, profile=ProfileSpec())
     return with_profile_mounts(sweep)
+
+
+def add_comm_option(group: Any) -> None:
+    """``--ppsweep-comm``: collect test_comm (the all-reduce benchmark per TP domain, §9.2)."""
+    group.addoption(
+        "--ppsweep-comm",
+        dest="ppsweep_comm",
+        action="store_true",
+        default=False,
+        help="run test_comm[<layout>]: an all-reduce sweep on each TP domain of every layout, "
+        "after its benchmark with the service stopped ([comm] in the sweep file sets sizes, "
+        "iterations and the tool; the table alone enables it too).",
+    )
+
+
+def with_comm(config: pytest.Config, sweep: Sweep) -> Sweep:
+    """``--ppsweep-comm`` without a [comm] table: the table's defaults (1 KiB … 256 MiB)."""
+    if config.getoption("ppsweep_comm", False) and sweep.comm is None:
+        from pytest_ppsweep.matrix.commspec import CommSpec
+
+        return replace(sweep, comm=CommSpec())
+    return sweep
 
 
 def get(config: pytest.Config, name: str) -> str | None:
@@ -286,7 +309,7 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
             env = {**cluster.env, "PPSWEEP_SIM_TIME_SCALE": str(scale)}
             clusters[cluster.name] = replace(cluster, env=env)
         sweep = replace(sweep, clusters=clusters)
-    return with_profile(config, sweep)
+    return with_comm(config, with_profile(config, sweep))
 
 
 def reports_root(config: pytest.Config) -> Path:

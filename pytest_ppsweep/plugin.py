@@ -43,6 +43,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "ppsweep_profile: the profile window of a layout; collected only with "
         "--ppsweep-profile or for the layouts of a [profile] table"
     )
+    config.addinivalue_line(
+        "markers", "ppsweep_comm: the all-reduce benchmark per TP domain; collected only with "
+        "--ppsweep-comm or a [comm] table"
+    )
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(), "ppsweep-html")
         _group_results_by_layout(config)

@@ -237,6 +237,7 @@ class SweepSession:
                 self.config.hook.pytest_deselected(items=gates)
                 items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
         self.drop_foreign_points(items)
+        self._deselect_comm(items)
         plan = self.plan
         for item in items:
             params = _params(item)
@@ -268,6 +269,14 @@ class SweepSession:
 
         if any(unprofiled(i) for i in items):
             items[:] = [i for i in items if not unprofiled(i)]
+
+    def _deselect_comm(self, items: list[pytest.Item]) -> None:
+        """test_comm (marked ``ppsweep_comm``) is in the run only with ``--ppsweep-comm`` or a
+        ``[comm]`` table in the sweep file. Without them it is dropped, not reported as
+        deselected: a sweep that did not ask for it runs and counts exactly as before."""
+        if self.sweep.comm is not None:
+            return
+        items[:] = [i for i in items if not i.get_closest_marker("ppsweep_comm")]
 
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import requests
 
@@ -44,6 +44,9 @@ from pytest_ppsweep.service.launch import LayoutDead, Service
 from pytest_ppsweep.service.logscan import Finding, simulated_time_scale
 from pytest_ppsweep.service.probe import Topology, server_info, topology
 from pytest_ppsweep.service.readiness import BootFailed, BootStatus
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.comm.runner import DomainRun
 
 
 class LiveStatus(Protocol):
@@ -141,6 +144,7 @@ class SweepRun:
         self.store = store
         self.progress = progress
         self.live: LiveStatus = live if live is not None else _NoStatus()
+        self._up: dict[str, Booted] = {}  # layouts booted and not yet torn down (comm stops one)
         self.spec = workload_spec(sweep.workload)
         self._prompts: PromptSet | None = None
         self._named_prompts: dict[str, tuple[WorkloadSpec, PromptSet]] = {}
@@ -302,7 +306,9 @@ class SweepRun:
             pp_max_micro_batch_size=topo.pp_max_micro_batch_size,
         )
         self._held(sid, started)
-        return Booted(service, cluster, info, topo, before)
+        booted = Booted(service, cluster, info, topo, before)
+        self._up[sid] = booted
+        return booted
 
     def _boot_status(self, status: BootStatus) -> None:
         text, state = boot_status(status)
@@ -312,6 +318,9 @@ class SweepRun:
         """Record what the layout's logs and GPU memory show after its tests, then stop it."""
         started = time.monotonic()
         sid = booted.service.config.id
+        if self._up.get(sid) is not booted:
+            return  # torn down already (test_comm stops the service before it measures)
+        del self._up[sid]
         ranks = len(booted.service.specs)
         try:
             try:
@@ -515,6 +524,43 @@ class SweepRun:
             f"{cid}: layout dead: {reason}; round c{concurrency} r{repeat}/{repeats} aborted\n"
             f"{booted.service.evidence()}"
         ) from None
+
+    def comm(self, config: Config) -> list[DomainRun]:
+        """The all-reduce benchmark on each TP domain of ``config`` (seeds §9.2), with its
+        service stopped: torn down first if it is up (after the layout's benchmark), never
+        booted otherwise. Results are in comm.csv / comm_summary.csv as each domain ends;
+        :class:`~pytest_ppsweep.comm.runner.CommFailed` names node and rank."""
+        from pytest_ppsweep.comm.runner import run_comm  # only when the benchmark runs
+        from pytest_ppsweep.matrix.commspec import size_label
+
+        sid = config.id
+        if sid in self._up:
+            self.progress(f"{sid}: service stopped for the all-reduce benchmark")
+            self.teardown(self._up[sid])
+        cluster = self.cluster_for(config)
+        started = time.monotonic()
+        self.progress(f"{sid}: all-reduce benchmark on {cluster.name}")
+        try:
+            runs, notes = run_comm(
+                self.sweep, cluster, config, self.store, self.registry,
+                status=lambda text: self.live.status(sid, f"{sid} comm {text}", state="comm"),
+            )
+        finally:
+            self.live.end(sid)
+            self._held(sid, started)
+        for note in notes:
+            self.progress(f"{sid}: {note}")
+        for run in runs:
+            by = {int(r["size_bytes"]): r for r in run.rows}
+            big = by.get(max(by)) if by else None
+            if big is not None:
+                self.progress(
+                    f"{sid}: all-reduce {run.domain.name} ({run.domain.label}): "
+                    f"{len(run.rows)} sizes, {size_label(int(big['size_bytes']))} in "
+                    f"{float(big['time_us']) / 1000:.3f} ms, busbw {float(big['busbw_gbs']):.2f} "
+                    f"GB/s ({time.monotonic() - started:.1f} s real)"
+                )
+        return runs
 
     def close(self) -> None:
         """Stop what is left and close the connections, when the run owns its registry."""

@@ -143,3 +143,21 @@ def test_no_regression(ppsweep: SweepRun, ppsweep_config: Config, concurrency: i
     differs = gate.differs_lines(ppsweep.store.dir, ppsweep.compare_ref,
                                  [ppsweep_config.id])
     assert not bad, "\n".join([r.message for r in bad] + differs)
+
+
+@pytest.mark.ppsweep_comm
+def test_comm(
+    ppsweep: SweepRun, ppsweep_config: Config, record_property: pytest.RecordProperty
+) -> None:
+    """With --ppsweep-comm or a [comm] table (seeds §9.2): after the layout's benchmark, with its
+    service stopped (or never booted), every distinct TP domain runs an all-reduce sweep
+    (latency, algbw, busbw = algbw × 2(n−1)/n) that completes with the right sums; a wrong sum,
+    a hang or an init failure fails with the node and rank."""
+    if ppsweep_config.tp < 2:
+        pytest.skip(f"{ppsweep_config.id}: TP{ppsweep_config.tp} has no all-reduce")
+    runs = ppsweep.comm(ppsweep_config)
+    assert runs, f"{ppsweep_config.id}: no TP domain was benchmarked"
+    for run in runs:
+        times = [float(r["time_us"]) for r in run.rows]
+        record_property(f"comm_{run.domain.name}_max_us", times[-1])
+        assert all(t > 0 for t in times), f"{run.domain.name}: a non-positive latency: {times}"

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("service",),
     ("measure",),
     ("profile",),
+    ("comm",),
     ("continuity",),
     ("pool",),
     ("results",),

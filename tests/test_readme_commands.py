@@ -318,3 +318,14 @@ def test_the_profile_window_and_its_standalone_parser(reports: Path) -> None:
     parsed = _ok(_run([sys.executable, "-m", "pytest_ppsweep.profile", str(folder)], 120),
                  "python -m pytest_ppsweep.profile")
     assert '"all_reduce"' in parsed and "TP-3-PP-7" in parsed
+
+
+@runs("pytest test_matrix --ppsweep-comm -k test_comm")
+def test_comm_benchmark_alone(reports: Path) -> None:
+    command = "pytest test_matrix --ppsweep-comm -k test_comm"
+    before = set(reports.iterdir())
+    out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports)), timeout=600), command)
+    (run,) = {p for p in reports.iterdir() if (p / "comm_summary.csv").is_file()} - before
+    rows = (run / "comm_summary.csv").read_text().splitlines()
+    assert len(rows) == 6, out[-2000:]  # a header and one TP domain per seed layout
+    assert "Communication: all-reduce per TP domain" in out

@@ -21,6 +21,14 @@ if TYPE_CHECKING:
         parse_axes,
         point_facts,
     )
+    from pytest_ppsweep.matrix.commspec import (
+        COMM_KEYS,
+        COMM_TOOLS,
+        CommSpec,
+        parse_size,
+        read_comm,
+        size_label,
+    )
     from pytest_ppsweep.matrix.model import (
         Cluster,
         Config,
@@ -65,6 +73,12 @@ _NAMES = {
     "expand": "axes",
     "parse_axes": "axes",
     "point_facts": "axes",
+    "COMM_KEYS": "commspec",
+    "COMM_TOOLS": "commspec",
+    "CommSpec": "commspec",
+    "parse_size": "commspec",
+    "read_comm": "commspec",
+    "size_label": "commspec",
     "Cluster": "model",
     "Config": "model",
     "Host": "model",
@@ -95,6 +109,8 @@ _NAMES = {
 __all__ = [
     "AXIS_SHORT",
     "CLUSTER_KEYS",
+    "COMM_KEYS",
+    "COMM_TOOLS",
     "COMPARE_KEYS",
     "CONFIG_KEYS",
     "DEFAULT_MAX_POINTS",
@@ -113,6 +129,7 @@ __all__ = [
     "WORKLOAD_KEYS",
     "Axis",
     "Cluster",
+    "CommSpec",
     "Config",
     "Host",
     "MatrixError",
@@ -127,7 +144,10 @@ __all__ = [
     "expand",
     "load",
     "parse_axes",
+    "parse_size",
     "point_facts",
+    "read_comm",
     "shown_value",
+    "size_label",
 ]
 __getattr__ = lazy(__name__, _NAMES)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.schema import (
     MatrixError,
 )
@@ -188,6 +189,8 @@ class Sweep:
     spread_rule: str = "fail"
     # The profile window; None: no profile round (no [profile] table, no --ppsweep-profile).
     profile: ProfileSpec | None = None
+    # The [comm] table (matrix.commspec): the all-reduce microbenchmark; None: not asked.
+    comm: CommSpec | None = None
 
     def cluster(self, name: str | None) -> Cluster:
         chosen = name or self.default_cluster

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.matrix import axes as axes_mod
+from pytest_ppsweep.matrix.commspec import read_comm
 from pytest_ppsweep.matrix.model import (
     Cluster,
     Config,
@@ -186,6 +187,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         workloads=workloads if len(workloads) > 1 else {},
         compare_baseline=_compare(top, axis_names),
         axis_names=axis_names,
+        comm=read_comm(top),
     )
 
 

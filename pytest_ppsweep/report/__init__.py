@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         PALETTE,
         Spread,
         bar_chart,
+        log2_line_chart,
         spread_chart,
     )
     from pytest_ppsweep.report.cli import (
@@ -35,6 +36,12 @@ if TYPE_CHECKING:
         run_date,
         runs_lines,
         show_lines,
+    )
+    from pytest_ppsweep.report.comm import (
+        COMM_TITLE,
+        comm_html,
+        comm_rows,
+        comm_terminal,
     )
     from pytest_ppsweep.report.format import (
         delta,
@@ -81,6 +88,7 @@ _NAMES = {
     "PALETTE": "charts",
     "Spread": "charts",
     "bar_chart": "charts",
+    "log2_line_chart": "charts",
     "spread_chart": "charts",
     "DEFAULT_REPORTS": "cli",
     "EXIT_MISSING": "cli",
@@ -96,6 +104,10 @@ _NAMES = {
     "run_date": "cli",
     "runs_lines": "cli",
     "show_lines": "cli",
+    "COMM_TITLE": "comm",
+    "comm_html": "comm",
+    "comm_rows": "comm",
+    "comm_terminal": "comm",
     "delta": "format",
     "num": "format",
     "records": "format",
@@ -124,6 +136,7 @@ _NAMES = {
 }
 __all__ = [
     "BAR_COLORS",
+    "COMM_TITLE",
     "DEFAULT_REPORTS",
     "EVIDENCE",
     "EXIT_MISSING",
@@ -140,6 +153,9 @@ __all__ = [
     "bar_chart",
     "build_parser",
     "build_report",
+    "comm_html",
+    "comm_rows",
+    "comm_terminal",
     "compare_lines",
     "comparisons_html",
     "confounded_text",
@@ -151,6 +167,7 @@ __all__ = [
     "html_section",
     "html_summary",
     "layout_key",
+    "log2_line_chart",
     "main",
     "num",
     "planner_lines",

@@ -159,3 +159,60 @@ def spread_chart(title: str, categories: Sequence[str],
     parts += _category_labels(categories, _LEFT, step)
     parts.append(_legend([name for name, _ in series]))
     return "".join(parts) + "</svg>"
+
+
+def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, float]]]],
+                    unit: str, x_label: str = "message size") -> str:
+    """One line per series over a log2 x axis of sizes in bytes (busbw vs size, one line per
+    TP domain); x ticks every doubling that has room, labelled 1K, 1M, 256M."""
+    xs = sorted({x for _, pts in series for x, _ in pts if x > 0})
+    legend_w = 190  # the legend is a column right of the plot: one entry per line
+    width = max(520, _LEFT + _RIGHT + 26 * max(len(xs), 1)) + legend_w
+    values = [v for _, pts in series for _, v in pts if math.isfinite(v)]
+    top = _nice_max(max([*values, 0.0]))
+    parts, plot_h = _frame(title, width, top, unit)
+    if not xs:
+        return "".join(parts) + "</svg>"
+    lo, hi = math.log2(xs[0]), math.log2(xs[-1])
+    span = max(hi - lo, 1.0)
+    plot_w = width - _LEFT - _RIGHT - 10 - legend_w
+
+    def x_of(size: int) -> float:
+        return _LEFT + 5 + plot_w * (math.log2(size) - lo) / span
+
+    def y_of(value: float) -> float:
+        return _TOP + plot_h * (1 - value / top)
+
+    every = max(1, math.ceil(len(xs) / 12))
+    for i, size in enumerate(xs):
+        if i % every and i != len(xs) - 1:
+            continue
+        label = next((f"{size // m}{u}" for u, m in (("G", 1 << 30), ("M", 1 << 20),
+                                                      ("K", 1 << 10)) if size >= m), f"{size}")
+        parts.append(f'<text x="{x_of(size):.1f}" y="{_HEIGHT - _BOTTOM + 14}" '
+                     f'text-anchor="middle">{escape(label)}</text>')
+    parts.append(f'<text x="{_LEFT + 5 + plot_w / 2:.0f}" y="{_HEIGHT - _BOTTOM + 30}" '
+                 f'text-anchor="middle">{escape(x_label)}</text>')
+    for s, (name, pts) in enumerate(series):
+        color = PALETTE[s % len(PALETTE)]
+        good = [(x, v) for x, v in sorted(pts) if x > 0 and math.isfinite(v)]
+        if not good:
+            continue
+        path = " ".join(f"{x_of(x):.1f},{y_of(v):.1f}" for x, v in good)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{color}" '
+                     f'stroke-width="2"><title>{escape(name)}</title></polyline>')
+        parts += [f'<circle cx="{x_of(x):.1f}" cy="{y_of(v):.1f}" r="2.5" fill="{color}">'
+                  f"<title>{escape(name)} {x} B: {escape(_fmt(v))} {escape(unit)}</title>"
+                  "</circle>" for x, v in good]
+    names = [name for name, _ in series]
+    items = []
+    items.append(f'<rect x="{width - _RIGHT - legend_w + 4}" y="{_TOP - 12}" '
+                 f'width="{legend_w}" height="{_HEIGHT - _TOP - _BOTTOM + 12}" fill="#fff"/>')
+    for i, name in enumerate(names[:16]):  # legend: a column right of the plot
+        x = width - _RIGHT - legend_w + 12
+        y = _TOP + 14 * i
+        items.append(f'<rect x="{x}" y="{y}" width="10" height="10" '
+                     f'fill="{PALETTE[i % len(PALETTE)]}"/>'
+                     f'<text x="{x + 14}" y="{y + 9}">{escape(name)}</text>')
+    parts += items
+    return "".join(parts) + "</svg>"

@@ -18,6 +18,7 @@ import pandas as pd
 
 from pytest_ppsweep.report import plannerview
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
+from pytest_ppsweep.report.comm import comm_html
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.report.profile import profile_section
 from pytest_ppsweep.results.aggregate import (
@@ -325,6 +326,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
             *_axis_sections(data, summary),
             _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),
+            comm_html(data.run_dir),
             _memory(data, summary), _steps(summary), _verdicts(verdicts), _metadata(data),
             plannerview.html_section(data.run_dir),
             f"<h3>Evidence</h3><p>{evidence}</p>"]

@@ -122,6 +122,7 @@ def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> li
 
 def render(run_dir: Path) -> Rendered:
     """Aggregate the run folder, write summary.csv, and render the HTML and terminal summary."""
+    from pytest_ppsweep.report.comm import comm_html, comm_terminal
     from pytest_ppsweep.report.html import analyse, html_summary
     from pytest_ppsweep.report.terminal import terminal_summary
     from pytest_ppsweep.results.aggregate import RunFolderError, write_summary
@@ -130,11 +131,15 @@ def render(run_dir: Path) -> Rendered:
         data, summary, verdicts, rec = analyse(run_dir)
     except RunFolderError as exc:
         note = f"no summary: {exc}"
-        return Rendered([f"<p>{html.escape(note)}</p>"], [note])
+        # test_comm alone (the service never booted): the §9.2 section is still the report's
+        comm = comm_html(run_dir)
+        return Rendered([f"<p>{html.escape(note)}</p>", *([comm] if comm else [])],
+                        [note, *comm_terminal(run_dir)])
     write_summary(run_dir, summary)
     return Rendered(
         html_summary(data, summary, verdicts, rec),
-        terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir),
+        terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir)
+        + comm_terminal(run_dir),
     )
 
 

@@ -147,8 +147,47 @@ def render_query(
     return "".join(line + "\n" for line in lines)
 
 
+def render_topo(gpus: int, per_island: int) -> str:
+    """``nvidia-smi topo -m`` of a node without NVLink (the profile's [gpu] section): GPUs of one
+    PCIe/NUMA island of ``per_island`` GPUs see each other through PCIe bridges (``PIX``), GPUs of
+    different islands across the SMP interconnect (``SYS``); island i is NUMA node i. The
+    layout of the text (tabs, the underlined header, the legend) is the real capture's
+    (tests/data/topo.txt)."""
+    per = max(per_island, 1)
+    islands = max((gpus + per - 1) // per, 1)
+    cores = 16
+    head = "".join(f"\tGPU{i}" for i in range(gpus))
+    lines = [f"\t\x1b[4m{head.lstrip(chr(9))}\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m"]
+    for a in range(gpus):
+        cells = [" X " if a == b else ("PIX" if a // per == b // per else "SYS")
+                 for b in range(gpus)]
+        isl = a // per
+        lines.append(f"GPU{a}\t" + "\t".join(cells)
+                     + f"\t{isl * cores}-{isl * cores + cores - 1}\t{isl}\t\tN/A")
+    legend = [
+        "", "Legend:", "",
+        "  X    = Self",
+        "  SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes "
+        "(e.g., QPI/UPI)",
+        "  NODE = Connection traversing PCIe as well as the interconnect between PCIe Host "
+        "Bridges within a NUMA node",
+        "  PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)",
+        "  PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host "
+        "Bridge)",
+        "  PIX  = Connection traversing at most a single PCIe bridge",
+        "  NV#  = Connection traversing a bonded set of # NVLinks",
+    ]
+    assert islands >= 1
+    return "\n".join(lines + legend) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the shim."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "topo" in args and "-m" in args:  # `nvidia-smi topo -m` (the shim's --host still given)
+        prof = load_profile(os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d")
+        sys.stdout.write(render_topo(prof.gpu.gpus_per_node, prof.gpu.gpus_per_pcie_island))
+        return 0
     p = argparse.ArgumentParser(prog="nvidia-smi", add_help=True)
     p.add_argument("--host", required=True, help="node address (the rank's --host)")
     p.add_argument("--query-gpu", default=None)

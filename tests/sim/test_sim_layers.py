@@ -35,7 +35,7 @@ SIM_LAYERS: tuple[tuple[str, ...], ...] = (
     (f"{SIM}.launch",),
     (f"{SIM}.http",),
     (f"{SIM}.rank",),
-    (f"{SIM}.__main__", f"{SIM}.smi"),
+    (f"{SIM}.__main__", f"{SIM}.smi", f"{SIM}.comm"),
 )
 SIM_SUBPACKAGES = ("model", "launch", "http", "rank")
 

@@ -1,0 +1,82 @@
+"""The report's "Communication: all-reduce per TP domain (§9.2)" section: the seeds' table
+(domain, topology label, latency and busbw at 128 MiB, mean busbw over 128/256 MiB) and a
+busbw-vs-size chart with one line per domain, from the run folder's comm.csv."""
+
+from __future__ import annotations
+
+import csv
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from pytest_ppsweep.comm.table import curves, summary_rows
+from pytest_ppsweep.report.charts import log2_line_chart
+
+__all__ = ["COMM_TITLE", "comm_html", "comm_rows", "comm_terminal"]
+
+COMM_TITLE = "Communication: all-reduce per TP domain (§9.2)"
+
+
+def comm_rows(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / "comm.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _cell(value: Any, digits: int = 2, unit: str = "") -> str:
+    try:
+        return f"{float(value):,.{digits}f}{unit}"
+    except (TypeError, ValueError):
+        return "n/a"
+
+
+def _table_rows(rows: list[dict[str, Any]]) -> list[list[str]]:
+    out = []
+    for r in summary_rows(rows):
+        domain = str(r["domain"]).split("-")[0].upper()
+        out.append([str(r["config_id"]), domain, str(r["label"]),
+                    _cell(r["latency_128m_ms"], 2, " ms"), _cell(r["busbw_128m_gbs"], 2, " GB/s"),
+                    _cell(r["busbw_mean_128m_256m_gbs"], 2, " GB/s"),
+                    _cell(r["busbw_max_gbs"], 2, " GB/s"), str(r["tool"])])
+    return out
+
+
+HEADERS = ["Layout", "Domain", "Topology", "128 MiB latency", "128 MiB busbw",
+           "128/256 MiB mean busbw", "max busbw (sizes run)", "tool"]
+
+
+def comm_html(run_dir: Path) -> str:
+    """The section, or "" when the run has no comm.csv."""
+    rows = comm_rows(run_dir)
+    if not rows:
+        return ""
+    simulated = any(str(r.get("simulated")) == "True" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>"
+                   for row in _table_rows(rows))
+    head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
+    series = [(name, [(x, v) for x, v in pts]) for name, pts in curves(rows).items()]
+    chart = log2_line_chart("all-reduce busbw vs size, one line per TP domain", series, "GB/s")
+    note = ("<p>busbw = algbw × 2(n−1)/n (nccl-tests); latency is the mean over the timed "
+            "iterations, averaged over the ranks; every sum was checked. "
+            + ("SIMULATED: the emulator answers from its profile's bus bandwidths. "
+               if simulated else "")
+            + '<a href="comm.csv">comm.csv</a> | <a href="comm_summary.csv">comm_summary.csv'
+            "</a> | comm/&lt;layout&gt;/ (node logs, topo -m)</p>")
+    return (f'<h3 id="ppsweep-comm">{escape(COMM_TITLE)}</h3><table class="ppsweep-table">'
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+            f'<div class="charts">{chart}</div>{note}')
+
+
+def comm_terminal(run_dir: Path) -> list[str]:
+    """The table as text lines for the terminal summary ([] without comm.csv)."""
+    rows = comm_rows(run_dir)
+    if not rows:
+        return []
+    table = [HEADERS[:-2], *[r[:-2] for r in _table_rows(rows)]]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = [COMM_TITLE]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+              for row in table]
+    return lines
