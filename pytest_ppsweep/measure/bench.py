@@ -332,7 +332,7 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
                               deadline=loop.time() + spec.round_timeout_s,
                               t0=time.perf_counter(), flight=_InFlight())
 
-    warmup = await asyncio.gather(*(warm(i) for i in range(len(warm_bodies))))
+    warmed = await asyncio.gather(*(warm(i) for i in range(len(warm_bodies))))
     flight, records = _InFlight(), []
     t0, start = time.perf_counter(), loop.time()
     deadline = start + spec.round_timeout_s
@@ -363,7 +363,7 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
     records.sort(key=lambda r: int(r["index"]))
     return summarize(records, num_requests=len(bodies), peak_concurrency=flight.peak,
                      prompt_digest=prompts.digest, concurrency=concurrency,
-                     time_scale=time_scale, warmup_records=warmup)
+                     time_scale=time_scale, warmup_records=warmed)
 
 
 def run_round_sync(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
