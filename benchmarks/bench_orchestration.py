@@ -42,7 +42,7 @@ gpus_per_node = 8
 server_module = "pytest_ppsweep.sim"
 port = {port}
 dist_init_port = {dist_port}
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
+nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{hosts}}"]
 env = {{ PPSWEEP_SIM_PROFILE = "kimi-k3-6000d", PPSWEEP_SIM_STATE_DIR = "{state}" }}
 """
 OVERHEAD = ("launch", "server info", "warm-up", "flush", "results", "snapshots", "log scan",

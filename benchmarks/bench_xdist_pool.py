@@ -35,7 +35,7 @@ gpus_per_node = 8
 server_module = "pytest_ppsweep.sim"
 port = 30100
 dist_init_port = 20100
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
+nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{hosts}}"]
 env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
 """
 POOL = (("bench-a", "127.0.16"), ("bench-b", "127.0.17"))

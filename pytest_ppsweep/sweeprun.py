@@ -28,10 +28,12 @@ from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, cluster_for
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.gpu import (
+    HOSTS_PLACEHOLDER,
     QUERY_ARGS,
     GpuMemory,
     not_released,
     parse_query_gpu,
+    split_nodes,
     worst_rank,
 )
 from pytest_ppsweep.measure.metrics import RoundResult
@@ -194,7 +196,7 @@ class SweepRun:
         prefix = ["env", *env] if env else []
         return (
             prefix
-            + [a.format(host=address, python=python) for a in cluster.nvidia_smi]
+            + [a.format(host=address, hosts=address, python=python) for a in cluster.nvidia_smi]
             + list(QUERY_ARGS)
         )
 
@@ -237,7 +239,19 @@ class SweepRun:
         self._latest.pop(cluster.name, None)
 
     def _snapshot_gpus(self, cluster: Cluster) -> list[GpuMemory]:
-        """nvidia-smi on every node at once."""
+        """nvidia-smi on every node at once: one call for a local cluster whose
+        ``nvidia_smi`` takes ``{hosts}``, else one per node, concurrently."""
+        if _one_call(cluster):
+            hosts = cluster.hosts
+            argv = self._smi_argv(cluster, ",".join(h.address for h in hosts))
+            res = host_for(cluster, hosts[0], self.registry).run(argv, timeout=60)
+            if not res.ok:
+                raise HostError(
+                    f"hosts {', '.join(h.name for h in hosts)}: nvidia-smi exited "
+                    f"{res.exit_status}: {res.stderr.strip()}"
+                )
+            parts = split_nodes(res.stdout, [h.address for h in hosts])
+            return [g for h in hosts for g in parse_query_gpu(parts[h.address], h.name)]
 
 
         def one(host_index: int) -> list[GpuMemory]:
@@ -586,6 +600,16 @@ class _RoundBar:
             f"{self.count}/{self.total} | Input TPS {'n/a' if tps is None else f'{tps:,.0f}'} "
             f"| {elapsed:.1f} s",
         )
+
+
+def _one_call(cluster: Cluster) -> bool:
+    """Whether one nvidia-smi call answers for every node: a local cluster (its nodes are
+    this machine) of several nodes whose ``nvidia_smi`` takes ``{hosts}``."""
+    return (
+        cluster.kind == "local"
+        and len(cluster.hosts) > 1
+        and any(HOSTS_PLACEHOLDER in a for a in cluster.nvidia_smi)
+    )
 
 
 def _scaled(seconds: float | None, time_scale: float) -> float | None:
