@@ -17,6 +17,7 @@ It prints
   ``PYTHONPATH=DIR``), alternating the two ``--runs`` times so that both see the same load.
 
     python benchmarks/bench_orchestration.py [--time-scale 100] [--runs 1] [--against DIR]
+        [--requests 40] [--repeats 3] [--config pp8] [--warn]
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def run_sweep(folder: Path, reports: Path, tree: Path, args: argparse.Namespace)
            "--ppsweep-cluster", "bench-orch", "--ppsweep-reports", str(reports),
            "--ppsweep-run-id", run_id, "--ppsweep-time-scale", str(args.time_scale),
            "--ppsweep-requests", str(args.requests), "--ppsweep-repeats", str(args.repeats),
-           *(["--ppsweep-spread-rule", "warn"] if args.warn else [])]  # fmt: skip
+           *(["--ppsweep-spread-rule", "warn"] if args.warn else []),
+           *(["--ppsweep-config", args.config] if args.config else [])]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "benchmarks")])}
     start_wall, start = time.time(), time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True, check=False)
@@ -151,6 +153,7 @@ def main() -> None:
     ap.add_argument("--against", type=Path, help="another checkout to measure alongside")
     ap.add_argument("--net", default="127.0.45", help="loopback /24 of the 4 nodes")
     ap.add_argument("--port", type=int, default=43500, help="HTTP port (rendezvous: +100)")
+    ap.add_argument("--config", help="only these layouts (--ppsweep-config), e.g. pp8")
     ap.add_argument("--warn", action="store_true",
                     help="--ppsweep-spread-rule warn (cut-down workloads are noisy)")
     args = ap.parse_args()
