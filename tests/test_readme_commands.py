@@ -41,6 +41,8 @@ NOT_RUN = {
         "tests/plugin/test_xdist_pool.py runs its -n 2 path",
     "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "
         "tests/gate/test_gate.py checks the tiers and tests/plugin/test_gate_e2e.py the gate",
+    "python benchmarks/bench_orchestration.py": "a benchmark (the seeds' whole sweep, minutes); "
+        "tests/bench/test_bench_orchestration.py runs it cut down to one layout",
     "python benchmarks/bench_fail_fast.py": "a benchmark (boots real SGLang on CPU, minutes); "
         "tests/plugin/test_liveness.py and tests/real/test_real_sglang.py run its paths",
 }
