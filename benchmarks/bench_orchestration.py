@@ -66,11 +66,16 @@ class Sweep:
         return self.boot_s + self.round_s
 
 
-def sweep_folder(tmp: Path, net: str, port: int) -> Path:
-    folder = tmp / "sweep"
+def sweep_folder(tmp: Path, net: str, port: int, tree: Path) -> Path:
+    """The seeds' sweep plus the benchmark's cluster, for ``tree``'s plugin (a tree whose
+    snapshots do not know ``{hosts}`` asks node by node: ``{host}``)."""
+    one_call = "HOSTS_PLACEHOLDER" in (tree / "pytest_ppsweep/measure/gpu.py").read_text()
+    folder = tmp / ("sweep" if one_call else "sweep-per-node")
     folder.mkdir(exist_ok=True)
     text = (REPO / "test_matrix" / "ppsweep.toml").read_text()
     text += CLUSTER.format(net=net, port=port, dist_port=port + 100, state=tmp / "sim-state")
+    if not one_call:
+        text = text.replace('"{hosts}"', '"{host}"')
     (folder / "ppsweep.toml").write_text(text)
     (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
     return folder
@@ -163,11 +168,11 @@ def main() -> None:
     results: dict[str, list[Sweep]] = {name: [] for name in trees}
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:
-        folder = sweep_folder(Path(tmp), args.net, args.port)
         for i in range(args.runs):
             for name, tree in trees.items():
                 print(f"[{time.strftime('%H:%M:%S')}] run {i + 1}/{args.runs}: {name}",
                       file=sys.stderr, flush=True)
+                folder = sweep_folder(Path(tmp), args.net, args.port, tree)
                 results[name].append(run_sweep(folder, Path(tmp) / "reports", tree, args))
                 load.append(os.getloadavg()[0])
     print(f"the seeds' sweep on the emulator: time scale {args.time_scale:g}, "
