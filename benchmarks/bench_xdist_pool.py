@@ -54,8 +54,11 @@ def timed(cmd: list[str], cwd: Path, reports: Path) -> Run:
     start = time.perf_counter()
     res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
-    if res.returncode != 0:
+    # 1: some test failed (a spread over the threshold on a busy machine): timed all the same
+    if res.returncode not in (0, 1):
         sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout[-3000:]}")
+    if res.returncode:
+        print(f"  note: {res.stdout.strip().splitlines()[-1]}", file=sys.stderr)
     (log,) = set(reports.glob("*/progress.log")) - before
     plan = [ln.split("] ", 1)[1] for ln in log.read_text().splitlines() if "] plan " in ln]
     held: dict[str, float] = {}
