@@ -35,7 +35,7 @@ gpus_per_node = 8
 server_module = "pytest_ppsweep.sim"
 port = 30100
 dist_init_port = 20100
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
+nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{hosts}}"]
 env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
 """
 POOL = (("bench-a", "127.0.16"), ("bench-b", "127.0.17"))
@@ -54,8 +54,11 @@ def timed(cmd: list[str], cwd: Path, reports: Path) -> Run:
     start = time.perf_counter()
     res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
-    if res.returncode != 0:
+    # 1: some test failed (a spread over the threshold on a busy machine): timed all the same
+    if res.returncode not in (0, 1):
         sys.exit(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stdout[-3000:]}")
+    if res.returncode:
+        print(f"  note: {res.stdout.strip().splitlines()[-1]}", file=sys.stderr)
     (log,) = set(reports.glob("*/progress.log")) - before
     plan = [ln.split("] ", 1)[1] for ln in log.read_text().splitlines() if "] plan " in ln]
     held: dict[str, float] = {}

@@ -29,13 +29,16 @@ from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.model import Cluster, Config, ProfileSpec, Sweep, Workload, cluster_for
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.gpu import (
+    HOSTS_PLACEHOLDER,
     QUERY_ARGS,
     GpuMemory,
     not_released,
     parse_query_gpu,
+    split_nodes,
     worst_rank,
 )
 from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.measure.phases import PhaseClock, warmup_span
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
 from pytest_ppsweep.profile import attribution, collect, summary, trace, window
@@ -68,6 +71,8 @@ class _NoStatus:
 
 # A round's bar is redrawn at most this often (the per-request callback stays cheap).
 BAR_EVERY_S = 0.2
+# A GPU snapshot this recent stands for the next moment when nothing ran in between (_unchanged).
+REUSE_SNAPSHOT_S = 60.0
 BAR_WIDTH = 24
 
 
@@ -156,6 +161,11 @@ class SweepRun:
         # --ppsweep-adaptive: (config id, C, Input TPS of 2 repeats) -> why the 3rd is skipped
         self.third_repeat: Callable[[str, int, list[float]], str | None] | None = None
         self._busy: dict[str, float] = {}  # config id → seconds of cluster time so far
+        self.phases = PhaseClock()  # where each layout's cluster time goes (metadata/phases.json)
+        # cluster name → (config id, moment, GPUs, when) of its newest snapshot, until a boot, a
+        # round or a stop may have changed its GPUs (_unchanged/_changed)
+        self._latest: dict[str, tuple[str, str, list[GpuMemory], float]] = {}
+        self._warmed: set[str] = set()  # boot tokens of the layouts whose server was warmed
 
     @property
     def prompts(self) -> PromptSet:
@@ -193,7 +203,7 @@ class SweepRun:
         prefix = ["env", *env] if env else []
         return (
             prefix
-            + [a.format(host=address, python=python) for a in cluster.nvidia_smi]
+            + [a.format(host=address, hosts=address, python=python) for a in cluster.nvidia_smi]
             + list(QUERY_ARGS)
         )
 
@@ -204,6 +214,52 @@ class SweepRun:
         """
         if not cluster.nvidia_smi:
             return []
+        with self.phases.timed(config_id, "snapshots"):
+            gpus = self._unchanged(cluster, config_id, moment)
+            if gpus is None:
+                gpus = self._snapshot_gpus(cluster)
+            self._latest[cluster.name] = (config_id, moment, gpus, time.monotonic())
+            lines = ["node,index,name,memory_used_mib,memory_total_mib"] + [
+                f"{g.node},{g.index},{g.name},{g.used_mib},{g.total_mib}" for g in gpus
+            ]
+            self.store.gpu_path(config_id, moment).write_text("\n".join(lines) + "\n")
+            return gpus
+
+    def _unchanged(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory] | None:
+        """The cluster's newest snapshot when it stands for ``moment`` too, else None: it is
+        less than ``REUSE_SNAPSHOT_S`` old, nothing that changes the GPUs (a boot, a round, a
+        stop: :meth:`_changed`) ran since, and it was this layout's "after" (the plugin's
+        teardown right after test_gpu_memory) or a layout's "cleaned" (the next layout's
+        "before"). Each nvidia-smi costs a process per node, an interpreter on the emulator."""
+        latest = self._latest.get(cluster.name)
+        if latest is None or time.monotonic() - latest[3] > REUSE_SNAPSHOT_S:
+            return None
+        taken_for, taken_at, gpus, _when = latest
+        if (moment == "after" and taken_at == "after" and taken_for == config_id) or (
+            moment == "before" and taken_at == "cleaned"
+        ):
+            return gpus
+        return None
+
+    def _changed(self, cluster: Cluster) -> None:
+        """Something may have changed the cluster's GPU memory: snapshot it again."""
+        self._latest.pop(cluster.name, None)
+
+    def _snapshot_gpus(self, cluster: Cluster) -> list[GpuMemory]:
+        """nvidia-smi on every node at once: one call for a local cluster whose
+        ``nvidia_smi`` takes ``{hosts}``, else one per node, concurrently."""
+        if _one_call(cluster):
+            hosts = cluster.hosts
+            argv = self._smi_argv(cluster, ",".join(h.address for h in hosts))
+            res = host_for(cluster, hosts[0], self.registry).run(argv, timeout=60)
+            if not res.ok:
+                raise HostError(
+                    f"hosts {', '.join(h.name for h in hosts)}: nvidia-smi exited "
+                    f"{res.exit_status}: {res.stderr.strip()}"
+                )
+            parts = split_nodes(res.stdout, [h.address for h in hosts])
+            return [g for h in hosts for g in parse_query_gpu(parts[h.address], h.name)]
+
 
         def one(host_index: int) -> list[GpuMemory]:
             h = cluster.hosts[host_index]
@@ -217,12 +273,7 @@ class SweepRun:
 
         with ThreadPoolExecutor(max_workers=len(cluster.hosts)) as pool:
             per_node = list(pool.map(one, range(len(cluster.hosts))))
-        gpus = [g for node in per_node for g in node]
-        lines = ["node,index,name,memory_used_mib,memory_total_mib"] + [
-            f"{g.node},{g.index},{g.name},{g.used_mib},{g.total_mib}" for g in gpus
-        ]
-        self.store.gpu_path(config_id, moment).write_text("\n".join(lines) + "\n")
-        return gpus
+        return [g for node in per_node for g in node]
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -251,7 +302,7 @@ class SweepRun:
         self.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
         try:
             try:
-                service.__enter__()
+                self._enter(service)
             finally:
                 self.live.end(sid)
         except BootFailed as exc:
@@ -259,7 +310,9 @@ class SweepRun:
             self.store.update_config(sid, boot_s=boot_s, boot_error=exc.reason)
             self.after_stop(cluster, sid, before)
             self._held(sid, started)
+            self._write_phases(sid)
             raise
+        info_started = time.perf_counter()
         try:
             try:
                 info = server_info(service.base_url)
@@ -285,11 +338,13 @@ class SweepRun:
                 simulated=topo.simulated,
                 time_scale=topo.time_scale,
             )
+            self.phases.add(sid, "server info", time.perf_counter() - info_started)
             self.snapshot_gpus(cluster, sid, "healthy")
         except BaseException:
-            service.stop()
+            self._stop(service)
             self.after_stop(cluster, sid, before)
             self._held(sid, started)
+            self._write_phases(sid)
             raise
         # Emulated seconds on the emulator, as every time of results.csv (held_s stays real).
         boot_s = _scaled(service.boot_s, topo.time_scale)
@@ -310,6 +365,32 @@ class SweepRun:
         self._up[sid] = booted
         return booted
 
+    def _enter(self, service: Service) -> None:
+        """Boot ``service``: its launch and its boot wait go to their phases."""
+        sid = service.config.id
+        wall, t0 = time.time(), time.perf_counter()
+        healthy = False
+        self._changed(service.cluster)
+        try:
+            service.__enter__()
+            healthy = True
+        finally:
+            took = time.perf_counter() - t0
+            # healthy: boot_s is the boot wait alone; failed: the whole attempt counts as boot
+            waited = min(took, service.boot_s) if healthy and service.boot_s is not None else took
+            self.phases.add(sid, "boot", waited)
+            self.phases.add(sid, "launch", took - waited)
+            self.phases.mark(sid, wall, wall + took)
+
+    def _stop(self, service: Service) -> None:
+        self._changed(service.cluster)
+        with self.phases.timed(service.config.id, "teardown"):
+            service.stop()
+
+    def _write_phases(self, config_id: str) -> None:
+        """The layout's phases so far into ``metadata/phases.json`` (measure.phases)."""
+        self.store.update_json("metadata/phases.json", **{config_id: self.phases.row(config_id)})
+
     def _boot_status(self, status: BootStatus) -> None:
         text, state = boot_status(status)
         self.live.status(status.config_id, text, state=state)
@@ -325,7 +406,8 @@ class SweepRun:
         try:
             try:
                 self.live.status(sid, f"{sid} log scan | {ranks} rank logs", state="log scan")
-                self.record_logs(sid, booted.service.findings())
+                with self.phases.timed(sid, "log scan"):
+                    self.record_logs(sid, booted.service.findings())
                 if booted.cluster.nvidia_smi:
                     self.record_memory(sid, self.snapshot_gpus(booted.cluster, sid, "after"))
             except (HostError, ValueError, OSError) as exc:
@@ -334,11 +416,12 @@ class SweepRun:
                 )
             finally:
                 self.live.status(sid, f"{sid} teardown | stopping {ranks} ranks", state="teardown")
-                booted.service.stop()
+                self._stop(booted.service)
             self.after_stop(booted.cluster, booted.service.config.id, booted.before)
         finally:
             self.live.end(sid)
         self._held(booted.service.config.id, started)
+        self._write_phases(sid)
 
     def worked(self, config_id: str, seconds: float) -> None:
         """A test of ``config_id`` used its service for ``seconds``."""
@@ -387,6 +470,7 @@ class SweepRun:
                 self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} kept (resume)")
                 continue
             booted.check_alive()
+            self._changed(booted.cluster)
             t0 = time.monotonic()
             self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
             bar = _RoundBar(self.live, cfg.id, f"benchmark c{concurrency} r{repeat}/{repeats}",
@@ -398,6 +482,7 @@ class SweepRun:
                     raw.flush()
                     bar.done(record)
 
+                call_wall, call_t0 = time.time(), time.perf_counter()
                 try:
                     result = bench.run_round_sync(
                         booted.service.base_url,
@@ -407,11 +492,15 @@ class SweepRun:
                         time_scale=scale,
                         on_record=write,
                         cancel=booted.service.died,
+                        warmup=self._warm_up(booted),
                     )
                 except bench.RoundCancelled:
+                    self._round_phases(cfg.id, call_wall, call_t0, None)
                     self._aborted(booted, concurrency, repeat, t0)
                 finally:
                     self.live.end(cfg.id)
+            self._round_phases(cfg.id, call_wall, call_t0, result)
+            rows_t0 = time.perf_counter()
             self.store.append_result(
                 {
                     "run_id": self.store.run_id,
@@ -433,6 +522,7 @@ class SweepRun:
                 f"Input TPS {_fmt(result.input_tps)}, TTFT p50 {_fmt(result.ttft_p50_s)} s "
                 f"({time.monotonic() - t0:.1f} s real)"
             )
+            self.phases.add(cfg.id, "results", time.perf_counter() - rows_t0)
             results.append(result)
             if booted.look() is not None:  # the round ended by itself, but a rank died meanwhile
                 self._aborted(booted, concurrency, repeat, t0)
@@ -510,6 +600,30 @@ class SweepRun:
         )
         self.worked(cfg.id, time.monotonic() - started)
         return lp
+
+    def _warm_up(self, booted: Booted) -> bool:
+        """Whether this round sends the warm-up requests: only the first round of a boot (the
+        server stays warm for the later rounds; each still starts with /flush_cache)."""
+        token = booted.service.boot_token
+        if token in self._warmed:
+            return False
+        self._warmed.add(token)
+        return True
+
+    def _round_phases(
+        self, config_id: str, wall: float, t0: float, result: RoundResult | None
+    ) -> None:
+        """A round's call (from ``t0``, ``time.perf_counter()``) split into its measured
+        requests, its warm-up and the rest."""
+        took = time.perf_counter() - t0
+        measured = warm = 0.0
+        if result is not None:
+            measured = min(took, result.duration_raw_s)
+            warm = min(took - measured, warmup_span(result.warmup_records))
+        self.phases.add(config_id, "round", measured)
+        self.phases.add(config_id, "warm-up", warm)
+        self.phases.add(config_id, "flush", took - measured - warm)
+        self.phases.mark(config_id, wall, wall + took)
 
     def _aborted(self, booted: Booted, concurrency: int, repeat: int, t0: float) -> NoReturn:
         """A rank died during round ``repeat``: say so and fail with the cause."""
@@ -628,6 +742,16 @@ def workload_spec(w: Workload) -> WorkloadSpec:
         api=w.api,
         request_timeout_s=w.request_timeout_s,
         round_timeout_s=w.round_timeout_s,
+    )
+
+
+def _one_call(cluster: Cluster) -> bool:
+    """Whether one nvidia-smi call answers for every node: a local cluster (its nodes are
+    this machine) of several nodes whose ``nvidia_smi`` takes ``{hosts}``."""
+    return (
+        cluster.kind == "local"
+        and len(cluster.hosts) > 1
+        and any(HOSTS_PLACEHOLDER in a for a in cluster.nvidia_smi)
     )
 
 

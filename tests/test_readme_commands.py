@@ -49,6 +49,8 @@ NOT_RUN = {
         "its ids, tests/axes/test_axes_e2e.py runs an axis sweep with two workloads (CI budget)",
     "pytest test_matrix --ppsweep-matrix test_matrix/chunk.toml": "the a2a.toml flow (run "
         "here) on another sweep file; tests/axes/test_axes_matrix.py parses it (CI budget)",
+    "python benchmarks/bench_orchestration.py": "a benchmark (the seeds' whole sweep, minutes); "
+        "tests/bench/test_bench_orchestration.py runs it cut down to one layout",
     "python benchmarks/bench_fail_fast.py": "a benchmark (boots real SGLang on CPU, minutes); "
         "tests/plugin/test_liveness.py and tests/real/test_real_sglang.py run its paths",
     "python benchmarks/bench_interrupts.py": "a benchmark (36 interrupted sweeps, minutes); "

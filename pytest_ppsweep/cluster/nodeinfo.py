@@ -67,7 +67,10 @@ def hide_secrets(text: str, env: Mapping[str, str]) -> str:
 
 def smi_argv(cluster: Cluster, host: Host, extra: Sequence[str]) -> list[str]:
     python = node_python(cluster)
-    return [a.format(host=host.address, python=python) for a in cluster.nvidia_smi] + list(extra)
+    # {hosts} (several nodes in one call, sweeprun's GPU snapshots): this node alone here
+    return [
+        a.format(host=host.address, hosts=host.address, python=python) for a in cluster.nvidia_smi
+    ] + list(extra)
 
 
 def docker_for(cluster: Cluster, host: Host, registry: Registry) -> Any:

@@ -16,6 +16,7 @@ import atexit
 import contextlib
 import threading
 from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, TypeVar, cast
 
 from pytest_ppsweep.cluster.base import RankHandle
@@ -61,9 +62,26 @@ class Registry:
         with self._lock:
             ranks = list(self._ranks)
             self._ranks.clear()
-        for rank in ranks:
+
+        def one(rank: RankHandle) -> None:
             with contextlib.suppress(Exception):
                 rank.stop(grace_s=grace_s)
+
+        if len(ranks) > 1:
+            # all at once: the grace periods (and remote round trips) overlap instead of adding up
+            pool = ThreadPoolExecutor(max_workers=min(len(ranks), 32))
+            try:
+                for rank in ranks:
+                    pool.submit(one, rank)
+                threaded = True
+            except RuntimeError:  # at interpreter exit (atexit) no thread may start
+                threaded = False
+            finally:
+                pool.shutdown(wait=True)
+            if threaded:
+                return
+        for rank in ranks:
+            one(rank)  # idempotent: a rank a thread already stopped is not stopped again
 
     # -- connections --------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         row_problems,
     )
     from pytest_ppsweep.measure.gpu import (
+        HOSTS_PLACEHOLDER,
         MOMENTS,
         QUERY_ARGS,
         QUERY_FIELDS,
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
         WorstRank,
         not_released,
         parse_query_gpu,
+        split_nodes,
         worst_rank,
     )
     from pytest_ppsweep.measure.metrics import (
@@ -49,6 +51,13 @@ if TYPE_CHECKING:
         request_itls,
         request_tpot,
         summarize,
+    )
+    from pytest_ppsweep.measure.phases import (
+        PHASES,
+        WORK,
+        PhaseClock,
+        totals,
+        warmup_span,
     )
     from pytest_ppsweep.measure.runstore import (
         CONFIG_COLUMNS,
@@ -85,6 +94,7 @@ _NAMES = {
     "round_problems": "completion",
     "row_problems": "completion",
     "GpuMemory": "gpu",
+    "HOSTS_PLACEHOLDER": "gpu",
     "MOMENTS": "gpu",
     "QUERY_ARGS": "gpu",
     "QUERY_FIELDS": "gpu",
@@ -92,6 +102,7 @@ _NAMES = {
     "WorstRank": "gpu",
     "not_released": "gpu",
     "parse_query_gpu": "gpu",
+    "split_nodes": "gpu",
     "worst_rank": "gpu",
     "ROW_KEYS": "metrics",
     "Record": "metrics",
@@ -101,6 +112,11 @@ _NAMES = {
     "request_itls": "metrics",
     "request_tpot": "metrics",
     "summarize": "metrics",
+    "PHASES": "phases",
+    "PhaseClock": "phases",
+    "WORK": "phases",
+    "totals": "phases",
+    "warmup_span": "phases",
     "CONFIG_COLUMNS": "runstore",
     "RESULT_COLUMNS": "runstore",
     "RunStore": "runstore",
@@ -118,18 +134,22 @@ __all__ = [
     "APIS",
     "CONFIG_COLUMNS",
     "FAILED",
+    "HOSTS_PLACEHOLDER",
     "INCOMPLETE",
     "MOMENTS",
     "NN_KINDS",
     "NO_REQUESTS",
+    "PHASES",
     "QUERY_ARGS",
     "QUERY_FIELDS",
     "RECORD_KEYS",
     "RESULT_COLUMNS",
     "ROW_KEYS",
     "TOKENS",
+    "WORK",
     "BenchSetupError",
     "GpuMemory",
+    "PhaseClock",
     "Prompt",
     "PromptSet",
     "Record",
@@ -158,7 +178,10 @@ __all__ = [
     "round_problems",
     "row_problems",
     "run_round_sync",
+    "split_nodes",
     "summarize",
+    "totals",
+    "warmup_span",
     "worst_rank",
 ]
 __getattr__ = lazy(__name__, _NAMES)

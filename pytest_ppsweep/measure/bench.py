@@ -2,7 +2,8 @@
 
 Sequence of a round: [GET /v1/models when the completions API has no model name] → POST
 /flush_cache (400 = server busy: retried with backoff up to ``flush_timeout_s``) → the warmup
-prompts (excluded from results) → the measured requests, all arriving at t=0 (or Poisson when
+prompts (excluded from results; ``warmup=False`` skips them: the sweep warms each boot's server
+in its first round only) → the measured requests, all arriving at t=0 (or Poisson when
 ``spec.request_rate`` is finite) and gated by a semaphore of size C.
 
 Each measured request produces one record (a dict of builtins) handed to ``on_record`` as it
@@ -305,18 +306,19 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
                     model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
                     on_record: OnRecord | None = None, session: aiohttp.ClientSession | None = None,
                     flush_timeout_s: float = 30.0,
-                    cancel: threading.Event | None = None) -> RoundResult:
+                    cancel: threading.Event | None = None, warmup: bool = True) -> RoundResult:
     """Run one round of ``prompts`` at concurrency C against ``base_url`` (rank 0's URL).
 
     ``spec`` supplies output_len, api, request rate and timeouts; its prompt fields must match
     ``prompts.spec``. Raises BenchSetupError if /flush_cache or /v1/models fails; request
     failures never raise, they become failed records. ``cancel`` set: RoundCancelled.
+    ``warmup=False``: no warm-up requests (a server warmed by an earlier round of this boot).
     """
     if cancel is not None:
         return await _cancellable(  # type: ignore[no-any-return]
             run_round(base_url, prompts, concurrency, spec=spec, model=model,
                       time_scale=time_scale, flush_cache=flush_cache, on_record=on_record,
-                      session=session, flush_timeout_s=flush_timeout_s), cancel)
+                      session=session, flush_timeout_s=flush_timeout_s, warmup=warmup), cancel)
     if concurrency < 1 or not time_scale > 0:
         raise ValueError(f"need concurrency >= 1 and time_scale > 0: {concurrency}, {time_scale}")
     if any(getattr(spec, f) != getattr(prompts.spec, f) for f in _PROMPT_FIELDS):
@@ -326,7 +328,7 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
             return await run_round(base_url, prompts, concurrency, spec=spec, model=model,
                                    time_scale=time_scale, flush_cache=flush_cache,
                                    on_record=on_record, session=own,
-                                   flush_timeout_s=flush_timeout_s)
+                                   flush_timeout_s=flush_timeout_s, warmup=warmup)
     limit = session.connector.limit if session.connector is not None else 0
     if 0 < limit < concurrency:  # a smaller pool would silently cap the concurrency
         raise ValueError(f"session connector limit {limit} < concurrency {concurrency}")
@@ -334,7 +336,8 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
     url = base + ("/generate" if spec.api == "generate" else "/v1/completions")
     if spec.api == "completions" and model is None:
         model = await _discover_model(session, base, spec.request_timeout_s)
-    bodies, warm_bodies = prompts.bodies(spec, model), prompts.bodies(spec, model, warmup=True)
+    bodies = prompts.bodies(spec, model)
+    warm_bodies = prompts.bodies(spec, model, warmup=True) if warmup else ()
     if flush_cache:
         await _flush(session, base, flush_timeout_s)
     loop = asyncio.get_running_loop()
@@ -348,7 +351,7 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
                               deadline=loop.time() + spec.round_timeout_s,
                               t0=time.perf_counter(), flight=_InFlight())
 
-    warmup = await asyncio.gather(*(warm(i) for i in range(len(warm_bodies))))
+    warmed = await asyncio.gather(*(warm(i) for i in range(len(warm_bodies))))
     flight, records = _InFlight(), []
     t0, start = time.perf_counter(), loop.time()
     deadline = start + spec.round_timeout_s
@@ -379,15 +382,15 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
     records.sort(key=lambda r: int(r["index"]))
     return summarize(records, num_requests=len(bodies), peak_concurrency=flight.peak,
                      prompt_digest=prompts.digest, concurrency=concurrency,
-                     time_scale=time_scale, warmup_records=warmup)
+                     time_scale=time_scale, warmup_records=warmed)
 
 
 def run_round_sync(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
                    model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
                    on_record: OnRecord | None = None, flush_timeout_s: float = 30.0,
-                   cancel: threading.Event | None = None) -> RoundResult:
+                   cancel: threading.Event | None = None, warmup: bool = True) -> RoundResult:
     """``run_round`` in a fresh event loop with its own session (not from inside a loop)."""
     return asyncio.run(run_round(base_url, prompts, concurrency, spec=spec, model=model,
                                  time_scale=time_scale, flush_cache=flush_cache,
                                  on_record=on_record, flush_timeout_s=flush_timeout_s,
-                                 cancel=cancel))
+                                 cancel=cancel, warmup=warmup))

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 QUERY_FIELDS = ("index", "name", "memory.used", "memory.total")
 QUERY_ARGS = (f"--query-gpu={','.join(QUERY_FIELDS)}", "--format=csv,noheader,nounits")
 MOMENTS = ("before", "healthy", "after", "cleaned")
+# In a local cluster's ``nvidia_smi``: every node's address, comma-separated, in one call whose
+# output gives each node's answer after a line ``==> <address> <==`` (split_nodes).
+HOSTS_PLACEHOLDER = "{hosts}"
 
 
 class SmiParseError(ValueError):
@@ -113,3 +116,28 @@ def not_released(
         for g in cleaned
         if (g.node, g.index) in base and g.used_mib > base[(g.node, g.index)] + slack_mib
     ]
+
+
+def split_nodes(text: str, addresses: Iterable[str]) -> dict[str, str]:
+    """One call's output for several nodes (``HOSTS_PLACEHOLDER``) → {address: its output}.
+
+    Each node's part follows a line ``==> <address> <==``; a node without one is an error."""
+    parts: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in text.splitlines(keepends=True):
+        head = line.strip()
+        if head.startswith("==> ") and head.endswith(" <=="):
+            current = parts.setdefault(head[4:-4].strip(), [])
+        elif current is not None:
+            current.append(line)
+        elif head:
+            raise SmiParseError(f"nvidia-smi for several nodes: output before the first node: "
+                                f"{head[:200]!r}")
+    wanted = list(addresses)
+    missing = [a for a in wanted if a not in parts]
+    if missing:
+        raise SmiParseError(
+            f"nvidia-smi for nodes {', '.join(wanted)}: no '==> <address> <==' part for "
+            f"{', '.join(missing)}"
+        )
+    return {a: "".join(parts[a]) for a in wanted}

@@ -79,6 +79,10 @@ class Service:
         # Set from health until teardown (:meth:`watch`): the first rank that died.
         self.liveness: Liveness | None = None
         self.died = threading.Event()  # the liveness watch's event; never set before it starts
+        # node rank (stop: position in procs, node order) → (began, ended), time.monotonic(), of
+        # its launcher's start and its handle's stop: the nodes start and stop at once
+        self.start_spans: dict[int, tuple[float, float]] = {}
+        self.stop_spans: dict[int, tuple[float, float]] = {}
 
     @property
     def base_url(self) -> str:
@@ -115,7 +119,9 @@ class Service:
             # this boot's token in every rank's environment (the emulator echoes it)
             spec = replace(self.specs[i], env={**self.specs[i].env, BOOT_TOKEN_ENV: token})
             labels = rank_labels(self.run_id, self.cluster.name, self.config.id, spec.node_rank)
+            began = time.monotonic()
             proc = self.launcher.start(spec, self.log_path(spec.node_rank), labels)
+            self.start_spans[spec.node_rank] = (began, time.monotonic())
             self.registry.track(proc)
             slots[i] = proc
 
@@ -235,12 +241,35 @@ class Service:
         the ranks does not read as their death."""
         if self.liveness is not None:
             self.liveness.stop()
-        for proc in self.procs:
-            proc.stop()
-            self.registry.untrack(proc)
-        if self._own_registry:
-            self.registry.close()
+        try:
+            self._stop_ranks()
+        finally:
+            if self._own_registry:
+                self.registry.close()
         self.scrub_logs()
+
+    def _stop_ranks(self) -> None:
+        """Every rank stopped at once (a container's stop and removal over SSH takes ~0.5-1 s);
+        a rank that fails to stop stays tracked (the registry's close tries again) and the first
+        failure, in node order, is raised once every rank was tried."""
+        procs = list(self.procs)
+
+        def one(i: int) -> None:
+            began = time.monotonic()
+            try:
+                procs[i].stop()
+            finally:
+                self.stop_spans[i] = (began, time.monotonic())
+            self.registry.untrack(procs[i])
+
+        if len(procs) <= 1:
+            for i in range(len(procs)):
+                one(i)
+            return
+        with ThreadPoolExecutor(max_workers=len(procs)) as pool:
+            futures = [pool.submit(one, i) for i in range(len(procs))]
+        for future in futures:
+            future.result()  # the first failure, in node order
 
     def __enter__(self) -> Service:
         start = time.monotonic()

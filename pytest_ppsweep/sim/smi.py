@@ -10,12 +10,17 @@ Supported: ``--query-gpu=<fields>``, ``--query-compute-apps=<fields>``, ``--form
 [,nounits]``, ``-i/--id``, ``-L/--list-gpus`` (also the default without a query). Memory comes
 from the state file the node's rank publishes (sim/launch/gpustate.py); without one the GPUs are
 idle.
+
+``--host a,b,…`` (several nodes of one machine, the plugin's ``{hosts}``) prints each node's
+output after a line ``==> <addr> <==``: one interpreter for a whole loopback cluster.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -189,16 +194,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render_topo(prof.gpu.gpus_per_node, prof.gpu.gpus_per_pcie_island))
         return 0
     p = argparse.ArgumentParser(prog="nvidia-smi", add_help=True)
-    p.add_argument("--host", required=True, help="node address (the rank's --host)")
+    p.add_argument(
+        "--host", required=True, help="node address (the rank's --host); several: a,b,…"
+    )
     p.add_argument("--query-gpu", default=None)
     p.add_argument("--query-compute-apps", default=None)
     p.add_argument("--format", default=None)
     p.add_argument("-i", "--id", default=None)
     p.add_argument("-L", "--list-gpus", action="store_true")
     ns = p.parse_args(argv)
+    hosts = [h.strip() for h in str(ns.host).split(",") if h.strip()]
+    if len(hosts) <= 1:
+        return node_main(ns, hosts[0] if hosts else "")
+    for host in hosts:  # the query is checked on the first node: none prints a partial answer
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = node_main(ns, host)
+        if rc != 0:
+            sys.stdout.write(out.getvalue())
+            return rc
+        sys.stdout.write(f"==> {host} <==\n{out.getvalue()}")
+    return 0
+
+
+def node_main(ns: argparse.Namespace, host: str) -> int:
+    """What nvidia-smi prints on the node ``host`` for the parsed arguments ``ns``."""
     state_dir = Path(os.environ.get("PPSWEEP_SIM_STATE_DIR") or DEFAULT_STATE_DIR)
     profile = os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d"
-    gpus = node_gpus(ns.host, state_dir, profile)
+    gpus = node_gpus(host, state_dir, profile)
     if ns.id is not None:
         wanted = {int(x) for x in str(ns.id).split(",")}
         gpus = [g for g in gpus if g.index in wanted]
