@@ -22,6 +22,7 @@ larger, pointed at by ``PPSWEEP_SIM_PROFILE``). Every run is compared with the r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -124,10 +125,16 @@ def main() -> None:
     ap.add_argument("--reruns", type=int, default=10)
     ap.add_argument("--slow-reruns", type=int, default=2)
     ap.add_argument("--slowdowns", default="0.02,0.05,0.10")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep the run folders here (an empty or new folder) instead of a "
+                         "temporary one")
     args = ap.parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as name:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (tempfile.TemporaryDirectory() if args.keep is None
+          else contextlib.nullcontext(str(args.keep))) as name:
         tmp = Path(name)
         ref = sweep_run(tmp, PROFILE, args, "ref")
         same = [by_key(compare(sweep_run(tmp, PROFILE, args, f"same{i}"), ref))
