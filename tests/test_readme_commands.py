@@ -43,6 +43,9 @@ NOT_RUN = {
         "tests/gate/test_gate.py checks the tiers and tests/plugin/test_gate_e2e.py the gate",
     "python benchmarks/bench_fail_fast.py": "a benchmark (boots real SGLang on CPU, minutes); "
         "tests/plugin/test_liveness.py and tests/real/test_real_sglang.py run its paths",
+    "python benchmarks/bench_chaos.py": "a benchmark (the whole chaos matrix, ~50 boots on four "
+        "backends, minutes; root for the namespace hosts); tests/reliability/test_chaos.py and "
+        "tests/remote/test_chaos_remote.py run a subset that takes every fault and backend once",
 }
 
 

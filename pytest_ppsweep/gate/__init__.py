@@ -48,6 +48,12 @@ if TYPE_CHECKING:
         significant,
         write_comparison_csv,
     )
+    from pytest_ppsweep.gate.noise import (
+        NOISE_K,
+        NOISE_RULE,
+        deviations_pct,
+        noise_pct,
+    )
 
 _NAMES = {
     "BASELINES": "baselines",
@@ -83,6 +89,10 @@ _NAMES = {
     "regressions": "comparison",
     "significant": "comparison",
     "write_comparison_csv": "comparison",
+    "NOISE_K": "noise",
+    "NOISE_RULE": "noise",
+    "deviations_pct": "noise",
+    "noise_pct": "noise",
 }
 __all__ = [
     "BASELINES",
@@ -91,6 +101,8 @@ __all__ = [
     "FAILING",
     "GATE_CSV",
     "METRICS",
+    "NOISE_K",
+    "NOISE_RULE",
     "PB_VERSION",
     "SIGNIFICANT",
     "TEST_NODE",
@@ -105,8 +117,10 @@ __all__ = [
     "compare",
     "comparison_html",
     "comparison_table",
+    "deviations_pct",
     "load",
     "machine_info",
+    "noise_pct",
     "notable_lines",
     "parse_thresholds",
     "points",

@@ -1,17 +1,16 @@
 """The chaos matrix in CI, local backends: every emulator fault, SIGKILL / SIGSTOP of a rank, a
 rank dying mid-round, the run folder's disk full and a port already taken, on the local
-emulator; a taken port on real SGLang CPU (support/chaos.py does the work; benchmarks/bench_chaos.py runs the whole matrix).
+emulator; a taken port on real SGLang CPU (support/chaos.py does the work;
+benchmarks/bench_chaos.py runs the whole matrix).
 
 Each cell: the expected verdict, the fault's evidence in the failure, nothing of the run left on
 this machine after teardown. Loopback 127.0.46.1-2 (emulator) and 127.0.46.21-22 (SGLang),
 ports 44000-44299. The faults that do not end a layout share one boot with a layout-ending one,
-so the emulator needs nine boots (about 0.5 s each, but the SIGSTOP waits for the 30 s health
+so the emulator needs ten boots (about 0.5 s each, but the SIGSTOP waits for the 30 s health
 stall).
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 from support.chaos import EXPECTED, Emulator, RealSglang, Result, run_boot
@@ -21,8 +20,8 @@ from support.chaos import EXPECTED, Emulator, RealSglang, Result, run_boot
 # a full disk, then a SIGSTOP (its health stall ends the layout); SIGKILL mid-round last.
 EMULATOR_CI = (
     ("nccl_init",), ("oom_load",), ("custom_ar_graph",), ("watchdog_hang",), ("never_join",),
-    ("crash_mid_bench",), ("port_taken",),
-    ("slow_start", "wrong_topology", "fail_requests", "disk_full", "sigstop"),
+    ("crash_mid_bench",), ("fail_requests",), ("port_taken",),
+    ("slow_start", "wrong_topology", "disk_full", "sigstop"),
     ("die_mid_round",), ("sigkill",),
 )  # fmt: skip
 # Real SGLang: the port check only (no boot). A rank killed mid-round on real SGLang is
@@ -40,19 +39,19 @@ def _run(backend: Emulator | RealSglang, groups: tuple[tuple[str, ...], ...]) ->
 
 
 @pytest.fixture(scope="module")
-def emulator_cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Result]]:
-    yield _run(Emulator(tmp_path_factory.mktemp("chaos-emu")), EMULATOR_CI)
+def emulator_cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
+    return _run(Emulator(tmp_path_factory.mktemp("chaos-emu")), EMULATOR_CI)
 
 
 @pytest.fixture(scope="module")
-def sglang_cells(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Result]]:
+def sglang_cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
     from support.real import ProvisionImpossible, provision
 
     try:
         prov = provision()
     except ProvisionImpossible as exc:
         pytest.skip(f"cannot provision real SGLang here: {exc}")
-    yield _run(RealSglang(tmp_path_factory.mktemp("chaos-sglang"), prov), SGLANG_CI)
+    return _run(RealSglang(tmp_path_factory.mktemp("chaos-sglang"), prov), SGLANG_CI)
 
 
 def _check(r: Result) -> None:

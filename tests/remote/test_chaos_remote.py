@@ -7,7 +7,6 @@ left on any host (support/chaos.py; benchmarks/bench_chaos.py runs the whole mat
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,13 +33,13 @@ def chaos_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ssh_cells(test_hosts: TestHosts, chaos_work: Path) -> Iterator[dict[str, Result]]:
-    yield _run(Remote(chaos_work / "ssh", test_hosts, "process"), SSH_CI)
+def ssh_cells(test_hosts: TestHosts, chaos_work: Path) -> dict[str, Result]:
+    return _run(Remote(chaos_work / "ssh", test_hosts, "process"), SSH_CI)
 
 
 @pytest.fixture(scope="module")
-def docker_cells(test_hosts: TestHosts, chaos_work: Path) -> Iterator[dict[str, Result]]:
-    yield _run(Remote(chaos_work / "docker", test_hosts, "docker"), DOCKER_CI)
+def docker_cells(test_hosts: TestHosts, chaos_work: Path) -> dict[str, Result]:
+    return _run(Remote(chaos_work / "docker", test_hosts, "docker"), DOCKER_CI)
 
 
 def _check(r: Result) -> None:

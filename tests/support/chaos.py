@@ -111,7 +111,7 @@ EVIDENCE = {
     "slow_start": r"healthy",
     "wrong_topology": r"tp|pp",
     "fail_requests": r"failed",
-    "crash_mid_bench": r"rank exited with code",
+    "crash_mid_bench": r"node 1 .*(rank exited with code|illegal memory access)",
     "sigkill": r"rank exited with code -9|code 137",
     "sigstop": r"/health not answering",
     "die_mid_round": r"rank exited with code .*aborted|aborted",
@@ -134,7 +134,8 @@ SIM_FAULT_VALUE = {
 # Faults that need a boot of their own (they end it at boot), and the groups that share one.
 BOOT_FAULTS = ("nccl_init", "oom_load", "custom_ar_graph", "watchdog_hang", "never_join")
 LAYOUT_ENDING = ("crash_mid_bench", "sigkill", "sigstop", "die_mid_round", "dockerd_restart")
-LAUNCH_SHARED = ("slow_start", "wrong_topology", "fail_requests")
+# fail_requests is set at launch but fails requests of every round: a boot of its own
+LAUNCH_SHARED = ("slow_start", "wrong_topology")
 RUNNING_SHARED = ("ssh_drop", "disk_full")
 
 
@@ -153,7 +154,7 @@ def plan(backend: str, faults: Sequence[str]) -> list[tuple[str, ...]]:
     """The boots that cover ``faults`` on ``backend``: one per boot fault, one port check (no
     boot), and boots that share: launch-time faults + running faults + one layout-ending fault."""
     todo = [f for f in faults if not_applicable(f, backend) is None]
-    boots: list[tuple[str, ...]] = [(f,) for f in todo if f in BOOT_FAULTS]
+    boots: list[tuple[str, ...]] = [(f,) for f in todo if f in (*BOOT_FAULTS, "fail_requests")]
     if "port_taken" in todo:
         boots.append(("port_taken",))
     shared = [f for f in todo if f in LAUNCH_SHARED + RUNNING_SHARED]
@@ -286,7 +287,7 @@ tp = 2
 [workload]
 input_len = {input_len}
 output_len = 1
-concurrency = [2]
+concurrency = [2, 4]
 num_requests = {num_requests}
 repeats = 1
 vocab_size = 1000
@@ -334,7 +335,8 @@ server_module = "pytest_ppsweep.sim"
 port = {port}
 dist_init_port = {port + 1}
 nvidia_smi = []
-env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_PROFILE = "tiny", PPSWEEP_SIM_STATE_DIR = "{self.work / 'simstate'}" }}
+env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_PROFILE = "tiny", \
+PPSWEEP_SIM_STATE_DIR = "{self.work / 'simstate'}" }}
 """
 
 
@@ -352,7 +354,7 @@ class RealSglang(Backend):
         from support.real import sweep_toml
 
         text = sweep_toml(self.prov, port=port, dist_port=port + 1, mark=f"chaos-{port}",
-                          configs="[[configs]]\npp = 2\ntp = 1\n", concurrency=[2],
+                          configs="[[configs]]\npp = 2\ntp = 1\n", concurrency=[2, 4],
                           num_requests=48 if long_round else 8, repeats=1,
                           baseline="pp2-tp1")
         text = text.replace('hosts = ["127.0.6.1", "127.0.6.2", "127.0.6.3", "127.0.6.4"]',
@@ -382,13 +384,33 @@ class Remote(Backend):
         table = cluster_toml(self.hosts, name="ns", launcher=self.launcher, state=state,
                              scale=LONG_SCALE if long_round else 200, port=port)
         # the tiny profile (2 GPUs per node) on two of the four hosts
-        table = table.replace('PPSWEEP_SIM_PROFILE = "kimi-k3-6000d"', 'PPSWEEP_SIM_PROFILE = "tiny"')
+        table = table.replace('PPSWEEP_SIM_PROFILE = "kimi-k3-6000d"',
+                              'PPSWEEP_SIM_PROFILE = "tiny"')
         table = table.replace("gpus_per_node = 8", "gpus_per_node = 2")
         two = ", ".join(f'{{ name = "{n}", address = "{a}" }}' for n, a in self.hosts.hosts[:2])
         table = table.replace(f"hosts = {self.hosts.hosts_toml()}", f"hosts = [{two}]")
         return EMU_HEAD.format(backend=self.name, model=self.work, config_env=env,
                                extra_sweep=self._sweep_keys(), **_sizes(long_round)
                                ) + "\n" + table
+
+    def _container_rank_group(self, booted: Booted, node_rank: int) -> int:
+        """The process group (root PID namespace) of the rank inside node ``node_rank``'s
+        container: the child of its init (``docker run --init``), found through the host's
+        dockerd (its State.Pid is this machine's: dockerd shares the root PID namespace)."""
+        import docker
+
+        proc: Any = booted.service.procs[node_rank]
+        client = docker.DockerClient(base_url=self.hosts.sockets[self._netns(node_rank)],
+                                     version="1.41")
+        try:
+            init = int(client.containers.get(proc.name).attrs["State"]["Pid"])
+        finally:
+            client.close()
+        children = [int(c) for t in Path(f"/proc/{init}/task").iterdir()
+                    for c in (t / "children").read_text().split()]
+        if not children:
+            raise RuntimeError(f"docker: the init {init} of {proc.name} has no child")
+        return os.getpgid(children[0])
 
     def _sweep_keys(self) -> str:
         from support.remote import IMAGE
@@ -401,6 +423,8 @@ class Remote(Backend):
         return [p for p in rank_processes(self.hosts) if f"--node-rank {node_rank} " in p.cmd + " "]
 
     def rank_groups(self, booted: Booted, node_rank: int) -> list[int]:
+        if self.launcher == "docker":
+            return [self._container_rank_group(booted, node_rank)]
         groups = sorted({p.pgid for p in self._procs("", node_rank)})
         if not groups:
             raise RuntimeError(f"{self.name}: no process of node {node_rank} found")
@@ -594,7 +618,7 @@ def _after_boot(backend: Backend, run: SweepRun, booted: Booted, faults: Sequenc
                 say: Callable[[str], None]) -> None:
     try:
         _steps(backend, run, booted, faults, results, t0, tmpfs, say)
-    except Exception as exc:  # noqa: BLE001 - a scenario's own error is a cell, not a crash
+    except Exception as exc:  # a scenario's own error is a cell of the table, not a crash
         for r in results.values():
             if not r.verdict:
                 r.verdict = f"error: {type(exc).__name__}"
@@ -627,12 +651,13 @@ def _steps(backend: Backend, run: SweepRun, booted: Booted, faults: Sequence[str
         r.detected = bool(bad)
         r.verdict = "not N/N" if bad else "pass"
         r.evidence = "; ".join(f"{x.completed}/{x.num_requests} completed, {x.failed} failed"
-                               for x in res)
+                               for x in res) + f" ({_error_kinds(run, booted, conc)})"
     if "ssh_drop" in faults:
         _ssh_drop(backend, run, booted, conc, results["ssh_drop"])
     if "disk_full" in faults:
         assert tmpfs is not None
-        _disk_full(run, booted, conc, tmpfs, results["disk_full"])
+        # C=4: a round whose raw file does not exist yet (rewriting C=2's frees its pages)
+        _disk_full(run, booted, run.sweep.workload.concurrency[-1], tmpfs, results["disk_full"])
     for fault in faults:
         if fault in LAYOUT_ENDING:
             _layout_ending(backend, run, booted, conc, fault, results[fault], say)
@@ -648,8 +673,23 @@ def _rounds_or_death(run: SweepRun, booted: Booted, conc: int) -> tuple[str, str
         return "run folder error", _first_lines(f"{type(exc).__name__}: {exc}"), time.monotonic()
     bad = [x for x in res if x.completed < x.num_requests]
     text = "; ".join(f"{x.completed}/{x.num_requests}" for x in res)
+    if bad:
+        text += f" ({_error_kinds(run, booted, conc)})"
     return ("not N/N" if bad else "pass"), f"rounds {text} N/N" if not bad else text, (
         time.monotonic())
+
+
+def _error_kinds(run: SweepRun, booted: Booted, conc: int) -> str:
+    """The failed requests' error kinds of the round's raw records (why it is not N/N)."""
+    kinds: dict[str, int] = {}
+    for raw in sorted((run.store.dir / "raw" / booted.service.config.id).glob(f"c{conc}-r*.jsonl")):
+        for line in raw.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                rec = json.loads(line)
+                if not rec.get("ok"):
+                    key = f"{rec.get('error_kind')}: {str(rec.get('error'))[:60]}"
+                    kinds[key] = kinds.get(key, 0) + 1
+    return ", ".join(f"{n}× {k}" for k, n in kinds.items()) or "no failed record on disk"
 
 
 def _ssh_drop(backend: Backend, run: SweepRun, booted: Booted, conc: int, r: Result) -> None:
