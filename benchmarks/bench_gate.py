@@ -16,10 +16,10 @@ larger, pointed at by ``PPSWEEP_SIM_PROFILE``). Every run is compared with the r
   regression or improvement) (goal >= 95 %); of the points whose true change is worse than the
   threshold, the share failing as a regression (goal 100 %).
 
-The noise rule is gate/noise.py's (``NOISE_RULE``); ``--old-rule`` also evaluates the earlier one (the
-larger (max − min)/median spread of the two runs) on the same runs. ``--keep DIR`` keeps the run
-folders, ``--reuse DIR`` evaluates them again without a sweep (the rates depend on the load of
-the machine while the sweeps ran: keep the runs of a quiet machine).
+The noise rule is gate/noise.py's (``NOISE_RULE``); ``--old-rule`` also evaluates the earlier
+one (the larger (max − min)/median spread of the two runs) on the same runs. ``--keep DIR``
+keeps the run folders, ``--reuse DIR`` evaluates them again without a sweep (the rates depend
+on the load of the machine while the sweeps ran: keep the runs of a quiet machine).
 
     python benchmarks/bench_gate.py [--time-scale 100] [--requests 16] [--reruns 10] [--old-rule]
 """

@@ -3,12 +3,18 @@ the remote injection tests on the namespace hosts: root only) in this process an
 fuzz outcomes, garbage servers × outcome, injection values × path → outcome and the secret scan
 as Markdown.
 
-    PYTHONPATH=. python tools/reliability_tables.py [--remote]
+    PYTHONPATH=. python tools/reliability_tables.py [--remote] [--chaos] [--gate [DIR]]
+
+``--chaos`` also runs benchmarks/bench_chaos.py (the whole chaos matrix: faults × backends;
+root for the SSH and Docker backends) and prints its table; ``--gate`` runs
+benchmarks/bench_gate.py with ``--old-rule`` (``--gate DIR``: on the run folders a
+``bench_gate.py --keep DIR`` left, no sweep) and prints its false-alarm and detection rates.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -49,6 +55,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--remote", action="store_true",
                     help="also run tests/remote/test_injection_remote.py (needs root)")
+    ap.add_argument("--chaos", action="store_true",
+                    help="also run benchmarks/bench_chaos.py and print the chaos matrix")
+    ap.add_argument("--gate", nargs="?", const="", default=None, metavar="DIR",
+                    help="also run benchmarks/bench_gate.py --old-rule (DIR: --reuse DIR)")
     args = ap.parse_args()
     paths = [str(REPO / "tests" / "reliability")]
     if args.remote:
@@ -122,7 +132,21 @@ def main() -> int:
                  [[n, sum(h.startswith(n + " in ") for h in hits)] for n in names]))
     for h in hits:
         print(f"- {h}")
-    return int(rc)
+    return int(rc) | _benchmarks(args)
+
+
+def _benchmarks(args: argparse.Namespace) -> int:
+    """The chaos matrix and the gate's rates, printed by their benchmarks (section 5 and 6)."""
+    rc = 0
+    if args.gate is not None:
+        print("\n## Gate noise rule (benchmarks/bench_gate.py)\n", flush=True)
+        reuse = ["--reuse", args.gate] if args.gate else []
+        rc |= subprocess.call([sys.executable, str(REPO / "benchmarks" / "bench_gate.py"),
+                               "--old-rule", *reuse])
+    if args.chaos:
+        print("\n## Chaos matrix (benchmarks/bench_chaos.py)\n", flush=True)
+        rc |= subprocess.call([sys.executable, str(REPO / "benchmarks" / "bench_chaos.py")])
+    return rc
 
 
 if __name__ == "__main__":

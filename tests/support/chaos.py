@@ -569,7 +569,7 @@ def run_boot(backend: Backend, faults: Sequence[str], say: Callable[[str], None]
             booted = run.boot(config)
         except BootFailed as exc:
             for r in results.values():
-                r.verdict, r.evidence = "boot failed", _first_lines(str(exc), 4)
+                r.verdict, r.evidence = "boot failed", _first_lines(str(exc), 8)
                 r.detected = r.expected == "boot failed"
                 r.seconds = time.monotonic() - t0
             return list(results.values())
