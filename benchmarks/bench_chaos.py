@@ -34,6 +34,7 @@ from support.chaos import (  # noqa: E402
     RealSglang,
     Remote,
     as_json,
+    from_json,
     run_matrix,
     table,
 )
@@ -44,7 +45,14 @@ def main() -> int:
     ap.add_argument("--backend", default=",".join(BACKENDS))
     ap.add_argument("--fault", default=",".join(FAULTS))
     ap.add_argument("--json", type=Path, default=None, help="write every cell's details here")
+    ap.add_argument("--table-from", type=Path, nargs="+", default=None, metavar="JSON",
+                    help="no run: print the table of cells that earlier --json runs wrote "
+                         "(e.g. the local and the remote backends, run apart)")
     args = ap.parse_args()
+    if args.table_from:
+        cells = {(r.fault, r.backend): r for path in args.table_from for r in from_json(path)}
+        print(table(cells))
+        return 0 if all(r.ok for r in cells.values()) else 1
     wanted = args.backend.split(",")
     faults = args.fault.split(",")
     unknown = sorted(set(wanted) - set(BACKENDS)) + sorted(set(faults) - set(FAULTS))

@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +181,7 @@ class Result:
     leftovers: list[str] = field(default_factory=list)
     boot: str = ""  # the faults that shared this result's boot
     note: str = ""
+    teardown: str = ""  # what teardown raised (it must not raise)
 
     @property
     def expected(self) -> str:
@@ -193,14 +194,17 @@ class Result:
     @property
     def ok(self) -> bool:
         return (self.detected and self.verdict == self.expected and self.evidence_ok
-                and not self.leftovers)
+                and not self.leftovers and not self.teardown)
 
     def cell(self) -> str:
+        """``ok: detected · boot failed · 0 left · 1.1 s`` (MISS when anything is off)."""
         secs = "—" if self.seconds is None else f"{self.seconds:.1f} s"
-        left = "none" if not self.leftovers else f"{len(self.leftovers)} LEFT"
+        left = "0 left" if not self.leftovers else f"{len(self.leftovers)} LEFT"
+        if self.teardown:
+            left += ", teardown raised"
         mark = "ok" if self.ok else "MISS"
-        return (f"{mark}: {self.verdict or '?'}; detected {'yes' if self.detected else 'no'}; "
-                f"leftovers {left}; {secs}")
+        seen = "detected" if self.detected else "NOT detected"
+        return f"{mark}: {seen} · {self.verdict or '?'} · {left} · {secs}"
 
 
 # -- backends --------------------------------------------------------------------------------
@@ -517,17 +521,12 @@ class _Tmpfs:
 
     def fill(self) -> Path:
         filler = self.path / "filler"
-        with filler.open("wb") as fh:
-            block = b"\0" * 65536
-            with contextlib.suppress(OSError):
-                while True:
-                    fh.write(block)
-                    fh.flush()
-        # and the last bytes
-        with contextlib.suppress(OSError), filler.open("ab") as fh:
-            while True:
-                fh.write(b"\0")
-                fh.flush()
+        # unbuffered: what did not fit raises here, not again when the file is closed
+        with filler.open("wb", buffering=0) as fh:
+            for size in (65536, 1):
+                with contextlib.suppress(OSError):
+                    while True:
+                        fh.write(b"\0" * size)
         return filler
 
     def unmount(self) -> None:
@@ -576,7 +575,11 @@ def run_boot(backend: Backend, faults: Sequence[str], say: Callable[[str], None]
         try:
             _after_boot(backend, run, booted, faults, results, t0, tmpfs, say)
         finally:
-            run.teardown(booted)
+            try:
+                run.teardown(booted)
+            except Exception as exc:  # the plugin's teardown must not raise: a cell, not a crash
+                for r in results.values():
+                    r.teardown = f"{type(exc).__name__}: {exc}"
     finally:
         run.close()
         if tmpfs is not None:
@@ -727,12 +730,14 @@ def _wait_until(cond: Callable[[], bool], timeout: float) -> bool:
 
 def _disk_full(run: SweepRun, booted: Booted, conc: int, tmpfs: _Tmpfs, r: Result) -> None:
     filler = tmpfs.fill()
-    t = time.monotonic()
-    verdict, evidence, end = _rounds_or_death(run, booted, conc)
+    try:
+        t = time.monotonic()
+        verdict, evidence, end = _rounds_or_death(run, booted, conc)
+    finally:
+        filler.unlink()
     r.seconds = end - t
     r.verdict, r.evidence = verdict, evidence
     r.detected = verdict == "run folder error"
-    filler.unlink()
     alive = booted.look() is None
     r.note = f"layout alive after: {alive}"
 
@@ -824,6 +829,13 @@ def table(results: dict[tuple[str, str], Result], backends: Sequence[str] = BACK
                 cells.append(f"not run ({not_run.get(b, 'not in this run')})")
         lines.append(f"| {f}: {DESCRIBE[f]} | {EXPECTED[f]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def from_json(path: Path) -> list[Result]:
+    """The cells an :func:`as_json` file holds."""
+    names = {f.name for f in fields(Result)}
+    return [Result(**{k: v for k, v in d.items() if k in names})
+            for d in json.loads(path.read_text(encoding="utf-8"))]
 
 
 def as_json(results: dict[tuple[str, str], Result]) -> str:
