@@ -12,6 +12,8 @@ stall).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from support.chaos import EXPECTED, Emulator, RealSglang, Result, run_boot
 
@@ -82,3 +84,16 @@ def test_every_fault_has_an_expected_verdict_and_the_ci_subset_covers_every_faul
     assert set(EXPECTED) == set(FAULTS)
     assert set(FAULTS) <= ci | remote_ci
     assert not_applicable("nccl_init", "sglang") and not_applicable("ssh_drop", "emulator")
+
+
+def test_a_rank_that_never_joined_is_named_by_the_rendezvous_timeout(tmp_path: Path) -> None:
+    # Found by the matrix (never_join): the boot failed naming node 1's "Received sigquit",
+    # a consequence, because torch's rendezvous timeout matched no fatal pattern.
+    from pytest_ppsweep.service.logscan import LogScanner, root_cause
+
+    log = tmp_path / "node0.log"
+    log.write_text("[2026-12-01 12:32:50] Received sigquit from a child process.\n"
+                   "torch.distributed.DistStoreError: Timed out after 61 seconds waiting for "
+                   "clients. 1/2 clients joined.\n")
+    cause = root_cause(LogScanner().scan_file(log))
+    assert cause is not None and cause.kind == "rendezvous" and "DistStoreError" in cause.line
