@@ -16,12 +16,18 @@ larger, pointed at by ``PPSWEEP_SIM_PROFILE``). Every run is compared with the r
   regression or improvement) (goal >= 95 %); of the points whose true change is worse than the
   threshold, the share failing as a regression (goal 100 %).
 
-    python benchmarks/bench_gate.py [--time-scale 100] [--requests 16] [--reruns 10]
+The noise rule is gate/noise.py's (``NOISE_RULE``); ``--old-rule`` also evaluates the earlier
+one (the larger (max − min)/median spread of the two runs) on the same runs. ``--keep DIR``
+keeps the run folders, ``--reuse DIR`` evaluates them again without a sweep (the rates depend
+on the load of the machine while the sweeps ran: keep the runs of a quiet machine).
+
+    python benchmarks/bench_gate.py [--time-scale 100] [--requests 16] [--reruns 10] [--old-rule]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -29,12 +35,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from pytest_ppsweep.gate import comparison  # noqa: E402
 from pytest_ppsweep.gate.comparison import Comparison, compare  # noqa: E402
+from pytest_ppsweep.gate.noise import NOISE_RULE  # noqa: E402
 
 PROFILE = REPO / "pytest_ppsweep" / "sim" / "profiles" / "kimi-k3-6000d.toml"
 MATRIX = """
@@ -117,35 +127,60 @@ def by_key(rows: list[Comparison]) -> dict[Key, Comparison]:
     return {(r.config_id, r.concurrency, r.metric): r for r in rows if r.metric}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--time-scale", type=float, default=100.0)
-    ap.add_argument("--requests", type=int, default=16)
-    ap.add_argument("--reruns", type=int, default=10)
-    ap.add_argument("--slow-reruns", type=int, default=2)
-    ap.add_argument("--slowdowns", default="0.02,0.05,0.10")
-    args = ap.parse_args()
-    slowdowns = [float(s) for s in args.slowdowns.split(",")]
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as name:
+def run_folder(tmp: Path, tag: str) -> Path:
+    """The run folder a kept sweep ``tag`` left under ``tmp`` (``--reuse``)."""
+    runs = [p for p in (tmp / "reports" / tag).iterdir() if p.is_dir()]
+    if len(runs) != 1 or not (runs[0] / "summary.csv").exists():
+        sys.exit(f"{tmp}: sweep {tag} is missing or unfinished")
+    return runs[0]
+
+
+def sweeps(args: argparse.Namespace, slowdowns: list[float]) -> Iterator[tuple[str, Path]]:
+    """(tag, run folder) of the reference, the same-image reruns and the slowed runs: run
+    now (kept under ``--keep``), or read back from ``--reuse``."""
+    if args.reuse is not None:
+        tags = (["ref"] + [f"same{i}" for i in range(args.reruns)]
+                + [f"slow{s:g}-{i}" for s in slowdowns for i in range(args.slow_reruns)])
+        for tag in tags:
+            yield tag, run_folder(args.reuse, tag)
+        return
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    with (tempfile.TemporaryDirectory() if args.keep is None
+          else contextlib.nullcontext(str(args.keep))) as name:
         tmp = Path(name)
-        ref = sweep_run(tmp, PROFILE, args, "ref")
-        same = [by_key(compare(sweep_run(tmp, PROFILE, args, f"same{i}"), ref))
-                for i in range(args.reruns)]
-        slow: dict[float, list[dict[Key, Comparison]]] = {}
+        yield "ref", sweep_run(tmp, PROFILE, args, "ref")
+        for i in range(args.reruns):
+            yield f"same{i}", sweep_run(tmp, PROFILE, args, f"same{i}")
         for s in slowdowns:
             profile = perturbed_profile(tmp, s)
-            slow[s] = [by_key(compare(sweep_run(tmp, profile, args, f"slow{s:g}-{i}"), ref))
-                       for i in range(args.slow_reruns)]
-    elapsed = time.perf_counter() - start
+            for i in range(args.slow_reruns):
+                yield f"slow{s:g}-{i}", sweep_run(tmp, profile, args, f"slow{s:g}-{i}")
 
+
+def old_rule(ref: Sequence[float], cur: Sequence[float]) -> float:
+    """The rule before gate/noise.py: the larger (max − min) / median of the two runs, in %."""
+    def spread(v: Sequence[float]) -> float:
+        med = statistics.median(v)
+        return (max(v) - min(v)) / med * 100.0 if med else 0.0
+    return max(spread(ref), spread(cur))
+
+
+def evaluate(runs: dict[str, Path], args: argparse.Namespace, slowdowns: list[float],
+             rule: str, verbose: bool) -> None:
+    """Compare every run with the reference under the gate's rule (``rule``: its text) and print
+    the false-alarm and detection rates against the goals."""
+    ref = runs["ref"]
+    same = [by_key(compare(runs[f"same{i}"], ref)) for i in range(args.reruns)]
+    slow = {s: [by_key(compare(runs[f"slow{s:g}-{i}"], ref)) for i in range(args.slow_reruns)]
+            for s in slowdowns}
     keys = sorted(same[0])
     verdicts = [rows[k].verdict for rows in same for k in keys]
     alarms = sum(v != "within noise" for v in verdicts)
     false_reg = sum(v == "regression" for v in verdicts)
+    print(f"\n== noise rule: {rule}")
     print(f"time scale {args.time_scale:g}, {args.requests} requests × 3 repeats, "
-          f"{len(keys)} points (2 layouts × 2 C × {len({k[2] for k in keys})} metrics); "
-          f"noise rule: |Δ| > max(spread_ref, spread_cur), spread = (max − min) / median")
+          f"{len(keys)} points (2 layouts × 2 C × {len({k[2] for k in keys})} metrics)")
     print(f"same image, {args.reruns} reruns vs the reference: {alarms}/{len(verdicts)} points "
           f"shown as a change ({alarms / len(verdicts):.1%}; goal <= 5 %), "
           f"{false_reg} false regressions")
@@ -156,7 +191,9 @@ def main() -> None:
     print(f"median noise per point: {min(noise.values()):.2f}…{max(noise.values()):.2f} %")
     detect_n = detect_ok = beyond_n = beyond_ok = 0
     for s in slowdowns:
-        print(f"compute +{s:.0%}:")
+        shown_all = [rows[k].verdict for rows in slow[s] for k in keys]
+        print(f"compute +{s:.0%}: {sum(v in CHANGED for v in shown_all)}/{len(shown_all)} "
+              f"comparisons shown as a change, {shown_all.count('regression')} regressions")
         for k in keys:
             cur = statistics.median(rows[k].cur or 0.0 for rows in slow[s])
             true = (cur / truth[k] - 1.0) * 100.0
@@ -175,17 +212,47 @@ def main() -> None:
                 ok = sum(v == "regression" for v in shown)
                 beyond_ok += ok
                 flags.append(f"beyond threshold: {ok}/{len(shown)} fail")
-            print(f"  {k[0]:<13} C={k[1]:<2} {k[2]:<9} true {true:+6.2f} % (noise "
-                  f"{noise[k]:.2f} %), Δ {deltas} → {', '.join(shown)}"
-                  + (f"  [{'; '.join(flags)}]" if flags else ""))
+            if verbose:
+                print(f"  {k[0]:<13} C={k[1]:<2} {k[2]:<9} true {true:+6.2f} % (noise "
+                      f"{noise[k]:.2f} %), Δ {deltas} → {', '.join(shown)}"
+                      + (f"  [{'; '.join(flags)}]" if flags else ""))
     if detect_n:
         print(f"detection beyond 3× noise: {detect_ok}/{detect_n} ({detect_ok / detect_n:.1%}; "
               "goal >= 95 %)")
     if beyond_n:
         print(f"beyond the threshold failing: {beyond_ok}/{beyond_n} "
               f"({beyond_ok / beyond_n:.1%}; goal 100 %)")
-    print(f"{1 + args.reruns + len(slowdowns) * args.slow_reruns} runs in {elapsed:.0f} s; "
-          f"cores: {os.cpu_count()}, load average (1 min): {os.getloadavg()[0]:.2f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--time-scale", type=float, default=100.0)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--reruns", type=int, default=10)
+    ap.add_argument("--slow-reruns", type=int, default=2)
+    ap.add_argument("--slowdowns", default="0.02,0.05,0.10")
+    ap.add_argument("--keep", type=Path, default=None,
+                    help="keep the run folders here (an empty or new folder) instead of a "
+                         "temporary one")
+    ap.add_argument("--reuse", type=Path, default=None,
+                    help="no sweep: read the run folders a --keep run left there")
+    ap.add_argument("--old-rule", action="store_true",
+                    help="also evaluate the earlier noise rule (the larger spread) on the same "
+                         "runs, for comparison")
+    args = ap.parse_args()
+    slowdowns = [float(s) for s in args.slowdowns.split(",")]
+    start = time.perf_counter()
+    load0 = os.getloadavg()
+    runs = dict(sweeps(args, slowdowns))
+    elapsed = time.perf_counter() - start
+    evaluate(runs, args, slowdowns, NOISE_RULE, verbose=True)
+    if args.old_rule:
+        with mock.patch.object(comparison, "noise_pct", old_rule):
+            evaluate(runs, args, slowdowns, "(earlier) |Δ| > max(spread_ref, spread_cur), "
+                     "spread = (max − min) / median", verbose=False)
+    if args.reuse is None:
+        print(f"\n{len(runs)} runs in {elapsed:.0f} s; cores: {os.cpu_count()}, load average "
+              f"(1 min): {load0[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
 
 
 if __name__ == "__main__":

@@ -438,7 +438,7 @@ class SweepRun:
     def after_stop(self, cluster: Cluster, config_id: str, before: list[GpuMemory]) -> None:
         try:
             cleaned = self.snapshot_gpus(cluster, config_id, "cleaned")
-        except (HostError, ValueError) as exc:
+        except (HostError, ValueError, OSError) as exc:  # OSError: the run folder's disk full
             warnings.warn(
                 f"{config_id}: no GPU snapshot after cleanup: {exc}", GpuMemoryWarning, stacklevel=2
             )

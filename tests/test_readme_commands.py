@@ -56,6 +56,9 @@ NOT_RUN = {
     "python benchmarks/bench_interrupts.py": "a benchmark (36 interrupted sweeps, minutes); "
         "tests/reliability/test_interrupts.py and tests/remote/test_interrupts_remote.py run "
         "a subset of its cases",
+    "python benchmarks/bench_chaos.py": "a benchmark (the whole chaos matrix, ~50 boots on four "
+        "backends, minutes; root for the namespace hosts); tests/reliability/test_chaos.py and "
+        "tests/remote/test_chaos_remote.py run a subset that takes every fault and backend once",
 }
 
 

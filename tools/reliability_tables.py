@@ -5,12 +5,19 @@ secret scan and the interrupt cases of the suite as Markdown. With --interrupts 
 benchmarks/bench_interrupts.py (the issue's full counts: 20 Ctrl-C/SIGTERM and 10 SIGKILL +
 resume moments on the emulator, 5 + 1 on Docker over SSH with --remote) and prints its table.
 
-    PYTHONPATH=. python tools/reliability_tables.py [--remote] [--interrupts]
+    PYTHONPATH=. python tools/reliability_tables.py [--remote] [--interrupts] [--chaos]
+        [--gate [DIR]]
+
+``--chaos`` also runs benchmarks/bench_chaos.py (the whole chaos matrix: faults × backends;
+root for the SSH and Docker backends) and prints its table; ``--gate`` runs
+benchmarks/bench_gate.py with ``--old-rule`` (``--gate DIR``: on the run folders a
+``bench_gate.py --keep DIR`` left, no sweep) and prints its false-alarm and detection rates.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -53,6 +60,10 @@ def main() -> int:
                     help="also run tests/remote/test_injection_remote.py (needs root)")
     ap.add_argument("--interrupts", action="store_true",
                     help="also run benchmarks/bench_interrupts.py (the full counts, minutes)")
+    ap.add_argument("--chaos", action="store_true",
+                    help="also run benchmarks/bench_chaos.py and print the chaos matrix")
+    ap.add_argument("--gate", nargs="?", const="", default=None, metavar="DIR",
+                    help="also run benchmarks/bench_gate.py --old-rule (DIR: --reuse DIR)")
     args = ap.parse_args()
     paths = [str(REPO / "tests" / "reliability")]
     if args.remote:
@@ -128,7 +139,21 @@ def main() -> int:
     for h in hits:
         print(f"- {h}")
     rc = _interrupts(args.remote, args.interrupts) or int(rc)
-    return int(rc)
+    return int(rc) | _benchmarks(args)
+
+
+def _benchmarks(args: argparse.Namespace) -> int:
+    """The chaos matrix and the gate's rates, printed by their benchmarks (sections 6 and 7)."""
+    rc = 0
+    if args.gate is not None:
+        print("\n## Gate noise rule (benchmarks/bench_gate.py)\n", flush=True)
+        reuse = ["--reuse", args.gate] if args.gate else []
+        rc |= subprocess.call([sys.executable, str(REPO / "benchmarks" / "bench_gate.py"),
+                               "--old-rule", *reuse])
+    if args.chaos:
+        print("\n## Chaos matrix (benchmarks/bench_chaos.py)\n", flush=True)
+        rc |= subprocess.call([sys.executable, str(REPO / "benchmarks" / "bench_chaos.py")])
+    return rc
 
 
 def _interrupts(remote: bool, full: bool) -> int:

@@ -55,6 +55,12 @@ if TYPE_CHECKING:
         differs_html,
         differs_lines,
     )
+    from pytest_ppsweep.gate.noise import (
+        NOISE_K,
+        NOISE_RULE,
+        deviations_pct,
+        noise_pct,
+    )
 
 _NAMES = {
     "BASELINES": "baselines",
@@ -95,6 +101,10 @@ _NAMES = {
     "config_differences": "differs",
     "differs_html": "differs",
     "differs_lines": "differs",
+    "NOISE_K": "noise",
+    "NOISE_RULE": "noise",
+    "deviations_pct": "noise",
+    "noise_pct": "noise",
 }
 __all__ = [
     "BASELINES",
@@ -104,6 +114,8 @@ __all__ = [
     "FAILING",
     "GATE_CSV",
     "METRICS",
+    "NOISE_K",
+    "NOISE_RULE",
     "PB_VERSION",
     "SIGNIFICANT",
     "TEST_NODE",
@@ -120,10 +132,12 @@ __all__ = [
     "comparison_html",
     "comparison_table",
     "config_differences",
+    "deviations_pct",
     "differs_html",
     "differs_lines",
     "load",
     "machine_info",
+    "noise_pct",
     "notable_lines",
     "parse_thresholds",
     "points",

@@ -32,6 +32,7 @@ from typing import Any
 import pandas as pd
 
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
+from pytest_ppsweep.gate.noise import noise_pct
 from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
 from pytest_ppsweep.results.aggregate import RunData, round_problems
 
@@ -175,7 +176,7 @@ def _metric_row(cid: str, conc: int, th: Threshold, ref: list[float], cur: list[
     unit = METRICS[th.metric][2]
     r, c = statistics.median(ref), statistics.median(cur)
     delta = (c / r - 1.0) * 100.0 if r else math.inf
-    noise = max(_spread(ref), _spread(cur))
+    noise = noise_pct(ref, cur)  # gate/noise.py: the stated rule
     better = delta > 0 if th.higher_is_better else delta < 0
     if th.worse(delta) and abs(delta) > noise:
         verdict, why = "regression", "regression"

@@ -25,6 +25,8 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|DistBackendError|NCCL WARN .*(fail|error|Error)"
         r"|Watchdog caught collective operation timeout",
     ),
+    # torch's rendezvous store: a rank that never joined (rank 0 gives up after --dist-timeout)
+    ("rendezvous", r"DistStoreError|Timed out after \d+ seconds waiting for clients"),
     ("gloo", r"Gloo connectFullMesh failed|gloo/transport/\S+\].*(closed|error|timed out)"),
     ("rdma", r"\bibv_\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
     ("watchdog", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
@@ -106,7 +108,7 @@ class LogFollower:
 
 # Which finding explains a failure best: a rank that dies takes its peers' connections down
 # with it, so "connection closed" or a bare Traceback is a consequence, an OOM is a cause.
-_CAUSE_ORDER = ("cuda-oom", "watchdog", "nccl", "rdma", "exception", "engine", "gloo",
+_CAUSE_ORDER = ("cuda-oom", "watchdog", "nccl", "rdma", "rendezvous", "exception", "engine", "gloo",
                 "traceback", "connection-refused")
 
 

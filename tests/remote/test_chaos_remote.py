@@ -1,0 +1,63 @@
+"""The chaos matrix in CI, remote backends (namespace hosts h601-h602, real sshd and dockerd):
+every SSH connection to node 1's host cut while its log streams, then a SIGKILL of node 1's
+rank, on one SSH-process boot; a taken port on the SSH host; node 1's dockerd stopped and
+restarted during a Docker-over-SSH layout. Each: the expected verdict, its evidence, nothing
+left on any host (support/chaos.py; benchmarks/bench_chaos.py runs the whole matrix).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.chaos import Remote, Result, run_boot
+from support.remote import TestHosts
+
+SSH_CI = (("port_taken",), ("ssh_drop", "sigkill"))
+DOCKER_CI = (("dockerd_restart",),)
+
+
+def _run(backend: Remote, groups: tuple[tuple[str, ...], ...]) -> dict[str, Result]:
+    out: dict[str, Result] = {}
+    for group in groups:
+        for r in run_boot(backend, group, say=print):
+            out[r.fault] = r
+    return out
+
+
+@pytest.fixture(scope="module")
+def chaos_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("chaos-remote")
+    (work / "config.json").write_text("{}")
+    return work
+
+
+@pytest.fixture(scope="module")
+def ssh_cells(test_hosts: TestHosts, chaos_work: Path) -> dict[str, Result]:
+    return _run(Remote(chaos_work / "ssh", test_hosts, "process"), SSH_CI)
+
+
+@pytest.fixture(scope="module")
+def docker_cells(test_hosts: TestHosts, chaos_work: Path) -> dict[str, Result]:
+    return _run(Remote(chaos_work / "docker", test_hosts, "docker"), DOCKER_CI)
+
+
+def _check(r: Result) -> None:
+    assert r.verdict == r.expected, (
+        f"{r.fault} on {r.backend}: verdict {r.verdict!r}, expected {r.expected!r}: "
+        f"{r.evidence} ({r.note})")
+    assert r.detected, f"{r.fault} on {r.backend}: not detected: {r.evidence} ({r.note})"
+    assert r.evidence_ok, f"{r.fault} on {r.backend}: the failure lacks its evidence: {r.evidence}"
+    assert not r.leftovers, f"{r.fault} on {r.backend}: left on the hosts: {r.leftovers}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", sorted({f for g in SSH_CI for f in g}))
+def test_chaos_ssh_process(ssh_cells: dict[str, Result], fault: str) -> None:
+    _check(ssh_cells[fault])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", sorted({f for g in DOCKER_CI for f in g}))
+def test_chaos_docker_over_ssh(docker_cells: dict[str, Result], fault: str) -> None:
+    _check(docker_cells[fault])
