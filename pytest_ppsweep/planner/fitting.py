@@ -145,13 +145,14 @@ class Fitted:
     image: str = ""
     sources: tuple[str, ...] = ()
     chunk: int = 8192
+    priors: tuple[Param, ...] = PARAMS  # what the fit started from (see independent_priors)
 
     # -- parameters ---------------------------------------------------------------------------
 
     def parameters(self) -> list[dict[str, Any]]:
         """Every parameter: value, 90 % interval, spread vs prior, identified or why not."""
         out: list[dict[str, Any]] = []
-        for i, p in enumerate(PARAMS):
+        for i, p in enumerate(self.priors):
             sd = math.sqrt(float(self.cov[i, i]))
             out.append(self._param(p, math.exp(self.theta[i]), math.exp(self.theta[i] - Z90 * sd),
                                    math.exp(self.theta[i] + Z90 * sd), sd / p.prior_sd))
@@ -216,7 +217,7 @@ class Fitted:
         status = "predicted"
         if bands[0].half_width > UNIDENTIFIED_HALF_WIDTH:
             post = np.sqrt(np.diag(self.cov))
-            names = [p.name for j, p in enumerate(PARAMS)
+            names = [p.name for j, p in enumerate(self.priors)
                      if abs(grad[0, j]) * post[j] > 0.05
                      and post[j] / p.prior_sd > IDENTIFIED_RATIO]
             layouts = len({(o["pp"], o["tp"]) for o in self.measured})
@@ -307,20 +308,20 @@ def _hardware(measured: Measured, base: Hardware) -> Hardware:
                    else base.max_running_requests)
 
 
-def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate: bool = True
-        ) -> Fitted:
+def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate: bool = True,
+        priors: tuple[Param, ...] = PARAMS) -> Fitted:
     """Fit the round model, the boot model and the memory model to ``measured``.
 
     With three measured layouts or more, the noise of each metric is calibrated by
     leave-one-layout-out (:func:`_calibrate`): the model's error where it extrapolates counts,
     not only how well it fits the layouts it saw."""
-    fitted = _fit(measured, hardware)
+    fitted = _fit(measured, hardware, priors=priors)
     if len({(o.pp, o.tp) for o in measured.points}) >= 3:
         if cross_validate:
             # the error where the model extrapolates is part of every point's error: refit
             # with it, so that the data pull the parameters only as far as they deserve
-            noise = _calibrate(measured, hardware, fitted.noise, fitted.theta)
-            fitted = _fit(measured, hardware, start=fitted.theta, noise0=noise)
+            noise = _calibrate(measured, hardware, fitted.noise, fitted.theta, priors)
+            fitted = _fit(measured, hardware, start=fitted.theta, noise0=noise, priors=priors)
             fitted.noise = {m: max(noise[m], fitted.noise[m]) for m in METRICS}
     else:  # the model's error away from the measured layouts cannot be measured yet
         fitted.noise = {m: max(v, UNMEASURED_MODEL_ERROR[m]) for m, v in fitted.noise.items()}
@@ -328,7 +329,8 @@ def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate:
 
 
 def _calibrate(measured: Measured, hardware: Hardware | None,
-               noise: dict[str, float], start: np.ndarray) -> dict[str, float]:
+               noise: dict[str, float], start: np.ndarray,
+               priors: tuple[Param, ...] = PARAMS) -> dict[str, float]:
     """Leave each layout out, predict it, and set each metric's noise to the root mean square
     of those errors (log), at least the floor: the parameters' own spread comes on top, so
     the interval is on the safe side where the model extrapolates."""
@@ -337,7 +339,7 @@ def _calibrate(measured: Measured, hardware: Hardware | None,
     for held in layouts:
         keep = replace(measured, points=tuple(o for o in measured.points
                                               if (o.pp, o.tp) != held))
-        sub = _fit(keep, hardware, start=start)
+        sub = _fit(keep, hardware, start=start, priors=priors)
         for o in (o for o in measured.points if (o.pp, o.tp) == held):
             pred = sub.predict(o.pp, o.tp, o.concurrency, o.input_len, o.num_requests)
             for name in METRICS:
@@ -349,7 +351,8 @@ def _calibrate(measured: Measured, hardware: Hardware | None,
 
 
 def _fit(measured: Measured, hardware: Hardware | None = None,
-         start: np.ndarray | None = None, noise0: dict[str, float] | None = None) -> Fitted:
+         start: np.ndarray | None = None, noise0: dict[str, float] | None = None,
+         priors: tuple[Param, ...] = PARAMS) -> Fitted:
     hw = _hardware(measured, hardware or Hardware())
     facts = {f.config_id: f for f in measured.layouts}
     micro = {f.config_id: f.micro for f in measured.layouts}
@@ -358,8 +361,8 @@ def _fit(measured: Measured, hardware: Hardware | None = None,
                  micro.get(o.config_id, 0), graph.get(o.config_id, True))
            for o in measured.points]
     y = np.log([[getattr(o, m) for m in METRICS] for o in measured.points])  # (n, 3)
-    theta0 = np.log([p.prior for p in PARAMS])
-    prior_sd = np.asarray([p.prior_sd for p in PARAMS])
+    theta0 = np.log([p.prior for p in priors])
+    prior_sd = np.asarray([p.prior_sd for p in priors])
     noise = dict(noise0 or NOISE_FLOOR)
     theta = theta0.copy() if start is None else start.copy()
     cov = np.diag(prior_sd**2)
@@ -394,7 +397,7 @@ def _fit(measured: Measured, hardware: Hardware | None = None,
         _linear(mem_x, mem_y, MEM_PARAMS, MEM_NOISE_MIB),
         [asdict(o) for o in measured.points],
         [asdict(f) for f in measured.layouts],
-        measured.model, measured.image, measured.sources, measured.chunk)
+        measured.model, measured.image, measured.sources, measured.chunk, priors)
 
 
 def _residuals(theta: np.ndarray, pts: list[Point], y: np.ndarray, sig: np.ndarray,

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
+from typing import cast
 
+import pytest
 from support.paths import SEED
 from support.runs import record_run, seed_points
 
+from pytest_ppsweep import options
 from pytest_ppsweep.adaptivesweep import AdaptiveSweep
 from pytest_ppsweep.matrix.parse import load
 
@@ -47,7 +51,8 @@ def test_refit_decide_skip_and_plan(tmp_path: Path) -> None:
     assert ada.third_repeat(PP8, 8, [8800.0, 8810.0]) is None
 
 
-def test_adaptive_refuses_xdist_and_a_bad_tolerance() -> None:
+def test_adaptive_refuses_xdist() -> None:
+    """One real pytest process: -n with --ppsweep-adaptive is a usage error (exit 4)."""
     import os
     import subprocess
     import sys
@@ -55,16 +60,39 @@ def test_adaptive_refuses_xdist_and_a_bad_tolerance() -> None:
     from support.paths import REPO
 
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    for extra, message in (
-            (["--ppsweep-adaptive", "-n", "2", "--ppsweep-cluster", "local,local-b"],
-             "--ppsweep-adaptive: expected a serial run"),
-            (["--ppsweep-adaptive", "--ppsweep-adaptive-tolerance", "x"],
-             "--ppsweep-adaptive-tolerance: expected a fraction such as 0.03, found 'x'"),
-            (["--ppsweep-adaptive-tolerance", "0.05"],
-             "expected together with --ppsweep-adaptive, found it alone")):
-        done = subprocess.run([sys.executable, "-m", "pytest", str(REPO / "test_matrix"),
-                               "--collect-only", "-q", "-p", "no:cacheprovider", *extra],
-                              cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
-                              check=False)
-        assert done.returncode == 4, done.stdout + done.stderr
-        assert message in done.stderr, done.stderr
+    done = subprocess.run([sys.executable, "-m", "pytest", str(REPO / "test_matrix"),
+                           "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--ppsweep-adaptive", "-n", "2", "--ppsweep-cluster", "local,local-b"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert "--ppsweep-adaptive: expected a serial run" in done.stderr, done.stderr
+
+
+class _Config:
+    """The two options options.adaptive_tolerance reads, as pytest.Config.getoption gives them."""
+
+    def __init__(self, adaptive: bool, tolerance: str | None) -> None:
+        self.values = {"ppsweep_adaptive": adaptive, "ppsweep_adaptive_tolerance": tolerance}
+
+    def getoption(self, name: str, default: object = None) -> object:
+        return self.values.get(name, default)
+
+
+@pytest.mark.parametrize(("adaptive", "tolerance", "message"), [
+    (True, "x", "--ppsweep-adaptive-tolerance: expected a fraction such as 0.03, found 'x'"),
+    (True, "1.5", "--ppsweep-adaptive-tolerance: expected 0 <= value < 1"),
+    (False, "0.05", "expected together with --ppsweep-adaptive, found it alone"),
+])
+def test_a_bad_or_lone_tolerance_is_a_usage_error(adaptive: bool, tolerance: str,
+                                                  message: str) -> None:
+    """In process (the option parsing the plugin calls at session start; the xdist refusal
+    above shows the same UsageError path ends a real pytest run with exit 4)."""
+    with pytest.raises(pytest.UsageError, match=re.escape(message)):
+        options.adaptive_tolerance(cast(pytest.Config, _Config(adaptive, tolerance)))
+
+
+def test_the_tolerance_defaults_and_parses() -> None:
+    assert options.adaptive_tolerance(cast(pytest.Config, _Config(False, None))) is None
+    assert options.adaptive_tolerance(cast(pytest.Config, _Config(True, None))) == 0.03
+    assert options.adaptive_tolerance(cast(pytest.Config, _Config(True, "0.05"))) == 0.05
