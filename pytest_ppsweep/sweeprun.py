@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,7 +22,7 @@ import requests
 from pytest_ppsweep.check import topology_problems
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.rankspec import local_path
+from pytest_ppsweep.cluster.nodeinfo import smi_command
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.model import Cluster, Config, ProfileSpec, Sweep, Workload, cluster_for
@@ -197,15 +196,7 @@ class SweepRun:
 
     @staticmethod
     def _smi_argv(cluster: Cluster, address: str) -> list[str]:
-        python = local_path(cluster, cluster.python) or sys.executable
-        # The emulator's nvidia-smi shim reads the state its ranks publish (PPSWEEP_SIM_*).
-        env = [f"{k}={v}" for k, v in sorted(cluster.env.items()) if k.startswith("PPSWEEP_SIM_")]
-        prefix = ["env", *env] if env else []
-        return (
-            prefix
-            + [a.format(host=address, hosts=address, python=python) for a in cluster.nvidia_smi]
-            + list(QUERY_ARGS)
-        )
+        return smi_command(cluster, address, QUERY_ARGS)
 
     def snapshot_gpus(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory]:
         """nvidia-smi on every node at once; written to ``gpu/<config>/<moment>.csv``.

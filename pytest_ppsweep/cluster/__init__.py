@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         node_python,
         rank_envs,
         smi_argv,
+        smi_command,
         with_env,
     )
     from pytest_ppsweep.cluster.ports import (
@@ -149,6 +150,7 @@ _NAMES = {
     "node_python": "nodeinfo",
     "rank_envs": "nodeinfo",
     "smi_argv": "nodeinfo",
+    "smi_command": "nodeinfo",
     "with_env": "nodeinfo",
     "Listener": "ports",
     "group_of": "ports",
@@ -254,6 +256,7 @@ __all__ = [
     "shared_client",
     "shared_host",
     "smi_argv",
+    "smi_command",
     "start_script",
     "stop_script",
     "temporary",

@@ -194,6 +194,7 @@ class DockerRank:
         self._rc: int | None = None
         self._lock = threading.Lock()
         self._removed = False
+        self._reopening = False  # the log stream broke and is being reopened
         self._thread = threading.Thread(
             target=self._stream, name=f"ppsweep-logs-{host_name}", daemon=True
         )
@@ -203,24 +204,63 @@ class DockerRank:
         return f"DockerRank({self.host_name}, {self.name})"
 
     def _stream(self) -> None:
+        """Copy the container's log into ``log_path`` until the container ends. A stream that
+        breaks while the container still runs (the SSH connection dropped, dockerd restarted)
+        is reopened and its first ``copied`` bytes skipped (docker replays the log from the
+        start), so the local copy stays byte-for-byte the container's log; after 30 failed
+        reopenings (about 30 s) a ``log stream … lost`` line says so."""
+        copied, failures = 0, 0
         with self.log_path.open("ab") as out:
-            try:
-                for chunk in self.container.logs(stream=True, follow=True):
-                    out.write(chunk)
+            while not self._removed:
+                error = "the stream ended while the container runs"
+                try:
+                    skip = copied
+                    stream = self.container.logs(stream=True, follow=True)
+                    self._reopening = False  # a live stream again: it ends when the rank does
+                    for chunk in stream:
+                        if skip:
+                            if len(chunk) <= skip:
+                                skip -= len(chunk)
+                                continue
+                            chunk, skip = chunk[skip:], 0
+                        out.write(chunk)
+                        out.flush()
+                        copied += len(chunk)
+                        failures = 0
+                except (DockerException, OSError, paramiko.SSHException) as exc:
+                    error = str(exc)
+                self._reopening = True  # meanwhile poll() asks the daemon
+                if self._removed:
+                    return
+                state = self._state()
+                if state in ("exited", "dead", "removed"):
+                    break  # follow ended because the container did
+                failures += 1
+                if failures > 30:
+                    out.write(f"[ppsweep] log stream from {self.host_name} lost: {error}\n"
+                              .encode())
                     out.flush()
-            except (DockerException, OSError, paramiko.SSHException) as exc:
-                if not self._removed:
-                    out.write(f"[ppsweep] log stream from {self.host_name} lost: {exc}\n".encode())
-                    out.flush()
-                return
+                    return
+                time.sleep(1.0)  # a bounded backoff before reopening, not a synchronisation
         # follow ends when the container stops
         with contextlib.suppress(DockerException, OSError, paramiko.SSHException):
             self._rc = int(self.container.wait(timeout=30)["StatusCode"])
 
+    def _state(self) -> str | None:
+        """The container's status as its daemon says (``removed`` when gone), None when the
+        daemon cannot be asked."""
+        try:
+            self.container.reload()
+        except NotFound:
+            return "removed"
+        except (DockerException, OSError, paramiko.SSHException):
+            return None
+        return str(self.container.attrs.get("State", {}).get("Status", ""))
+
     def poll(self) -> int | None:
         if self._rc is not None or self._removed:
             return self._rc
-        if self._thread.is_alive():
+        if self._thread.is_alive() and not self._reopening:
             return None
         # the stream ended without a status: ask the daemon
         try:

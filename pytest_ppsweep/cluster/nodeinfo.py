@@ -73,6 +73,19 @@ def smi_argv(cluster: Cluster, host: Host, extra: Sequence[str]) -> list[str]:
     ] + list(extra)
 
 
+def smi_command(cluster: Cluster, address: str, extra: Sequence[str] = ()) -> list[str]:
+    """The nvidia-smi command line of the node at ``address`` (``{hosts}`` is that node alone),
+    behind ``env`` with the emulator's ``PPSWEEP_SIM_*`` variables of the cluster: the emulator's
+    shim reads the state its ranks publish."""
+    python = node_python(cluster)
+    env = [f"{k}={v}" for k, v in sorted(cluster.env.items()) if k.startswith("PPSWEEP_SIM_")]
+    return (
+        (["env", *env] if env else [])
+        + [a.format(host=address, hosts=address, python=python) for a in cluster.nvidia_smi]
+        + list(extra)
+    )
+
+
 def docker_for(cluster: Cluster, host: Host, registry: Registry) -> Any:
     """The registry's docker client of one node."""
     from pytest_ppsweep.cluster.docker_launcher import shared_client

@@ -37,6 +37,7 @@ from typing import Any
 from pytest_ppsweep.cluster.backends import host_for, launcher_for
 from pytest_ppsweep.cluster.base import HostError, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
+from pytest_ppsweep.cluster.nodeinfo import smi_command
 from pytest_ppsweep.cluster.rankspec import RankSpec, local_path, rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.comm.domains import Domain, tp_domains
@@ -128,13 +129,10 @@ def read_topologies(cluster: Cluster, nodes: Sequence[int], registry: Registry, 
     topos: dict[int, GpuTopology] = {}
     if not cluster.nvidia_smi:
         return topos
-    python = _python(cluster)
 
     def one(n: int) -> tuple[int, str | None, str]:
         host = cluster.hosts[n]
-        argv = [a.format(host=host.address, python=python) for a in cluster.nvidia_smi]
-        env = [f"{k}={v}" for k, v in sorted(cluster.env.items()) if k.startswith("PPSWEEP_SIM_")]
-        argv = (["env", *env] if env else []) + argv + ["topo", "-m"]
+        argv = smi_command(cluster, host.address, ["topo", "-m"])
         try:
             res = host_for(cluster, host, registry).run(argv, timeout=60)
         except HostError as exc:
