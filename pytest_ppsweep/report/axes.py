@@ -21,7 +21,8 @@ __all__ = ["axis_sweep_html", "comparisons_html", "confounded_text"]
 
 _STYLE = """<style>
 .ppsweep-axes .confounded{background:#fde8c8}.ppsweep-axes .nofit{background:#f8d0d0}
-.ppsweep-axes .mark{font-weight:bold;color:#a50}
+.ppsweep-axes .mark{font-weight:bold;color:#a50}.ppsweep-axes .kind{color:#666;font-size:90%}
+.ppsweep-comparisons td{overflow-wrap:anywhere}
 </style>"""
 
 
@@ -115,26 +116,34 @@ def _table(headers: list[str], rows: list[list[str]], classes: list[str] | None 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+# The deltas a comparison shows: the prefill headline, and a decode workload's when it has them
+# (the rest stay in comparisons.csv); at 800 px the table must not scroll sideways.
+COMPARISON_METRICS = ("input_tps", "ttft_p50_s", "output_tps", "tpot_p50_s")
+
+
 def comparisons_html(frame: pd.DataFrame | None) -> str:
-    """Every comparison with its deltas, the fields in which its two points differ and a
-    CONFOUNDED mark naming the extra fields."""
+    """Every comparison with its headline deltas, the fields in which its two points differ and
+    a CONFOUNDED mark naming the extra fields."""
     if frame is None or frame.empty:
         return ""
-    metrics = [c[: -len("_delta_pct")] for c in frame.columns if c.endswith("_delta_pct")]
-    headers = ["Comparison", "Kind", "Workload", "C", *[f"Δ {m}" for m in metrics],
+    shown = [m for m in COMPARISON_METRICS if f"{m}_delta_pct" in frame.columns
+             and frame[f"{m}_delta_pct"].notna().any()]
+    headers = ["Comparison", "C", *[f"Δ {m.removesuffix('_s')}" for m in shown],
                "Differs in", "Single variable?"]
     rows, classes = [], []
     for r in records(frame):
         conf = bool(r.get("confounded"))
-        rows.append([escape(f"{r['reference']} → {r['config_id']}"), escape(str(r["kind"])),
-                     escape(str(r.get("workload") or "")), str(r["concurrency"]),
-                     *[delta(r.get(f"{m}_delta_pct")) for m in metrics],
-                     escape(str(r.get("differs") or "")),
+        kind = " · ".join(escape(str(x)) for x in (r["kind"], r.get("workload")) if x)
+        rows.append([f"{escape(str(r['reference']))} → {escape(str(r['config_id']))}"
+                     f'<br><span class="kind">{kind}</span>', str(r["concurrency"]),
+                     *[delta(r.get(f"{m}_delta_pct")) for m in shown],
+                     escape(str(r.get("differs") or "")).replace("; ", ";<br>"),
                      (f'<span class="mark">CONFOUNDED</span>: also {escape(str(r["extra"]))}'
                       if conf else f"yes ({escape(str(r['studied']))})")])
         classes.append("confounded" if conf else "")
-    return (_STYLE + '<div class="ppsweep-axes"><h3>Comparisons: what differs between the two '
-            "points of each delta</h3>" + _table(headers, rows, classes) + "</div>")
+    return (_STYLE + '<div class="ppsweep-axes ppsweep-comparisons"><h3>Comparisons: what '
+            "differs between the two points of each delta</h3>" + _table(headers, rows, classes)
+            + "</div>")
 
 
 def confounded_text(frame: pd.DataFrame | None) -> list[str]:

@@ -327,7 +327,8 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
             _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),
             comm_html(data.run_dir),
-            _memory(data, summary), _steps(summary), _verdicts(verdicts), _metadata(data),
+            _memory(data, summary), _steps(summary), _comparisons(summary),
+            _verdicts(verdicts), _metadata(data),
             plannerview.html_section(data.run_dir),
             f"<h3>Evidence</h3><p>{evidence}</p>"]
     return [_STYLE, _banner(data), '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>',
@@ -335,12 +336,18 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
 
 
 def _axis_sections(data: RunData, summary: Summary) -> list[str]:
-    """An axis sweep's tables with memory headroom per variant (first screen), and every
-    comparison with its differing fields and confounded mark (report/axes.py)."""
-    from pytest_ppsweep.report.axes import axis_sweep_html, comparisons_html
+    """An axis sweep's tables with memory headroom per variant (first screen, report/axes.py)."""
+    from pytest_ppsweep.report.axes import axis_sweep_html
 
-    return [s for s in (axis_sweep_html(data.run_dir, summary.table, summary.configs),
-                        comparisons_html(summary.comparisons)) if s]
+    return [s for s in (axis_sweep_html(data.run_dir, summary.table, summary.configs),) if s]
+
+
+def _comparisons(summary: Summary) -> str:
+    """Every comparison with its differing fields and confounded mark (report/axes.py), after
+    the step-to-step deltas it explains."""
+    from pytest_ppsweep.report.axes import comparisons_html
+
+    return comparisons_html(summary.comparisons)
 
 
 def analyse(run_dir: Path) -> tuple[RunData, Summary, tuple[Verdict, ...], Recommendation]:
