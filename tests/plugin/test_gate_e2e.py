@@ -150,11 +150,11 @@ def test_reuse_skips_identical_layouts_and_lists_differences(
     # Any difference in the manifest refuses the reuse, and says which.
     toml = folder / "ppsweep.toml"
     toml.write_text(toml.read_text().replace("chunked_prefill_size = 8192",
-                                             "chunked_prefill_size = 16384"))
+                                             "chunked_prefill_size = 4096"))
     result = sweep(pytester, folder, reports, "--ppsweep-reuse", "good", "--ppsweep-run-id", "r2")
     result.assert_outcomes(passed=10, deselected=2)
     log = (reports / "r2" / "progress.log").read_text()
-    assert "not reused from good" in log and "chunked_prefill_size: 8192 → 16384" in log
+    assert "not reused from good" in log and "chunked_prefill_size: 8192 → 4096" in log
 
 
 def test_resume_after_a_kill_runs_every_round_once(

@@ -89,6 +89,17 @@ def a2a_oom_error(gpu: int, backend: str, alloc_gib: float, total_gib: float,
     )  # fmt: skip
 
 
+def forward_oom_error(gpu: int, alloc_gib: float, total_gib: float, free_gib: float) -> str:
+    """CUDA OOM in the forward of a prefill chunk whose workspace does not fit."""
+    return scheduler_exception(
+        [(f"{SITE}/sglang/srt/model_executor/model_runner.py", 2290, "forward_extend",
+          "return self.model.forward(")],
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate {alloc_gib:.2f} GiB. "
+        f"GPU {gpu} has a total capacity of {total_gib:.2f} GiB of which {free_gib:.2f} GiB is "
+        f"free. Process has {total_gib - free_gib:.2f} GiB memory in use.",
+    )  # fmt: skip
+
+
 def custom_ar_capture_error() -> str:
     """Custom all-reduce IPC registration failure during decode CUDA-graph capture."""
     return scheduler_exception(

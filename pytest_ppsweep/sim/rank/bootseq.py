@@ -72,25 +72,32 @@ async def rendezvous(rp: RankProcess) -> bool:
 
 
 def a2a_buffers_fit(rp: RankProcess) -> bool:
-    """The MoE all-to-all buffers against each local GPU's memory; False after logging the OOM.
+    """The first prefill's memory against each local GPU's; False after logging the OOM.
 
-    SGLang allocates them at the first forward that dispatches (decode-graph capture, else the
-    first prefill), after the KV pool: they must fit next to the workspace of a full prefill
-    chunk, which the first prefill allocates. Checked here, once, for every stage on this node.
+    SGLang allocates an MoE all-to-all backend's buffers at the first forward that dispatches
+    (decode-graph capture, else the first prefill), after the KV pool: they must fit next to the
+    workspace of a full prefill chunk, which the first prefill allocates. Without such buffers
+    the chunk's workspace alone must fit (a GPU never shows more used than it has: a chunk too
+    large for what the static fraction left fails with the forward's OOM). Checked here, once,
+    for every stage on this node.
     """
     cfg = rp.cfg
     mem = cfg.mem
-    if mem.a2a_bytes <= 0:
-        return True
     total_mib = cfg.profile.gpu.memory_total_mib
     stages = [s.pp_rank for s in rp.schedulers] or [0]
     worst = max(stages, key=lambda s: mem.used_mib(s, "ready", cfg.chunked_prefill_size))
     need = mem.used_mib(worst, "ready", cfg.chunked_prefill_size)
     if need <= total_mib:
         return True
-    free_gib = (total_mib - need) * MIB / 2**30 + mem.a2a_bytes / 2**30
-    rp.fail(faultlog.a2a_oom_error(0, cfg.args.moe_a2a_backend, mem.a2a_bytes / 2**30,
-                                   total_mib * MIB / 2**30, max(free_gib, 0.0)))
+    total_gib = total_mib * MIB / 2**30
+    if mem.a2a_bytes > 0:
+        free_gib = (total_mib - need) * MIB / 2**30 + mem.a2a_bytes / 2**30
+        rp.fail(faultlog.a2a_oom_error(0, cfg.args.moe_a2a_backend, mem.a2a_bytes / 2**30,
+                                       total_gib, max(free_gib, 0.0)))
+    else:
+        chunk_gib = mem.activation_bytes(cfg.chunked_prefill_size) / 2**30
+        free_gib = (total_mib - need) * MIB / 2**30 + chunk_gib
+        rp.fail(faultlog.forward_oom_error(0, chunk_gib, total_gib, max(free_gib, 0.0)))
     return False
 
 
