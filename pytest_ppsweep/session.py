@@ -624,11 +624,14 @@ class SweepSession:
         os.write(2, f"\nppsweep: {name} while the report is written: finishing it, then "
                     f"stopping (send it again to stop now)\n".encode())
 
-    def _end_deferred(self) -> None:
-        """Put back the handlers of before the report; end with the signal that waited."""
+    def _restore_report_handlers(self) -> None:
+        """Put back the handlers of before the report (the run's own SIGTERM/SIGHUP ones)."""
         for sig, previous in self._report_handlers.items():
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._report_handlers = {}
+
+    def _end_deferred(self) -> None:
+        """End the process with the signal that waited for the report, if one did."""
         if self._deferred is not None:
             sig, self._deferred = self._deferred, None
             signal.signal(sig, signal.SIG_DFL)
@@ -647,6 +650,7 @@ class SweepSession:
         self._reap_own()
         self.registry.close()
         self.registry.remove_atexit()
+        self._restore_report_handlers()  # first: they put back the run's own handlers
         if self._previous_handlers and threading.current_thread() is threading.main_thread():
             for sig, previous in self._previous_handlers.items():
                 signal.signal(sig, previous if previous is not None else signal.SIG_DFL)

@@ -233,7 +233,7 @@ def test_axis_example_sweep(reports: Path) -> None:
                            points, "--ppsweep-requests", "4", "--ppsweep-repeats", "1",
                            "--ppsweep-time-scale", "1000", "--ppsweep-spread-rule", "warn"),
                    timeout=600), command, codes=(1,))
-    failed = set(re.findall(r"^FAILED \S+?\[([^\]]+)\]", out, re.M))
+    failed = set(re.findall(r"^(?:FAILED|ERROR) \S+?\[([^\]]+)\]", out, re.M))
     assert failed and all(f.startswith("pp4-tp8-ep8-a2a_deepep") for f in failed), out[-4000:]
     assert "PASSED" not in out or "test_prefill[pp8-tp4-ep4-a2a_deepep-c8] PASSED" in out
     new = set(_runs(reports)) - before
@@ -303,11 +303,12 @@ def test_fit_plan_adaptive_workflow(reports: Path, tmp_path: Path) -> None:
 
 
 @runs(
-    "pytest test_matrix --ppsweep-profile --ppsweep-config pp1,pp8",
+    "pytest test_matrix --ppsweep-comm --ppsweep-profile --ppsweep-config pp1,pp8",
     "python -m pytest_ppsweep.profile reports/<run_id>/profile/pp8-tp4-ep4",
 )
 def test_the_profile_window_and_its_standalone_parser(reports: Path) -> None:
-    command = "pytest test_matrix --ppsweep-profile --ppsweep-config pp1,pp8"
+    """Issue 15's "done when": both seed tables in one run's report (cut to PP1 and PP8)."""
+    command = "pytest test_matrix --ppsweep-comm --ppsweep-profile --ppsweep-config pp1,pp8"
     done = _run(_pytest(command, "--ppsweep-reports", str(reports), *EMULATED_CUT), timeout=600)
     out = _ok(done, command)
     assert "test_profile[pp1-tp32-ep4] PASSED" in out or re.search(r"\b\d+ passed\b", out)
@@ -319,6 +320,10 @@ def test_the_profile_window_and_its_standalone_parser(reports: Path) -> None:
     assert pp8["baseline"] == "pp1-tp32-ep4" and ("pp8-tp4-ep4", "send_recv") in table
     assert float(pp8["calls_delta"]) <= -0.80 and float(pp8["cumulative_delta"]) <= -0.85
     assert float(pp8["overlap_ratio"]) < 0.01
+    html = (run / "report.html").read_text()
+    assert "Communication: all-reduce per TP domain (§9.2)" in html, out[-2000:]
+    assert "Where the time goes (§9.3)" in html, out[-2000:]
+    assert len((run / "comm_summary.csv").read_text().splitlines()) == 3  # header, TP32, TP4
     folder = run / "profile" / "pp8-tp4-ep4"
     parsed = _ok(_run([sys.executable, "-m", "pytest_ppsweep.profile", str(folder)], 120),
                  "python -m pytest_ppsweep.profile")

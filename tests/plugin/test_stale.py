@@ -176,15 +176,15 @@ def test_leftovers_are_refused_with_their_owner_and_removed_with_reap(
     assert f"rendezvous port {port + 1} is already in use by pid" in out
     assert set(sim_processes(f"--port {port}")) == stale  # refused: nothing touched
 
-    before = set(reports.iterdir())
-    reaped = subprocess.run([*command, "--ppsweep-reap"], cwd=tmp_path, env=child_env(),
+    # its own run id: run ids have a second's resolution, and the refused run may share its second
+    reaped = subprocess.run([*command, "--ppsweep-reap", "--ppsweep-run-id", "reaped"],
+                            cwd=tmp_path, env=child_env(),
                             capture_output=True, text=True, timeout=300, check=False)
     out = reaped.stdout + reaped.stderr
     assert reaped.returncode == 0, out[-4000:]
     assert "removed 4 leftover rank(s) of earlier runs" in out
     assert not stale & set(sim_processes(f"--port {port}"))
-    (third,) = set(reports.iterdir()) - before
-    _own_measurements(third)
+    _own_measurements(reports / "reaped")
 
 
 # -- below the plugin: readiness ---------------------------------------------------------------

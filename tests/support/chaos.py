@@ -116,7 +116,8 @@ EVIDENCE = {
     "sigstop": r"/health not answering",
     "die_mid_round": r"rank exited with code .*aborted|aborted",
     "ssh_drop": r"N/N; the run folder's node1\.log equals the node's .*: True",
-    "dockerd_restart": r"node 1 |[Rr]ank 1 ",
+    # the first death seen may be node 0 (its rank exits when node 1's container goes) or node 1
+    "dockerd_restart": r"node [01] \(|[Rr]ank 1 ",
     "disk_full": r"No space left on device",
     "port_taken": r"in use|held by|listening",
 }
