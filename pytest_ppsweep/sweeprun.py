@@ -573,12 +573,23 @@ class SweepRun:
             if isinstance(exc, bench.RoundCancelled):
                 booted.check_alive()
             raise
-        stopped = window.stop(url, cfg.id)
-        files = collect.collect_traces(
-            cluster, cfg, folder, local, f"{cfg.id}-{profile_id}",
-            host_for=lambda n: host_for(cluster, cluster.hosts[n], self.registry),
-            timeout_s=spec.timeout_s,
-        )
+        def traces(timeout_s: float) -> list[Path]:
+            return collect.collect_traces(
+                cluster, cfg, folder, local, f"{cfg.id}-{profile_id}",
+                host_for=lambda n: host_for(cluster, cluster.hosts[n], self.registry),
+                timeout_s=timeout_s,
+            )
+
+        # The window ends by itself after num_steps forward steps, which a round has: its
+        # traces come without /stop_profile. Stopping an ended window makes SGLang log a
+        # RuntimeError traceback ("Profiling is not in progress"), which the log scan must
+        # call fatal, so the stop is only the fallback of a window still open.
+        stopped = False
+        try:
+            files = traces(min(spec.timeout_s, WINDOW_END_S))
+        except collect.ProfileError:
+            stopped = window.stop(url, cfg.id)
+            files = traces(spec.timeout_s)
         lp = attribution.aggregate(cfg.id, [trace.parse(f) for f in files])
         summary.write_layout(self.store.dir, lp)
         summary.write_table(self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs])
@@ -718,6 +729,11 @@ class _RoundBar:
             f"{self.count}/{self.total} | Input TPS {'n/a' if tps is None else f'{tps:,.0f}'} "
             f"| {elapsed:.1f} s",
         )
+
+
+# How long a profile window that ended by itself (num_steps) may take to write its traces
+# before /stop_profile is sent (real SGLang on CPU: a few seconds).
+WINDOW_END_S = 15.0
 
 
 def workload_spec(w: Workload) -> WorkloadSpec:
