@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.chaos import EXPECTED, Emulator, RealSglang, Result, run_boot
+from support.chaos import EXPECTED, Emulator, RealSglang, Result, check_cell, run_boot
 
 # The emulator's boots in CI: the five boot faults alone, the launch-time crash alone, the
 # port check (no boot), and one boot that takes the launch-time faults that do not end it,
@@ -56,24 +56,17 @@ def sglang_cells(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
     return _run(RealSglang(tmp_path_factory.mktemp("chaos-sglang"), prov), SGLANG_CI)
 
 
-def _check(r: Result) -> None:
-    assert r.verdict == r.expected, (
-        f"{r.fault} on {r.backend}: verdict {r.verdict!r}, expected {r.expected!r}: {r.evidence}")
-    assert r.detected, f"{r.fault} on {r.backend}: not detected: {r.evidence}"
-    assert r.evidence_ok, f"{r.fault} on {r.backend}: the failure lacks its evidence: {r.evidence}"
-    assert not r.leftovers, f"{r.fault} on {r.backend}: left behind: {r.leftovers}"
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted({f for g in EMULATOR_CI for f in g}))
 def test_chaos_emulator(emulator_cells: dict[str, Result], fault: str) -> None:
-    _check(emulator_cells[fault])
+    check_cell(emulator_cells[fault])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted({f for g in SGLANG_CI for f in g}))
 def test_chaos_real_sglang(sglang_cells: dict[str, Result], fault: str) -> None:
-    _check(sglang_cells[fault])
+    check_cell(sglang_cells[fault])
 
 
 def test_every_fault_has_an_expected_verdict_and_the_ci_subset_covers_every_fault() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.chaos import Remote, Result, run_boot
+from support.chaos import Remote, Result, check_cell, run_boot
 from support.remote import TestHosts
 
 SSH_CI = (("port_taken",), ("ssh_drop", "sigkill"))
@@ -42,22 +42,14 @@ def docker_cells(test_hosts: TestHosts, chaos_work: Path) -> dict[str, Result]:
     return _run(Remote(chaos_work / "docker", test_hosts, "docker"), DOCKER_CI)
 
 
-def _check(r: Result) -> None:
-    assert r.verdict == r.expected, (
-        f"{r.fault} on {r.backend}: verdict {r.verdict!r}, expected {r.expected!r}: "
-        f"{r.evidence} ({r.note})")
-    assert r.detected, f"{r.fault} on {r.backend}: not detected: {r.evidence} ({r.note})"
-    assert r.evidence_ok, f"{r.fault} on {r.backend}: the failure lacks its evidence: {r.evidence}"
-    assert not r.leftovers, f"{r.fault} on {r.backend}: left on the hosts: {r.leftovers}"
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted({f for g in SSH_CI for f in g}))
 def test_chaos_ssh_process(ssh_cells: dict[str, Result], fault: str) -> None:
-    _check(ssh_cells[fault])
+    check_cell(ssh_cells[fault])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", sorted({f for g in DOCKER_CI for f in g}))
 def test_chaos_docker_over_ssh(docker_cells: dict[str, Result], fault: str) -> None:
-    _check(docker_cells[fault])
+    check_cell(docker_cells[fault])

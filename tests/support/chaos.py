@@ -844,3 +844,14 @@ def as_json(results: dict[tuple[str, str], Result]) -> str:
                        for r in results.values()], indent=1)
 
 
+
+
+def check_cell(r: Result) -> None:
+    """A chaos test's assertions on one cell: the expected verdict, detected, its evidence, and
+    nothing left on any host."""
+    assert r.verdict == r.expected, (
+        f"{r.fault} on {r.backend}: verdict {r.verdict!r}, expected {r.expected!r}: "
+        f"{r.evidence} ({r.note})")
+    assert r.detected, f"{r.fault} on {r.backend}: not detected: {r.evidence} ({r.note})"
+    assert r.evidence_ok, f"{r.fault} on {r.backend}: the failure lacks its evidence: {r.evidence}"
+    assert not r.leftovers, f"{r.fault} on {r.backend}: left behind: {r.leftovers}"
