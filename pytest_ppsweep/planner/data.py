@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Measured", "Observation", "PlannerError", "load_measured", "read_points_file"]
+__all__ = ["CommPoint", "Measured", "Observation", "PlannerError", "load_measured",
+           "read_comm_csv", "read_points_file"]
 
 
 class PlannerError(ValueError):
@@ -56,6 +57,18 @@ class LayoutFacts:
 
 
 @dataclass(frozen=True)
+class CommPoint:
+    """One all-reduce measurement of the run's communication benchmark (``comm.csv``, test_comm):
+    a TP domain of ``tp`` GPUs, one message size."""
+
+    tp: int
+    size_bytes: int
+    time_us: float
+    busbw_gbs: float
+    source: str
+
+
+@dataclass(frozen=True)
 class Measured:
     """Everything the fit reads, with where it came from."""
 
@@ -66,6 +79,7 @@ class Measured:
     sources: tuple[str, ...]
     output_len: int = 1
     chunk: int = 8192
+    comm: tuple[CommPoint, ...] = ()  # the runs' test_comm all-reduce results, where they exist
 
     def layout_ids(self) -> list[str]:
         return sorted({o.config_id for o in self.points})
@@ -156,6 +170,24 @@ def _server_of(run_dir: Path, config_id: str) -> dict[str, Any]:
     return {}
 
 
+def read_comm_csv(path: Path) -> tuple[CommPoint, ...]:
+    """The all-reduce rows of a run's ``comm.csv`` (test_comm) whose sums were right; () when the
+    run has none. A row that is not numbers is an error naming the file, row and key."""
+    if not path.is_file():
+        return ()
+    out: list[CommPoint] = []
+    with path.open(encoding="utf-8", newline="") as fh:
+        for i, row in enumerate(csv.DictReader(fh), start=2):
+            if str(row.get("wrong") or "0") not in ("0", "0.0", "False", "false"):
+                continue  # a wrong sum measures nothing
+            out.append(CommPoint(
+                _num(path, i, "tp", row.get("tp"), int),
+                _num(path, i, "size_bytes", row.get("size_bytes"), int),
+                _num(path, i, "time_us", row.get("time_us")),
+                _num(path, i, "busbw_gbs", row.get("busbw_gbs")), str(path)))
+    return tuple(p for p in out if p.tp > 1 and p.time_us > 0 and p.busbw_gbs > 0)
+
+
 def load_run_folder(run_dir: Path) -> Measured:
     """The valid medians and layout facts of one run folder."""
     from pytest_ppsweep.results.aggregate import load_run
@@ -201,7 +233,8 @@ def load_run_folder(run_dir: Path) -> Measured:
             not bool(server.get("disable_decode_cuda_graph", False)), int(micro or 0)))
     chunk = int(raw.get("chunked_prefill_size") or 8192)
     return Measured(tuple(points), tuple(facts), str(raw.get("model_path") or ""),
-                    str(raw.get("image") or ""), (str(run_dir),), output_len, chunk)
+                    str(raw.get("image") or ""), (str(run_dir),), output_len, chunk,
+                    read_comm_csv(run_dir / "comm.csv"))
 
 
 def load_measured(paths: list[Path]) -> Measured:
@@ -232,4 +265,4 @@ def load_measured(paths: list[Path]) -> Measured:
             layouts.setdefault(f.config_id, f)
     return Measured(tuple(o for p in parts for o in p.points), tuple(layouts.values()),
                     parts[0].model, parts[0].image, tuple(s for p in parts for s in p.sources),
-                    1, parts[0].chunk)
+                    1, parts[0].chunk, tuple(c for p in parts for c in p.comm))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_ppsweep.planner.data import Measured, PlannerError
+from pytest_ppsweep.planner.data import CommPoint, Measured, PlannerError
 from pytest_ppsweep.planner.model import (
     BOOT_PARAMS,
     MEM_PARAMS,
@@ -37,12 +37,14 @@ from pytest_ppsweep.planner.model import (
     Param,
     Point,
     boot_features,
+    busbw_param,
     mem_features,
     mem_static_mib,
     predict_log,
 )
 
-__all__ = ["METRICS", "Band", "Fitted", "Prediction", "fit", "load_fitted", "prior_only"]
+__all__ = ["METRICS", "Band", "Fitted", "Prediction", "comm_priors", "fit", "load_fitted",
+           "prior_only"]
 
 FORMAT = "ppsweep-planner-profile/1"
 METRICS = ("input_tps", "ttft_p50_s", "ttft_p95_s")
@@ -56,6 +58,15 @@ BOOT_NOISE_S = 15.0
 MEM_NOISE_MIB = 400.0
 IDENTIFIED_RATIO = 0.7
 UNIDENTIFIED_HALF_WIDTH = 0.25
+# Priors measured by the run's own communication benchmark (test_comm, comm.csv), fitted by
+# comm_priors: bus bandwidth per span with log sd COMM_BUSBW_LOG_SD, the ring step latency with
+# COMM_LATENCY_LOG_SD, the latter only when messages of COMM_LATENCY_BYTES or less were measured
+# (where latency dominates). The spreads stay wide enough for the rounds to move them: an
+# all-reduce inside a forward is slower than the benchmark's (the seeds' PP1 Nsight: 7.10 ms
+# p50 against nccl-tests' ~5.8 ms for the same bytes).
+COMM_LATENCY_BYTES = 64 << 10
+COMM_BUSBW_LOG_SD = 0.1
+COMM_LATENCY_LOG_SD = 0.5
 
 
 @dataclass(frozen=True)
@@ -165,13 +176,13 @@ class Fitted:
 
     @staticmethod
     def _param(p: Param, value: float, lo: float, hi: float, ratio: float) -> dict[str, Any]:
-        identified = ratio <= IDENTIFIED_RATIO
+        identified = ratio <= IDENTIFIED_RATIO or bool(p.measured)
         why = "" if identified else (
             f"not identified by the data: its spread is {ratio:.0%} of the prior's "
             f"(the prior, {p.prior:g} {p.unit}, decides it)")
         return {"name": p.name, "value": value, "ci90": [lo, hi], "unit": p.unit,
                 "meaning": p.meaning, "prior": p.prior, "spread_vs_prior": ratio,
-                "identified": identified, "reason": why}
+                "identified": identified, "reason": why, "prior_measured": p.measured}
 
     def unidentified(self) -> list[str]:
         return [p["name"] for p in self.parameters() if not p["identified"]]
@@ -243,6 +254,7 @@ class Fitted:
             "parameters": self.parameters(),
             "unidentified": self.unidentified(),
             "theta": [float(t) for t in self.theta], "cov": self.cov.tolist(),
+            "priors": [asdict(p) for p in self.priors],
             "noise": self.noise,
             "boot": _lin_json(self.boot), "mem": _lin_json(self.mem),
             "measured": self.measured, "layouts": self.layouts,
@@ -288,9 +300,26 @@ def load_fitted(path: Path) -> Fitted:
                       {k: float(v) for k, v in raw["noise"].items()}, _lin_from(raw["boot"]),
                       _lin_from(raw["mem"]), list(raw["measured"]), list(raw["layouts"]),
                       str(raw.get("model", "")), str(raw.get("image", "")),
-                      tuple(raw.get("sources", ())), int(raw.get("chunk", 8192)))
+                      tuple(raw.get("sources", ())), int(raw.get("chunk", 8192)),
+                      _priors_from(path, raw.get("priors")))
     except KeyError as exc:
         raise PlannerError(f"{path}: missing key {exc.args[0]!r}") from None
+
+
+def _priors_from(path: Path, raw: Any) -> tuple[Param, ...]:
+    """The priors a profile was fitted with (older profiles: the defaults)."""
+    if raw is None:
+        return PARAMS
+    names = [p.name for p in PARAMS]
+    try:
+        priors = tuple(Param(**p) for p in raw)
+    except TypeError as exc:
+        raise PlannerError(f"{path}: key 'priors': expected the fields of a parameter, found "
+                           f"{exc}") from None
+    if [p.name for p in priors] != names:
+        raise PlannerError(f"{path}: key 'priors': expected {', '.join(names)}, found "
+                           f"{', '.join(p.name for p in priors)}")
+    return priors
 
 
 # -- fitting ----------------------------------------------------------------------------------
@@ -315,6 +344,8 @@ def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate:
     With three measured layouts or more, the noise of each metric is calibrated by
     leave-one-layout-out (:func:`_calibrate`): the model's error where it extrapolates counts,
     not only how well it fits the layouts it saw."""
+    if measured.comm:
+        priors = comm_priors(priors, measured.comm, _hardware(measured, hardware or Hardware()))
     fitted = _fit(measured, hardware, priors=priors)
     if len({(o.pp, o.tp) for o in measured.points}) >= 3:
         if cross_validate:
@@ -326,6 +357,45 @@ def fit(measured: Measured, hardware: Hardware | None = None, *, cross_validate:
     else:  # the model's error away from the measured layouts cannot be measured yet
         fitted.noise = {m: max(v, UNMEASURED_MODEL_ERROR[m]) for m, v in fitted.noise.items()}
     return fitted
+
+
+def comm_priors(priors: tuple[Param, ...], comm: tuple[CommPoint, ...],
+                hw: Hardware) -> tuple[Param, ...]:
+    """``priors`` with the bus bandwidth of each span and the ring step latency centred on what
+    the run's communication benchmark measured (``comm.csv``): the model's ring formula,
+    ``time = 2 (n - 1) * step_latency + 2 (n - 1) / n * bytes / busbw(span)``, fitted to every
+    measured size by least squares on relative error (one latency, one bus bandwidth per span;
+    the span of a domain by the model's rule, busbw_param). A span or the latency that the
+    benchmark did not measure keeps its prior."""
+    spans = sorted({busbw_param(c.tp, hw) for c in comm})
+    if not spans:
+        return priors
+    rows, target = [], []
+    for c in comm:
+        steps = 2.0 * (c.tp - 1)
+        wire = [0.0] * len(spans)
+        wire[spans.index(busbw_param(c.tp, hw))] = steps / c.tp * c.size_bytes / 1e9  # GB
+        t = c.time_us * 1e-6
+        rows.append([steps * 1e-6 / t, *(w / t for w in wire)])  # relative error: divide by t
+        target.append(1.0)
+    coef = np.linalg.lstsq(np.asarray(rows), np.asarray(target), rcond=None)[0]
+    latency_us, inv_bw = float(coef[0]), coef[1:]
+    small = sum(1 for c in comm if c.size_bytes <= COMM_LATENCY_BYTES)
+    where = ", ".join(sorted({c.source for c in comm}))
+    out = []
+    for p in priors:
+        if p.name in spans and inv_bw[spans.index(p.name)] > 0:
+            n = sum(1 for c in comm if busbw_param(c.tp, hw) == p.name)
+            out.append(replace(p, prior=1.0 / float(inv_bw[spans.index(p.name)]),
+                               prior_sd=COMM_BUSBW_LOG_SD,
+                               measured=f"{where}: {n} all-reduce size(s)"))
+        elif p.name == "ar_step_latency_us" and small and latency_us > 0:
+            out.append(replace(p, prior=latency_us, prior_sd=COMM_LATENCY_LOG_SD,
+                               measured=f"{where}: {len(comm)} all-reduce size(s), "
+                                        f"{small} of <= {COMM_LATENCY_BYTES >> 10} KiB"))
+        else:
+            out.append(p)
+    return tuple(out)
 
 
 def _calibrate(measured: Measured, hardware: Hardware | None,

@@ -5,7 +5,7 @@ It mirrors the emulator's model (``sim/model/costmodel.py``, ``scheduler.py``, `
 emulator import nothing of each other, tests/test_layering.py): the same tick of a lock-step
 pipeline::
 
-    T_tick = stage_sync * (pp - 1) + max_s T_stage(n_s, layers_s) + handoff(n)
+    T_tick = stage_sync * (pp - 1) * pp + max_s T_stage(n_s, layers_s) + handoff(n)
     T_stage = max(n / N_ref * K * layers / L / tp * (1 + (tp / n_half) ** gamma), layers * floor)
             + layers * a * (2 (tp - 1) * step_latency + 2 (tp - 1) / tp * n * hidden * 2 / busbw)
     busbw by the span of the TP group: one PCIe island, one node, several nodes (RoCE)
@@ -45,6 +45,7 @@ __all__ = [
     "Point",
     "Schedule",
     "boot_features",
+    "busbw_param",
     "independent_priors",
     "mem_features",
     "predict_log",
@@ -66,21 +67,23 @@ class Param:
     prior_sd: float
     unit: str
     meaning: str
+    measured: str = ""  # where a measured prior comes from (e.g. the run's comm.csv), else ""
 
 
 # The round model's parameters, fitted in log space. Prior centres are the emulator profile's
 # values for the seeds' cluster (sim/profiles/kimi-k3-6000d.toml: K, n_half, gamma and stage_sync
-# fitted there to the seeds' table; bus bandwidth and latency from the seeds' §9.2 nccl-tests);
-# the prior spreads are wide so that the measured rounds decide.
+# fitted to the seeds' table by this model; bus bandwidth and latency from the seeds' §9.2
+# nccl-tests); the prior spreads are wide so that the measured rounds decide.
 PARAMS: tuple[Param, ...] = (
-    Param("chunk_gpu_s", 11.66, 0.3, "GPU-s", "compute of one reference chunk, whole model"),
-    Param("n_half", 11.0, 0.3, "GPUs", "small-GEMM loss 1 + (tp / n_half)^gamma"),
-    Param("gamma", 1.0, 0.2, "", "small-GEMM loss exponent"),
+    Param("chunk_gpu_s", 10.72, 0.3, "GPU-s", "compute of one reference chunk, whole model"),
+    Param("n_half", 5.26, 0.3, "GPUs", "small-GEMM loss 1 + (tp / n_half)^gamma"),
+    Param("gamma", 0.617, 0.2, "", "small-GEMM loss exponent"),
     Param("busbw_island_gbs", 40.85, 0.15, "GB/s", "all-reduce bus bandwidth, one PCIe island"),
     Param("busbw_node_gbs", 39.13, 0.15, "GB/s", "all-reduce bus bandwidth, one node"),
     Param("busbw_multinode_gbs", 39.9, 0.15, "GB/s", "all-reduce bus bandwidth across nodes"),
     Param("ar_step_latency_us", 2.0, 0.5, "us", "latency of one ring step of an all-reduce"),
-    Param("stage_sync_ms", 37.0, 0.3, "ms", "PP lock-step sync per extra stage per tick"),
+    Param("stage_sync_ms", 1.72, 0.3, "ms",
+          "PP lock-step relay per stage boundary per micro-batch slot, per tick"),
     Param("p2p_intra_gbs", 24.0, 0.7, "GB/s", "stage hand-off bandwidth within a node"),
     Param("p2p_inter_gbs", 45.0, 0.7, "GB/s", "stage hand-off bandwidth between nodes"),
     Param("p2p_latency_us", 25.0, 1.0, "us", "stage hand-off latency"),
@@ -266,12 +269,18 @@ def _values(theta: np.ndarray) -> dict[str, float]:
     return dict(zip(_NAMES, np.exp(theta).tolist(), strict=True))
 
 
-def _busbw(tp: int, v: dict[str, float], hw: Hardware) -> float:
+def busbw_param(tp: int, hw: Hardware) -> str:
+    """The bus-bandwidth parameter of a TP group of ``tp`` GPUs: how far the group spans (one
+    PCIe island, one node, several nodes; mirrors sim/model/costmodel.domain_of)."""
     if tp <= hw.gpus_per_pcie_island:
-        return v["busbw_island_gbs"]
+        return "busbw_island_gbs"
     if tp <= hw.gpus_per_node:
-        return v["busbw_node_gbs"]
-    return v["busbw_multinode_gbs"]
+        return "busbw_node_gbs"
+    return "busbw_multinode_gbs"
+
+
+def _busbw(tp: int, v: dict[str, float], hw: Hardware) -> float:
+    return v[busbw_param(tp, hw)]
 
 
 def micro_of(point: Point, hw: Hardware) -> int:
@@ -315,13 +324,7 @@ def predict_log(theta: np.ndarray, point: Point, hw: Hardware) -> np.ndarray:
         work = work + np.where(
             biggest > 0, biggest * hw.hidden_size * BF16 / (bw * 1e9) + v["p2p_latency_us"] * 1e-6,
             0.0)
-    import os
-    mode = os.environ.get("P2MODE", "")
-    if mode == "active":
-        active = (tok > 0).sum(axis=1)
-        sync = v["stage_sync_ms"] * 1e-3 * np.maximum(active - 1, 0)
-    else:
-        sync = v["stage_sync_ms"] * 1e-3 * (pp - 1)
+    sync = v["stage_sync_ms"] * 1e-3 * (pp - 1) * pp
     ends = np.cumsum(work + sync)
     start = np.where(sch.arrive >= 0, ends[np.maximum(sch.arrive, 0)], 0.0)
     ttft = ends[sch.done] - start

@@ -188,6 +188,8 @@ def parameter_lines(fitted: Fitted) -> list[str]:
     for p in fitted.parameters():
         lo, hi = p["ci90"]
         flag = "" if p["identified"] else f"  NOT IDENTIFIED: {p['reason']}"
+        if p.get("prior_measured"):
+            flag += f"  (prior measured: {p['prior_measured']})"
         out.append(f"  {p['name']:<22} {p['value']:>10.4g} {p['unit']:<6} [{lo:.4g}, {hi:.4g}]"
                    f"{flag}")
     noise = ", ".join(f"{k} {v:.1%}" for k, v in fitted.noise.items())

@@ -21,6 +21,9 @@ from pytest_ppsweep.comm.runner import CommFailed, run_comm
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.planner.data import load_measured
+from pytest_ppsweep.planner.fitting import comm_priors
+from pytest_ppsweep.planner.model import PARAMS, Hardware
 from pytest_ppsweep.report.comm import COMM_TITLE
 
 # seeds §9.2: NCCL 2.28.9 all_reduce_perf on 601-604, 128 MiB
@@ -97,6 +100,14 @@ def test_comm_after_the_benchmark_stops_the_service_first(tmp_path: Path) -> Non
     assert configs["pp8-tp4-ep4"]["log_clean"] == "True"  # the teardown's records were made
     summary = _csv(run / "comm_summary.csv")
     assert [r["config_id"] for r in summary] == ["pp8-tp4-ep4"]
+    # the planner's fit reads the run's comm.csv: the TP4 span's bus bandwidth becomes a
+    # measured prior (the emulator's profile: 40.85 GB/s within one PCIe island)
+    measured = load_measured([run])
+    assert {c.tp for c in measured.comm} == {4} and len(measured.comm) == 19
+    priors = {p.name: p for p in comm_priors(PARAMS, measured.comm, Hardware())}
+    assert priors["busbw_island_gbs"].prior == pytest.approx(40.85, rel=0.01)
+    assert "comm.csv" in priors["busbw_island_gbs"].measured
+    assert not priors["busbw_multinode_gbs"].measured  # no domain spans nodes
 
 
 @pytest.mark.parametrize(("fault", "message"), [

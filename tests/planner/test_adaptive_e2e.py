@@ -86,7 +86,7 @@ def adaptive_run(tmp_path_factory: pytest.TempPathFactory) -> Ran:
     folder.mkdir()
     (folder / "ppsweep.toml").write_text(
         HEAD + FIVE + WORKLOAD
-        + emulated_cluster("local", "127.0.44", PORT, PORT + 250, 600, base / "sim-state"))
+        + emulated_cluster("local", "127.0.44", PORT, PORT + 250, 150, base / "sim-state"))
     (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
     reports = base / "reports"
     try:

@@ -3,7 +3,7 @@
 The emulated scheduler (sim/model/scheduler.py) advances a pipeline in lock-step *ticks*: every tick
 each stage works on the micro-batch it holds, then hands it to the next stage. One tick lasts::
 
-    T_tick = stage_sync * (pp - 1)                      # PP lock-step / metadata over Gloo
+    T_tick = stage_sync * (pp - 1) * pp                 # PP lock-step / metadata over Gloo
            + max over stages s of  T_stage(n_s, s)      # the slowest stage sets the pace
            + handoff(n)                                 # activation P2P to the next stage
 
@@ -22,17 +22,28 @@ Parameters (profile TOML, sections in brackets) and where their values come from
   so the heaviest stage sets the tick, a real PP effect).
 * ``a`` [model.allreduces_per_layer] = 3.28: ~200 all-reduces per chunk for the whole model,
   from the seeds' PP1 Nsight profile (557 AR per window, p50 7.10 ms, ~0 overlap).
-* ``K`` [compute.chunk_gpu_seconds] = 11.66: GPU-seconds of one ``N_ref``-token chunk (8192)
-  through the whole model at ideal efficiency; ``n_half`` = 11.0, ``gamma`` = 1.0 [compute]:
+* ``K`` [compute.chunk_gpu_seconds] = 10.72: GPU-seconds of one ``N_ref``-token chunk (8192)
+  through the whole model at ideal efficiency; ``n_half`` = 5.26, ``gamma`` = 0.617 [compute]:
   the small-GEMM efficiency loss (per-GPU GEMM width shrinks as 1/tp). K, n_half, gamma and
-  stage_sync were fitted together (random search) with the virtual-time benchmark of
-  sim/model/vbench.py so every TPS and TTFT-p50 median of the seeds' §7 table is within +-7 %.
+  stage_sync were fitted together to the seeds' §7 table (the planner's fit, planner/model.py,
+  which mirrors this model; bus bandwidth and latency held at the nccl-tests values below); with
+  them the virtual-time benchmark of sim/model/vbench.py gives every Input TPS median of the
+  table within 4 % and every TTFT p50 within 6 %, except PP16 at C=16 (TTFT p50 -11 %: the
+  lock-step schedule gives PP16 a bubble at C=8 that C=16 fills, the seeds measured none).
 * ``busbw``/``step_latency`` [network]: the seeds' §9.2 nccl all_reduce_perf at 128 MiB:
   TP4 4.93 ms (one PCIe island), TP8 6.00 ms (one node), TP16 6.24 ms, TP32 6.59 ms; ring
   busbw ~39-41 GB/s on every level. TP2 is an extrapolation of the same ring formula (~3.3 ms).
-* ``stage_sync`` [scheduler.stage_sync_ms] = 37 ms: per extra stage per tick; SGLang's PP loop
-  exchanges batch metadata as Python objects over Gloo every tick and still has bubbles
-  (sgl-project/sglang#11857). It produces the PP8 -> PP16 regression of the seeds.
+* ``stage_sync`` [scheduler.stage_sync_ms] = 1.72 ms: per stage boundary and per micro-batch
+  slot, per tick. SGLang's PP loop (``event_loop_pp``, scheduler_pp_mixin.py) runs ``pp``
+  micro-batch slots; in each iteration every stage receives the requests and the previous
+  slot's outputs from the stage before it as Python objects over Gloo and relays them, and the
+  loop still has bubbles (sgl-project/sglang#11857). The sync grows with the boundaries a tick
+  crosses (pp - 1) and with the slots whose state is relayed (pp): ``(pp - 1) * pp``. This is an
+  assumption fitted to the seeds' table, chosen because it is the simplest form that fits it: a
+  sync linear in pp - 1 cannot give both PP2-PP8 (little sync) and the PP8 -> PP16 regression
+  (~44 ms more per extra stage), and leaving one layout out, the quadratic form predicts the
+  fifth within 3.8 % (C=8) and 4.7 % (C=16) Input TPS on average where the linear one missed by
+  10.7 / 11.8 % (benchmarks/bench_planner.py).
 * ``p2p_bw``/``p2p_latency`` [network]: PCIe Gen5 within a node, 400G RoCE between nodes.
 * Per-tick jitter ``jitter_frac`` [scheduler] (Gaussian, seeded) gives the seeds' < 0.7 % spread.
 
@@ -42,10 +53,10 @@ Decode and the MoE all-to-all backends (the [moe] section and the keys named bel
   memory-bound; it reads the stage's dense weights and the share ``1 - (1 - k/E)^n`` of its
   routed experts that ``n`` tokens touch, at [gpu.hbm_effective_gbs]. This is what makes TPOT
   grow with the tokens of a decode micro-batch (C / pp), and it is far below prefill's compute.
-* The PP sync per extra stage is the fitted ``stage_sync_ms`` on a tick with a prefill
+* The PP sync is the fitted ``stage_sync_ms * (pp - 1) * pp`` on a tick with a prefill
   micro-batch in the pipeline (its objects carry input ids, extend lengths, prefix indices), but
-  only ``stage_sync_base_ms`` on a decode-only tick (next-token ids): PP's TPOT is ``pp`` ticks
-  of that cheap sync plus a stage's step, not ``pp`` prefill-sized syncs.
+  only ``stage_sync_base_ms * (pp - 1)`` on a decode-only tick (next-token ids): PP's TPOT is
+  ``pp`` ticks of that cheap sync plus a stage's step, not ``pp`` prefill-sized syncs.
 * With ``--moe-a2a-backend`` other than ``none`` the per-layer MoE all-reduce
   ([moe.moe_allreduces_per_layer]) is replaced by a dispatch and a combine all-to-all over the EP
   group: each rank sends its ``n / ep`` tokens to ``min(k, ep)`` ranks, ``(ep - 1) / ep`` of them
@@ -180,11 +191,14 @@ class CostModel:
         return self.profile.scheduler.stage_sync_base_ms * 1e-3 * (self.layout.pp - 1)
 
     def sync_prefill_s(self, prefill: bool) -> float:
-        """The rest of the lock-step sync on a tick that carries a prefill micro-batch."""
+        """The rest of the lock-step sync on a tick that carries a prefill micro-batch: each of
+        the ``pp - 1`` stage boundaries relays the state of the ``pp`` micro-batch slots, so the
+        whole prefill sync is ``stage_sync * (pp - 1) * pp`` (see the module docstring)."""
         if not prefill:
             return 0.0
         sched = self.profile.scheduler
-        return (sched.stage_sync_ms - sched.stage_sync_base_ms) * 1e-3 * (self.layout.pp - 1)
+        pp = self.layout.pp
+        return (sched.stage_sync_ms * pp - sched.stage_sync_base_ms) * 1e-3 * (pp - 1)
 
     def handoff_s(self, tokens: int) -> float:
         """Activation transfer to the next stage (slowest boundary), 0 for pp == 1."""
