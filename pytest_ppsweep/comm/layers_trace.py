@@ -57,7 +57,7 @@ def _kernel_table(prof: Any) -> list[dict[str, Any]]:
         device = str(getattr(evt, "device_type", ""))
         if "CUDA" not in device:
             continue
-        total = getattr(evt, "device_time_total", None)
+        total: Any = getattr(evt, "device_time_total", None)
         if total is None:
             total = getattr(evt, "cuda_time_total", 0.0)
         rows.append({"name": evt.key, "count": int(evt.count), "device_time_us": float(total)})
