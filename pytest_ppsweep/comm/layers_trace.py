@@ -23,6 +23,10 @@ for the tests); every rank checks the all-reduce's sum once after the profile. O
     python3 layers_trace.py --world 8 --out OUT          # mp.spawn, ranks 0-7 on GPUs 0-7
     torchrun --nproc-per-node 8 layers_trace.py --out OUT  # or under torchrun (its env)
 
+``--cpu`` runs the same program on gloo (float32, CPU activity only): its multi-process path,
+checked without GPUs (``--cpu --world 2`` and under ``torchrun --nproc-per-node 2`` with the
+CPU torch 2.13 of the provisioned SGLang venv).
+
 NVLink multicast stays off (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``,
 ``NVSHMEM_DISABLE_NVLS=1`` are set before torch is imported, unless already set).
 """
@@ -73,17 +77,27 @@ def rank_main(rank: int, world: int, args: argparse.Namespace) -> int:
     import torch  # type: ignore[import-not-found,unused-ignore]
     import torch.distributed as dist  # type: ignore[import-not-found,unused-ignore]
 
-    device = torch.device("cuda", rank)
-    torch.cuda.set_device(device)
-    dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device,
-                            timeout=datetime.timedelta(seconds=args.timeout_s))
+    timeout = datetime.timedelta(seconds=args.timeout_s)
+    if args.cpu:  # the same program on gloo (checks its multi-process path without GPUs)
+        device, dtype = torch.device("cpu"), torch.float32
+        dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+    else:
+        device, dtype = torch.device("cuda", rank), torch.bfloat16
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", rank=rank, world_size=world, device_id=device,
+                                timeout=timeout)
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     gen = torch.Generator(device=device).manual_seed(1234 + rank)
     tokens, k, hidden = args.tokens, args.k, args.hidden
-    x = torch.randn(tokens, k, device=device, dtype=torch.bfloat16, generator=gen)
-    ws = [torch.randn(k, hidden, device=device, dtype=torch.bfloat16, generator=gen) / k ** 0.5
+    x = torch.randn(tokens, k, device=device, dtype=dtype, generator=gen)
+    ws = [torch.randn(k, hidden, device=device, dtype=dtype, generator=gen) / k ** 0.5
           for _ in range(args.layers)]
-    w2 = torch.randn(k, hidden, device=device, dtype=torch.bfloat16, generator=gen) / k ** 0.5
-    recv = torch.empty(tokens, hidden, device=device, dtype=torch.bfloat16)
+    w2 = torch.randn(k, hidden, device=device, dtype=dtype, generator=gen) / k ** 0.5
+    recv = torch.empty(tokens, hidden, device=device, dtype=dtype)
     p2p: list[str] = []  # what the send/recv pair did (an exception's text if it failed)
 
     def step() -> None:
@@ -107,14 +121,19 @@ def rank_main(rank: int, world: int, args: argparse.Namespace) -> int:
 
     for _ in range(args.warmup):
         step()
-    torch.cuda.synchronize(device)
-    dist.barrier(device_ids=[rank])
-    acts = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    sync()
+    if device.type == "cuda":
+        dist.barrier(device_ids=[rank])
+    else:
+        dist.barrier()
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
     t0 = time.perf_counter()
     with torch.profiler.profile(activities=acts, record_shapes=False, with_stack=False) as prof:
         for _ in range(args.steps):
             step()
-        torch.cuda.synchronize(device)
+        sync()
     seconds = time.perf_counter() - t0
     os.makedirs(args.out, exist_ok=True)
     stem = os.path.join(args.out, f"layers-w{world}-TP-{rank}.trace.json")
@@ -128,10 +147,13 @@ def rank_main(rank: int, world: int, args: argparse.Namespace) -> int:
     wrong = int((check != world * (world + 1) / 2).sum().item())
     summary = {
         "rank": rank, "world_size": world, "layers": args.layers, "steps": args.steps,
-        "warmup": args.warmup, "shapes": {"x": [tokens, k], "w": [k, hidden], "dtype": "bfloat16"},
-        "all_reduce_bytes": tokens * hidden * 2, "profiled_s": round(seconds, 6),
-        "torch": torch.__version__, "cuda": torch.version.cuda, "nccl": _nccl_version(torch),
-        "device": torch.cuda.get_device_name(device), "send_recv": p2p[0] if p2p else "",
+        "warmup": args.warmup, "shapes": {"x": [tokens, k], "w": [k, hidden], "dtype": str(dtype)},
+        "all_reduce_bytes": tokens * hidden * (2 if dtype == torch.bfloat16 else 4),
+        "backend": dist.get_backend(), "profiled_s": round(seconds, 6),
+        "torch": torch.__version__, "cuda": torch.version.cuda,
+        "nccl": _nccl_version(torch) if device.type == "cuda" else "",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "send_recv": p2p[0] if p2p else "",
         "wrong_sum_elements": wrong, "kernels": _kernel_table(prof),
         "env": {key: os.environ.get(key, "") for key in sorted(NO_MULTICAST)},
     }
@@ -164,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--master-addr", default="127.0.0.1")
     p.add_argument("--master-port", type=int, default=29650)
     p.add_argument("--timeout-s", type=float, default=120.0, help="of every collective")
+    p.add_argument("--cpu", action="store_true",
+                   help="gloo on CPU, float32, CPU activity only (a check without GPUs)")
     args = p.parse_args(argv)
     if "LOCAL_RANK" in os.environ and "WORLD_SIZE" in os.environ and not args.world:  # torchrun
         return rank_main(int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"]), args)
