@@ -14,10 +14,11 @@ benchmark runs where and how the server runs. What it runs:
 
 Output lands in the run folder as it is produced: ``comm/<config>/<domain>/node<r>.log`` (each
 node's output, streamed by the launcher), ``comm/<config>/topo-node<r>.txt`` (``nvidia-smi topo
--m``), one ``comm.csv`` row per domain × size and ``comm_summary.csv`` (the §9.2 table) rewritten
-after each domain. A wrong sum, a hang (no progress for ``timeout_s``: the worker's own bounded
-wait, and this module's outer one) or an init failure raises :class:`CommFailed` naming node and
-rank.
+-m``), ``comm/<config>/smi-q-node<r>.txt`` (``nvidia-smi -q`` of each node of a domain, through
+:mod:`pytest_ppsweep.redact`), one ``comm.csv`` row per domain × size and ``comm_summary.csv``
+(the §9.2 table) rewritten after each domain. A wrong sum, a hang (no progress for
+``timeout_s``: the worker's own bounded wait, and this module's outer one) or an init failure
+raises :class:`CommFailed` naming node and rank.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 from pytest_ppsweep.cluster.backends import host_for, launcher_for
 from pytest_ppsweep.cluster.base import HostError, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
-from pytest_ppsweep.cluster.nodeinfo import smi_command
+from pytest_ppsweep.cluster.nodeinfo import hide_secrets, smi_command
 from pytest_ppsweep.cluster.rankspec import RankSpec, local_path, rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.comm.domains import Domain, tp_domains
@@ -48,8 +49,10 @@ from pytest_ppsweep.comm.topo import GpuTopology, TopoError, parse_topo
 from pytest_ppsweep.matrix.commspec import CommSpec, size_label
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.redact import redact
 
-__all__ = ["COMM_COLUMNS", "WORKER", "CommFailed", "DomainRun", "run_comm", "worker_argv"]
+__all__ = ["COMM_COLUMNS", "WORKER", "CommFailed", "DomainRun", "run_comm", "save_smi_q",
+           "worker_argv"]
 
 WORKER = Path(__file__).resolve().parent / "allreduce_worker.py"
 REMOTE_DIR = "/tmp/ppsweep-comm"
@@ -154,6 +157,39 @@ def read_topologies(cluster: Cluster, nodes: Sequence[int], registry: Registry, 
         except TopoError as exc:
             notes.append(str(exc))
     return topos
+
+
+def save_smi_q(cluster: Cluster, nodes: Sequence[int], registry: Registry, out_dir: Path,
+               notes: list[str]) -> list[Path]:
+    """``nvidia-smi -q`` of each node, saved beside the results as ``smi-q-node<r>.txt`` (secret
+    -looking text and the cluster env's secret values hidden); a node that cannot say is a note.
+    """
+    if not cluster.nvidia_smi:
+        return []
+
+    def one(n: int) -> tuple[int, str | None, str]:
+        host = cluster.hosts[n]
+        argv = smi_command(cluster, host.address, ["-q"])
+        try:
+            res = host_for(cluster, host, registry).run(argv, timeout=60)
+        except HostError as exc:
+            return n, None, f"node {host.name}: nvidia-smi -q: {exc}"
+        if not res.ok:
+            return n, None, f"node {host.name}: nvidia-smi -q exited {res.exit_status}"
+        return n, res.stdout, ""
+
+    with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
+        answers = list(pool.map(one, nodes))
+    saved = []
+    for n, text, note in answers:
+        if text is None:
+            notes.append(note)
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"smi-q-node{n}.txt"
+        path.write_text(hide_secrets(str(redact(text)), cluster.env), encoding="utf-8")
+        saved.append(path)
+    return saved
 
 
 def _wait(handles: Sequence[RankHandle], deadline: float, logs: Sequence[Path],
@@ -363,8 +399,11 @@ def run_comm(sweep: Sweep, cluster: Cluster, config: Config, store: RunStore,
     # the nodes of the TP groups that stay on one node (their island label needs topo -m)
     single = list(range(len(cluster.hosts))) if 1 < config.tp <= cluster.gpus_per_node else []
     topos = read_topologies(cluster, single, registry, store.dir / "comm" / config.id, notes)
+    domains = tp_domains(config, cluster, topos)
+    save_smi_q(cluster, sorted({n for d in domains for n in d.nodes}), registry,
+               store.dir / "comm" / config.id, notes)
     runs = []
-    for domain in tp_domains(config, cluster, topos):
+    for domain in domains:
 
         def tell(text: str, d: Domain = domain) -> None:
             say(f"{d.name} ({d.label}) {text}")

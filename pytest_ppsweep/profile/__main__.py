@@ -34,6 +34,8 @@ def main(argv: list[str]) -> int:
             f"{r.rank:>14} {r.source} window {r.window_ms:9.1f} ms | "
             + ", ".join(f"{k} {r.calls[k]} × p50 {r.p50_ms[k]:.3f} = {r.cumulative_ms[k]:.1f} ms"
                         for k in r.calls)
+            + f" | compute {r.compute_calls} {'kernels' if r.source == 'gpu' else 'ops'}"
+            f" {r.compute_ms:.3f} ms"
             + f" | exposed {r.share(r.exposed_ms):.1%} overlap {r.overlap_ratio:.1%}"
         )
     lp = aggregate("traces", ranks)

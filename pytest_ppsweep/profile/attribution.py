@@ -68,6 +68,7 @@ class LayoutProfile:
                     "cumulative_ms": r.cumulative_ms,
                     "p50_ms": r.p50_ms,
                     "compute_ms": r.compute_ms,
+                    "compute_calls": r.compute_calls,
                     "comm_ms": r.comm_ms,
                     "exposed_ms": r.exposed_ms,
                     "overlap_ratio": r.overlap_ratio,

@@ -6,8 +6,14 @@ Which events count (names read from real traces, tests/data/traces/):
   other kernel is compute. A kernel whose name carries no op (NCCL ≥ 2.19's
   ``ncclDevKernel_Generic_1``, used by real SGLang traces on GPUs) takes the kind of its
   ``Collective name`` argument, else of the CPU-side collective (``record_param_comms``,
-  ``nccl:<op>``, ``c10d::<op>``) that encloses its launch (``cudaLaunchKernel`` with the same
-  ``correlation``). Otherwise CPU-side ops only name kernels; they are not time.
+  ``nccl:<op>``, ``c10d::<op>``) that encloses its launch (``cudaLaunchKernel`` or, as torch
+  2.11 records it, ``cuLaunchKernelEx`` with the same ``correlation``); a launch under
+  ``nccl:coalesced`` (``batch_isend_irecv``, grouped calls) takes the one kind of the ops queued
+  just before it (``c10d::send``/``c10d::recv_``). Otherwise CPU-side ops only name kernels; they
+  are not time. ``gpu_memset``/``gpu_memcpy`` events and the GPU-side ``gpu_user_annotation``
+  copies of ``nccl:<op>`` are not kernels. Per compute kernel name: count and summed time
+  (``RankProfile.compute_kernels``). Real GPU shapes: tests/data/h200-1gpu/ (torch 2.11, NCCL
+  2.28.9 on an H200).
 * CPU (gloo): the work of a collective is the ``gloo:<op>`` annotation (``gloo:all_reduce``,
   ``gloo:all_gather``, ``gloo:send``, ``gloo:recv``, ``gloo:barrier``), on a gloo worker thread or
   inline. ``c10d::<op>`` (``c10d::allreduce_``, ``c10d::send``, ``c10d::recv_``…) is only the
@@ -109,6 +115,12 @@ class RankProfile:
     comm_ms: float
     overlap_ms: float
     durations_ms: dict[str, list[float]] = field(default_factory=dict, repr=False)
+    compute_kernels: dict[str, tuple[int, float]] = field(default_factory=dict, repr=False)
+
+    @property
+    def compute_calls(self) -> int:
+        """Compute kernels (GPU) / ``aten::`` ops outside collectives (CPU) in the window."""
+        return sum(n for n, _ms in self.compute_kernels.values())
 
     @property
     def exposed_ms(self) -> float:
@@ -202,14 +214,35 @@ def _inside(merged: list[tuple[float, float]], starts: list[float], a: float, b:
     return k >= 0 and merged[k][1] >= b
 
 
+def _coalesced_kind(ops: list[tuple[float, float, str, str]], i: int) -> str:
+    """The kind of a coalesced group (``nccl:coalesced``: torch's ``batch_isend_irecv`` and other
+    grouped calls launch their kernel under it): the one kind of the ops queued on its thread
+    after the previous ``nccl:`` launch (``record_param_comms`` send/recv, ``c10d::send``…);
+    ``other`` when they are of several kinds or none."""
+    start = ops[i][0]
+    kinds = set()
+    for _a, b, kind, name in reversed(ops[:i]):
+        if b > start:  # encloses the group: not one of its members
+            continue
+        if name.startswith("nccl:"):
+            break
+        if kind != "other":
+            kinds.add(kind)
+    return kinds.pop() if len(kinds) == 1 else "other"
+
+
 def _launch_kinds(spans: list[tuple[dict[str, Any], tuple[float, float]]]) -> dict[Any, str]:
     """correlation id → the kind of the CPU-side collective whose span encloses that launch."""
-    ops: dict[Any, list[tuple[float, float, str]]] = {}
+    named: dict[Any, list[tuple[float, float, str, str]]] = {}
     for e, (a, b) in spans:
         if e.get("cat") != "kernel" and (op := _fallback(e)) is not None:
-            ops.setdefault((e.get("pid"), e.get("tid")), []).append((a, b, op))
-    for v in ops.values():
+            named.setdefault((e.get("pid"), e.get("tid")), []).append(
+                (a, b, op, str(e.get("name", ""))))
+    ops: dict[Any, list[tuple[float, float, str]]] = {}
+    for tid, v in named.items():
         v.sort()
+        ops[tid] = [(a, b, _coalesced_kind(v, i) if name.endswith("coalesced") else kind)
+                    for i, (a, b, kind, name) in enumerate(v)]
     starts = {t: [a for a, _b, _k in v] for t, v in ops.items()}
     out: dict[Any, str] = {}
     for e, (a, b) in spans:
@@ -252,10 +285,13 @@ def parse(path: Path) -> RankProfile:
         comm = [(e, s, _gpu_kind(e, k, launches)) for e, s, k in comm]
     if not gpu and not comm:
         comm = [(e, s, k) for e, s in spans if (k := _fallback(e)) is not None]
+    named: list[tuple[str, tuple[float, float]]] = []
     if gpu:
-        compute = [
-            s for e, s in spans if e.get("cat") == "kernel" and collective(e, gpu=True) is None
+        named = [
+            (str(e.get("name", "")), s) for e, s in spans
+            if e.get("cat") == "kernel" and collective(e, gpu=True) is None
         ]
+        compute = [s for _n, s in named]
     else:
         by_tid: dict[Any, list[tuple[float, float]]] = {}
         for e, s, _k in comm:
@@ -270,11 +306,16 @@ def parse(path: Path) -> RankProfile:
             if tid in sorted_tid and _inside(sorted_tid[tid], starts[tid], *s):
                 continue
             compute.append(s)
+            named.append((str(e.get("name", "")), s))
     lo = min(a for _, (a, _b) in spans)
     hi = max(b for _, (_a, b) in spans)
     durations: dict[str, list[float]] = {}
     for _e, (a, b), k in comm:
         durations.setdefault(k, []).append((b - a) / 1e3)
+    kernels: dict[str, tuple[int, float]] = {}
+    for name, (a, b) in named:
+        n, ms = kernels.get(name, (0, 0.0))
+        kernels[name] = (n + 1, ms + (b - a) / 1e3)
     comm_u = union(s for _e, s, _k in comm)
     compute_u = union(compute)
     return RankProfile(
@@ -289,6 +330,7 @@ def parse(path: Path) -> RankProfile:
         comm_ms=length(comm_u) / 1e3,
         overlap_ms=intersection(comm_u, compute_u) / 1e3,
         durations_ms=durations,
+        compute_kernels=kernels,
     )
 
 

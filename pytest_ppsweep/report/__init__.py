@@ -42,6 +42,7 @@ if TYPE_CHECKING:
         comm_html,
         comm_rows,
         comm_terminal,
+        smi_lines,
     )
     from pytest_ppsweep.report.format import (
         delta,
@@ -108,6 +109,7 @@ _NAMES = {
     "comm_html": "comm",
     "comm_rows": "comm",
     "comm_terminal": "comm",
+    "smi_lines": "comm",
     "delta": "format",
     "num": "format",
     "records": "format",
@@ -182,6 +184,7 @@ __all__ = [
     "save_baseline",
     "share_bars",
     "show_lines",
+    "smi_lines",
     "spread_chart",
     "table_row",
     "terminal_lines",

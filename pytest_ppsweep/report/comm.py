@@ -9,10 +9,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.comm.smiq import node_line
 from pytest_ppsweep.comm.table import curves, summary_rows
 from pytest_ppsweep.report.charts import log2_line_chart
 
-__all__ = ["COMM_TITLE", "comm_html", "comm_rows", "comm_terminal"]
+__all__ = ["COMM_TITLE", "comm_html", "comm_rows", "comm_terminal", "smi_lines"]
 
 COMM_TITLE = "Communication: all-reduce per TP domain (§9.2)"
 
@@ -23,6 +24,17 @@ def comm_rows(run_dir: Path) -> list[dict[str, Any]]:
         return []
     with path.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
+
+
+def smi_lines(run_dir: Path) -> list[str]:
+    """``node0: 1 × NVIDIA H200 (143771 MiB), driver …`` from the ``nvidia-smi -q`` the comm step
+    saved (``comm/<layout>/smi-q-node<r>.txt``), one line per node (the first layout that has
+    it); [] when none was saved."""
+    texts: dict[str, str] = {}
+    for path in sorted(Path(run_dir).glob("comm/*/smi-q-node*.txt")):
+        node = path.stem.removeprefix("smi-q-")
+        texts.setdefault(node, path.read_text(encoding="utf-8", errors="replace"))
+    return node_line(texts)
 
 
 def _cell(value: Any, digits: int = 2, unit: str = "") -> str:
@@ -63,7 +75,11 @@ def comm_html(run_dir: Path) -> str:
             + ("SIMULATED: the emulator answers from its profile's bus bandwidths. "
                if simulated else "")
             + '<a href="comm.csv">comm.csv</a> | <a href="comm_summary.csv">comm_summary.csv'
-            "</a> | comm/&lt;layout&gt;/ (node logs, topo -m)</p>")
+            "</a> | comm/&lt;layout&gt;/ (node logs, topo -m, nvidia-smi -q)</p>")
+    gpus = smi_lines(run_dir)
+    if gpus:
+        note += ('<p class="ppsweep-comm-gpus">nvidia-smi -q: '
+                 + "; ".join(escape(line) for line in gpus) + "</p>")
     return (f'<h3 id="ppsweep-comm">{escape(COMM_TITLE)}</h3><table class="ppsweep-table">'
             f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
             f'<div class="charts">{chart}</div>{note}')

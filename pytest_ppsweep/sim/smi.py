@@ -6,10 +6,10 @@ format of real captures, e.g. ``--query-gpu=index,memory.used,memory.total --for
     index, memory.used [MiB], memory.total [MiB]
     0, 20385 MiB, 85651 MiB
 
-Supported: ``--query-gpu=<fields>``, ``--query-compute-apps=<fields>``, ``--format=csv[,noheader]
-[,nounits]``, ``-i/--id``, ``-L/--list-gpus`` (also the default without a query). Memory comes
-from the state file the node's rank publishes (sim/launch/gpustate.py); without one the GPUs are
-idle.
+Supported: ``-q`` (the fields ``comm/smiq.py`` reads), ``topo -m``, ``--query-gpu=<fields>``,
+``--query-compute-apps=<fields>``, ``--format=csv[,noheader][,nounits]``, ``-i/--id``,
+``-L/--list-gpus`` (also the default without a query). Memory comes from the state file the
+node's rank publishes (sim/launch/gpustate.py); without one the GPUs are idle.
 
 ``--host a,b,…`` (several nodes of one machine, the plugin's ``{hosts}``) prints each node's
 output after a line ``==> <addr> <==``: one interpreter for a whole loopback cluster.
@@ -186,9 +186,39 @@ def render_topo(gpus: int, per_island: int) -> str:
     return "\n".join(lines + legend) + "\n"
 
 
+def render_q(gpus: list[Gpu]) -> str:
+    """``nvidia-smi -q`` of a node: the layout of a real capture (tests/data/h200-1gpu/
+    smi-q.txt), with the sections and fields the comm step reads (comm/smiq.py)."""
+    def row(indent: int, key: str, value: str | None = None) -> str:
+        pad = " " * (4 * indent)
+        return pad + key if value is None else f"{pad}{key:<{55 - len(pad)}}: {value}"
+
+    driver = gpus[0].driver if gpus else "N/A"
+    lines = ["", "==============NVSMI LOG==============", "",
+             row(0, "Timestamp", "Thu Jan  1 00:00:00 1970"), row(0, "Driver Version", driver),
+             row(0, "CUDA Version", "N/A (emulated)"), "",
+             row(0, "Attached GPUs", str(len(gpus)))]
+    for g in gpus:
+        lines += [f"GPU {g.bus_id}", row(1, "Product Name", g.name),
+                  row(1, "Persistence Mode", "Enabled"), row(1, "MIG Mode"),
+                  row(2, "Current", "Disabled"), row(2, "Pending", "Disabled"),
+                  row(1, "GPU UUID", g.uuid), row(1, "PCI"), row(2, "Bus Id", g.bus_id),
+                  row(1, "FB Memory Usage"), row(2, "Total", _mib(g.total_mib)),
+                  row(2, "Used", _mib(g.used_mib)),
+                  row(2, "Free", _mib(g.total_mib - g.used_mib)),
+                  row(1, "Fabric"), row(2, "State", "N/A")]
+    return "\n".join(lines) + "\n\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the shim."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if "-q" in args and "--host" in args:  # `nvidia-smi -q` of the node --host names
+        host = args[args.index("--host") + 1].split(",")[0].strip()
+        state_dir = Path(os.environ.get("PPSWEEP_SIM_STATE_DIR") or DEFAULT_STATE_DIR)
+        profile = os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d"
+        sys.stdout.write(render_q(node_gpus(host, state_dir, profile)))
+        return 0
     if "topo" in args and "-m" in args:  # `nvidia-smi topo -m` (the shim's --host still given)
         prof = load_profile(os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d")
         sys.stdout.write(render_topo(prof.gpu.gpus_per_node, prof.gpu.gpus_per_pcie_island))
