@@ -125,6 +125,27 @@ def _ship_worker(cluster: Cluster, registry: Registry, run_id: str, nodes: Seque
     return path
 
 
+def _smi_each(cluster: Cluster, nodes: Sequence[int], registry: Registry,
+              extra: list[str]) -> list[tuple[int, str | None, str]]:
+    """``nvidia-smi <extra>`` on each of ``nodes`` at once: (node, its output or None, the note
+    that says why not)."""
+    what = " ".join(["nvidia-smi", *extra])
+
+    def one(n: int) -> tuple[int, str | None, str]:
+        host = cluster.hosts[n]
+        argv = smi_command(cluster, host.address, extra)
+        try:
+            res = host_for(cluster, host, registry).run(argv, timeout=60)
+        except HostError as exc:
+            return n, None, f"node {host.name}: {what}: {exc}"
+        if not res.ok:
+            return n, None, f"node {host.name}: {what} exited {res.exit_status}"
+        return n, res.stdout, ""
+
+    with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
+        return list(pool.map(one, nodes))
+
+
 def read_topologies(cluster: Cluster, nodes: Sequence[int], registry: Registry, out_dir: Path,
                     notes: list[str]) -> dict[int, GpuTopology]:
     """``nvidia-smi topo -m`` of each node where the cluster has nvidia-smi; saved beside the
@@ -132,21 +153,7 @@ def read_topologies(cluster: Cluster, nodes: Sequence[int], registry: Registry, 
     topos: dict[int, GpuTopology] = {}
     if not cluster.nvidia_smi:
         return topos
-
-    def one(n: int) -> tuple[int, str | None, str]:
-        host = cluster.hosts[n]
-        argv = smi_command(cluster, host.address, ["topo", "-m"])
-        try:
-            res = host_for(cluster, host, registry).run(argv, timeout=60)
-        except HostError as exc:
-            return n, None, f"node {host.name}: nvidia-smi topo -m: {exc}"
-        if not res.ok:
-            return n, None, f"node {host.name}: nvidia-smi topo -m exited {res.exit_status}"
-        return n, res.stdout, ""
-
-    with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
-        answers = list(pool.map(one, nodes))
-    for n, text, note in answers:
+    for n, text, note in _smi_each(cluster, nodes, registry, ["topo", "-m"]):
         if text is None:
             notes.append(note)
             continue
@@ -166,22 +173,8 @@ def save_smi_q(cluster: Cluster, nodes: Sequence[int], registry: Registry, out_d
     """
     if not cluster.nvidia_smi:
         return []
-
-    def one(n: int) -> tuple[int, str | None, str]:
-        host = cluster.hosts[n]
-        argv = smi_command(cluster, host.address, ["-q"])
-        try:
-            res = host_for(cluster, host, registry).run(argv, timeout=60)
-        except HostError as exc:
-            return n, None, f"node {host.name}: nvidia-smi -q: {exc}"
-        if not res.ok:
-            return n, None, f"node {host.name}: nvidia-smi -q exited {res.exit_status}"
-        return n, res.stdout, ""
-
-    with ThreadPoolExecutor(max_workers=max(len(nodes), 1)) as pool:
-        answers = list(pool.map(one, nodes))
     saved = []
-    for n, text, note in answers:
+    for n, text, note in _smi_each(cluster, nodes, registry, ["-q"]):
         if text is None:
             notes.append(note)
             continue

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.matrices import one_cpu_node_sweep
 from support.paths import DATA, REPO, SEED
 
 from pytest_ppsweep.comm.domains import tp_domains
@@ -196,13 +197,7 @@ def _perf_stub(tmp_path: Path, capture: str) -> Path:
 
 
 def _one_node(tmp_path: Path, stub: Path) -> Path:
-    text = CPU.read_text()
-    for i in range(2, 5):
-        text = text.replace(f', "127.0.6.{i}"', "")
-    text = (text.replace("127.0.6.1", "127.0.42.31").replace("gpus_per_node = 1",
-                                                               "gpus_per_node = 4")
-            .replace("port = 34000", "port = 42230").replace("dist_init_port = 35000",
-                                                             "dist_init_port = 42240"))
+    text = one_cpu_node_sweep("127.0.42.31", 42230, 42240)
     path = tmp_path / "one.toml"
     path.write_text(text + f'\n[comm]\ntool = "nccl-tests"\nall_reduce_perf = "{stub}"\n'
                     'max_size = "8G"\n')

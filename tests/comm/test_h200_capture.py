@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from support.matrices import one_cpu_node_sweep
 from support.paths import DATA, REPO
 
 from pytest_ppsweep.comm.domains import domain_label, tp_domains
@@ -134,13 +135,7 @@ def test_comm_step_saves_smi_q_beside_topo_redacted(tmp_path: Path) -> None:
     from pytest_ppsweep.comm.runner import run_comm
     from pytest_ppsweep.measure.runstore import RunStore
 
-    text = CPU.read_text()
-    for i in range(2, 5):
-        text = text.replace(f', "127.0.6.{i}"', "")
-    text = (text.replace("127.0.6.1", "127.0.42.41").replace("gpus_per_node = 1",
-                                                               "gpus_per_node = 4")
-            .replace("port = 34000", "port = 42250").replace("dist_init_port = 35000",
-                                                             "dist_init_port = 42260"))
+    text = one_cpu_node_sweep("127.0.42.41", 42250, 42260)
     text = re.sub(r"nvidia_smi = \[\].*", f'nvidia_smi = ["{_smi_stub(tmp_path)}"]', text)
     text = text.replace("[clusters.cpu.env]\n",
                         '[clusters.cpu.env]\nHF_TOKEN = "hf_h200_secret_value"\n')

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.paths import REPO
+
 # Two 32-GPU layouts (4 nodes x 8 GPUs): the small sweeps of the e2e tests.
 CONFIGS = """
 [[configs]]
@@ -111,3 +113,14 @@ port = {port}
 dist_init_port = {dist_init_port}
 nvidia_smi = []
 {env}"""
+
+
+def one_cpu_node_sweep(address: str, port: int, dist_init_port: int) -> str:
+    """test_matrix/cpu.toml cut to its first node at ``address`` (4 GPUs declared, ports
+    ``port``/``dist_init_port``): the comm tests' one-node cluster."""
+    text = (REPO / "test_matrix" / "cpu.toml").read_text()
+    for i in range(2, 5):
+        text = text.replace(f', "127.0.6.{i}"', "")
+    return (text.replace("127.0.6.1", address).replace("gpus_per_node = 1", "gpus_per_node = 4")
+            .replace("port = 34000", f"port = {port}")
+            .replace("dist_init_port = 35000", f"dist_init_port = {dist_init_port}"))
