@@ -16,7 +16,7 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "cuda-oom",
         r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
-        r"|Not enough memory\. Please try to increase|(Prefill|Decode) out of memory",
+        r"|Not enough memory\. Please try to increase|Prefill out of memory|Decode out of memory",
     ),
     ("traceback", r"Traceback \(most recent call last\)"),
     (
@@ -28,7 +28,9 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     # torch's rendezvous store: a rank that never joined (rank 0 gives up after --dist-timeout)
     ("rendezvous", r"DistStoreError|Timed out after \d+ seconds waiting for clients"),
     ("gloo", r"Gloo connectFullMesh failed|gloo/transport/\S+\].*(closed|error|timed out)"),
-    ("rdma", r"\bibv_\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
+    # "ibv_" first, its word boundary looked behind: every alternative of a pattern starting
+    # with a literal lets the regex engine skip to candidate characters (~5 times faster)
+    ("rdma", r"ibv_(?<=\bibv_)\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
     ("watchdog", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
     (
         "engine",
