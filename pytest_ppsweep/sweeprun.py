@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
@@ -216,6 +218,24 @@ class SweepRun:
             self.store.gpu_path(config_id, moment).write_text("\n".join(lines) + "\n")
             return gpus
 
+    def _snapshot_aside(
+        self, cluster: Cluster, config_id: str, moment: str
+    ) -> Future[list[GpuMemory]]:
+        """:meth:`snapshot_gpus` in a thread of its own, for a moment whose GPUs nobody reads at
+        once (``healthy``): the caller does its own work meanwhile (the nvidia-smi process runs
+        on another core; on the emulator it is an interpreter's start) and waits for the result
+        before anything may change the GPUs."""
+        future: Future[list[GpuMemory]] = Future()
+
+        def snapshot() -> None:
+            try:
+                future.set_result(self.snapshot_gpus(cluster, config_id, moment))
+            except BaseException as exc:  # raised where the caller waits
+                future.set_exception(exc)
+
+        threading.Thread(target=snapshot, name=f"ppsweep-smi-{config_id}", daemon=True).start()
+        return future
+
     def _unchanged(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory] | None:
         """The cluster's newest snapshot when it stands for ``moment`` too, else None: it is
         less than ``REUSE_SNAPSHOT_S`` old, nothing that changes the GPUs (a boot, a round, a
@@ -304,6 +324,7 @@ class SweepRun:
             self._write_phases(sid)
             raise
         info_started = time.perf_counter()
+        healthy = self._snapshot_aside(cluster, sid, "healthy")  # alongside the server info
         try:
             try:
                 info = server_info(service.base_url)
@@ -330,8 +351,9 @@ class SweepRun:
                 time_scale=topo.time_scale,
             )
             self.phases.add(sid, "server info", time.perf_counter() - info_started)
-            self.snapshot_gpus(cluster, sid, "healthy")
+            healthy.result()
         except BaseException:
+            futures_wait([healthy])  # the snapshot ends before the ranks stop
             self._stop(service)
             self.after_stop(cluster, sid, before)
             self._held(sid, started)

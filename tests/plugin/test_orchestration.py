@@ -216,6 +216,26 @@ def test_a_loopback_cluster_is_snapshotted_in_one_call_and_reused_when_nothing_r
     assert run.phases.row("pp4-tp8-ep4")["snapshots"] > 0
 
 
+def test_a_snapshot_aside_gives_its_gpus_or_its_error_where_it_is_waited_for(
+    tmp_path: Path,
+) -> None:
+    """The healthy snapshot runs in a thread alongside the server info (sweeprun.boot waits for
+    it before the boot ends): the same GPUs and files, and a failing nvidia-smi raises there."""
+    from pytest_ppsweep.cluster.base import HostError
+
+    count = tmp_path / "calls"
+    sweep = sweep_with(tmp_path, counting_smi(count))
+    cluster = sweep.cluster("local")
+    run = SweepRun(sweep, [cluster], RunStore(tmp_path / "reports", "r"))
+    aside = run._snapshot_aside(cluster, "pp4-tp8-ep4", "healthy").result(timeout=60)
+    assert [g.node for g in aside] == [h.name for h in cluster.hosts]
+    assert run.store.gpu_path("pp4-tp8-ep4", "healthy").read_text().count("GPU") == 4
+    failing = sweep_with(tmp_path, '["sh", "-c", "echo no GPU >&2; exit 3"]').cluster("local")
+    future = run._snapshot_aside(failing, "pp8-tp4-ep4", "healthy")
+    with pytest.raises(HostError, match="nvidia-smi exited 3: no GPU"):
+        future.result(timeout=60)
+
+
 def test_the_real_shim_in_one_call_gives_every_node_its_gpus(tmp_path: Path) -> None:
     sweep = sweep_with(tmp_path, SHIM)
     cluster = sweep.cluster("local")
