@@ -204,6 +204,12 @@ def render_topo(gpus: int, per_island: int) -> str:
     return "\n".join(lines + legend) + "\n"
 
 
+def _help_formatter(prog: str) -> argparse.HelpFormatter:
+    # A fixed width: for the terminal's, argparse imports shutil (and zlib, bz2, lzma with it),
+    # a twentieth of the start of a shim that runs as an interpreter per call.
+    return argparse.HelpFormatter(prog, width=100)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the shim."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -211,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prof = _load_profile(os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d")
         sys.stdout.write(render_topo(prof.gpu.gpus_per_node, prof.gpu.gpus_per_pcie_island))
         return 0
-    p = argparse.ArgumentParser(prog="nvidia-smi", add_help=True)
+    p = argparse.ArgumentParser(prog="nvidia-smi", add_help=True, formatter_class=_help_formatter)
     p.add_argument(
         "--host", required=True, help="node address (the rank's --host); several: a,b,…"
     )
