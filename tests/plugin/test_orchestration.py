@@ -313,6 +313,20 @@ def test_only_the_first_round_of_a_boot_is_warmed_up(tmp_path: Path) -> None:
         True, False, True]  # fmt: skip
 
 
+def test_the_prompts_are_made_while_the_first_layout_boots(tmp_path: Path) -> None:
+    sweep = sweep_with(tmp_path, "[]")
+    run = SweepRun(sweep, [sweep.cluster("local")], RunStore(tmp_path / "reports", "r"))
+    config = sweep.configs[0]
+    run._prepare_workload(config)
+    for thread in [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]:
+        thread.join(timeout=60)
+    spec, prompts = run.workload_for(config)
+    assert prompts is run._prompts and prompts.bodies(spec, None)  # made once, by the thread
+    assert (True, spec.api, spec.output_len, None) in prompts._bodies  # the warm-up's too
+    run._prepare_workload(config)  # the next layout: nothing to make
+    assert not [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]
+
+
 def test_the_phase_clock_adds_up_and_rejects_unknown_phases() -> None:
     clock = PhaseClock()
     clock.add("pp1", "round", 1.5)
