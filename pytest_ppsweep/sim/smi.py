@@ -25,10 +25,10 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .launch.gpustate import DEFAULT_STATE_DIR, GPU_FACTS, gpu_facts, read_state
 
+TYPE_CHECKING = False  # typing's, without importing typing (see gpustate)
 if TYPE_CHECKING:
     from .model.profile import Profile
 

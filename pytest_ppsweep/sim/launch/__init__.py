@@ -11,11 +11,14 @@ Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from . import faultlog
 
+# typing.TYPE_CHECKING without importing typing (mypy reads the name): the nvidia-smi shim, an
+# interpreter per call, imports this module
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .cli import ServerArgs, build_parser, parse_args, redact_command
     from .config import LaunchError, SimConfig, resolve
     from .faults import DEFAULT_HANG_S, Fault, FaultSet, FaultSpecError, parse_faults

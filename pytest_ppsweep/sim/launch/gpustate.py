@@ -12,9 +12,13 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
+# typing.TYPE_CHECKING without importing typing (mypy reads the name): the nvidia-smi shim, an
+# interpreter per call, imports this module
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from ..model.profile import GpuSpec
 
 # Where the state files are without PPSWEEP_SIM_STATE_DIR (settings reads the variable).

@@ -13,9 +13,12 @@ Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+# typing.TYPE_CHECKING without importing typing (mypy reads the name): the nvidia-smi shim, an
+# interpreter per call, imports this module
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .bootplan import BootPlan, plan_boot
     from .costmodel import CostModel, allreduce_s, domain_of
     from .driver import RealtimeDriver, TimeBase, process_age_s
