@@ -189,10 +189,10 @@ class SweepRun:
             return self._named_prompts[config.workload]
 
     def _prepare_workload(self, config: Config) -> None:
-        """The prompts of ``config``'s workload and their request bodies, made in a thread while
-        the layout boots (the cluster waits then) instead of before its first round (~35 ms
-        for the seeds' 41 prompts of 16K tokens). The completions API's bodies need the model
-        name its server gives: they stay the round's."""
+        """The prompts of ``config``'s workload and their request bodies, made in a thread during
+        the boot wait (the cluster works then, the plugin waits) instead of before the first
+        round (~35 ms for the seeds' 41 prompts of 16K tokens); once. The completions API's
+        bodies need the model name its server gives: they stay the round's."""
         with self._prompts_lock:
             named = config.workload and config.workload in self.sweep.workloads
             if (config.workload in self._named_prompts) if named else self._prompts is not None:
@@ -330,12 +330,11 @@ class SweepRun:
             progress=self.progress,
             run_id=self.store.run_id,
             registry=self.registry,
-            on_status=self._boot_status,
+            on_status=lambda status: self._booting(config, status),
         )
         self.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
         try:
             try:
-                self._prepare_workload(config)
                 self._enter(service)
             finally:
                 self.live.end(sid)
@@ -426,6 +425,12 @@ class SweepRun:
     def _write_phases(self, config_id: str) -> None:
         """The layout's phases so far into ``metadata/phases.json`` (measure.phases)."""
         self.store.update_json("metadata/phases.json", **{config_id: self.phases.row(config_id)})
+
+    def _booting(self, config: Config, status: BootStatus) -> None:
+        """Every poll of the boot wait: the status, and the workload made meanwhile (after the
+        launch, whose process starts it would slow)."""
+        self._prepare_workload(config)
+        self._boot_status(status)
 
     def _boot_status(self, status: BootStatus) -> None:
         text, state = boot_status(status)
