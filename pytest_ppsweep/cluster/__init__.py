@@ -58,7 +58,6 @@ if TYPE_CHECKING:
         metadata,
         node_python,
         rank_envs,
-        smi_argv,
         smi_command,
         with_env,
     )
@@ -149,7 +148,6 @@ _NAMES = {
     "metadata": "nodeinfo",
     "node_python": "nodeinfo",
     "rank_envs": "nodeinfo",
-    "smi_argv": "nodeinfo",
     "smi_command": "nodeinfo",
     "with_env": "nodeinfo",
     "Listener": "ports",
@@ -255,7 +253,6 @@ __all__ = [
     "server_flags",
     "shared_client",
     "shared_host",
-    "smi_argv",
     "smi_command",
     "start_script",
     "stop_script",

@@ -65,14 +65,6 @@ def hide_secrets(text: str, env: Mapping[str, str]) -> str:
     return text
 
 
-def smi_argv(cluster: Cluster, host: Host, extra: Sequence[str]) -> list[str]:
-    python = node_python(cluster)
-    # {hosts} (several nodes in one call, sweeprun's GPU snapshots): this node alone here
-    return [
-        a.format(host=host.address, hosts=host.address, python=python) for a in cluster.nvidia_smi
-    ] + list(extra)
-
-
 def smi_command(cluster: Cluster, address: str, extra: Sequence[str] = ()) -> list[str]:
     """The nvidia-smi command line of the node at ``address`` (``{hosts}`` is that node alone),
     behind ``env`` with the emulator's ``PPSWEEP_SIM_*`` variables of the cluster: the emulator's
@@ -96,7 +88,7 @@ def docker_for(cluster: Cluster, host: Host, registry: Registry) -> Any:
 def _gpus(cluster: Cluster, host: Host, registry: Registry) -> list[dict[str, Any]]:
     if not cluster.nvidia_smi:
         return []
-    res = host_for(cluster, host, registry).run(smi_argv(cluster, host, GPU_QUERY), 60)
+    res = host_for(cluster, host, registry).run(smi_command(cluster, host.address, GPU_QUERY), 60)
     if not res.ok:
         return []
     gpus = []

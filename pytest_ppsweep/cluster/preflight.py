@@ -34,7 +34,7 @@ from pytest_ppsweep.cluster.nodeinfo import (
     hide_secrets,
     node_python,
     rank_envs,
-    smi_argv,
+    smi_command,
     with_env,
 )
 from pytest_ppsweep.cluster.registry import Registry, temporary
@@ -120,7 +120,7 @@ def _check_paths(cluster: Cluster, host: Host, sweep: Sweep, registry: Registry)
 def _check_gpus(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     if not cluster.nvidia_smi:
         return []
-    res = host_for(cluster, host, registry).run(smi_argv(cluster, host, APPS_QUERY), 60)
+    res = host_for(cluster, host, registry).run(smi_command(cluster, host.address, APPS_QUERY), 60)
     if not res.ok:
         return [f"nvidia-smi failed (exit {res.exit_status}): {res.stderr.strip()[:200]}"]
     apps = [line.strip() for line in res.stdout.splitlines() if line.strip()]

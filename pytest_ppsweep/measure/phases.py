@@ -24,7 +24,8 @@ PHASES = (
     "warm-up",  # the warm-up requests before each round
     "flush",  # the rest of a round's call: event loop and session, /flush_cache, tallies
     "results",  # each round's row written (fsync) and its progress line
-    "snapshots",  # nvidia-smi on every node (before, healthy, after, cleaned)
+    "snapshots",  # nvidia-smi on every node (before, healthy, after, cleaned; the healthy one
+    # runs alongside the server info: the two may add up to more than the wall time they took)
     "log scan",  # every rank log scanned after the tests
     "teardown",  # every rank stopped
 )

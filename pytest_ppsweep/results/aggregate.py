@@ -307,13 +307,14 @@ def _earlier_reference(data: RunData, baseline: str) -> tuple[pd.DataFrame | Non
     return None, "", f"baseline {baseline}: earlier run not found at {where}: no deltas"
 
 
-def summarize_run(data: RunData) -> Summary:
+def summarize_run(data: RunData, *, comparisons: bool = True) -> Summary:
     """:func:`summarize` with the baseline, order and concurrencies of the run manifest.
 
     Layouts the run did not select (``-k``, ``--ppsweep-config``) and that left nothing in
     the run folder are not in the summary. When the baseline is one of them, the deltas are
     against its rounds in the earlier run that run.json names (``baseline_from``); without one
-    there are no deltas and ``baseline_note`` says why."""
+    there are no deltas and ``baseline_note`` says why. ``comparisons=False``: without
+    :func:`with_comparisons` (a verdict needs neither the comparisons nor their columns)."""
     meta = data.meta
     present = _present(data)
     order = [c for c in meta.order if meta.in_run(c) or c in present]
@@ -331,7 +332,7 @@ def summarize_run(data: RunData) -> Summary:
     summary.table["baseline_from"] = (meta.run_id if not note else source) or np.nan
     summary = replace(summary, concurrencies=merged, baseline_run=source, baseline_note=note,
                       no_deltas=bool(note) and reference is None)
-    return with_comparisons(data, summary)
+    return with_comparisons(data, summary) if comparisons else summary
 
 
 def with_comparisons(data: RunData, summary: Summary) -> Summary:

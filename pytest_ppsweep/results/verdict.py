@@ -12,6 +12,7 @@ a warning of a VALID verdict instead of a failure; the default ``"fail"`` is str
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,15 +155,46 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
     return tuple(verdicts)
 
 
+# The files a verdict is judged from (load_run); the newest folder's judgement is kept with the
+# digest of their bytes: test_valid asks once per C of a layout, with nothing written in between,
+# and each judgement reads and summarizes the whole folder (pandas, ~30 ms).
+_JUDGED_FILES = ("results.csv", "configs.csv", "metadata/run.json")
+_last_judged: list[tuple[Path, bytes, tuple[Verdict, ...], tuple[str, ...]]] = []
+
+
+def _folder_digest(run_dir: Path) -> bytes:
+    digest = hashlib.blake2b(digest_size=16)
+    for name in _JUDGED_FILES:
+        try:
+            digest.update((run_dir / name).read_bytes())
+        except FileNotFoundError:
+            digest.update(b"\0missing")
+        digest.update(b"\0" + name.encode())
+    return digest.digest()
+
+
+def _judged(run_dir: Path) -> tuple[tuple[Verdict, ...], tuple[str, ...]]:
+    """Every verdict of the folder as it is now, and its sweep order (the last judgement when
+    the files it read are byte for byte the same)."""
+    run_dir = Path(run_dir)
+    digest = _folder_digest(run_dir)
+    if _last_judged and _last_judged[0][:2] == (run_dir, digest):
+        return _last_judged[0][2:]
+    data = load_run(run_dir)
+    summary = summarize_run(data, comparisons=False)  # a verdict needs no comparisons
+    verdicts = judge(data, summary, pending=frozenset({"log_clean"}))
+    _last_judged[:] = [(run_dir, digest, verdicts, tuple(summary.order))]
+    return verdicts, tuple(summary.order)
+
+
 def point_verdict(run_dir: Path, config_id: str, concurrency: int) -> Verdict:
     """The verdict of one point from the run folder as it is now: the log scan, recorded when
     the layout is torn down, counts only once recorded (``test_logs_clean`` checks it live)."""
-    data = load_run(Path(run_dir))
-    summary = summarize_run(data)
-    for verdict in judge(data, summary, pending=frozenset({"log_clean"})):
+    verdicts, order = _judged(Path(run_dir))
+    for verdict in verdicts:
         if verdict.config_id == config_id and verdict.concurrency == concurrency:
             return verdict
-    if config_id not in summary.order:
+    if config_id not in order:
         return Verdict(config_id, concurrency, False, ("no rounds and no configs.csv row",))
     return Verdict(config_id, concurrency, False, (f"no rounds at C={concurrency}",))
 

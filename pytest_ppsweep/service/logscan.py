@@ -16,7 +16,7 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     (
         "cuda-oom",
         r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
-        r"|Not enough memory\. Please try to increase|(Prefill|Decode) out of memory",
+        r"|Not enough memory\. Please try to increase|Prefill out of memory|Decode out of memory",
     ),
     ("traceback", r"Traceback \(most recent call last\)"),
     (
@@ -28,7 +28,9 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     # torch's rendezvous store: a rank that never joined (rank 0 gives up after --dist-timeout)
     ("rendezvous", r"DistStoreError|Timed out after \d+ seconds waiting for clients"),
     ("gloo", r"Gloo connectFullMesh failed|gloo/transport/\S+\].*(closed|error|timed out)"),
-    ("rdma", r"\bibv_\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
+    # "ibv_" first, its word boundary looked behind: every alternative of a pattern starting
+    # with a literal lets the regex engine skip to candidate characters (~5 times faster)
+    ("rdma", r"ibv_(?<=\bibv_)\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
     ("watchdog", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
     (
         "engine",
@@ -60,6 +62,8 @@ class LogScanner:
     def __init__(self, extra: Sequence[str] = ()) -> None:
         pats = list(FATAL_PATTERNS) + [(f"custom-{i}", p) for i, p in enumerate(extra)]
         self._patterns = [(kind, re.compile(p)) for kind, p in pats]
+        # path → (inode, size, mtime) of its last scan and what it found (scan_file)
+        self._scanned: dict[Path, tuple[tuple[int, int, int], list[Finding]]] = {}
 
     def match(self, line: str) -> str | None:
         for kind, rx in self._patterns:
@@ -76,8 +80,18 @@ class LogScanner:
         return out
 
     def scan_file(self, path: Path) -> list[Finding]:
+        """Every fatal line of the file. A file that has not changed since this scanner last
+        read it (same inode, size and modification time) is not read again: the log scan
+        after a layout's tests follows test_logs_clean's, with nothing logged in between."""
+        stat = path.stat()
+        key = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        last = self._scanned.get(path)
+        if last is not None and last[0] == key:
+            return list(last[1])
         with path.open(encoding="utf-8", errors="replace") as fh:
-            return self.scan(fh, str(path))
+            found = self.scan(fh, str(path))
+        self._scanned[path] = (key, found)  # stat before the read: a line added meanwhile
+        return list(found)  # changes the key, and the next scan reads the file again
 
 
 class LogFollower:

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import hashlib
 import io
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from .launch.gpustate import read_state
-from .launch.settings import DEFAULT_STATE_DIR
-from .model.profile import load_profile
+from .launch.gpustate import DEFAULT_STATE_DIR, GPU_FACTS, gpu_facts, read_state
+
+TYPE_CHECKING = False  # typing's, without importing typing (see gpustate)
+if TYPE_CHECKING:
+    from .model.profile import Profile
 
 PROCESS_UNATTRIBUTED_MIB = 9  # driver reservation nvidia-smi does not charge to the process
 
@@ -41,7 +41,7 @@ class Gpu:
 
     index: int
     name: str
-    uuid: str
+    host: str
     bus_id: str
     used_mib: int
     total_mib: int
@@ -50,30 +50,48 @@ class Gpu:
     pid: int | None
     count: int = 8
 
+    @property
+    def uuid(self) -> str:
+        return _uuid(self.host, self.index)
+
 
 def _uuid(host: str, index: int) -> str:
+    # hashlib (OpenSSL) is imported only by a query that shows UUIDs: the shim starts an
+    # interpreter per call, and the GPU snapshots ask for memory only
+    import hashlib
+
     h = hashlib.sha1(f"{host}/{index}".encode()).hexdigest()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def _load_profile(name: str) -> Profile:
+    # Imported on use: the profile (tomllib, a dozen dataclasses) is a fifth of the shim's start,
+    # and the state file of a busy node says all the shim shows (GPU_FACTS).
+    from .model.profile import load_profile
+
+    return load_profile(name)
+
+
 def node_gpus(host: str, state_dir: Path, profile_name: str) -> list[Gpu]:
-    """The GPUs of ``host`` with their current memory use."""
+    """The GPUs of ``host`` with their current memory use: the state its rank publishes, the
+    profile's ``[gpu]`` facts for what the state does not say (an idle node has none)."""
     state = read_state(state_dir, host)
-    prof = load_profile(profile_name).gpu
-    info: dict[str, Any] = state or {}
-    count = int(info.get("gpu_count", prof.gpus_per_node))
+    info = dict(state or {})
+    if any(fact not in info for fact in GPU_FACTS):
+        info = {**gpu_facts(_load_profile(profile_name).gpu), **info}
+    count = int(info["gpu_count"])
     used = {int(g["index"]): int(g["used_mib"]) for g in info.get("gpus", [])}
-    idle = int(info.get("idle_used_mib", prof.idle_used_mib))
+    idle = int(info["idle_used_mib"])
     pid = int(info["pid"]) if state else None
     return [
         Gpu(
             index=i,
-            name=str(info.get("gpu_name", prof.name)),
-            uuid=_uuid(host, i),
+            name=str(info["gpu_name"]),
+            host=host,
             bus_id=f"00000000:{0x18 + 0x10 * i:02X}:00.0",
             used_mib=used.get(i, idle),
-            total_mib=int(info.get("memory_total_mib", prof.memory_total_mib)),
-            driver=str(info.get("driver_version", prof.driver_version)),
+            total_mib=int(info["memory_total_mib"]),
+            driver=str(info["driver_version"]),
             util=int(info.get("utilization_gpu", 0)) if i in used else 0,
             pid=pid if i in used else None,
             count=count,
@@ -210,6 +228,12 @@ def render_q(gpus: list[Gpu]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+def _help_formatter(prog: str) -> argparse.HelpFormatter:
+    # A fixed width: for the terminal's, argparse imports shutil (and zlib, bz2, lzma with it),
+    # a twentieth of the start of a shim that runs as an interpreter per call.
+    return argparse.HelpFormatter(prog, width=100)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the shim."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -220,10 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render_q(node_gpus(host, state_dir, profile)))
         return 0
     if "topo" in args and "-m" in args:  # `nvidia-smi topo -m` (the shim's --host still given)
-        prof = load_profile(os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d")
+        prof = _load_profile(os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d")
         sys.stdout.write(render_topo(prof.gpu.gpus_per_node, prof.gpu.gpus_per_pcie_island))
         return 0
-    p = argparse.ArgumentParser(prog="nvidia-smi", add_help=True)
+    p = argparse.ArgumentParser(prog="nvidia-smi", add_help=True, formatter_class=_help_formatter)
     p.add_argument(
         "--host", required=True, help="node address (the rank's --host); several: a,b,…"
     )

@@ -17,6 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -215,6 +216,26 @@ def test_a_loopback_cluster_is_snapshotted_in_one_call_and_reused_when_nothing_r
     assert run.phases.row("pp4-tp8-ep4")["snapshots"] > 0
 
 
+def test_a_snapshot_aside_gives_its_gpus_or_its_error_where_it_is_waited_for(
+    tmp_path: Path,
+) -> None:
+    """The healthy snapshot runs in a thread alongside the server info (sweeprun.boot waits for
+    it before the boot ends): the same GPUs and files, and a failing nvidia-smi raises there."""
+    from pytest_ppsweep.cluster.base import HostError
+
+    count = tmp_path / "calls"
+    sweep = sweep_with(tmp_path, counting_smi(count))
+    cluster = sweep.cluster("local")
+    run = SweepRun(sweep, [cluster], RunStore(tmp_path / "reports", "r"))
+    aside = run._snapshot_aside(cluster, "pp4-tp8-ep4", "healthy").result(timeout=60)
+    assert [g.node for g in aside] == [h.name for h in cluster.hosts]
+    assert run.store.gpu_path("pp4-tp8-ep4", "healthy").read_text().count("GPU") == 4
+    failing = sweep_with(tmp_path, '["sh", "-c", "echo no GPU >&2; exit 3"]').cluster("local")
+    future = run._snapshot_aside(failing, "pp8-tp4-ep4", "healthy")
+    with pytest.raises(HostError, match="nvidia-smi exited 3: no GPU"):
+        future.result(timeout=60)
+
+
 def test_the_real_shim_in_one_call_gives_every_node_its_gpus(tmp_path: Path) -> None:
     sweep = sweep_with(tmp_path, SHIM)
     cluster = sweep.cluster("local")
@@ -224,6 +245,58 @@ def test_the_real_shim_in_one_call_gives_every_node_its_gpus(tmp_path: Path) -> 
         (h.name, i) for h in cluster.hosts for i in range(8)
     ]
     assert all(g.total_mib > g.used_mib >= 0 for g in gpus)
+
+
+def test_the_shim_reads_a_busy_node_from_its_state_alone(tmp_path: Path) -> None:
+    """A node whose rank publishes its state is shown from the state file without the profile
+    (the shim's start is then a fifth shorter); an idle node's GPUs come from the profile."""
+    from pytest_ppsweep.sim.launch.gpustate import GpuStatePublisher, GpuUse, gpu_facts
+    from pytest_ppsweep.sim.model.profile import load_profile
+
+    busy, idle = f"{NET}.1", f"{NET}.2"
+    facts = {**gpu_facts(load_profile("tiny").gpu), "gpu_name": "From The State"}
+    GpuStatePublisher(tmp_path, busy, 4242, facts).publish([GpuUse(0, 1234), GpuUse(1, 5678)])
+    code = ("import sys; from pathlib import Path; from pytest_ppsweep.sim import smi; "
+            f"gpus = smi.node_gpus({busy!r}, Path({str(tmp_path)!r}), 'no-such-profile'); "
+            "print([(g.name, g.used_mib, g.pid) for g in gpus]); "
+            "print('pytest_ppsweep.sim.model.profile' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.splitlines() == [
+        "[('From The State', 1234, 4242), ('From The State', 5678, 4242)]", "False"]
+    from pytest_ppsweep.sim import smi
+
+    gpus = smi.node_gpus(idle, tmp_path, "tiny")
+    tiny = load_profile("tiny").gpu
+    assert [(g.name, g.used_mib, g.pid) for g in gpus] == [
+        (tiny.name, tiny.idle_used_mib, None)] * tiny.gpus_per_node
+    assert gpus[0].uuid.startswith("GPU-") and gpus[0].uuid != gpus[1].uuid
+
+
+def test_node_info_and_preflight_ask_the_shim_with_the_clusters_emulator_env(
+    tmp_path: Path,
+) -> None:
+    """One command line for nvidia-smi (nodeinfo.smi_command): node info and the preflight's
+    GPU check pass the cluster's PPSWEEP_SIM_* to the shim, so it reads that profile and state
+    (here "tiny": 2 GPUs a node, not the default profile's 8)."""
+    from pytest_ppsweep.cluster import nodeinfo, preflight
+    from pytest_ppsweep.sim.launch.gpustate import GpuStatePublisher, GpuUse, gpu_facts
+    from pytest_ppsweep.sim.model.profile import load_profile
+
+    sweep = sweep_with(tmp_path, SHIM)
+    plain = sweep.cluster("local")
+    cluster = replace(plain, env={**plain.env, "PPSWEEP_SIM_PROFILE": "tiny"})
+    host = cluster.hosts[0]
+    (node,) = nodeinfo.metadata(sweep, cluster)["nodes"]
+    assert [g["index"] for g in node["gpus"]] == [0, 1], node
+    facts = gpu_facts(load_profile("tiny").gpu)
+    GpuStatePublisher(tmp_path / "sim-state", host.address, 4242, facts).publish([GpuUse(0, 99)])
+    registry = Registry()
+    try:
+        problems = preflight._check_gpus(cluster, host, registry)
+    finally:
+        registry.close()
+    assert problems == ["GPUs are not idle: 1 compute process(es): pid 4242 python3 on 1 GPU(s)"]
 
 
 # -- warm-up once per boot; phases -------------------------------------------------------------
@@ -238,6 +311,20 @@ def test_only_the_first_round_of_a_boot_is_warmed_up(tmp_path: Path) -> None:
     first, rebooted = boot("a"), boot("b")
     assert [run._warm_up(first), run._warm_up(first), run._warm_up(rebooted)] == [
         True, False, True]  # fmt: skip
+
+
+def test_the_prompts_are_made_while_the_first_layout_boots(tmp_path: Path) -> None:
+    sweep = sweep_with(tmp_path, "[]")
+    run = SweepRun(sweep, [sweep.cluster("local")], RunStore(tmp_path / "reports", "r"))
+    config = sweep.configs[0]
+    run._prepare_workload(config)
+    for thread in [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]:
+        thread.join(timeout=60)
+    spec, prompts = run.workload_for(config)
+    assert prompts is run._prompts and prompts.bodies(spec, None)  # made once, by the thread
+    assert (True, spec.api, spec.output_len, None) in prompts._bodies  # the warm-up's too
+    run._prepare_workload(config)  # the next layout: nothing to make
+    assert not [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]
 
 
 def test_the_phase_clock_adds_up_and_rejects_unknown_phases() -> None:
@@ -255,3 +342,26 @@ def test_the_phase_clock_adds_up_and_rejects_unknown_phases() -> None:
     records: list[dict[str, Any]] = [{"send_ts": 10.0, "e2e_raw_s": 2.0},
                                      {"send_ts": 11.0, "e2e_raw_s": 2.5}, {"send_ts": None}]
     assert warmup_span(records) == 3.5 and warmup_span([]) == 0.0
+
+
+def test_a_log_unchanged_since_its_last_scan_is_not_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log scan after a layout's tests follows test_logs_clean's: an unchanged rank log is
+    not scanned twice; a line added since is found."""
+    from pytest_ppsweep.service.logscan import LogScanner
+
+    log = tmp_path / "node0.log"
+    log.write_text("starting\nTraceback (most recent call last):\n")
+    scanner = LogScanner()
+    scans: list[str] = []
+    real_scan = scanner.scan
+    monkeypatch.setattr(scanner, "scan", lambda lines, source, first_line_no=1: (
+        scans.append(source), real_scan(lines, source, first_line_no))[1])
+    first = scanner.scan_file(log)
+    assert [(f.kind, f.line_no) for f in first] == [("traceback", 2)]
+    assert scanner.scan_file(log) == first and len(scans) == 1
+    with log.open("a") as fh:
+        fh.write("torch.OutOfMemoryError: CUDA out of memory\n")
+    assert [f.kind for f in scanner.scan_file(log)] == ["traceback", "cuda-oom"]
+    assert len(scans) == 2

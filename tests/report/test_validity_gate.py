@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import warnings
 from pathlib import Path
@@ -131,3 +132,28 @@ def test_sweep_file_spread_rule(tmp_path: Path) -> None:
         load(path)
     assert str(info.value) == (f"{path}: key 'sweep.spread_rule': expected one of 'fail', "
                                "'warn', found str 'ignore'")
+
+
+def test_a_verdict_is_judged_again_only_when_the_run_folder_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """test_valid asks once per C with nothing written in between: the second point reuses
+    the first one's judgement; a changed results.csv (or configs.csv) is judged again."""
+    from pytest_ppsweep.results import verdict
+
+    run = _run(tmp_path, rounds(BAD, repeats=2))
+    loads: list[Path] = []
+    real_load = verdict.load_run
+    monkeypatch.setattr(verdict, "load_run", lambda d: loads.append(d) or real_load(d))
+    first = point_verdict(run, "bad", 8)
+    assert point_verdict(run, "good", 8).valid and len(loads) == 1
+    assert point_verdict(run, "bad", 8) == first and len(loads) == 1
+    assert "2 repeat(s) < 3 required" in " ".join(first.failures)
+    with (run / "results.csv").open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        header, rows = list(reader.fieldnames or []), list(reader)
+    third = {**next(r for r in rows if r["config_id"] == "bad"), "repeat": "3"}
+    with (run / "results.csv").open("a", newline="") as fh:
+        csv.DictWriter(fh, fieldnames=header).writerow(third)
+    again = point_verdict(run, "bad", 8)
+    assert len(loads) == 2 and "repeat(s) < 3" not in " ".join(again.failures)

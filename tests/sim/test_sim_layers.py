@@ -300,6 +300,37 @@ def test_light_modules_do_not_import_aiohttp(module: str) -> None:
     assert r.stdout.strip() == "[]", f"importing {module} imports aiohttp"
 
 
+# What the nvidia-smi shim must not load for a GPU snapshot: it runs as an interpreter per call
+# (every snapshot on the emulator), and these were half of its start (the eager package inits;
+# shutil for argparse's terminal width, OpenSSL's hashlib for UUIDs nobody asked for).
+SHIM_HEAVY = ("asyncio", f"{SIM}.model.driver", f"{SIM}.model.engine", f"{SIM}.model.scheduler",
+              f"{SIM}.model.vbench", f"{SIM}.model.costmodel", f"{SIM}.launch.config", "shutil",
+              "_hashlib")  # fmt: skip
+
+
+def test_the_smi_shim_imports_only_the_modules_it_reads(tmp_path: Path) -> None:
+    query = ["--host", "127.0.0.1,127.0.0.2", "--query-gpu=index,name,memory.used,memory.total",
+             "--format=csv,noheader,nounits"]  # fmt: skip
+    code = (f"import sys, {SIM}.smi as smi; rc = smi.main({query!r}); "
+            f"print(rc, sorted(m for m in {SHIM_HEAVY!r} if m in sys.modules), file=sys.stderr)")
+    env = {**os.environ, "PPSWEEP_SIM_STATE_DIR": str(tmp_path), "PYTHONPATH": os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
+    )}  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count(" MiB") == 0 and len(r.stdout.splitlines()) == 2 + 2 * 8, r.stdout
+    assert r.stderr.strip() == "0 []", "the nvidia-smi shim imports these (an eager __init__?)"
+    # and the lazy re-exports still give the names (test_layer_package_documents_and_exports)
+    from pytest_ppsweep.sim import launch, model
+
+    assert model.RealtimeDriver.__module__ == f"{SIM}.model.driver"
+    assert launch.SimConfig.__module__ == f"{SIM}.launch.config"
+    with pytest.raises(AttributeError, match="has no attribute 'nothing'"):
+        _ = model.nothing
+
+
 # ---------------------------------------------------------------------------- the checker
 def _write_package(root: Path, files: Mapping[str, str]) -> Path:
     for rel, text in files.items():

@@ -12,7 +12,19 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+# typing.TYPE_CHECKING without importing typing (mypy reads the name): the nvidia-smi shim, an
+# interpreter per call, imports this module
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..model.profile import GpuSpec
+
+# Where the state files are without PPSWEEP_SIM_STATE_DIR (settings reads the variable).
+DEFAULT_STATE_DIR = "/tmp/ppsweep-sim"
+# What a state file says of its node's GPUs besides their use (gpu_facts).
+GPU_FACTS = ("gpu_count", "gpu_name", "memory_total_mib", "driver_version", "idle_used_mib")
 
 
 @dataclass(frozen=True)
@@ -21,6 +33,14 @@ class GpuUse:
 
     index: int
     used_mib: int
+
+
+def gpu_facts(gpu: GpuSpec) -> dict[str, Any]:
+    """The GPU_FACTS of a node from the profile's ``[gpu]`` section: what a rank publishes,
+    and what the shim shows for an idle node."""
+    facts = (gpu.gpus_per_node, gpu.name, gpu.memory_total_mib, gpu.driver_version,
+             gpu.idle_used_mib)  # fmt: skip
+    return dict(zip(GPU_FACTS, facts, strict=True))
 
 
 def state_path(state_dir: Path, host: str) -> Path:

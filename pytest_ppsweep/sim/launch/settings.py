@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..model.profile import DEFAULT_PROFILE
 from .faults import FaultSet, parse_faults
+from .gpustate import DEFAULT_STATE_DIR
 
 DEFAULT_TIME_SCALE = 100.0
-DEFAULT_STATE_DIR = "/tmp/ppsweep-sim"
 # A value unique to one boot, given by the plugin to every rank: the emulator echoes it in the
 # BOOT_TOKEN_HEADER of every HTTP answer and in /server_info's ppsweep_sim (real SGLang does not).
 BOOT_TOKEN_ENV = "PPSWEEP_BOOT_TOKEN"

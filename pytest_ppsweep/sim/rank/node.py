@@ -22,7 +22,7 @@ from aiohttp import web
 
 from ..launch.config import SimConfig
 from ..launch.faultlog import SIGQUIT_LINE, peer_lost_error, scheduler_exception
-from ..launch.gpustate import GpuStatePublisher, GpuUse
+from ..launch.gpustate import GpuStatePublisher, GpuUse, gpu_facts
 from ..launch.logfmt import SchedulerLog, SimLog
 from ..model.driver import TimeBase, process_age_s
 from ..model.gpumem import MemoryPlan
@@ -43,19 +43,11 @@ class RankProcess:
         self.slog = SchedulerLog(self.log, cfg.layout, self.schedulers)
         self.tb = TimeBase.start(cfg.settings.time_scale, process_age_s())
         self.faults = cfg.settings.faults
-        gpu = cfg.profile.gpu
         self.publisher = GpuStatePublisher(
             cfg.settings.state_dir,
             cfg.args.host,
             os.getpid(),
-            {
-                "host": cfg.args.host,
-                "gpu_count": gpu.gpus_per_node,
-                "gpu_name": gpu.name,
-                "memory_total_mib": gpu.memory_total_mib,
-                "driver_version": gpu.driver_version,
-                "idle_used_mib": gpu.idle_used_mib,
-            },
+            {"host": cfg.args.host, **gpu_facts(cfg.profile.gpu)},
         )
         self.server: RendezvousServer | None = None
         self.client: RendezvousClient | None = None
