@@ -23,7 +23,6 @@ import io
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from .launch.gpustate import DEFAULT_STATE_DIR, GPU_FACTS, gpu_facts, read_state
@@ -35,20 +34,18 @@ if TYPE_CHECKING:
 PROCESS_UNATTRIBUTED_MIB = 9  # driver reservation nvidia-smi does not charge to the process
 
 
-@dataclass(frozen=True)
 class Gpu:
-    """One emulated GPU as nvidia-smi sees it."""
+    """One emulated GPU as nvidia-smi sees it (a plain class: dataclasses imports inspect, a
+    sixth of the start of this interpreter-per-call shim)."""
 
-    index: int
-    name: str
-    host: str
-    bus_id: str
-    used_mib: int
-    total_mib: int
-    driver: str
-    util: int
-    pid: int | None
-    count: int = 8
+    __slots__ = ("bus_id", "count", "driver", "host", "index", "name", "pid", "total_mib",
+                 "used_mib", "util")
+
+    def __init__(self, *, index: int, name: str, host: str, bus_id: str, used_mib: int,
+                 total_mib: int, driver: str, util: int, pid: int | None, count: int = 8) -> None:
+        self.index, self.name, self.host, self.bus_id = index, name, host, bus_id
+        self.used_mib, self.total_mib, self.driver = used_mib, total_mib, driver
+        self.util, self.pid, self.count = util, pid, count
 
     @property
     def uuid(self) -> str:
@@ -76,13 +73,17 @@ def node_gpus(host: str, state_dir: Path, profile_name: str) -> list[Gpu]:
     """The GPUs of ``host`` with their current memory use: the state its rank publishes, the
     profile's ``[gpu]`` facts for what the state does not say (an idle node has none)."""
     state = read_state(state_dir, host)
-    info = dict(state or {})
+    busy = state is not None and "pid" in state
+    # a busy node's facts are its rank's; an idle node's are the asked profile's (those an
+    # exited rank left stand for them only if that rank ran the same profile)
+    info = dict(state) if state is not None and (
+        busy or state.get("profile") == profile_name) else {}
     if any(fact not in info for fact in GPU_FACTS):
         info = {**gpu_facts(_load_profile(profile_name).gpu), **info}
     count = int(info["gpu_count"])
     used = {int(g["index"]): int(g["used_mib"]) for g in info.get("gpus", [])}
     idle = int(info["idle_used_mib"])
-    pid = int(info["pid"]) if state else None
+    pid = int(info["pid"]) if busy else None
     return [
         Gpu(
             index=i,

@@ -273,6 +273,36 @@ def test_the_shim_reads_a_busy_node_from_its_state_alone(tmp_path: Path) -> None
     assert gpus[0].uuid.startswith("GPU-") and gpus[0].uuid != gpus[1].uuid
 
 
+def test_an_exited_ranks_node_reads_idle_from_its_facts_for_the_same_profile_only(
+    tmp_path: Path,
+) -> None:
+    """When a rank exits it leaves its node's facts (no pid, no use): the shim shows the node
+    idle from them without reading the profile, but only when asked for the profile that rank
+    ran; asked for another, it reads that profile (the facts are the other profile's)."""
+    from pytest_ppsweep.sim.launch.gpustate import GpuStatePublisher, GpuUse, gpu_facts
+    from pytest_ppsweep.sim.model.profile import load_profile
+
+    host = f"{NET}.3"
+    tiny = load_profile("tiny").gpu
+    pub = GpuStatePublisher(tmp_path, host, 4243, {"profile": "tiny", **gpu_facts(tiny)})
+    pub.publish([GpuUse(0, 4321)])
+    pub.release()
+    code = ("import sys; from pathlib import Path; from pytest_ppsweep.sim import smi; "
+            f"gpus = smi.node_gpus({host!r}, Path({str(tmp_path)!r}), 'tiny'); "
+            "print([(g.used_mib, g.pid) for g in gpus]); "
+            "print('pytest_ppsweep.sim.model.profile' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.splitlines() == [
+        str([(tiny.idle_used_mib, None)] * tiny.gpus_per_node), "False"]
+    from pytest_ppsweep.sim import smi
+
+    kimi = load_profile("kimi-k3-6000d").gpu
+    other = smi.node_gpus(host, tmp_path, "kimi-k3-6000d")
+    assert [(g.name, g.total_mib, g.pid) for g in other] == [
+        (kimi.name, kimi.memory_total_mib, None)] * kimi.gpus_per_node
+
+
 def test_node_info_and_preflight_ask_the_shim_with_the_clusters_emulator_env(
     tmp_path: Path,
 ) -> None:

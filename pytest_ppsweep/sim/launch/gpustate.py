@@ -1,7 +1,9 @@
 """Each rank publishes its node's per-GPU memory to ``$PPSWEEP_SIM_STATE_DIR/<host>.json``.
 
 The nvidia-smi shim (sim/smi.py) reads the file; it is written atomically (temp file +
-``os.replace``) and removed when the rank exits, so the GPUs read idle again afterwards.
+``os.replace``). When the rank exits it leaves only the node's facts (GPU_FACTS and the
+profile's name, no pid and no GPU use), so the GPUs read idle again afterwards and the shim
+shows them without reading the profile (a fifth of its start) while it is asked for that profile.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ import contextlib
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 # typing.TYPE_CHECKING without importing typing (mypy reads the name): the nvidia-smi shim, an
@@ -27,12 +28,16 @@ DEFAULT_STATE_DIR = "/tmp/ppsweep-sim"
 GPU_FACTS = ("gpu_count", "gpu_name", "memory_total_mib", "driver_version", "idle_used_mib")
 
 
-@dataclass(frozen=True)
 class GpuUse:
-    """Memory held on one GPU by the rank process."""
+    """Memory held on one GPU by the rank process. A plain class, like the shim's records: the
+    nvidia-smi shim imports this module, and dataclasses (which imports inspect) would be a
+    sixth of its start."""
 
-    index: int
-    used_mib: int
+    __slots__ = ("index", "used_mib")
+
+    def __init__(self, index: int, used_mib: int) -> None:
+        self.index = index
+        self.used_mib = used_mib
 
 
 def gpu_facts(gpu: GpuSpec) -> dict[str, Any]:
@@ -58,13 +63,15 @@ class GpuStatePublisher:
 
     def publish(self, gpus: list[GpuUse], utilization: int = 0) -> None:
         """Replace the node's state atomically."""
-        doc = {
+        self._write({
             **self.gpu_info,
             "pid": self.pid,
             "updated": time.time(),
             "utilization_gpu": utilization,
             "gpus": [{"index": g.index, "used_mib": g.used_mib} for g in gpus],
-        }
+        })
+
+    def _write(self, doc: dict[str, Any]) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_name(f".{self.path.name}.{self.pid}.tmp")
@@ -72,6 +79,14 @@ class GpuStatePublisher:
             os.replace(tmp, self.path)
         except OSError:
             pass  # GPU state is diagnostics only; never take the rank down for it
+
+    def release(self) -> None:
+        """The rank is gone: leave the node's facts only (no pid, no GPU use: an idle node),
+        if the file is still ours."""
+        with contextlib.suppress(OSError, ValueError):
+            doc = json.loads(self.path.read_text())
+            if doc.get("pid") == self.pid:
+                self._write(dict(self.gpu_info))
 
     def remove(self) -> None:
         """Delete the state file (only if it is still ours)."""

@@ -47,7 +47,8 @@ class RankProcess:
             cfg.settings.state_dir,
             cfg.args.host,
             os.getpid(),
-            {"host": cfg.args.host, **gpu_facts(cfg.profile.gpu)},
+            {"host": cfg.args.host, "profile": cfg.settings.profile,
+             **gpu_facts(cfg.profile.gpu)},
         )
         self.server: RendezvousServer | None = None
         self.client: RendezvousClient | None = None
@@ -74,7 +75,7 @@ class RankProcess:
             task.cancel()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._cleanup(), CLEANUP_TIMEOUT_S)
-        self.publisher.remove()
+        self.publisher.release()
         return code
 
     def finish(self, code: int) -> None:
