@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,7 +74,9 @@ def sweep_folder(tmp: Path, net: str, port: int, tree: Path) -> Path:
     folder = tmp / ("sweep" if one_call else "sweep-per-node")
     folder.mkdir(exist_ok=True)
     text = (REPO / "test_matrix" / "ppsweep.toml").read_text()
-    text += CLUSTER.format(net=net, port=port, dist_port=port + 100, state=tmp / "sim-state")
+    # each tree's emulator its own GPU state files: their format may differ between trees
+    state = tmp / f"sim-state-{zlib.crc32(str(tree.resolve()).encode()):08x}"
+    text += CLUSTER.format(net=net, port=port, dist_port=port + 100, state=state)
     if not one_call:
         text = text.replace('"{hosts}"', '"{host}"')
     (folder / "ppsweep.toml").write_text(text)
