@@ -12,6 +12,7 @@ python3 -m venv .venv
 bash scripts/install_browser.sh
 bash scripts/install_tmux.sh
 bash scripts/provision_sglang_cpu.sh
+bash scripts/reserve_test_ports.sh
 .venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks tools
 .venv/bin/python -m mypy
 exec .venv/bin/python -m pytest tests "$@"
