@@ -1,6 +1,6 @@
 """The whole chaos matrix: faults × backends → detected / verdict / leftovers / seconds to detect.
 
-Every fault of ``tests/support/chaos.py`` (each emulator fault of sim/launch/faults.py, SIGKILL
+Every fault of ``benchkit/chaos.py`` (each emulator fault of sim/launch/faults.py, SIGKILL
 and SIGSTOP of a rank, a rank killed mid-round, every SSH connection of a node cut while its log
 streams, a node's dockerd restarted during a layout, the run folder's disk full, a port already
 taken) on each backend where it has a meaning: the local emulator (127.0.46.1-2), real SGLang
@@ -26,7 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from support.chaos import (  # noqa: E402
+from benchkit.chaos import (  # noqa: E402
     BACKENDS,
     FAULTS,
     Backend,

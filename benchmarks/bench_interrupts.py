@@ -1,6 +1,6 @@
 """Interrupts at seeded random moments, the issue's full counts (issue 16, point 4).
 
-Runs the cases of tests/support/interrupts.py one after the other and prints the "Interrupts"
+Runs the cases of benchmarks/benchkit/interrupts.py one after the other and prints the "Interrupts"
 table of docs/RELIABILITY.md (moment, phase seen, signal, backend, leftovers, rounds
 present/expected, resumed OK):
 
@@ -35,8 +35,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from support import interrupts  # noqa: E402
-from support.interrupts import Case, moments, run_cases  # noqa: E402
+from benchkit import interrupts  # noqa: E402
+from benchkit.interrupts import Case, moments, run_cases  # noqa: E402
 
 
 def emulator_cases(seed: int, signalled: int, killed: int, root: Path,

@@ -158,7 +158,7 @@ def _benchmarks(args: argparse.Namespace) -> int:
 
 def _interrupts(remote: bool, full: bool) -> int:
     """The interrupt cases the suite ran; with ``full`` the benchmark's full counts."""
-    from support.interrupts import table, totals
+    from benchkit.interrupts import table, totals
 
     print("\n## Interrupts (the suite's cases)\n")
     cases = list(_module("test_interrupts").CASES)

@@ -7,6 +7,10 @@ Parent side (imported; benchmarks/ is the scripts' own folder and on pytest's ``
 * :mod:`benchkit.provisioned` — the SGLang venv and tiny model of scripts/provision_sglang_cpu.sh;
 * :mod:`benchkit.processes` — ports, readiness polls, stopping what we started, the zero server;
 * :mod:`benchkit.bench_serving` — SGLang's bench_serving run through the launcher.
+* :mod:`benchkit.chaos` — the chaos matrix's programs (a fault injected into a booted layout,
+  what the plugin saw; bench_chaos.py and tests/reliability/test_chaos.py);
+* :mod:`benchkit.interrupts` — interrupted sweeps at seeded moments (bench_interrupts.py and
+  tests/reliability/test_interrupts.py). Both use the tests' helpers (``support``).
 
 Child side (programs run by path by other interpreters, so standard library only at the top):
 

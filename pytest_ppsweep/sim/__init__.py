@@ -4,7 +4,7 @@ Run it as ``python3 -m pytest_ppsweep.sim <launch_server args>``; every node ran
 process. Importing this package has no side effects: the modules only define functions and
 classes, the work starts in :mod:`pytest_ppsweep.sim.__main__`.
 
-Layers, each importing only the ones before it (tests/sim/test_sim_layers.py): this module
+Layers, each importing only the ones before it (tests/test_layering_sim.py): this module
 (the base), :mod:`.model` (the physics), :mod:`.launch` (command line, settings, faults, log
 formats), :mod:`.http` (rank 0's API), :mod:`.rank` (the rank process), then the entry points
 ``__main__`` and :mod:`.smi` (the nvidia-smi shim).

@@ -2,7 +2,7 @@
 PP2/TP2 × chunked_prefill_size 256 vs 512 on a short decode workload (512 prompt tokens, two
 chunks at 256, then 16 output tokens). Two boots (20-45 s each on a quiet 2-core machine), one
 run shared by the asserts: topology, N/N, decode metrics and the confounding check against the
-real server. Several workloads per sweep are run on the emulator (tests/axes/test_axes_e2e.py):
+real server. Several workloads per sweep are run on the emulator (tests/e2e/test_axes_e2e.py):
 each workload boots its layout again, which the CI budget does not allow here."""
 
 from __future__ import annotations

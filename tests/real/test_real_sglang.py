@@ -1,7 +1,7 @@
 """The plugin's whole flow on real SGLang 0.5.23 (CPU, 4 loopback nodes, tiny random models).
 
 Each test runs a sweep of test_matrix/cpu.toml (adapted to this machine) in a pytest subprocess,
-like tests/plugin/test_sweep_e2e.py does on the emulator, and checks what the run left: test
+like tests/e2e/test_sweep_e2e.py does on the emulator, and checks what the run left: test
 outcomes, the run folder, the real server info and logs, and no SGLang process in /proc.
 Boots take 20-45 s each on 2 cores, so each test boots few layouts with a small workload.
 """

@@ -1,6 +1,6 @@
 """The chaos matrix in CI, local backends: every emulator fault, SIGKILL / SIGSTOP of a rank, a
 rank dying mid-round, the run folder's disk full and a port already taken, on the local
-emulator; a taken port on real SGLang CPU (support/chaos.py does the work;
+emulator; a taken port on real SGLang CPU (benchmarks/benchkit/chaos.py does the work;
 benchmarks/bench_chaos.py runs the whole matrix).
 
 Each cell: the expected verdict, the fault's evidence in the failure, nothing of the run left on
@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.chaos import EXPECTED, Emulator, RealSglang, Result, check_cell, run_boot
+from benchkit.chaos import EXPECTED, Emulator, RealSglang, Result, check_cell, run_boot
 
 # The emulator's boots in CI: the five boot faults alone, the launch-time crash alone, the
 # port check (no boot), and one boot that takes the launch-time faults that do not end it,
@@ -70,7 +70,7 @@ def test_chaos_real_sglang(sglang_cells: dict[str, Result], fault: str) -> None:
 
 
 def test_every_fault_has_an_expected_verdict_and_the_ci_subset_covers_every_fault() -> None:
-    from support.chaos import FAULTS, not_applicable
+    from benchkit.chaos import FAULTS, not_applicable
 
     ci = {f for g in EMULATOR_CI + SGLANG_CI for f in g}
     remote_ci = {"ssh_drop", "dockerd_restart"}  # tests/remote/test_chaos_remote.py

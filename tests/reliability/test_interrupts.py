@@ -3,7 +3,7 @@
 ``pytest <sweep>`` (the smallest emulator sweep: one node, one GPU, 4 rounds) is started in a
 process group of its own and interrupted once, at a moment drawn from a seeded RNG over the
 phases (boot, round, log scan, teardown, report) and triggered on what the run folder shows
-(tests/support/interrupts.py): Ctrl-C to the group, SIGTERM to pytest, or SIGKILL of pytest
+(benchmarks/benchkit/interrupts.py): Ctrl-C to the group, SIGTERM to pytest, or SIGKILL of pytest
 followed by ``--ppsweep-resume``. After each: no rank process or listener left, every finished
 round present exactly once with its raw file complete, none that progress.log calls finished
 lost; after a resume every round present exactly once and the exit code 0.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.interrupts import Case, Moment, local_backend, moments, run_case
+from benchkit.interrupts import Case, Moment, local_backend, moments, run_case
 
 SEED = 16  # the suite's draw; the benchmark takes --seed
 SIGNALLED = moments(SEED, 5)  # one pass over the five phases, Ctrl-C or SIGTERM each

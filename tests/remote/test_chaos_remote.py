@@ -2,7 +2,7 @@
 every SSH connection to node 1's host cut while its log streams, then a SIGKILL of node 1's
 rank, on one SSH-process boot; a taken port on the SSH host; node 1's dockerd stopped and
 restarted during a Docker-over-SSH layout. Each: the expected verdict, its evidence, nothing
-left on any host (support/chaos.py; benchmarks/bench_chaos.py runs the whole matrix).
+left on any host (benchmarks/benchkit/chaos.py; benchmarks/bench_chaos.py runs the whole matrix).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.chaos import Remote, Result, check_cell, run_boot
+from benchkit.chaos import Remote, Result, check_cell, run_boot
 from support.remote import TestHosts
 
 SSH_CI = (("port_taken",), ("ssh_drop", "sigkill"))

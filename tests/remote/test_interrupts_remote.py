@@ -1,6 +1,6 @@
 """Interrupts at seeded random moments on Docker over SSH (issue 16, point 4).
 
-The smallest sweep of tests/support/interrupts.py with its one rank in a container on h601
+The smallest sweep of benchmarks/benchkit/interrupts.py with its one rank in a container on h601
 (the docker SDK over ssh://, the emulator image): Ctrl-C to pytest's process group and SIGTERM
 at seeded moments, and one SIGKILL followed by ``--ppsweep-resume``. After each: no container
 of the run on any host, no labelled process in any host's namespace, no new network
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.interrupts import Case, Moment, docker_backend, moments, run_case
+from benchkit.interrupts import Case, Moment, docker_backend, moments, run_case
 from support.remote import IMAGE, TestHosts
 
 SEED = 16

@@ -39,7 +39,7 @@ model_path = "/data/hf_models/Kimi-K3"
 ep_cap = 4
 boot_timeout_s = 60
 # The e2e sweeps are not about spread: on a loaded 2-core machine the emulator's spread can
-# exceed 2 %; test_valid warns about it instead of failing (tests/plugin/test_validity_e2e.py
+# exceed 2 %; test_valid warns about it instead of failing (tests/e2e/test_validity_e2e.py
 # covers the strict rule).
 spread_rule = "warn"
 

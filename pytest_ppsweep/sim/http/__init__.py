@@ -6,7 +6,7 @@ streaming of chunks straight from the scheduler's callback (sse), fast JSON (jso
 state one server holds (state). It builds on ``model`` and ``launch``; it runs no process.
 
 Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only the layers before it
-(tests/sim/test_sim_layers.py checks this).
+(tests/test_layering_sim.py checks this).
 """
 
 from __future__ import annotations

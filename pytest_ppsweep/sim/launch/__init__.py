@@ -6,7 +6,7 @@ of a rank: SGLang's log lines and crash records (logfmt, faultlog) and the GPU-s
 the nvidia-smi shim reads (gpustate). No HTTP and no event loop; it builds on ``model`` only.
 
 Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only the layers before it
-(tests/sim/test_sim_layers.py checks this).
+(tests/test_layering_sim.py checks this).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ the standard library (and nothing of the emulator's other layers); importing it 
 aiohttp.
 
 Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only the layers before it
-(tests/sim/test_sim_layers.py checks this).
+(tests/test_layering_sim.py checks this).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ benchmarks. Within the layer: node → phases → bootseq, serve → main; node 
 boot sequence nor the serving phase.
 
 Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only the layers before it
-(tests/sim/test_sim_layers.py checks this).
+(tests/test_layering_sim.py checks this).
 """
 
 from __future__ import annotations

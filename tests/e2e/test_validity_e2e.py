@@ -5,7 +5,7 @@ turns a spread failure into a warning (exit 0).
 The emulator has no way to miscount prompt tokens, and the plugin caps min_repeats at the
 repeats it runs, so the run is made INVALID by its spread: ``spread_threshold = 0.0`` is broken
 by any two repeats that differ (measured timing always does). The token and repeats rules
-reach the same test through the same verdict (tests/report/test_validity_gate.py).
+reach the same test through the same verdict (tests/results/test_verdict_validity.py).
 """
 
 from __future__ import annotations

@@ -36,11 +36,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support.paths import ACCEPTANCE
+from support.processes import cmdline, proc_entries
+
 from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.reap import find_local, reap_local
 from pytest_ppsweep.sim.model.profile import resolve_profile_path
-from support.paths import ACCEPTANCE
-from support.processes import cmdline, proc_entries
 
 PHASES = ("boot", "round", "log scan", "teardown", "report")
 SIGNALS = ("SIGINT", "SIGTERM")
@@ -525,9 +526,9 @@ def docker_backend(hosts: object, image: str, host_index: int = 0) -> Backend:
     the docker SDK over ssh://, the image of scripts/build_sim_image.sh. The profile lives in
     the GPU-state folder, which is mounted into the container at the same path."""
     import docker
+    from support.remote import TestHosts, rank_processes
 
     from pytest_ppsweep.cluster.labels import RUN_ENV, RUN_LABEL
-    from support.remote import TestHosts, rank_processes
 
     assert isinstance(hosts, TestHosts)
     name, address = hosts.hosts[host_index]

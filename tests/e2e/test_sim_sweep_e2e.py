@@ -82,7 +82,7 @@ def test_sweep_shape_pp2_vs_pp8(cluster: ClusterFactory) -> None:
         seed_tps, seed_ttft = SEEDS_C8[pp]
         # Real-time client/OS overhead is multiplied by the scale, so on a shared 2-core box
         # (load average 10-20 seen) only loose bounds are stable; the +-15 % check against the
-        # seeds runs on the same scheduler in virtual time (test_sim_costmodel.py).
+        # seeds runs on the same scheduler in virtual time (tests/sim/model/test_costmodel.py).
         assert abs(tps / seed_tps - 1) < 0.5, (pp, tps)
         assert abs(ttft / seed_ttft - 1) < 0.6, (pp, ttft)
         assert 300 < boot < 3000, (pp, boot)  # upper bound: real process start-up on a busy box

@@ -180,7 +180,7 @@ def wait_exit(c: LocalCluster, timeout_s: float = 30.0) -> int:
 def test_deepep_rewrites_ep_and_fits_or_fails_with_sglangs_oom(kimi: object) -> None:
     make = kimi  # type: ignore[assignment]
     # the seeds' flags (mem fraction 0.88, the profile's default): PP4's worst rank has 3,234 MiB
-    # left (seeds §8, tests/sim/test_sim_memcal.py), DeepEP's buffer is 3,408 MiB: it fails
+    # left (seeds §8, tests/sim/model/test_gpumem.py), DeepEP's buffer is 3,408 MiB: it fails
     pp4 = make(4, ["--moe-a2a-backend", "deepep"])
     pp8 = make(8, ["--moe-a2a-backend", "deepep"])
     # the same PP4 with 3 % less static memory: the buffer fits (the EP rewrite, live)

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SIM = "pytest_ppsweep.sim"
 SIM_DIR = REPO / "pytest_ppsweep" / "sim"
 # A layer is a tuple of members: a member names a module, or a package with all of its modules.

@@ -16,7 +16,7 @@ from support.paths import ACCEPTANCE, REPO
 from support.runs import rows, run_dir
 
 # PP1, and PP8 whose node 2 writes no trace (the emulator's fault). The shape of §9.3 (PP8 vs
-# PP1 with deltas) is tests/sim/test_sim_trace.py's and the README runner's (ppsweep.toml).
+# PP1 with deltas) is tests/sim/model/test_tracerec.py's and the README runner's (ppsweep.toml).
 CONFIGS = """
 [[configs]]
 pp = 1

@@ -1,4 +1,6 @@
-"""Fixtures of the end-to-end runs of the plugin on the emulator (pytester, real processes)."""
+"""Fixtures of the end-to-end runs of the plugin on the emulator (pytester, real processes): a
+sweep folder per call, the ports it uses, and no emulator rank of them left when a test ends.
+Folders that use them import them into their conftest."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
 from support.matrices import CONFIGS, small_matrix
 from support.paths import sweep_folder
 from support.processes import kill_sim_ranks_on
