@@ -1,6 +1,6 @@
 """Which host and launcher a cluster uses: the one place that maps ``kind``/``launcher`` to code.
 
-Every backend offers the same small surface, so launch.py and sweeprun.py never branch on the
+Every backend offers the same small surface, so launch.py and run/ never branch on the
 cluster kind:
 
 * a *host* runs short commands: ``run(argv, timeout) -> CommandResult`` (nvidia-smi, preflight);

@@ -1,5 +1,6 @@
 """Step 4, measuring a booted layout: workload, load generator (bench), round metrics and the N/N
-rule, GPU snapshots, and the run folder the results are written to as produced (runstore).
+rule, GPU snapshots and their cache (snapshots), and the run folder the results are written to
+as produced (runstore; configs.csv's row: configrow; run.json: runjson).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         round_problems,
         row_problems,
     )
+    from pytest_ppsweep.measure.configrow import ConfigRow
     from pytest_ppsweep.measure.gpu import (
         HOSTS_PLACEHOLDER,
         MOMENTS,
@@ -59,12 +61,14 @@ if TYPE_CHECKING:
         totals,
         warmup_span,
     )
+    from pytest_ppsweep.measure.runjson import RunJson
     from pytest_ppsweep.measure.runstore import (
         CONFIG_COLUMNS,
         RESULT_COLUMNS,
         RunStore,
         new_run_id,
     )
+    from pytest_ppsweep.measure.snapshots import GpuSnapshots
     from pytest_ppsweep.measure.workload import (
         APIS,
         Prompt,
@@ -118,6 +122,9 @@ _NAMES = {
     "totals": "phases",
     "warmup_span": "phases",
     "CONFIG_COLUMNS": "runstore",
+    "ConfigRow": "configrow",
+    "GpuSnapshots": "snapshots",
+    "RunJson": "runjson",
     "RESULT_COLUMNS": "runstore",
     "RunStore": "runstore",
     "new_run_id": "runstore",
@@ -148,7 +155,9 @@ __all__ = [
     "TOKENS",
     "WORK",
     "BenchSetupError",
+    "ConfigRow",
     "GpuMemory",
+    "GpuSnapshots",
     "PhaseClock",
     "Prompt",
     "PromptSet",
@@ -156,6 +165,7 @@ __all__ = [
     "RoundCancelled",
     "RoundResult",
     "RowValue",
+    "RunJson",
     "RunStore",
     "Shortfall",
     "SmiParseError",

@@ -1,4 +1,5 @@
-"""GPU memory snapshots through ``nvidia-smi`` and the parser of its CSV output.
+"""GPU memory through ``nvidia-smi``: the parser of its CSV output and the worst-rank rule (the
+snapshots themselves, and their cache, are :mod:`pytest_ppsweep.measure.snapshots`).
 
 The plugin asks every node for ``--query-gpu=index,memory.used,memory.total`` at four moments
 (before boot, healthy, after the benchmark, after cleanup). The parser accepts the real formats
