@@ -5,17 +5,21 @@ and the tests mirror the source: a unit test of ``pytest_ppsweep/<pkg>/<module>.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from support.paths import REPO
 
 TESTS = REPO / "tests"
-FOLDERS = sorted({p.parent.relative_to(TESTS).as_posix() for p in TESTS.rglob("test_*.py")}
-                 - {"."})
+# Each top folder that holds tests (at any depth: tests/sim holds http/, launch/, model/, rank/).
+FOLDERS = sorted({p.relative_to(TESTS).parts[0] for p in TESTS.rglob("test_*.py")}
+                 - {p.name for p in TESTS.glob("test_*.py")})
 SUBSETS = [
     ("sim", "measure"),
     ("report", "gate"),
@@ -44,16 +48,29 @@ def _collect(*paths: str) -> tuple[str, ...]:
     return ids
 
 
+@pytest.fixture(scope="module")
+def folders_collected() -> None:
+    """Every folder's collection at once, a process per core (the checks below then read theirs
+    from the cache; one that failed is run again by its check, which fails with its output)."""
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        futures = [pool.submit(_collect, f"tests/{folder}") for folder in FOLDERS]
+        for future in futures:
+            with contextlib.suppress(AssertionError, subprocess.TimeoutExpired):
+                future.result()
+
+
 def test_every_test_folder_is_listed() -> None:
     assert {"e2e", "gate", "measure", "real", "remote", "report", "run", "session",
-            "sim/model"} <= set(FOLDERS)
+            "sim"} <= set(FOLDERS)
 
 
+@pytest.mark.usefixtures("folders_collected")
 @pytest.mark.parametrize("folder", FOLDERS)
 def test_folder_alone(folder: str) -> None:
     _collect(f"tests/{folder}")
 
 
+@pytest.mark.usefixtures("folders_collected")
 @pytest.mark.parametrize("subset", SUBSETS, ids="+".join)
 def test_folders_together_collect_what_each_collects_alone(subset: tuple[str, ...]) -> None:
     together = _collect(*(f"tests/{f}" for f in subset))
