@@ -42,7 +42,7 @@ def _emulated(profile_path: Path, pp: int, c: int) -> Observation:
 
 
 @pytest.fixture(scope="module")
-def slow_sync(tmp_path_factory: pytest.TempPathFactory) -> tuple[Measured, Observation]:
+def slow_sync(tmp_path_factory: pytest.TempPathFactory) -> tuple[Measured, Observation, float]:
     """PP1, PP4, PP16 (C=8) of the seeds' profile with a 30x stage sync, and PP8 held out."""
     from pytest_ppsweep.sim.model.profile import resolve_profile_path
 
@@ -54,16 +54,17 @@ def slow_sync(tmp_path_factory: pytest.TempPathFactory) -> tuple[Measured, Obser
     points = tuple(_emulated(path, pp, 8) for pp in (1, 4, 16))
     facts = tuple(LayoutFacts(o.config_id, o.pp, o.tp, o.ep, None, None, None, True, 0)
                   for o in points)
-    return Measured(points, facts, "Kimi-K3", "emulated", (str(path),)), _emulated(path, 8, 8)
+    return (Measured(points, facts, "Kimi-K3", "emulated", (str(path),)), _emulated(path, 8, 8),
+            sync * SYNC_FACTOR)
 
 
 def test_the_fit_moves_to_a_cluster_unlike_the_prior(
-        slow_sync: tuple[Measured, Observation]) -> None:
-    measured, pp8 = slow_sync
+        slow_sync: tuple[Measured, Observation, float]) -> None:
+    measured, pp8, true_sync = slow_sync
     f = fit(measured)
     assert fit_trust(f).trusted, fit_trust(f).misfits
     sync = next(p["value"] for p in f.parameters() if p["name"] == "stage_sync_ms")
-    assert 0.7 * SYNC_FACTOR * 1.72 < sync < 1.3 * SYNC_FACTOR * 1.72  # not the prior's 1.72
+    assert 0.7 * true_sync < sync < 1.3 * true_sync  # not the prior's, 30 times less
     for o in measured.points:  # its own points inside their intervals
         assert f.predict(o.pp, o.tp, 8).input_tps.contains(o.input_tps)
     band = f.predict(8, 4, 8).input_tps
@@ -72,9 +73,9 @@ def test_the_fit_moves_to_a_cluster_unlike_the_prior(
 
 
 def test_a_fit_that_cannot_move_says_misfit_names_the_point_and_predicts_nothing(
-        slow_sync: tuple[Measured, Observation], tmp_path: Path,
+        slow_sync: tuple[Measured, Observation, float], tmp_path: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
-    measured, _ = slow_sync
+    measured, _, _ = slow_sync
     pinned = tuple(replace(p, prior_sd=0.01) if p.name == "stage_sync_ms" else p
                    for p in PARAMS)  # a prior the data cannot move
     f = fit(measured, priors=pinned)
