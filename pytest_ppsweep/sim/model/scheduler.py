@@ -166,12 +166,24 @@ class PPScheduler:
     def next_output_time(self) -> float | None:
         """Emulated time before which no output can be emitted (a lower bound), None when idle:
         an output comes when an emitting micro-batch leaves the last stage, and every emitting
-        micro-batch still has at least its current stage to finish (one waiting for a stage, at
-        least that stage's current work); with none in flight, the next event."""
-        bounds = [self._stage_end[s] for s in range(self.pp) if self._emits(self.stage_mb[s])]
-        bounds += [self._stage_end[s] for s in range(1, self.pp)
-                   if self.stage_mb[s] is not None and any(map(self._emits, self._waiting[s]))]
+        micro-batch still has its current stage (a waiting one: the busy stage's current work
+        first) and every later stage's step to go, at its own jitter; with none in flight, the
+        next event (a micro-batch formed then may emit later)."""
+        bounds = []
+        for s in range(self.pp):
+            mb = self.stage_mb[s]
+            if self._emits(mb):
+                assert mb is not None
+                bounds.append(self._stage_end[s] + self._rest(mb, s + 1))
+            if mb is not None:
+                bounds += [self._stage_end[s] + self._rest(w, s)
+                           for w in self._waiting[s] if self._emits(w)]
         return min(bounds) if bounds else self.next_event_time()
+
+    def _rest(self, mb: MicroBatch, first: int) -> float:
+        """The steps of stages ``first``.. on ``mb``, at its jitter (no waiting counted)."""
+        return sum(self.cost.stage_step_s(s, mb.tokens, mb.kind == "prefill")
+                   for s in range(first, self.pp)) * mb.factor
 
     @staticmethod
     def _emits(mb: MicroBatch | None) -> bool:
