@@ -2,27 +2,33 @@
 
 It mirrors the emulator's model (``sim/model/costmodel.py``, ``scheduler.py``, ``placement.py``,
 ``gpumem.py``, ``bootplan.py``) formula for formula, without importing it (the plugin and the
-emulator import nothing of each other, tests/test_layering.py): the same tick of a lock-step
-pipeline::
+emulator import nothing of each other, tests/test_layering.py): the same event-driven pipeline,
+where micro-batch ``i`` (slot ``i % pp``) is formed once stage 0 finished ``i - 1`` and ``i - pp``
+left the last stage, plus the fixed sync, and each stage works on one micro-batch at a time::
 
-    T_tick = stage_sync * (pp - 1) * pp + max_s T_stage(n_s, layers_s) + handoff(n)
+    formed_i = max(end_{i-1,0}, end_{i-pp,pp-1}) + sync_base * (pp - 1)
+    end_{i,s} = max(end_{i,s-1}, end_{i-1,s}) + T_step(n_i, s)
+    T_step = T_stage(n, layers_s) + handoff(n) [s < pp - 1]
+             + stage_sync * (pp - 1) * pp - sync_base * (pp - 1) [s = 0]
     T_stage = max(n / N_ref * K * layers / L / tp * (1 + (tp / n_half) ** gamma), layers * floor)
             + layers * a * (2 (tp - 1) * step_latency + 2 (tp - 1) / tp * n * hidden * 2 / busbw)
     busbw by the span of the TP group: one PCIe island, one node, several nodes (RoCE)
     handoff = n * hidden * 2 / p2p_bw (inter-node when any stage boundary leaves a node) + p2p_lat
 
-and the same scheduling: each tick stage 0 forms a micro-batch of at most ``chunk`` tokens (the
-chunked request first, then new requests while ``pp_max_micro_batch_size`` allows), every
-micro-batch moves one stage, a request's first token comes when its last chunk leaves the last
-stage, and a closed-loop client sends its next request then. Which stage holds how many tokens at
-each tick does not depend on the parameters (output length 1, the KV pool large enough), so
-:func:`schedule` runs the scheduling once per point and :func:`predict_log` only prices the ticks:
-a fit evaluates the model thousands of times in milliseconds.
+and the same scheduling: stage 0 forms a micro-batch of at most ``chunk`` tokens (the chunked
+request first, then new requests while ``pp_max_micro_batch_size`` allows), a request's first
+token comes when its last chunk leaves the last stage, and a closed-loop client sends its next
+request then; micro-batch ``i`` sees the requests sent by micro-batches up to ``i - pp``. Which
+micro-batch carries how many tokens does not depend on the parameters (output length 1, the KV
+pool large enough), so :func:`schedule` runs the scheduling once per point and
+:func:`predict_log` only prices the micro-batches (one pass over them, a few hundred steps): a
+fit evaluates the model thousands of times in about a second.
 
-What the emulator has and this model leaves out: per-tick jitter (the fit's noise term covers
-it), decode (the planner predicts prefill rounds: output length 1) and KV-capacity admission
-(the pool holds every C the sweeps use). The parameters to fit are in :data:`PARAMS`; the
-constants of the hardware (GPUs per node and island, layers, hidden size) are not fitted.
+What the emulator has and this model leaves out: per-micro-batch jitter (the fit's noise term
+covers it), decode (the planner predicts prefill rounds: output length 1) and KV-capacity
+admission (the pool holds every C the sweeps use). The parameters to fit are in :data:`PARAMS`;
+the constants of the hardware (GPUs per node and island, layers, hidden size, the fixed sync)
+are not fitted.
 """
 
 from __future__ import annotations
@@ -75,15 +81,15 @@ class Param:
 # fitted to the seeds' table by this model; bus bandwidth and latency from the seeds' §9.2
 # nccl-tests); the prior spreads are wide so that the measured rounds decide.
 PARAMS: tuple[Param, ...] = (
-    Param("chunk_gpu_s", 10.72, 0.3, "GPU-s", "compute of one reference chunk, whole model"),
-    Param("n_half", 5.26, 0.3, "GPUs", "small-GEMM loss 1 + (tp / n_half)^gamma"),
-    Param("gamma", 0.617, 0.2, "", "small-GEMM loss exponent"),
+    Param("chunk_gpu_s", 8.83, 0.3, "GPU-s", "compute of one reference chunk, whole model"),
+    Param("n_half", 2.17, 0.3, "GPUs", "small-GEMM loss 1 + (tp / n_half)^gamma"),
+    Param("gamma", 0.504, 0.2, "", "small-GEMM loss exponent"),
     Param("busbw_island_gbs", 40.85, 0.15, "GB/s", "all-reduce bus bandwidth, one PCIe island"),
     Param("busbw_node_gbs", 39.13, 0.15, "GB/s", "all-reduce bus bandwidth, one node"),
     Param("busbw_multinode_gbs", 39.9, 0.15, "GB/s", "all-reduce bus bandwidth across nodes"),
     Param("ar_step_latency_us", 2.0, 0.5, "us", "latency of one ring step of an all-reduce"),
-    Param("stage_sync_ms", 1.72, 0.3, "ms",
-          "PP lock-step relay per stage boundary per micro-batch slot, per tick"),
+    Param("stage_sync_ms", 2.71, 0.3, "ms",
+          "PP prefill sync per stage boundary per micro-batch slot, per micro-batch"),
     Param("p2p_intra_gbs", 24.0, 0.7, "GB/s", "stage hand-off bandwidth within a node"),
     Param("p2p_inter_gbs", 45.0, 0.7, "GB/s", "stage hand-off bandwidth between nodes"),
     Param("p2p_latency_us", 25.0, 1.0, "us", "stage hand-off latency"),
@@ -140,6 +146,7 @@ class Hardware:
     allreduces_per_layer: float = 3.28
     reference_chunk_tokens: int = 8192
     min_layer_ms: float = 0.15
+    stage_sync_base_ms: float = 1.0  # the fixed PP sync per stage boundary (profile [scheduler])
     mem_total_mib: float = 85651.0
     mem_fraction_static: float = 0.88
     max_running_requests: int = 2048
@@ -198,12 +205,21 @@ class Schedule:
     tokens: np.ndarray = field(repr=False)  # (ticks, pp)
     arrive: np.ndarray = field(repr=False)
     done: np.ndarray = field(repr=False)
+    # the same by micro-batch (micro-batch i is the one formed at tick i): the distinct token
+    # counts, each micro-batch's index into them, the micro-batch of each request's last chunk
+    # and the micro-batch whose completion sent it (-1: at the start)
+    sizes: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False)
+    size_of: tuple[int, ...] = ()
+    last_mb: tuple[int, ...] = ()
+    sent_by: tuple[int, ...] = ()
 
 
 @lru_cache(maxsize=4096)
 def schedule(pp: int, concurrency: int, input_len: int, num_requests: int, chunk: int,
              micro: int) -> Schedule:
-    """Run the lock-step scheduling of one closed-loop round (mirrors sim/model/scheduler.py)."""
+    """Run the scheduling of one closed-loop round (mirrors sim/model/scheduler.py): which
+    micro-batch (one formed per tick, tick ``i`` forms micro-batch ``i``, a micro-batch leaves
+    ``pp - 1`` ticks later) carries which request's chunk; its timing is :func:`predict_log`'s."""
     n = num_requests
     remaining = [input_len] * n
     slot_of = [-1] * n
@@ -259,7 +275,12 @@ def schedule(pp: int, concurrency: int, input_len: int, num_requests: int, chunk
                 queue.append(sent)
                 sent += 1
         tick += 1
-    return Schedule(np.asarray(rows, dtype=np.float64), arrive, done)
+    tokens = np.asarray(rows, dtype=np.float64)
+    last_mb = done - (pp - 1)
+    sizes, size_of = np.unique(tokens[: int(last_mb.max()) + 1, 0], return_inverse=True)
+    return Schedule(tokens, arrive, done, sizes, tuple(int(k) for k in size_of),
+                    tuple(int(m) for m in last_mb),
+                    tuple(int(a) - (pp - 1) if a >= 0 else -1 for a in arrive))
 
 
 _NAMES = tuple(p.name for p in PARAMS)
@@ -301,35 +322,50 @@ def _percentile(sorted_values: np.ndarray, q: float) -> float:
 
 
 def predict_log(theta: np.ndarray, point: Point, hw: Hardware) -> np.ndarray:
-    """log of (Input TPS, TTFT p50 s, TTFT p95 s) of ``point`` under parameters ``exp(theta)``."""
+    """log of (Input TPS, TTFT p50 s, TTFT p95 s) of ``point`` under parameters ``exp(theta)``.
+
+    The event-driven pipeline of sim/model/scheduler.py: micro-batch ``i`` is formed when stage
+    0 finished ``i - 1`` and micro-batch ``i - pp`` left the last stage, plus the fixed sync;
+    each stage works on one micro-batch at a time, in order."""
     v = _values(theta)
     pp, tp = point.pp, point.tp
     sch = schedule(pp, point.concurrency, point.input_len, point.num_requests, point.chunk,
                    micro_of(point, hw))
     layers = _layers(hw.num_layers, pp)
-    tok = sch.tokens
+    tok = sch.sizes[:, None]  # (sizes, 1)
     eff = 1.0 + (tp / v["n_half"]) ** v["gamma"]
     ideal = tok / hw.reference_chunk_tokens * v["chunk_gpu_s"] * layers / hw.num_layers
-    compute = np.maximum(ideal / tp * eff, layers * hw.min_layer_ms * 1e-3)
+    step = np.maximum(ideal / tp * eff, layers * hw.min_layer_ms * 1e-3)
     if tp > 1:
         steps = 2.0 * (tp - 1)
         ar = (steps * v["ar_step_latency_us"] * 1e-6
               + steps / tp * tok * hw.hidden_size * BF16 / (_busbw(tp, v, hw) * 1e9))
-        compute = compute + layers * hw.allreduces_per_layer * ar
-    stage = np.where(tok > 0, compute, 0.0)
-    work = stage.max(axis=1)
+        step = step + layers * hw.allreduces_per_layer * ar
+    base = hw.stage_sync_base_ms * 1e-3 * (pp - 1)
     if pp > 1:
         bw = v["p2p_inter_gbs"] if crosses_nodes(pp, tp, hw) else v["p2p_intra_gbs"]
-        biggest = tok.max(axis=1)
-        work = work + np.where(
-            biggest > 0, biggest * hw.hidden_size * BF16 / (bw * 1e9) + v["p2p_latency_us"] * 1e-6,
-            0.0)
-    sync = v["stage_sync_ms"] * 1e-3 * (pp - 1) * pp
-    ends = np.cumsum(work + sync)
-    start = np.where(sch.arrive >= 0, ends[np.maximum(sch.arrive, 0)], 0.0)
-    ttft = ends[sch.done] - start
-    duration = float(ends[-1])
-    tps = point.num_requests * point.input_len / duration
+        step[:, :-1] += tok * hw.hidden_size * BF16 / (bw * 1e9) + v["p2p_latency_us"] * 1e-6
+        step[:, 0] += (v["stage_sync_ms"] * 1e-3 * pp * (pp - 1) - base)
+    step = np.where(tok > 0, step, 0.0)
+    rows = step.tolist()
+    ends = [0.0] * pp  # when each stage finished its latest micro-batch
+    done: list[float] = []
+    for i, k in enumerate(sch.size_of):
+        t = ends[0]
+        if i >= pp and done[i - pp] > t:
+            t = done[i - pp]
+        row = rows[k]
+        t += base + row[0]
+        ends[0] = t
+        for s in range(1, pp):
+            if ends[s] > t:
+                t = ends[s]
+            t += row[s]
+            ends[s] = t
+        done.append(t)
+    ttft = np.asarray([done[m] - (done[a] if a >= 0 else 0.0)
+                       for m, a in zip(sch.last_mb, sch.sent_by, strict=True)])
+    tps = point.num_requests * point.input_len / max(done)
     ttft.sort()
     return np.log([tps, _percentile(ttft, 50), _percentile(ttft, 95)])
 

@@ -52,7 +52,7 @@ def test_fit_on_the_seeds_has_an_interval_for_every_parameter(seeds_fit) -> None
     for p in params.values():
         lo, hi = p["ci90"]
         assert lo <= p["value"] <= hi
-    assert params["stage_sync_ms"]["identified"]  # PP1..PP16 pin the lock-step cost
+    assert params["stage_sync_ms"]["identified"]  # PP1..PP16 pin the PP sync
     # one hand-off size and never a layout without P2P on the same nodes: not identifiable
     assert not params["p2p_latency_us"]["identified"]
     assert "not identified by the data" in params["p2p_latency_us"]["reason"]

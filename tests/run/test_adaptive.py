@@ -96,3 +96,24 @@ def test_the_tolerance_defaults_and_parses() -> None:
     assert options.adaptive_tolerance(cast(pytest.Config, _Config(False, None))) is None
     assert options.adaptive_tolerance(cast(pytest.Config, _Config(True, None))) == 0.03
     assert options.adaptive_tolerance(cast(pytest.Config, _Config(True, "0.05"))) == 0.05
+
+
+def test_a_misfit_decides_nothing_and_writes_no_plan(tmp_path: Path) -> None:
+    """PP4 at a tenth of its Input TPS with its TTFT unchanged (no cluster does that): the fit
+    cannot reproduce it, so the next layout in order is booted, none is skipped, and the run
+    keeps the profile with its misfit but no plan.csv."""
+    run = record_run(tmp_path, "run", seed_points([PP8, PP4], **{
+        f"{PP4}@8": (715.5, 17.28, 18.62), f"{PP4}@16": (715.3, 34.84, 35.95)}))
+    sweep = load(SEED)
+    said: list[str] = []
+    ada = AdaptiveSweep(sweep, [c.id for c in sweep.configs], run, 32, 8, 0.03, said.append)
+    ada.booted[:] = [PP8, PP4]
+    ada.refit()
+    assert ada.next_layout([PP1, PP16, PP2]) == PP1  # the sweep's order, no prediction
+    assert said[-1].startswith(f"adaptive: boot {PP1}: misfit: the fit cannot reproduce")
+    assert f"{PP4} C=8: Input TPS measured 716" in said[-1]
+    assert not ada.skipped
+    assert ada.finish() == []
+    assert json.loads((run / "planner" / "profile.json").read_text())["misfit"]
+    assert not (run / "planner" / "plan.csv").exists()
+    assert any(line.startswith(f"adaptive: misfit: {PP4} C=8") for line in said)

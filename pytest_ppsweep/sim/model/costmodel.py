@@ -1,51 +1,61 @@
 """Parametric cost model of prefill/decode micro-batches on an SGLang PP x TP layout.
 
-The emulated scheduler (sim/model/scheduler.py) advances a pipeline in lock-step *ticks*: every tick
-each stage works on the micro-batch it holds, then hands it to the next stage. One tick lasts::
+The emulated scheduler (sim/model/scheduler.py) runs the pipeline event by event: each stage
+works on one micro-batch at a time and hands it on; stage 0 forms micro-batch ``i`` once it is
+free and slot ``i % pp``'s previous micro-batch has left the last stage, after the fixed PP sync.
+What one micro-batch of ``n`` tokens costs on stage ``s`` (:meth:`CostModel.stage_step_s`)::
 
-    T_tick = stage_sync * (pp - 1) * pp                 # PP lock-step / metadata over Gloo
-           + max over stages s of  T_stage(n_s, s)      # the slowest stage sets the pace
-           + handoff(n)                                 # activation P2P to the next stage
+    T_step(n, s) = T_stage(n, s) + handoff(n) [s < pp - 1]
+                 + stage_sync * (pp - 1) * pp - sync_base * (pp - 1)   [s = 0, prefill]
+    before stage 0 forms a micro-batch:  sync_base * (pp - 1)
 
     T_stage(n, s) = compute(n, s) + layers_s * a * allreduce(n * hidden * 2 bytes, tp)
     compute(n, s) = max(n / N_ref * K * layers_s / L / tp * (1 + (tp / n_half) ** gamma),
                         layers_s * min_layer)
     allreduce(B, tp) = 2 (tp - 1) * step_latency + 2 (tp - 1) / tp * B / busbw(domain(tp))
-    handoff(n) = max over stage boundaries of  n * hidden * 2 / p2p_bw + p2p_latency
+    handoff(n) = n * hidden * 2 / p2p_bw + p2p_latency (the slowest stage boundary's link)
     domain(tp) = PCIe island if tp <= gpus_per_pcie_island, one node if tp <= gpus_per_node,
                  else ceil(tp / gpus_per_node) nodes (RoCE)
+
+A prefill micro-batch's PP sync is thus ``stage_sync * (pp - 1) * pp`` in all, paid on stage 0,
+which forms the micro-batches: the pipeline's pace is its slowest stage (often stage 0 at
+PP16), its latency the sum of the stages, not ``pp`` times the slowest one.
 
 Parameters (profile TOML, sections in brackets) and where their values come from:
 
 * ``L`` [model.num_layers] = 61 and ``hidden`` [model.hidden_size] = 7168: the model card.
 * ``layers_s``: layers on stage ``s`` (placement.stage_layers; uneven when pp does not divide L,
-  so the heaviest stage sets the tick, a real PP effect).
+  so the heaviest stage sets the pace, a real PP effect).
 * ``a`` [model.allreduces_per_layer] = 3.28: ~200 all-reduces per chunk for the whole model,
   from the seeds' PP1 Nsight profile (557 AR per window, p50 7.10 ms, ~0 overlap).
-* ``K`` [compute.chunk_gpu_seconds] = 10.72: GPU-seconds of one ``N_ref``-token chunk (8192)
-  through the whole model at ideal efficiency; ``n_half`` = 5.26, ``gamma`` = 0.617 [compute]:
+* ``K`` [compute.chunk_gpu_seconds] = 8.83: GPU-seconds of one ``N_ref``-token chunk (8192)
+  through the whole model at ideal efficiency; ``n_half`` = 2.17, ``gamma`` = 0.504 [compute]:
   the small-GEMM efficiency loss (per-GPU GEMM width shrinks as 1/tp). K, n_half, gamma and
-  stage_sync were fitted together to the seeds' §7 table (the planner's fit, planner/model.py,
-  which mirrors this model; bus bandwidth and latency held at the nccl-tests values below); with
-  them the virtual-time benchmark of sim/model/vbench.py gives every Input TPS median of the
-  table within 4 % and every TTFT p50 within 6 %, except PP16 at C=16 (TTFT p50 -11 %: the
-  lock-step schedule gives PP16 a bubble at C=8 that C=16 fills, the seeds measured none).
+  stage_sync were fitted together to the seeds' §7 table, Input TPS and TTFT p50 and p95 (the
+  planner's Levenberg-Marquardt, planner/fitting.py, on planner/model.py, which mirrors this
+  model; log errors weighted 1/0.02, 1/0.02, 1/0.015; bus bandwidth, latency and P2P held at
+  the values below); with them the virtual-time benchmark of sim/model/vbench.py (median of
+  three seeded rounds) gives every point of the table within 5 %: Input TPS within 2.0 %, TTFT
+  p50 within 4.4 %, TTFT p95 within 4.6 % (benchmarks/bench_sim_seeds.py,
+  tests/sim/model/test_costmodel.py). K and n_half trade against each other along a shallow
+  valley (the table has one TP per PP): their values are a fit, not measurements.
 * ``busbw``/``step_latency`` [network]: the seeds' §9.2 nccl all_reduce_perf at 128 MiB:
   TP4 4.93 ms (one PCIe island), TP8 6.00 ms (one node), TP16 6.24 ms, TP32 6.59 ms; ring
   busbw ~39-41 GB/s on every level. TP2 is an extrapolation of the same ring formula (~3.3 ms).
-* ``stage_sync`` [scheduler.stage_sync_ms] = 1.72 ms: per stage boundary and per micro-batch
-  slot, per tick. SGLang's PP loop (``event_loop_pp``, scheduler_pp_mixin.py) runs ``pp``
-  micro-batch slots; in each iteration every stage receives the requests and the previous
-  slot's outputs from the stage before it as Python objects over Gloo and relays them, and the
-  loop still has bubbles (sgl-project/sglang#11857). The sync grows with the boundaries a tick
-  crosses (pp - 1) and with the slots whose state is relayed (pp): ``(pp - 1) * pp``. This is an
-  assumption fitted to the seeds' table, chosen because it is the simplest form that fits it: a
-  sync linear in pp - 1 cannot give both PP2-PP8 (little sync) and the PP8 -> PP16 regression
-  (~44 ms more per extra stage), and leaving one layout out, the quadratic form predicts the
-  fifth within 3.8 % (C=8) and 4.7 % (C=16) Input TPS on average where the linear one missed by
-  10.7 / 11.8 % (benchmarks/bench_planner.py).
+* ``stage_sync`` [scheduler.stage_sync_ms] = 2.71 ms: per stage boundary and per micro-batch
+  slot, per prefill micro-batch. SGLang's PP loop (``event_loop_pp``, scheduler_pp_mixin.py) runs
+  ``pp`` micro-batch slots; for each, the requests and the previous slot's outputs travel from
+  stage to stage as Python objects over Gloo, and stage 0 takes a slot's outputs before it
+  reuses the slot (sgl-project/sglang#11857: the loop still has bubbles). The sync grows with
+  the boundaries (pp - 1) and the slots whose state is relayed (pp): ``(pp - 1) * pp``. Where it
+  is paid is an assumption fitted to the seeds' table: on stage 0, as part of forming a
+  micro-batch. Paid on every stage at every step (the lock-step schedule this replaced), it
+  made PP16's latency 16 times its pace: TTFT p95 +27 % at C=8, p50 -11 % at C=16 (issue 26);
+  on stage 0 it limits the pace (Input TPS) but adds to the latency once. A sync linear in
+  pp - 1 could not give both PP2-PP8 (little sync) and the PP8 -> PP16 regression.
 * ``p2p_bw``/``p2p_latency`` [network]: PCIe Gen5 within a node, 400G RoCE between nodes.
-* Per-tick jitter ``jitter_frac`` [scheduler] (Gaussian, seeded) gives the seeds' < 0.7 % spread.
+* Per-micro-batch jitter ``jitter_frac`` [scheduler] (Gaussian, seeded; on the work, not the
+  sync) gives the seeds' < 0.7 % spread.
 
 Decode and the MoE all-to-all backends (the [moe] section and the keys named below):
 
@@ -53,10 +63,11 @@ Decode and the MoE all-to-all backends (the [moe] section and the keys named bel
   memory-bound; it reads the stage's dense weights and the share ``1 - (1 - k/E)^n`` of its
   routed experts that ``n`` tokens touch, at [gpu.hbm_effective_gbs]. This is what makes TPOT
   grow with the tokens of a decode micro-batch (C / pp), and it is far below prefill's compute.
-* The PP sync is the fitted ``stage_sync_ms * (pp - 1) * pp`` on a tick with a prefill
-  micro-batch in the pipeline (its objects carry input ids, extend lengths, prefix indices), but
-  only ``stage_sync_base_ms * (pp - 1)`` on a decode-only tick (next-token ids): PP's TPOT is
-  ``pp`` ticks of that cheap sync plus a stage's step, not ``pp`` prefill-sized syncs.
+* The PP sync is the fitted ``stage_sync_ms * (pp - 1) * pp`` for a prefill micro-batch (its
+  objects carry input ids, extend lengths, prefix indices), but only ``stage_sync_base_ms *
+  (pp - 1)`` for a decode or empty one (next-token ids): a request's next token waits for its
+  slot's turn (``pp`` micro-batches formed, each behind that cheap sync) and crosses the ``pp``
+  stages, not ``pp`` prefill-sized syncs.
 * With ``--moe-a2a-backend`` other than ``none`` the per-layer MoE all-reduce
   ([moe.moe_allreduces_per_layer]) is replaced by a dispatch and a combine all-to-all over the EP
   group: each rank sends its ``n / ep`` tokens to ``min(k, ep)`` ranks, ``(ep - 1) / ep`` of them
@@ -187,13 +198,14 @@ class CostModel:
         return stage_layers(self.profile.model.num_layers, self.layout.pp)
 
     def sync_s(self) -> float:
-        """Lock-step overhead paid once per tick before the stages compute (its fixed part)."""
+        """The fixed PP sync, paid before stage 0 forms each micro-batch (decode and empty ones
+        pay only this)."""
         return self.profile.scheduler.stage_sync_base_ms * 1e-3 * (self.layout.pp - 1)
 
     def sync_prefill_s(self, prefill: bool) -> float:
-        """The rest of the lock-step sync on a tick that carries a prefill micro-batch: each of
-        the ``pp - 1`` stage boundaries relays the state of the ``pp`` micro-batch slots, so the
-        whole prefill sync is ``stage_sync * (pp - 1) * pp`` (see the module docstring)."""
+        """The rest of the PP sync for a prefill micro-batch, on stage 0: each of the ``pp - 1``
+        stage boundaries relays the state of the ``pp`` micro-batch slots, so the whole prefill
+        sync is ``stage_sync * (pp - 1) * pp`` (see the module docstring)."""
         if not prefill:
             return 0.0
         sched = self.profile.scheduler
@@ -210,21 +222,26 @@ class CostModel:
         bw = net.p2p_inter_node_gbs if crosses else net.p2p_intra_node_gbs
         return nbytes / (bw * 1e9) + net.p2p_latency_us * 1e-6
 
-    def tick_s(self, tokens_per_stage: list[int], prefill: bool = True) -> float:
-        """Duration of one tick given the tokens each stage holds (0 = empty stage); ``prefill``:
-        some stage holds a prefill micro-batch (the full sync, see the module docstring)."""
-        layers = self.layers
-        work = max(
-            (
-                stage_s(n, layers[s], self.layout.tp, self.profile,
-                        a2a=self.moe_a2a_backend, ep=self.layout.ep)
-                for s, n in enumerate(tokens_per_stage)
-            ),
-            default=0.0,
-        )  # fmt: skip
-        biggest = max(tokens_per_stage, default=0)
-        return self.sync_s() + self.sync_prefill_s(prefill) + work + self.handoff_s(biggest)
+    def stage_step_s(self, stage: int, tokens: int, prefill: bool) -> float:
+        """One micro-batch's time on ``stage`` in the event-driven pipeline (scheduler.py): its
+        compute and collectives, the hand-off to the next stage (not from the last), and on
+        stage 0, which forms the micro-batches, the prefill part of the PP sync
+        (:meth:`sync_prefill_s`). The fixed part (:meth:`sync_s`) comes before stage 0 forms a
+        micro-batch (the requests and the slot's outputs are received then). An empty
+        micro-batch costs nothing past that."""
+        if tokens <= 0:
+            return 0.0
+        work = stage_s(tokens, self.layers[stage], self.layout.tp, self.profile,
+                       a2a=self.moe_a2a_backend, ep=self.layout.ep)
+        if stage < self.layout.pp - 1:
+            work += self.handoff_s(tokens)
+        if stage == 0:
+            work += self.sync_prefill_s(prefill)
+        return work
 
     def steady_tps(self, chunk_tokens: int) -> float:
-        """Input tokens/s of a full pipeline of ``chunk_tokens`` micro-batches (no jitter)."""
-        return chunk_tokens / self.tick_s([chunk_tokens] * self.layout.pp)
+        """Input tokens/s of a full pipeline of ``chunk_tokens`` prefill micro-batches (no
+        jitter): the slowest stage sets the pace (stage 0 with the sync before each forming)."""
+        steps = [self.stage_step_s(s, chunk_tokens, True) for s in range(self.layout.pp)]
+        steps[0] += self.sync_s()
+        return chunk_tokens / max(steps)

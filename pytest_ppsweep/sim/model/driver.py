@@ -1,7 +1,10 @@
 """Drive the PP scheduler in scaled real time on the asyncio loop.
 
-Emulated time is ``(monotonic() - t0) * scale``. Every scheduler event is scheduled at its
-*absolute* emulated time (converted back to the loop clock), so waits never accumulate drift.
+Emulated time is ``(monotonic() - t0) * scale``. The driver wakes when an output can be due
+(:meth:`PPScheduler.next_output_time`, at its *absolute* emulated time converted back to the loop
+clock, so waits never accumulate drift) and advances the scheduler to then: the stage hops in
+between are processed at their own emulated times on that wake (a submit advances to its own
+arrival first), so a deep pipeline does not wake the loop once per stage and micro-batch.
 The epoll timeout is rounded up to whole milliseconds, so the timer is set ~1 ms early and the
 last fraction of a millisecond is spun away: outputs leave within microseconds of their due time.
 
@@ -130,7 +133,7 @@ class RealtimeDriver:
         self._arm()
 
     def _arm(self) -> None:
-        due = self.sched.next_event_time()
+        due = self.sched.next_output_time()
         if due == self._armed_for:
             return
         if self._handle is not None:
@@ -145,7 +148,7 @@ class RealtimeDriver:
     def _fire(self) -> None:
         self._handle = None
         self._armed_for = None
-        due = self.sched.next_event_time()
+        due = self.sched.next_output_time()
         if due is not None:
             target = self.tb.mono_at(due)
             deadline = time.monotonic() + MAX_SPIN_S

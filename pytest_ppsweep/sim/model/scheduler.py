@@ -4,15 +4,25 @@ The scheduler is a pure state machine on *emulated* time: it never sleeps and ne
 clock. A driver (sim/model/driver.py in real time, sim/model/vbench.py in virtual time) asks for
 :meth:`PPScheduler.next_event_time`, waits until then and calls :meth:`PPScheduler.advance`.
 
-Model (see sim/model/costmodel.py for the tick duration):
+Model (see sim/model/costmodel.py for what a stage's step costs, ``CostModel.stage_step_s``):
 
-* Requests wait in a FIFO queue. Every tick begins with the PP lock-step sync; then stage 0
-  forms a micro-batch for PP slot ``tick % pp`` and every in-flight micro-batch moves one stage.
+* Requests wait in a FIFO queue. Stage 0 forms micro-batch ``i`` for PP slot ``i % pp`` once it
+  is free (it finished micro-batch ``i - 1``) and the slot's previous micro-batch ``i - pp`` has
+  left the last stage (SGLang's loop takes the outputs of a slot before it reuses it: at most
+  ``pp`` micro-batches are in flight), plus the fixed PP sync (``CostModel.sync_s``: receiving
+  the requests and the slot's outputs); a request that arrived by then is in it.
+* Every stage works on one micro-batch at a time, in order, and hands it to the next stage when
+  done; a micro-batch waits for a busy stage. Stages of different lengths (uneven layer splits,
+  the sync on stage 0) therefore give the pipeline's real latency and its bottleneck apart, where
+  a lock-step tick charged every stage the slowest one's time (issue 26: the seeds' PP16 TTFT
+  p95 was 27 % high and its C=16 p50 11 % low with it).
 * Prefill has priority. A prefill micro-batch takes at most ``chunked_prefill_size`` tokens: first
   the next chunk of the request being chunked, then new requests from the queue. New requests
   are admitted only while ``pp_max_micro_batch_size - running(slot) > 0`` and their prompt plus
   output fits in the free KV tokens; a prompt longer than the remaining budget is chunked.
-* Without prefill work the slot's running requests form a decode micro-batch (one token each).
+* Without prefill work the slot's running requests form a decode micro-batch (one token each);
+  with nothing for the slot while work is in flight or waits in another slot, stage 0 forms an
+  empty micro-batch (its sync only) and moves on to the next slot.
 * When a micro-batch leaves the last stage, requests whose last prompt chunk it carried emit
   their first token; decode micro-batches emit one token per request. TTFT therefore emerges
   from queueing, chunking and pipeline depth; nothing computes it in closed form.
@@ -70,8 +80,10 @@ class Piece:
 class MicroBatch:
     """A micro-batch travelling through the pipeline."""
 
-    kind: str  # "prefill" | "decode"
+    kind: str  # "prefill" | "decode" | "empty"
     pieces: tuple[Piece, ...]
+    slot: int = 0
+    factor: float = 1.0  # its jitter (one draw per micro-batch)
 
     @property
     def tokens(self) -> int:
@@ -106,11 +118,15 @@ class PPScheduler:
         self._jitter = cost.profile.scheduler.jitter_frac
         self.queue: deque[SimRequest] = deque()
         self.running: list[set[SimRequest]] = [set() for _ in range(self.pp)]
-        self.pipeline: list[MicroBatch | None] = [None] * self.pp
+        # per stage: the micro-batch it works on, when it ends, and the ones waiting for it
+        self.stage_mb: list[MicroBatch | None] = [None] * self.pp
+        self._stage_end: list[float] = [0.0] * self.pp
+        self._waiting: list[deque[MicroBatch]] = [deque() for _ in range(self.pp)]
+        self._slot_busy = [False] * self.pp  # the slot's micro-batch has not left the last stage
         self._chunked: SimRequest | None = None
-        self._tick = 0
+        self._formed = 0  # micro-batches formed; the next one's slot is _formed % pp
         self._form_at: float | None = None
-        self._end_at: float | None = None
+        self._now = 0.0
         self.peak_tokens = 0
         self.last_gen_throughput = 0.0
         self._tp_window: tuple[float, int] = (0.0, 0)
@@ -120,8 +136,8 @@ class PPScheduler:
     def submit(self, req: SimRequest, now: float) -> None:
         """Queue a request that arrived at emulated time ``now``."""
         self.queue.append(req)
-        if self._form_at is None and self._end_at is None:
-            self._form_at = now + self.cost.sync_s()
+        self._now = max(self._now, now)
+        self._try_form(now)
 
     def abort(self, req: SimRequest) -> None:
         """Drop a request (client went away); in-flight work finishes silently."""
@@ -130,10 +146,11 @@ class PPScheduler:
             self.queue.remove(req)
         if not req.in_flight:
             self._release(req)
+        self._try_form(self._now)
 
     def busy(self) -> bool:
         """True while any request is queued, running or in flight."""
-        return bool(self.queue) or any(self.running) or any(self.pipeline)
+        return bool(self.queue) or any(self.running) or self._in_flight()
 
     def num_running(self) -> int:
         """Admitted, unfinished requests."""
@@ -141,20 +158,32 @@ class PPScheduler:
 
     def next_event_time(self) -> float | None:
         """Emulated time of the next state change, or None when idle."""
-        return self._form_at if self._form_at is not None else self._end_at
+        ends = [self._stage_end[s] for s in range(self.pp) if self.stage_mb[s] is not None]
+        if self._form_at is not None:
+            ends.append(self._form_at)
+        return min(ends) if ends else None
 
     def next_output_time(self) -> float | None:
-        """Emulated time before which no output can be emitted (a lower bound), None when idle.
+        """Emulated time before which no output can be emitted (a lower bound), None when idle:
+        an output comes when an emitting micro-batch leaves the last stage, and every emitting
+        micro-batch still has its current stage (a waiting one: the busy stage's current work
+        first) and every later stage's step to go, at its own jitter; with none in flight, the
+        next event (a micro-batch formed then may emit later)."""
+        bounds = []
+        for s in range(self.pp):
+            mb = self.stage_mb[s]
+            if self._emits(mb):
+                assert mb is not None
+                bounds.append(self._stage_end[s] + self._rest(mb, s + 1))
+            if mb is not None:
+                bounds += [self._stage_end[s] + self._rest(w, s)
+                           for w in self._waiting[s] if self._emits(w)]
+        return min(bounds) if bounds else self.next_event_time()
 
-        Exact when the next event ends a tick whose completing micro-batch emits tokens; when it
-        does not, the earliest later tick start; when the next event forms a micro-batch, that
-        instant (conservative: the batch ending next may emit).
-        """
-        if self._end_at is not None:
-            if self._emits(self.pipeline[-1]):
-                return self._end_at
-            return self._end_at + self.cost.sync_s()
-        return self._form_at
+    def _rest(self, mb: MicroBatch, first: int) -> float:
+        """The steps of stages ``first``.. on ``mb``, at its jitter (no waiting counted)."""
+        return sum(self.cost.stage_step_s(s, mb.tokens, mb.kind == "prefill")
+                   for s in range(first, self.pp)) * mb.factor
 
     @staticmethod
     def _emits(mb: MicroBatch | None) -> bool:
@@ -163,47 +192,78 @@ class PPScheduler:
         )
 
     def advance(self, now: float) -> None:
-        """Process every event due at or before ``now``."""
+        """Process every event due at or before ``now`` (the last stage first, forming last)."""
         while True:
             due = self.next_event_time()
             if due is None or due > now:
                 return
-            if self._form_at is not None:
+            self._now = max(self._now, due)
+            for s in reversed(range(self.pp)):
+                if self.stage_mb[s] is not None and self._stage_end[s] <= due:
+                    self._stage_done(s, self._stage_end[s])
+            if self._form_at is not None and self._form_at <= due:
                 self._form(self._form_at)
-            else:
-                assert self._end_at is not None
-                self._end(self._end_at)
 
-    # -------------------------------------------------------------- tick phases
+    # ---------------------------------------------------------------- the pipeline
+    def _in_flight(self) -> bool:
+        return any(m is not None for m in self.stage_mb) or any(self._waiting)
+
+    def _start(self, s: int, mb: MicroBatch, t: float) -> None:
+        self.stage_mb[s] = mb
+        step = self.cost.stage_step_s(s, mb.tokens, mb.kind == "prefill")
+        sync = self.cost.sync_prefill_s(mb.kind == "prefill") if s == 0 and mb.tokens else 0.0
+        self._stage_end[s] = t + sync + (step - sync) * mb.factor  # the sync is not jittered
+        if self.recorder is not None and mb.tokens > 0:
+            self.recorder.step(s, t, self._stage_end[s], mb.tokens, mb.factor, sync)
+
+    def _stage_done(self, s: int, t: float) -> None:
+        mb = self.stage_mb[s]
+        assert mb is not None
+        self.stage_mb[s] = None
+        if s + 1 < self.pp:
+            if self.stage_mb[s + 1] is None:
+                self._start(s + 1, mb, t)
+            else:
+                self._waiting[s + 1].append(mb)
+        else:
+            self._slot_busy[mb.slot] = False
+            self._complete(mb, t)
+        if self._waiting[s]:
+            self._start(s, self._waiting[s].popleft(), t)
+        self._try_form(t)
+
+    def _work_left(self) -> bool:
+        return (bool(self.queue) or self._chunked is not None or self._in_flight()
+                or any(self._ready(k) for k in range(self.pp)))
+
+    def _try_form(self, t: float) -> None:
+        """Stage 0 and the next slot free, and something to do: form after the fixed sync."""
+        if self.stage_mb[0] is not None or self._form_at is not None:
+            return
+        if self._slot_busy[self._formed % self.pp] or not self._work_left():
+            return  # wait for the slot's outputs, or idle until a submit
+        self._form_at = t + self.cost.sync_s()
+
     def _form(self, t: float) -> None:
         self._form_at = None
-        slot = self._tick % self.pp
-        self._tick += 1
+        slot = self._formed % self.pp
         mb = self._form_prefill(slot) or self._form_decode(slot)
-        self.pipeline[0] = mb
-        if mb is not None and mb.kind == "prefill":
+        if mb is None:
+            if not self._work_left():
+                return  # idle until a submit
+            mb = MicroBatch("empty", (), slot)  # the slot's turn passes (its sync was paid)
+        factor = max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter))
+        mb = MicroBatch(mb.kind, mb.pieces, slot, factor)
+        self._formed += 1
+        if mb.kind == "prefill":
             self.peak_tokens = max(self.peak_tokens, mb.tokens)
             self._log_prefill(mb, slot, t)
-        tokens = [m.tokens if m else 0 for m in self.pipeline]
-        if not any(tokens):
-            if any(self.running):
-                self._end_at = t  # empty tick: move on to the slot that has decode work
-            return  # otherwise idle until the next submit
-        prefill = any(m is not None and m.kind == "prefill" for m in self.pipeline)
-        work = self.cost.tick_s(tokens, prefill) - self.cost.sync_s()
-        factor = max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter))
-        self._end_at = t + work * factor
-        if self.recorder is not None:
-            self.recorder.tick(t, self._end_at, tokens, factor)
+        self._slot_busy[slot] = True
+        self._start(0, mb, t)
 
-    def _end(self, t: float) -> None:
-        self._end_at = None
-        done = self.pipeline[-1]
-        self.pipeline = [None, *self.pipeline[:-1]]
-        if done is not None:
-            self._complete(done, t)
-        if any(self.pipeline) or self.queue or self._chunked or any(self.running):
-            self._form_at = t + self.cost.sync_s()
+    def _ready(self, slot: int) -> bool:
+        return any(r.remaining_prefill <= 0 and not r.in_flight and not r.finished
+                   for r in self.running[slot])
 
     def _complete(self, mb: MicroBatch, t: float) -> None:
         for piece in mb.pieces:

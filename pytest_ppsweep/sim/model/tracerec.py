@@ -3,17 +3,18 @@
 SGLang's ``/start_profile`` wraps the next forward steps of every rank in torch's profiler and each
 rank writes ``[<prefix>-]<profile_id>-TP-<t>[-PP-<p>][-EP-<e>].trace.json.gz`` into
 ``output_dir`` (sglang/srt/managers/scheduler_components/profiler_manager.py). This recorder
-writes the same files, in the same Chrome-trace format, from the scheduler's ticks: what each
-stage does in a tick is what the cost model (costmodel.py) charges for it, laid out in time:
+writes the same files, in the same Chrome-trace format, from the scheduler's stage steps: what
+a stage does with a micro-batch is what the cost model (costmodel.py) charges for it, laid out in
+time:
 
 * per layer a GEMM kernel (``cat = "kernel"``) then that layer's share of the
   ``allreduces_per_layer`` all-reduces (``ncclDevKernel_AllReduce_Sum_bf16_RING_LL``), one after
   the other on the same stream: compute and all-reduce never overlap (the seeds' §9.3, ~0);
-* after the stage's own work, the wait for the slowest stage plus the activation hand-off, and
-  before the tick the PP lock-step sync: ``ncclDevKernel_SendRecv`` (the seeds' "Send/Recv plus
-  stage waits", §9.3), only when pp > 1.
+* after the stage's own work the activation hand-off, and on stage 0 the PP sync before and at
+  the start of a step: ``ncclDevKernel_SendRecv`` (the seeds' "Send/Recv plus stage waits",
+  §9.3), only when pp > 1.
 
-A rank's window is ``num_steps`` of its own forward steps (ticks where its stage holds tokens)
+A rank's window is ``num_steps`` of its own forward steps (micro-batches its stage works on)
 from the start, or until ``/stop_profile`` (at most ``MAX_STEPS``). Times are emulated
 microseconds. Nothing here sleeps or reads a clock.
 """
@@ -52,7 +53,7 @@ class _Stage:
 
 @dataclass
 class TraceRecorder:
-    """One profile window; :meth:`tick` is called by the scheduler for every tick it forms."""
+    """One profile window; :meth:`step` is called by the scheduler for every stage step."""
 
     cost: CostModel
     nnodes: int
@@ -76,38 +77,34 @@ class TraceRecorder:
     def finished(self) -> bool:
         return all(s.done for s in self.stages)
 
-    def tick(self, t: float, end: float, tokens: list[int], factor: float) -> None:
-        """Record the tick formed at emulated time ``t`` (ending at ``end``) for every stage."""
-        if self.written:
+    def step(self, stage: int, t: float, end: float, tokens: int, factor: float,
+             sync: float = 0.0) -> None:
+        """Record stage ``stage``'s step on a micro-batch of ``tokens`` from emulated time ``t``
+        to ``end``; ``sync``: the prefill PP sync at its start (stage 0)."""
+        st = self.stages[stage]
+        if self.written or st.done or tokens <= 0:
             return
         cost, layout = self.cost, self.cost.layout
         prof = cost.profile
-        sync = cost.sync_s()
-        per_layer = prof.model.allreduces_per_layer
-        work = [stage_s(n, cost.layers[s], layout.tp, prof) * factor for s, n in enumerate(tokens)]
-        for s, n in enumerate(tokens):
-            st = self.stages[s]
-            if st.done or (st.steps == 0 and n <= 0):
-                continue  # not yet in its window (its first step starts it) or already out
-            if layout.pp > 1 and sync > 0:
-                st.events.append((SEND_RECV, (t - sync) * 1e6, sync * 1e6))
-            at = t
-            if n > 0:
-                layers = cost.layers[s]
-                ar = allreduce_s(n * prof.model.hidden_size * BF16_BYTES, layout.tp, prof) * factor
-                counts = ar_per_layer(layers, per_layer) if ar > 0 else [0] * layers
-                gemm = max(work[s] - ar * sum(counts), 0.0) / layers
-                for c in counts:
-                    st.events.append((GEMM, at * 1e6, gemm * 1e6))
-                    at += gemm
-                    for _ in range(c):
-                        st.events.append((ALL_REDUCE, at * 1e6, ar * 1e6))
-                        at += ar
-                st.steps += 1
-            if layout.pp > 1 and end > at:
-                st.events.append((SEND_RECV, at * 1e6, (end - at) * 1e6))
-            if st.steps >= self.limit:
-                st.done = True
+        if stage == 0 and layout.pp > 1 and cost.sync_s() + sync > 0:
+            st.events.append((SEND_RECV, (t - cost.sync_s()) * 1e6, (cost.sync_s() + sync) * 1e6))
+        at = t + sync
+        layers = cost.layers[stage]
+        work = stage_s(tokens, layers, layout.tp, prof) * factor
+        ar = allreduce_s(tokens * prof.model.hidden_size * BF16_BYTES, layout.tp, prof) * factor
+        counts = ar_per_layer(layers, prof.model.allreduces_per_layer) if ar > 0 else [0] * layers
+        gemm = max(work - ar * sum(counts), 0.0) / layers
+        for c in counts:
+            st.events.append((GEMM, at * 1e6, gemm * 1e6))
+            at += gemm
+            for _ in range(c):
+                st.events.append((ALL_REDUCE, at * 1e6, ar * 1e6))
+                at += ar
+        if layout.pp > 1 and end > at:
+            st.events.append((SEND_RECV, at * 1e6, (end - at) * 1e6))
+        st.steps += 1
+        if st.steps >= self.limit:
+            st.done = True
         if self.num_steps and self.finished:
             self.write()
 

@@ -46,12 +46,16 @@ def prefill_ttft(
     return r.ttft_p50
 
 
-@pytest.mark.parametrize("pp", [4, 8])
 @pytest.mark.parametrize("c", [8, 16])
-def test_micro_batch_cap_of_one_makes_ttft_worse(pp: int, c: int) -> None:
-    unset, capped = prefill_ttft(pp, c), prefill_ttft(pp, c, cap=1)
-    # measured: PP4 +24 %, PP8 +12 % on the seeds' 16K -> 1 prefill (C=8 and 16 alike)
+def test_micro_batch_cap_of_one_makes_ttft_worse(c: int) -> None:
+    # the seeds' old PP4 setting (seeds 000 §5): one running request per PP slot serialises a
+    # C=8/16 load of 16K prompts; the emulator gives +21 % TTFT p50 (C=8 and 16 alike)
+    unset, capped = prefill_ttft(4, c), prefill_ttft(4, c, cap=1)
     assert capped > 1.10 * unset, (unset, capped)
+    # PP8 has as many slots as a C=8 load has requests: with stages that each start when
+    # they can (event-driven), a slot is free again by its turn and the cap costs little
+    # (+4 %; the lock-step schedule gave +12 %); it never helps
+    assert prefill_ttft(8, c, cap=1) >= prefill_ttft(8, c)
 
 
 def decode_tpot(pp: int, c: int, cap: int | None = None) -> tuple[float, float]:
@@ -73,12 +77,18 @@ def test_micro_batch_cap_of_one_serialises_a_decode_load() -> None:
 def test_tpot_grows_with_concurrency_and_pp_sets_its_floor(pp: int) -> None:
     tpots = [decode_tpot(pp, c)[0] for c in (1, 8, 16)]
     assert tpots[0] < tpots[1] < tpots[2], tpots  # more tokens per decode step
-    assert tpots[2] > 1.2 * tpots[0], tpots
+    # the floor: a request's next token waits for its slot's turn, after the pp slots were
+    # each formed behind the fixed PP sync (stage_sync_base_ms per stage boundary)
+    floor = pp * CostModel(KIMI, seeds_layout(pp)).sync_s()
+    assert tpots[0] >= floor, (tpots, floor)
+    assert tpots[2] - floor > 1.2 * (tpots[0] - floor), tpots
 
 
 def test_deep_pipelines_pay_per_token() -> None:
-    # a token of a request needs pp ticks: PP8's TPOT is well above PP1/PP4's
-    assert decode_tpot(8, 1)[0] > 2 * decode_tpot(1, 1)[0]
+    # a token of a request waits for its slot's turn and crosses pp stages: PP8's TPOT is
+    # well above PP1's and PP4's (no seeds measurement: the decode sync is an assumption)
+    pp8 = decode_tpot(8, 1)[0]
+    assert pp8 > 1.5 * decode_tpot(1, 1)[0] and pp8 > 2 * decode_tpot(4, 1)[0]
 
 
 def test_chunk_size_moves_prefill_time_the_expected_way() -> None:
@@ -235,11 +245,11 @@ def test_decode_round_streams_tpot_and_itl(kimi: object) -> None:
         rows[conc] = r
     one, many = rows[1], rows[16]
     assert all(len(x["chunk_s"]) == 64 for x in many.records)  # one event per token
-    # The server's own emulated times (meta_info) match the model at C=1: ~35 ms on PP4/TP8.
+    # The server's own emulated times (meta_info) match the model at C=1: ~26 ms on PP4/TP8.
     # Concurrency effects (TPOT growth, the cap of 1) are asserted in virtual time above: live,
     # at 100x on this shared 2-core host, 1 ms of real lag is 0.1 s emulated, so a round's
     # arrivals spread out and its client-side figures carry the lag.
-    assert 0.03 < server_tpot(one) < 0.04, server_tpot(one)
+    assert server_tpot(one) == pytest.approx(decode_tpot(4, 1)[0], rel=0.15), server_tpot(one)
     # the client's TPOT carries the host's lag (load average 28 on 2 cores while this was
     # written: C=1 measured 27-150 ms, C=16 up to 6x the server's): only its sign is checked
     assert one.tpot_mean_s > 0 and many.tpot_mean_s > 0
