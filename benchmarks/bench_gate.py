@@ -288,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             with mock.patch.object(comparison, "noise_pct", old_rule):
                 results += evaluate(runs, args, slowdowns, "(earlier) |Δ| > max(spread_ref, "
                                     "spread_cur), spread = (max − min) / median", verbose=False,
-                                    label="earlier rule: ")
+                                    label="earlier rule, ")
     if args.reuse is None:
         print(f"\n{len(runs)} runs in {elapsed:.0f} s; cores: {os.cpu_count()}, load average "
               f"(1 min): {load0[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")

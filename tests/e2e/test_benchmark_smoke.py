@@ -13,12 +13,15 @@ not listed fails :func:`test_every_benchmark_is_listed`. Adding one is one line:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 from benchkit.results import Result, goal, info, parse_results
@@ -30,11 +33,27 @@ TIMEOUT_S = 240.0  # the smoke modes take 5-40 s each on 2 busy cores
 
 @dataclass(frozen=True)
 class Smoke:
-    """How one benchmark's smoke mode runs: the shared things it needs (keys of :data:`NEEDS`)
-    and its arguments beyond ``--smoke``."""
+    """How one benchmark's smoke mode runs: the shared things it needs (keys of :data:`NEEDS`),
+    its arguments beyond ``--smoke`` and lines its output must hold (regexes, multiline)."""
 
     needs: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
+    expect: tuple[str, ...] = ()
+
+
+# bench_orchestration: the work, both ratios and where the rest of the wall time goes
+ORCHESTRATION = (
+    r"work: boot +[\d.]*[1-9][\d.]* s \+ rounds +[\d.]*[1-9][\d.]* s",  # both > 0
+    r"sweep +\(first layout step → last\) +[\d.]+ s +ratio \d\.\d{3} +\(goal",
+    r"command \(pytest start → exit\) +[\d.]+ s +ratio \d\.\d{3}",
+    *(rf"^    {phase} +-?[\d.]+$" for phase in ("launch", "warm-up", "flush", "snapshots",
+                                                "log scan", "teardown", "between",
+                                                "pytest start", "report and exit")),
+)
+# bench_planner: every figure against its goal
+PLANNER = tuple(f"^RESULT {figure}" for figure in (
+    "seeds LOO MAPE input_tps@c8", "seeds LOO MAPE ttft_p50_s@c16", "cluster time used",
+    "chosen within 3 % of the true best", "hidden profiles 90 % interval coverage"))
 
 
 SMOKES: dict[str, Smoke] = {
@@ -44,8 +63,8 @@ SMOKES: dict[str, Smoke] = {
     "bench_fail_fast": Smoke(),
     "bench_gate": Smoke(),
     "bench_interrupts": Smoke(),
-    "bench_orchestration": Smoke(),
-    "bench_planner": Smoke(),
+    "bench_orchestration": Smoke(expect=ORCHESTRATION),
+    "bench_planner": Smoke(expect=PLANNER),
     "bench_report_speed": Smoke(),
     "bench_sim_stream_latency": Smoke(),
     "bench_xdist_pool": Smoke(),
@@ -110,3 +129,44 @@ def test_benchmark_smoke(name: str, request: pytest.FixtureRequest) -> None:
     assert [f for f in figures if f.goal is not None], "no goal line (RESULT … | goal …):\n" + tail
     last = [line for line in out.splitlines() if line.strip()][-len(figures):]
     assert last == [f.line() for f in figures], "the RESULT lines must end the output:\n" + tail
+    missing = [e for e in smoke.expect if not re.search(e, out, flags=re.M)]
+    assert missing == [], tail
+
+
+def _bench_figures() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_figures",
+                                                  REPO / "tools" / "bench_figures.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/RELIABILITY.md"])
+def test_quoted_figures_name_their_command_and_date(doc: str) -> None:
+    tool = _bench_figures()
+    text = (REPO / doc).read_text(encoding="utf-8")
+    commands = tool.blocks(text)
+    assert commands, f"{doc}: no <!-- figures: … --> block"
+    for command in commands:
+        bench = re.fullmatch(r"python benchmarks/(bench_\w+)\.py( .*)?", command)
+        assert bench and bench[1] in SMOKES, f"{doc}: block of an unknown command {command!r}"
+        body = text.split(f"<!-- figures: {command} -->\n", 1)[1].split("<!-- /figures -->")[0]
+        assert re.match(rf"Produced by `{re.escape(command)}` on \d{{4}}-\d\d-\d\d \d\d:\d\d UTC",
+                        body), f"{doc}: {command}: no command and date:\n{body}"
+        assert [r for r in parse_results(body) if r.goal is not None], body
+
+
+def test_bench_figures_rewrites_a_block_from_a_saved_output(tmp_path: Path) -> None:
+    doc = tmp_path / "doc.md"
+    doc.write_text("intro\n<!-- figures: python benchmarks/bench_x.py --runs 3 -->\nold\n"
+                   "<!-- /figures -->\nafter\n", encoding="utf-8")
+    saved = tmp_path / "out.txt"
+    saved.write_text("noise\n\nRESULT ratio: 1.01 | goal <= 1.03 | ok\n", encoding="utf-8")
+    assert _bench_figures().main([str(doc), "--only", "bench_x", "--from", str(saved),
+                                  "--date", "2026-12-01T21:00:00+00:00", "--load", "load 0.3"]) == 0
+    assert doc.read_text(encoding="utf-8") == (
+        "intro\n<!-- figures: python benchmarks/bench_x.py --runs 3 -->\n"
+        "Produced by `python benchmarks/bench_x.py --runs 3` on 2026-12-01 21:00 UTC (load 0.3); "
+        f"regenerate with `python tools/bench_figures.py {doc} --only benchmarks/bench_x.py`.\n\n"
+        "```text\nRESULT ratio: 1.01 | goal <= 1.03 | ok\n```\n<!-- /figures -->\nafter\n")
