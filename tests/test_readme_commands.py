@@ -39,20 +39,23 @@ NOT_RUN = {
         "hosts 601-604 are the users' cluster, not reachable from here; tests/remote runs the "
         "same ssh + docker path on namespace hosts",
     "python benchmarks/bench_xdist_pool.py": "a benchmark (minutes of sweeps); "
-        "tests/e2e/test_xdist_pool.py runs its -n 2 path",
+        "tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "
-        "tests/gate/test_comparison.py checks the tiers and tests/e2e/test_gate_e2e.py the gate",
+        "tests/e2e/test_benchmark_smoke.py runs its --smoke (3 sweeps, temporary folders)",
     "python benchmarks/bench_planner.py": "a benchmark (10 hidden profiles, minutes); "
-        "tests/benchmarks/test_bench_planner.py runs it on one profile",
+        "tests/e2e/test_benchmark_smoke.py runs its --smoke (one profile)",
     "pytest test_matrix --ppsweep-matrix test_matrix/microbatch.toml": "the a2a.toml flow "
         "(run here) on another sweep file; tests/matrix/test_axes.py parses it and collects "
         "its ids, tests/e2e/test_axes_e2e.py runs an axis sweep with two workloads (CI budget)",
     "pytest test_matrix --ppsweep-matrix test_matrix/chunk.toml": "the a2a.toml flow (run "
         "here) on another sweep file; tests/matrix/test_axes.py parses it (CI budget)",
     "python benchmarks/bench_orchestration.py": "a benchmark (the seeds' whole sweep, minutes); "
-        "tests/benchmarks/test_bench_orchestration.py runs it cut down to one layout",
+        "tests/e2e/test_benchmark_smoke.py runs its --smoke (one layout)",
+    "python benchmarks/bench_orchestration.py --runs 3": "the same benchmark three times "
+        "(tools/bench_figures.py runs it for the README's figures)",
     "python benchmarks/bench_fail_fast.py": "a benchmark (boots real SGLang on CPU, minutes); "
-        "tests/e2e/test_liveness.py and tests/real/test_real_sglang.py run its paths",
+        "tests/e2e/test_benchmark_smoke.py runs its --smoke (emulator), "
+        "tests/real/test_real_sglang.py its real-SGLang path",
     "python benchmarks/bench_interrupts.py": "a benchmark (36 interrupted sweeps, minutes); "
         "tests/reliability/test_interrupts.py and tests/remote/test_interrupts_remote.py run "
         "a subset of its cases",

@@ -1,8 +1,9 @@
-"""Helpers of the client benchmarks (bench_client_fidelity.py, bench_client_capacity.py) and of
-tests/real/test_bench_serving_crosscheck.py.
+"""Helpers of the benchmarks (results: all of them; the rest: bench_client_fidelity.py,
+bench_client_capacity.py) and of tests/real/test_bench_serving_crosscheck.py.
 
 Parent side (imported; benchmarks/ is the scripts' own folder and on pytest's ``pythonpath``):
 
+* :mod:`benchkit.results` — the ``RESULT`` line every benchmark ends with, and ``--smoke``;
 * :mod:`benchkit.stats` — percentiles, CPU seconds, load averages;
 * :mod:`benchkit.provisioned` — the SGLang venv and tiny model of scripts/provision_sglang_cpu.sh;
 * :mod:`benchkit.processes` — ports, readiness polls, stopping what we started, the zero server;
