@@ -30,7 +30,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from benchkit.results import add_smoke, goal, info, print_results  # noqa: E402
 from benchkit.chaos import (  # noqa: E402
     BACKENDS,
     FAULTS,
@@ -43,6 +42,7 @@ from benchkit.chaos import (  # noqa: E402
     run_matrix,
     table,
 )
+from benchkit.results import add_smoke, goal, info, print_results  # noqa: E402
 
 
 def main() -> int:

@@ -38,9 +38,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
-from benchkit.results import add_smoke, goal, info, print_results  # noqa: E402
 from benchkit import interrupts  # noqa: E402
 from benchkit.interrupts import Case, moments, run_cases  # noqa: E402
+from benchkit.results import add_smoke, goal, info, print_results  # noqa: E402
 
 
 def emulator_cases(seed: int, signalled: int, killed: int, root: Path,
