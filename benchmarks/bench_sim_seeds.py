@@ -64,8 +64,9 @@ def emulated(pp: int, tp: int, ep: int, c: int, repeats: int, jitter: bool = Tru
 
 
 def result(name: str, value: str, goal: str, ok: bool | None) -> str:
-    verdict = "info" if ok is None else "ok" if ok else "not ok"
-    return f"RESULT {name}: {value} | goal {goal} | {verdict}"
+    if ok is None:
+        return f"RESULT {name}: {value} | info"
+    return f"RESULT {name}: {value} | goal {goal} | {'ok' if ok else 'not ok'}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench_sim_seeds: {time.monotonic() - started:.1f} s")
     names = {"input_tps": "Input TPS", "ttft_p50_s": "TTFT p50", "ttft_p95_s": "TTFT p95"}
     for m in METRICS:
-        print(result(f"emulator max |error| vs seeds, {names[m]}", f"{worst[m]:.1%}",
+        print(result(f"emulator max abs error vs seeds, {names[m]}", f"{worst[m]:.1%}",
                      f"<= {BOUND:.0%} on every point", worst[m] <= BOUND))
-    print(result("planner mirror max |difference| vs emulator", f"{mirror:.2%}",
+    print(result("planner mirror max abs difference vs emulator", f"{mirror:.2%}",
                  f"<= {MIRROR_BOUND:.0%}", mirror <= MIRROR_BOUND))
     print(result("planner model time per point (PP16, C=16)", f"{per_point_ms:.2f} ms",
                  "none", None))
