@@ -171,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--time-scale", type=float, default=400.0)
     parser.add_argument("--port", type=int, default=44600)
-    parser.add_argument("--net", default="127.0.44")
+    parser.add_argument("--net", default="127.0.49")
     parser.add_argument("--nodes", type=int, default=4, choices=(1, 2, 4),
                         help="nodes of the emulated cluster (8 GPUs each; the layouts are "
                              "PP<nodes> x TP8 and PP<2 nodes> x TP4)")

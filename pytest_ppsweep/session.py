@@ -42,6 +42,7 @@ from pytest_ppsweep.stash import SESSION_KEY
 
 if TYPE_CHECKING:
     from pytest_ppsweep.adaptivesweep import AdaptiveSweep
+    from pytest_ppsweep.cluster.claim import Claim
     from pytest_ppsweep.matrix.model import Cluster, Sweep
     from pytest_ppsweep.pool.lease import Pool
     from pytest_ppsweep.sweeprun import SweepRun
@@ -127,6 +128,7 @@ class SweepSession:
         self._report_handlers: dict[int, Any] = {}  # while the report is written (finish)
         self._deferred: int | None = None  # a stop signal received while the report is written
         self.adaptive: AdaptiveSweep | None = None  # --ppsweep-adaptive (set by start)
+        self.claims: list[Claim] = []  # this run's claims on its clusters (controller)
 
     @staticmethod
     def of(config: pytest.Config) -> SweepSession | None:
@@ -324,6 +326,7 @@ class SweepSession:
             return
         from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 
+        self._claim_clusters()
         for cluster in self.pool:
             if cluster.kind == "ssh":
                 # a node that cannot be asked is left to the preflight, which reports it
@@ -358,6 +361,37 @@ class SweepSession:
                 f"metadata/nodes-{cluster.name}.json",
                 nodeinfo.metadata(self.sweep, cluster, self.registry),
             )
+
+    def _claim_clusters(self) -> None:
+        """One sweep per cluster (cluster/claim.py): a claim on every cluster of the pool
+        before its preflight, kept by a heartbeat until :meth:`close`; the xdist pool's leases
+        hand the claimed clusters to the workers. A cluster another sweep holds: wait
+        (--ppsweep-wait-cluster, in the live status) or refuse before anything is launched."""
+        from pytest_ppsweep.cluster.claim import ClusterBusy, claim_all
+
+        wait_s = options.wait_cluster_s(self.config)
+        bound = "" if wait_s == float("inf") else f" of {wait_s:g}"
+
+        def waiting(message: str, waited: float) -> None:
+            self.progress.status("cluster claim", f"waiting ({waited:.0f} s{bound}): {message}",
+                                 state=message.split(" (heartbeat")[0])
+
+        try:
+            self.claims = claim_all(self.pool, self.store.run_id, self.registry, wait_s=wait_s,
+                                    on_wait=waiting, say=self.progress)
+        except ClusterBusy as exc:
+            raise pytest.UsageError(f"{exc}; nothing was launched (wait for it with "
+                                    "--ppsweep-wait-cluster [SECONDS])") from None
+        finally:
+            self.progress.end("cluster claim")
+
+    def _release_claims(self) -> None:
+        for claim in self.claims:
+            if claim.lost:
+                sys.stderr.write(f"ppsweep: WARNING: cluster {claim.cluster.name}: "
+                                 f"{claim.lost} during this run\n")
+            claim.release()
+        self.claims = []
 
     def _stop_own_leftovers(self, cluster: Cluster, leftovers: list[Any]) -> list[Any]:
         """--ppsweep-resume on an ssh cluster: the ranks the interrupted run itself left (a
@@ -648,6 +682,7 @@ class SweepSession:
         self.progress.clear_line()
         self.registry.stop_ranks()
         self._reap_own()
+        self._release_claims()  # the cluster is free for the next sweep once nothing is left
         self.registry.close()
         self.registry.remove_atexit()
         self._restore_report_handlers()  # first: they put back the run's own handlers

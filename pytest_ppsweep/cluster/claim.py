@@ -12,9 +12,11 @@ second run waits for it (``wait_s``) or is refused before anything is launched:
     (heartbeat 3 s ago)
 
 A claim whose heartbeat is older than ``stale_s`` belongs to a dead run (killed, its machine
-gone): it is taken over, with a warning. Every change is a compare-and-swap under ``flock`` on
-node 0 (the content read before must still be there), so two runs that start together cannot
-both win, and a run whose claim was taken over finds out at its next heartbeat (``lost``).
+gone), and so does one whose holder ran on this very host in a process that no longer exists
+(a killed pytest): it is taken over, with a warning. Every change is a compare-and-swap under
+``flock`` on node 0 (the content read before must still be there), so two runs that start
+together cannot both win, and a run whose claim was taken over finds out at its next heartbeat
+(``lost``).
 
 This is the cluster-level lock, across pytest sessions; ``pytest_ppsweep.pool.lease`` hands
 the clusters of one session's pool to its xdist workers, on top of it (the controller claims
@@ -32,7 +34,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from pytest_ppsweep.cluster.backends import host_for
@@ -40,7 +42,7 @@ from pytest_ppsweep.cluster.base import CommandHost, HostError
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster
 
-__all__ = ["CLAIM_DIR", "Claim", "ClusterBusy", "Holder", "busy_message"]
+__all__ = ["CLAIM_DIR", "Claim", "ClusterBusy", "Holder", "busy_message", "claim_all"]
 
 CLAIM_DIR = "/tmp/ppsweep-claims"
 HEARTBEAT_S = 5.0
@@ -171,7 +173,8 @@ class Claim:
             if state.mtime is not None and holder is not None and holder.token == self.me.token:
                 self._held()
                 return None
-            dead = state.mtime is not None and state.age_s > self.stale_s
+            dead = state.mtime is not None and (state.age_s > self.stale_s
+                                                or _gone(holder, self.me.host))
             if state.mtime is not None and not dead:
                 return busy_message(self.cluster.name, holder, state.age_s)
             put = self._call("put", state.content if state.mtime is not None else "", mine)
@@ -180,10 +183,11 @@ class Claim:
             if dead:
                 who = (f"run {holder.run_id} of {holder.user}@{holder.host}" if holder
                        else "an unreadable claim")
-                self.warnings.append(
-                    f"cluster '{self.cluster.name}': took over the claim of {who} (no "
-                    f"heartbeat for {state.age_s:.0f} s, more than {self.stale_s:g} s: its run "
-                    "is dead)")
+                why = (f"its process {holder.pid} on this host is gone" if _gone(
+                    holder, self.me.host) and holder is not None else
+                    f"no heartbeat for {state.age_s:.0f} s, more than {self.stale_s:g} s")
+                self.warnings.append(f"cluster '{self.cluster.name}': took over the claim of "
+                                     f"{who} ({why}: its run is dead)")
             self._held()
             return None
 
@@ -248,6 +252,41 @@ class Claim:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _gone(holder: Holder | None, here: str) -> bool:
+    """A holder on this very host whose process no longer exists (a killed pytest): dead now,
+    without waiting for its heartbeat to go stale."""
+    if holder is None or holder.host != here or holder.pid <= 0:
+        return False
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def claim_all(clusters: Sequence[Cluster], run_id: str, registry: Registry | None = None, *,
+              wait_s: float = 0.0, on_wait: Callable[[str, float], None] | None = None,
+              say: Callable[[str], None] = lambda _m: None) -> list[Claim]:
+    """Claims on every cluster (a pool's), in order; a cluster still held after ``wait_s``
+    raises :class:`ClusterBusy` after the claims already taken are released. ``say`` gets
+    the takeover warnings."""
+    held: list[Claim] = []
+    try:
+        for cluster in clusters:
+            claim = Claim(cluster, run_id, registry)
+            claim.acquire(wait_s, on_wait)
+            held.append(claim)
+            for warning in claim.warnings:
+                say(f"WARNING: {warning}")
+    except BaseException:
+        for claim in held:
+            claim.release()
+        raise
+    return held
 
 
 def _user() -> str:

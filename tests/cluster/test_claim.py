@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,21 @@ def test_a_dead_holders_claim_is_taken_over_with_a_warning(cluster: Cluster) -> 
     finally:
         taker.release()
         dead.release()
+
+
+def test_a_killed_holder_on_this_host_is_dead_at_once(cluster: Cluster) -> None:
+    """A pytest killed with SIGKILL leaves its claim with a fresh heartbeat; its process is gone
+    from this host, so the next run takes over without waiting for the claim to go stale."""
+    done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    killed = Claim(cluster, "killed-run", heartbeat_s=60)
+    killed.me = replace(killed.me, pid=int(done.stdout))  # a process that has ended
+    killed.acquire()
+    killed._stop.set()
+    taker = Claim(cluster, "rerun", stale_s=3600)
+    try:
+        taker.acquire()
+        assert [w for w in taker.warnings if f"its process {done.stdout.strip()} on this host "
+                "is gone: its run is dead" in w], taker.warnings
+    finally:
+        taker.release()
+        killed.release()
