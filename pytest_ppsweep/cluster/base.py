@@ -46,7 +46,9 @@ class CommandHost(Protocol):
 
 
 class RankHandle(Protocol):
-    """A started rank: whether it still runs, and how to stop it (idempotent)."""
+    """A started rank: whether it still runs, and how to stop it (idempotent). A handle of a
+    process rank also has ``strays``: the pids that had left its process group and were
+    stopped with it (cluster/strays.py); a container has none (its namespace ends with it)."""
 
     def poll(self) -> int | None: ...
 

@@ -17,17 +17,24 @@ from typing import TYPE_CHECKING
 
 from pytest_ppsweep.cluster.base import CommandResult, HostError, RankHandle
 from pytest_ppsweep.cluster.labels import labels_env
+from pytest_ppsweep.cluster.strays import sweep
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
 
 
 class LocalProcess:
-    """A rank started in its own session, so the whole process group can be stopped."""
+    """A rank started in its own session, so the whole process group can be stopped; with
+    ``labels`` (a rank's), stopping also stops the processes that left the group
+    (:mod:`pytest_ppsweep.cluster.strays`), their pids kept in ``strays``."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], host: str) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], host: str, address: str = "127.0.0.1",
+                 labels: Mapping[str, str] | None = None) -> None:
         self._popen = popen
         self.host = host
+        self.address = address
+        self.labels = dict(labels or {})
+        self.strays: list[int] = []
         self.pid = popen.pid
         self.pgid = os.getpgid(popen.pid)
 
@@ -60,6 +67,8 @@ class LocalProcess:
                 time.sleep(0.05)
             if not _group_alive(self.pgid):
                 break
+        if self.labels:
+            self.strays += sweep(LocalHost(self.host, self.address), self.labels)
         return self._popen.poll()
 
 
@@ -94,7 +103,8 @@ class LocalHost:
         return CommandResult(self.name, tuple(argv), proc.returncode, proc.stdout, proc.stderr)
 
     def spawn(
-        self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path | None = None
+        self, argv: Sequence[str], env: Mapping[str, str], log_path: Path, cwd: Path | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> LocalProcess:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("ab") as log:
@@ -110,7 +120,7 @@ class LocalHost:
                 )
             except OSError as exc:
                 raise HostError(f"host {self.name}: cannot start {argv[0]!r}: {exc}") from None
-        return LocalProcess(popen, self.name)
+        return LocalProcess(popen, self.name, self.address, labels)
 
 
 class LocalLauncher:
@@ -120,4 +130,4 @@ class LocalLauncher:
         # Labels travel as environment variables: the only label a plain process can carry,
         # and what reap.find_local looks for after a crash.
         env = {**spec.env, **labels_env(labels)}
-        return LocalHost(spec.host, spec.address).spawn(spec.argv, env, log_path)
+        return LocalHost(spec.host, spec.address).spawn(spec.argv, env, log_path, labels=labels)

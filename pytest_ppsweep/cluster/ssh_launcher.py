@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, BinaryIO
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.labels import CONFIG_LABEL, RUN_LABEL, labels_env
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshHost
+from pytest_ppsweep.cluster.strays import sweep
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
@@ -106,9 +107,12 @@ class SshRank:
     """A rank process on a node: poll, stop, and its log streamed into ``log_path``."""
 
     def __init__(
-        self, host: SshHost, node_rank: int, pid: int, rdir: str, stem: str, log_path: Path
+        self, host: SshHost, node_rank: int, pid: int, rdir: str, stem: str, log_path: Path,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.host = host
+        self.labels = dict(labels or {})
+        self.strays: list[int] = []  # pids that had left the group, stopped by stop()
         self.node_rank = node_rank
         self.pid = pid
         self.pgid = pid  # setsid: the rank leads its own group
@@ -223,6 +227,8 @@ class SshRank:
                     f"host {self.host.name}: node{self.node_rank}'s process group {self.pgid} "
                     f"survived SIGKILL: {res.stderr.strip()}"
                 )
+            if self.labels:  # what left the group (its own session) carries the labels
+                self.strays += sweep(self.host, self.labels, grace_s)
             self._tail.join(timeout=10)
             if self._rc is None:
                 with contextlib.suppress(HostError):
@@ -259,4 +265,4 @@ class SshProcessLauncher:
                 f"host {host.name}: could not start node{spec.node_rank}'s rank "
                 f"(exit {res.exit_status}): {res.stderr.strip()[:500]}"
             )
-        return SshRank(host, spec.node_rank, int(pid_text), rdir, stem, log_path)
+        return SshRank(host, spec.node_rank, int(pid_text), rdir, stem, log_path, labels)

@@ -14,7 +14,9 @@ the plain ones are multiplied by ``time_scale``), ``prompt_tokens, completion_to
 cached_tokens, server_e2e_latency, server_first_token_latency, finish_reason`` (as the server
 reported them, not scaled), ``http_status, ok, error_kind, error``. ``error_kind`` is one of
 ``stream error, aborted, truncated stream, bad stream`` (a non-JSON event, or one of the wrong
-shape), ``http <status>, timeout, round timeout, connection error``; ``error`` adds the detail.
+shape), ``wrong output length`` (the server counted other ``completion_tokens`` than the
+``output_len`` asked with ``ignore_eos``: completion.request_problem), ``http <status>, timeout,
+round timeout, connection error``; ``error`` adds the detail.
 ``chunk_s`` lists, for every event that carried output (``/generate``: its
 ``meta_info.completion_tokens`` grew, or there is no count and ``text`` is non-empty;
 completions: a choice carried text), its arrival after the send (scaled, like ``ttft_s``), and
@@ -47,6 +49,7 @@ from typing import Any
 import aiohttp
 import numpy as np
 
+from pytest_ppsweep.measure.completion import WRONG_OUTPUT, request_problem
 from pytest_ppsweep.measure.metrics import RoundResult, summarize
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
 
@@ -209,8 +212,8 @@ def _feed_completions(rec: dict[str, Any], obj: dict[str, Any]) -> bool:
 
 
 async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any], body: bytes,
-                   *, api: str, timeout_s: float, deadline: float, t0: float,
-                   time_scale: float, flight: _InFlight) -> dict[str, Any]:
+                   *, api: str, output_len: int, timeout_s: float, deadline: float,
+                   t0: float, time_scale: float, flight: _InFlight) -> dict[str, Any]:
     """Send one request, read its SSE stream line by line, fill and return ``rec``."""
     loop = asyncio.get_running_loop()
     round_bound = deadline <= loop.time() + timeout_s
@@ -241,6 +244,9 @@ async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any]
             raise _Fail("truncated stream", "stream ended before data: [DONE]")
         if rec["finish_reason"] is None:
             raise _Fail("truncated stream", "data: [DONE] without a final chunk (finish_reason)")
+        wrong = request_problem(output_len, rec["completion_tokens"])
+        if wrong:
+            raise _Fail(WRONG_OUTPUT, wrong)
         rec["ok"] = True
     except _Fail as exc:
         rec["error_kind"], rec["error"] = exc.kind, str(exc)
@@ -342,7 +348,7 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
         await _flush(session, base, flush_timeout_s)
     loop = asyncio.get_running_loop()
     sem = asyncio.Semaphore(concurrency)
-    send = functools.partial(_request, session, url, api=spec.api,
+    send = functools.partial(_request, session, url, api=spec.api, output_len=spec.output_len,
                              timeout_s=spec.request_timeout_s, time_scale=time_scale)
 
     async def warm(i: int) -> dict[str, Any]:
@@ -382,7 +388,8 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
     records.sort(key=lambda r: int(r["index"]))
     return summarize(records, num_requests=len(bodies), peak_concurrency=flight.peak,
                      prompt_digest=prompts.digest, concurrency=concurrency,
-                     time_scale=time_scale, warmup_records=warmed)
+                     time_scale=time_scale, warmup_records=warmed,
+                     output_len=spec.output_len)
 
 
 def run_round_sync(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,

@@ -3,7 +3,14 @@
 A round counts when it sent at least one request, every request completed (``completed ==
 num_requests``), none failed, and the server counted the prompt tokens that were sent
 (``input_tokens == input_tokens_nominal``: ids sent as ``input_ids`` are counted as sent; a gap
-means the server re-tokenised or truncated, so the numbers are not of the intended workload).
+means the server re-tokenised or truncated, so the numbers are not of the intended workload), and
+produced the completion tokens that were asked (``output_tokens == output_tokens_nominal``: the
+workload fixes the output length and sends ``ignore_eos``; more or fewer tokens means another
+workload ran, e.g. a 1-token prefill benchmark that decoded 3 tokens). A round recorded before the
+completion check (no ``output_tokens_nominal``) is judged on the other parts only.
+
+:func:`request_problem` is the same rule for one request (the load generator fails a request
+whose ``completion_tokens`` differs from the asked length, naming both).
 
 :func:`round_problems` is the rule; everything else here only reads one round's fields from
 where they are kept (a :class:`RoundResult`, a results.csv row as a dict of strings or of pandas
@@ -26,6 +33,8 @@ NO_REQUESTS = "no requests"
 INCOMPLETE = "incomplete"
 FAILED = "failed"
 TOKENS = "prompt tokens"
+OUTPUT = "completion tokens"
+WRONG_OUTPUT = "wrong output length"  # a request's error_kind (measure.bench)
 NN_KINDS = frozenset({NO_REQUESTS, INCOMPLETE, FAILED})
 
 
@@ -60,16 +69,29 @@ def _shown(value: int | None) -> str:
     return "?" if value is None else f"{value:,}"
 
 
+def request_problem(asked: int, got: int | None) -> str | None:
+    """Why one completed request does not count: the server produced another number of
+    completion tokens than asked (None when it did, or reported no count: the round's
+    :func:`round_problems` then finds the missing total)."""
+    if got is None or got == asked:
+        return None
+    return f"asked {asked:,} completion token(s), got {got:,}"
+
+
 def round_problems(
     num_requests: int | None,
     completed: int | None,
     failed: int | None,
     input_tokens: int | None,
     input_tokens_nominal: int | None,
+    output_tokens: int | None = None,
+    output_tokens_nominal: int | None = None,
 ) -> list[Shortfall]:
     """Why one round does not count (empty when it does). None is a missing value: a missing
     count of completed requests or of tokens breaks the round; a missing ``failed`` does not on
-    its own (``failed = num_requests - completed``, which the completed check already covers)."""
+    its own (``failed = num_requests - completed``, which the completed check already covers);
+    a missing ``output_tokens_nominal`` (a round recorded before the completion check) skips
+    the completion-token part."""
     problems = []
     if num_requests is not None and num_requests < 1:
         problems.append(Shortfall(NO_REQUESTS, f"no requests sent ({num_requests})"))
@@ -82,20 +104,25 @@ def round_problems(
             input_tokens != input_tokens_nominal):
         problems.append(Shortfall(TOKENS, f"server counted {_shown(input_tokens)} prompt tokens, "
                                           f"sent {_shown(input_tokens_nominal)}"))
+    if output_tokens_nominal is not None and output_tokens != output_tokens_nominal:
+        problems.append(Shortfall(OUTPUT, f"server counted {_shown(output_tokens)} completion "
+                                          f"tokens, asked {_shown(output_tokens_nominal)}"))
     return problems
 
 
 def result_problems(result: RoundResult) -> list[Shortfall]:
     """:func:`round_problems` of a measured round."""
     return round_problems(result.num_requests, result.completed, result.failed,
-                          result.input_tokens, result.input_tokens_nominal)
+                          result.input_tokens, result.input_tokens_nominal,
+                          result.output_tokens, result.output_tokens_nominal)
 
 
 def row_problems(row: Mapping[str, Any]) -> list[Shortfall]:
     """:func:`round_problems` of a results.csv row (strings from ``csv``, or a frame record);
     a missing column is a missing value."""
     return round_problems(*(count(row.get(k)) for k in (
-        "num_requests", "completed", "failed", "input_tokens", "input_tokens_nominal")))
+        "num_requests", "completed", "failed", "input_tokens", "input_tokens_nominal",
+        "output_tokens", "output_tokens_nominal")))
 
 
 def counts(row: Mapping[str, Any]) -> bool:

@@ -18,7 +18,10 @@ Metric definitions (bench_serving's ``calculate_metrics`` names in brackets wher
   lengths of completed requests. They are equal when ids are sent as ``input_ids``; a gap means
   the server did not see what we sent.
 * ``input_tps`` / ``input_tps_nominal`` [input_throughput]: the two above over ``duration_s``.
-* ``output_tokens`` [total_output]: sum of server ``completion_tokens`` of completed requests.
+* ``output_tokens`` [total_output]: sum of server ``completion_tokens`` of completed requests
+  (what the server produced, not what was asked). ``output_tokens_nominal``: the asked output
+  length times the completed requests (None when the caller gave no length); the N/N rule
+  (completion.py) compares the two.
 * ``ttft_*_s`` [mean/median/p95/p99_ttft_ms, in s]: over completed requests only, TTFT measured
   at the first ``data:`` event whatever its text. Differs: bench_serving waits for non-empty text
   and records 0.0 when there never is any (a 1-token answer can be a skipped special token), and
@@ -69,10 +72,10 @@ RowValue = int | float | str | bool | None
 
 ROW_KEYS = (
     "num_requests", "completed", "failed", "duration_s", "input_tokens", "input_tokens_nominal",
-    "input_tps", "input_tps_nominal", "output_tokens", "ttft_mean_s", "ttft_p50_s", "ttft_p95_s",
-    "ttft_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s", "peak_concurrency", "prompt_digest",
-    "tpot_mean_s", "tpot_p50_s", "tpot_p99_s", "itl_mean_s", "itl_p50_s", "itl_p99_s",
-    "output_tps",
+    "input_tps", "input_tps_nominal", "output_tokens", "output_tokens_nominal", "ttft_mean_s",
+    "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s",
+    "peak_concurrency", "prompt_digest", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s",
+    "itl_mean_s", "itl_p50_s", "itl_p99_s", "output_tps",
 )  # fmt: skip
 
 
@@ -107,6 +110,7 @@ class RoundResult:
     itl_p50_s: float = math.nan
     itl_p99_s: float = math.nan
     output_tps: float = math.nan
+    output_tokens_nominal: int | None = None  # asked length x completed (None: not given)
     concurrency: int = 0  # the limit C the round ran with (0 when unknown)
     time_scale: float = 1.0
     records: tuple[dict[str, Any], ...] = field(default=(), repr=False)
@@ -201,8 +205,10 @@ def summarize(
     concurrency: int = 0,
     time_scale: float = 1.0,
     warmup_records: Iterable[Record] = (),
+    output_len: int | None = None,
 ) -> RoundResult:
-    """Compute a RoundResult from per-request records (scaled times already in the records)."""
+    """Compute a RoundResult from per-request records (scaled times already in the records);
+    ``output_len``: the completion tokens asked of every request."""
     recs = [dict(r) for r in records]
     total = len(recs) if num_requests is None else num_requests
     done = [r for r in recs if r.get("ok")]
@@ -239,6 +245,7 @@ def summarize(
         prompt_digest=prompt_digest,
         errors=Counter(str(r.get("error_kind")) for r in recs if not r.get("ok")),
         **decode_metrics(done, output_tokens, duration),
+        output_tokens_nominal=None if output_len is None else output_len * len(done),
         concurrency=concurrency,
         time_scale=time_scale,
         records=tuple(recs),

@@ -38,6 +38,7 @@ RESULT_COLUMNS = (
     "input_tps",
     "input_tps_nominal",
     "output_tokens",
+    "output_tokens_nominal",
     "ttft_mean_s",
     "ttft_p50_s",
     "ttft_p95_s",

@@ -25,6 +25,7 @@ from pytest_ppsweep.cluster.base import Launcher, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.cluster.strays import stray_message
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import REDACTED, scrub_all, secret_values
 from pytest_ppsweep.service.liveness import LayoutDead, Liveness
@@ -83,6 +84,9 @@ class Service:
         # its launcher's start and its handle's stop: the nodes start and stop at once
         self.start_spans: dict[int, tuple[float, float]] = {}
         self.stop_spans: dict[int, tuple[float, float]] = {}
+        # "1 process had left rank 2's process group: pid …": processes of a rank found by its
+        # labels after its group was stopped (cluster/strays.py), stopped too, reported here
+        self.strays: list[str] = []
 
     @property
     def base_url(self) -> str:
@@ -261,6 +265,11 @@ class Service:
             finally:
                 self.stop_spans[i] = (began, time.monotonic())
             self.registry.untrack(procs[i])
+            pids: list[int] = getattr(procs[i], "strays", [])
+            message = stray_message(i, pids) if pids else ""
+            if message and message not in self.strays:  # stop() is idempotent: report once
+                self.strays.append(message)
+                self.progress(f"{self.config.id}: {message}")
 
         if len(procs) <= 1:
             for i in range(len(procs)):

@@ -127,6 +127,43 @@ def addoption(parser: pytest.Parser) -> None:
 
     add_adaptive_options(group)
     add_comm_option(group)
+    add_wait_cluster_option(group, parser)
+
+
+WAIT_CLUSTER_HELP = (
+    "when another sweep holds the cluster (its claim on node 0, refreshed by a heartbeat), wait "
+    "up to SECONDS for it (no value: as long as it takes), shown in the live status. Default: "
+    "refuse at once, before anything is launched."
+)
+
+
+def add_wait_cluster_option(group: Any, parser: pytest.Parser) -> None:
+    """--ppsweep-wait-cluster [SECONDS] (cluster/claim.py)."""
+    group.addoption(
+        "--ppsweep-wait-cluster",
+        dest="ppsweep_wait_cluster",
+        nargs="?",
+        const="inf",
+        default=None,
+        metavar="SECONDS",
+        help=WAIT_CLUSTER_HELP,
+    )
+    parser.addini("ppsweep_wait_cluster", WAIT_CLUSTER_HELP, default=None)
+
+
+def wait_cluster_s(config: pytest.Config) -> float:
+    """Seconds to wait for a cluster another sweep holds: 0 (refuse), a number, or inf."""
+    value = get(config, "ppsweep_wait_cluster")
+    if value is None or value == "":
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0:
+        raise pytest.UsageError(f"--ppsweep-wait-cluster: expected seconds >= 0 (or no value: "
+                                f"wait as long as it takes), found {value!r}")
+    return seconds
 
 
 def add_adaptive_options(group: Any) -> None:

@@ -108,6 +108,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
         self._report_handlers: dict[int, Any] = {}  # while the report is written (finish)
         self._deferred: int | None = None  # a stop signal received while the report is written
         self.adaptive: AdaptiveSweep | None = None  # --ppsweep-adaptive (set by start)
+        self.claims = []  # this run's claims on its clusters (controller, session/claims.py)
 
     @staticmethod
     def of(config: pytest.Config) -> SweepSession | None:
@@ -245,6 +246,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
         self.progress.clear_line()
         self.registry.stop_ranks()
         self._reap_own()
+        self._release_claims()  # the cluster is free for the next sweep once nothing is left
         self.registry.close()
         self.registry.remove_atexit()
         self._restore_signals()

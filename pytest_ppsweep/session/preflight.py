@@ -1,6 +1,7 @@
-"""Before the first boot (pytest_sessionstart, controller): the leftovers of earlier runs are
-reported or reaped, every node of every cluster is checked at once, and what is found is kept
-in the run folder; at the end, what this run left on ssh nodes is removed."""
+"""Before the first boot (pytest_sessionstart, controller): the run's claims on its clusters
+(session/claims.py), then the leftovers of earlier runs are reported or reaped, every node of
+every cluster is checked at once, and what is found is kept in the run folder; at the end, what
+this run left on ssh nodes is removed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep.session import options
-from pytest_ppsweep.session.state import SessionState
+from pytest_ppsweep.session.claims import Claims
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["Preflight"]
 
 
-class Preflight(SessionState):
+class Preflight(Claims):
     """The session's checks before the first boot, and its cleanup after the last."""
 
     def preflight(self) -> None:
@@ -30,6 +31,7 @@ class Preflight(SessionState):
             return
         from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 
+        self._claim_clusters()  # one sweep per cluster: before anything looks at the nodes
         for cluster in self.pool:
             if cluster.kind == "ssh":
                 # a node that cannot be asked is left to the preflight, which reports it

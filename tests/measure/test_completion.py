@@ -14,7 +14,7 @@ from pytest_ppsweep.check import completion_problems
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.gate.benchjson import benchmark_json, valid_mask
 from pytest_ppsweep.gate.comparison import compare
-from pytest_ppsweep.measure.completion import count, round_problems, row_problems
+from pytest_ppsweep.measure.completion import count, request_problem, round_problems, row_problems
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.results.aggregate import load_run, round_counts, summarize_run
 from pytest_ppsweep.results.verdict import judge
@@ -30,6 +30,9 @@ CASES: dict[str, tuple[dict[str, Any], bool]] = {
     "tokens-missing": ({"input_tokens": None}, False),
     "completed-missing": ({"completed": None}, False),
     "more-completed": ({"completed": NUM_REQUESTS + 1}, False),
+    "completion-tokens-over": ({"output_tokens": 3 * NUM_REQUESTS}, False),
+    "completion-tokens-missing": ({"output_tokens": None}, False),
+    "recorded-before-completion-check": ({"output_tokens_nominal": None}, True),
 }
 C = 8
 WORKLOAD = {"workload": {"num_requests": NUM_REQUESTS, "repeats": 3, "concurrency": [C]}}
@@ -55,7 +58,8 @@ def _round(row: dict[str, Any]) -> RoundResult:
         num_requests=row["num_requests"], completed=row["completed"], failed=row["failed"],
         duration_s=1.0, duration_raw_s=1.0, input_tokens=row["input_tokens"],
         input_tokens_nominal=row["input_tokens_nominal"], input_tps=1.0,
-        input_tps_nominal=1.0, output_tokens=None, ttft_mean_s=1.0, ttft_p50_s=1.0,
+        input_tps_nominal=1.0, output_tokens=row.get("output_tokens"),
+        output_tokens_nominal=row.get("output_tokens_nominal"), ttft_mean_s=1.0, ttft_p50_s=1.0,
         ttft_p95_s=1.0, ttft_p99_s=1.0, e2e_mean_s=1.0, e2e_p50_s=1.0, e2e_p99_s=1.0,
         peak_concurrency=C, prompt_digest="sha256:abc", errors=Counter(), concurrency=C)
 
@@ -71,6 +75,10 @@ def test_the_rule_itself() -> None:
     assert round_problems(40, 40, None, 10, 10) == []  # failed = N - completed when not recorded
     assert [p.text for p in round_problems(40, 39, 1, 9, 10)] == [
         "39/40 completed", "1 failed request(s)", "server counted 9 prompt tokens, sent 10"]
+    assert [p.text for p in round_problems(40, 40, 0, 10, 10, 120, 40)] == [
+        "server counted 120 completion tokens, asked 40"]
+    assert request_problem(1, 3) == "asked 1 completion token(s), got 3"
+    assert request_problem(1, 1) is None and request_problem(1, None) is None
     assert [count(v) for v in ("48", "48.0", "", "x", float("nan"), None, 3.5, 7)] == [
         48, 48, None, None, None, None, None, 7]
 

@@ -69,7 +69,8 @@ def test_scaled_records_give_scaled_metrics() -> None:
 
 
 def test_as_row_has_exact_keys_and_builtins_only() -> None:
-    r = summarize([rec(0, True, 0.0, 1.0, ttft=0.5)], peak_concurrency=1, prompt_digest="d")
+    r = summarize([rec(0, True, 0.0, 1.0, ttft=0.5)], peak_concurrency=1, prompt_digest="d",
+                  output_len=1)
     row = r.as_row()
     assert tuple(row) == ROW_KEYS
     assert set(row) == {
@@ -77,7 +78,7 @@ def test_as_row_has_exact_keys_and_builtins_only() -> None:
         "input_tokens_nominal", "input_tps", "input_tps_nominal", "output_tokens", "ttft_mean_s",
         "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s",
         "peak_concurrency", "prompt_digest", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s",
-        "itl_mean_s", "itl_p50_s", "itl_p99_s", "output_tps",
+        "itl_mean_s", "itl_p50_s", "itl_p99_s", "output_tps", "output_tokens_nominal",
     }  # fmt: skip
     # a one-token answer has no TPOT/ITL (None); everything else is a builtin
     assert all(type(v) in (int, float, str, bool) for k, v in row.items()

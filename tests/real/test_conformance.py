@@ -51,6 +51,7 @@ from support.paths import DATA
 from support.real import ProvisionImpossible, marked_processes, provision
 
 from pytest_ppsweep.measure.bench import run_round_sync
+from pytest_ppsweep.measure.completion import result_problems
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.service.probe import server_info, topology
 
@@ -541,14 +542,26 @@ def test_flush_cache(service: Service) -> None:
 @pytest.mark.parametrize("api", ["generate", "completions"])
 def test_bench_round_reads_every_request(service: Service, api: str) -> None:
     """pytest_ppsweep.measure.bench over this service: every request complete, with the server's
-    token counts and finish reason parsed from the stream."""
-    spec = WorkloadSpec(input_len=16, output_len=2, range_ratio=1.0, num_requests=4, seed=7,
+    token counts and finish reason parsed from the stream. The bodies the plugin really sends
+    carry ``ignore_eos`` where SGLang reads it (``sampling_params`` of /generate, top level of
+    /v1/completions), so the server produces exactly the asked 6 tokens (a tiny random model
+    would often stop at EOS earlier), and the N/N rule's completion-token part holds."""
+    spec = WorkloadSpec(input_len=16, output_len=6, range_ratio=1.0, num_requests=4, seed=7,
                         vocab_size=256, warmup_requests=1, api=api, request_timeout_s=60,
                         round_timeout_s=120)  # fmt: skip
-    result = run_round_sync(service.url(), generate_prompts(spec), 2, spec=spec)
+    prompts = generate_prompts(spec)
+    model = None if api == "generate" else service.model_path
+    for body in prompts.bodies(spec, model):
+        sent = json.loads(body)
+        asked = sent["sampling_params"] if api == "generate" else sent
+        assert asked["ignore_eos"] is True and asked.get("max_new_tokens",
+                                                         asked.get("max_tokens")) == 6
+    result = run_round_sync(service.url(), prompts, 2, spec=spec)
     assert (result.completed, result.failed) == (4, 0), result.errors
+    assert (result.output_tokens, result.output_tokens_nominal) == (24, 24)
+    assert result_problems(result) == []
     for rec in result.records:
-        assert (rec["prompt_tokens"], rec["completion_tokens"]) == (16, 2), rec
+        assert (rec["prompt_tokens"], rec["completion_tokens"]) == (16, 6), rec
         assert rec["finish_reason"] == "length" and rec["http_status"] == 200
         assert isinstance(rec["ttft_s"], float) and rec["ttft_s"] <= rec["e2e_s"]
     if api == "generate":

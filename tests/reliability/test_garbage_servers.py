@@ -14,6 +14,7 @@ import pytest
 from aiohttp import web
 
 from pytest_ppsweep.measure.bench import BenchSetupError, run_round
+from pytest_ppsweep.measure.completion import result_problems
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 
 TIMEOUT_S = 1.0  # request_timeout_s of every round here
@@ -57,6 +58,14 @@ async def reset(request: web.Request) -> web.StreamResponse:
 
 
 GOOD_FINAL = b'data: {"text": "x", "meta_info": {"finish_reason": {"type": "length"}}}\n\n'
+# asked 1 completion token (output_len = 1, ignore_eos), the server decodes 3 and says so
+TOO_MANY = (b'data: {"text": "a", "meta_info": {"prompt_tokens": 8, "completion_tokens": 1}}\n\n'
+            b'data: {"text": "abc", "meta_info": {"prompt_tokens": 8, "completion_tokens": 3, '
+            b'"finish_reason": {"type": "length"}}}\n\ndata: [DONE]\n\n')
+TOO_MANY_OAI = (b'data: {"choices": [{"text": "a", "finish_reason": null}]}\n\n'
+                b'data: {"choices": [{"text": "bc", "finish_reason": "length"}]}\n\n'
+                b'data: {"choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": 3}}'
+                b'\n\ndata: [DONE]\n\n')
 GENERATE: dict[str, tuple[Handler, str]] = {
     "non-JSON event": (lambda r: _sse(r, b"data: <html>oops</html>\n\n"), "bad stream"),
     "truncated JSON event": (lambda r: _sse(r, b'data: {"meta_info": {"fin\n\n'), "bad stream"),
@@ -90,6 +99,7 @@ GENERATE: dict[str, tuple[Handler, str]] = {
     "wrong content type (HTML, 200)": (
         lambda r: asyncio.sleep(0, web.Response(text="<html>hi</html>", content_type="text/html")),
         "truncated stream"),
+    "more completion tokens than asked": (lambda r: _sse(r, TOO_MANY), "wrong output length"),
     "JSON instead of SSE (200)": (
         lambda r: asyncio.sleep(0, web.json_response({"text": "x", "meta_info": {}})),
         "truncated stream"),
@@ -99,6 +109,8 @@ COMPLETIONS: dict[str, tuple[Handler, str]] = {
     "usage not an object": (lambda r: _sse(r, b'data: {"choices": [], "usage": [3]}\n\n'),
                             "bad stream"),
     "choices not a list": (lambda r: _sse(r, b'data: {"choices": 7}\n\n'), "bad stream"),
+    "more completion tokens than asked": (lambda r: _sse(r, TOO_MANY_OAI),
+                                          "wrong output length"),
 }
 
 
@@ -205,3 +217,39 @@ def test_garbage_setup_answer_is_a_setup_error(case: str) -> None:
     assert isinstance(r, BenchSetupError), r
     assert str(r), r
     OUTCOMES[case] = f"BenchSetupError: {str(r)[:60]}"
+
+
+@pytest.mark.parametrize("api", ["generate", "completions"])
+def test_more_completion_tokens_than_asked_fail_the_round(api: str) -> None:
+    """A server that decodes 3 tokens where 1 was asked (ignore_eos) is not the workload that
+    was asked: each request fails naming asked and got, and the N/N rule refuses the round."""
+    handler = _sse_of(TOO_MANY if api == "generate" else TOO_MANY_OAI)
+    r, _took = _round(handler, api)
+    assert {rec["error"] for rec in r.records} == {"asked 1 completion token(s), got 3"}
+    assert [rec["completion_tokens"] for rec in r.records] == [3, 3]  # what was received
+    assert [p.text for p in result_problems(r)] == ["0/2 completed", "2 failed request(s)"]
+    assert r.output_tokens_nominal == 0 and r.output_tokens == 0
+
+
+def _sse_of(body: bytes) -> Handler:
+    return lambda r: _sse(r, body)
+
+
+def test_asked_completion_tokens_pass() -> None:
+    """The same server asked for the 3 tokens it produces: every request counts."""
+    def run() -> Any:
+        async def main() -> Any:
+            runner, url = await _serve([web.post("/generate", _coroutine(_sse_of(TOO_MANY))),
+                                        web.post("/flush_cache", _ok)])
+            try:
+                s = WorkloadSpec(input_len=8, output_len=3, range_ratio=1.0, num_requests=2,
+                                 seed=3, vocab_size=100, warmup_requests=0,
+                                 request_timeout_s=TIMEOUT_S, round_timeout_s=10.0)
+                return await run_round(url, generate_prompts(s), 2, spec=s)
+            finally:
+                await runner.cleanup()
+        return asyncio.run(main())
+
+    r = run()
+    assert (r.completed, r.output_tokens, r.output_tokens_nominal) == (2, 6, 6)
+    assert result_problems(r) == []

@@ -30,6 +30,10 @@ SGLang would; the other ranks then lose their connection to rank 0 and exit too.
                          distributed timeout (``--dist-timeout`` or 600 emulated seconds).
 ``slow_start=S``         the rank starts ``S`` emulated seconds late (before joining); all ranks
                          by default, ``@rank=N`` for one.
+``escape_child``         the rank starts a child in its own session (``setsid``, as daemons and
+                         some launchers do; it keeps the rank's environment) that sleeps until
+                         killed: stopping the rank's process group does not reach it. All ranks
+                         by default, ``@rank=N`` for one.
 ``profile_missing``      the profile window writes no trace on one node (``@node=N``; default
                          the last node): its rank files are missing (sim/http/api_profile.py).
 
@@ -51,6 +55,7 @@ KNOWN = {
     "never_join": True,
     "slow_start": True,
     "profile_missing": False,
+    "escape_child": False,
 }  # name -> value required (True), forbidden (False) or optional (None)
 DEFAULT_HANG_S = 420.0
 

@@ -8,6 +8,8 @@ code), which knows neither.
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 from ..launch.config import SimConfig
 from .bootseq import boot
@@ -17,6 +19,12 @@ from .serve import serve_follower, serve_rank0
 
 async def boot_and_serve(rp: RankProcess) -> None:
     """Boot this rank, then serve (rank 0) or stand by with the dummy health server."""
+    if rp.faults.get("escape_child", rp.rank) is not None:
+        # a daemon-like child in a session of its own; it inherits the rank's environment
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"],
+                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, start_new_session=True)
+        rp.log.line(f"started a helper process in its own session (pid {child.pid})")
     phases = await boot(rp)
     if phases is None:
         return

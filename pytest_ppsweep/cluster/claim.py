@@ -1,0 +1,296 @@
+"""One sweep per cluster at a time: a claim (a lease with a heartbeat) on the cluster's node 0.
+
+Two sweeps on the same nodes corrupt each other's measurements, and between two layouts of a run
+nothing is bound, so a port check alone cannot see the other run. Before its preflight a run
+takes the cluster's claim: a small JSON file on node 0 (``CLAIM_DIR/<node 0 address>.json``,
+written through the node's command host: ``sh`` locally, over SSH otherwise), naming the run
+id, user, host, pid and start time. A thread touches it every ``heartbeat_s`` while the run
+holds it; the file's modification time, read with the node's own clock, is the heartbeat. A
+second run waits for it (``wait_s``) or is refused before anything is launched:
+
+    cluster 'prod' is in use by run kimi3-pp-20261201-093100 of alice@h601 since 09:31
+    (heartbeat 3 s ago)
+
+A claim whose heartbeat is older than ``stale_s`` belongs to a dead run (killed, its machine
+gone), and so does one whose holder ran on this very host in a process that no longer exists
+(a killed pytest): it is taken over, with a warning. Every change is a compare-and-swap under
+``flock`` on node 0 (the content read before must still be there), so two runs that start
+together cannot both win, and a run whose claim was taken over finds out at its next heartbeat
+(``lost``).
+
+This is the cluster-level lock, across pytest sessions; ``pytest_ppsweep.pool.lease`` hands
+the clusters of one session's pool to its xdist workers, on top of it (the controller claims
+every cluster of the pool, the workers claim nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.base import CommandHost, HostError
+from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.matrix.model import Cluster
+
+__all__ = ["CLAIM_DIR", "Claim", "ClusterBusy", "Holder", "busy_message", "claim_all"]
+
+CLAIM_DIR = "/tmp/ppsweep-claims"
+HEARTBEAT_S = 5.0
+STALE_S = 60.0  # no heartbeat for this long: the holder is dead
+POLL_S = 1.0
+
+# $1 op (read | put | touch | drop), $2 file stem, $3 the content expected there now ("" =
+# none), $4 the new content (put). Prints "<ok|changed> <node now> <mtime or ->", then the
+# content after the operation. Every operation holds the directory's lock.
+_SCRIPT = r"""
+op=$1; key=$2; exp=$3; new=$4; d=__DIR__; f="$d/$key.json"
+mkdir -p "$d" 2>/dev/null; chmod 1777 "$d" 2>/dev/null
+exec 9>>"$d/$key.lock" || exit 74
+chmod 666 "$d/$key.lock" 2>/dev/null
+flock -w 20 9 || exit 75
+cur=; [ -f "$f" ] && cur=$(cat "$f")
+st=ok
+if [ "$op" != read ]; then
+  if [ "$cur" != "$exp" ]; then st=changed
+  elif [ "$op" = put ]; then printf '%s' "$new" > "$f.tmp.$$" && mv -f "$f.tmp.$$" "$f" || exit 73
+  elif [ "$op" = touch ]; then touch "$f" || exit 73
+  elif [ "$op" = drop ]; then rm -f "$f" || exit 73
+  fi
+fi
+mt=-; [ -f "$f" ] && mt=$(stat -c %Y "$f")
+printf '%s %s %s\n' "$st" "$(date +%s)" "$mt"
+[ -f "$f" ] && cat "$f"
+true
+""".replace("__DIR__", CLAIM_DIR)
+
+
+class ClusterBusy(RuntimeError):
+    """The cluster is claimed by another live run (the message names it)."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a cluster's claim."""
+
+    run_id: str
+    user: str
+    host: str
+    pid: int
+    started: float  # epoch seconds
+    cluster: str
+    token: str  # this claim's own id: a resumed run (same run id) is another holder
+
+    def text(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def parse(text: str) -> Holder | None:
+        try:
+            data = json.loads(text)
+            return Holder(str(data["run_id"]), str(data["user"]), str(data["host"]),
+                          int(data["pid"]), float(data["started"]), str(data["cluster"]),
+                          str(data["token"]))
+        except (ValueError, KeyError, TypeError):
+            return None  # not a claim of ours (or torn): treated as no heartbeat
+
+
+@dataclass(frozen=True)
+class _State:
+    ok: bool
+    now: float  # the node's clock
+    mtime: float | None  # the claim file's, None when absent
+    content: str
+
+    @property
+    def age_s(self) -> float:
+        return math.inf if self.mtime is None else max(0.0, self.now - self.mtime)
+
+
+def busy_message(cluster: str, holder: Holder | None, age_s: float) -> str:
+    """``cluster 'prod' is in use by run … of alice@host since 09:31 (heartbeat 3 s ago)``."""
+    if holder is None:
+        return f"cluster '{cluster}' is in use by another run (unreadable claim on node 0)"
+    since = time.strftime("%H:%M", time.localtime(holder.started))
+    return (f"cluster '{cluster}' is in use by run {holder.run_id} of {holder.user}@"
+            f"{holder.host} since {since} (heartbeat {age_s:.0f} s ago)")
+
+
+def _key(cluster: Cluster) -> str:
+    """The claim file's stem: node 0's address (the nodes are what is shared, whatever name
+    each sweep file gives the cluster)."""
+    return "".join(c if c.isalnum() or c in ".-_" else "_" for c in cluster.rank0().address)
+
+
+class Claim:
+    """A run's claim on one cluster: :meth:`acquire`, heartbeat thread, :meth:`release`."""
+
+    def __init__(self, cluster: Cluster, run_id: str, registry: Registry | None = None, *,
+                 heartbeat_s: float = HEARTBEAT_S, stale_s: float = STALE_S,
+                 host: CommandHost | None = None) -> None:
+        self.cluster = cluster
+        self.host = host or host_for(cluster, cluster.rank0(), registry)
+        self.key = _key(cluster)
+        self.heartbeat_s = heartbeat_s
+        self.stale_s = stale_s
+        self.me = Holder(run_id, _user(), socket.gethostname(), os.getpid(), time.time(),
+                         cluster.name, uuid.uuid4().hex)
+        self.held = False
+        self.lost: str | None = None  # why the claim was lost while held (taken over)
+        self.warnings: list[str] = []
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
+
+    def _call(self, op: str, expected: str = "", new: str = "") -> _State:
+        argv = ["sh", "-c", _SCRIPT, "ppsweep-claim", op, self.key, expected, new]
+        res = self.host.run(argv, 40)
+        lines = res.stdout.split("\n", 1)
+        head = lines[0].split()
+        if not res.ok or len(head) != 3:
+            raise HostError(f"host {self.host.name}: cannot {op} the claim of cluster "
+                            f"'{self.cluster.name}' in {CLAIM_DIR} (exit {res.exit_status}): "
+                            f"{res.stderr.strip()[:300]}")
+        mtime = None if head[2] == "-" else float(head[2])
+        return _State(head[0] == "ok", float(head[1]), mtime,
+                      lines[1] if len(lines) > 1 else "")
+
+    def try_acquire(self) -> str | None:
+        """Take the claim if it is free or its holder is dead; None when held now, else the
+        busy message. A dead holder's claim taken over is noted in ``warnings``."""
+        mine = self.me.text()
+        while True:
+            state = self._call("read")
+            holder = Holder.parse(state.content) if state.mtime is not None else None
+            if state.mtime is not None and holder is not None and holder.token == self.me.token:
+                self._held()
+                return None
+            dead = state.mtime is not None and (state.age_s > self.stale_s
+                                                or _gone(holder, self.me.host))
+            if state.mtime is not None and not dead:
+                return busy_message(self.cluster.name, holder, state.age_s)
+            put = self._call("put", state.content if state.mtime is not None else "", mine)
+            if not put.ok:
+                continue  # another run changed it in between: look again
+            if dead:
+                who = (f"run {holder.run_id} of {holder.user}@{holder.host}" if holder
+                       else "an unreadable claim")
+                why = (f"its process {holder.pid} on this host is gone" if _gone(
+                    holder, self.me.host) and holder is not None else
+                    f"no heartbeat for {state.age_s:.0f} s, more than {self.stale_s:g} s")
+                self.warnings.append(f"cluster '{self.cluster.name}': took over the claim of "
+                                     f"{who} ({why}: its run is dead)")
+            self._held()
+            return None
+
+    def acquire(self, wait_s: float = 0.0,
+                on_wait: Callable[[str, float], None] | None = None,
+                clock: Callable[[], float] = time.monotonic) -> None:
+        """Take the claim, waiting up to ``wait_s`` (``math.inf``: as long as it takes) for the
+        holder to release it; ``on_wait(message, waited_s)`` at every look while waiting.
+        Raises :class:`ClusterBusy` when it is still held after that."""
+        start = clock()
+        while True:
+            busy = self.try_acquire()
+            if busy is None:
+                return
+            waited = clock() - start
+            if waited >= wait_s:
+                if wait_s > 0:
+                    busy += f"; waited {waited:.0f} s (--ppsweep-wait-cluster {wait_s:g})"
+                raise ClusterBusy(busy)
+            if on_wait is not None:
+                on_wait(busy, waited)
+            self._stop.wait(min(POLL_S, max(0.05, wait_s - waited)))
+
+    def _held(self) -> None:
+        self.held = True
+        if self._beat is None:
+            self._stop.clear()
+            self._beat = threading.Thread(target=self._heartbeat, daemon=True,
+                                          name=f"ppsweep-claim-{self.cluster.name}")
+            self._beat.start()
+
+    def _heartbeat(self) -> None:
+        mine = self.me.text()
+        while not self._stop.wait(self.heartbeat_s):
+            try:
+                state = self._call("touch", mine)
+            except HostError:
+                continue  # node 0 unreachable for a moment: the next beat tries again
+            if not state.ok:
+                holder = Holder.parse(state.content)
+                self.lost = ("the claim was taken over by "
+                             + (f"run {holder.run_id} of {holder.user}@{holder.host}"
+                                if holder else "another run"))
+                self.held = False
+                return
+
+    def release(self) -> None:
+        """Stop the heartbeat and remove the claim if it is still this run's (idempotent)."""
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join(timeout=60)
+            self._beat = None
+        if self.held:
+            self.held = False
+            # unreachable: the claim goes stale and is taken over later
+            with contextlib.suppress(HostError):
+                self._call("drop", self.me.text())
+
+    def __enter__(self) -> Claim:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _gone(holder: Holder | None, here: str) -> bool:
+    """A holder on this very host whose process no longer exists (a killed pytest): dead now,
+    without waiting for its heartbeat to go stale."""
+    if holder is None or holder.host != here or holder.pid <= 0:
+        return False
+    try:
+        os.kill(holder.pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def claim_all(clusters: Sequence[Cluster], run_id: str, registry: Registry | None = None, *,
+              wait_s: float = 0.0, on_wait: Callable[[str, float], None] | None = None,
+              say: Callable[[str], None] = lambda _m: None) -> list[Claim]:
+    """Claims on every cluster (a pool's), in order; a cluster still held after ``wait_s``
+    raises :class:`ClusterBusy` after the claims already taken are released. ``say`` gets
+    the takeover warnings."""
+    held: list[Claim] = []
+    try:
+        for cluster in clusters:
+            claim = Claim(cluster, run_id, registry)
+            claim.acquire(wait_s, on_wait)
+            held.append(claim)
+            for warning in claim.warnings:
+                say(f"WARNING: {warning}")
+    except BaseException:
+        for claim in held:
+            claim.release()
+        raise
+    return held
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())

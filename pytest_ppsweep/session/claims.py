@@ -1,0 +1,57 @@
+"""One sweep per cluster (cluster/claim.py), the session's side: before its preflight the
+controller claims every cluster of its pool, kept by a heartbeat until the session closes; the
+xdist pool's leases then hand the claimed clusters to the workers (which claim nothing). A
+cluster another sweep holds: wait (--ppsweep-wait-cluster, in the live status) or refuse before
+anything is launched."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_ppsweep.session import options
+from pytest_ppsweep.session.state import SessionState
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.cluster.claim import Claim
+
+__all__ = ["Claims"]
+
+STATUS_KEY = "cluster claim"
+
+
+class Claims(SessionState):
+    """Take the run's claims on its clusters, and give them back."""
+
+    claims: list[Claim]  # set by the owner's __init__ (empty until the preflight)
+
+    def _claim_clusters(self) -> None:
+        from pytest_ppsweep.cluster.claim import ClusterBusy, claim_all
+
+        wait_s = options.wait_cluster_s(self.config)
+        bound = "" if wait_s == float("inf") else f" of {wait_s:g}"
+
+        def waiting(message: str, waited: float) -> None:
+            self.progress.status(STATUS_KEY, f"waiting ({waited:.0f} s{bound}): {message}",
+                                 state=message.split(" (heartbeat")[0])
+
+        try:
+            self.claims = claim_all(self.pool, self.store.run_id, self.registry,
+                                    wait_s=wait_s, on_wait=waiting, say=self.progress)
+        except ClusterBusy as exc:
+            raise pytest.UsageError(f"{exc}; nothing was launched (wait for it with "
+                                    "--ppsweep-wait-cluster [SECONDS])") from None
+        finally:
+            self.progress.end(STATUS_KEY)
+
+    def _release_claims(self) -> None:
+        """Give the claims back (the ranks stopped and reaped first); a claim another run
+        took over meanwhile (this run looked dead) is said on stderr."""
+        for claim in self.claims:
+            if claim.lost:
+                sys.stderr.write(f"ppsweep: WARNING: cluster {claim.cluster.name}: "
+                                 f"{claim.lost} during this run\n")
+            claim.release()
+        self.claims = []

@@ -1,0 +1,106 @@
+"""One sweep per cluster (cluster/claim.py), end to end: two pytest sessions started together on
+the same emulated cluster never overlap and both finish with correct results (the second waits,
+--ppsweep-wait-cluster); a third without the option is refused before anything is launched,
+naming the holder. The SSH hosts' twin is tests/remote/test_cluster_claim_remote.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support.paths import REPO
+from support.processes import child_env, wait_until
+
+from pytest_ppsweep.cluster.claim import CLAIM_DIR
+
+NET, PORT = "127.0.48", 45100  # this file's loopback net and ports (45100-45101)
+SWEEP = f"""
+[sweep]
+name = "claim"
+model_path = "/data/hf_models/Kimi-K3"
+cluster = "shared"
+boot_timeout_s = 120
+spread_rule = "warn"
+
+[server]
+moe_runner_backend = "flashinfer_mxfp4"
+moe_a2a_backend = "none"
+chunked_prefill_size = 8192
+disable_radix_cache = true
+
+[[configs]]
+pp = 1
+tp = 8
+
+[workload]
+input_len = 1024
+output_len = 1
+concurrency = [2]
+num_requests = 2
+repeats = 1
+vocab_size = 1000
+
+[clusters.shared]
+kind = "local"
+hosts = ["{NET}.1"]
+gpus_per_node = 8
+server_module = "pytest_ppsweep.sim"
+port = {PORT}
+dist_init_port = {PORT + 1}
+nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{hosts}}"]
+env = {{ PPSWEEP_SIM_TIME_SCALE = "1000", PPSWEEP_SIM_STATE_DIR = "@STATE@" }}
+"""
+
+
+def _pytest(folder: Path, run_id: str, *extra: str) -> subprocess.Popen[str]:
+    cmd = [sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider",
+           "--ppsweep-reports", str(folder / "reports"), "--ppsweep-run-id", run_id, *extra]
+    env = {**child_env(), "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(cmd, cwd=folder, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def _span(run: Path) -> tuple[float, float]:
+    rows = json.loads((run / "metadata" / "phases.json").read_text())
+    return (min(float(r["start"]) for r in rows.values()),
+            max(float(r["end"]) for r in rows.values()))
+
+
+def test_two_sessions_on_one_cluster_take_turns(tmp_path: Path) -> None:
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "ppsweep.toml").write_text(SWEEP.replace("@STATE@", str(tmp_path / "state")))
+    (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
+    claim = Path(CLAIM_DIR, f"{NET}.1.json")
+    claim.unlink(missing_ok=True)
+    first, second = (_pytest(folder, run, "--ppsweep-wait-cluster", "240")
+                     for run in ("run-a", "run-b"))
+    try:
+        wait_until(claim.exists, 60, "one of the two sessions' claim on node 0")
+        holder = json.loads(claim.read_text())["run_id"]
+        third = _pytest(folder, "run-c")
+        out_c, _ = third.communicate(timeout=120)
+        out_a, _ = first.communicate(timeout=300)
+        out_b, _ = second.communicate(timeout=300)
+    finally:
+        for proc in (first, second):
+            if proc.poll() is None:
+                proc.kill()
+    assert (first.returncode, second.returncode) == (0, 0), out_a[-3000:] + out_b[-3000:]
+    assert third.returncode == 4, out_c[-3000:]
+    assert f"cluster 'shared' is in use by run {holder} of " in out_c, out_c[-2000:]
+    assert "nothing was launched" in out_c
+    assert not (folder / "reports" / "run-c" / "service").exists() or not any(
+        (folder / "reports" / "run-c" / "service").iterdir())
+    reports = folder / "reports"
+    (a0, a1), (b0, b1) = _span(reports / "run-a"), _span(reports / "run-b")
+    assert a1 <= b0 or b1 <= a0, f"the runs overlapped: a {a0}-{a1}, b {b0}-{b1}"
+    waited = out_b if a1 <= b0 else out_a
+    assert "waiting" in (reports / ("run-b" if a1 <= b0 else "run-a") / "progress.log"
+                         ).read_text(), waited[-2000:]
+    for run in ("run-a", "run-b"):
+        rows = (reports / run / "results.csv").read_text().splitlines()
+        assert len(rows) == 2 and ",2,2,0," in rows[1], rows  # one round, 2/2 completed
+    assert not claim.exists(), "the claim outlived both runs"
