@@ -90,6 +90,7 @@ class SweepSession:
         plan: continuity.Plan,
         compare_ref: Path | None,
         thresholds: dict[str, Any],
+        registry: Registry | None = None,
     ) -> None:
         self.config = config
         self.matrix = matrix
@@ -102,7 +103,7 @@ class SweepSession:
         self.thresholds = thresholds
         self.worker = is_worker(config)
         self.progress = Progress(config, store.dir / "progress.log")
-        self.registry = Registry()
+        self.registry = registry if registry is not None else Registry()
         from pytest_ppsweep.sweeprun import SweepRun  # measuring stack: only when a sweep runs
 
         self.run: SweepRun = SweepRun(
@@ -163,19 +164,22 @@ class SweepSession:
             config.option.loadgroup = True
             pool = tuple(c for c in pool if c.name == winput[WORKER_CLUSTER])
             store = runsetup.open_store(config, sweep, winput[WORKER_RUN_ID])
+            registry, pool = _allocate(config, matrix, pool, store.run_id)
             plan = continuity.Plan.from_builtin(winput[WORKER_PLAN])
         else:
             runsetup.check_workers(config, pool)
             reuse_ref = options.reference(config, "ppsweep_reuse")
             baseline_ref = runsetup.baseline_ref(config, sweep, pool)
             store = runsetup.open_store(config, sweep, None)
+            registry, pool = _allocate(config, matrix, pool, store.run_id)
             plan = runsetup.plan(config, sweep, pool, store, ids, reuse_ref)
             store.copy_matrix(matrix)
             runsetup.write_run_json(store, sweep, pool, ids)
             if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
                 config.option.htmlpath = str(store.dir / "report.html")
                 config.option.self_contained_html = True
-        session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds)
+        session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds,
+                      registry)
         session.baseline_ref = baseline_ref
         if not session.worker:
             for note in plan.notes:
@@ -325,7 +329,7 @@ class SweepSession:
         from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 
         for cluster in self.pool:
-            if cluster.kind == "ssh":
+            if cluster.kind in ("ssh", "slurm"):
                 # a node that cannot be asked is left to the preflight, which reports it
                 leftovers = reap.find(cluster, errors=[], registry=self.registry)
                 leftovers = self._stop_own_leftovers(cluster, leftovers)
@@ -663,7 +667,7 @@ class SweepSession:
         from pytest_ppsweep.cluster import reap
 
         for cluster in self.pool:
-            if cluster.kind != "ssh":
+            if cluster.kind not in ("ssh", "slurm"):
                 continue
             errors: list[str] = []
             left = reap.find(
@@ -672,6 +676,26 @@ class SweepSession:
             failed = reap.remove(cluster, left, registry=self.registry) if left else []
             for problem in errors + failed:
                 sys.stderr.write(f"ppsweep: cleanup of cluster {cluster.name}: {problem}\n")
+
+
+def _allocate(
+    config: pytest.Config, matrix: Path, pool: tuple[Cluster, ...], run_id: str
+) -> tuple[Registry, tuple[Cluster, ...]]:
+    """The run's registry, and the pool with the nodes of its slurm clusters (an allocation
+    made here lives in the registry, released when it closes: at the end, on a failure, on
+    Ctrl-C/SIGTERM/SIGHUP and at interpreter exit)."""
+    from pytest_ppsweep.cluster.base import HostError
+
+    registry = Registry()
+    registry.install_atexit()
+    try:
+        jobid = options.get(config, "ppsweep_slurm_jobid") or ""
+        pool = backends.prepare(pool, run_id, registry, jobid)
+    except (HostError, ValueError) as exc:
+        registry.close()
+        registry.remove_atexit()
+        raise pytest.UsageError(f"{matrix}: {exc}") from None
+    return registry, pool
 
 
 def _params(item: pytest.Item) -> dict[str, Any]:
