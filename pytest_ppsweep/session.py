@@ -690,7 +690,8 @@ def _allocate(
     registry.install_atexit()
     try:
         jobid = options.get(config, "ppsweep_slurm_jobid") or ""
-        pool = backends.prepare(pool, run_id, registry, jobid)
+        reap = bool(config.getoption("ppsweep_reap")) and not is_worker(config)
+        pool = backends.prepare(pool, run_id, registry, jobid, reap)
     except (HostError, ValueError) as exc:
         registry.close()
         registry.remove_atexit()

@@ -19,11 +19,13 @@ SLURM = "slurm"  # the kind whose nodes come from an allocation (prepare)
 
 
 def prepare(
-    pool: tuple[Cluster, ...], run_id: str, registry: Registry, jobid: str = ""
+    pool: tuple[Cluster, ...], run_id: str, registry: Registry, jobid: str = "",
+    reap: bool = False,
 ) -> tuple[Cluster, ...]:
     """The pool with every slurm cluster's nodes taken from its allocation (taken by jobid, or
     made now and kept in ``registry``: closing the registry releases it); other kinds as they
-    are. ``jobid``: --ppsweep-slurm-jobid (one slurm cluster in the pool)."""
+    are. ``jobid``: --ppsweep-slurm-jobid (one slurm cluster in the pool); ``reap``:
+    --ppsweep-reap (allocations of earlier runs are cancelled before a new one is asked for)."""
     slurm = [c for c in pool if c.kind == SLURM]
     if not slurm:
         return pool
@@ -34,7 +36,7 @@ def prepare(
             f"--ppsweep-slurm-jobid {jobid}: expected one slurm cluster in the pool, found "
             f"{len(slurm)}: {', '.join(c.name for c in slurm)} (give each its 'jobid' key)"
         )
-    return tuple(resolve(c, run_id, registry, jobid) if c.kind == SLURM else c for c in pool)
+    return tuple(resolve(c, run_id, registry, jobid, reap) if c.kind == SLURM else c for c in pool)
 
 
 def host_for(cluster: Cluster, host: Host, registry: Registry | None = None) -> CommandHost:

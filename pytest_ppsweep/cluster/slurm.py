@@ -195,22 +195,35 @@ def _job_nodes(cluster: Cluster, jobid: str) -> list[Host]:
 
 
 def resolve(cluster: Cluster, run_id: str, registry: Registry, jobid: str = "",
-            timeout_s: float = 600.0) -> Cluster:
+            reap: bool = False, timeout_s: float = 600.0) -> Cluster:
     """``cluster`` with its nodes taken from its allocation; an allocation made here is kept in
     ``registry`` (closing it releases the allocation). ``jobid`` (``--ppsweep-slurm-jobid``)
-    overrides the cluster's ``jobid``; an xdist worker takes its controller's."""
+    overrides the cluster's ``jobid``; an xdist worker takes its controller's.
+
+    Before a new allocation is asked for, an allocation named after this very run (a resumed
+    run whose pytest was killed) is cancelled, and with ``reap`` (``--ppsweep-reap``) those of
+    other runs too: they hold the nodes the new one waits for."""
     if cluster.kind != "slurm":
         return cluster
     jobid = jobid or cluster.slurm_jobid or os.environ.get(JOBID_ENV + cluster.name, "")
     if not jobid:
+        what = f"cluster {cluster.name}"
         name = job_name(run_id)
+        for old, old_name, _state in find_jobs():
+            if old_name == name or reap:
+                problems = cancel(old, f"{what}: allocation {old} ({old_name}) of an earlier run")
+                if problems:
+                    raise SlurmError("; ".join(problems))
         argv = salloc_argv(cluster, name, f"ppsweep run {run_id}")
         try:
-            res = _slurm(argv, timeout_s, f"cluster {cluster.name}")
-        except SlurmError:
+            res = _slurm(argv, timeout_s, what)
+        except SlurmError as exc:
             # salloc gave up waiting: a pending request of this run must not be granted later
-            _slurm(["scancel", "--quiet", "--name", name], 30, f"cluster {cluster.name}")
-            raise
+            _slurm(["scancel", "--quiet", "--name", name], 30, what)
+            others = [f"{j} ({n}, {st.lower()})" for j, n, st in find_jobs()]
+            hint = (f"; allocations of earlier ppsweep runs still queued: {', '.join(others)} "
+                    "(cancel them with --ppsweep-reap)") if others else ""
+            raise SlurmError(f"{exc}: the allocation was not granted{hint}") from None
         found = re.search(r"Granted job allocation (\d+)", res.stderr + res.stdout)
         if not res.ok or not found:
             raise SlurmError(
