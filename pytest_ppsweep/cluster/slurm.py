@@ -41,7 +41,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from pytest_ppsweep.cluster.base import CommandResult, HostError, RankHandle
-from pytest_ppsweep.cluster.labels import CONFIG_LABEL, NODE_RANK_LABEL, RUN_LABEL, labels_env
+from pytest_ppsweep.cluster.labels import (
+    CONFIG_ENV,
+    CONFIG_LABEL,
+    NODE_RANK_LABEL,
+    RUN_ENV,
+    RUN_LABEL,
+    labels_env,
+)
 from pytest_ppsweep.matrix.model import Cluster, Host
 
 if TYPE_CHECKING:
@@ -336,6 +343,8 @@ class SlurmStep:
         self.cluster = cluster
         self.name = name
         self.nodes = [s.host for s in specs]
+        self.run = labels[0].get(RUN_LABEL, "") if labels else ""
+        self.config = labels[0].get(CONFIG_LABEL, "") if labels else ""
         self.argv = srun_step_argv(cluster, name, self.nodes)
         self.rc: dict[int, int] = {}
         self._logs: list[BinaryIO] = []
@@ -433,6 +442,37 @@ class SlurmStep:
                     raise SlurmError(f"{what}: still listed by squeue --steps 30 s after SIGKILL")
                 time.sleep(0.2)
             self._stopped = True
+            self._sweep(what)
+
+    def _sweep(self, what: str) -> None:
+        """The nodes swept for a process that still carries this layout's labels (one that
+        left the step's process tree, which Slurm no longer tracks): killed, and named."""
+        if not self.run or not self.config:
+            return
+        argv = [*_srun_base(self.cluster, CMD_STEP), "--nodes", str(len(self.nodes)),
+                "--ntasks-per-node", "1", "--ntasks", str(len(self.nodes)), "--nodelist",
+                ",".join(self.nodes), "--label", "sh", "-c", _SWEEP, "ppsweep-sweep",
+                f"{RUN_ENV}={self.run}", f"{CONFIG_ENV}={self.config}"]
+        res = _slurm(argv, 60, what)
+        found = [line for line in res.stdout.splitlines() if "survivor" in line]
+        if found:
+            raise SlurmError(f"{what}: processes of the layout outlived its step (killed now): "
+                             + "; ".join(found)[:600])
+
+
+# $1, $2: "PPSWEEP_RUN=<run>", "PPSWEEP_CONFIG=<config>"; prints "survivor <pid> <cmd>" for
+# every process carrying both (but this shell) after SIGKILL-ing it.
+_SWEEP = r"""
+for f in $(grep -l -s -a -F "$1" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${f#/proc/}; p=${p%/environ}
+  [ "$p" = "$$" ] && continue
+  tr '\000' '\n' < "$f" 2>/dev/null | grep -qx -F "$1" || continue
+  tr '\000' '\n' < "$f" 2>/dev/null | grep -qx -F "$2" || continue
+  echo "survivor $p $(tr '\000' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120)"
+  kill -KILL "$p" 2>/dev/null
+done
+true
+"""
 
 
 class SlurmRank:

@@ -1,7 +1,8 @@
 """Faults on the real test Slurm (issue 27, point 4), each run observed from outside and hit at an
-observed moment (bounded waits, no sleeps): a step cancelled mid-round and a task killed (one run,
-one layout each), a node set DOWN, Ctrl-C during boot, and a SIGKILL of pytest then
-``--ppsweep-resume``. After each: 0 allocations, 0 steps, 0 tasks (slurm_clean)."""
+observed moment (bounded waits, no sleeps): a step cancelled mid-round, a task killed and a node
+set DOWN (one run in an allocation the user holds, one layout each), Ctrl-C during boot, and a
+SIGKILL of pytest then ``--ppsweep-resume``. After each: 0 allocations, 0 steps, 0 tasks
+(slurm_clean)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,12 @@ from support.slurm import TestSlurm, node_processes, slurm, slurm_cluster_toml
 
 from pytest_ppsweep.cluster.labels import CONFIG_ENV, NODE_RANK_ENV
 
-A, B = "pp2-tp8-ep4", "pp4-tp4-ep4"
+A, B, C = "pp2-tp8-ep4", "pp4-tp4-ep4", "pp8-tp2-ep2"
+C_CONFIG = """[[configs]]
+pp = 8
+tp = 2
+
+"""
 MATRIX = """
 [sweep]
 name = "slurmfault"
@@ -51,15 +57,20 @@ vocab_size = 1000
 """
 
 
-@pytest.fixture
-def folder(tmp_path: Path) -> Path:
+def make_folder(tmp_path: Path, configs: str = "") -> Path:
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
     state = tmp_path / "simstate"
     state.mkdir()
-    return sweep_folder(tmp_path / "sweep", MATRIX.format(model=model, requests=400)
-                       + slurm_cluster_toml("slurm", state, nodes=2, scale=200))
+    text = MATRIX.format(model=model, requests=300).replace("[workload]", configs + "[workload]")
+    return sweep_folder(tmp_path / "sweep",
+                        text + slurm_cluster_toml("slurm", state, nodes=2, scale=1000))
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    return make_folder(tmp_path)
 
 
 def start(folder: Path, reports: Path, *args: str) -> subprocess.Popen[str]:
@@ -122,55 +133,51 @@ def rank_pid(cluster: TestSlurm, config: str, node_rank: int) -> int:
     return 0
 
 
-def test_step_cancelled_mid_round_and_task_killed(
-    slurm_clean: TestSlurm, folder: Path, tmp_path: Path
+def test_step_cancelled_task_killed_node_down_in_a_held_allocation(
+    slurm_clean: TestSlurm, tmp_path: Path
 ) -> None:
+    """One run of three layouts in an allocation the user holds (--ppsweep-slurm-jobid): A's
+    step is cancelled mid-round, one task of B is killed mid-round, a node is set DOWN while C
+    measures (Slurm then ends the whole allocation)."""
+    folder = make_folder(tmp_path, C_CONFIG)
+    got = subprocess.run(["salloc", "--no-shell", "--nodes", "2", "--job-name", "mine"],
+                         capture_output=True, text=True, check=True, timeout=60)
+    held = got.stderr.split("Granted job allocation ")[1].split()[0]
+    node = slurm_clean.nodes[1][0]
     reports = tmp_path / "reports"
-    proc = start(folder, reports)
+    proc = start(folder, reports, "--ppsweep-slurm-jobid", held)
     try:
         run = run_of(reports)
-        # layout A: its step is cancelled through Slurm while a round is sending requests
+        # A: its step is cancelled through Slurm while a round is sending requests
         wait_until(lambda: requests_seen(run, A) >= 3, 120, f"{A}'s first requests")
         step = step_of(A)
-        assert step, "no step of layout A while it measured"
+        assert step.startswith(f"{held}."), f"A's step {step!r} is not a step of job {held}"
         slurm("scancel", step)
-        # layout B: one task (node 1's rank) is killed while a round is sending requests
+        # B: one task (node 1's rank) is killed while a round is sending requests
         wait_until(lambda: requests_seen(run, B) >= 3, 120, f"{B}'s first requests")
         pid = rank_pid(slurm_clean, B, 1)
         assert pid, "no rank process of layout B node 1"
         os.kill(pid, signal.SIGKILL)
-        out = finish(proc)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 1, out[-6000:]
-    # each death is named: the step Slurm ended, the task that exited
-    assert A in out and B in out, out[-6000:]
-    assert "died" in out or "exited" in out, out[-6000:]
-    # finished rounds are kept, the killed ones are not recorded as results
-    for row in rows(run):
-        assert row["completed"] == row["num_requests"], row
-
-
-def test_node_set_down_ends_the_allocation_with_a_clear_error(
-    slurm_clean: TestSlurm, folder: Path, tmp_path: Path
-) -> None:
-    reports = tmp_path / "reports"
-    proc = start(folder, reports)
-    node = slurm_clean.nodes[1][0]
-    try:
-        run = run_of(reports)
-        wait_until(lambda: requests_seen(run, A) >= 3, 120, f"{A}'s first requests")
+        # C: a node of the allocation goes DOWN while a round is sending requests
+        wait_until(lambda: requests_seen(run, C) >= 3, 120, f"{C}'s first requests")
         slurm("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=ppsweep-test")
         out = finish(proc)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        slurm("scontrol", "update", f"NodeName={node}", "State=RESUME")
+        # an admin DOWN may already be undone (ReturnToService=2 when slurmd registers again)
+        if slurm("sinfo", "--noheader", "--nodes", node, "--format", "%t").strip() != "idle":
+            slurm("scontrol", "update", f"NodeName={node}", "State=RESUME")
         wait_until(lambda: "idle" in slurm("sinfo", "--noheader", "--nodes", node,
                                            "--format", "%t"), 30, f"{node} idle again")
+        subprocess.run(["scancel", held], check=False, timeout=60)
     assert proc.returncode == 1, out[-6000:]
-    assert A in out and B in out, out[-6000:]
+    # each death is named: the step Slurm ended, the task that exited, the node that went down
+    for config in (A, B, C):
+        assert f"{config}: layout dead" in out, out[-6000:]
+    # finished rounds are kept; the interrupted ones are not recorded as results
+    for row in rows(run):
+        assert row["completed"] == row["num_requests"], row
 
 
 def test_ctrl_c_during_boot_releases_the_allocation(
