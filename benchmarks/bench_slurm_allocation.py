@@ -8,11 +8,12 @@ scripts/provision_slurm.sh) twice, side by side in one invocation, through the p
   once per layout, each run making and releasing its own allocation.
 
 Each submission waits in a real Slurm queue: just before each run, a job of "another user"
-(``sbatch --nodes 4 --wrap 'sleep <queue-wait>'``) takes every node, so the run's ``salloc``
-waits behind it, as on a shared cluster (the wait is chosen, ``--queue-wait``; Slurm's own
-scheduler makes it). A sampler reads ``squeue`` every 0.2 s: how long each ppsweep allocation was
-held (node-seconds) and how long it waited. Prints the wall-time ratio (job per layout / one
-allocation; goal > 1: one allocation is faster), the node-seconds ratio and the waits.
+(``sbatch --nodes 4``) holds every node until ``--queue-wait`` seconds after the run's ``salloc``
+asked for nodes, so the allocation waits behind it in Slurm's queue, as on a shared cluster (the
+wait is chosen; Slurm's own scheduler makes it). A sampler reads ``squeue`` every 0.2 s: how
+long each ppsweep allocation was held (node-seconds) and how long it waited. Prints the
+wall-time ratio (job per layout / one allocation; goal > 1: one allocation is faster), the
+node-seconds ratio and the waits.
 
     python benchmarks/bench_slurm_allocation.py [--smoke] [--queue-wait 10] [--time-scale 200]
 
@@ -103,17 +104,30 @@ def provision() -> None:
     os.environ["SLURM_CONF"] = str(ROOT / "slurm.conf")
 
 
-def other_users_job(wait_s: float) -> None:
-    """Every node taken by someone else's job for ``wait_s`` (running before we ask)."""
+def other_users_job(wait_s: float, sampler: Sampler) -> threading.Thread | None:
+    """Every node taken by someone else's job until ``wait_s`` after the next ppsweep job asks
+    for nodes (it is then PENDING behind it): a queue wait of ``wait_s``, made by Slurm."""
     if wait_s <= 0:
-        return
+        return None
     jobid = slurm("sbatch", "--parsable", "--nodes", "4", "--job-name", "bench-other",
-                  "--output", "/dev/null", "--wrap", f"sleep {wait_s:g}").strip()
+                  "--output", "/dev/null", "--wrap", "sleep 3600").strip()
     deadline = time.monotonic() + 60
     while slurm("squeue", "--noheader", "--jobs", jobid, "--format", "%T").strip() != "RUNNING":
         if time.monotonic() > deadline:
             sys.exit(f"the other user's job {jobid} did not start within 60 s")
         time.sleep(0.1)
+    known = set(sampler.jobs)
+
+    def release() -> None:
+        end = time.monotonic() + 600
+        while not set(sampler.jobs) - known and time.monotonic() < end:
+            time.sleep(0.05)
+        time.sleep(wait_s)
+        slurm("scancel", jobid)
+
+    thread = threading.Thread(target=release, daemon=True)
+    thread.start()
+    return thread
 
 
 def timed_pytest(folder: Path, reports: Path, *args: str) -> float:
@@ -130,7 +144,7 @@ def timed_pytest(folder: Path, reports: Path, *args: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--smoke", action="store_true",
-                    help="two layouts, 4 requests, 1 repeat, time scale 1000, 2 s queue wait")
+                    help="two layouts, 4 requests, 1 repeat, time scale 1000, 1 s queue wait")
     ap.add_argument("--queue-wait", type=float, default=10.0)
     ap.add_argument("--time-scale", type=float, default=200.0)
     ap.add_argument("--requests", type=int, default=40)
@@ -139,7 +153,7 @@ def main() -> None:
     layouts = LAYOUTS
     if args.smoke:
         layouts = ("pp4-tp8-ep4", "pp8-tp4-ep4")
-        args.queue_wait, args.time_scale, args.requests, args.repeats = 2.0, 1000.0, 4, 1
+        args.queue_wait, args.time_scale, args.requests, args.repeats = 1.0, 1000.0, 4, 1
     provision()
     sampler = Sampler()
     thread = threading.Thread(target=sampler.run, daemon=True)
@@ -151,6 +165,10 @@ def main() -> None:
         state.mkdir()
         text = (REPO / "test_matrix" / "ppsweep.toml").read_text()
         text = text.replace('cluster = "local"', 'cluster = "bench-slurm"')
+        model = Path(tmp) / "model"  # the emulator reads nothing of it; the preflight wants it
+        model.mkdir()
+        text = text.replace('model_path = "/data/hf_models/Kimi-K3"', f'model_path = "{model}"')
+        text = text.replace('devices = ["/dev/infiniband"]', "devices = []")
         text += CLUSTER.format(python=sys.executable, state=state, scale=args.time_scale)
         (folder / "ppsweep.toml").write_text(text)
         (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
@@ -158,7 +176,7 @@ def main() -> None:
                   str(args.repeats), "--ppsweep-config", ",".join(layouts)]
 
         seen = set(sampler.jobs)
-        other_users_job(args.queue_wait)
+        other_users_job(args.queue_wait, sampler)
         one_s = timed_pytest(folder, Path(tmp) / "one", *common)
         time.sleep(0.5)  # one more squeue sample after the release
         one_jobs = set(sampler.jobs) - seen
@@ -166,7 +184,7 @@ def main() -> None:
         seen = set(sampler.jobs)
         per_s = 0.0
         for layout in layouts:
-            other_users_job(args.queue_wait)
+            other_users_job(args.queue_wait, sampler)
             per_s += timed_pytest(folder, Path(tmp) / "per", *common[:-1], layout)
         time.sleep(0.5)
         per_jobs = set(sampler.jobs) - seen

@@ -64,6 +64,7 @@ __all__ = [
     "SlurmNodeHost",
     "SlurmStep",
     "cancel",
+    "check_pyxis",
     "find_jobs",
     "job_name",
     "resolve",
@@ -80,6 +81,10 @@ KILLED = -9  # a task that ended without reporting its status (its step was canc
 SCRIPT_ENV = "PPSWEEP_STEP_SCRIPT"
 JOBID_ENV = "PPSWEEP_SLURM_JOBID_"  # + cluster name: the controller's allocation, for workers
 _EXIT_MARK = "PPSWEEP-TASK-EXIT"
+_TASK_EXIT = re.compile(
+    r"^srun: error: \S+: tasks? [0-9,\-]+: (Exited with exit code \d+|Killed|Terminated)\n?",
+    re.M,
+)
 _LABELLED = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
 
 
@@ -298,9 +303,12 @@ class SlurmNodeHost:
                 f"host {self.name}: {shlex.join(argv)} did not finish within {timeout:.0f} s "
                 "(as a Slurm step)"
             ) from None
-        if proc.returncode != 0 and proc.stderr.startswith("srun: error"):
-            raise HostError(f"host {self.name}: srun failed: {proc.stderr.strip()[:400]}")
-        return CommandResult(self.name, tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+        # srun reports the task's own non-zero exit on stderr too: that is the command's result;
+        # any other "srun: error" means the step itself could not run (allocation gone…)
+        stderr = _TASK_EXIT.sub("", proc.stderr)
+        if proc.returncode != 0 and "srun: error" in stderr:
+            raise HostError(f"host {self.name}: srun failed: {stderr.strip()[:400]}")
+        return CommandResult(self.name, tuple(argv), proc.returncode, proc.stdout, stderr)
 
 
 # -- one step per layout --------------------------------------------------------------------------
@@ -559,3 +567,17 @@ def _listed(ident: str) -> bool:
     if "." in ident:
         return any(sid == ident for sid, _name in steps_of(job))
     return job in _queued_jobs([job])
+
+
+def check_pyxis(cluster: Cluster) -> list[str]:
+    """With ``container_image``: Slurm's srun here must know ``--container-image`` (the Pyxis
+    SPANK plugin adds it to ``srun --help``); [] when it does or no image is asked for."""
+    if not cluster.container_image:
+        return []
+    res = _slurm(["srun", "--help"], 30, f"cluster {cluster.name}")
+    if "--container-image" in res.stdout + res.stderr:
+        return []
+    return [f"container_image {cluster.container_image!r}: expected srun with Pyxis "
+            "(--container-image in `srun --help`), found an srun without it: install the Pyxis "
+            "SPANK plugin, or leave container_image out to run the nodes' own python"]
+

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from support.paths import sweep_folder
 from support.remote import SECRET_TOKEN, make_device_dir, seed_matrix
 from support.slurm import TestSlurm, slurm_cluster_toml
+
+from pytest_ppsweep.cluster.slurm import check_pyxis
+from pytest_ppsweep.matrix.parse import load
 
 TWO = "pp4-tp8-ep4,pp8-tp4-ep4"
 
@@ -67,6 +72,51 @@ def test_seed_sweep_on_four_slurm_nodes(
     assert logs.count("node0.log") == 2 and logs.count("node3.log") == 2, logs
     launch = next(run.rglob("launch.sh")).read_text()
     assert "--node-rank 3" in launch and "10.201.0.101:20000" in launch
+    # GPU snapshots through nvidia-smi in a step on each node (the emulator's shim)
+    for config in TWO.split(","):
+        healthy = rows(run / "gpu" / config / "healthy.csv")
+        assert len(healthy) == 32, f"{config}: {len(healthy)} GPUs in the healthy snapshot"
+        assert {r["node"] for r in healthy} == {"s701", "s702", "s703", "s704"}
+    # live status: the boot and rounds were reported as they happened
+    progress = (run / "progress.log").read_text()
+    assert "booting on 4 nodes of slurm" in progress and "round 1/2" in progress
     # no secret in anything the run wrote
     leaked = [p for p in run.rglob("*") if p.is_file() and SECRET_TOKEN.encode() in p.read_bytes()]
     assert not leaked, leaked
+
+    # reuse and the gate on Slurm, at the cost of one allocation and no boot: the same layouts
+    # taken over from the first run, gated against it
+    again = pytester.runpytest_subprocess(
+        str(seed_folder), "-v", "--ppsweep-config", TWO, "--ppsweep-reports", str(reports),
+        "--ppsweep-reuse", run.name, "--ppsweep-compare", run.name, timeout=300,
+    )
+    out = again.stdout.str()
+    assert not again.parseoutcomes().get("failed"), out[-6000:]
+    assert "test_no_regression" in out and "PASSED" in out, out[-6000:]
+    second = max((p for p in reports.iterdir() if p.is_dir() and p != run),
+                 key=lambda p: p.stat().st_mtime)
+    assert "booting" not in (second / "progress.log").read_text()  # nothing was booted
+
+
+def test_preflight_through_slurm_names_every_node_and_starts_nothing(
+    pytester: pytest.Pytester, slurm_clean: TestSlurm, seed_folder: Path, tmp_path: Path
+) -> None:
+    toml = seed_folder / "ppsweep.toml"
+    text = toml.read_text()
+    toml.write_text(text.replace(f'python = "{sys.executable}"', 'python = "/nowhere/python3"'))
+    result = pytester.runpytest_subprocess(
+        str(seed_folder), "--ppsweep-config", TWO, "--ppsweep-reports", str(tmp_path / "r"),
+        timeout=300,
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-4000:]
+    assert "nothing was started" in out, out[-4000:]
+    for name, address in slurm_clean.nodes:
+        assert f"{name} ({address}): /nowhere/python3 cannot run" in out, out[-4000:]
+    assert "booting" not in out
+    # slurm_clean: the allocation made for the run was released, no step is left
+
+    # Pyxis: a container image asks srun for --container-image, which this Slurm lacks
+    sweep = load(toml)
+    problems = check_pyxis(replace(sweep.clusters["slurm"], container_image="nvcr.io#x/y:1"))
+    assert problems and "expected srun with Pyxis" in problems[0], problems
