@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 from support.paths import sweep_folder
-from support.real import READINESS_WORKAROUND, ProvisionImpossible, provision, sweep_toml
+from support.real import (
+    READINESS_WORKAROUND,
+    Provisioned,
+    ProvisionImpossible,
+    provision,
+    sweep_toml,
+)
 from support.slurm import TestSlurm
 
 PP2 = """
@@ -33,13 +39,20 @@ def slurm_cpu_toml(text: str) -> str:
     return text.replace('GLOO_SOCKET_IFNAME = "lo"', 'GLOO_SOCKET_IFNAME = "eth0"')
 
 
-def test_real_sglang_pp2_across_two_slurm_nodes(
-    pytester: pytest.Pytester, slurm_clean: TestSlurm, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def sglang_cpu() -> Provisioned:
+    """SGLang for CPU (scripts/provision_sglang_cpu.sh; seconds when provisioned), set up
+    before pytester points HOME at a temporary folder (the cache lives under the real HOME)."""
     try:
-        prov = provision()
+        return provision()
     except ProvisionImpossible as exc:
         pytest.skip(f"cannot provision real SGLang here: {exc}")
+
+
+def test_real_sglang_pp2_across_two_slurm_nodes(
+    sglang_cpu: Provisioned, pytester: pytest.Pytester, slurm_clean: TestSlurm, tmp_path: Path
+) -> None:
+    prov = sglang_cpu
     text = sweep_toml(prov, port=34000, dist_port=35000, mark="slurm", configs=PP2,
                       baseline="pp2-tp1", concurrency=[2], num_requests=4, repeats=1)
     folder = sweep_folder(tmp_path / "sweep", slurm_cpu_toml(text))
