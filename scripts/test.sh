@@ -11,6 +11,8 @@ python3 -m venv .venv
 # ~/.cache/pytest-ppsweep between runs).
 bash scripts/install_browser.sh
 bash scripts/install_tmux.sh
+# Debian's Slurm and munge: the Slurm tests start slurmctld and one slurmd per namespace node.
+bash scripts/install_slurm.sh
 bash scripts/provision_sglang_cpu.sh
 bash scripts/reserve_test_ports.sh
 .venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks tools

@@ -59,6 +59,9 @@ NOT_RUN = {
     "python benchmarks/bench_interrupts.py": "a benchmark (36 interrupted sweeps, minutes); "
         "tests/reliability/test_interrupts.py and tests/remote/test_interrupts_remote.py run "
         "a subset of its cases",
+    "pytest test_matrix --ppsweep-cluster h200 --ppsweep-slurm-jobid <jobid>": "h200 is a "
+        "user's Slurm cluster; tests/e2e/test_slurm_faults.py runs a sweep in an allocation it "
+        "holds with --ppsweep-slurm-jobid on the test Slurm",
     "python benchmarks/bench_chaos.py": "a benchmark (the whole chaos matrix, ~50 boots on four "
         "backends, minutes; root for the namespace hosts); tests/reliability/test_chaos.py and "
         "tests/remote/test_chaos_remote.py run a subset that takes every fault and backend once",

@@ -15,6 +15,29 @@ from pytest_ppsweep.cluster.hosts import LocalHost, LocalLauncher
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
+SLURM = "slurm"  # the kind whose nodes come from an allocation (prepare)
+
+
+def prepare(
+    pool: tuple[Cluster, ...], run_id: str, registry: Registry, jobid: str = "",
+    reap: bool = False,
+) -> tuple[Cluster, ...]:
+    """The pool with every slurm cluster's nodes taken from its allocation (taken by jobid, or
+    made now and kept in ``registry``: closing the registry releases it); other kinds as they
+    are. ``jobid``: --ppsweep-slurm-jobid (one slurm cluster in the pool); ``reap``:
+    --ppsweep-reap (allocations of earlier runs are cancelled before a new one is asked for)."""
+    slurm = [c for c in pool if c.kind == SLURM]
+    if not slurm:
+        return pool
+    from pytest_ppsweep.cluster.slurm import resolve
+
+    if jobid and len(slurm) > 1:
+        raise ValueError(
+            f"--ppsweep-slurm-jobid {jobid}: expected one slurm cluster in the pool, found "
+            f"{len(slurm)}: {', '.join(c.name for c in slurm)} (give each its 'jobid' key)"
+        )
+    return tuple(resolve(c, run_id, registry, jobid, reap) if c.kind == SLURM else c for c in pool)
+
 
 def host_for(cluster: Cluster, host: Host, registry: Registry | None = None) -> CommandHost:
     """The command runner of one node of ``cluster`` (ssh: the registry's shared connection
@@ -29,6 +52,11 @@ def host_for(cluster: Cluster, host: Host, registry: Registry | None = None) -> 
         if registry is None:
             return SshHost(host.name, host.address, settings)
         return shared_host(registry, host.name, host.address, settings)
+    if cluster.kind == "slurm":
+        # a one-task step on the node, in the run's allocation (cluster/slurm.py)
+        from pytest_ppsweep.cluster.slurm import SlurmNodeHost
+
+        return SlurmNodeHost(cluster, host)
     raise NotImplementedError(
         f"cluster {cluster.name!r}: kind {cluster.kind!r} has no host backend in this version"
     )
@@ -56,6 +84,11 @@ def launcher_for(
         if sweep is None:
             return DockerLauncher(cluster, registry=registry)
         return DockerLauncher(cluster, sweep.image, sweep.model_path, sweep.devices, registry)
+    if cluster.kind == "slurm" and cluster.launcher == "process":
+        # one job step per layout in the run's allocation (cluster/slurm.py)
+        from pytest_ppsweep.cluster.slurm import SlurmLauncher
+
+        return SlurmLauncher(cluster)
     raise NotImplementedError(
         f"cluster {cluster.name!r}: {cluster.kind} + {cluster.launcher} has no launcher in this "
         "version"

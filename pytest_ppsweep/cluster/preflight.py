@@ -194,6 +194,17 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
         checks = [lambda: _check_local_ports(cluster, host, rank0)]
         if rank0:  # one machine: the module is looked for once
             checks.insert(0, lambda: _check_module(sweep, cluster, host, registry))
+    elif cluster.kind == "slurm" and cluster.container_image:
+        # Pyxis: the module lives in the image, which only a step can open: Pyxis is checked
+        # (once, on node 0's line) instead; paths, GPUs and ports as on any node
+        from pytest_ppsweep.cluster.slurm import check_pyxis
+
+        checks = [
+            lambda: check_pyxis(cluster) if rank0 else [],
+            lambda: _check_paths(cluster, host, sweep, registry),
+            lambda: _check_gpus(cluster, host, registry),
+            lambda: _check_ports(cluster, host, rank0, registry),
+        ]
     else:
         checks = [
             (

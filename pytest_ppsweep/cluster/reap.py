@@ -60,7 +60,7 @@ class Leftover:
     status: str
 
     def __str__(self) -> str:
-        kind = "container" if self.kind == "container" else "process group"
+        kind = self.kind if self.kind != "process" else "process group"
         return (
             f"{self.host}: {kind} {self.ident} of run {self.run} ({self.config or '?'}, "
             f"node{self.node_rank or '?'}, {self.status})"
@@ -182,6 +182,13 @@ def _find(
             return str(exc)
 
     found: list[Leftover] = []
+    if cluster.kind == "slurm":
+        try:
+            found += _slurm_leftovers(cluster, run_id)
+        except HostError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
     for result in on_all(_hosts(cluster), one):
         if isinstance(result, str):
             assert errors is not None
@@ -215,7 +222,11 @@ def _remove(
         problems: list[str] = []
         for item in by_host[address]:
             try:
-                if item.kind == "container":
+                if item.kind in ("slurm job", "slurm step"):
+                    from pytest_ppsweep.cluster.slurm import cancel
+
+                    problems += cancel(item.ident, f"{item}")
+                elif item.kind == "container":
                     # stop first: the server gets SIGTERM (through init) and can clean up
                     container = _client(cluster, host, registry).containers.get(item.ident)
                     if item.status == "running":
@@ -234,6 +245,27 @@ def _remove(
         return problems
 
     return [p for problems in on_all(sorted(by_host), one) for p in problems]
+
+
+def _slurm_leftovers(cluster: Cluster, run_id: str | None) -> list[Leftover]:
+    """Jobs named ``ppsweep-<run>`` (allocations a killed run left; the cluster's own allocation
+    is not one) and steps of the cluster's allocation named ``ppsweep-<run>+…`` (ranks)."""
+    from pytest_ppsweep.cluster.slurm import find_jobs, run_of, steps_of
+
+    out = []
+    for jobid, name, state in find_jobs():
+        run = run_of(name)
+        if jobid != cluster.slurm_jobid and (run_id is None or run == run_id):
+            out.append(Leftover("slurm", "slurm", "slurm job", jobid, run, cluster.name, "",
+                                "", state.lower()))
+    if cluster.slurm_jobid:
+        for stepid, name in steps_of(cluster.slurm_jobid):
+            run = run_of(name)
+            if run and (run_id is None or run == run_id):
+                config = name.split("+")[1] if name.count("+") >= 2 else ""
+                out.append(Leftover("slurm", "slurm", "slurm step", stepid, run, cluster.name,
+                                    config, "", "running"))
+    return out
 
 
 def describe(leftovers: Sequence[Leftover]) -> str:

@@ -32,7 +32,7 @@ class Cluster:
     """Where configurations run: the nodes, how to reach them and how a rank is started."""
 
     name: str
-    kind: str  # "local" (subprocess on this machine) or "ssh"
+    kind: str  # "local" (subprocess on this machine), "ssh" or "slurm"
     launcher: str  # "process" or "docker"
     hosts: tuple[Host, ...]
     gpus_per_node: int
@@ -49,6 +49,16 @@ class Cluster:
     sudo_password_file: str = ""
     shm_size: str = "32g"  # docker launcher: /dev/shm of each container
     mounts: tuple[str, ...] = ()  # docker launcher: extra bind mounts "host:container[:ro]"
+    # slurm clusters (cluster/slurm.py): the hosts are placeholders until the allocation is
+    # taken (``jobid``) or made (salloc with these settings), then its nodes
+    slurm_jobid: str = ""
+    slurm_partition: str = ""
+    slurm_account: str = ""
+    slurm_time: str = ""
+    slurm_request_gpus: bool = True  # salloc --gpus-per-node <gpus_per_node>
+    salloc_options: tuple[str, ...] = ()
+    srun_options: tuple[str, ...] = ()
+    container_image: str = ""  # Pyxis: srun --container-image (mounts: --container-mounts)
 
     @property
     def gpus(self) -> int:

@@ -389,14 +389,23 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             )
         c = tab.table(name, required=True)
         c.only(CLUSTER_KEYS)
-        kind = c.choice("kind", ("local", "ssh"), required=True)
+        kind = c.choice("kind", ("local", "ssh", "slurm"), required=True)
         launcher = c.choice("launcher", ("process", "docker"), default="process")
-        if kind == "local" and launcher != "process":
+        if kind in ("local", "slurm") and launcher != "process":
             raise MatrixError(
-                f"{c.path}: key '{c.where}.launcher': a local cluster starts processes; "
-                f"expected 'process', found {launcher!r}"
+                f"{c.path}: key '{c.where}.launcher': a {kind} cluster starts processes "
+                f"(slurm: steps, in a container with container_image); expected 'process', "
+                f"found {launcher!r}"
             )
-        hosts = _hosts(c)
+        hosts = _slurm_nodes(c) if kind == "slurm" else _hosts(c)
+        slurm_only = ("nodes", "jobid", "partition", "account", "time", "request_gpus",
+                      "salloc_options", "srun_options", "container_image")
+        for key in slurm_only if kind != "slurm" else ():
+            if c.raw(key) is not None:
+                raise MatrixError(
+                    f"{c.path}: key '{c.where}.{key}': only a slurm cluster takes it; expected "
+                    f"kind = \"slurm\", found kind = {kind!r}"
+                )
         out[name] = Cluster(
             name=name,
             kind=kind,
@@ -417,10 +426,34 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             sudo_password_file=c.text("sudo_password_file", default=""),
             shm_size=c.text("shm_size", default="32g"),
             mounts=tuple(c.str_list("mounts", default=[])),
+            slurm_jobid=_optional(c, "jobid", _JOBID, "a Slurm job id (digits)"),
+            slurm_partition=_optional(c, "partition", _USER, "a partition name"),
+            slurm_account=_optional(c, "account", _USER, "an account name"),
+            slurm_time=_optional(c, "time", _TIME, "a Slurm time limit ([D-]HH:MM:SS or minutes)"),
+            slurm_request_gpus=c.flag("request_gpus", default=True),
+            salloc_options=tuple(c.str_list("salloc_options", default=[])),
+            srun_options=tuple(c.str_list("srun_options", default=[])),
+            container_image=c.text("container_image", default=""),
         )
     if not out:
         raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")
     return out
+
+
+_JOBID = re.compile(r"[0-9]+")
+_TIME = re.compile(r"[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}")
+
+
+def _slurm_nodes(c: Reader) -> tuple[Host, ...]:
+    """A slurm cluster's nodes are its allocation's, known once it is held
+    (cluster/slurm.resolve); until then ``nodes`` placeholders size its layouts."""
+    if c.raw("hosts") is not None:
+        raise MatrixError(
+            f"{c.path}: key '{c.where}.hosts': a slurm cluster's nodes come from its allocation; "
+            "expected 'nodes = <count>' instead, found 'hosts'"
+        )
+    n = c.integer("nodes", required=True, minimum=1)
+    return tuple(Host(address=f"slurm-node{i}", name=f"node{i}") for i in range(n))
 
 
 def _hosts(c: Reader) -> tuple[Host, ...]:
@@ -452,6 +485,13 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
     if len(set(names)) != len(names):
         raise MatrixError(f"{c.path}: key '{c.where}.hosts': duplicate hosts in {names}")
     return tuple(hosts)
+
+
+def _optional(r: Reader, key: str, pattern: re.Pattern[str], what: str) -> str:
+    """An optional text key: "" when absent, else it must match ``pattern``."""
+    if r.raw(key) is None:
+        return ""
+    return _matching(r, key, pattern, what, "")
 
 
 def _matching(r: Reader, key: str, pattern: re.Pattern[str], what: str, default: str,

@@ -72,6 +72,16 @@ CLUSTER_KEYS = (
     "sudo_password_file",
     "shm_size",
     "mounts",
+    # kind = "slurm" (cluster/slurm.py)
+    "nodes",
+    "jobid",
+    "partition",
+    "account",
+    "time",
+    "request_gpus",
+    "salloc_options",
+    "srun_options",
+    "container_image",
 )
 HOST_KEYS = ("name", "address")
 # Flags the plugin derives from the layout and the cluster; a sweep file must not set them.

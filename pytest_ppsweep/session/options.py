@@ -117,6 +117,15 @@ def addoption(parser: pytest.Parser) -> None:
         "Without it such leftovers are only reported.",
     )
     group.addoption(
+        "--ppsweep-slurm-jobid",
+        dest="ppsweep_slurm_jobid",
+        default="",
+        metavar="JOBID",
+        help="run the slurm cluster's layouts as steps of this Slurm allocation (one you already "
+        "hold: salloc/sbatch) instead of making one; overrides its 'jobid' key. The allocation "
+        "is left as it was at the end.",
+    )
+    group.addoption(
         "--ppsweep-profile",
         dest="ppsweep_profile",
         action="store_true",

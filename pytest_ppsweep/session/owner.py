@@ -71,6 +71,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
         plan: continuity.Plan,
         compare_ref: Path | None,
         thresholds: dict[str, Any],
+        registry: Registry | None = None,
     ) -> None:
         self.config = config
         self.matrix = matrix
@@ -83,7 +84,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
         self.thresholds = thresholds
         self.worker = is_worker(config)
         self.progress = Progress(config, store.dir / "progress.log")
-        self.registry = Registry()
+        self.registry = registry if registry is not None else Registry()
         from pytest_ppsweep.run.sweeprun import SweepRun  # measuring stack: only when a sweep runs
 
         self.run: SweepRun = SweepRun(
@@ -145,19 +146,22 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
             config.option.loadgroup = True
             pool = tuple(c for c in pool if c.name == winput[WORKER_CLUSTER])
             store = setup.open_store(config, sweep, winput[WORKER_RUN_ID])
+            registry, pool = setup.allocate(config, matrix, pool, store.run_id)
             plan = continuity.Plan.from_builtin(winput[WORKER_PLAN])
         else:
             check_workers(config, pool)
             reuse_ref = options.reference(config, "ppsweep_reuse")
             baseline_from = baseline_ref(config, sweep, pool)
             store = setup.open_store(config, sweep, None)
+            registry, pool = setup.allocate(config, matrix, pool, store.run_id)
             plan = setup.plan(config, sweep, pool, store, ids, reuse_ref)
             store.copy_matrix(matrix)
             RunJson(store).create(sweep, pool, ids)
             if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
                 config.option.htmlpath = str(store.dir / "report.html")
                 config.option.self_contained_html = True
-        session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds)
+        session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds,
+                      registry)
         session.baseline_ref = baseline_from
         if not session.worker:
             for note in plan.notes:

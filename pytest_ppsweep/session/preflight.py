@@ -33,7 +33,7 @@ class Preflight(Claims):
 
         self._claim_clusters()  # one sweep per cluster: before anything looks at the nodes
         for cluster in self.pool:
-            if cluster.kind == "ssh":
+            if cluster.kind in ("ssh", "slurm"):
                 # a node that cannot be asked is left to the preflight, which reports it
                 leftovers = reap.find(cluster, errors=[], registry=self.registry)
                 leftovers = self._stop_own_leftovers(cluster, leftovers)
@@ -98,7 +98,7 @@ class Preflight(Claims):
         from pytest_ppsweep.cluster import reap
 
         for cluster in self.pool:
-            if cluster.kind != "ssh":
+            if cluster.kind not in ("ssh", "slurm"):
                 continue
             errors: list[str] = []
             left = reap.find(

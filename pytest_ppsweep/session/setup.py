@@ -1,5 +1,6 @@
 """Run set-up before the first test (controller, and the worker's view of it): the run folder
-(new, the controller's, or a resumed one) and the reuse/resume plan. Options are read by
+(new, the controller's, or a resumed one), the slurm clusters' allocations and the reuse/resume
+plan. Options are read by
 :mod:`.options`; this module only acts on them."""
 
 from __future__ import annotations
@@ -10,13 +11,37 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_ppsweep import continuity
+from pytest_ppsweep.cluster import backends
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.session import options
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
 
-__all__ = ["open_store", "plan"]
+__all__ = ["allocate", "open_store", "plan"]
+
+
+def allocate(
+    config: pytest.Config, matrix: Path, pool: tuple[Cluster, ...], run_id: str
+) -> tuple[Registry, tuple[Cluster, ...]]:
+    """The run's registry, and the pool with the nodes of its slurm clusters (an allocation
+    made here lives in the registry, released when it closes: at the end, on a failure, on
+    Ctrl-C/SIGTERM/SIGHUP and at interpreter exit)."""
+    from pytest_ppsweep.session.xdist import is_worker
+
+    registry = Registry()
+    registry.install_atexit()
+    try:
+        jobid = options.get(config, "ppsweep_slurm_jobid") or ""
+        reap = bool(config.getoption("ppsweep_reap")) and not is_worker(config)
+        pool = backends.prepare(pool, run_id, registry, jobid, reap)
+    except (HostError, ValueError) as exc:
+        registry.close()
+        registry.remove_atexit()
+        raise pytest.UsageError(f"{matrix}: {exc}") from None
+    return registry, pool
 
 
 def plan(

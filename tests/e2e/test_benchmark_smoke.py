@@ -70,6 +70,7 @@ SMOKES: dict[str, Smoke] = {
     "bench_planner": Smoke(expect=PLANNER),
     "bench_report_speed": Smoke(),
     "bench_sim_seeds": Smoke(),
+    "bench_slurm_allocation": Smoke(needs=("slurm",)),
     "bench_sim_stream_latency": Smoke(),
     "bench_xdist_pool": Smoke(),
 }
@@ -91,9 +92,16 @@ def _hosts(request: pytest.FixtureRequest, env: dict[str, str]) -> None:
     env["PPSWEEP_KEEP_TEST_HOSTS"] = "1"
 
 
+def _slurm(request: pytest.FixtureRequest, env: dict[str, str]) -> None:
+    """The test Slurm (slurmctld and one slurmd per namespace node), up for the whole session:
+    the benchmark finds it running and provisions nothing."""
+    request.getfixturevalue("test_slurm")
+
+
 NEEDS: dict[str, Callable[[pytest.FixtureRequest, dict[str, str]], None]] = {
     "sglang": _sglang,
     "hosts": _hosts,
+    "slurm": _slurm,
 }
 
 

@@ -1,0 +1,583 @@
+"""Slurm clusters: one allocation for the whole sweep, one job step per layout.
+
+Driven only through Slurm's commands (``salloc``, ``srun``, ``scontrol``, ``squeue``,
+``scancel``) run on this host, which must be a Slurm client (``SLURM_CONF`` as usual): no
+library, so the Slurm version of the site does not matter.
+
+* :func:`resolve` takes the allocation (``jobid``/``--ppsweep-slurm-jobid``) or makes one
+  (``salloc --no-shell``: partition, account, time, nodes, GPUs per node, extra options) and
+  returns the cluster with its nodes filled in from ``scontrol show hostnames`` (node 0 hosts the
+  rendezvous). An allocation this run made is an :class:`Allocation` kept in the run's registry:
+  closing the registry (end of run, failure, Ctrl-C/SIGTERM/SIGHUP, interpreter exit) cancels it.
+  Its job name and comment carry the run id, so the next run's reaper finds it after a SIGKILL.
+* :class:`SlurmNodeHost` runs a short command on one node as a one-task step
+  (``srun --overlap --jobid J --nodes 1 --ntasks 1 --nodelist <node>``): preflight, node info,
+  nvidia-smi, the label sweep of :mod:`~pytest_ppsweep.cluster.reap` all work through it.
+* :class:`SlurmLauncher` starts one step per layout:
+  ``srun --overlap --jobid J --nodes N --ntasks-per-node 1 --nodelist <nodes> --label``. The
+  service asks for one rank at a time; the launcher gathers a layout's ranks and starts the step
+  when the last one is asked for. Each task picks its rank by ``SLURM_NODEID``; the per-rank
+  commands (with their environment, secrets included) travel in the step's environment
+  (``PPSWEEP_STEP_SCRIPT``), never on a command line that ``ps`` or ``scontrol`` would show.
+  Every task's output comes back through ``srun --label`` and is split into that rank's log as
+  it arrives. Stopping: ``scancel --signal TERM`` of the step, ``scancel --signal KILL`` after
+  the grace, then proof from ``squeue --steps`` that the step is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO
+
+from pytest_ppsweep.cluster.base import CommandResult, HostError, RankHandle
+from pytest_ppsweep.cluster.labels import (
+    CONFIG_ENV,
+    CONFIG_LABEL,
+    NODE_RANK_LABEL,
+    RUN_ENV,
+    RUN_LABEL,
+    labels_env,
+)
+from pytest_ppsweep.matrix.model import Cluster, Host
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.cluster.rankspec import RankSpec
+    from pytest_ppsweep.cluster.registry import Registry
+
+__all__ = [
+    "JOB_PREFIX",
+    "KILLED",
+    "Allocation",
+    "SlurmError",
+    "SlurmLauncher",
+    "SlurmNodeHost",
+    "SlurmStep",
+    "cancel",
+    "check_pyxis",
+    "find_jobs",
+    "job_name",
+    "resolve",
+    "run_of",
+    "salloc_argv",
+    "srun_step_argv",
+    "step_script",
+    "steps_of",
+]
+
+JOB_PREFIX = "ppsweep-"  # every job and step this plugin starts is named ppsweep-<run id>[…]
+CMD_STEP = JOB_PREFIX + "cmd"  # the name of a node's short-command step (SlurmNodeHost)
+KILLED = -9  # a task that ended without reporting its status (its step was cancelled)
+SCRIPT_ENV = "PPSWEEP_STEP_SCRIPT"
+JOBID_ENV = "PPSWEEP_SLURM_JOBID_"  # + cluster name: the controller's allocation, for workers
+_EXIT_MARK = "PPSWEEP-TASK-EXIT"
+_TASK_EXIT = re.compile(
+    r"^srun: error: \S+: tasks? [0-9,\-]+: (Exited with exit code \d+|Killed|Terminated)\n?",
+    re.M,
+)
+_LABELLED = re.compile(rb"^\s*(\d+): ?(.*)$", re.S)
+
+
+class SlurmError(HostError):
+    """A Slurm command failed (the message names the command, cluster and what it said)."""
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "none"
+
+
+def job_name(run_id: str, *parts: str) -> str:
+    """``ppsweep-<run id>[+<part>…]``: the name of the run's allocation and of its steps."""
+    return "+".join([JOB_PREFIX + _safe(run_id), *(_safe(p) for p in parts)])
+
+
+def run_of(name: str) -> str:
+    """The run id a job or step name carries ("" for none of ours, and for command steps)."""
+    if not name.startswith(JOB_PREFIX) or name == CMD_STEP:
+        return ""
+    return name[len(JOB_PREFIX):].split("+", 1)[0]
+
+
+def _slurm(argv: Sequence[str], timeout: float, what: str, env: Mapping[str, str] | None = None
+           ) -> CommandResult:
+    """Run a Slurm command on this host; a missing command or a timeout is a SlurmError."""
+    try:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout, check=False,
+            env=None if env is None else {**os.environ, **env}, stdin=subprocess.DEVNULL,
+        )
+    except FileNotFoundError:
+        raise SlurmError(
+            f"{what}: {argv[0]!r} not found: this host must be a Slurm client (salloc, srun, "
+            "scontrol, squeue, scancel on PATH)"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"{what}: {shlex.join(argv)} did not finish within {timeout:.0f} s"
+                         ) from None
+    return CommandResult("slurm", tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+
+
+def _checked(argv: Sequence[str], timeout: float, what: str) -> str:
+    res = _slurm(argv, timeout, what)
+    if not res.ok:
+        raise SlurmError(
+            f"{what}: {shlex.join(argv)} exited {res.exit_status}: "
+            f"{(res.stderr or res.stdout).strip()[:400]}"
+        )
+    return res.stdout
+
+
+# -- the allocation -------------------------------------------------------------------------------
+
+
+def salloc_argv(cluster: Cluster, name: str, comment: str) -> list[str]:
+    """The ``salloc`` that makes the run's allocation (held until scancel: ``--no-shell``)."""
+    argv = ["salloc", "--no-shell", "--job-name", name, "--comment", comment,
+            "--nodes", str(len(cluster.hosts))]
+    if cluster.slurm_partition:
+        argv += ["--partition", cluster.slurm_partition]
+    if cluster.slurm_account:
+        argv += ["--account", cluster.slurm_account]
+    if cluster.slurm_time:
+        argv += ["--time", cluster.slurm_time]
+    if cluster.slurm_request_gpus:
+        argv += ["--gpus-per-node", str(cluster.gpus_per_node)]
+    return argv + list(cluster.salloc_options)
+
+
+@dataclass
+class Allocation:
+    """A Slurm job this run holds for its steps; ``owned``: made by this run, cancelled by
+    :meth:`close` (an allocation taken by jobid is left as it was)."""
+
+    cluster: str
+    jobid: str
+    owned: bool
+    _closed: bool = False
+
+    def close(self) -> None:
+        if self._closed or not self.owned:
+            return
+        self._closed = True
+        _slurm(["scancel", "--quiet", self.jobid], 30, f"cluster {self.cluster}")
+        # proof: the job left the queue (a bounded wait; Slurm ends it within KillWait)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.jobid not in _queued_jobs([self.jobid]):
+                return
+            time.sleep(0.2)
+
+
+def _queued_jobs(jobids: Sequence[str]) -> set[str]:
+    res = _slurm(["squeue", "--noheader", "--jobs", ",".join(jobids), "--format", "%i %T"], 30,
+                 "squeue")
+    return {line.split()[0] for line in res.stdout.splitlines()
+            if line.split() and line.split()[1] not in ("COMPLETED", "CANCELLED", "FAILED")}
+
+
+def _job_nodes(cluster: Cluster, jobid: str) -> list[Host]:
+    what = f"cluster {cluster.name}: allocation {jobid}"
+    out = _checked(["squeue", "--noheader", "--jobs", jobid, "--format", "%T|%N"], 30, what)
+    if not out.strip():
+        raise SlurmError(f"{what}: expected a running Slurm job, found none (squeue lists "
+                         "nothing: ended or never existed)")
+    state, nodelist = out.strip().splitlines()[0].split("|", 1)
+    if state != "RUNNING":
+        raise SlurmError(f"{what}: expected a RUNNING job, found {state}")
+    names = _checked(["scontrol", "show", "hostnames", nodelist], 30, what).split()
+    if len(names) < len(cluster.hosts):
+        raise SlurmError(
+            f"{what}: expected at least {len(cluster.hosts)} node(s) (key 'nodes'), found "
+            f"{len(names)}: {', '.join(names)}"
+        )
+    names = names[: len(cluster.hosts)]
+    shown = _checked(["scontrol", "--oneliner", "show", "node", ",".join(names)], 30, what)
+    addrs = dict(re.findall(r"NodeName=(\S+).*?NodeAddr=(\S+)", shown))
+    return [Host(address=addrs.get(n, n), name=n) for n in names]
+
+
+def resolve(cluster: Cluster, run_id: str, registry: Registry, jobid: str = "",
+            reap: bool = False, timeout_s: float = 600.0) -> Cluster:
+    """``cluster`` with its nodes taken from its allocation; an allocation made here is kept in
+    ``registry`` (closing it releases the allocation). ``jobid`` (``--ppsweep-slurm-jobid``)
+    overrides the cluster's ``jobid``; an xdist worker takes its controller's.
+
+    Before a new allocation is asked for, an allocation named after this very run (a resumed
+    run whose pytest was killed) is cancelled, and with ``reap`` (``--ppsweep-reap``) those of
+    other runs too: they hold the nodes the new one waits for."""
+    if cluster.kind != "slurm":
+        return cluster
+    jobid = jobid or cluster.slurm_jobid or os.environ.get(JOBID_ENV + cluster.name, "")
+    if not jobid:
+        what = f"cluster {cluster.name}"
+        name = job_name(run_id)
+        for old, old_name, _state in find_jobs():
+            if old_name == name or reap:
+                problems = cancel(old, f"{what}: allocation {old} ({old_name}) of an earlier run")
+                if problems:
+                    raise SlurmError("; ".join(problems))
+        argv = salloc_argv(cluster, name, f"ppsweep run {run_id}")
+        try:
+            res = _slurm(argv, timeout_s, what)
+        except SlurmError as exc:
+            # salloc gave up waiting: a pending request of this run must not be granted later
+            _slurm(["scancel", "--quiet", "--name", name], 30, what)
+            others = [f"{j} ({n}, {st.lower()})" for j, n, st in find_jobs()]
+            hint = (f"; allocations of earlier ppsweep runs still queued: {', '.join(others)} "
+                    "(cancel them with --ppsweep-reap)") if others else ""
+            raise SlurmError(f"{exc}: the allocation was not granted{hint}") from None
+        found = re.search(r"Granted job allocation (\d+)", res.stderr + res.stdout)
+        if not res.ok or not found:
+            raise SlurmError(
+                f"cluster {cluster.name}: {shlex.join(argv)} exited {res.exit_status}: "
+                f"{(res.stderr or res.stdout).strip()[:400]}"
+            )
+        jobid = found.group(1)
+        registry.shared(("slurm-allocation", cluster.name), lambda: Allocation(
+            cluster.name, jobid, owned=True))
+        os.environ[JOBID_ENV + cluster.name] = jobid  # xdist workers take this allocation
+    hosts = _job_nodes(cluster, jobid)
+    return replace(cluster, hosts=tuple(hosts), slurm_jobid=jobid)
+
+
+def find_jobs() -> list[tuple[str, str, str]]:
+    """(jobid, name, state) of every job of this user named ``ppsweep-…`` in the queue."""
+    res = _slurm(["squeue", "--noheader", "--me", "--format", "%i|%j|%T"], 30, "squeue")
+    out = []
+    for line in res.stdout.splitlines():
+        parts = line.strip().split("|")
+        if len(parts) == 3 and run_of(parts[1]):
+            out.append((parts[0], parts[1], parts[2]))
+    return out
+
+
+def steps_of(jobid: str) -> list[tuple[str, str]]:
+    """(step id, step name) of every step of ``jobid`` still running."""
+    res = _slurm(["squeue", "--noheader", "--steps", "--jobs", jobid, "--format", "%i|%j"], 30,
+                 "squeue")
+    return [tuple(line.strip().split("|", 1)) for line in res.stdout.splitlines()  # type: ignore[misc]
+            if "|" in line and not line.strip().endswith(".extern")]
+
+
+# -- a node's short commands ----------------------------------------------------------------------
+
+
+def _srun_base(cluster: Cluster, name: str) -> list[str]:
+    return ["srun", "--overlap", "--jobid", cluster.slurm_jobid, "--job-name", name,
+            "--export", "ALL", "--quiet"]
+
+
+class SlurmNodeHost:
+    """One node of the allocation: short commands run as a one-task step on it."""
+
+    def __init__(self, cluster: Cluster, host: Host) -> None:
+        self.cluster = cluster
+        self.name = host.name
+        self.address = host.address
+
+    def argv(self, argv: Sequence[str]) -> list[str]:
+        return [*_srun_base(self.cluster, CMD_STEP), "--nodes", "1", "--ntasks", "1", "--nodelist",
+                self.name, *argv]
+
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult:
+        if not self.cluster.slurm_jobid:
+            raise HostError(f"host {self.name}: cluster {self.cluster.name} has no allocation")
+        full = self.argv(argv)
+        try:
+            proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
+                                  check=False, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise HostError(f"host {self.name}: srun not found on this host") from None
+        except subprocess.TimeoutExpired:
+            raise HostError(
+                f"host {self.name}: {shlex.join(argv)} did not finish within {timeout:.0f} s "
+                "(as a Slurm step)"
+            ) from None
+        # srun reports the task's own non-zero exit on stderr too: that is the command's result;
+        # any other "srun: error" means the step itself could not run (allocation gone…)
+        stderr = _TASK_EXIT.sub("", proc.stderr)
+        if proc.returncode != 0 and "srun: error" in stderr:
+            raise HostError(f"host {self.name}: srun failed: {stderr.strip()[:400]}")
+        return CommandResult(self.name, tuple(argv), proc.returncode, proc.stdout, stderr)
+
+
+# -- one step per layout --------------------------------------------------------------------------
+
+
+def step_script(specs: Sequence[RankSpec], labels: Sequence[Mapping[str, str]]) -> str:
+    """The shell text every task of the step runs: the rank of its ``SLURM_NODEID``, with that
+    rank's environment and labels; then a marker line with the rank's exit status."""
+    q = shlex.quote
+    cases = []
+    for spec, lab in zip(specs, labels, strict=True):
+        env = {**spec.env, **labels_env(lab)}
+        cmd = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *spec.argv])
+        cases.append(f"  {spec.node_rank}) {cmd} < /dev/null ;;")
+    return (
+        'case "$SLURM_NODEID" in\n' + "\n".join(cases) + "\n"
+        f"  *) echo {q('no rank for SLURM_NODEID')}=$SLURM_NODEID >&2; false ;;\n"
+        f"esac\necho \"{_EXIT_MARK} $?\"\n"
+    )
+
+
+def srun_step_argv(cluster: Cluster, name: str, nodes: Sequence[str]) -> list[str]:
+    """The ``srun`` of one layout's step: one task per node, output labelled by task."""
+    argv = [*_srun_base(cluster, name), "--nodes", str(len(nodes)), "--ntasks-per-node", "1",
+            "--ntasks", str(len(nodes)), "--nodelist", ",".join(nodes), "--label",
+            "--kill-on-bad-exit=0", "--unbuffered"]
+    if cluster.container_image:
+        argv += ["--container-image", cluster.container_image]
+        if cluster.mounts:
+            argv += ["--container-mounts", ",".join(cluster.mounts)]
+    argv += list(cluster.srun_options)
+    return [*argv, "sh", "-c", f'eval "${SCRIPT_ENV}"']
+
+
+class SlurmStep:
+    """One running step: its srun process here, each task's log and exit status."""
+
+    def __init__(self, cluster: Cluster, name: str, specs: Sequence[RankSpec],
+                 labels: Sequence[Mapping[str, str]], logs: Sequence[Path]) -> None:
+        self.cluster = cluster
+        self.name = name
+        self.nodes = [s.host for s in specs]
+        self.run = labels[0].get(RUN_LABEL, "") if labels else ""
+        self.config = labels[0].get(CONFIG_LABEL, "") if labels else ""
+        self.argv = srun_step_argv(cluster, name, self.nodes)
+        self.rc: dict[int, int] = {}
+        self._logs: list[BinaryIO] = []
+        for path in logs:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._logs.append(path.open("ab", buffering=0))
+        script = step_script(specs, labels)
+        try:
+            self.proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env={**os.environ, SCRIPT_ENV: script},
+                start_new_session=True,
+            )
+        except OSError as exc:
+            for f in self._logs:
+                f.close()
+            raise HostError(f"cluster {cluster.name}: cannot start srun: {exc}") from None
+        self.stepid = ""
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._reader = threading.Thread(target=self._read, name=f"ppsweep-srun-{name}",
+                                        daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        other = self._logs[0]  # srun's own lines (no task label) go to node 0's log
+        for raw in self.proc.stdout:
+            m = _LABELLED.match(raw)
+            if m and int(m.group(1)) < len(self._logs):
+                task, text = int(m.group(1)), m.group(2)
+                if text.startswith(_EXIT_MARK.encode()):
+                    with contextlib.suppress(ValueError):
+                        self.rc[task] = int(text.split()[1])
+                    continue
+                self._logs[task].write(text)
+            else:
+                other.write(raw)
+        self.proc.wait()
+        for f in self._logs:
+            with contextlib.suppress(OSError):
+                f.close()
+
+    def poll(self, task: int) -> int | None:
+        if task in self.rc:
+            return self.rc[task]
+        if self.proc.poll() is None:
+            return None
+        self._reader.join(timeout=5)
+        return self.rc.get(task, KILLED)
+
+    def find_stepid(self) -> str:
+        if not self.stepid:
+            for sid, name in steps_of(self.cluster.slurm_jobid):
+                if name == self.name:
+                    self.stepid = sid
+        return self.stepid
+
+    def stop(self, grace_s: float) -> None:
+        """scancel TERM, KILL after ``grace_s``; proof that the step is gone (idempotent)."""
+        with self._lock:
+            if self._stopped:
+                return
+            what = f"cluster {self.cluster.name}: step {self.name}"
+            if self.proc.poll() is None:
+                deadline = time.monotonic() + 10
+                while not self.find_stepid() and self.proc.poll() is None:
+                    if time.monotonic() > deadline:
+                        break  # srun never got a step: it is stopped below
+                    time.sleep(0.1)
+                for sig, wait_s in (("TERM", grace_s), ("KILL", 15.0)):
+                    if self.stepid:
+                        _slurm(["scancel", "--quiet", "--signal", sig, self.stepid], 30, what)
+                    elif sig == "KILL":
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(self.proc.pid, signal.SIGKILL)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=wait_s)
+                    if self.proc.poll() is not None:
+                        break
+                if self.stepid and self.proc.poll() is None:
+                    # the tasks are gone but srun still waits: cancel the step outright
+                    _slurm(["scancel", "--quiet", self.stepid], 30, what)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.proc.wait(timeout=15)
+                if self.proc.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(timeout=10)
+            self._reader.join(timeout=10)
+            # proof: Slurm no longer lists the step (its tasks have all ended)
+            deadline = time.monotonic() + 30
+            while any(name == self.name for _sid, name in steps_of(self.cluster.slurm_jobid)):
+                if time.monotonic() > deadline:
+                    raise SlurmError(f"{what}: still listed by squeue --steps 30 s after SIGKILL")
+                time.sleep(0.2)
+            self._stopped = True
+            self._sweep(what)
+
+    def _sweep(self, what: str) -> None:
+        """The nodes swept for a process that still carries this layout's labels (one that
+        left the step's process tree, which Slurm no longer tracks): killed, and named."""
+        if not self.run or not self.config:
+            return
+        argv = [*_srun_base(self.cluster, CMD_STEP), "--nodes", str(len(self.nodes)),
+                "--ntasks-per-node", "1", "--ntasks", str(len(self.nodes)), "--nodelist",
+                ",".join(self.nodes), "--label", "sh", "-c", _SWEEP, "ppsweep-sweep",
+                f"{RUN_ENV}={self.run}", f"{CONFIG_ENV}={self.config}"]
+        res = _slurm(argv, 60, what)
+        found = [line for line in res.stdout.splitlines() if "survivor" in line]
+        if found:
+            raise SlurmError(f"{what}: processes of the layout outlived its step (killed now): "
+                             + "; ".join(found)[:600])
+
+
+# $1, $2: "PPSWEEP_RUN=<run>", "PPSWEEP_CONFIG=<config>"; prints "survivor <pid> <cmd>" for
+# every process carrying both (but this shell) after SIGKILL-ing it.
+_SWEEP = r"""
+for f in $(grep -l -s -a -F "$1" /proc/[0-9]*/environ 2>/dev/null); do
+  p=${f#/proc/}; p=${p%/environ}
+  [ "$p" = "$$" ] && continue
+  tr '\000' '\n' < "$f" 2>/dev/null | grep -qx -F "$1" || continue
+  tr '\000' '\n' < "$f" 2>/dev/null | grep -qx -F "$2" || continue
+  echo "survivor $p $(tr '\000' ' ' < /proc/$p/cmdline 2>/dev/null | cut -c1-120)"
+  kill -KILL "$p" 2>/dev/null
+done
+true
+"""
+
+
+class SlurmRank:
+    """One rank of a layout's step (the handle the service holds per node)."""
+
+    def __init__(self, group: _Pending, node_rank: int) -> None:
+        self.group = group
+        self.node_rank = node_rank
+
+    def __repr__(self) -> str:
+        return f"SlurmRank({self.group.name}, node{self.node_rank})"
+
+    def poll(self) -> int | None:
+        step = self.group.step
+        return None if step is None else step.poll(self.node_rank)
+
+    def stop(self, grace_s: float = 5.0) -> int | None:
+        step = self.group.step
+        if step is None:
+            self.group.cancelled = True  # the step never starts
+            return KILLED
+        step.stop(grace_s)
+        return step.poll(self.node_rank)
+
+
+class _Pending:
+    """The ranks of one layout gathered until the last one is asked for."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self.name = name
+        self.size = size
+        self.specs: dict[int, tuple[RankSpec, Mapping[str, str], Path]] = {}
+        self.step: SlurmStep | None = None
+        self.cancelled = False
+
+
+class SlurmLauncher:
+    """Starts each layout as one job step of the cluster's allocation."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self._lock = threading.Lock()
+        self._pending: dict[tuple[str, str], _Pending] = {}
+
+    def start(self, spec: RankSpec, log_path: Path, labels: Mapping[str, str]) -> RankHandle:
+        if not self.cluster.slurm_jobid:
+            raise HostError(f"cluster {self.cluster.name}: no Slurm allocation to start in")
+        key = (labels.get(RUN_LABEL, ""), labels.get(CONFIG_LABEL, ""))
+        size = len(self.cluster.hosts)
+        with self._lock:
+            group = self._pending.get(key)
+            if group is None or group.step is not None or spec.node_rank in group.specs:
+                name = job_name(key[0] or "run", key[1] or "config", uuid.uuid4().hex[:6])
+                group = self._pending[key] = _Pending(name, size)
+            group.specs[spec.node_rank] = (spec, labels, log_path)
+            ready = len(group.specs) == size
+        if ready and not group.cancelled:
+            ordered = [group.specs[r] for r in sorted(group.specs)]
+            group.step = SlurmStep(
+                self.cluster, group.name, [s for s, _l, _p in ordered],
+                [dict(lab, **{NODE_RANK_LABEL: str(s.node_rank)}) for s, lab, _p in ordered],
+                [p for _s, _l, p in ordered],
+            )
+        return SlurmRank(group, spec.node_rank)
+
+
+def cancel(ident: str, what: str, grace_s: float = 5.0) -> list[str]:
+    """A leftover job or step of an earlier run cancelled (TERM, KILL after ``grace_s``);
+    returns what could not be removed."""
+    for sig, wait_s in (("TERM", grace_s), ("KILL", 30.0)):
+        _slurm(["scancel", "--quiet", "--signal", sig, ident], 30, what)
+        if "." not in ident:
+            _slurm(["scancel", "--quiet", ident], 30, what)  # a job: end the allocation
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not _listed(ident):
+                return []
+            time.sleep(0.2)
+    return [f"{what}: still listed by squeue after SIGKILL"]
+
+
+def _listed(ident: str) -> bool:
+    job = ident.split(".", 1)[0]
+    if "." in ident:
+        return any(sid == ident for sid, _name in steps_of(job))
+    return job in _queued_jobs([job])
+
+
+def check_pyxis(cluster: Cluster) -> list[str]:
+    """With ``container_image``: Slurm's srun here must know ``--container-image`` (the Pyxis
+    SPANK plugin adds it to ``srun --help``); [] when it does or no image is asked for."""
+    if not cluster.container_image:
+        return []
+    res = _slurm(["srun", "--help"], 30, f"cluster {cluster.name}")
+    if "--container-image" in res.stdout + res.stderr:
+        return []
+    return [f"container_image {cluster.container_image!r}: expected srun with Pyxis "
+            "(--container-image in `srun --help`), found an srun without it: install the Pyxis "
+            "SPANK plugin, or leave container_image out to run the nodes' own python"]
+

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# A real one-host Slurm for the tests: slurmctld on this host and one slurmd per node, each node a
+# network namespace s701-s704 (10.201.0.101-104) on bridge br-slurm (10.201.0.1/24) with its own
+# UTS (hostname = NodeName), PID and mount namespace (own /dev/shm), like the SSH test hosts
+# h601-h604 (scripts/provision_test_hosts.sh), which it leaves alone.
+#
+#   sudo bash scripts/provision_slurm.sh      # idempotent; prints what it did
+#   sudo bash scripts/teardown_slurm.sh       # stops and removes all of it
+#
+# Everything lives under $PPSWEEP_SLURM_ROOT (default /tmp/ppsweep-slurm):
+#   slurm.conf            self-contained (clients read it through SLURM_CONF=<root>/slurm.conf)
+#   munge/                key, socket, log of the cluster's own munged
+#   ctld/                 state, log, pid of slurmctld
+#   nodes/<n>/            spool, log, pid of node <n>'s slurmd
+#   slurm.env             KEY=VALUE summary read by the tests (SLURM_CONF, NODES)
+# No cgroups: proctrack/linuxproc, task/none; select/linear (whole nodes, steps --overlap).
+set -euo pipefail
+if [ "$(id -u)" != 0 ]; then
+  echo "provision_slurm.sh: needs root (network namespaces, munged, slurmd)" >&2
+  exit 77
+fi
+ROOT=${PPSWEEP_SLURM_ROOT:-/tmp/ppsweep-slurm}
+NODES=${SLURM_NODES:-"s701 s702 s703 s704"}
+BRIDGE=br-slurm
+NET=10.201.0
+CPUS=${SLURM_NODE_CPUS:-2}
+t0=$(date +%s.%N)
+say() { printf 'provision_slurm: %s\n' "$*"; }
+alive() {
+  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null \
+    && ! grep -q '^State:[[:space:]]*Z' "/proc/$(cat "$1")/status" 2>/dev/null
+}
+for c in slurmctld slurmd munged srun; do
+  command -v "$c" >/dev/null 2>&1 || { echo "provision_slurm.sh: $c missing (run scripts/install_slurm.sh)" >&2; exit 1; }
+done
+mkdir -p "$ROOT/munge" "$ROOT/ctld" "$ROOT/nodes"
+chmod 755 "$ROOT"
+
+# -- munge: a key and a munged of this cluster's own (socket under ROOT) ---------------------
+chmod 700 "$ROOT/munge"
+[ -s "$ROOT/munge/munge.key" ] || { head -c 1024 /dev/urandom > "$ROOT/munge/munge.key"; chmod 400 "$ROOT/munge/munge.key"; }
+if ! alive "$ROOT/munge/munged.pid"; then
+  rm -f "$ROOT/munge/munge.socket" "$ROOT/munge/munge.socket.lock"
+  munged --force --key-file="$ROOT/munge/munge.key" --socket="$ROOT/munge/munge.socket" \
+    --pid-file="$ROOT/munge/munged.pid" --log-file="$ROOT/munge/munged.log" \
+    --seed-file="$ROOT/munge/munged.seed"
+  say "munged started (pid $(cat "$ROOT/munge/munged.pid"))"
+fi
+chmod 711 "$ROOT/munge"
+
+# -- bridge and node namespaces --------------------------------------------------------------
+if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+  ip link add "$BRIDGE" type bridge
+  say "bridge $BRIDGE created"
+fi
+ip addr replace "$NET.1/24" dev "$BRIDGE"
+ip link set "$BRIDGE" up
+i=0; node_lines=""; names=""
+for n in $NODES; do
+  i=$((i + 1)); addr=$NET.$((100 + i)); short=${n#s}
+  if ! ip netns list | grep -qw "^$n"; then
+    ip netns add "$n"
+    ip link del "vs$short" 2>/dev/null || true
+    ip link add "vs$short" type veth peer name "eth0-s$short"
+    ip link set "vs$short" master "$BRIDGE" up
+    ip link set "eth0-s$short" netns "$n"
+    ip -n "$n" link set lo up
+    ip -n "$n" link set "eth0-s$short" name eth0
+    ip -n "$n" addr add "$addr/24" dev eth0
+    ip -n "$n" link set eth0 up
+    say "namespace $n ($addr) created"
+  fi
+  node_lines+="NodeName=$n NodeAddr=$addr CPUs=$CPUS State=UNKNOWN"$'\n'
+  names+="${names:+,}$n=$addr"
+done
+
+cat > "$ROOT/slurm.conf.new" <<CONF
+# Written by scripts/provision_slurm.sh: a test cluster of network-namespace nodes.
+ClusterName=ppsweep-test
+SlurmctldHost=$(hostname -s)($NET.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$ROOT/munge/munge.socket
+StateSaveLocation=$ROOT/ctld/state
+SlurmctldPidFile=$ROOT/ctld/slurmctld.pid
+SlurmctldLogFile=$ROOT/ctld/slurmctld.log
+SlurmdSpoolDir=$ROOT/nodes/%n/spool
+SlurmdPidFile=$ROOT/nodes/%n/slurmd.pid
+SlurmdLogFile=$ROOT/nodes/%n/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SelectType=select/linear
+MpiDefault=none
+SwitchType=switch/none
+LaunchParameters=use_interactive_step
+ReturnToService=2
+KillWait=5
+InactiveLimit=0
+MinJobAge=2
+SlurmctldTimeout=30
+SlurmdTimeout=30
+MessageTimeout=20
+SchedulerParameters=sched_interval=1
+SlurmctldDebug=info
+SlurmdDebug=info
+$node_lines
+PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+CONF
+changed=0
+cmp -s "$ROOT/slurm.conf.new" "$ROOT/slurm.conf" || changed=1
+mv "$ROOT/slurm.conf.new" "$ROOT/slurm.conf"
+export SLURM_CONF=$ROOT/slurm.conf
+
+# -- slurmctld on this host --------------------------------------------------------------------
+if alive "$ROOT/ctld/slurmctld.pid" && [ "$changed" = 1 ]; then
+  kill "$(cat "$ROOT/ctld/slurmctld.pid")"; for _ in $(seq 1 100); do alive "$ROOT/ctld/slurmctld.pid" || break; sleep 0.1; done
+  say "slurmctld stopped (configuration changed)"
+fi
+if ! alive "$ROOT/ctld/slurmctld.pid"; then
+  rm -rf "$ROOT/ctld/state"; mkdir -p "$ROOT/ctld/state"
+  slurmctld -c -f "$SLURM_CONF" </dev/null >"$ROOT/ctld/slurmctld.out" 2>&1
+  say "slurmctld started"
+fi
+
+# -- one slurmd per node, as the init-reaped child of the node's own PID namespace -------------
+INIT='import os,signal,subprocess,sys
+p=subprocess.Popen(sys.argv[1:])
+signal.signal(signal.SIGTERM,lambda *a:p.terminate())
+while True:
+    pid,st=os.wait()
+    if pid==p.pid: sys.exit(0)'
+for n in $NODES; do
+  d=$ROOT/nodes/$n; mkdir -p "$d/spool"
+  if alive "$d/node.pid" && [ "$changed" = 1 ]; then
+    kill -KILL "$(cat "$d/node.pid")"; for _ in $(seq 1 50); do alive "$d/node.pid" || break; sleep 0.1; done
+  fi
+  if ! alive "$d/node.pid"; then
+    nsenter --net="/run/netns/$n" unshare --uts --pid --fork --kill-child --mount-proc \
+      sh -c "hostname $n && mount -t tmpfs -o mode=1777,size=1g shm /dev/shm && \
+             exec python3 -c '$INIT' slurmd -D -N $n -f $SLURM_CONF" </dev/null >"$d/node.out" 2>&1 &
+    echo $! > "$d/node.pid"
+    say "slurmd of $n started (pid $!)"
+  fi
+done
+
+# -- wait until every node is idle ---------------------------------------------------------------
+ok=0
+for _ in $(seq 1 300); do
+  if [ "$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -cE ' (idle|mix|alloc)$')" = "$(echo $NODES | wc -w)" ]; then ok=1; break; fi
+  sleep 0.1
+done
+if [ "$ok" != 1 ]; then
+  # a node left DOWN by an earlier test run comes back
+  scontrol update NodeName="$(echo $NODES | tr ' ' ',')" State=RESUME >/dev/null 2>&1 || true
+  for _ in $(seq 1 100); do
+    if [ "$(sinfo -h -N -o '%N %t' 2>/dev/null | grep -cE ' (idle|mix|alloc)$')" = "$(echo $NODES | wc -w)" ]; then ok=1; break; fi
+    sleep 0.1
+  done
+fi
+if [ "$ok" != 1 ]; then
+  echo "provision_slurm.sh: nodes not idle: $(sinfo -h -N -o '%N %t' 2>&1 | tr '\n' ' '); see $ROOT/ctld/slurmctld.log and $ROOT/nodes/*/slurmd.log" >&2
+  exit 1
+fi
+cat > "$ROOT/slurm.env" <<ENV
+SLURM_CONF=$SLURM_CONF
+NODES=$names
+ENV
+say "ready in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s: $(sinfo -h -N -o '%N:%t' | tr '\n' ' ')— $ROOT/slurm.env"

@@ -1,0 +1,122 @@
+"""End-to-end sweeps on the real test Slurm (tests/support/slurm.py): the seeds' sweep cut to two
+layouts on four Slurm nodes (one allocation, one step per layout), and the faults: a step
+cancelled mid-round, a task killed, a node set DOWN, Ctrl-C during boot, SIGKILL of pytest then
+--ppsweep-resume. After each test there are 0 allocations, 0 steps and 0 tasks (slurm_clean)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from support.paths import sweep_folder
+from support.remote import SECRET_TOKEN, make_device_dir, seed_matrix
+from support.slurm import TestSlurm, slurm_cluster_toml
+
+from pytest_ppsweep.cluster.slurm import check_pyxis
+from pytest_ppsweep.matrix.parse import load
+
+TWO = "pp4-tp8-ep4,pp8-tp4-ep4"
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def run_dir(reports: Path) -> Path:
+    runs = [p for p in reports.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+@pytest.fixture
+def seed_folder(tmp_path: Path) -> Path:
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    state = tmp_path / "simstate"
+    state.mkdir()
+    text = seed_matrix("slurm", model, make_device_dir(tmp_path / "dev"))
+    # a short workload: the seeds' 40 requests of 16k tokens are not what is tested here
+    text = text.replace("num_requests = 40", "num_requests = 6").replace(
+        "concurrency = [8, 16]", "concurrency = [8]").replace("repeats = 3", "repeats = 2")
+    text = text.replace("boot_timeout_s = 1800", "boot_timeout_s = 90")
+    return sweep_folder(tmp_path / "sweep", text + "\n" + slurm_cluster_toml("slurm", state))
+
+
+def test_seed_sweep_on_four_slurm_nodes(
+    pytester: pytest.Pytester, slurm_clean: TestSlurm, seed_folder: Path, tmp_path: Path
+) -> None:
+    reports = tmp_path / "reports"
+    result = pytester.runpytest_subprocess(
+        str(seed_folder), "-v", "--ppsweep-config", TWO, "--ppsweep-reports", str(reports),
+        timeout=400,
+    )
+    out = result.stdout.str()
+    outcomes = result.parseoutcomes()
+    assert not outcomes.get("failed") and not outcomes.get("errors"), out[-6000:]
+    assert outcomes.get("passed", 0) >= 10, out[-6000:]
+    run = run_dir(reports)
+    results = rows(run / "results.csv")
+    assert {r["config_id"] for r in results} == set(TWO.split(","))
+    # the nodes came from the allocation; node 0 hosted the rendezvous
+    nodes = json.loads((run / "metadata" / "nodes-slurm.json").read_text())
+    assert "s701" in json.dumps(nodes)
+    logs = sorted(p.name for p in (run).rglob("node*.log"))
+    assert logs.count("node0.log") == 2 and logs.count("node3.log") == 2, logs
+    launch = next(run.rglob("launch.sh")).read_text()
+    assert "--node-rank 3" in launch and "10.201.0.101:20000" in launch
+    # GPU snapshots through nvidia-smi in a step on each node (the emulator's shim)
+    for config in TWO.split(","):
+        healthy = rows(run / "gpu" / config / "healthy.csv")
+        assert len(healthy) == 32, f"{config}: {len(healthy)} GPUs in the healthy snapshot"
+        assert {r["node"] for r in healthy} == {"s701", "s702", "s703", "s704"}
+    # live status: the boot and rounds were reported as they happened
+    progress = (run / "progress.log").read_text()
+    assert "booting on 4 nodes of slurm" in progress and "round 1/2" in progress
+    # no secret in anything the run wrote
+    leaked = [p for p in run.rglob("*") if p.is_file() and SECRET_TOKEN.encode() in p.read_bytes()]
+    assert not leaked, leaked
+
+    # reuse and the gate on Slurm, at the cost of one allocation and no boot: the same layouts
+    # taken over from the first run, gated against it
+    again = pytester.runpytest_subprocess(
+        str(seed_folder), "-v", "--ppsweep-config", TWO, "--ppsweep-reports", str(reports),
+        "--ppsweep-reuse", run.name, "--ppsweep-compare", run.name, timeout=300,
+    )
+    out = again.stdout.str()
+    assert not again.parseoutcomes().get("failed"), out[-6000:]
+    assert "test_no_regression" in out and "PASSED" in out, out[-6000:]
+    second = max((p for p in reports.iterdir() if p.is_dir() and p != run),
+                 key=lambda p: p.stat().st_mtime)
+    assert "booting" not in (second / "progress.log").read_text()  # nothing was booted
+
+
+def test_preflight_through_slurm_names_every_node_and_starts_nothing(
+    pytester: pytest.Pytester, slurm_clean: TestSlurm, seed_folder: Path, tmp_path: Path
+) -> None:
+    toml = seed_folder / "ppsweep.toml"
+    text = toml.read_text()
+    toml.write_text(text.replace(f'python = "{sys.executable}"', 'python = "/nowhere/python3"'))
+    result = pytester.runpytest_subprocess(
+        str(seed_folder), "--ppsweep-config", TWO, "--ppsweep-reports", str(tmp_path / "r"),
+        timeout=300,
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-4000:]
+    assert "nothing was started" in out, out[-4000:]
+    for name, address in slurm_clean.nodes:
+        assert f"{name} ({address}): /nowhere/python3 cannot run" in out, out[-4000:]
+    assert "booting" not in out
+    # slurm_clean: the allocation made for the run was released, no step is left
+
+    # Pyxis: a container image asks srun for --container-image, which this Slurm lacks
+    sweep = load(toml)
+    problems = check_pyxis(replace(sweep.clusters["slurm"], container_image="nvcr.io#x/y:1"))
+    assert problems and "expected srun with Pyxis" in problems[0], problems

@@ -1,0 +1,136 @@
+"""The tests' real Slurm: slurmctld here and one slurmd per network-namespace node s701-s704
+(scripts/install_slurm.sh, scripts/provision_slurm.sh), a session fixture shared by every Slurm
+test, what the cluster still holds after a test (jobs, steps, labelled processes on the nodes),
+and sweep-file text for it."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_ppsweep.cluster.labels import RUN_ENV
+from support.remote import SECRET_TOKEN, run_script
+
+ROOT = Path(os.environ.get("PPSWEEP_SLURM_ROOT", "/tmp/ppsweep-slurm"))
+LOCK = Path("/tmp/ppsweep-slurm.lock")
+
+
+@dataclass(frozen=True)
+class TestSlurm:
+    """The provisioned cluster: its slurm.conf and nodes (name, address)."""
+
+    __test__ = False
+
+    conf: Path
+    nodes: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def load(cls, root: Path = ROOT) -> TestSlurm:
+        env = dict(line.split("=", 1) for line in (root / "slurm.env").read_text().splitlines()
+                   if "=" in line)
+        pairs = tuple(tuple(p.split("=", 1)) for p in env["NODES"].split(","))
+        return cls(Path(env["SLURM_CONF"]), pairs)  # type: ignore[arg-type]
+
+    def netns_inodes(self) -> set[int]:
+        return {os.stat(f"/run/netns/{name}").st_ino for name, _ in self.nodes}
+
+
+def slurm(*argv: str) -> str:
+    """A Slurm command's output (SLURM_CONF is the test cluster's); raises on failure."""
+    return subprocess.run(list(argv), capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
+@pytest.fixture(scope="session")
+def test_slurm() -> Iterator[TestSlurm]:
+    """The one Slurm of the session: installed and started once, torn down at the end (kept
+    with PPSWEEP_KEEP_TEST_HOSTS=1). Clients find it through SLURM_CONF."""
+    if os.geteuid() != 0:
+        pytest.skip("the Slurm tests need root: slurmd runs in network namespaces "
+                    "(scripts/provision_slurm.sh)")
+    with LOCK.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        run_script("install_slurm.sh")
+        run_script("provision_slurm.sh")
+    cluster = TestSlurm.load()
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(cluster.conf)
+    try:
+        yield cluster
+    finally:
+        if previous is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = previous
+        if not os.environ.get("PPSWEEP_KEEP_TEST_HOSTS"):
+            run_script("teardown_slurm.sh")
+
+
+def node_processes(cluster: TestSlurm) -> list[str]:
+    """Labelled (PPSWEEP_RUN) processes inside the Slurm nodes' namespaces."""
+    inodes = cluster.netns_inodes()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.stat(entry / "ns" / "net").st_ino not in inodes:
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            if not any(e.startswith(f"{RUN_ENV}=".encode()) for e in environ):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()[:200]
+        except OSError:
+            continue
+        found.append(f"process {entry.name}: {cmd}")
+    return found
+
+
+def leftovers(cluster: TestSlurm) -> list[str]:
+    """Allocations, steps and labelled processes still there; [] when the cluster is clean."""
+    left = [f"job {line}" for line in slurm("squeue", "--noheader", "--format",
+                                            "%i %j %T").splitlines() if line.strip()]
+    left += [f"step {line}" for line in slurm("squeue", "--noheader", "--steps", "--format",
+                                              "%i %j").splitlines() if line.strip()]
+    return left + node_processes(cluster)
+
+
+def clean(cluster: TestSlurm) -> None:
+    with contextlib.suppress(subprocess.CalledProcessError):
+        slurm("scancel", "--quiet", "--user", "root")
+    for line in node_processes(cluster):
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(line.split()[1].rstrip(":")), signal.SIGKILL)
+
+
+def slurm_cluster_toml(name: str, state: Path, *, nodes: int = 4, scale: float = 1000,
+                       extra: str = "") -> str:
+    """A kind = "slurm" cluster of the emulator (8 GPUs per node, its GPU state in ``state``)."""
+    smi = (f'["env", "PPSWEEP_SIM_STATE_DIR={state}", "{sys.executable}", "-m", '
+           '"pytest_ppsweep.sim.smi", "--host", "{host}"]')
+    return "\n".join([
+        f"[clusters.{name}]",
+        'kind = "slurm"',
+        f"nodes = {nodes}",
+        "gpus_per_node = 8",
+        "request_gpus = false  # the test Slurm has no GPU gres",
+        'server_module = "pytest_ppsweep.sim"',
+        f'python = "{sys.executable}"',
+        "port = 30000",
+        "dist_init_port = 20000",
+        f"nvidia_smi = {smi}",
+        "env = { "
+        f'PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}", '
+        f'PPSWEEP_SIM_PROFILE = "kimi-k3-6000d", HF_TOKEN = "{SECRET_TOKEN}"'
+        " }",
+        extra,
+    ]) + "\n"
