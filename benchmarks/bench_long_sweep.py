@@ -13,8 +13,8 @@ after the first (the first pays for imports, caches and pools).
 Goals: ~0 after the first layout: threads and open files exactly 0 per layout (a leak of one
 thread or socket per layout shows as 1.0), RSS below 0.25 MiB per layout (allocator noise; a
 leak of the per-request records of one layout is ~1 MiB). ``--smoke`` (CI, via
-tests/e2e/test_benchmark_smoke.py (bench_long_sweep, every goal must be ok)) runs 6 points (PP1 × TP8, PP2 × TP4) on one node with one
-request each.
+tests/e2e/test_benchmark_smoke.py, whose entry requires every goal) runs 6 points (PP1 × TP8,
+PP2 × TP4) on one node with one request each.
 
     python benchmarks/bench_long_sweep.py [--points 64] [--time-scale 400] [--smoke]
 
