@@ -516,6 +516,12 @@ def _patterns(sw: Reader) -> tuple[str, ...]:
 
 
 def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:
+    docker = [c.name for c in pool if c.launcher == "docker"]
+    if docker and not sweep.image:  # once, here, not once per node at preflight
+        raise MatrixError(
+            f"{sweep.path}: key 'sweep.image': expected an image reference (cluster "
+            f"{docker[0]!r} has launcher = 'docker'; or give --ppsweep-image), found nothing"
+        )
     for cfg in sweep.configs:
         world = cfg.gpus
         if not any(c.fits(cfg) for c in pool):
