@@ -148,7 +148,16 @@ def test_boot_failure_fails_only_its_configuration(
     }
     text = result.stdout.str()
     assert "pp8-tp4-ep4: boot failed" in text
-    assert "CUDA out of memory" in text and "node0.log (last" in text
+    assert "CUDA out of memory" in text
+    # The log tail is shown once, with the layout's first test; the others name that test.
+    failed = [t for t, o in seen.items() if "pp8-tp4-ep4" in t and o == "ERROR"]
+    assert text.count(".log (last ") == 1, text
+    assert text.count("log tail are shown with ") == len(failed) - 1 > 0, text
+    assert re.search(r"ERROR at setup of test_topology\[pp8-tp4-ep4\] _+\npp8-tp4-ep4: boot fail",
+                     text), text
+    # Every node's tail and every fatal line stay in the run folder.
+    kept = next(run_dir(reports).rglob("boot-failure.txt")).read_text()
+    assert kept.count(".log (last 25 lines) ---") == 4, kept
     # The failing layout was booted once, not once per test.
     log = (run_dir(reports) / "progress.log").read_text()
     assert log.count("pp8-tp4-ep4: booting on") == 1
