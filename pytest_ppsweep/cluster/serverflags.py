@@ -159,14 +159,15 @@ def check(sweep: Sweep, flags: ServerFlags) -> list[str]:
             near = difflib.get_close_matches(key.replace("-", "_"), names, n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
             problems.setdefault(where, (
-                f"{sweep.path}: key '{where}': expected a flag of {flags.module}{hint}, found "
-                f"{option}, which its argument parser does not accept"))
+                f"{sweep.file_of(where)}: key '{where}': expected a flag of {flags.module}{hint}, "
+                f"found {option}, which its argument parser does not accept"))
             continue
         allowed = flags.choices.get(option.replace("_", "-"))
         if allowed and not isinstance(value, bool) and value != UNSET and str(value) not in allowed:
             near = difflib.get_close_matches(str(value), allowed, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
+            choices = ", ".join(map(repr, allowed))
             problems.setdefault(f"{where}={value}", (
-                f"{sweep.path}: key '{where}': expected one of {', '.join(map(repr, allowed))} "
+                f"{sweep.file_of(where)}: key '{where}': expected one of {choices} "
                 f"({flags.module} {option}){hint}, found {shown_value(value)}"))
     return list(problems.values())
