@@ -23,6 +23,7 @@ from pathlib import Path
 
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.measure.eta import duration
 
 __all__ = ["ClusterTime", "cluster_time", "dry_run_lines", "fitted_profile"]
 
@@ -37,18 +38,9 @@ class ClusterTime:
     bound: bool = False
 
     def describe(self) -> str:
-        held = _duration(self.seconds)
+        held = duration(self.seconds)
         return (f"at most {held} of boots ({self.source})" if self.bound
                 else f"about {held} ({self.source})")
-
-
-def _duration(seconds: float) -> str:
-    minutes = seconds / 60
-    if minutes < 1:
-        return f"{seconds:.0f} s"
-    if minutes < 120:
-        return f"{minutes:.0f} min"
-    return f"{minutes / 60:.1f} h"
 
 
 def fitted_profile(reports: Path, sweep_name: str) -> Path | None:
