@@ -96,12 +96,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     if (sweep := SweepSession.of(session.config)) is not None:
-        sweep.preflight()
+        sweep.preflight_before_workers()
 
 
-@pytest.hookimpl(tryfirst=True)  # --ppsweep-adaptive: the first layout the planner boots
+# After collection: the preflight (the selection is known: an empty one connects to nothing),
+# and with --ppsweep-adaptive the first layout the planner boots.
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     if (sweep := SweepSession.of(session.config)) is not None:
+        sweep.preflight()
         sweep.adaptive_order(session.items)
 
 

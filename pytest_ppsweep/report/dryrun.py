@@ -17,7 +17,7 @@ Plain Python: it opens no connection and writes nothing (the plugin prints these
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,16 +89,19 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path) -> Clus
 
 
 def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
-                  reports: Path) -> list[str]:
-    """What ``--ppsweep-dry-run`` prints: per point every node's launch command and
-    environment (redacted), then the boots and the estimated cluster time."""
+                  reports: Path, concurrencies: Mapping[str, Collection[int]] | None = None
+                  ) -> list[str]:
+    """What ``--ppsweep-dry-run`` prints: per point (with the Cs it runs: ``concurrencies``,
+    else its workload's) every node's launch command and environment (redacted), then the
+    boots and the estimated cluster time."""
     lines = [f"ppsweep dry run of {sweep.path} on cluster {cluster.name!r} ({cluster.kind}, "
              f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); nothing is started, "
              "connected or written"]
     if cluster.launcher == "docker":
         lines.append(f"each command runs in a container of image {sweep.image} on its node")
     for cfg in configs:
-        lines.append(f"{cfg.id}: PP/TP/EP {cfg.label}")
+        cs = sorted((concurrencies or {}).get(cfg.id) or sweep.workload_of(cfg).concurrency)
+        lines.append(f"{cfg.id}: PP/TP/EP {cfg.label} at C = {', '.join(map(str, cs))}")
         for spec in rank_specs(sweep, cluster, cfg):
             lines.append(f"  node{spec.node_rank} {spec.host} ({spec.address}): "
                          f"{spec.command_line()}")

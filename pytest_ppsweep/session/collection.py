@@ -14,7 +14,7 @@ import pytest
 from pytest_ppsweep import continuity
 from pytest_ppsweep.measure.runjson import RunJson, run_id_of
 from pytest_ppsweep.session import options
-from pytest_ppsweep.session.state import SessionState
+from pytest_ppsweep.session.quiet import Quiet
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
@@ -28,7 +28,7 @@ __all__ = [
 ]
 
 
-class Collection(SessionState):
+class Collection(Quiet):
     """The session's collection hooks and the selection they make."""
 
     baseline_ref: Path | None
@@ -146,12 +146,17 @@ class Collection(SessionState):
         if self.worker or self.selected is not None:
             return
         self.selected = points
+        if not points:
+            self.nothing_selected()
+            if self.quiet and not self.dry_run:
+                return
         fields, notes = selection_fields(
-            self.sweep, self.pool, self.ids, points, self.store.dir, self.baseline_ref
+            self.sweep, self.pool, self.ids, points, self.run_dir_for_lookups(), self.baseline_ref
         )
         for note in notes:
             self.progress(note)
         RunJson(self.store).update(**fields)
+        self.plan_dry_run(points, notes)
 
 
 

@@ -27,7 +27,7 @@ def test_every_node_of_every_point_with_its_command_and_redacted_env(tmp_path: P
     assert "hf_dryrunsecret123" not in text and "HF_TOKEN=" in text
     nodes = [line for line in lines if line.startswith("  node")]
     assert len(nodes) == len(sweep.configs) * len(cluster.hosts) == 20
-    pp8 = lines.index("pp8-tp4-ep4: PP/TP/EP 8 / 4 / 4")
+    pp8 = lines.index("pp8-tp4-ep4: PP/TP/EP 8 / 4 / 4 at C = 8, 16")
     assert lines[pp8 + 2].startswith("  node1 127.0.6.2 (127.0.6.2): env ")
     assert "-m pytest_ppsweep.sim --model-path /data/hf_models/Kimi-K3 --tp-size 4 --pp-size 8" \
         in lines[pp8 + 2]
