@@ -81,6 +81,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session.parametrize(metafunc)
 
 
+@pytest.hookimpl(tryfirst=True)  # a test this run does not have is never collected nor counted
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object
+                              ) -> list[pytest.Item] | None:
+    session = SweepSession.of(collector.config)
+    return [] if session is not None and session.not_collected(obj) else None
+
+
 @pytest.hookimpl(tryfirst=True)  # every layout's tests, before -k/-m deselect any
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if (session := SweepSession.of(config)) is not None:

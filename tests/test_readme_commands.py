@@ -280,6 +280,18 @@ def test_selecting_configurations(reports: Path) -> None:
     assert f"baseline pp1-tp32-ep4 from run {full.name}" in out, out[-3000:]
 
 
+@runs("pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-dry-run")
+def test_dry_run_verbatim() -> None:
+    """Verbatim: it writes nothing (no reports folder appears) and needs no cluster (pro6000's
+    hosts are not reachable from here; tests/e2e/test_first_hour.py records every connect)."""
+    command = "pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-dry-run"
+    reports = REPO / "reports"
+    before = sorted(reports.iterdir()) if reports.is_dir() else None
+    out = _ok(_run(shlex.split(command), timeout=300), command)
+    assert "boots: 5 (one per point)" in out and "node3 604 (174.1.60.4): env " in out, out
+    assert (sorted(reports.iterdir()) if reports.is_dir() else None) == before
+
+
 @runs("pytest test_matrix --ppsweep-matrix test_matrix/a2a.toml")
 def test_axis_example_sweep(reports: Path) -> None:
     """The seeds' §10 sweep on the default emulated cluster, cut to three points (4 requests per
