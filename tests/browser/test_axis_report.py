@@ -20,8 +20,8 @@ from support.browser import SCREEN_HEIGHT, open_report, overflow_problems
 from support.runs import Point, config_row, rounds
 
 from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.measure.runjson import axis_fields
 from pytest_ppsweep.report.html import build_report
-from pytest_ppsweep.runsetup import axis_fields
 
 SWEEP = """
 [sweep]
