@@ -8,6 +8,7 @@ layout boots. ``concurrency`` is a function-level parameter (``c8``, ``c16``).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
@@ -43,25 +44,50 @@ def ppsweep_config(request: pytest.FixtureRequest, ppsweep: SweepRun) -> Config:
     return ppsweep.sweep.config(str(config_id))
 
 
-@pytest.fixture(scope="session")
-def ppsweep_service(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[Booted]:
-    """The layout booted on every node and healthy; stopped after its last test.
+@dataclass
+class _Boot:
+    """One layout's boot, shared by its tests: the booted service, or why it failed and the
+    test that showed the failure in full."""
 
-    A boot failure fails every test of this layout with the reason and the log tails; the
-    sweep goes on with the next layout. So does a rank that dies later (``_ppsweep_alive``).
-    """
+    booted: Booted | None
+    failure: BootFailed | None = None
+    shown_by: str = ""
+
+
+@pytest.fixture(scope="session")
+def _ppsweep_boot(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[_Boot]:
+    """The layout booted on every node once for all its tests, stopped after the last one."""
     try:
         booted = ppsweep.boot(ppsweep_config)
     except BootFailed as exc:
-        failure = str(exc)
-    else:
-        failure = ""
-    if failure:  # outside the except: the report shows the reason once, not chained to itself
-        pytest.fail(failure, pytrace=False)
+        yield _Boot(None, exc)
+        return
     try:
-        yield booted
+        yield _Boot(booted)
     finally:
         ppsweep.teardown(booted)
+
+
+@pytest.fixture
+def ppsweep_service(request: pytest.FixtureRequest, _ppsweep_boot: _Boot) -> Booted:
+    """The layout booted on every node and healthy; stopped after its last test.
+
+    A boot failure fails every test of this layout; the sweep goes on with the next layout.
+    Its first test shows the reason, the fatal lines and the root-cause node's last lines (a
+    short summary; every node's tail is in the run folder), the others name that test. So does
+    a rank that dies later (``_ppsweep_alive``).
+    """
+    failed = _ppsweep_boot.failure
+    if failed is None:
+        assert _ppsweep_boot.booted is not None
+        return _ppsweep_boot.booted
+    if not _ppsweep_boot.shown_by:
+        _ppsweep_boot.shown_by = request.node.nodeid
+        message = str(failed)
+    else:
+        message = (f"{str(failed).splitlines()[0][:300]}\n(its fatal lines and log tail are "
+                   f"shown with {_ppsweep_boot.shown_by})")
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(autouse=True)

@@ -81,6 +81,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     session.parametrize(metafunc)
 
 
+@pytest.hookimpl(tryfirst=True)  # a test this run does not have is never collected nor counted
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object
+                              ) -> list[pytest.Item] | None:
+    session = SweepSession.of(collector.config)
+    return [] if session is not None and session.not_collected(obj) else None
+
+
 @pytest.hookimpl(tryfirst=True)  # every layout's tests, before -k/-m deselect any
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if (session := SweepSession.of(config)) is not None:
@@ -96,12 +103,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
     if (sweep := SweepSession.of(session.config)) is not None:
-        sweep.preflight()
+        sweep.preflight_before_workers()
 
 
-@pytest.hookimpl(tryfirst=True)  # --ppsweep-adaptive: the first layout the planner boots
+# After collection: the preflight (the selection is known: an empty one connects to nothing),
+# and with --ppsweep-adaptive the first layout the planner boots.
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     if (sweep := SweepSession.of(session.config)) is not None:
+        sweep.preflight()
         sweep.adaptive_order(session.items)
 
 

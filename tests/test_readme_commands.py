@@ -1,5 +1,8 @@
-"""Every command the README shows is run here, as a user would run it: from the repository root,
-on the shipped sweep files, the provisioned engine and the default paths.
+"""Every command the README and docs/WALKTHROUGH.md show is run here, as a user would run it
+after command 1: from the repository root, in the environment command 1 made, activated as the
+docs say once (``source .venv/bin/activate``: this interpreter's folder first on PATH, so a bare
+``pytest`` or ``python`` is the one the docs mean), on the shipped sweep files, the provisioned
+engine and the default paths.
 
 Long ones run on a cut-down workload through the same file and code path: the plugin's own
 ``--ppsweep-requests``/``--ppsweep-repeats`` (and ``--ppsweep-time-scale`` on the emulator) and a
@@ -22,7 +25,15 @@ from support.paths import REPO
 from support.real import ProvisionImpossible, provision
 
 README = REPO / "README.md"
-PREFIXES = ("pytest ", "bash scripts/", "python -m pytest_ppsweep", "python benchmarks/")
+WALKTHROUGH = REPO / "docs" / "WALKTHROUGH.md"
+DOCS = (README, WALKTHROUGH)
+PREFIXES = ("pytest ", "bash scripts/", "python -m pytest_ppsweep", "python benchmarks/",
+            "python tools/")
+ACTIVATE = "source .venv/bin/activate"
+# What both documents say about command 1's time and the gate's noise rule (the same words).
+FIRST_RUN = ("Command 1 takes about two minutes on two cores the first time (the install, then "
+             "about 80 s of sweep)")
+NOISE_RULE_WORDS = "5 × the median distance of a repeat from its own run's median"
 
 # On the emulator: fewer, shorter rounds, and emulated time 4x faster than the default; rounds
 # that short are noisy on a busy machine, so their spread is a warning (an exploratory run).
@@ -38,6 +49,10 @@ NOT_RUN = {
     "pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-image local/sglang:new-image":
         "hosts 601-604 are the users' cluster, not reachable from here; tests/remote runs the "
         "same ssh + docker path on namespace hosts",
+    "python tools/screenshots.py": "the seeds' whole sweep and a browser (minutes); "
+        "tests/browser/test_screenshots_script.py runs its screenshot part",
+    "python tools/screenshots.py --run reports/<run_id> --out /tmp/img": "needs the browser; "
+        "tests/browser/test_screenshots_script.py runs this path on a small run folder",
     "python benchmarks/bench_xdist_pool.py": "a benchmark (minutes of sweeps); "
         "tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "
@@ -83,17 +98,28 @@ def readme_commands(text: str) -> list[str]:
     return list(dict.fromkeys(c for c in found if c.startswith(PREFIXES)))
 
 
+def activated() -> dict[str, str]:
+    """The environment after ``source .venv/bin/activate``: the venv's bin folder (this
+    interpreter's, with its ``pytest`` and ``python``) first on PATH."""
+    venv_bin = Path(sys.executable).parent
+    return {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+            "VIRTUAL_ENV": str(venv_bin.parent)}
+
+
 def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None
          ) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **(env or {})})
+                          env={**activated(), **(env or {})})
     return done
 
 
 def _pytest(command: str, *extra: str) -> list[str]:
+    """The command's own argv (``pytest …``, found on the activated PATH), then the cut."""
     assert command.startswith("pytest ")
-    return [sys.executable, "-m", "pytest", *shlex.split(command)[1:], "-p", "no:cacheprovider",
-            *extra]
+    return [*shlex.split(command), "-p", "no:cacheprovider", *extra]
+
+
+CLI = ["python", "-m", "pytest_ppsweep"]  # as the docs write it, on the activated PATH
 
 
 def _ok(done: subprocess.CompletedProcess[str], command: str, codes: tuple[int, ...] = (0,)
@@ -115,11 +141,40 @@ def _runs(reports: Path) -> list[Path]:
 
 
 def test_every_readme_command_is_run_by_the_suite() -> None:
-    commands = set(readme_commands(README.read_text(encoding="utf-8")))
+    commands = {c for doc in DOCS for c in readme_commands(doc.read_text(encoding="utf-8"))}
     assert commands, "no command found in README.md"
     covered = set(RUNS) | set(NOT_RUN)
-    assert commands - covered == set(), "README commands without a test here"
-    assert covered - commands == set(), "commands tested here that the README no longer shows"
+    assert commands - covered == set(), "README/walkthrough commands without a test here"
+    assert covered - commands == set(), "commands tested here that the docs no longer show"
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_activation_is_said_before_the_first_command_that_needs_it(doc: Path) -> None:
+    """A bare ``pytest``/``python`` only works in the activated venv: the doc says so first."""
+    text = doc.read_text(encoding="utf-8")
+    bare = [text.find(f"`{p}") for p in ("pytest ", "python -m")]
+    bare += [m.start() for m in re.finditer(r"^(?:pytest |python -m )", text, re.M)]
+    first = min(i for i in bare if i >= 0)
+    assert 0 <= text.find(ACTIVATE) < first, f"{doc.name}: '{ACTIVATE}' after {text[first:][:80]}"
+
+
+def test_the_two_docs_agree_on_timings_rules_and_tests() -> None:
+    readme, walk = (_flat(d.read_text(encoding="utf-8")) for d in DOCS)
+    assert FIRST_RUN in readme and FIRST_RUN in walk
+    assert NOISE_RULE_WORDS in readme and NOISE_RULE_WORDS in walk
+    assert "spread of either run" not in readme + walk  # the earlier rule
+    # Every test a plain run collects (the others need --ppsweep-profile/-compare/-comm) is
+    # named in the README's table and in the walkthrough's list.
+    tests = re.findall(r"^def (test_\w+)", (REPO / "test_matrix" / "test_sweep.py").read_text(),
+                       re.M)
+    plain = [t for t in tests if t not in ("test_profile", "test_no_regression", "test_comm")]
+    assert len(plain) == 5, tests
+    for name in plain:
+        assert f"`{name}" in readme and f"`{name}" in walk, name
 
 
 def test_the_parser_finds_blocks_and_inline_commands() -> None:
@@ -153,10 +208,12 @@ def test_command_1_installs_and_runs_the_sweep(reports: Path) -> None:
     "pytest test_matrix --ppsweep-compare gold --ppsweep-threshold input_tps:-3% "
     "--ppsweep-threshold ttft_p50:+5%",
     "pytest test_matrix --ppsweep-image local/sglang:new --ppsweep-compare reports/<last-good-run>",
-    "python -m pytest_ppsweep report reports/<run_id>",
-    "python -m pytest_ppsweep compare reports/<a> reports/<b>",
+    "python -m pytest_ppsweep report RUN [--reports DIR]",
+    "python -m pytest_ppsweep compare RUN_A RUN_B [--reports DIR]",
     "python -m pytest_ppsweep runs [--reports DIR]",
+    "python -m pytest_ppsweep runs",
     "python -m pytest_ppsweep show RUN [--reports DIR]",
+    "python -m pytest_ppsweep show <run_id>",
     "python -m pytest_ppsweep --help",
 )
 def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
@@ -178,14 +235,13 @@ def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
     assert "ppsweep gate vs" in out and (_runs(reports)[-1] / "gate.csv").is_file()
 
     latest = _runs(reports)[-1]
-    report = [sys.executable, "-m", "pytest_ppsweep", "report", str(latest)]
-    out = _ok(_run(report, timeout=120), "python -m pytest_ppsweep report")
+    where = ["--reports", str(reports)]
+    out = _ok(_run([*CLI, "report", latest.name, *where], timeout=120), "report RUN")
     assert (latest / "report-rebuilt.html").is_file() and "report: " in out
-    compare_runs = [sys.executable, "-m", "pytest_ppsweep", "compare", str(gold), str(latest)]
-    out = _ok(_run(compare_runs, timeout=120), "python -m pytest_ppsweep compare")
-    assert (latest / f"compare-{gold.name}.csv").is_file()
+    out = _ok(_run([*CLI, "compare", gold.name, latest.name, *where], timeout=120), "compare")
+    assert (latest / f"compare-{gold.name}.csv").is_file() and "± = noise" in out
 
-    cli = [sys.executable, "-m", "pytest_ppsweep"]
+    cli = CLI
     out = _ok(_run([*cli, "runs", "--reports", str(reports)], timeout=120), "runs")
     assert gold.name in out and latest.name in out
     out = _ok(_run([*cli, "show", gold.name, "--reports", str(reports)], timeout=120), "show")
@@ -198,6 +254,7 @@ def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
     "pytest test_matrix -k pp8",
     'pytest test_matrix -k "pp8 and c16"',
     "pytest test_matrix --ppsweep-config pp1",
+    "pytest test_matrix --ppsweep-config pp1 --ppsweep-repeats 1 --ppsweep-requests 8",
     "pytest test_matrix --ppsweep-config pp4,pp8",
     "pytest test_matrix -k pp8 --ppsweep-baseline-from <run>",
 )
@@ -205,7 +262,9 @@ def test_selecting_configurations(reports: Path) -> None:
     expected = {
         "pytest test_matrix -k pp8": {"pp8-tp4-ep4"},
         'pytest test_matrix -k "pp8 and c16"': {"pp8-tp4-ep4"},
-        "pytest test_matrix --ppsweep-config pp1": {"pp1-tp32-ep4"},
+        # the walkthrough's quick check: `pytest test_matrix --ppsweep-config pp1` and more
+        "pytest test_matrix --ppsweep-config pp1 --ppsweep-repeats 1 --ppsweep-requests 8": {
+            "pp1-tp32-ep4"},
         "pytest test_matrix --ppsweep-config pp4,pp8": {"pp4-tp8-ep4", "pp8-tp4-ep4"},
     }
     for command, layouts in expected.items():
@@ -225,6 +284,18 @@ def test_selecting_configurations(reports: Path) -> None:
     out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports), *EMULATED_CUT),
                    timeout=600), command)
     assert f"baseline pp1-tp32-ep4 from run {full.name}" in out, out[-3000:]
+
+
+@runs("pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-dry-run")
+def test_dry_run_verbatim() -> None:
+    """Verbatim: it writes nothing (no reports folder appears) and needs no cluster (pro6000's
+    hosts are not reachable from here; tests/e2e/test_first_hour.py records every connect)."""
+    command = "pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-dry-run"
+    reports = REPO / "reports"
+    before = sorted(reports.iterdir()) if reports.is_dir() else None
+    out = _ok(_run(shlex.split(command), timeout=300), command)
+    assert "boots: 5 (one per point)" in out and "node3 604 (174.1.60.4): env " in out, out
+    assert (sorted(reports.iterdir()) if reports.is_dir() else None) == before
 
 
 @runs("pytest test_matrix --ppsweep-matrix test_matrix/a2a.toml")
@@ -293,7 +364,7 @@ def test_fit_plan_adaptive_workflow(reports: Path, tmp_path: Path) -> None:
     new = set(_runs(reports)) - before
     assert len(new) == 1, out[-2000:]
     run = new.pop()
-    cli = [sys.executable, "-m", "pytest_ppsweep"]
+    cli = CLI
     out = _ok(_run([*cli, "fit", str(run)], timeout=300), "fit reports/<run_id>")
     assert (run / "planner" / "profile.json").is_file() and "fitted profile" in out
     out = _ok(_run([*cli, "plan", "--profile", str(run)], timeout=300), "plan --profile run")
@@ -331,7 +402,7 @@ def test_the_profile_window_and_its_standalone_parser(reports: Path) -> None:
     assert "Where the time goes (§9.3)" in html, out[-2000:]
     assert len((run / "comm_summary.csv").read_text().splitlines()) == 3  # header, TP32, TP4
     folder = run / "profile" / "pp8-tp4-ep4"
-    parsed = _ok(_run([sys.executable, "-m", "pytest_ppsweep.profile", str(folder)], 120),
+    parsed = _ok(_run(["python", "-m", "pytest_ppsweep.profile", str(folder)], 120),
                  "python -m pytest_ppsweep.profile")
     assert '"all_reduce"' in parsed and "TP-3-PP-7" in parsed
 

@@ -6,6 +6,8 @@ message lists them all and nothing is booted until they are fixed:
 * the server can start: the image is present (docker) or ``python -m <server_module>`` is
   importable (process) by the ranks' interpreter in the ranks' environment;
 * the model path and every device of ``[sweep] devices`` exist on the node;
+* node 0's server module accepts every server flag and ``[axes]`` key of the sweep, and every
+  enumerated value is one of its choices (:mod:`~pytest_ppsweep.cluster.serverflags`);
 * the GPUs are idle (no compute process in ``nvidia-smi``; the emulator's shim stands in);
 * nothing answers on the HTTP port (nor on the rendezvous port of node 0) yet.
 
@@ -65,8 +67,8 @@ def _port_open(address: str, port: int, timeout: float = 1.0) -> bool:
 def _check_image(cluster: Cluster, host: Host, image: str, registry: Registry) -> list[str]:
     from docker.errors import DockerException, ImageNotFound
 
-    if not image:
-        return ["no image given ([sweep] image or --ppsweep-image)"]
+    if not image:  # matrix.parse refuses a docker cluster without one; nothing to ask
+        return []
     try:
         docker_for(cluster, host, registry).images.get(image)
     except ImageNotFound:
@@ -76,26 +78,37 @@ def _check_image(cluster: Cluster, host: Host, image: str, registry: Registry) -
     return []
 
 
-def _check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> list[str]:
+def _check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry,
+                  rank0: bool = False) -> list[str]:
+    """The server module is importable in every rank environment; on node 0 the same start of
+    the interpreter reads its argument list and checks the sweep's flags against it
+    (:mod:`~pytest_ppsweep.cluster.serverflags`)."""
+    from pytest_ppsweep.cluster import serverflags
+
     python = node_python(cluster)
     try:
         envs = rank_envs(sweep, cluster, host)
     except ValueError as exc:  # a placeholder of an environment value that cannot be filled
         return [str(exc)]
-    for env in envs:
-        argv = with_env(env, [python, "-c", _IMPORTABLE, cluster.server_module])
+    for n, env in enumerate(envs):
+        script = serverflags.ARGS_SCRIPT if rank0 and n == 0 else _IMPORTABLE
+        argv = with_env(env, [python, "-c", script, cluster.server_module])
         try:
-            res = host_for(cluster, host, registry).run(argv, 120)
+            res = host_for(cluster, host, registry).run(argv, 180)
         except HostError as exc:
             raise type(exc)(hide_secrets(str(exc), env)) from None
         where = " in the ranks' environment" if env else ""
         if "PYTHONPATH" in env:
             where += f" (PYTHONPATH={env['PYTHONPATH']})"
-        if res.exit_status == 3:
+        if res.exit_status == serverflags.NOT_IMPORTABLE:
             return [f"server module {cluster.server_module} is not importable by {python}{where}"]
-        if not res.ok:
+        if res.exit_status not in (serverflags.DUMPED, serverflags.NO_PARSER):
             stderr = hide_secrets(res.stderr.strip()[:200], env)
             return [f"{python} cannot run (exit {res.exit_status}): {stderr}"]
+        if script is serverflags.ARGS_SCRIPT:
+            flags = serverflags.parse_dump(cluster.server_module, res.stdout)
+            if flags is not None:
+                return serverflags.check(sweep, flags)
     return []
 
 
@@ -183,6 +196,17 @@ def _check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
     return problems
 
 
+def _check_image_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> list[str]:
+    """Server flags, ``[axes]`` keys and enumerated values against the parser of the server
+    module in the image (:mod:`~pytest_ppsweep.cluster.serverflags`)."""
+    from pytest_ppsweep.cluster import serverflags
+
+    if not sweep.image:
+        return []  # the sweep file's check names the missing image
+    flags = serverflags.read_in_image(sweep, cluster, registry)
+    return serverflags.check(sweep, flags) if flags is not None else []
+
+
 def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     def strip(exc: HostError) -> str:
         text = str(exc)
@@ -193,7 +217,7 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
     if cluster.kind == "local":
         checks = [lambda: _check_local_ports(cluster, host, rank0)]
         if rank0:  # one machine: the module is looked for once
-            checks.insert(0, lambda: _check_module(sweep, cluster, host, registry))
+            checks.insert(0, lambda: _check_module(sweep, cluster, host, registry, rank0))
     elif cluster.kind == "slurm" and cluster.container_image:
         # Pyxis: the module lives in the image, which only a step can open: Pyxis is checked
         # (once, on node 0's line) instead; paths, GPUs and ports as on any node
@@ -210,12 +234,14 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
             (
                 (lambda: _check_image(cluster, host, sweep.image, registry))
                 if cluster.launcher == "docker"
-                else (lambda: _check_module(sweep, cluster, host, registry))
+                else (lambda: _check_module(sweep, cluster, host, registry, rank0))
             ),
             lambda: _check_paths(cluster, host, sweep, registry),
             lambda: _check_gpus(cluster, host, registry),
             lambda: _check_ports(cluster, host, rank0, registry),
         ]
+    if rank0 and cluster.launcher == "docker":  # the server's own argument list, once
+        checks.insert(1, lambda: _check_image_flags(sweep, cluster, registry))
     problems: list[str] = []
     for one in checks:
         try:

@@ -167,6 +167,18 @@ class ProfileSpec:
         return not self.layouts or config_id in self.layouts
 
 
+def file_of(origins: Iterable[tuple[str, str]], key: str, default: Path) -> Path:
+    """The file of the longest dotted prefix of ``key`` in ``origins``, else ``default``: the
+    one home of "which file holds this key" (parse errors, preflight's flag check)."""
+    table = dict(origins)
+    parts = key.replace("[", ".[").split(".")
+    for n in range(len(parts), 0, -1):
+        prefix = ".".join(parts[:n]).replace(".[", "[")
+        if prefix in table:
+            return Path(table[prefix])
+    return default
+
+
 @dataclass(frozen=True)
 class Sweep:
     """A whole sweep file, validated."""
@@ -201,6 +213,14 @@ class Sweep:
     profile: ProfileSpec | None = None
     # The [comm] table (matrix.commspec): the all-reduce microbenchmark; None: not asked.
     comm: CommSpec | None = None
+    # Keys taken from a shared file (``extends``): (dotted key, file), the sweep file's own
+    # keys not listed. :meth:`file_of` names the file an error is about.
+    origins: tuple[tuple[str, str], ...] = ()
+
+    def file_of(self, key: str) -> Path:
+        """The file that holds the dotted ``key`` (``server.chunked_prefill_size``,
+        ``clusters.gpu.hosts[2]``): a shared file it came from, else the sweep file."""
+        return file_of(self.origins, key, self.path)
 
     def cluster(self, name: str | None) -> Cluster:
         chosen = name or self.default_cluster

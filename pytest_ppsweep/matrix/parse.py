@@ -24,6 +24,7 @@ from pytest_ppsweep.matrix.model import (
     ProfileSpec,
     Sweep,
     Workload,
+    file_of,
     select,
 )
 from pytest_ppsweep.matrix.schema import (
@@ -46,17 +47,97 @@ from pytest_ppsweep.matrix.schema import (
 
 
 def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sweep:
-    """Read and validate ``path``.
+    """Read and validate ``path`` (with the shared files its ``extends`` names).
 
     ``cluster`` names the cluster, or a comma-separated pool of clusters, the run uses (default:
-    ``[sweep] cluster``); every layout must fit at least one of them.
+    ``[sweep] cluster``); every layout must fit at least one of them. An error about a key that
+    a shared file holds names that file.
     """
-    raw = _read(path)
-    sweep = _build(Reader(path, raw, ""), path)
-    if image:
-        sweep = _replace_image(sweep, image)
-    _check_against_pool(sweep, sweep.pool(cluster))
+    raw, origins = _read_extended(path)
+    try:
+        sweep = _build(Reader(path, raw, ""), path)
+        sweep = replace(sweep, origins=origins)
+        if image:
+            sweep = _replace_image(sweep, image)
+        _check_against_pool(sweep, sweep.pool(cluster))
+    except MatrixError as exc:
+        raise _in_its_file(exc, path, origins) from None
     return sweep
+
+
+# A sweep file's ``extends = "my-cluster.toml"`` (or a list of files): the tables a shared file
+# may hold. Precedence: the sweep file's own keys win over every shared file's, a later shared
+# file's over an earlier one's; tables merge key by key, a value (an array too) is replaced.
+SHARED_KEYS = ("clusters", "server", "env", "workload", "workloads")
+_KEY_IN_MESSAGE = re.compile(r"key '([^']+)'")
+
+
+def _dotted(data: Any, prefix: str) -> list[str]:
+    """Every dotted key of ``data`` under ``prefix`` (tables, values, array elements)."""
+    out = [prefix] if prefix else []
+    if isinstance(data, dict):
+        for key, value in data.items():
+            out += _dotted(value, f"{prefix}.{key}" if prefix else str(key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            if isinstance(value, dict):
+                out += _dotted(value, f"{prefix}[{i}]")
+    return out
+
+
+def _merged(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in own.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_extended(path: Path) -> tuple[dict[str, Any], tuple[tuple[str, str], ...]]:
+    """The sweep file's TOML merged over its shared files', and where each key came from
+    (empty without ``extends``)."""
+    own = _read(path)
+    if "extends" not in own:
+        return own, ()
+    names = own.pop("extends")
+    if isinstance(names, str):
+        names = [names]
+    if not isinstance(names, list) or not names or not all(
+            isinstance(n, str) and n for n in names):
+        raise MatrixError(f"{path}: key 'extends': expected the path of a TOML file, or a list "
+                          f"of them (relative to {path.parent}), found {shown_value(names)}")
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name in names:
+        shared = (path.parent / Path(name).expanduser()).resolve()
+        if not shared.is_file():
+            raise MatrixError(f"{path}: key 'extends': expected a shared TOML file, found "
+                              f"{name!r} (no file {shared})")
+        data = _read(shared)
+        for key in data:
+            if key not in SHARED_KEYS:
+                hint = " (a shared file names no other file)" if key == "extends" else ""
+                raise MatrixError(
+                    f"{shared}: key '{key}': expected only the tables a sweep file can share "
+                    f"({', '.join(SHARED_KEYS)}){hint}, found {key!r}")
+        merged = _merged(merged, data)
+        origins.update(dict.fromkeys(_dotted(data, ""), str(shared)))
+    origins.update(dict.fromkeys(_dotted(own, ""), str(path)))
+    return _merged(merged, own), tuple(origins.items())
+
+
+def _in_its_file(exc: MatrixError, path: Path, origins: tuple[tuple[str, str], ...]
+                 ) -> MatrixError:
+    """``exc`` naming the shared file that holds the key it is about, when one does."""
+    text = str(exc)
+    head = f"{path}: "
+    found = _KEY_IN_MESSAGE.search(text)
+    if not origins or not text.startswith(head) or found is None:
+        return exc
+    where = file_of(origins, found.group(1), path)
+    return exc if where == path else MatrixError(f"{where}: {text[len(head):]}")
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -556,6 +637,12 @@ def _patterns(sw: Reader) -> tuple[str, ...]:
 
 
 def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:
+    docker = [c.name for c in pool if c.launcher == "docker"]
+    if docker and not sweep.image:  # once, here, not once per node at preflight
+        raise MatrixError(
+            f"{sweep.path}: key 'sweep.image': expected an image reference (cluster "
+            f"{docker[0]!r} has launcher = 'docker'; or give --ppsweep-image), found nothing"
+        )
     for cfg in sweep.configs:
         world = cfg.gpus
         if not any(c.fits(cfg) for c in pool):

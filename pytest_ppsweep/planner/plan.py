@@ -145,12 +145,37 @@ def _cells(r: PlanRow) -> list[str]:
             r.state + (f" ({r.note})" if r.note else "")]
 
 
-def plan_lines(rows: Sequence[PlanRow]) -> list[str]:
-    """The table for a terminal."""
-    table = [list(HEADERS), *(_cells(r) for r in rows)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(HEADERS) - 1)]
-    return ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-            for row in table]
+COMPACT = (0, 1, 2, 3, 4, 8, 10)  # the columns of HEADERS a 100-column table shows
+
+
+def ranked(rows: Sequence[PlanRow]) -> list[tuple[int, PlanRow]]:
+    """``rows`` with their rank within their workload, best predicted Input TPS first (the
+    workloads in their order)."""
+    out: list[tuple[int, PlanRow]] = []
+    for wl in dict.fromkeys(r.workload for r in rows):
+        mine = sorted((r for r in rows if r.workload == wl),
+                      key=lambda r: -r.prediction.input_tps.value)
+        out += [(i, r) for i, r in enumerate(mine, 1)]
+    return out
+
+
+def plan_lines(rows: Sequence[PlanRow], width: int | None = None) -> list[str]:
+    """The table for a terminal, ranked by predicted Input TPS within each workload (``#``).
+    With ``width``, the main columns (:data:`COMPACT`), each line at most ``width`` wide;
+    without, every column."""
+    cols = list(range(len(HEADERS))) if width is None else list(COMPACT)
+    if width is not None and not any(r.measured for r in rows):
+        cols.remove(8)  # nothing measured: no column of blanks
+    table = [["#", *(HEADERS[i] for i in cols)],
+             *([str(n), *(c for i, c in enumerate(_cells(r)) if i in cols)]
+               for n, r in ranked(rows))]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    lines = ["  ".join(c.rjust(w) if i == 0 else c.ljust(w)
+                       for i, (c, w) in enumerate(zip(row[:-1], widths, strict=True)))
+             + "  " + row[-1] for row in table]
+    if width is not None:
+        lines = [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+    return lines
 
 
 def plan_html(rows: Sequence[PlanRow], title: str = "Planner: predicted vs measured") -> str:

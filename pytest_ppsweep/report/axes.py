@@ -22,7 +22,8 @@ __all__ = ["axis_sweep_html", "comparisons_html", "confounded_text"]
 _STYLE = """<style>
 .ppsweep-axes .confounded{background:#fde8c8}.ppsweep-axes .nofit{background:#f8d0d0}
 .ppsweep-axes .mark{font-weight:bold;color:#a50}.ppsweep-axes .kind{color:#666;font-size:90%}
-.ppsweep-comparisons td{overflow-wrap:anywhere}
+.ppsweep-comparisons td{overflow-wrap:anywhere}.ppsweep-axes .n{white-space:nowrap}
+.ppsweep-axes td.n{overflow-wrap:normal;text-align:right}
 </style>"""
 
 
@@ -32,11 +33,15 @@ def _headline(workload_rows: list[dict[str, Any]]) -> tuple[str, str, str]:
     for row in workload_rows:
         for cell in row["cells"].values():
             for r in cell["metrics"].values():
-                value = r.get("output_tps")
-                if isinstance(value, float) and math.isfinite(value) and (
-                        r.get("tpot_p50_s") is not None):
+                # a prefill round (output_len 1) has no TPOT: NaN in the table, not None
+                if _finite(r.get("output_tps")) and _finite(r.get("tpot_p50_s")):
                     return "output_tps", "Output TPS", "tokens/s"
     return "input_tps", "Input TPS", "tokens/s"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(
+        value)
 
 
 def _shown(value: str) -> str:
@@ -69,18 +74,22 @@ def axis_sweep_html(run_dir: Path, table: pd.DataFrame, configs: pd.DataFrame) -
                 if cell is None:
                     cells.append("—")
                     continue
+                # each number in a span that never wraps (C=16 read as "1 / 6" at 1280 px)
                 per_c = "<br>".join(
-                    f"C={c}: {num(cell['metrics'][c].get(metric))}"
-                    + (f", TTFT p50 {num(cell['metrics'][c].get('ttft_p50_s'), 2, ' s')}"
+                    f'<span class="n">C={c}:</span> '
+                    f'<span class="n">{num(cell["metrics"][c].get(metric))}</span>'
+                    + (f', TTFT p50 <span class="n">'
+                       f"{num(cell['metrics'][c].get('ttft_p50_s'), 2, ' s')}</span>"
                        if metric == "input_tps" else
-                       f", TPOT p50 {num(cell['metrics'][c].get('tpot_p50_s'), 4, ' s')}")
+                       f', TPOT p50 <span class="n">'
+                       f"{num(cell['metrics'][c].get('tpot_p50_s'), 4, ' s')}</span>")
                     for c in concs if c in cell["metrics"])
                 headroom = cell.get("headroom_mib")
                 room = ("headroom n/a" if headroom is None or (isinstance(headroom, float)
                                                                and math.isnan(headroom))
-                        else f"headroom {num(headroom, 0, ' MiB')}")
+                        else f'headroom <span class="n">{num(headroom, 0, " MiB")}</span>')
                 if cell.get("boot_error"):
-                    room = f"did not boot: {cell['boot_error'][:160]}"
+                    room = f"did not boot: {escape(cell['boot_error'][:160])}"
                     tight = True
                 runs = f" (runs {escape(cell['runs'])})" if cell.get("runs") and cell[
                     "runs"] not in cell["config_id"] else ""
@@ -107,11 +116,15 @@ def axis_sweep_html(run_dir: Path, table: pd.DataFrame, configs: pd.DataFrame) -
     return "".join(parts)
 
 
-def _table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None) -> str:
+def _table(headers: list[str], rows: list[list[str]], classes: list[str] | None = None,
+           numeric: range | tuple[int, ...] = ()) -> str:
+    """Cells are text that may wrap anywhere (no sideways scroll at 800 px), except the
+    ``numeric`` columns: a number never wraps."""
     head = "".join(f'<th class="l">{h}</th>' for h in headers)
     body = "".join(
         f'<tr class="{(classes or [""] * len(rows))[i]}">'
-        + "".join(f'<td class="l">{c}</td>' for c in row) + "</tr>"
+        + "".join(f'<td class="{"n" if j in numeric else "l"}">{c}</td>'
+                  for j, c in enumerate(row)) + "</tr>"
         for i, row in enumerate(rows))
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -142,7 +155,8 @@ def comparisons_html(frame: pd.DataFrame | None) -> str:
                       if conf else f"yes ({escape(str(r['studied']))})")])
         classes.append("confounded" if conf else "")
     return (_STYLE + '<div class="ppsweep-axes ppsweep-comparisons"><h3>Comparisons: what '
-            "differs between the two points of each delta</h3>" + _table(headers, rows, classes)
+            "differs between the two points of each delta</h3>"
+            + _table(headers, rows, classes, numeric=range(1, 2 + len(shown)))
             + "</div>")
 
 

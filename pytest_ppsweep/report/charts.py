@@ -44,15 +44,49 @@ def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
 
 
-def _frame(title: str, width: int, top: float, unit: str) -> tuple[list[str], float]:
-    """SVG header, title, y grid; returns the parts and the pixel height of the plot area."""
+def text_px(text: str, size: float = 11.0) -> float:
+    """A generous width estimate of ``text`` in sans-serif at ``size`` px (no font metrics in
+    Python): what the layout below reserves, so that no title is clipped and no two labels
+    overprint (tests/browser measures the real boxes)."""
+    return len(text) * size * 0.62 + 2
+
+
+_LEGEND_ROW = 14
+
+
+def _legend_rows(names: Sequence[str], width: float) -> list[list[tuple[int, str, float]]]:
+    """The legend's entries ``(index, name, x)`` laid out left to right, wrapping to a new row
+    where the next one would cross the right edge."""
+    rows: list[list[tuple[int, str, float]]] = [[]]
+    x = float(_LEFT)
+    for i, name in enumerate(names):
+        item = 14 + text_px(name) + 12
+        if rows[-1] and x + item > width - _RIGHT:
+            rows.append([])
+            x = float(_LEFT)
+        rows[-1].append((i, name, x))
+        x += item
+    return rows
+
+
+def _width_for(title: str, plot_width: float, names: Sequence[str] = ()) -> int:
+    """The chart's width: the plot's, and at least the title's (never clipped) and the widest
+    legend entry's."""
+    legend = max((14 + text_px(n) + 12 for n in names), default=0.0)
+    return int(max(plot_width, 360, text_px(title, 13) + 24, _LEFT + _RIGHT + legend))
+
+
+def _frame(title: str, width: int, top: float, unit: str,
+           height: int = _HEIGHT) -> tuple[list[str], float]:
+    """SVG header, title, y grid; returns the parts and the pixel height of the plot area (the
+    same for every chart: a taller ``height`` is room for more legend rows below it)."""
     plot_h = _HEIGHT - _TOP - _BOTTOM
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="ppsweep-chart" width="{width}" '
-        f'height="{_HEIGHT}" viewBox="0 0 {width} {_HEIGHT}" role="img" '
+        f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
         f"<title>{escape(title)}</title>",
-        f'<text x="{width / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
+        f'<text class="title" x="{width / 2:.0f}" y="18" text-anchor="middle" font-size="13" '
         f'font-weight="bold">{escape(title)}</text>',
     ]
     for i in range(5):
@@ -66,20 +100,32 @@ def _frame(title: str, width: int, top: float, unit: str) -> tuple[list[str], fl
     return parts, plot_h
 
 
-def _legend(names: Sequence[str]) -> str:
+def _legend(names: Sequence[str], width: float) -> str:
     items = []
-    for i, name in enumerate(names):
-        x = _LEFT + i * 90
-        items.append(f'<rect x="{x}" y="{_HEIGHT - 16}" width="10" height="10" '
-                     f'fill="{PALETTE[i % len(PALETTE)]}"/>'
-                     f'<text x="{x + 14}" y="{_HEIGHT - 7}">{escape(name)}</text>')
+    for r, row in enumerate(_legend_rows(names, width)):
+        y = _HEIGHT - 16 + _LEGEND_ROW * r
+        for i, name, x in row:
+            items.append(f'<rect class="legend" x="{x:.0f}" y="{y}" width="10" height="10" '
+                         f'fill="{PALETTE[i % len(PALETTE)]}"/>'
+                         f'<text class="legend" x="{x + 14:.0f}" y="{y + 9}">{escape(name)}'
+                         "</text>")
     return "".join(items)
+
+
+def _height(names: Sequence[str], width: float) -> int:
+    return _HEIGHT + _LEGEND_ROW * (len(_legend_rows(names, width)) - 1)
+
+
+def _step(categories: Sequence[str], groups: int) -> float:
+    """A category's width: its bars, and at least its label's width (labels never overprint)."""
+    label = max((text_px(c) for c in categories), default=0.0)
+    return max(_bar_px(len(categories), groups) * groups + 28, 84.0, label + 10)
 
 
 def _category_labels(categories: Sequence[str], x0: float, step: float) -> list[str]:
     y = _HEIGHT - _BOTTOM + 14
-    return [f'<text x="{x0 + step * (i + 0.5):.1f}" y="{y}" text-anchor="middle">'
-            f"{escape(name)}</text>" for i, name in enumerate(categories)]
+    return [f'<text class="category" x="{x0 + step * (i + 0.5):.1f}" y="{y}" '
+            f'text-anchor="middle">{escape(name)}</text>' for i, name in enumerate(categories)]
 
 
 def bar_chart(title: str, categories: Sequence[str],
@@ -88,11 +134,12 @@ def bar_chart(title: str, categories: Sequence[str],
     """Grouped vertical bars: one group per category, one bar per series (NaN: no bar).
     ``limit`` draws a dashed horizontal line (e.g. the GPU memory capacity)."""
     groups = max(len(series), 1)
-    step = max(_bar_px(len(categories), groups) * groups + 28, 84.0)
-    width = int(_LEFT + _RIGHT + step * max(len(categories), 1))
+    step = _step(categories, groups)
+    names = [name for name, _ in series]
+    width = _width_for(title, _LEFT + _RIGHT + step * max(len(categories), 1), names)
     values = [v for _, vs in series for v in vs if math.isfinite(v)]
     top = _nice_max(max([*values, limit or 0.0, 0.0]))
-    parts, plot_h = _frame(title, max(width, 360), top, unit)
+    parts, plot_h = _frame(title, width, top, unit, _height(names, width))
     bar_w = (step - 20) / groups
     for s, (name, vs) in enumerate(series):
         color = PALETTE[s % len(PALETTE)]
@@ -109,12 +156,12 @@ def bar_chart(title: str, categories: Sequence[str],
                          f'font-size="9">{escape(_fmt(value))}</text>')
     if limit is not None and math.isfinite(limit):
         y = _TOP + plot_h * (1 - limit / top)
-        parts.append(f'<line x1="{_LEFT}" x2="{max(width, 360) - _RIGHT}" y1="{y:.1f}" '
+        parts.append(f'<line x1="{_LEFT}" x2="{width - _RIGHT}" y1="{y:.1f}" '
                      f'y2="{y:.1f}" stroke="#b00" stroke-dasharray="5 3"/>'
-                     f'<text x="{max(width, 360) - _RIGHT}" y="{y - 3:.1f}" text-anchor="end" '
+                     f'<text x="{width - _RIGHT}" y="{y - 3:.1f}" text-anchor="end" '
                      f'fill="#b00">{escape(limit_label)}</text>')
     parts += _category_labels(categories, _LEFT, step)
-    parts.append(_legend([name for name, _ in series]))
+    parts.append(_legend(names, width))
     return "".join(parts) + "</svg>"
 
 
@@ -123,13 +170,14 @@ def spread_chart(title: str, categories: Sequence[str],
     """TTFT distribution per category and series: a box from median p50 to median p95, a
     whisker up to median p99, and ticks at the lowest and highest per-repeat p50."""
     groups = max(len(series), 1)
-    step = max(_bar_px(len(categories), groups) * groups + 28, 84.0)
-    width = max(int(_LEFT + _RIGHT + step * max(len(categories), 1)), 360)
+    step = _step(categories, groups)
+    names = [name for name, _ in series]
+    width = _width_for(title, _LEFT + _RIGHT + step * max(len(categories), 1), names)
     values = [v.p99 for _, vs in series for v in vs if v is not None and math.isfinite(v.p99)]
     values += [v.p50_max for _, vs in series for v in vs
                if v is not None and math.isfinite(v.p50_max)]
     top = _nice_max(max([*values, 0.0]))
-    parts, plot_h = _frame(title, width, top, unit)
+    parts, plot_h = _frame(title, width, top, unit, _height(names, width))
 
     def y_of(value: float) -> float:
         return _TOP + plot_h * (1 - value / top)
@@ -157,7 +205,7 @@ def spread_chart(title: str, categories: Sequence[str],
                           f'stroke-width="2"/>' for v in (sp.p50_min, sp.p50, sp.p50_max))
                 + "</g>")
     parts += _category_labels(categories, _LEFT, step)
-    parts.append(_legend([name for name, _ in series]))
+    parts.append(_legend(names, width))
     return "".join(parts) + "</svg>"
 
 
@@ -167,7 +215,8 @@ def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, 
     TP domain); x ticks every doubling that has room, labelled 1K, 1M, 256M."""
     xs = sorted({x for _, pts in series for x, _ in pts if x > 0})
     legend_w = 190  # the legend is a column right of the plot: one entry per line
-    width = max(520, _LEFT + _RIGHT + 26 * max(len(xs), 1)) + legend_w
+    width = max(520, _LEFT + _RIGHT + 26 * max(len(xs), 1), int(text_px(title, 13)) + 24
+                - legend_w) + legend_w
     values = [v for _, pts in series for _, v in pts if math.isfinite(v)]
     top = _nice_max(max([*values, 0.0]))
     parts, plot_h = _frame(title, width, top, unit)
@@ -213,6 +262,6 @@ def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, 
         y = _TOP + 14 * i
         items.append(f'<rect x="{x}" y="{y}" width="10" height="10" '
                      f'fill="{PALETTE[i % len(PALETTE)]}"/>'
-                     f'<text x="{x + 14}" y="{y + 9}">{escape(name)}</text>')
+                     f'<text class="legend" x="{x + 14}" y="{y + 9}">{escape(name)}</text>')
     parts += items
     return "".join(parts) + "</svg>"

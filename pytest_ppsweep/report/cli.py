@@ -3,13 +3,15 @@ the run folders alone (no cluster, no pytest).
 
     python -m pytest_ppsweep runs [--reports DIR]
     python -m pytest_ppsweep show RUN [--reports DIR]
-    python -m pytest_ppsweep report reports/<run_id>
-    python -m pytest_ppsweep compare reports/<run_a> reports/<run_b>
-    python -m pytest_ppsweep fit RUN... [--out PATH]
-    python -m pytest_ppsweep plan --profile FITTED [--workload c=1,input=32768]
+    python -m pytest_ppsweep report RUN [--reports DIR]
+    python -m pytest_ppsweep compare RUN_A RUN_B [--reports DIR]
+    python -m pytest_ppsweep fit RUN... [--out PATH] [--reports DIR]
+    python -m pytest_ppsweep plan --profile RUN_OR_FITTED [--workload c=1,input=32768] [--all]
+
+RUN is everywhere a run id in the reports folder, a unique prefix of one, or a path.
 
 Exit status: 0 on success, 2 when a folder, file or column is missing (the message names it)
-and on a usage error.
+and on a usage error. A pipe closed early (``runs | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import os
 import re
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from pytest_ppsweep.gate.comparison import DEFAULT_THRESHOLDS
 from pytest_ppsweep.planner.data import PlannerError
 from pytest_ppsweep.report.html import analyse, rebuild_report
 from pytest_ppsweep.report.terminal import terminal_summary
@@ -48,41 +53,76 @@ _STAMP = re.compile(r"(\d{8})-(\d{6})$")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    path, summary, verdicts, rec = rebuild_report(args.run_dir)
+    path, summary, verdicts, rec = rebuild_report(resolve_run(str(args.run_dir), args.reports))
     print(f"report: {path}")
     print(f"summary: {path.parent / 'summary.csv'}")
     print("\n".join(terminal_summary(summary, verdicts, rec, width=_WIDTH)))
     return 0
 
 
-def _cell(value: object, fmt: str) -> str:
-    if isinstance(value, float) and math.isnan(value):
+def _cell(value: object, fmt: str, unit: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
-    return format(value, fmt)
+    return format(value, fmt) + unit
+
+
+def gate_verdicts(run_a: Path, run_b: Path) -> dict[tuple[str, int, str], tuple[float, str]]:
+    """(config, C, metric) → (noise %, verdict) of B against A, by the gate's rule
+    (:mod:`pytest_ppsweep.gate.noise`, :func:`pytest_ppsweep.gate.comparison.compare`)."""
+    from pytest_ppsweep.gate.comparison import compare
+
+    out: dict[tuple[str, int, str], tuple[float, str]] = {}
+    for c in compare(run_b, run_a):
+        if c.metric:
+            out[(c.config_id, c.concurrency, c.metric)] = (
+                math.nan if c.noise_pct is None else c.noise_pct, c.verdict)
+    return out
+
+
+_SHORT_VERDICT = {"within noise": "noise", "significant": "sig", "regression": "REGR",
+                  "improvement": "better"}
 
 
 def compare_lines(frame: pd.DataFrame, name_a: str, name_b: str, width: int = _WIDTH) -> list[str]:
-    """The compare table as terminal lines of at most ``width`` characters."""
+    """The compare table as terminal lines of at most ``width`` characters: medians, the
+    change of B vs A, the noise (±, by the gate's rule) and the gate's verdict of the change."""
     lines = [f"medians: A = {name_a}, B = {name_b}; Δ = B vs A"[:width],
-             f"{'config':<18}{'C':>4}{'TPS A':>11}{'TPS B':>11}{'ΔTPS':>10}"
-             f"{'p50 A':>9}{'p50 B':>9}{'Δp50':>10}{'Δp95':>10}"]
+             "± = noise by the gate's rule (5 × the median distance of a repeat from its run's "
+             "median)"[:width],
+             "verdict of TPS/p50: noise = within noise, sig = significant (beyond noise, under "
+             "the threshold),"[:width],
+             f"  REGR = regression, better = improvement (thresholds "
+             f"{', '.join(DEFAULT_THRESHOLDS)})"[:width],
+             f"{'config':<16}{'C':>4}{'TPS A':>10}{'TPS B':>10}{'ΔTPS':>8}{'±':>6}"
+             f"{'p50 A':>8}{'p50 B':>8}{'Δp50':>8}{'±':>6}  {'verdict'}"]
     for r in frame.to_dict("records"):
         cid = str(r["config_id"])
-        cid = cid if len(cid) <= 17 else cid[:16] + "…"
-        lines.append((f"{cid:<18}{r['concurrency']:>4}{_cell(r['input_tps_a'], ',.2f'):>11}"
-                      f"{_cell(r['input_tps_b'], ',.2f'):>11}"
-                      f"{_cell(r['tps_delta_pct'], '+.2f'):>9}%"
-                      f"{_cell(r['ttft_p50_s_a'], '.2f'):>9}{_cell(r['ttft_p50_s_b'], '.2f'):>9}"
-                      f"{_cell(r['ttft_p50_delta_pct'], '+.2f'):>9}%"
-                      f"{_cell(r['ttft_p95_delta_pct'], '+.2f'):>9}%")[:width])
+        cid = cid if len(cid) <= 15 else cid[:14] + "…"
+        verdicts = [_SHORT_VERDICT.get(str(r.get(f"{m}_verdict") or ""), str(
+            r.get(f"{m}_verdict") or "n/a")) for m in ("tps", "ttft_p50")]
+        lines.append((f"{cid:<16}{r['concurrency']:>4}{_cell(r['input_tps_a'], ',.1f'):>10}"
+                      f"{_cell(r['input_tps_b'], ',.1f'):>10}"
+                      f"{_cell(r['tps_delta_pct'], '+.2f', '%'):>8}"
+                      f"{_cell(r.get('tps_noise_pct'), '.1f', '%'):>6}"
+                      f"{_cell(r['ttft_p50_s_a'], '.2f'):>8}{_cell(r['ttft_p50_s_b'], '.2f'):>8}"
+                      f"{_cell(r['ttft_p50_delta_pct'], '+.2f', '%'):>8}"
+                      f"{_cell(r.get('ttft_p50_noise_pct'), '.1f', '%'):>6}"
+                      f"  {'/'.join(verdicts)}")[:width])
     return lines
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    run_a, run_b = Path(args.run_a), Path(args.run_b)
+    run_a = resolve_run(str(args.run_a), args.reports)
+    run_b = resolve_run(str(args.run_b), args.reports)
     summary_a = summarize_run(load_run(run_a))
     summary_b = summarize_run(load_run(run_b))
     frame = compare_runs(summary_a, summary_b)
+    gate = gate_verdicts(run_a, run_b)
+    for name, metric in (("tps", "input_tps"), ("ttft_p50", "ttft_p50")):
+        cells = [gate.get((str(r["config_id"]), int(r["concurrency"]), metric), (math.nan, ""))
+                 for r in frame.to_dict("records")]
+        frame[f"{name}_noise_pct"] = [c[0] for c in cells]
+        frame[f"{name}_verdict"] = [c[1] for c in cells]
     name_a = run_a.resolve().name
     out = write_compare(run_b / f"compare-{name_a}.csv", frame)
     print("\n".join(compare_lines(frame, name_a, run_b.resolve().name)))
@@ -182,11 +222,14 @@ def find_runs(reports: Path) -> tuple[list[tuple[Path, RunLine]], list[str]]:
     return found, skipped
 
 
-# (header, width, right-aligned): 100 columns in all, with one space between columns.
-# "lay": layouts; "val/inv": valid/invalid verdicts (configuration x C).
+# (header, width, right-aligned): 100 columns in all with a 24-character id, one space between
+# columns. "lay": layouts; "val/inv": valid/invalid verdicts (configuration x C). The run id is
+# never cut (it is what show, report and compare take); sweep, image and cluster give way.
 _COLUMNS = (("run id", 24, False), ("date", 16, False), ("sweep", 8, False),
             ("image", 13, False), ("cluster", 7, False), ("lay", 3, True),
             ("val/inv", 7, True), ("gate", 15, False))
+_FLEXIBLE = ("sweep", "image", "cluster")
+_MIN_FLEXIBLE = 5
 
 
 def _fit(text: str, width: int, right: bool, tail: bool = False) -> str:
@@ -195,22 +238,64 @@ def _fit(text: str, width: int, right: bool, tail: bool = False) -> str:
     return f"{text:>{width}}" if right else f"{text:<{width}}"
 
 
-def _row(cells: Sequence[str]) -> str:
+def _widths(rows: Sequence[Sequence[str]], width: int) -> list[int]:
+    """Column widths for ``rows`` (header first) in ``width`` characters, 0 for a column left
+    out: the id column as wide as the longest id; sweep, image and cluster share what is left,
+    each at least :data:`_MIN_FLEXIBLE` and at most its longest cell; on a terminal too narrow
+    even for that, cluster, image, sweep and lay are left out, in that order."""
+    widths = [w for _, w, _ in _COLUMNS]
+    widths[0] = max(len(r[0]) for r in rows)
+    names = [h for h, _, _ in _COLUMNS]
+    flex = [i for i, h in enumerate(names) if h in _FLEXIBLE]
+
+    def fixed() -> int:
+        shown = [i for i, w in enumerate(widths) if w]
+        return sum(widths[i] for i in shown if i not in flex) + len(shown) - 1
+
+    for name in ("cluster", "image", "sweep", "lay"):
+        if fixed() + _MIN_FLEXIBLE * sum(1 for i in flex if widths[i]) <= width:
+            break
+        widths[names.index(name)] = 0
+    flex = [i for i in flex if widths[i]]
+    room = max(width - fixed(), _MIN_FLEXIBLE * len(flex))
+    want = {i: max(len(r[i]) for r in rows) for i in flex}
+    base = {i: min(_COLUMNS[i][1], want[i]) for i in flex}
+    scale = min(1.0, room / max(sum(base.values()), 1))
+    for i in flex:
+        widths[i] = max(_MIN_FLEXIBLE, int(base[i] * scale))
+    spare = room - sum(widths[i] for i in flex)
+    for i in flex:  # a wide terminal: the cut cells get their whole text, image first
+        grow = max(0, min(spare, want[i] - widths[i]))
+        widths[i] += grow
+        spare -= grow
+    return widths
+
+
+def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
     # An image is told apart by its tag: a long one keeps its end ("…mxfp4-phase5").
     return " ".join(_fit(cell, width, right, tail=header == "image")
-                    for (header, width, right), cell in zip(_COLUMNS, cells, strict=True)
+                    for (header, _, right), width, cell in zip(_COLUMNS, widths, cells,
+                                                               strict=True) if width
                     ).rstrip()
 
 
-def runs_lines(found: Sequence[tuple[Path, RunLine]], width: int = _WIDTH) -> list[str]:
-    """The ``runs`` table, one line per run, every line at most ``width`` wide."""
-    lines = [_row([h for h, _, _ in _COLUMNS])]
+def terminal_width(default: int = _WIDTH) -> int:
+    """The terminal's width (``COLUMNS``, else the terminal, else ``default``)."""
+    return shutil.get_terminal_size((default, 24)).columns
+
+
+def runs_lines(found: Sequence[tuple[Path, RunLine]], width: int | None = None) -> list[str]:
+    """The ``runs`` table, one line per run, fitted to ``width`` (the terminal's): every run id
+    whole, the other columns cut to fit."""
+    width = terminal_width() if width is None else width
+    rows = [[h for h, _, _ in _COLUMNS]]
     for _, r in found:
         counts = "—" if r.valid is None else f"{r.valid}/{r.invalid}"
-        lines.append(_row([r.run_id, r.date.strftime("%Y-%m-%d %H:%M") if r.date else "?",
-                           r.sweep or "—", r.image or "—", r.cluster or "—",
-                           "?" if r.layouts is None else str(r.layouts), counts, r.gate]))
-    return [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+        rows.append([r.run_id, r.date.strftime("%Y-%m-%d %H:%M") if r.date else "?",
+                     r.sweep or "—", r.image or "—", r.cluster or "—",
+                     "?" if r.layouts is None else str(r.layouts), counts, r.gate])
+    widths = _widths(rows, width)
+    return [_row(cells, widths) for cells in rows]
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -228,13 +313,30 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 # -- show: a stored run's terminal summary -----------------------------------------------------
 
 
+def run_folders(reports: Path) -> list[Path]:
+    """The run folders directly in ``reports`` (not the named baselines, not hidden ones)."""
+    if not reports.is_dir():
+        return []
+    return sorted(p for p in reports.iterdir()
+                  if p.is_dir() and p.name != "baselines" and not p.name.startswith("."))
+
+
 def resolve_run(run: str, reports: Path) -> Path:
-    """A run folder from a path or a run id in ``reports`` (RunFolderError naming both)."""
+    """A run folder from a path, a run id in ``reports`` or a unique prefix of one
+    (RunFolderError naming what was looked for, or every run the prefix matches)."""
     path = Path(run)
     if path.is_dir():
         return path
-    if "/" not in run and (reports / run).is_dir():
-        return reports / run
+    if "/" not in run and run:
+        if (reports / run).is_dir():
+            return reports / run
+        matches = [p for p in run_folders(reports) if p.name.startswith(run)]
+        if len(matches) == 1:
+            return matches[0]
+        if matches:
+            raise RunFolderError(
+                f"ambiguous run id prefix: {run} matches {len(matches)} runs in {reports}: "
+                f"{', '.join(p.name for p in matches[:10])}{' …' if len(matches) > 10 else ''}")
     looked = str(path) if "/" in run else f"{path} and {reports / run}"
     raise RunFolderError(f"missing run folder: {run} (looked for {looked})")
 
@@ -303,10 +405,14 @@ verbs:
 examples:
   python -m pytest_ppsweep runs
   python -m pytest_ppsweep show kimi3-pp-20261201-090656
-  python -m pytest_ppsweep report reports/kimi3-pp-20261201-090656
-  python -m pytest_ppsweep compare reports/<last-good> reports/<new-image>
-  python -m pytest_ppsweep fit reports/kimi3-pp-20261201-090656
-  python -m pytest_ppsweep plan --profile reports/kimi3-pp-20261201-090656
+  python -m pytest_ppsweep show kimi3-pp-20261201        (a unique prefix of a run id)
+  python -m pytest_ppsweep report kimi3-pp-20261201-090656
+  python -m pytest_ppsweep compare <last-good> <new-image>
+  python -m pytest_ppsweep fit kimi3-pp-20261201-090656
+  python -m pytest_ppsweep plan --profile kimi3-pp-20261201-090656
+
+RUN, for every verb: a run id in the reports folder (--reports DIR, default ./reports), a
+unique prefix of one, or a path to a run folder.
 
 Run `python -m pytest_ppsweep VERB --help` for a verb's options.
 Exit status: 0 on success; 2 on a usage error or when a folder, file or column is missing
@@ -331,11 +437,16 @@ _HELP = {
     "report": ("rebuild summary.csv and report-rebuilt.html",
                "Rebuild summary.csv and a self-contained report-rebuilt.html from the run\n"
                "folder's files alone, then print the terminal summary.",
-               "example:\n  python -m pytest_ppsweep report reports/kimi3-pp-20261201-090656"),
+               "examples:\n  python -m pytest_ppsweep report kimi3-pp-20261201-090656\n"
+               "  python -m pytest_ppsweep report reports/kimi3-pp-20261201-090656"),
     "compare": ("side-by-side medians of two runs",
-                "Medians of two runs per configuration x C with the deltas of B vs A in %; the\n"
-                "table is also written to <run_b>/compare-<run_a name>.csv.",
-                "example:\n  python -m pytest_ppsweep compare reports/<run_a> reports/<run_b>"),
+                "Medians of two runs per configuration x C with the deltas of B vs A in %, the\n"
+                "noise of each (±) and whether the change is beyond it, both by the gate's rule\n"
+                "(5 x the median distance of a repeat from its run's median; gate/noise.py):\n"
+                "noise, significant, REGRESSION or improvement against the default thresholds.\n"
+                "The table is also written to <run_b>/compare-<run_a name>.csv.",
+                "examples:\n  python -m pytest_ppsweep compare <run_a> <run_b>\n"
+                "  python -m pytest_ppsweep compare reports/<run_a> reports/<run_b>"),
 }
 
 
@@ -366,12 +477,15 @@ def build_parser() -> argparse.ArgumentParser:
     _reports_option(show)
     show.set_defaults(func=_cmd_show)
     report = _sub(sub, "report")
-    report.add_argument("run_dir", type=Path, help="run folder, e.g. reports/<run_id>")
+    report.add_argument("run_dir", metavar="RUN",
+                        help="a run id in the reports folder, a unique prefix of one, or a path")
+    _reports_option(report)
     report.set_defaults(func=_cmd_report)
     compare = _sub(sub, "compare")
-    compare.add_argument("run_a", type=Path, help="reference run folder")
-    compare.add_argument("run_b", type=Path, help="run folder compared with the reference; "
+    compare.add_argument("run_a", metavar="RUN_A", help="the reference run (id, prefix or path)")
+    compare.add_argument("run_b", metavar="RUN_B", help="the run compared with the reference; "
                          "the table is written to <run_b>/compare-<run_a name>.csv")
+    _reports_option(compare)
     compare.set_defaults(func=_cmd_compare)
     _planner_verbs(sub)
     return parser
@@ -382,9 +496,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         status: int = args.func(args)
+        sys.stdout.flush()
     except (RunFolderError, PlannerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISSING
+    except BrokenPipeError:
+        # The reader went away (`runs | head`): end quietly. Python's own flush at exit would
+        # fail again on the closed pipe, so stdout now points at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     return status
 
 
@@ -423,9 +544,8 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     from pytest_ppsweep.planner.plan import parameter_lines
     from pytest_ppsweep.planner.trust import fit_trust
 
-    runs = [Path(r) for r in args.runs]
-    runs = [r if r.exists() or not (args.reports / r).is_dir() else args.reports / r
-            for r in runs]
+    runs = [Path(r) if Path(r).exists() or "/" in r else resolve_run(r, args.reports)
+            for r in args.runs]
     fitted = fit(load_measured(runs))
     first_dir = next((r for r in runs if r.is_dir()), None)
     out = args.out or (first_dir / "planner" / "profile.json" if first_dir else None)
@@ -466,8 +586,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from pytest_ppsweep.planner.trust import fit_trust
 
     path = Path(args.profile)
-    if not path.exists() and (args.reports / path).is_dir():
-        path = args.reports / path
+    if not path.exists() and "/" not in args.profile:  # a run id or a prefix of one
+        path = resolve_run(args.profile, args.reports)
     fitted = load_fitted(path)
     trust = fit_trust(fitted)
     if not trust.trusted:
@@ -475,7 +595,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return 1
     workloads = [parse_workload(w) for w in args.workload or ()]
     rows = plan_rows(fitted, workloads)
-    for line in plan_lines(rows):
+    for line in plan_lines(rows, width=None if args.all else _WIDTH):
         print(line)
     where = path / "planner" if path.is_dir() else path.parent
     print(f"plan: {write_plan_csv(args.csv or where / 'plan.csv', rows)}")
@@ -495,6 +615,9 @@ def _planner_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                         help="a fitted profile (JSON) or a run folder that holds planner/")
     plan_p.add_argument("--workload", action="append", metavar="c=N[,input=N][,requests=N]",
                         help="a workload to predict (repeatable; default: the measured ones)")
+    plan_p.add_argument("--all", action="store_true",
+                        help="every column and every layout (a wide table); default: the "
+                        "layouts ranked by predicted Input TPS in 100 columns")
     plan_p.add_argument("--csv", type=Path, default=None, metavar="PATH",
                         help="where to write the table (default: planner/plan.csv beside the "
                         "profile)")

@@ -48,7 +48,8 @@ text-align:right}
 .ppsweep td.l,.ppsweep th.l,.ppsweep td.w{text-align:left}
 .ppsweep tr.invalid td{background:#fde8e8}.ppsweep .bad{color:#a00}.ppsweep .ok{color:#070}
 .ppsweep-banner{background:#b00;color:#fff;font-weight:bold;padding:8px 12px;font-size:15px}
-.ppsweep .charts svg{margin:4px 12px 12px 0;border:1px solid #eee;max-width:100%;height:auto}
+.ppsweep .charts svg{margin:4px 12px 12px 0;border:1px solid #eee;box-sizing:border-box;
+max-width:calc(100% - 12px);height:auto}
 .ppsweep-decision{border:2px solid #2a6;border-radius:6px;padding:10px 14px;margin:8px 0 14px;
 background:#f4fbf6;font-size:14px;max-width:1100px;box-sizing:border-box}
 .ppsweep-decision.none{border-color:#b00;background:#fdf2f2}
@@ -305,10 +306,12 @@ def _charts(summary: Summary) -> str:
             bar_chart("TTFT p50 per layout", names, series("ttft_p50_s"), "s"),
             spread_chart("TTFT distribution per layout", names, spreads, "s"),
             bar_chart("Worst-rank GPU memory per layout", names,
-                      [("peak", [float(c["mem_peak_mib"]) for c in configs]),
-                       ("headroom", [float(c["mem_headroom_mib"]) for c in configs])], "MiB",
+                      [("peak", [float(c["mem_peak_mib"]) for c in configs])], "MiB",
                       limit=min(totals) if totals else None,
-                      limit_label=f"capacity {min(totals):,.0f} MiB" if totals else "")]
+                      limit_label=f"capacity {min(totals):,.0f} MiB" if totals else ""),
+            # On its own axis: a few GiB of headroom next to an 85 GiB capacity is a sliver.
+            bar_chart("Worst-rank GPU memory headroom per layout", names,
+                      [("headroom", [float(c["mem_headroom_mib"]) for c in configs])], "MiB")]
     note = ("<p>TTFT distribution: box from median p50 to median p95, whisker to median p99, "
             "ticks at the lowest, median and highest per-repeat p50.</p>")
     return '<h3>Charts</h3><div class="charts">' + "".join(svgs) + "</div>" + note

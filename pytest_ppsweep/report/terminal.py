@@ -13,6 +13,7 @@ from pytest_ppsweep.report.axes import confounded_text
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.aggregate import (
     Summary,
+    layout_label,
 )
 from pytest_ppsweep.results.recommendation import Recommendation
 from pytest_ppsweep.results.verdict import Verdict
@@ -23,8 +24,11 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     """The medians table with deltas vs baseline and verdicts, every line at most ``width``."""
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     layouts = summary.table["layout"].astype(str)
-    # Two configs may share a layout (other flags differ): then only the id tells them apart.
-    use_id = layouts.nunique() != summary.table["config_id"].nunique()
+    # Two configs may share a layout (other flags differ), or be an axis sweep's variants of
+    # one (their labels carry the variant): then the id, shown whole, tells them apart.
+    plain = [layout_label(r["pp"], r["tp"], r["ep"], "") for r in records(summary.table)]
+    use_id = (layouts.nunique() != summary.table["config_id"].nunique()
+              or any(label != p for label, p in zip(layouts, plain, strict=True)))
     deltas = not summary.no_deltas
     # Axis points' ids (pp4-tp8-ep8-a2a_deepep) are shown whole, up to 34 characters.
     col = min(max([14, *(len(str(c)) + 1 for c in summary.table["config_id"])]), 35) if (

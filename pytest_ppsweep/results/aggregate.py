@@ -189,11 +189,15 @@ def round_counts(results: pd.DataFrame) -> pd.Series:
 
 
 def layout_label(pp: Any, tp: Any, ep: Any, fallback: str) -> str:
-    """``"8 / 4 / 4"`` like the seed tables, or ``fallback`` when the sizes are unknown."""
+    """``"8 / 4 / 4"`` like the seed tables, or ``fallback`` when the sizes are unknown. A
+    point of an axis sweep (``fallback`` is its id) keeps what tells it from the other points
+    of its layout: ``pp8-tp4-ep4-a2a_deepep`` → ``"8 / 4 / 4 a2a_deepep"``."""
     try:
-        return f"{int(pp)} / {int(tp)} / {int(ep)}"
+        sizes = f"{int(pp)} / {int(tp)} / {int(ep)}"
     except (TypeError, ValueError):
         return fallback
+    variant = fallback.removeprefix(f"pp{int(pp)}-tp{int(tp)}-ep{int(ep)}")
+    return f"{sizes} {variant[1:]}" if variant.startswith("-") and variant[1:] else sizes
 
 
 def _sweep_order(order: list[str], results: pd.DataFrame, configs: pd.DataFrame) -> list[str]:

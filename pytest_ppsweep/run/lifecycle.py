@@ -108,15 +108,18 @@ class Lifecycle:
               started: float) -> None:
         """Every rank started and healthy; a boot failure is recorded and cleaned up."""
         sid = service.config.id
+        self.live.begin(sid)
         try:
             try:
                 self._enter(service)
             finally:
                 self.live.end(sid)
         except BootFailed as exc:
+            self.live.took(sid, "failed", service.boot_s)
             row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), exc.reason)
             self._given_up(service.cluster, sid, before, started)
             raise
+        self.live.took(sid, "boot", service.boot_s)
 
     def _server_info(self, service: Service, before: list[GpuMemory], row: ConfigRow,
                      started: float) -> tuple[dict[str, Any], Topology]:

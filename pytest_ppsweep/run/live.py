@@ -21,6 +21,13 @@ class LiveStatus(Protocol):
 
     def end(self, key: str) -> None: ...
 
+    def begin(self, key: str) -> None:
+        """A boot or a round of ``key`` starts now (the sweep's ETA counts it)."""
+
+    def took(self, key: str, what: str, seconds: float | None) -> None:
+        """A boot (``what`` = ``boot``), a failed boot (``failed``) or a round (``round``) of
+        ``key`` took ``seconds`` real seconds."""
+
 
 class NoStatus:
     """No live status (a run driven from a script)."""
@@ -29,6 +36,12 @@ class NoStatus:
         pass
 
     def end(self, key: str) -> None:
+        pass
+
+    def begin(self, key: str) -> None:
+        pass
+
+    def took(self, key: str, what: str, seconds: float | None) -> None:
         pass
 
 

@@ -138,6 +138,7 @@ class Rounds:
             booted.check_alive()
             self.snapshots.changed(booted.cluster)
             t0 = time.monotonic()
+            self.live.begin(cfg.id)
             self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
             bar = RoundBar(self.live, cfg.id, f"benchmark c{concurrency} r{repeat}/{repeats}",
                            spec.num_requests, scale)
@@ -166,6 +167,7 @@ class Rounds:
                 finally:
                     self.live.end(cfg.id)
             self._round_phases(cfg.id, call_wall, call_t0, result)
+            self.live.took(cfg.id, "round", time.monotonic() - t0)
             rows_t0 = time.perf_counter()
             self.store.append_result(
                 {

@@ -97,22 +97,83 @@ class BootStatus:
 
 
 class BootFailed(RuntimeError):
-    """A configuration did not become ready; the message carries the reason and log tails."""
+    """A configuration did not become ready. The message is the short summary for a terminal
+    (at most :data:`SUMMARY_LINES` lines: the reason, the root-cause line, a few other fatal
+    lines, the root-cause node's last lines); ``details`` is everything (every fatal line,
+    every node's log tail), also written to ``evidence_path`` beside the node logs."""
 
-    def __init__(self, message: str, reason: str = "") -> None:
+    def __init__(self, message: str, reason: str = "", details: str = "",
+                 evidence_path: Path | None = None) -> None:
         super().__init__(message)
         self.reason = reason or message.splitlines()[0]
+        self.details = details or message
+        self.evidence_path = evidence_path
+
+
+SUMMARY_LINES = 15
+_SHOWN_FINDINGS = 3
+_TAIL_LINES = 6
+EVIDENCE_FILE = "boot-failure.txt"
+
+
+def node_of(service: Booting, finding: Finding) -> int | None:
+    """The node whose log holds ``finding`` (by its log file), None when not one of them."""
+    for i, path in enumerate(service.log_paths):  # a follower names the file, a scan its path
+        if finding.source in (path.name, str(path)):
+            return i
+    return None
+
+
+def _cut(line: str, width: int = 200) -> str:
+    line = line.rstrip("\n")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def _section(tails: str, name: str) -> list[str]:
+    """The non-empty lines of ``name``'s part of :meth:`Booting.log_tail` (secrets scrubbed
+    there), headed ``--- <name> (last N lines) ---``."""
+    out: list[str] = []
+    inside = False
+    for line in tails.splitlines():
+        if line.startswith("--- ") and line.endswith(" ---"):
+            inside = line.startswith(f"--- {name} (")
+        elif inside and line.strip():
+            out.append(line)
+    return out
 
 
 def _fail(service: Booting, reason: str, findings: Sequence[Finding] = ()) -> BootFailed:
-    shown = "\n".join(str(f) for f in findings[:20])
-    evidence = f"\nmatching log lines:\n{shown}" if shown else ""
     root = root_cause(findings)
     cause = f": {root.line.strip()[:200]}" if root else ""
-    return BootFailed(
-        f"{service.config.id}: boot failed: {reason}{cause}{evidence}\n{service.log_tail()}",
-        reason=f"{reason}{cause}",
-    )
+    head = f"{service.config.id}: boot failed: {reason}{cause}"
+    ordered = ([root] if root else []) + [f for f in findings if f is not root]
+    everything = "\n".join(str(f) for f in ordered)
+    evidence = f"\nmatching log lines:\n{everything}" if everything else ""
+    details = f"{head}{evidence}\n{service.log_tail()}"
+    saved: Path | None = None
+    if service.log_paths:
+        saved = service.log_paths[0].parent / EVIDENCE_FILE
+        try:
+            saved.write_text(details + "\n", encoding="utf-8")
+        except OSError:
+            saved = None
+    lines = [head]
+    if ordered:
+        lines.append(f"fatal log lines: {len(ordered)} (root cause first):")
+        lines += [f"  {_cut(f'{Path(f.source).name}:{f.line_no}: [{f.kind}] {f.line}')}"
+                  for f in ordered[:_SHOWN_FINDINGS]]
+        if len(ordered) > _SHOWN_FINDINGS:
+            lines.append(f"  … {len(ordered) - _SHOWN_FINDINGS} more")
+    where = node_of(service, root) if root else None
+    path = service.log_paths[where if where is not None else 0] if service.log_paths else None
+    if path is not None:
+        tail_lines = _section(service.log_tail(_TAIL_LINES), path.name)
+        lines.append(f"--- {path.name} (last {len(tail_lines)} lines) ---")
+        lines += [_cut(x) for x in tail_lines]
+    if saved is not None:
+        lines.append(f"every node's log tail and every fatal line: {saved}")
+    return BootFailed("\n".join(lines[:SUMMARY_LINES]), reason=f"{reason}{cause}",
+                      details=details, evidence_path=saved)
 
 
 def _fail_on_exit(service: Booting) -> None:
@@ -149,8 +210,12 @@ def wait_until_ready(
             first, lines = follower.new_lines()
             found = service.scanner.scan(lines, service.log_paths[i].name, first)
             if found:
-                # Every node's log so far: the root cause may be on another node.
-                raise _fail(service, f"fatal line in node{i}'s log", service.findings() or found)
+                # Every node's log so far: the root cause may be on another node, and the
+                # node named is the one whose log holds it.
+                every = service.findings() or found
+                root = root_cause(every)
+                at = node_of(service, root) if root is not None else None
+                raise _fail(service, f"fatal line in node{i if at is None else at}'s log", every)
             for line in lines:
                 mark = milestone(line)
                 if mark is not None and MILESTONES.index(mark) > reached:

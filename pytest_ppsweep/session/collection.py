@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep import continuity
+from pytest_ppsweep.measure.eta import SweepClock
 from pytest_ppsweep.measure.runjson import RunJson, run_id_of
 from pytest_ppsweep.session import options
-from pytest_ppsweep.session.state import SessionState
+from pytest_ppsweep.session.quiet import Quiet
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
@@ -28,7 +29,7 @@ __all__ = [
 ]
 
 
-class Collection(SessionState):
+class Collection(Quiet):
     """The session's collection hooks and the selection they make."""
 
     baseline_ref: Path | None
@@ -36,8 +37,13 @@ class Collection(SessionState):
     _tests: dict[str, list[str]]
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
-        """One session-scoped ``ppsweep_config`` per selected layout; ``concurrency`` per C."""
-        params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in self.ids]
+        """One session-scoped ``ppsweep_config`` per selected layout; ``concurrency`` per C. A
+        profile test (``ppsweep_profile``) only for the layouts the profile window covers."""
+        ids = self.ids
+        if metafunc.definition.get_closest_marker("ppsweep_profile"):
+            spec = self.sweep.profile
+            ids = [i for i in ids if spec is not None and spec.covers(i)]
+        params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in ids]
         metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
         if "concurrency" in metafunc.fixturenames:
             conc = self.all_concurrencies()
@@ -67,17 +73,27 @@ class Collection(SessionState):
             self.config.hook.pytest_deselected(items=foreign)
             items[:] = [i for i in items if i not in foreign]
 
+    def not_collected(self, obj: object) -> bool:
+        """A test function that does not exist in this run, so that pytest neither collects nor
+        counts it (its header and its final line then agree on what ran): test_comm without
+        ``--ppsweep-comm`` or a ``[comm]`` table, test_profile when no layout has a profile
+        window (``--ppsweep-profile`` or ``[profile]``)."""
+        marks = {getattr(m, "name", "") for m in getattr(obj, "pytestmark", [])}
+        if "ppsweep_comm" in marks and self.sweep.comm is None:
+            return True
+        spec = self.sweep.profile
+        return "ppsweep_profile" in marks and (spec is None or not any(
+            spec.covers(i) for i in self.ids))
+
     def collected(self, items: list[pytest.Item]) -> None:
         """Gate tests are deselected without a reference to compare with; each layout's tests
         are noted (for resume); what is reused or already done is skipped, with the reason."""
-        self._deselect_unprofiled(items)
         if self.compare_ref is None:
             gates = [i for i in items if i.get_closest_marker("ppsweep_gate")]
             if gates:
                 self.config.hook.pytest_deselected(items=gates)
                 items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
         self.drop_foreign_points(items)
-        self._deselect_comm(items)
         plan = self.plan
         for item in items:
             params = _params(item)
@@ -94,30 +110,6 @@ class Collection(SessionState):
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
 
-    def _deselect_unprofiled(self, items: list[pytest.Item]) -> None:
-        """Profile tests (``ppsweep_profile``) are collected only for the layouts the profile
-        window covers: with --ppsweep-profile, or those of the [profile] table. The others are
-        dropped, not reported as deselected: without a profile window they do not exist (a
-        run without one looks exactly as before the profile window was added)."""
-        spec = self.sweep.profile
-
-        def unprofiled(item: pytest.Item) -> bool:
-            if not item.get_closest_marker("ppsweep_profile"):
-                return False
-            cid = _params(item).get("ppsweep_config")
-            return spec is None or (cid is not None and not spec.covers(str(cid)))
-
-        if any(unprofiled(i) for i in items):
-            items[:] = [i for i in items if not unprofiled(i)]
-
-    def _deselect_comm(self, items: list[pytest.Item]) -> None:
-        """test_comm (marked ``ppsweep_comm``) is in the run only with ``--ppsweep-comm`` or a
-        ``[comm]`` table in the sweep file. Without them it is dropped, not reported as
-        deselected: a sweep that did not ask for it runs and counts exactly as before."""
-        if self.sweep.comm is not None:
-            return
-        items[:] = [i for i in items if not i.get_closest_marker("ppsweep_comm")]
-
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
         points: dict[str, set[int]] = {}
@@ -129,7 +121,16 @@ class Collection(SessionState):
             conc = points.setdefault(str(cid), set())
             if "concurrency" in params:
                 conc.add(int(params["concurrency"]))
+        self.progress.sweep_clock = self.sweep_clock(points)
         self.selection(points)
+
+    def sweep_clock(self, points: dict[str, set[int]]) -> SweepClock:
+        """The layouts this process boots, in order, with the rounds each runs (its Cs × its
+        repeats; none for a layout reused or already done): the live status's ``layout 3/5``
+        and ETA."""
+        return SweepClock({
+            cid: len(points[cid]) * self.sweep.workload_of(self.sweep.config(cid)).repeats
+            for cid in self.ids if cid in points and cid not in self.plan.skip_configs})
 
     def worker_collected(self, ids: list[str]) -> None:
         """xdist: the controller collects nothing; the first worker's test ids tell the layouts
@@ -146,12 +147,17 @@ class Collection(SessionState):
         if self.worker or self.selected is not None:
             return
         self.selected = points
+        if not points:
+            self.nothing_selected()
+            if self.quiet and not self.dry_run:
+                return
         fields, notes = selection_fields(
-            self.sweep, self.pool, self.ids, points, self.store.dir, self.baseline_ref
+            self.sweep, self.pool, self.ids, points, self.run_dir_for_lookups(), self.baseline_ref
         )
         for note in notes:
             self.progress(note)
         RunJson(self.store).update(**fields)
+        self.plan_dry_run(points, notes)
 
 
 

@@ -82,6 +82,13 @@ OPTIONS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
+DRY_RUN_HELP = (
+    "validate everything, then print for each selected point every node's exact launch command "
+    "and environment (secrets redacted), the number of boots and the estimated cluster time; "
+    "opens no connection, writes no run folder, exits 0."
+)
+
+
 def addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ppsweep", "parallel-layout sweep (pytest-ppsweep)")
     for name, help_text, default in OPTIONS:
@@ -107,6 +114,14 @@ def addoption(parser: pytest.Parser) -> None:
         "repeatable or comma-separated. Unlike `-k pp1`, `--ppsweep-config pp1` never selects "
         "pp16.",
     )
+    group.addoption(
+        "--ppsweep-dry-run",
+        dest="ppsweep_dry_run",
+        action="store_true",
+        default=False,
+        help=DRY_RUN_HELP,
+    )
+    parser.addini("ppsweep_dry_run", DRY_RUN_HELP, type="bool", default=False)
     group.addoption(
         "--ppsweep-reap",
         dest="ppsweep_reap",

@@ -30,7 +30,7 @@ from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import outcomes
 from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
 from pytest_ppsweep.profile import summary as profile_summary
 from pytest_ppsweep.report import summary
@@ -44,6 +44,7 @@ from pytest_ppsweep.session.collection import (
 )
 from pytest_ppsweep.session.preflight import Preflight
 from pytest_ppsweep.session.progress import Progress
+from pytest_ppsweep.session.quiet import Quiet, dry_run_requested, scratch_folder
 from pytest_ppsweep.session.render import Render
 from pytest_ppsweep.session.signals import Signals
 from pytest_ppsweep.session.xdist import Xdist, check_workers, is_worker
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 __all__ = ["SESSION_KEY", "SweepSession"]
 
 
-class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
+class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quiet):
     """Owner of one sweep run in one pytest process (the controller, or an xdist worker)."""
 
     def __init__(
@@ -110,6 +111,10 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
         self._deferred: int | None = None  # a stop signal received while the report is written
         self.adaptive: AdaptiveSweep | None = None  # --ppsweep-adaptive (set by start)
         self.claims = []  # this run's claims on its clusters (controller, session/claims.py)
+        self.scratch: Path | None = None  # nothing boots: where the run's files go (session.quiet)
+        self.dry_run = False  # --ppsweep-dry-run: print the plan, run nothing
+        self.plan_lines: list[str] = []  # what the dry run prints
+        self.preflown = False  # the preflight ran (once)
 
     @staticmethod
     def of(config: pytest.Config) -> SweepSession | None:
@@ -135,6 +140,8 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
             except NotImplementedError as exc:
                 raise pytest.UsageError(f"{matrix}: {exc}") from None
         ids = options.selected_ids(config, sweep)
+        dry_run = dry_run_requested(config)
+        scratch = scratch_folder(config, is_worker(config))
         # Read once, before anything boots: a bad reference or threshold fails now.
         compare_ref = options.reference(config, "ppsweep_compare")
         thresholds = options.thresholds(config, sweep)
@@ -152,17 +159,23 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
             check_workers(config, pool)
             reuse_ref = options.reference(config, "ppsweep_reuse")
             baseline_from = baseline_ref(config, sweep, pool)
-            store = setup.open_store(config, sweep, None)
-            registry, pool = setup.allocate(config, matrix, pool, store.run_id)
+            store = (RunStore(scratch, new_run_id(sweep.name)) if scratch is not None
+                     else setup.open_store(config, sweep, None))
+            if scratch is None:
+                registry, pool = setup.allocate(config, matrix, pool, store.run_id)
+            else:  # nothing boots (dry run, collect-only, empty selection): no allocation
+                registry = Registry()
             plan = setup.plan(config, sweep, pool, store, ids, reuse_ref)
             store.copy_matrix(matrix)
             RunJson(store).create(sweep, pool, ids)
-            if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
+            if (scratch is None and config.pluginmanager.hasplugin("html")
+                    and not config.getoption("htmlpath", None)):
                 config.option.htmlpath = str(store.dir / "report.html")
                 config.option.self_contained_html = True
         session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds,
                       registry)
         session.baseline_ref = baseline_from
+        session.scratch, session.dry_run = scratch, dry_run
         if not session.worker:
             for note in plan.notes:
                 session.progress(note)
@@ -212,7 +225,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
         benchmark.json, gate.csv; then the baseline, when every test passed."""
         from pytest_ppsweep.run import close as close_folder
 
-        if self.worker or self.rendered is not None:
+        if self.worker or self.rendered is not None or self.quiet:
             return
         self.defer_signals()
         self.progress.stop_following()  # the workers' last lines come before the summary
@@ -249,11 +262,13 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
         self.progress.stop_following()
         self.progress.clear_line()
         self.registry.stop_ranks()
-        self._reap_own()
+        if not self.quiet:  # nothing was started: nothing to look for on the nodes
+            self._reap_own()
         self._release_claims()  # the cluster is free for the next sweep once nothing is left
         self.registry.close()
         self.registry.remove_atexit()
         self._restore_signals()
+        self.remove_scratch()
         self._end_deferred()
 
 

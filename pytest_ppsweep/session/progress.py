@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 import pytest
 
+from pytest_ppsweep.measure.eta import SweepClock
 from pytest_ppsweep.service.logscan import LogFollower
 
 __all__ = ["CLEAR", "WORKER_LINE", "Progress"]
@@ -74,6 +75,8 @@ class Progress:
         self.heartbeat_s = heartbeat_s
         self._clock = clock
         self._lines: dict[str, str] = {}  # key (layout) → its status text, in start order
+        # The sweep's position and ETA (set once the selection is known: session.collection)
+        self.sweep_clock: SweepClock | None = None
         self._states: dict[str, str] = {}  # key → the last state logged
         self._logged_at: dict[str, float] = {}
         self._drawn_at = float("-inf")
@@ -166,10 +169,29 @@ class Progress:
             self._log(line)
             self._terminal_line(line)
 
+    def begin(self, key: str) -> None:
+        if self.sweep_clock is not None:
+            self.sweep_clock.begin()
+
+    def took(self, key: str, what: str, seconds: float | None) -> None:
+        """What the sweep's position and ETA are made of (:mod:`~pytest_ppsweep.measure.eta`)."""
+        clock = self.sweep_clock
+        if clock is None:
+            return
+        if what == "boot" and seconds is not None:
+            clock.boot_done(key, seconds)
+        elif what == "round" and seconds is not None:
+            clock.round_done(key, seconds)
+        else:  # a failed boot: the layout runs no rounds
+            clock.skipped(key)
+
     def status(self, key: str, text: str, *, state: str | None = None) -> None:
-        """The status of ``key`` (a layout) is now ``text``. ``state`` is what counts as a
-        change (``text`` without its clock or bar): a new state is logged with ``text``; a
-        ``None`` state is never logged (a bar's redraw)."""
+        """The status of ``key`` (a layout) is now ``text``, followed by the sweep's position and
+        ETA (``layout 3/5, ETA 12 min``) once :attr:`sweep_clock` is set. ``state`` is what
+        counts as a change (``text`` without its clock or bar): a new state is logged with
+        ``text``; a ``None`` state is never logged (a bar's redraw)."""
+        where = self.sweep_clock.describe(key) if self.sweep_clock is not None else ""
+        text = f"{text} | {where}" if where else text
         with self._lock:
             now = self._clock()
             changed = state is not None and self._states.get(key) != state

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ppsweep.report import summary
-from pytest_ppsweep.session.state import SessionState
+from pytest_ppsweep.session.quiet import Quiet
 
 if TYPE_CHECKING:
     from pytest_ppsweep.pool.lease import Pool
@@ -20,7 +20,7 @@ NO_HTML = (
 )
 
 
-class Render(SessionState):
+class Render(Quiet):
     """The render hooks: they show what :meth:`finish` computed."""
 
     leases: Pool | None
@@ -35,6 +35,9 @@ class Render(SessionState):
         if self.worker:
             return
         self.progress.clear_line()
+        if self.quiet:  # nothing ran: the dry run's plan, or nothing at all
+            self.quiet_terminal(reporter)
+            return
         for config_id, why in self.leases.not_run.items() if self.leases else ():
             reporter.write_line(f"NOT RUN {config_id}: {why}", red=True)
         result = self.rendered or summary.Rendered(terminal=["no summary: the run did not end"])

@@ -7,17 +7,20 @@ import sys
 from collections.abc import Sequence
 
 from .launch.cli import parse_args
-from .launch.config import LaunchError, resolve
-from .launch.faults import FaultSpecError
-from .launch.settings import load_settings
-from .model.profile import load_profile
-from .rank.main import run_rank
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, resolve and run; returns the process exit code."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(args_list)  # exits 2 like argparse on unknown flags
+    # Imported after the arguments are parsed, as SGLang's launch_server parses before it
+    # loads the engine: reading the parser (preflight's flag check, --help) stays cheap.
+    from .launch.config import LaunchError, resolve
+    from .launch.faults import FaultSpecError
+    from .launch.settings import load_settings
+    from .model.profile import load_profile
+    from .rank.main import run_rank
+
     try:
         settings = load_settings()
         profile = load_profile(settings.profile)

@@ -198,7 +198,7 @@ def test_sweep_run_page(pytester: pytest.Pytester, tmp_path: Path,
     assert page.locator(f"{summary} h3", has_text="Verdicts").count() == 1
     assert page.locator(f"{summary} h3", has_text="Recommendation").count() == 1
     sizes = svg_sizes(page, f"{summary} .charts")
-    assert len(sizes) == 4 and all(w > 0 and h > 0 and n > 0 for w, h, n in sizes), sizes
+    assert len(sizes) == 5 and all(w > 0 and h > 0 and n > 0 for w, h, n in sizes), sizes
 
     # Every link of the summary resolves next to report.html, and nothing is "(not written)".
     found = links(page, summary)

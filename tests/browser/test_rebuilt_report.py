@@ -105,12 +105,13 @@ def test_tables_and_recommendation_render(context: BrowserContext, report: Path)
 def test_charts_are_drawn(context: BrowserContext, report: Path) -> None:
     page, log = open_report(context, report)
     sizes = svg_sizes(page, ".ppsweep .charts")
-    assert len(sizes) == 4, sizes
+    assert len(sizes) == 5, sizes
     for width, height, shapes in sizes:
         assert width > 100 and height > 100 and shapes > 5, sizes
     titles = page.locator(".ppsweep .charts svg > title").all_text_contents()
     assert titles == ["Input TPS per layout", "TTFT p50 per layout",
-                      "TTFT distribution per layout", "Worst-rank GPU memory per layout"]
+                      "TTFT distribution per layout", "Worst-rank GPU memory per layout",
+                      "Worst-rank GPU memory headroom per layout"]
     assert not log.problems(), log.problems()
 
 

@@ -41,9 +41,20 @@ def _run_json(reports: Path, run_id: str) -> dict[str, Any]:
     return data
 
 
-def _collect(pytester: pytest.Pytester, reports: Path, *args: str | Path) -> pytest.RunResult:
-    return run(pytester, REPO / "test_matrix", "--collect-only", "-q", "--ppsweep-reports",
-               reports, "--ppsweep-run-id", "part", *args)
+def _dry(pytester: pytest.Pytester, reports: Path, *args: str | Path) -> list[str]:
+    """A dry run of the shipped sweep: the selection and the baseline it would use are printed
+    (--collect-only and the dry run write no run folder)."""
+    before = sorted(reports.iterdir()) if reports.is_dir() else []
+    result = run(pytester, REPO / "test_matrix", "--ppsweep-dry-run", "--ppsweep-reports",
+                 reports, *args)
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    assert (sorted(reports.iterdir()) if reports.is_dir() else []) == before
+    return result.stdout.lines
+
+
+def _points(lines: list[str]) -> dict[str, str]:
+    return {line.split(":")[0]: line.split(" at C = ")[1] for line in lines
+            if line.startswith("pp") and ": PP/TP/EP " in line}
 
 
 def test_xdist_worker_ids_tell_the_selected_layouts_and_cs() -> None:
@@ -65,33 +76,27 @@ def test_k_records_the_selection_and_the_newest_matching_baseline(
     reports = tmp_path / "reports"
     _earlier(reports / "old")
     _earlier(reports / "changed", chunked_prefill_size=16384)  # newer, but differs
-    result = _collect(pytester, reports, "-k", "pp8")
-    assert result.ret == 0, result.stdout.str()
-    meta = _run_json(reports, "part")
-    assert meta["selected"] == {"pp8-tp4-ep4": [8, 16]}
-    assert meta["baseline_from"]["run_id"] == "old" and meta["baseline_note"] == ""
-    text = (reports / "part" / "progress.log").read_text()  # -q: progress only in the log
+    lines = _dry(pytester, reports, "-k", "pp8")
+    assert _points(lines) == {"pp8-tp4-ep4": "8, 16"}
+    text = "\n".join(lines)
     assert f"baseline {PP1}: run changed: server.chunked_prefill_size: 16384 → 8192" in text
     assert f"baseline {PP1} not in this run: deltas vs its rounds in run old" in text
 
 
 def test_k_without_an_earlier_run_says_so_once(pytester: pytest.Pytester, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    result = _collect(pytester, reports, "--ppsweep-config", "pp8")
-    assert result.ret == 0, result.stdout.str()
-    meta = _run_json(reports, "part")
-    assert meta["baseline_from"] is None
-    assert meta["baseline_note"] == (f"baseline {PP1} is not in this run and no earlier run in "
-                                     f"{reports} has a matching one: no deltas")
+    lines = _dry(pytester, reports, "--ppsweep-config", "pp8")
+    assert [line for line in lines if line.startswith("baseline ")] == [
+        f"baseline {PP1} is not in this run and no earlier run in {reports} has a matching one: "
+        "no deltas"]
 
 
 def test_a_full_selection_uses_its_own_baseline(pytester: pytest.Pytester, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     _earlier(reports / "old")
-    assert _collect(pytester, reports).ret == 0
-    meta = _run_json(reports, "part")
-    assert meta["baseline_from"] is None and meta["baseline_note"] == ""
-    assert len(meta["selected"]) == 5
+    lines = _dry(pytester, reports)
+    assert not [line for line in lines if line.startswith("baseline ")]
+    assert len(_points(lines)) == 5
 
 
 def test_baseline_from_that_differs_is_a_usage_error_before_anything_boots(
@@ -114,11 +119,9 @@ def test_baseline_from_picks_the_run_explicitly(pytester: pytest.Pytester, tmp_p
     reports = tmp_path / "reports"
     chosen = _earlier(tmp_path / "elsewhere" / "chosen")  # a path, outside the reports folder
     _earlier(reports / "newer")
-    result = _collect(pytester, reports, "-k", "pp8", "--ppsweep-baseline-from", chosen)
-    assert result.ret == 0, result.stderr.str()
-    source = _run_json(reports, "part")["baseline_from"]
-    assert source["run_id"] == "chosen" and source["path"] == str(chosen.resolve())
-    assert "--ppsweep-baseline-from" in source["chosen"]
+    lines = _dry(pytester, reports, "-k", "pp8", "--ppsweep-baseline-from", chosen)
+    assert f"baseline {PP1} not in this run: deltas vs its rounds in run chosen " \
+           "(--ppsweep-baseline-from, manifest identical except layout)" in lines
 
 
 # (no "pp8" in this test's name: -k matches the names of the folders pytester runs in too)

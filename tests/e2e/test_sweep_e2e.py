@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.matrices import BOOT_FAULT_CONFIGS, one_node_matrix
-from support.outcomes import outcomes
+from support.outcomes import counts, outcomes
 from support.paths import REPO
 from support.processes import proc_entries, sim_processes
 from support.runs import rows, run_dir
@@ -148,9 +148,26 @@ def test_boot_failure_fails_only_its_configuration(
     }
     text = result.stdout.str()
     assert "pp8-tp4-ep4: boot failed" in text
-    assert "CUDA out of memory" in text and "node0.log (last" in text
+    assert "CUDA out of memory" in text
+    # The header and the final line agree on what was collected, deselected and run.
+    collected, deselected, selected, ran = counts(text)
+    assert selected == ran == len(seen) and collected == selected + deselected, text[-1500:]
+    assert f"{deselected} deselected" in text.strip().splitlines()[-1]
+    # The log tail is shown once, with the layout's first test; the others name that test.
+    failed = [t for t, o in seen.items() if "pp8-tp4-ep4" in t and o == "ERROR"]
+    assert text.count(".log (last ") == 1, text
+    assert text.count("log tail are shown with ") == len(failed) - 1 > 0, text
+    assert re.search(r"ERROR at setup of test_topology\[pp8-tp4-ep4\] _+\npp8-tp4-ep4: boot fail",
+                     text), text
+    # Every node's tail and every fatal line stay in the run folder.
+    kept = next(run_dir(reports).rglob("boot-failure.txt")).read_text()
+    assert kept.count(".log (last 25 lines) ---") == 4, kept
     # The failing layout was booted once, not once per test.
     log = (run_dir(reports) / "progress.log").read_text()
+    # The live status says where the sweep stands, and when it ends once a boot and a round
+    # were measured: pp4 first (no ETA yet while it boots), then pp8.
+    assert re.search(r"pp4-tp8-ep4 booting .* \| layout 1/2$", log, re.M), log
+    assert re.search(r"pp8-tp4-ep4 booting .* \| layout 2/2, ETA \d+ (s|min)$", log, re.M), log
     assert log.count("pp8-tp4-ep4: booting on") == 1
     configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
     assert configs["pp8-tp4-ep4"]["boot_ok"] == "False"

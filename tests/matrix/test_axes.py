@@ -99,8 +99,13 @@ def _loads(text: str) -> object:
 
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "x.toml"
-        path.write_text(text)
+        path.write_text(_shared_from_the_repo(text))
         return load(path)
+
+
+def _shared_from_the_repo(text: str) -> str:
+    """An example sweep's text written elsewhere still takes test_matrix/cluster.toml."""
+    return text.replace('extends = "cluster.toml"', f'extends = "{MATRIX / "cluster.toml"}"')
 
 
 def test_microbatch_and_chunk_sweeps() -> None:
@@ -289,10 +294,11 @@ def test_gate_lists_what_differs_from_the_reference(tmp_path: Path) -> None:
     from pytest_ppsweep import gate
 
     ref, _ = _fake_run(tmp_path / "a", MATRIX / "a2a.toml")
-    text = (MATRIX / "a2a.toml").read_text().replace(
-        "phase5", "phase6").replace("chunked_prefill_size = 8192", "chunked_prefill_size = 16384")
+    text = (MATRIX / "a2a.toml").read_text().replace("phase5", "phase6").replace(
+        "[[configs]]", "[server]\nchunked_prefill_size = 16384  # over cluster.toml's 8192\n\n"
+        "[[configs]]", 1)
     path = tmp_path / "b.toml"
-    path.write_text(text)
+    path.write_text(_shared_from_the_repo(text))
     cur, _ = _fake_run(tmp_path / "b", path)
     ids = ["pp8-tp4-ep4-a2a_deepep", "pp9-unknown"]
     lines = gate.differs_lines(cur, ref, ids)

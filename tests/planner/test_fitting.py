@@ -146,6 +146,17 @@ def test_cli_fit_writes_the_profile_and_plan_prints_the_table(
     assert main(["plan", "--profile", str(out), "--workload", "c=1"]) == 0
     table = capsys.readouterr().out
     assert "pp32-tp1-ep1" in table and "predicted, not measured" in table
+    # ranked by predicted Input TPS, in 100 columns; the full table behind --all
+    lines = [line for line in table.splitlines() if not line.startswith("plan: ")]
+    assert all(len(line) <= 100 for line in lines), max(lines, key=len)
+    assert lines[0].split()[:2] == ["#", "layout"] and "boot s" not in lines[0]
+    ranks = [int(line.split()[0]) for line in lines[1:]]
+    assert ranks == list(range(1, len(ranks) + 1))
+    tps = [float(line.split()[4].replace(",", "")) for line in lines[1:]]
+    assert tps == sorted(tps, reverse=True) and len(set(tps)) > 1
+    assert main(["plan", "--profile", str(out), "--workload", "c=1", "--all"]) == 0
+    full = capsys.readouterr().out.splitlines()
+    assert "boot s [90 %]" in full[0] and max(len(x) for x in full) > 100
     assert main(["plan", "--profile", str(tmp_path / "none.json")]) == 2
     assert "expected a fitted profile" in capsys.readouterr().err
     assert main(["fit", str(SEEDS)]) == 2  # a points file alone: where to write is asked for

@@ -221,9 +221,79 @@ def test_help_documents_every_verb() -> None:
         assert f"  {verb}  " in done.stdout or f"  {verb} " in done.stdout, verb
         assert f"python -m pytest_ppsweep {verb}" in done.stdout, verb
     assert "Exit status" in done.stdout
-    for verb, option in (("runs", "--reports DIR"), ("show", "RUN"), ("report", "run_dir"),
-                         ("compare", "run_a")):
+    for verb, option in (("runs", "--reports DIR"), ("show", "RUN"), ("report", "RUN"),
+                         ("compare", "RUN_A")):
         sub = _cli(verb, "--help")
         assert sub.returncode == 0, sub.stderr
         assert option in sub.stdout and "example" in sub.stdout, sub.stdout
         assert f"python -m pytest_ppsweep {verb} " in sub.stdout
+
+
+# -- one CLI (issue 28 point 5) ----------------------------------------------------------------
+
+
+def test_every_verb_takes_an_id_a_unique_prefix_or_a_path(
+        reports: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    prefix = NEW[:-3]  # kimi3-pp-20261201-093 matches only NEW
+    assert main(["show", prefix, "--reports", str(reports)]) == 0
+    assert f"run folder: {reports / NEW}" in capsys.readouterr().out
+    assert main(["report", prefix, "--reports", str(reports)]) == 0
+    assert (reports / NEW / "report-rebuilt.html").is_file()
+    assert main(["compare", OLD, prefix, "--reports", str(reports)]) == 0
+    assert (reports / NEW / f"compare-{OLD}.csv").is_file()
+    capsys.readouterr()
+    assert main(["show", "kimi3-pp-20261201", "--reports", str(reports)]) == EXIT_MISSING
+    assert (f"ambiguous run id prefix: kimi3-pp-20261201 matches 2 runs in {reports}: "
+            f"{GATED}, {NEW}") in capsys.readouterr().err
+    for verb in ("runs", "show", "report", "compare", "fit", "plan"):
+        with pytest.raises(SystemExit):
+            main([verb, "--help"])
+        assert "--reports DIR" in capsys.readouterr().out, verb
+
+
+def test_runs_prints_whole_ids_fitted_to_the_terminal(
+        reports: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    long_id = "kimi3-pp-a2a-flashinfer-phase5-20261201-110000"
+    seed_run(reports / long_id, sweep="kimi3-pp-a2a", image="lmsysorg/sglang:v0.5.8")
+    for columns in (90, 100, 160):
+        monkeypatch.setenv("COLUMNS", str(columns))  # what shutil.get_terminal_size reads first
+        assert main(["runs", "--reports", str(reports)]) == 0
+        table = [x for x in capsys.readouterr().out.splitlines() if x.startswith("kimi3-pp")]
+        assert [x.split()[0] for x in table] == [long_id, NEW, GATED, OLD]  # every id whole
+        assert all(len(x) <= columns for x in table), (columns, table)
+        if columns == 160:  # room for the whole image
+            assert table[1].split()[4] == "lmsysorg/sglang:v0.5.8", table[1]
+    # the id copied from `runs` is what show takes
+    assert main(["show", long_id, "--reports", str(reports)]) == 0
+
+
+def test_a_pipe_closed_early_ends_quietly(reports: Path) -> None:
+    """``runs | head``: the reader is gone before the table is written."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_ppsweep", "runs", "--reports",
+                             str(reports)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # closed before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert err == "", err
+
+
+def test_compare_shows_noise_and_significance_by_the_gates_rule(reports: Path) -> None:
+    from pytest_ppsweep.gate.comparison import compare
+
+    done = _cli("compare", OLD, GATED, "--reports", str(reports))
+    assert done.returncode == 0, done.stderr
+    assert "n/a%" not in done.stdout
+    lines = done.stdout.splitlines()
+    assert all(len(line) <= 100 for line in lines if str(reports) not in line), lines
+    assert "± = noise by the gate's rule" in done.stdout
+    gate = {(c.config_id, c.concurrency, c.metric): c for c in compare(reports / GATED,
+                                                                        reports / OLD)}
+    rows = list(csv.DictReader((reports / GATED / f"compare-{OLD}.csv").open()))
+    assert len(rows) == 10
+    for r in rows:
+        g = gate[(r["config_id"], int(r["concurrency"]), "input_tps")]
+        assert float(r["tps_noise_pct"]) == pytest.approx(g.noise_pct)
+        assert r["tps_verdict"] == g.verdict == "regression"
+    assert sum(line.endswith("  REGR/REGR") for line in lines) == 10, lines

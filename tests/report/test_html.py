@@ -54,7 +54,7 @@ def test_rebuilt_page_is_self_contained(hostile_run: Path) -> None:
     assert "<script" not in page.lower()
     assert not re.search(r'(src|href)="(https?:)?//', page)
     assert "<link" not in page and "@import" not in page
-    assert page.count("<svg") == 4
+    assert page.count("<svg") == 5  # TPS, TTFT, TTFT spread, memory, headroom
 
 
 def test_sections_and_links(tmp_path: Path) -> None:

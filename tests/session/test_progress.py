@@ -193,7 +193,9 @@ def test_piped_output_gets_plain_timestamped_lines(tmp_path: Path, ports: list[i
     assert re.search(rf"^{STAMP} {PP8} booting \d+ s / 60 s \| ranks ready \d/4", out, re.M), out
     assert re.search(rf"^{STAMP} {PP8}: healthy after", out, re.M), out
     assert re.search(rf"^{STAMP} {PP8} C=2: round 1/2 \d+/6 done", out, re.M), out
-    assert re.search(rf"^{STAMP} {PP8} teardown \| stopping 4 ranks$", out, re.M), out
+    # every status ends with where the sweep stands (one layout: its rounds are all done)
+    assert re.search(rf"^{STAMP} {PP8} teardown \| stopping 4 ranks \| layout 1/1, ETA 0 s$",
+                     out, re.M), out
     assert re.search(r"^=+ 7 passed", out, re.M), out
 
 

@@ -1,0 +1,85 @@
+"""Where a sweep stands and when it will end: ``layout 3/5`` and an ETA from the boots and the
+rounds measured so far in this run (real seconds; a layout reused or already done costs none).
+
+The ETA is the remaining boots times the mean boot so far, plus the remaining rounds times the
+mean round so far, minus what the running boot or round has already taken. Until one boot and
+one round are measured there is nothing to extrapolate from, and no ETA is shown (never a
+guess presented as a measurement).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+
+__all__ = ["SweepClock", "duration"]
+
+
+def duration(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``2.3 h``."""
+    if seconds < 60:
+        return f"{max(seconds, 0):.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class SweepClock:
+    """The layouts this process will boot, in order, with the rounds each will run."""
+
+    def __init__(self, rounds: Mapping[str, int], clock: Callable[[], float] = time.monotonic
+                 ) -> None:
+        self.order: list[str] = list(rounds)
+        self.rounds = dict(rounds)
+        self.clock = clock
+        self.boots: list[float] = []
+        self.round_s: list[float] = []
+        self.booted: set[str] = set()
+        self.rounds_done: dict[str, int] = {}
+        self._since: float | None = None  # when the running boot or round started
+
+    def position(self, layout: str) -> str:
+        """``layout 3/5`` (the layout's place among those this process boots)."""
+        if layout not in self.order:
+            return ""
+        return f"layout {self.order.index(layout) + 1}/{len(self.order)}"
+
+    def begin(self) -> None:
+        """A boot or a round starts now."""
+        self._since = self.clock()
+
+    def boot_done(self, layout: str, seconds: float) -> None:
+        self.boots.append(seconds)
+        self.booted.add(layout)
+        self._since = None
+
+    def round_done(self, layout: str, seconds: float) -> None:
+        self.round_s.append(seconds)
+        self.rounds_done[layout] = self.rounds_done.get(layout, 0) + 1
+        self._since = None
+
+    def skipped(self, layout: str) -> None:
+        """A layout that will not boot (reused, done, failed to boot): nothing left of it."""
+        self.booted.add(layout)
+        self.rounds_done[layout] = self.rounds.get(layout, 0)
+
+    def eta_s(self) -> float | None:
+        """Seconds until the last layout is done, or None before a boot and a round were
+        measured."""
+        if not self.boots or not self.round_s:
+            return None
+        boots_left = sum(1 for x in self.order if x not in self.booted)
+        rounds_left = sum(max(self.rounds[x] - self.rounds_done.get(x, 0), 0) for x in self.order)
+        left = (boots_left * statistics.mean(self.boots)
+                + rounds_left * statistics.mean(self.round_s))
+        if self._since is not None:
+            left -= self.clock() - self._since
+        return max(left, 0.0)
+
+    def describe(self, layout: str) -> str:
+        """``layout 3/5, ETA 12 min`` (no ETA before one boot and one round)."""
+        eta = self.eta_s()
+        where = self.position(layout)
+        return where + (f", ETA {duration(eta)}" if eta is not None and where else "")
+

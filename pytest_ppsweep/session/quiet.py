@@ -1,0 +1,102 @@
+"""Runs in which nothing boots: ``--ppsweep-dry-run``, ``--collect-only`` and a selection that
+matches no point. They read the sweep file and the reports folder, and nothing else: no node is
+connected to (no preflight, no final reap) and no run folder is left behind (issue 28).
+
+``--collect-only`` and the dry run are known at configure: the run's files go to a scratch
+folder, removed at the end, and pytest-html is given no report path. An empty selection is known
+only after collection: the run folder made at configure is removed at the end and pytest-html's
+report object is unregistered, so it writes nothing into it. A resumed run's folder, or one named
+by ``--ppsweep-run-id``, is never removed. The dry run prints, per selected point, every node's
+launch command and environment (:mod:`pytest_ppsweep.report.dryrun`) and the selection's notes.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_ppsweep.session import options
+from pytest_ppsweep.session.state import SessionState
+
+__all__ = ["Quiet", "dry_run_requested", "scratch_folder"]
+
+
+def dry_run_requested(config: pytest.Config) -> bool:
+    """``--ppsweep-dry-run`` (or its ini key): then pytest only collects, quietly."""
+    asked = bool(config.getoption("ppsweep_dry_run", False) or config.getini("ppsweep_dry_run"))
+    if asked:
+        config.option.collectonly = True
+        config.option.verbose = min(config.option.verbose, -2)  # the plan, not every test id
+    return asked
+
+
+def scratch_folder(config: pytest.Config, worker: bool) -> Path | None:
+    """Where a run that boots nothing keeps its files meanwhile (None: a run that may boot)."""
+    if worker or not config.option.collectonly:
+        return None
+    return Path(tempfile.mkdtemp(prefix="ppsweep-quiet-"))
+
+
+class Quiet(SessionState):
+    """The session's handling of a run in which nothing boots."""
+
+    scratch: Path | None
+    dry_run: bool
+    plan_lines: list[str]
+    baseline_ref: Path | None
+
+    @property
+    def quiet(self) -> bool:
+        """Nothing boots in this run (--collect-only, a dry run, an empty selection)."""
+        return self.scratch is not None
+
+    def nothing_selected(self) -> None:
+        """The selection matches no point: nothing will boot. A run folder this process made
+        (not a resumed one, not one named by --ppsweep-run-id, no xdist worker writing into it)
+        is removed at the end, and pytest-html writes no report into it."""
+        if self.quiet or options.get(self.config, "ppsweep_resume") or options.get(
+                self.config, "ppsweep_run_id") or self.config.getoption("numprocesses", None):
+            return
+        self.scratch = self.store.dir
+        if self.config.pluginmanager.hasplugin("html"):
+            from pytest_html.basereport import BaseReport
+
+            for plugin in list(self.config.pluginmanager.get_plugins()):
+                if isinstance(plugin, BaseReport):
+                    self.config.pluginmanager.unregister(plugin)
+        self.config.option.htmlpath = None
+
+    def run_dir_for_lookups(self) -> Path:
+        """Where earlier runs are looked for: beside this run's folder, in the reports folder
+        also when this run's files are in a scratch folder."""
+        if self.scratch is not None and self.scratch != self.store.dir:
+            return options.reports_root(self.config) / self.store.run_id
+        return self.store.dir
+
+    def plan_dry_run(self, points: dict[str, set[int]], notes: list[str]) -> None:
+        """The dry run's lines for the selected points, on every cluster of the pool."""
+        if not self.dry_run:
+            return
+        from pytest_ppsweep.report.dryrun import dry_run_lines
+
+        chosen = [self.sweep.config(i) for i in self.ids if i in points]
+        for cluster in self.pool:
+            self.plan_lines += dry_run_lines(self.sweep, cluster, chosen,
+                                             options.reports_root(self.config), points)
+        self.plan_lines += notes
+
+    def quiet_terminal(self, reporter: Any) -> None:
+        """What a quiet run shows at the end: the dry run's plan, or nothing at all."""
+        if self.plan_lines:
+            reporter.write_sep("=", "ppsweep dry run")
+        for line in self.plan_lines:
+            reporter.write_line(line)
+
+    def remove_scratch(self) -> None:
+        """At close: the scratch folder (or the unused run folder) goes."""
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)

@@ -1,0 +1,84 @@
+"""A new user's first hour (issue 28): a dry run, --collect-only and a selection that matches
+nothing read the sweep file and nothing else: no connection is opened, no run folder written.
+
+Runs in-process (pytester) with every socket connect of the process recorded: an SSH or docker
+connection to the sweep's unreachable cluster would show there (and take seconds to fail).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Any
+
+import pandas  # noqa: F401  (loaded before pytester snapshots sys.modules: numpy loads once)
+import pytest
+from support.paths import SEED, sweep_folder
+
+SECRET = "hf_firsthoursecret42"
+
+
+@pytest.fixture
+def connects(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every address this process tries to connect a socket to while the test runs."""
+    seen: list[Any] = []
+    real = socket.socket.connect
+
+    def record(self: socket.socket, address: Any) -> None:
+        if self.family in (socket.AF_INET, socket.AF_INET6):
+            seen.append(address)
+        return real(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", record)
+    return seen
+
+
+@pytest.fixture
+def folder(pytester: pytest.Pytester) -> Path:
+    """The seeds' sweep (its ssh cluster pro6000 is unreachable from here), with a secret."""
+    text = SEED.read_text().replace('[env]\n', f'[env]\nHF_TOKEN = "{SECRET}"\n', 1)
+    return sweep_folder(pytester.path / "matrix", text)
+
+
+def _run(pytester: pytest.Pytester, folder: Path, reports: Path, *args: str
+         ) -> pytest.RunResult:
+    return pytester.runpytest_inprocess(folder, "--ppsweep-cluster", "pro6000",
+                                        "--ppsweep-reports", str(reports),
+                                        "-p", "no:cacheprovider", *args)
+
+
+def test_dry_run_prints_every_launch_and_touches_nothing(
+    pytester: pytest.Pytester, folder: Path, tmp_path: Path, connects: list[Any]
+) -> None:
+    reports = tmp_path / "reports"
+    result = _run(pytester, folder, reports, "--ppsweep-dry-run", "-k", "pp8 or pp4")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert connects == [] and not reports.exists(), (connects, out[-2000:])
+    assert SECRET not in out + result.stderr.str()
+    lines = out.splitlines()
+    for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
+        at = lines.index(f"{cid}: PP/TP/EP {cid[2]} / {cid.split('-')[1][2:]} / 4 at C = 8, 16")
+        nodes = lines[at + 1:at + 5]
+        assert [n.split()[0:2] for n in nodes] == [
+            ["node0", "601"], ["node1", "602"], ["node2", "603"], ["node3", "604"]], nodes
+        assert all(" -m sglang.launch_server --model-path /data/hf_models/Kimi-K3" in n
+                   and "HF_TOKEN=" in n for n in nodes)
+    assert "pp1-tp32-ep4: PP/TP/EP" not in out  # -k selects the points of the dry run
+    assert "boots: 2 (one per point)" in lines
+    assert any(line.startswith("estimated cluster time: at most 60 min of boots") for line in lines)
+
+
+@pytest.mark.parametrize("args", [("--collect-only",), ("-k", "nomatch")],
+                         ids=["collect-only", "no-match"])
+def test_nothing_to_run_connects_to_nothing_and_writes_nothing(
+    pytester: pytest.Pytester, folder: Path, tmp_path: Path, connects: list[Any],
+    args: tuple[str, ...]
+) -> None:
+    reports = tmp_path / "reports"
+    result = _run(pytester, folder, reports, *args)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret in (0, pytest.ExitCode.NO_TESTS_COLLECTED), out
+    assert connects == [], connects
+    assert not reports.exists() or not any(reports.iterdir()), sorted(reports.rglob("*"))
+    assert "Traceback" not in out and "no summary" not in out, out[-2000:]

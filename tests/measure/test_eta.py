@@ -1,0 +1,45 @@
+"""``layout 3/5`` and an ETA from the boots and rounds measured so far."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_ppsweep.measure.eta import SweepClock, duration
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_position_and_eta_from_what_was_measured() -> None:
+    clock = _Clock()
+    sweep = SweepClock({"pp1": 6, "pp2": 6, "pp4": 6}, clock)
+    assert sweep.describe("pp2") == "layout 2/3"  # nothing measured: no ETA, no guess
+    sweep.begin()
+    clock.now = 100.0
+    sweep.boot_done("pp1", 100.0)
+    assert sweep.eta_s() is None  # a boot, no round yet
+    for _ in range(6):
+        sweep.begin()
+        clock.now += 10.0
+        sweep.round_done("pp1", 10.0)
+    # 2 boots × 100 s + 12 rounds × 10 s
+    assert sweep.eta_s() == pytest.approx(320.0)
+    assert sweep.describe("pp1") == "layout 1/3, ETA 5 min"
+    sweep.begin()
+    clock.now += 40.0  # pp2 is booting for 40 s already
+    assert sweep.eta_s() == pytest.approx(280.0)
+    sweep.boot_done("pp2", 60.0)  # the mean boot is now 80 s
+    sweep.skipped("pp4")  # reused: no boot, no rounds
+    assert sweep.eta_s() == pytest.approx(60.0)
+    assert sweep.position("other") == "" and sweep.describe("other") == ""
+
+
+@pytest.mark.parametrize(("seconds", "shown"), [(12.4, "12 s"), (600, "10 min"),
+                                                 (9000, "2.5 h")])
+def test_duration(seconds: float, shown: str) -> None:
+    assert duration(seconds) == shown

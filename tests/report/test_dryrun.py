@@ -1,0 +1,67 @@
+"""``--ppsweep-dry-run``'s lines from the sweep file alone: every node's launch command and
+environment per point (redacted), the boots and an estimated cluster time."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from support.paths import REPO, SEED
+
+from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.report.dryrun import cluster_time, dry_run_lines
+
+
+def _seed_with_secret(tmp_path: Path) -> Path:
+    path = tmp_path / "ppsweep.toml"
+    path.write_text(SEED.read_text().replace(
+        '[env]\n', '[env]\nHF_TOKEN = "hf_dryrunsecret123"\n', 1))
+    return path
+
+
+def test_every_node_of_every_point_with_its_command_and_redacted_env(tmp_path: Path) -> None:
+    sweep = load(_seed_with_secret(tmp_path))
+    cluster = sweep.cluster(None)
+    lines = dry_run_lines(sweep, cluster, sweep.configs, tmp_path / "reports")
+    text = "\n".join(lines)
+    assert "hf_dryrunsecret123" not in text and "HF_TOKEN=" in text
+    nodes = [line for line in lines if line.startswith("  node")]
+    assert len(nodes) == len(sweep.configs) * len(cluster.hosts) == 20
+    pp8 = lines.index("pp8-tp4-ep4: PP/TP/EP 8 / 4 / 4 at C = 8, 16")
+    assert lines[pp8 + 2].startswith("  node1 127.0.6.2 (127.0.6.2): env ")
+    assert "-m pytest_ppsweep.sim --model-path /data/hf_models/Kimi-K3 --tp-size 4 --pp-size 8" \
+        in lines[pp8 + 2]
+    assert "--node-rank 1 --dist-init-addr 127.0.6.1:20000" in lines[pp8 + 2]
+    assert "--chunked-prefill-size 8192 --disable-radix-cache" in lines[pp8 + 2]
+    assert "NCCL_SOCKET_IFNAME=bond0" in lines[pp8 + 2]
+    assert lines[-2] == "boots: 5 (one per point)"
+    assert lines[-1] == ("estimated cluster time: at most 2.5 h of boots (5 boot(s) × "
+                         "boot_timeout_s 1800 s; no fitted profile or earlier run of this sweep "
+                         "to estimate the rounds)")
+    assert not (tmp_path / "reports").exists()
+
+
+def test_the_estimate_comes_from_a_fitted_profile_where_one_exists(tmp_path: Path) -> None:
+    from pytest_ppsweep.planner.data import load_measured
+    from pytest_ppsweep.planner.fitting import fit
+
+    sweep = load(SEED)
+    reports = tmp_path / "reports"
+    profile = reports / f"{sweep.name}-20261201-090000" / "planner" / "profile.json"
+    fit(load_measured([REPO / "benchmarks" / "data" / "seeds_medians.csv"])).write(profile)
+    est = cluster_time(sweep, sweep.configs, reports)
+    assert est.source == f"fitted profile {profile}" and not est.bound
+    # 5 boots of minutes and 5 × 2 C × (3 × 40 + 1) requests of 16,384 tokens at thousands of
+    # tokens/s: between a quarter of an hour and a few hours
+    assert 900 < est.seconds < 4 * 3600, est
+    one = cluster_time(sweep, sweep.configs[:1], reports)
+    assert 0 < one.seconds < est.seconds
+    shutil.rmtree(profile.parent)
+    assert cluster_time(sweep, sweep.configs, reports).bound
+
+
+def test_a_docker_cluster_names_the_image(tmp_path: Path) -> None:
+    sweep = load(SEED, cluster="pro6000")
+    lines = dry_run_lines(sweep, sweep.cluster("pro6000"), sweep.configs[:1], tmp_path)
+    assert lines[1] == f"each command runs in a container of image {sweep.image} on its node"
+    assert lines[3].startswith("  node0 601 (174.1.60.1): env ")
