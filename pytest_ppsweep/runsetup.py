@@ -76,7 +76,7 @@ def write_run_json(
             "spread_threshold": sweep.spread_threshold,
             "min_repeats": sweep.min_repeats,
             "spread_rule": sweep.spread_rule,
-            "workload": json.loads(json.dumps(sweep.workload.__dict__)),
+            "workload": json.loads(json.dumps(sweep.workload.as_json())),
             "sglang_version": None,
             **axis_fields(sweep),
         },
@@ -182,7 +182,7 @@ def axis_fields(sweep: Sweep) -> dict[str, Any]:
         "points": point_facts(sweep.configs),
         "axes": list(sweep.axis_names),
         "compare_baseline": dict(sweep.compare_baseline),
-        "workloads": {n: json.loads(json.dumps(w.__dict__)) for n, w in named.items()},
+        "workloads": {n: json.loads(json.dumps(w.as_json())) for n, w in named.items()},
         "concurrencies": list(dict.fromkeys(
             c for w in (named.values() or [sweep.workload]) for c in w.concurrency)),
     }

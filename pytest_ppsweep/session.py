@@ -238,6 +238,7 @@ class SweepSession:
                 items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
         self.drop_foreign_points(items)
         self._deselect_comm(items)
+        self._drop_without_slo(items)
         plan = self.plan
         for item in items:
             params = _params(item)
@@ -277,6 +278,20 @@ class SweepSession:
         if self.sweep.comm is not None:
             return
         items[:] = [i for i in items if not i.get_closest_marker("ppsweep_comm")]
+
+    def _drop_without_slo(self, items: list[pytest.Item]) -> None:
+        """test_slo (marked ``ppsweep_slo``) exists only for the layouts whose workload carries
+        an SLO; the others' are dropped, not deselected (a sweep without an SLO looks exactly
+        as before)."""
+
+        def without(item: pytest.Item) -> bool:
+            if not item.get_closest_marker("ppsweep_slo"):
+                return False
+            cid = _params(item).get("ppsweep_config")
+            return cid is None or self.sweep.workload_of(self.sweep.config(str(cid))).slo is None
+
+        if any(without(i) for i in items):
+            items[:] = [i for i in items if not without(i)]
 
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""

@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("check",),
     ("sweeprun",),
+    ("slorun",),
     ("progress",),
     ("options",),
     ("runsetup",),

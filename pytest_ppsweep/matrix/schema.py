@@ -37,6 +37,7 @@ SWEEP_KEYS = (
     "thresholds",
     "max_points",
     "a2a_ep_backends",
+    "gpu_hour_usd",
 )
 CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
 WORKLOAD_KEYS = (
@@ -53,6 +54,9 @@ WORKLOAD_KEYS = (
     "api",
     "request_timeout_s",
     "round_timeout_s",
+    "request_rate",
+    "burstiness",
+    "slo",
 )
 CLUSTER_KEYS = (
     "kind",

@@ -80,12 +80,14 @@ def finish(
     """Close the run folder (not-run layouts, sweep order, benchmark.json) and render it."""
     from pytest_ppsweep import gate
     from pytest_ppsweep.gate import benchjson
+    from pytest_ppsweep.gate.sloanswer import slo_answers, write_answers
 
     for config_id, why in not_run.items():
         store.update_config(config_id, boot_error=f"not run: {why}")
     store.sort_results(order)
     if store.results_csv.exists():
         benchjson.write_benchmark_json(store.dir)
+    write_answers(store.dir, slo_answers(store.dir))
     rendered = render(store.dir)
     if compare_ref is not None:
         rows = gate.compare(store.dir, compare_ref, thresholds)
@@ -138,9 +140,16 @@ def render(run_dir: Path) -> Rendered:
     write_summary(run_dir, summary)
     return Rendered(
         html_summary(data, summary, verdicts, rec),
-        terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir)
-        + comm_terminal(run_dir),
+        terminal_summary(summary, verdicts, rec, width=100) + slo_lines(run_dir)
+        + planner_lines(run_dir) + comm_terminal(run_dir),
     )
+
+
+def slo_lines(run_dir: Path) -> list[str]:
+    """The SLO answers and the Pareto front, where the run searched an SLO."""
+    from pytest_ppsweep.report.sloview import terminal_lines
+
+    return terminal_lines(run_dir)
 
 
 def planner_lines(run_dir: Path) -> list[str]:
