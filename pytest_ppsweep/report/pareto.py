@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.gate.sloanswer import read_outcomes, read_probes
+from pytest_ppsweep.report.charts import nice_max
 
 __all__ = ["PARETO_CSV", "Point", "fit_misfit", "front", "pareto_svg", "points",
            "section_html", "terminal_lines", "write_pareto_csv"]  # fmt: skip
@@ -243,8 +244,8 @@ def pareto_svg(pts: Sequence[Point], *, decode: bool, limit: float | None, slo: 
     ys = [v for p in pts for v in (p.y, p.y_hi) if v is not None and v > 0]
     if limit:
         xs.append(1 / limit)
-    x_max = max(xs or [1.0]) * 1.08
-    y_max = max(ys or [1.0]) * 1.1
+    x_max = nice_max(max(xs or [1.0]) * 1.04)
+    y_max = nice_max(max(ys or [1.0]) * 1.04)
     pw, ph = width - left - right, height - top - bottom
 
     def X(v: float) -> float:
