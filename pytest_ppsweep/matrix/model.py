@@ -136,6 +136,9 @@ class Workload:
     api: str
     request_timeout_s: float
     round_timeout_s: float
+    # What the answers rank this workload's points by (primary metric, then tie-break); empty:
+    # derived from its shape (results/questions.py: prefill-like or decode-like).
+    objective: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
