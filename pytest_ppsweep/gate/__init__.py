@@ -61,7 +61,7 @@ if TYPE_CHECKING:
         deviations_pct,
         noise_pct,
     )
-    from pytest_ppsweep.gate.sloanswer import slo_answers, slo_regressions
+    from pytest_ppsweep.gate.slo import slo_regressions
 
 _NAMES = {
     "BASELINES": "baselines",
@@ -102,8 +102,7 @@ _NAMES = {
     "config_differences": "differs",
     "differs_html": "differs",
     "differs_lines": "differs",
-    "slo_answers": "sloanswer",
-    "slo_regressions": "sloanswer",
+    "slo_regressions": "slo",
     "NOISE_K": "noise",
     "NOISE_RULE": "noise",
     "deviations_pct": "noise",
@@ -148,7 +147,6 @@ __all__ = [
     "resolve",
     "save_baseline",
     "significant",
-    "slo_answers",
     "slo_regressions",
     "stats",
     "valid_mask",

@@ -143,12 +143,16 @@ class Workload:
     request_rate: float = math.inf
     burstiness: float = 1.0  # gamma-distributed gaps; 1.0 = Poisson
     slo: SloSpec | None = None  # the latency target and its load search (matrix/slospec.py)
+    # What the answers rank this workload's points by (primary metric, then tie-break); empty:
+    # derived from its shape (results/questions.py: prefill-like or decode-like).
+    objective: tuple[str, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
         """The fields as JSON builtins (run.json, manifests); the open-loop and SLO fields only
         when set, so a closed-loop workload reads as earlier runs wrote it (layouts reusable)."""
         fields = asdict(self)
-        for key, default in (("request_rate", math.inf), ("burstiness", 1.0), ("slo", None)):
+        for key, default in (("request_rate", math.inf), ("burstiness", 1.0), ("slo", None),
+                             ("objective", ())):
             if fields.get(key) == default:
                 fields.pop(key, None)
         fields["concurrency"] = list(self.concurrency)

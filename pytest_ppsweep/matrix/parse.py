@@ -32,6 +32,7 @@ from pytest_ppsweep.matrix.schema import (
     CONFIG_KEYS,
     HOST_KEYS,
     INT_LIMIT,
+    OBJECTIVE_METRICS,
     PLUGIN_OWNED_FLAGS,
     PROFILE_ACTIVITIES,
     PROFILE_KEYS,
@@ -394,6 +395,7 @@ def _workload(w: Reader) -> Workload:
         request_rate=rate,
         burstiness=_burstiness(w),
         slo=_slo(w, num_requests),
+        objective=_objective(w),
     )
 
 
@@ -414,6 +416,25 @@ def _burstiness(w: Reader) -> float:
         raise MatrixError(f"{w.path}: key '{w.where}.burstiness': expected a number > 0 "
                           f"(1 = Poisson, < 1 burstier, > 1 more regular), found {value!r}")
     return value
+
+
+def _objective(w: Reader) -> tuple[str, ...]:
+    """``objective = "output_tps"`` or ``["output_tps", "tpot_p50_s"]``: the primary metric
+    and an optional tie-break, each one of OBJECTIVE_METRICS."""
+    value = w.raw("objective")
+    if value is None:
+        return ()
+    names = [value] if isinstance(value, str) else value
+    known = ", ".join(OBJECTIVE_METRICS)
+    if (not isinstance(names, list) or not 1 <= len(names) <= 2
+            or not all(isinstance(n, str) for n in names)):
+        raise MatrixError(f"{w.path}: key '{w.where}.objective': expected a metric name or a "
+                          f"list of one or two ({known}), found {shown_value(value)}")
+    for name in names:
+        if name not in OBJECTIVE_METRICS:
+            raise MatrixError(f"{w.path}: key '{w.where}.objective': expected one of {known}, "
+                              f"found {name!r}")
+    return tuple(names)
 
 
 def _clusters(top: Reader) -> dict[str, Cluster]:

@@ -57,7 +57,14 @@ WORKLOAD_KEYS = (
     "request_rate",
     "burstiness",
     "slo",
+    "objective",
 )
+# The metrics a workload's answers can rank by (``[workload] objective``), each with whether
+# more is better; results/questions.py derives the default from the workload's shape.
+OBJECTIVE_METRICS: dict[str, bool] = {
+    "input_tps": True, "output_tps": True, "ttft_p50_s": False, "ttft_p95_s": False,
+    "tpot_p50_s": False, "itl_p50_s": False, "e2e_p50_s": False,
+}
 CLUSTER_KEYS = (
     "kind",
     "launcher",

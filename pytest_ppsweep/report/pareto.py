@@ -27,8 +27,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.gate.sloanswer import read_outcomes, read_probes
 from pytest_ppsweep.report.charts import nice_max
+from pytest_ppsweep.results.sloanswer import read_outcomes, read_probes
 
 __all__ = ["PARETO_CSV", "Point", "fit_misfit", "front", "pareto_svg", "points",
            "section_html", "terminal_lines", "write_pareto_csv"]  # fmt: skip

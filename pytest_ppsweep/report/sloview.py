@@ -6,8 +6,8 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from pytest_ppsweep.gate.sloanswer import answer_lines, read_outcomes, slo_answers
 from pytest_ppsweep.report import pareto
+from pytest_ppsweep.results.sloanswer import answer_lines, answers_of, read_outcomes
 
 __all__ = ["html_section", "terminal_lines"]
 
@@ -17,11 +17,12 @@ def html_section(run_dir: Path) -> str:
     outcomes = read_outcomes(run_dir)
     if not outcomes:
         return ""
-    answers = slo_answers(run_dir)
+    answers = answers_of(run_dir)
     items = "".join(
-        f"<li><b>{escape(a['objective'])}</b> [{escape(str(a['workload']))}]: "
-        f"<span class='ppsweep-status'>{escape(a['status'])}</span>. {escape(a['text'])}"
-        + (f"<br><i>to decide:</i> {escape(a['rerun'])}" if a.get("rerun") else "") + "</li>"
+        f"<li><b>{escape(a.question)}</b> [{escape(a.workload)}]: "
+        f"<span class='ppsweep-status'>{escape(a.status)}</span>. "
+        f"{escape(str(a.extra.get('text', '')))}"
+        + (f"<br><i>to decide:</i> {escape(a.rerun)}" if a.rerun else "") + "</li>"
         for a in answers)
     rows = "".join(
         f"<tr><td>{escape(str(o['config_id']))}</td><td>{escape(str(o['status']))}</td>"
@@ -38,6 +39,6 @@ def terminal_lines(run_dir: Path) -> list[str]:
     outcomes = read_outcomes(run_dir)
     if not outcomes:
         return []
-    lines = ["Answers (SLO):", *answer_lines(slo_answers(run_dir))]
+    lines = ["Answers (SLO):", *answer_lines(answers_of(run_dir))]
     lines += [f"  {o['config_id']}: {o['text']}" for o in outcomes]
     return lines + pareto.terminal_lines(run_dir)

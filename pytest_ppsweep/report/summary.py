@@ -80,14 +80,14 @@ def finish(
     """Close the run folder (not-run layouts, sweep order, benchmark.json) and render it."""
     from pytest_ppsweep import gate
     from pytest_ppsweep.gate import benchjson
-    from pytest_ppsweep.gate.sloanswer import slo_answers, write_answers
+    from pytest_ppsweep.results.sloanswer import write_if_absent
 
     for config_id, why in not_run.items():
         store.update_config(config_id, boot_error=f"not run: {why}")
     store.sort_results(order)
     if store.results_csv.exists():
         benchjson.write_benchmark_json(store.dir)
-    write_answers(store.dir, slo_answers(store.dir))
+    write_if_absent(store.dir, store.run_id)  # until the answers of every kind are written
     rendered = render(store.dir)
     if compare_ref is not None:
         rows = gate.compare(store.dir, compare_ref, thresholds)
