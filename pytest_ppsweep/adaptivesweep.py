@@ -111,9 +111,18 @@ class AdaptiveSweep:
     def finish(self) -> list[str]:
         """Refit on everything measured; write the profile and the plan; the layouts skipped."""
         from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
+        from pytest_ppsweep.planner.trust import fit_trust
 
         self.refit()
         self.fitted.write(self.run_dir / "planner" / "profile.json")
+        trust = fit_trust(self.fitted)
+        if not trust.trusted:  # no prediction is written where the fit misses its own points
+            self.say(f"adaptive: {trust.summary()}")
+            for line in trust.misfits:
+                self.say(f"adaptive: misfit: {line}")
+            (self.run_dir / "planner" / "plan.csv").unlink(missing_ok=True)
+            self._write()
+            return list(self.skipped)
         configs = {c.id: c for c in self.sweep.configs}
         rows = plan_rows(self.fitted, layouts=[(i, configs[i].pp, configs[i].tp, configs[i].ep)
                                                for i in self.ids if i in configs])

@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         plan_rows,
         write_plan_csv,
     )
+    from pytest_ppsweep.planner.trust import FitTrust, fit_trust
 
 _NAMES = {
     "Candidate": "adaptive",
@@ -111,6 +112,8 @@ _NAMES = {
     "plan_lines": "plan",
     "plan_rows": "plan",
     "write_plan_csv": "plan",
+    "FitTrust": "trust",
+    "fit_trust": "trust",
 }
 __all__ = [
     "BOOT_PARAMS",
@@ -123,6 +126,7 @@ __all__ = [
     "Candidate",
     "CommPoint",
     "Decision",
+    "FitTrust",
     "Fitted",
     "Hardware",
     "Measured",
@@ -141,6 +145,7 @@ __all__ = [
     "comm_priors",
     "decide",
     "fit",
+    "fit_trust",
     "independent_priors",
     "load_fitted",
     "load_measured",

@@ -11,6 +11,9 @@ model is refitted; then:
 * else the contender that tells the most per cluster-second is booted: the one whose
   measurement would shrink the contenders' predicted variance the most (the linearised
   posterior update), divided by its predicted cluster time (boot + rounds).
+
+A fit that cannot reproduce its own measured points (a misfit, planner/trust.py) decides
+nothing: the next layout in the sweep's order is booted, none is skipped, nothing is predicted.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from pytest_ppsweep.planner.fitting import Z90, Fitted
+from pytest_ppsweep.planner.trust import fit_trust
 
 __all__ = ["Candidate", "Decision", "Workload", "decide", "skip_third_repeat"]
 
@@ -88,6 +92,11 @@ def decide(fitted: Fitted, candidates: Sequence[Candidate], wl: Workload,
     """The next layout to boot, or None when the best is decided (see the module docstring)."""
     done = measured_scores(fitted, wl)
     best = max(done, key=lambda k: done[k]) if done else None
+    trust = fit_trust(fitted)
+    if not trust.trusted:
+        todo = [c for c in candidates if c.config_id not in done]
+        why = f"{trust.summary()}: {'; '.join(trust.misfits)}; every layout is booted"
+        return Decision(todo[0].config_id if todo else None, why, best)
     bar = done[best] + math.log1p(tolerance) if best else -math.inf
     rest = [c for c in candidates if c.config_id not in done]
     scored = {c.config_id: _score(fitted, c, wl) for c in rest}

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -36,6 +37,9 @@ from pytest_ppsweep.results.aggregate import (
     summarize_run,
     write_compare,
 )
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.planner.trust import FitTrust
 
 EXIT_MISSING = 2
 DEFAULT_REPORTS = Path("reports")  # like the plugin's --ppsweep-reports default
@@ -407,10 +411,17 @@ _HELP["plan"] = (
     "--workload c=8,input=32768")
 
 
+def _print_misfit(trust: FitTrust) -> None:
+    print(trust.summary())
+    for line in trust.misfits:
+        print(f"  misfit: {line}")
+
+
 def _cmd_fit(args: argparse.Namespace) -> int:
     from pytest_ppsweep.planner.data import load_measured
     from pytest_ppsweep.planner.fitting import fit
     from pytest_ppsweep.planner.plan import parameter_lines
+    from pytest_ppsweep.planner.trust import fit_trust
 
     runs = [Path(r) for r in args.runs]
     runs = [r if r.exists() or not (args.reports / r).is_dir() else args.reports / r
@@ -432,6 +443,12 @@ def _cmd_fit(args: argparse.Namespace) -> int:
         print(f"not identified by these data ({len(missing)}): {', '.join(missing)} "
               "(their values are the prior's; predictions that depend on them are wide)")
     print(f"fitted profile: {out}")
+    trust = fit_trust(fitted)
+    if not trust.trusted:
+        _print_misfit(trust)
+        if first_dir is not None:  # no predictions from a fit that misses its own points
+            (first_dir / "planner" / "plan.csv").unlink(missing_ok=True)
+        return 1
     if first_dir is not None:
         from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
 
@@ -446,11 +463,16 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 def _cmd_plan(args: argparse.Namespace) -> int:
     from pytest_ppsweep.planner.fitting import load_fitted
     from pytest_ppsweep.planner.plan import parse_workload, plan_lines, plan_rows, write_plan_csv
+    from pytest_ppsweep.planner.trust import fit_trust
 
     path = Path(args.profile)
     if not path.exists() and (args.reports / path).is_dir():
         path = args.reports / path
     fitted = load_fitted(path)
+    trust = fit_trust(fitted)
+    if not trust.trusted:
+        _print_misfit(trust)
+        return 1
     workloads = [parse_workload(w) for w in args.workload or ()]
     rows = plan_rows(fitted, workloads)
     for line in plan_lines(rows):

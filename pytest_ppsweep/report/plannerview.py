@@ -1,18 +1,34 @@
 """The report's planner section: predicted vs measured, from ``planner/plan.csv`` of the run
 folder (written by the adaptive sweep at the end of its run, and by ``python -m pytest_ppsweep
 fit RUN``). Every prediction is shown with its 90 % interval; layouts the adaptive sweep did
-not boot read "predicted, not measured". Nothing when the run has no plan.
+not boot read "predicted, not measured". Nothing when the run has no plan. A fit that cannot
+reproduce its own measured points (``misfit`` in planner/profile.json, planner/trust.py) shows
+"misfit", names the points, and no prediction.
 """
 
 from __future__ import annotations
 
 import csv
+import json
 from html import escape
 from pathlib import Path
 
 __all__ = ["html_section", "terminal_lines"]
 
 PLAN = Path("planner") / "plan.csv"
+PROFILE = Path("planner") / "profile.json"
+MISFIT = ("Planner: misfit. The fitted cost model cannot reproduce these measured points, so no "
+          "prediction is shown:")
+
+
+def _misfits(run_dir: Path) -> list[str]:
+    """The saved profile's ``misfit`` lines ([] when trusted, absent or unreadable)."""
+    try:
+        raw = json.loads((run_dir / PROFILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    found = raw.get("misfit") if isinstance(raw, dict) else None
+    return [str(x) for x in found] if isinstance(found, list) else []
 HEADERS = ("Layout", "C", "Input TPS predicted [90 %]", "measured", "TTFT p50 s predicted "
            "[90 %]", "measured", "Worst-rank MiB [90 %]", "State")
 
@@ -53,6 +69,11 @@ def _cells(row: dict[str, str]) -> list[str]:
 
 def html_section(run_dir: Path) -> str:
     """The HTML section, or "" when the run folder has no plan."""
+    misfits = _misfits(run_dir)
+    if misfits:
+        items = "".join(f"<li>{escape(m)}</li>" for m in misfits)
+        return (f'<h3 id="ppsweep-planner">Planner: misfit</h3><p>{escape(MISFIT)}</p>'
+                f'<ul class="ppsweep-misfit">{items}</ul>')
     rows = _rows(run_dir)
     if not rows:
         return ""
@@ -67,6 +88,9 @@ def html_section(run_dir: Path) -> str:
 
 def terminal_lines(run_dir: Path) -> list[str]:
     """The same table for the terminal summary ([] without a plan)."""
+    misfits = _misfits(run_dir)
+    if misfits:
+        return [MISFIT, *(f"  misfit: {m}" for m in misfits)]
     rows = _rows(run_dir)
     if not rows:
         return []

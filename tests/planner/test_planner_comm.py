@@ -116,10 +116,15 @@ def test_the_unbooted_span_is_predicted_from_the_comm_results(  # type: ignore[n
         fits) -> None:
     truth, without, with_comm = fits
     true_tps = _tps(truth, 1, 32, 4)
-    err_without = abs(math.log(without.predict(1, 32, 8).input_tps.value / true_tps))
+    blind = without.predict(1, 32, 8).input_tps
     band = with_comm.predict(1, 32, 8).input_tps
     assert band.lo < true_tps < band.hi
-    assert abs(math.log(band.value / true_tps)) < 0.03 < err_without  # the priors were wrong
+    assert abs(math.log(band.value / true_tps)) < 0.03
+    # the priors were wrong: without comm.csv the span's bus bandwidth rests on PP2/TP16 alone
+    # and the interval says so (the fit no longer returns to the wrong prior, so its centre is
+    # close too: test_trust.py)
+    assert blind.lo < true_tps < blind.hi
+    assert band.half_width < blind.half_width / 3
 
 
 def test_the_measured_priors_survive_the_profile_file(  # type: ignore[no-untyped-def]
