@@ -11,8 +11,8 @@ layout × load measured, the planner's predictions for layouts not booted, and `
   (x ≥ 1 / limit meets it).
 * Predictions (planner/profile.json, ``python -m pytest_ppsweep fit``): for the cluster's
   layouts that were not booted, at the Cs measured, with 90 % intervals on both axes; drawn only
-  when the fit reproduces its own training points (:func:`fit_misfit`), else the chart says
-  *misfit* and names them.
+  when the fit reproduces its own training points (planner/trust.py, the one rule), else the
+  chart says *misfit* and names them.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any
 from pytest_ppsweep.report.charts import nice_max
 from pytest_ppsweep.results.sloanswer import read_outcomes, read_probes
 
-__all__ = ["PARETO_CSV", "Point", "fit_misfit", "front", "pareto_svg", "points",
+__all__ = ["PARETO_CSV", "Point", "front", "pareto_svg", "points",
            "section_html", "terminal_lines", "write_pareto_csv"]  # fmt: skip
 
 PARETO_CSV = "pareto.csv"
@@ -144,28 +144,6 @@ def front(pts: Sequence[Point]) -> list[Point]:
         q.x >= p.x and q.y >= p.y and (q.x > p.x or q.y > p.y) for q in measured)]
 
 
-def fit_misfit(profile: Any) -> list[str]:
-    """The fitted planner's own training points it does not reproduce: measured Input TPS
-    outside the fit's 90 % interval at that point, each named. Empty: the fit is trusted.
-
-    The planner's own misfit verdict, where the planner has one, is the rule; this is where the
-    chart asks for it."""
-    bad = []
-    for o in getattr(profile, "measured", []):
-        try:
-            pred = profile.predict(int(o["pp"]), int(o["tp"]), int(o["concurrency"]),
-                                   int(o["input_len"]), int(o["num_requests"]))
-        except (KeyError, TypeError, ValueError):
-            continue
-        got = _f(o.get("input_tps"))
-        if got is not None and not pred.input_tps.contains(got):
-            name = o.get("config_id") or f"pp{o['pp']}-tp{o['tp']}"
-            bad.append(f"{name} C={o['concurrency']}: measured "
-                       f"{got:,.0f} Input TPS, predicted {pred.input_tps.value:,.0f} "
-                       f"[{pred.input_tps.lo:,.0f}, {pred.input_tps.hi:,.0f}]")
-    return bad
-
-
 def predictions(run_dir: Path, measured: Sequence[Point]) -> tuple[list[Point], list[str]]:
     """The planner's points for the cluster's layouts not booted, at the Cs measured, and the
     misfit lines (non-empty: no predictions). ([], []) without a fitted profile."""
@@ -174,14 +152,15 @@ def predictions(run_dir: Path, measured: Sequence[Point]) -> tuple[list[Point], 
         return [], []
     from pytest_ppsweep.planner.fitting import load_fitted
     from pytest_ppsweep.planner.plan import cluster_layouts
+    from pytest_ppsweep.planner.trust import fit_trust
 
     try:
         profile = load_fitted(path)
+        trust = fit_trust(path)
     except (OSError, ValueError, KeyError) as exc:
         return [], [f"planner/profile.json unreadable: {exc}"]
-    misfit = fit_misfit(profile)
-    if misfit:
-        return [], misfit
+    if not trust.trusted:
+        return [], [trust.summary(), *trust.misfits]
     gpus = {p.gpus for p in measured} or {int(profile.hardware.gpus)}
     booted = {(int(o["pp"]), int(o["tp"])) for o in profile.measured}
     booted |= {_pp_tp(p.config_id) for p in measured}

@@ -28,9 +28,11 @@ def searched(run: Path, cid: str, low: float | None, high: float | None, *,
     rows: list[dict[str, Any]] = []
     if low is not None:
         rows += [{"load": low, "within": True, "input_tps_per_gpu": v, "goodput_rps": v / 1000,
+                  "ttft_p50_s": 4.0, "input_tps": v * gpus,
                   "usd_per_m_input": 2.0 * gpus / 3600 / (v * gpus) * 1e6} for v in tps]
     if high is not None and low is not None:
-        rows.append({"load": high, "within": False, "reasons": "TTFT p50 ≤ 5 s: measured 6 s"})
+        rows.append({"load": high, "within": False, "reasons": "TTFT p50 ≤ 5 s: measured 6 s",
+                     "ttft_p50_s": 6.0, "input_tps": 1100.0 * gpus})
     if low is None:
         rows.append({"load": 0.5, "within": False, "reasons": reason})
     path = run / "slo_probes.csv"
