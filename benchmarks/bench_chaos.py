@@ -12,6 +12,10 @@ not end a layout share one boot. Prints the Markdown table of docs/RELIABILITY.m
 evidence, or leaves anything behind.
 
     python benchmarks/bench_chaos.py [--backend emulator,sglang,ssh,docker] [--fault F,...]
+        [--smoke]
+
+``--smoke``: one fault (``nccl_init``) on the emulator, unless ``--backend``/``--fault`` are given
+too (the smoke test adds ``--backend emulator,docker`` where the test hosts are up).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from benchkit.results import add_smoke, goal, info, print_results  # noqa: E402
 from support.chaos import (  # noqa: E402
     BACKENDS,
     FAULTS,
@@ -42,8 +47,9 @@ from support.chaos import (  # noqa: E402
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backend", default=",".join(BACKENDS))
-    ap.add_argument("--fault", default=",".join(FAULTS))
+    ap.add_argument("--backend", default=None, help=f"default: {','.join(BACKENDS)}")
+    ap.add_argument("--fault", default=None, help=f"default: {','.join(FAULTS)}")
+    add_smoke(ap, "nccl_init on the emulator")
     ap.add_argument("--json", type=Path, default=None, help="write every cell's details here")
     ap.add_argument("--table-from", type=Path, nargs="+", default=None, metavar="JSON",
                     help="no run: print the table of cells that earlier --json runs wrote "
@@ -52,9 +58,12 @@ def main() -> int:
     if args.table_from:
         cells = {(r.fault, r.backend): r for path in args.table_from for r in from_json(path)}
         print(table(cells))
-        return 0 if all(r.ok for r in cells.values()) else 1
-    wanted = args.backend.split(",")
-    faults = args.fault.split(",")
+        good = sum(r.ok for r in cells.values())
+        print_results([goal("chaos cells with their verdict, evidence and nothing left",
+                            f"{good}/{len(cells)}", "all", good == len(cells))])
+        return 0 if good == len(cells) else 1
+    wanted = (args.backend or ("emulator" if args.smoke else ",".join(BACKENDS))).split(",")
+    faults = (args.fault or ("nccl_init" if args.smoke else ",".join(FAULTS))).split(",")
     unknown = sorted(set(wanted) - set(BACKENDS)) + sorted(set(faults) - set(FAULTS))
     if unknown:
         ap.error(f"unknown backend or fault: {', '.join(unknown)}")
@@ -106,6 +115,14 @@ def main() -> int:
               f"evidence {r.evidence[:200]!r}, leftovers {r.leftovers[:3]}, {r.note}")
     if args.json:
         args.json.write_text(as_json(results))
+    print_results([
+        goal("chaos cells with their verdict, evidence and nothing left",
+             f"{len(results) - len(misses)}/{len(results)}", "all", not misses),
+        info("chaos backends run", ", ".join(b for b in BACKENDS if b in wanted
+                                              and b not in not_run) or "none"),
+        info("chaos wall time", f"{time.monotonic() - t0:.0f} s, load average (1 min) "
+             f"{load0[0]:.2f} → {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"),
+    ])
     return 1 if misses else 0
 
 

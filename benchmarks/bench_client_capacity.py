@@ -44,7 +44,9 @@ otherwise). Load averages are printed around every run: on a shared machine the 
 lower bounds of the client's capacity.
 
     python benchmarks/bench_client_capacity.py [--requests 600] [--concurrency 16]
-        [--input-len 16384] [--rounds 2] [--server zero|sim|both]
+        [--input-len 16384] [--rounds 2] [--server zero|sim|both] [--smoke]
+
+``--smoke``: 1 round per client of 16 requests of 2,048 tokens at C=4 on the zero server.
 
 Needs ``bash scripts/provision_sglang_cpu.sh`` (SGLang venv + tiny tokenizer).
 """
@@ -67,6 +69,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchkit.bench_serving import bench_serving_args, run_bench_serving
 from benchkit.processes import port_free, zero_server
 from benchkit.provisioned import sglang_python, tiny_tokenizer
+from benchkit.results import Result, add_smoke, finish, goal, info
 from benchkit.stats import cpu_seconds, loadavg
 
 from pytest_ppsweep.measure import bench
@@ -190,12 +193,16 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2, help="runs per client (alternating)")
     ap.add_argument("--server", choices=("zero", "sim", "both"), default="zero")
     ap.add_argument("--seed", type=int, default=1)
+    add_smoke(ap, "1 round of 16 requests of 2,048 tokens at C=4")
     ns = ap.parse_args()
+    if ns.smoke:
+        ns.requests, ns.concurrency, ns.input_len, ns.rounds = 16, 4, 2048, 1
     if ns.requests + 1 > VOCAB:
         raise SystemExit(f"--requests must be < {VOCAB}")
     python = sglang_python()
     kinds = ("zero", "sim") if ns.server == "both" else (ns.server,)
     ok = True
+    figures: list[Result] = []
     print(f"start: {loadavg()}", flush=True)
     for kind in kinds:
         points: dict[str, list[Point]] = {"ours": [], "bench_serving": []}
@@ -233,9 +240,15 @@ def main() -> int:
             flush=True,
         )
         ok = ok and ours >= theirs
+        figures += [
+            goal(f"{kind} server requests/s ours over bench_serving", f"{ours / theirs:.2f} "
+                 f"({ours:.1f} over {theirs:.1f})", ">= 1.0", ours >= theirs),
+            info(f"{kind} server CPU ms/request ours, bench_serving",
+                 f"{cpu_ours:.3f}, {cpu_theirs:.3f}"),
+        ]
     print(f"end: {loadavg()}")
     print("PASS" if ok else "FAIL (ours < bench_serving)")
-    return 0 if ok else 1
+    return finish(figures, ns.smoke)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,9 @@ Percentiles are linear-interpolation (``np.percentile``). The machine may be sha
 average is printed around every round.
 
     python benchmarks/bench_client_fidelity.py [--requests 240] [--concurrency 16]
-        [--input-len 16384] [--scale 20] [--rounds 2]
+        [--input-len 16384] [--scale 20] [--rounds 2] [--smoke]
+
+``--smoke``: 1 round per client of 8 requests of 2,048 tokens at C=4, time scale 200.
 
 Needs ``bash scripts/provision_sglang_cpu.sh`` (SGLang venv + tiny tokenizer).
 """
@@ -66,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchkit.bench_serving import bench_serving_args, run_bench_serving
 from benchkit.processes import port_free
 from benchkit.provisioned import sglang_python, tiny_tokenizer
+from benchkit.results import add_smoke, finish, goal, info
 from benchkit.stats import loadavg, percentile
 
 from pytest_ppsweep.measure import bench
@@ -185,7 +188,10 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=20.0, help="PPSWEEP_SIM_TIME_SCALE")
     ap.add_argument("--rounds", type=int, default=2, help="rounds per client (alternating)")
     ap.add_argument("--seed", type=int, default=1)
+    add_smoke(ap, "1 round of 8 requests of 2,048 tokens at C=4, time scale 200")
     ns = ap.parse_args()
+    if ns.smoke:
+        ns.requests, ns.concurrency, ns.input_len, ns.scale, ns.rounds = 8, 4, 2048, 200.0, 1
     python = sglang_python()
     spec = WorkloadSpec(
         input_len=ns.input_len,
@@ -264,7 +270,11 @@ def main() -> int:
     print(f"end: {loadavg()}")
     ok = p99_ours <= GATE_MS and p99_ours <= p99_theirs
     print("PASS" if ok else f"FAIL (need ours ≤ {GATE_MS} ms and ≤ bench_serving's)")
-    return 0 if ok else 1
+    return finish([
+        goal("receive-lag p99 ours", f"{p99_ours:.3f} ms (bench_serving {p99_theirs:.3f} ms)",
+             f"<= {GATE_MS:g} ms and <= bench_serving's", ok),
+        info("receive-lag p99 ratio ours/bench_serving", f"{ratio:.3f}"),
+    ], ns.smoke)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,10 @@ loopback 127.0.62.21-24; skipped with a note when not provisioned). On real SGLa
 stage makes rank 0's requests hang until its watchdog (300 s by default): without the watch the
 round would not end before ``round_timeout_s``.
 
-    python benchmarks/bench_fail_fast.py [--backend emulator,sglang] [--repeats 1]
+    python benchmarks/bench_fail_fast.py [--backend emulator,sglang] [--repeats 1] [--smoke]
+
+``--smoke``: the emulator alone, SIGKILL and fatal line once each (real SGLang's boot is what
+tests/real runs).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.benchkit.provisioned import DEFAULT_MODELS, DEFAULT_SGLANG_PYTHON
+from benchmarks.benchkit.results import Result, add_smoke, finish, goal
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.service.liveness import POLL_S, LayoutDead
@@ -148,7 +152,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="emulator,sglang")
     ap.add_argument("--repeats", type=int, default=1)
+    add_smoke(ap, "the emulator alone, once each")
     args = ap.parse_args()
+    if args.smoke:
+        args.backend, args.repeats = "emulator", 1
     rows: list[tuple[str, str, float, str]] = []
     with tempfile.TemporaryDirectory(prefix="failfast-") as tmp:
         root = Path(tmp)
@@ -173,13 +180,15 @@ def main() -> int:
     print(f"liveness poll {POLL_S} s; reference: SGLang test helpers poll every "
           f"{SGLANG_TEST_POLL_S:.0f} s; goal ≤ {GOAL_S:.0f} s")
     print(f"{'backend':<10}{'what':<8}{'death → failure':>17}{'ratio vs 10 s':>15}{'goal':>7}")
-    bad = 0
+    figures: list[Result] = []
     for backend, how, seconds, _cause in rows:
         ok = seconds <= GOAL_S
-        bad += not ok
-        print(f"{backend:<10}{'SIGKILL' if how == 'kill' else 'fatal':<8}{seconds:>15.3f} s"
+        what = "SIGKILL" if how == "kill" else "fatal"
+        print(f"{backend:<10}{what:<8}{seconds:>15.3f} s"
               f"{seconds / SGLANG_TEST_POLL_S:>15.3f}{'ok' if ok else 'MISS':>7}")
-    return 1 if bad else 0
+        figures.append(goal(f"{backend} {what} death to failure", f"{seconds:.3f} s",
+                            f"<= {GOAL_S:.0f} s", ok))
+    return finish(figures, args.smoke)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,10 @@ keeps the run folders, ``--reuse DIR`` evaluates them again without a sweep (the
 on the load of the machine while the sweeps ran: keep the runs of a quiet machine).
 
     python benchmarks/bench_gate.py [--time-scale 100] [--requests 16] [--reruns 10] [--old-rule]
+        [--smoke]
+
+``--smoke``: PP8/TP4 alone, one rerun and one run at +10 % compute, 2 requests at time scale
+1000, on ports of its own (the same code path in well under a minute; its rates mean nothing).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from unittest import mock
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from benchkit.results import Result, add_smoke, goal, info, print_results  # noqa: E402
 
 from pytest_ppsweep.gate import comparison  # noqa: E402
 from pytest_ppsweep.gate.comparison import Comparison, compare  # noqa: E402
@@ -83,8 +89,8 @@ kind = "local"
 hosts = ["127.0.64.1", "127.0.64.2", "127.0.64.3", "127.0.64.4"]
 gpus_per_node = 8
 server_module = "pytest_ppsweep.sim"
-port = 30240
-dist_init_port = 20240
+port = {port}
+dist_init_port = {dist_port}
 nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
 env = {env}
 """
@@ -109,11 +115,14 @@ def sweep_run(tmp: Path, profile: Path, args: argparse.Namespace, tag: str) -> P
     folder.mkdir()
     env_table = (f'{{ PPSWEEP_SIM_TIME_SCALE = "{args.time_scale}", PPSWEEP_SIM_STATE_DIR = '
                  f'"{tmp / "sim-state"}", PPSWEEP_SIM_PROFILE = "{profile}" }}')
-    (folder / "ppsweep.toml").write_text(MATRIX.format(requests=args.requests, env=env_table))
+    (folder / "ppsweep.toml").write_text(MATRIX.format(requests=args.requests, env=env_table,
+                                                          port=args.port,
+                                                          dist_port=args.port - 10000))
     (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
     reports = tmp / "reports" / tag
     cmd = [sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider",
-           "-p", "no:xdist", "--ppsweep-reports", str(reports)]
+           "-p", "no:xdist", "--ppsweep-reports", str(reports),
+           *(["--ppsweep-config", args.config] if args.config else [])]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     res = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, check=False, env=env)
     runs = [p for p in reports.iterdir() if p.is_dir()] if reports.is_dir() else []
@@ -135,27 +144,29 @@ def run_folder(tmp: Path, tag: str) -> Path:
     return runs[0]
 
 
-def sweeps(args: argparse.Namespace, slowdowns: list[float]) -> Iterator[tuple[str, Path]]:
-    """(tag, run folder) of the reference, the same-image reruns and the slowed runs: run
-    now (kept under ``--keep``), or read back from ``--reuse``."""
+@contextlib.contextmanager
+def sweeps(args: argparse.Namespace, slowdowns: list[float]) -> Iterator[dict[str, Path]]:
+    """{tag: run folder} of the reference, the same-image reruns and the slowed runs: run now
+    (kept under ``--keep``), or read back from ``--reuse``. The folders exist until the ``with``
+    block ends (a temporary folder without ``--keep``)."""
     if args.reuse is not None:
         tags = (["ref"] + [f"same{i}" for i in range(args.reruns)]
                 + [f"slow{s:g}-{i}" for s in slowdowns for i in range(args.slow_reruns)])
-        for tag in tags:
-            yield tag, run_folder(args.reuse, tag)
+        yield {tag: run_folder(args.reuse, tag) for tag in tags}
         return
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     with (tempfile.TemporaryDirectory() if args.keep is None
           else contextlib.nullcontext(str(args.keep))) as name:
         tmp = Path(name)
-        yield "ref", sweep_run(tmp, PROFILE, args, "ref")
+        runs = {"ref": sweep_run(tmp, PROFILE, args, "ref")}
         for i in range(args.reruns):
-            yield f"same{i}", sweep_run(tmp, PROFILE, args, f"same{i}")
+            runs[f"same{i}"] = sweep_run(tmp, PROFILE, args, f"same{i}")
         for s in slowdowns:
             profile = perturbed_profile(tmp, s)
             for i in range(args.slow_reruns):
-                yield f"slow{s:g}-{i}", sweep_run(tmp, profile, args, f"slow{s:g}-{i}")
+                runs[f"slow{s:g}-{i}"] = sweep_run(tmp, profile, args, f"slow{s:g}-{i}")
+        yield runs
 
 
 def old_rule(ref: Sequence[float], cur: Sequence[float]) -> float:
@@ -167,9 +178,10 @@ def old_rule(ref: Sequence[float], cur: Sequence[float]) -> float:
 
 
 def evaluate(runs: dict[str, Path], args: argparse.Namespace, slowdowns: list[float],
-             rule: str, verbose: bool) -> None:
-    """Compare every run with the reference under the gate's rule (``rule``: its text) and print
-    the false-alarm and detection rates against the goals."""
+             rule: str, verbose: bool, label: str = "") -> list[Result]:
+    """Compare every run with the reference under the gate's rule (``rule``: its text), print
+    the false-alarm and detection rates against the goals and return them as figures (names
+    prefixed by ``label``)."""
     ref = runs["ref"]
     same = [by_key(compare(runs[f"same{i}"], ref)) for i in range(args.reruns)]
     slow = {s: [by_key(compare(runs[f"slow{s:g}-{i}"], ref)) for i in range(args.slow_reruns)]
@@ -180,10 +192,16 @@ def evaluate(runs: dict[str, Path], args: argparse.Namespace, slowdowns: list[fl
     false_reg = sum(v == "regression" for v in verdicts)
     print(f"\n== noise rule: {rule}")
     print(f"time scale {args.time_scale:g}, {args.requests} requests × 3 repeats, "
-          f"{len(keys)} points (2 layouts × 2 C × {len({k[2] for k in keys})} metrics)")
+          f"{len(keys)} points ({len({k[0] for k in keys})} layouts × 2 C × "
+          f"{len({k[2] for k in keys})} metrics)")
     print(f"same image, {args.reruns} reruns vs the reference: {alarms}/{len(verdicts)} points "
           f"shown as a change ({alarms / len(verdicts):.1%}; goal <= 5 %), "
           f"{false_reg} false regressions")
+    results = [
+        goal(f"{label}false alarms (same image)", f"{alarms}/{len(verdicts)} points "
+             f"({alarms / len(verdicts):.1%})", "<= 5 %", alarms / len(verdicts) <= 0.05),
+        info(f"{label}false regressions (same image)", f"{false_reg}/{len(verdicts)} points"),
+    ]
     noise = {k: statistics.median(rows[k].noise_pct or 0.0 for rows in same) for k in keys}
     # The true value of a point: the median over the same-image runs (reference included).
     truth = {k: statistics.median([same[0][k].ref or 0.0, *(rows[k].cur or 0.0 for rows in same)])
@@ -219,12 +237,25 @@ def evaluate(runs: dict[str, Path], args: argparse.Namespace, slowdowns: list[fl
     if detect_n:
         print(f"detection beyond 3× noise: {detect_ok}/{detect_n} ({detect_ok / detect_n:.1%}; "
               "goal >= 95 %)")
+        results.append(goal(f"{label}detection beyond 3× noise",
+                            f"{detect_ok}/{detect_n} ({detect_ok / detect_n:.1%})", ">= 95 %",
+                            detect_ok / detect_n >= 0.95))
+    else:
+        results.append(info(f"{label}detection beyond 3× noise",
+                            "inconclusive (no point's true change beyond 3× its noise)"))
     if beyond_n:
         print(f"beyond the threshold failing: {beyond_ok}/{beyond_n} "
               f"({beyond_ok / beyond_n:.1%}; goal 100 %)")
+        results.append(goal(f"{label}beyond the threshold failing",
+                            f"{beyond_ok}/{beyond_n} ({beyond_ok / beyond_n:.1%})", "100 %",
+                            beyond_ok == beyond_n))
+    else:
+        results.append(info(f"{label}beyond the threshold failing",
+                            "inconclusive (no point's true change beyond the threshold)"))
+    return results
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--time-scale", type=float, default=100.0)
     ap.add_argument("--requests", type=int, default=16)
@@ -239,21 +270,33 @@ def main() -> None:
     ap.add_argument("--old-rule", action="store_true",
                     help="also evaluate the earlier noise rule (the larger spread) on the same "
                          "runs, for comparison")
-    args = ap.parse_args()
+    ap.add_argument("--port", type=int, default=30240,
+                    help="HTTP port of the emulated nodes (rendezvous: port - 10000)")
+    ap.add_argument("--config", help="only these layouts (--ppsweep-config), e.g. pp8")
+    add_smoke(ap, "PP8 alone, 1 rerun, 1 run at +10 %% compute, 2 requests, time scale 1000")
+    args = ap.parse_args(argv)
+    if args.smoke:
+        args.reruns, args.slow_reruns, args.slowdowns = 1, 1, "0.10"
+        args.requests, args.time_scale, args.port, args.config = 2, 1000.0, 30250, "pp8"
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     start = time.perf_counter()
     load0 = os.getloadavg()
-    runs = dict(sweeps(args, slowdowns))
-    elapsed = time.perf_counter() - start
-    evaluate(runs, args, slowdowns, NOISE_RULE, verbose=True)
-    if args.old_rule:
-        with mock.patch.object(comparison, "noise_pct", old_rule):
-            evaluate(runs, args, slowdowns, "(earlier) |Δ| > max(spread_ref, spread_cur), "
-                     "spread = (max − min) / median", verbose=False)
+    with sweeps(args, slowdowns) as runs:
+        elapsed = time.perf_counter() - start
+        results = evaluate(runs, args, slowdowns, NOISE_RULE, verbose=True)
+        if args.old_rule:
+            with mock.patch.object(comparison, "noise_pct", old_rule):
+                results += evaluate(runs, args, slowdowns, "(earlier) |Δ| > max(spread_ref, "
+                                    "spread_cur), spread = (max − min) / median", verbose=False,
+                                    label="earlier rule: ")
     if args.reuse is None:
         print(f"\n{len(runs)} runs in {elapsed:.0f} s; cores: {os.cpu_count()}, load average "
               f"(1 min): {load0[0]:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
+        results.append(info("load average (1 min), start → end",
+                            f"{load0[0]:.2f} → {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"))
+    print_results(results)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

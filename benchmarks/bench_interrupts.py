@@ -19,7 +19,11 @@ shows that the resumed run completes the rest after any interrupt. Exit status 1
 left something or lost or duplicated a round.
 
     PYTHONPATH=. python benchmarks/bench_interrupts.py [--seed 16] [--emulator 20] [--kill 10]
-        [--docker 5] [--docker-kill 1]
+        [--docker 5] [--docker-kill 1] [--smoke]
+
+``--smoke``: 1 Ctrl-C/SIGTERM and 1 SIGKILL + resume case on the emulator and none on Docker,
+unless the counts are given too (the smoke test adds ``--docker-kill 1`` where the test hosts
+are up).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "tests")]
 
+from benchkit.results import add_smoke, goal, info, print_results  # noqa: E402
 from support import interrupts  # noqa: E402
 from support.interrupts import Case, moments, run_cases  # noqa: E402
 
@@ -78,13 +83,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seed", type=int, default=16)
-    ap.add_argument("--emulator", type=int, default=20, help="Ctrl-C/SIGTERM cases (emulator)")
-    ap.add_argument("--kill", type=int, default=10, help="SIGKILL + resume cases (emulator)")
-    ap.add_argument("--docker", type=int, default=5, help="Ctrl-C/SIGTERM cases (docker/ssh)")
-    ap.add_argument("--docker-kill", type=int, default=1, help="SIGKILL + resume (docker/ssh)")
+    counts = {  # option: (full run, smoke), help
+        "emulator": ((20, 1), "Ctrl-C/SIGTERM cases (emulator)"),
+        "kill": ((10, 1), "SIGKILL + resume cases (emulator)"),
+        "docker": ((5, 0), "Ctrl-C/SIGTERM cases (docker/ssh)"),
+        "docker_kill": ((1, 0), "SIGKILL + resume (docker/ssh)"),
+    }
+    for name, ((full, smoke), text) in counts.items():
+        ap.add_argument(f"--{name.replace('_', '-')}", type=int, default=None,
+                        help=f"{text}; default {full}, {smoke} with --smoke")
     ap.add_argument("--no-resume-all", action="store_true",
                     help="resume only the SIGKILL cases")
+    add_smoke(ap, "1 + 1 emulator cases, no Docker")
     args = ap.parse_args(argv)
+    for name, ((full, smoke), _text) in counts.items():
+        if getattr(args, name) is None:
+            setattr(args, name, smoke if args.smoke else full)
     t0 = time.monotonic()
     resume_all = not args.no_resume_all
     with tempfile.TemporaryDirectory(prefix="ppsweep-intr-") as tmp:
@@ -109,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     for c in bad:
         print(f"\ncase {c.moment.index} ({c.moment.describe()}, {c.moment.signal}, "
               f"{c.backend}):\n{c.output[-3000:]}")
+    figures = [goal("interrupted cases clean (nothing left, every round once, resumed)",
+                    f"{len(cases) - len(bad)}/{len(cases)}", "all", not bad)]
+    if args.docker or args.docker_kill:
+        figures.append(goal("left on the namespace hosts after the docker cases",
+                            str(len(host_left)), "0", not host_left))
+    figures.append(info("interrupts wall time", f"{time.monotonic() - t0:.0f} s"))
+    print_results(figures)
     return 1 if bad or host_left else 0
 
 

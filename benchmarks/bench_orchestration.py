@@ -17,7 +17,10 @@ It prints
   ``PYTHONPATH=DIR``), alternating the two ``--runs`` times so that both see the same load.
 
     python benchmarks/bench_orchestration.py [--time-scale 100] [--runs 1] [--against DIR]
-        [--requests 40] [--repeats 3] [--config pp8] [--warn]
+        [--requests 40] [--repeats 3] [--config pp8] [--warn] [--smoke]
+
+``--smoke``: the PP8 layout alone, 2 repeats of 4 requests at time scale 400 (a spread over the
+threshold is a warning), on ports of its own.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from benchkit.results import Result, add_smoke, finish, goal, info
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = """
@@ -133,7 +138,7 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def show(name: str, runs: list[Sweep]) -> None:
+def show(name: str, runs: list[Sweep]) -> list[Result]:
     work = median([r.work_s for r in runs])
     span = median([r.span_s for r in runs])
     command = median([r.command_s for r in runs])
@@ -149,9 +154,16 @@ def show(name: str, runs: list[Sweep]) -> None:
             print(f"    {phase:<16} {median([r.phases[phase] for r in runs]):6.2f}")
     else:
         print("  (no metadata/phases.json in this tree's runs: no per-phase breakdown)")
+    label = "" if name == "this tree" else f"{name}: "
+    return [
+        info(f"{label}work (Σ boot + Σ rounds)", f"{work:.1f} s"),
+        goal(f"{label}sweep wall time over its work", f"{span / work:.3f} ({span:.1f} s over "
+             f"{work:.1f} s, median of {len(runs)} run(s))", f"<= {GOAL}", span / work <= GOAL),
+        info(f"{label}command wall time over the work", f"{command / work:.3f}"),
+    ]
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--time-scale", type=float, default=100.0)
@@ -164,7 +176,11 @@ def main() -> None:
     ap.add_argument("--config", help="only these layouts (--ppsweep-config), e.g. pp8")
     ap.add_argument("--warn", action="store_true",
                     help="--ppsweep-spread-rule warn (cut-down workloads are noisy)")
+    add_smoke(ap, "PP8 alone, 2 repeats of 4 requests, time scale 400")
     args = ap.parse_args()
+    if args.smoke:
+        args.config, args.requests, args.repeats, args.time_scale = "pp8", 4, 2, 400.0
+        args.warn, args.port = True, 43700
     trees = {"this tree": REPO}
     if args.against is not None:
         trees[f"against {args.against}"] = args.against.resolve()
@@ -180,11 +196,13 @@ def main() -> None:
                 load.append(os.getloadavg()[0])
     print(f"the seeds' sweep on the emulator: time scale {args.time_scale:g}, "
           f"{args.requests} requests × {args.repeats} repeats; real seconds")
-    for name, runs in results.items():
-        show(name, runs)
+    figures = [f for name, runs in results.items() for f in show(name, runs)]
     print(f"cores: {os.cpu_count()}, load average (1 min) before/after each run: "
           + " ".join(f"{x:.2f}" for x in load))
+    figures.append(info("load average (1 min) before/after each run",
+                        " ".join(f"{x:.2f}" for x in load) + f" on {os.cpu_count()} cores"))
+    return finish(figures, args.smoke)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,7 +18,9 @@
    for the layouts it did not boot and for other workloads (C=1, 32K input) on every layout,
    plus the leave-one-layout-out predictions (goal 85-95 %).
 
-    python benchmarks/bench_planner.py [--profiles 10] [--seed 18] [--sd 0.35]
+    python benchmarks/bench_planner.py [--profiles 10] [--seed 18] [--sd 0.35] [--smoke]
+
+``--smoke``: the seeds' leave-one-layout-out with the independent priors and one hidden profile.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from benchkit.results import Result, add_smoke, finish, goal, info
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -292,16 +295,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=18)
     ap.add_argument("--sd", type=float, default=0.35, help="log-sd of each perturbation")
     ap.add_argument("--skip-seeds", action="store_true")
+    add_smoke(ap, "independent priors only, 1 hidden profile")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.profiles = 1
     t0 = time.perf_counter()
+    figures: list[Result] = []
     if not args.skip_seeds:
-        seeds_loo("independent")
-        print()
-        seeds_loo("emulator")
+        loo = seeds_loo("independent")
+        for key, value in loo.items():
+            if key == "coverage":
+                figures.append(info("seeds LOO 90 % interval coverage", f"{value:.0f} %"))
+            else:
+                limit = 5.0 if key.startswith("input_tps") else 8.0
+                figures.append(goal(f"seeds LOO MAPE {key}", f"{value:.2f} %",
+                                    f"<= {limit:.0f} %", value <= limit))
+        if not args.smoke:
+            print()
+            seeds_loo("emulator")
     if args.profiles:
-        hidden(args.profiles, args.seed, args.sd)
+        got = hidden(args.profiles, args.seed, args.sd)
+        n = args.profiles
+        figures += [
+            goal(f"cluster time used, mean of {n} hidden profiles", f"{got['fraction']:.0f} %",
+                 "<= 40 %", got["fraction"] <= 40),
+            goal("chosen within 3 % of the true best", f"{got['right']:.0f} of {n}",
+                 ">= 9 of 10", got["right"] >= 0.9 * n),
+            goal("hidden profiles 90 % interval coverage", f"{got['coverage']:.0f} %",
+                 "85-95 %", 85 <= got["coverage"] <= 95),
+        ]
     print(f"\nbench_planner: {time.perf_counter() - t0:.1f} s")
-    return 0
+    return finish(figures, args.smoke)
 
 
 if __name__ == "__main__":

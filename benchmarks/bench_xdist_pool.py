@@ -11,7 +11,10 @@ the plan decides; the difference is per-run fixed cost (interpreter and xdist wo
 collection, the report), a few seconds that the emulator's time scale magnifies: at scale 50
 the seeds' sweep takes ~2 min serially instead of ~2 h on the real cluster.
 
-    python benchmarks/bench_xdist_pool.py [--time-scale 50] [--requests 40] [--repeats 3]
+    python benchmarks/bench_xdist_pool.py [--time-scale 50] [--requests 40] [--repeats 3] [--smoke]
+
+``--smoke``: PP4 and PP8 only, 1 round of 2 requests at time scale 1000 (a spread over the
+threshold is a warning), on ports of its own.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchkit.results import add_smoke, finish, goal, info
+
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = """
 [clusters.{name}]
@@ -33,8 +38,8 @@ kind = "local"
 hosts = ["{net}.1", "{net}.2", "{net}.3", "{net}.4"]
 gpus_per_node = 8
 server_module = "pytest_ppsweep.sim"
-port = 30100
-dist_init_port = 20100
+port = {port}
+dist_init_port = {dist_port}
 nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{hosts}}"]
 env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
 """
@@ -68,23 +73,34 @@ def timed(cmd: list[str], cwd: Path, reports: Path) -> Run:
     return Run(elapsed, plan, held)
 
 
-def main() -> None:
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--time-scale", type=float, default=50.0)
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--config", help="only these layouts (--ppsweep-config), e.g. pp4,pp8")
+    ap.add_argument("--port", type=int, default=30100, help="HTTP port (rendezvous: -10000)")
+    add_smoke(ap, "PP4 and PP8, 1 round of 2 requests, time scale 1000")
     args = ap.parse_args()
+    extra: list[str] = []
+    if args.smoke:
+        args.config, args.requests, args.repeats, args.time_scale = "pp4,pp8", 2, 1, 1000.0
+        args.port, extra = 30110, ["--ppsweep-spread-rule", "warn"]
+    if args.config:
+        extra += ["--ppsweep-config", args.config]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "sweep"
         folder.mkdir()
         text = (REPO / "test_matrix" / "ppsweep.toml").read_text()
         for name, net in POOL:
-            text += CLUSTER.format(name=name, net=net, scale=args.time_scale,
+            text += CLUSTER.format(name=name, net=net, scale=args.time_scale, port=args.port,
+                                   dist_port=args.port - 10000,
                                    state=Path(tmp) / "sim-state")
         (folder / "ppsweep.toml").write_text(text)
         (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
         base = [sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider",
-                "--ppsweep-requests", str(args.requests), "--ppsweep-repeats", str(args.repeats)]
+                "--ppsweep-requests", str(args.requests), "--ppsweep-repeats", str(args.repeats),
+                *extra]
         pool = ["--ppsweep-cluster", "bench-a,bench-b", "-n", "2"]
         runs, fresh = Path(tmp) / "runs", Path(tmp) / "fresh"
         serial = timed(
@@ -105,7 +121,16 @@ def main() -> None:
     print("plan without history:", *cold.plan, sep="\n  ")
     print("plan from the serial run:", *planned.plan, sep="\n  ")
     print(f"cores: {os.cpu_count()}, load average (1 min) at the end: {load:.2f}")
+    busiest = max(planned.cluster_s.values())
+    return finish([
+        goal("-n 2 planned wall time over serial", f"{planned.wall_s / serial.wall_s:.3f} "
+             f"({planned.wall_s:.1f} s over {serial.wall_s:.1f} s)", "<= 0.55",
+             planned.wall_s / serial.wall_s <= 0.55),
+        info("-n 2 no-history wall time over serial", f"{cold.wall_s / serial.wall_s:.3f}"),
+        info("-n 2 planned busiest cluster time over serial", f"{busiest / work:.3f}"),
+        info("load average (1 min) at the end", f"{load:.2f} on {os.cpu_count()} cores"),
+    ], args.smoke)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from support.paths import DATA
 
-pytest_plugins = ["pytester"]
+# shared_fixtures: the session fixtures of several folders (sglang_cpu, test_hosts)
+pytest_plugins = ["pytester", "support.shared_fixtures"]
 
 
 @pytest.fixture

@@ -15,38 +15,9 @@ from support.paths import ACCEPTANCE
 from support.real import (
     READINESS_WORKAROUND,
     Provisioned,
-    ProvisionImpossible,
     marked_processes,
-    provision,
     sweep_toml,
 )
-
-MIN_MEM_AVAILABLE_GIB = 8.0  # rank 0 ~2 GB + 3 × 1.4 GB, plus the pytest processes
-
-
-def _mem_available_gib() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) / 2**20
-    return 0.0
-
-
-@pytest.fixture(scope="session")
-def sglang_cpu() -> Provisioned:
-    """SGLang 0.5.23 for CPU and the tiny models (scripts/provision_sglang_cpu.sh; seconds when
-    already provisioned). Skips only when provisioning cannot work on this machine."""
-    if not Path("/proc").is_dir() or not hasattr(os, "sched_getaffinity"):
-        pytest.skip("real SGLang on CPU needs Linux (/proc, loopback 127.0.6.x)")
-    mem = _mem_available_gib()
-    if mem < MIN_MEM_AVAILABLE_GIB:
-        pytest.skip(
-            f"real SGLang on 4 loopback nodes needs {MIN_MEM_AVAILABLE_GIB} GiB of free "
-            f"RAM, this machine has {mem:.1f} GiB available"
-        )
-    try:
-        return provision()
-    except ProvisionImpossible as exc:
-        pytest.skip(f"cannot provision real SGLang here: {exc}")
 
 
 @pytest.fixture

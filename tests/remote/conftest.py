@@ -1,66 +1,27 @@
 """Fixtures of the remote-backend tests: real sshd and dockerd on four namespace hosts.
 
-``test_hosts`` provisions them once per session with the project's own scripts
-(scripts/provision_test_hosts.sh --docker, scripts/build_sim_image.sh) and tears them down at
-the end (set PPSWEEP_KEEP_TEST_HOSTS=1 to keep them for the next run). The tests skip only when
-not run as root; any other provisioning failure fails them with the script's output.
+``test_hosts`` (tests/support/shared_fixtures.py, shared with tests/e2e) provisions them once per
+session with the project's own scripts (scripts/provision_test_hosts.sh --docker,
+scripts/build_sim_image.sh) and tears them down at the end (set PPSWEEP_KEEP_TEST_HOSTS=1 to keep
+them for the next run). The tests skip only when not run as root; any other provisioning failure
+fails them with the script's output.
 After every test each host is checked: no rank container and no rank process may be left.
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from support.paths import ACCEPTANCE
 from support.remote import (
-    ROOT,
     TestHosts,
     clean,
     cluster_toml,
     leftovers,
     make_device_dir,
-    run_script,
 )
-
-_TIMINGS: list[str] = []
-
-
-def _say(config: pytest.Config, text: str) -> None:
-    _TIMINGS.append(text)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """How long the test hosts took (provisioning, image, teardown)."""
-    for line in _TIMINGS:
-        terminalreporter.write_line(f"[test hosts] {line}")
-
-
-@pytest.fixture(scope="session")
-def test_hosts(request: pytest.FixtureRequest) -> Iterator[TestHosts]:
-    """h601-h604 (10.200.0.101-104): sshd, dockerd and the emulator image on each."""
-    if os.geteuid() != 0:
-        pytest.skip(
-            "tests/remote need root: they create network namespaces with their own sshd and "
-            "dockerd (scripts/provision_test_hosts.sh)"
-        )
-    ROOT.mkdir(parents=True, exist_ok=True)
-    with open(ROOT.parent / ".ppsweep-test-hosts.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        took, out = run_script("provision_test_hosts.sh", "--docker")
-        _say(request.config, f"provisioned in {took:.1f} s: {out.strip().splitlines()[-1]}")
-        took, out = run_script("build_sim_image.sh")
-        _say(request.config, f"image ready in {took:.1f} s: {out.strip().splitlines()[-1]}")
-    hosts = TestHosts.load()
-    try:
-        yield hosts
-    finally:
-        if not os.environ.get("PPSWEEP_KEEP_TEST_HOSTS"):
-            took, _out = run_script("teardown_test_hosts.sh")
-            _say(request.config, f"torn down in {took:.1f} s")
 
 
 @pytest.fixture(autouse=True)
