@@ -43,6 +43,11 @@ def test_a_client_on_time_is_not_behind_and_a_late_one_is() -> None:
     assert late is not None and late.behind and late.issued_rate < late.scheduled_rate
     assert "client behind its schedule" in late.text()
     assert late.tolerance_s == pytest.approx(max(LAG_FLOOR_S, 0.05))
+    shifted = lag(_records(due, [0.2] * 20))  # a constant delay keeps rate and gaps
+    assert shifted is not None and not shifted.behind
+    bunched = [0.0] * 19 + [0.3]  # one request held back three gaps: arrivals bunched
+    held = lag(_records(due, bunched))
+    assert held is not None and held.p99_s - held.p50_s > held.tolerance_s and held.behind
 
 
 def test_no_schedule_no_lag() -> None:

@@ -47,6 +47,17 @@ tp = 4
 """
 
 
+# The SLO search on the same boot (issue 26): a target every rate of the range meets on 2 cores,
+# so the search is short and its outcome stable: min, then max, then max repeated.
+SLO = """
+[workload.slo]
+ttft_p50_s = 5.0
+min = 4.0
+max = 32.0
+max_probes = 3
+"""
+
+
 def _pytest_argv(folder: Path, reports: Path, junit: Path) -> list[str]:
     return [str(folder), "-v", "--ppsweep-reports", str(reports), f"--junitxml={junit}",
             "-p", "no:cacheprovider"]  # fmt: skip
@@ -55,7 +66,7 @@ def _pytest_argv(folder: Path, reports: Path, junit: Path) -> list[str]:
 def test_real_sweep_boots_measures_scans_and_tears_down(
     pytester: pytest.Pytester, real_sweep_dir: Callable[..., Path], tmp_path: Path, mark: str
 ) -> None:
-    folder = real_sweep_dir(configs=PP2_TP2, baseline="pp2", repeats=2)
+    folder = real_sweep_dir(configs=PP2_TP2, baseline="pp2", repeats=2, slo=SLO)
     reports, junit = tmp_path / "reports", tmp_path / "junit.xml"
     result = pytester.runpytest_subprocess(*_pytest_argv(folder, reports, junit), timeout=600)
     cid = "pp2-tp2-ep1"
@@ -64,6 +75,7 @@ def test_real_sweep_boots_measures_scans_and_tears_down(
         f"test_topology[{cid}]": "passed",
         f"test_prefill[{cid}-c2]": "passed",
         f"test_prefill[{cid}-c4]": "passed",
+        f"test_slo[{cid}]": "passed",
         f"test_valid[{cid}-c2]": "passed",
         f"test_valid[{cid}-c4]": "passed",
         f"test_logs_clean[{cid}]": "passed",
@@ -96,6 +108,20 @@ def test_real_sweep_boots_measures_scans_and_tears_down(
         assert float(r["input_tps"]) > 0 and int(r["peak_concurrency"]) <= int(r["concurrency"])
     raw = [json.loads(x) for x in (run / "raw" / cid / "c4-r2.jsonl").read_text().splitlines()]
     assert len(raw) == 16 and all(x["ok"] and x["prompt_tokens"] == 512 for x in raw)
+
+    # The SLO search on the booted layout: bounded probes of open-loop rounds, each N/N and
+    # on schedule, the final rate repeated, the answer written.
+    probes = rows(run / "slo_probes.csv")
+    assert [(p["phase"], p["load"]) for p in probes] == [
+        ("search", "4.0"), ("search", "32.0"), ("repeat", "32.0")], probes
+    for p in probes:
+        assert p["within"] == "True" and p["completed"] == "16" and p["simulated"] == "False", p
+        assert float(p["lag_p99_raw_s"] or 0) < 0.1 and float(p["ttft_p50_s"]) > 0, p
+    outcome = json.loads((run / "slo" / f"{cid}.json").read_text())
+    assert (outcome["status"], outcome["low"], outcome["confirmed"]) == ("at least max", 32.0,
+                                                                        True)
+    answers = json.loads((run / "answers.json").read_text())["answers"]
+    assert [a["answer"] for a in answers if a["kind"] == "slo"] == [cid, cid]
 
     # The real logs of every node: the MoE model was loaded on each, rank 0 became ready.
     logs = sorted((run / "service" / cid).glob("node*.log"))
