@@ -77,6 +77,7 @@ def write_run_json(
             "min_repeats": sweep.min_repeats,
             "spread_rule": sweep.spread_rule,
             "workload": json.loads(json.dumps(sweep.workload.as_json())),
+            "gpu_hour_usd": sweep.gpu_hour_usd,
             "sglang_version": None,
             **axis_fields(sweep),
         },

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.report.charts import nice_max
+from pytest_ppsweep.results.cost import per_million
 from pytest_ppsweep.results.sloanswer import read_outcomes, read_probes
 
 __all__ = ["PARETO_CSV", "Point", "front", "pareto_svg", "points",
@@ -73,15 +75,17 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(good) if good else None
 
 
+def _run_json(run_dir: Path) -> dict[str, Any]:
+    try:
+        run = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return run if isinstance(run, dict) else {}
+
+
 def _slo_limit(run_dir: Path, decode: bool) -> float | None:
     """The SLO's p50 limit of the x metric (TPOT for decode, TTFT for prefill), seconds."""
-    import json
-
-    try:
-        run = json.loads((run_dir / "metadata" / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    slo = (run.get("workload") or {}).get("slo") or {}
+    slo = (_run_json(run_dir).get("workload") or {}).get("slo") or {}
     for lim in slo.get("limits", []):
         if lim.get("metric") == ("tpot" if decode else "ttft") and lim.get("percentile") == 50:
             return _f(lim.get("limit_s"))
@@ -89,13 +93,7 @@ def _slo_limit(run_dir: Path, decode: bool) -> float | None:
 
 
 def _decode(run_dir: Path) -> bool:
-    import json
-
-    try:
-        run = json.loads((run_dir / "metadata" / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return int((run.get("workload") or {}).get("output_len") or 1) > 1
+    return int((_run_json(run_dir).get("workload") or {}).get("output_len") or 1) > 1
 
 
 def points(run_dir: Path) -> list[Point]:
@@ -132,6 +130,8 @@ def points(run_dir: Path) -> list[Point]:
                 within = 1 / per_user <= limit
             cost = _median([_f(r.get("usd_per_m_output" if decode else "usd_per_m_input"))
                             for r in rows])
+            if cost is None:  # a closed round: priced from run.json's gpu_hour_usd
+                cost = per_million(tps, gpus, _f(_run_json(run_dir).get("gpu_hour_usd")))
             out.append(Point(cid, gpus, source, load, per_user, tps / gpus, within,
                              usd_per_m=cost))
     return out

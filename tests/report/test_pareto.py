@@ -21,7 +21,7 @@ SLO = {"limits": [{"metric": "ttft", "percentile": 50, "limit_s": 30.0}]}
 @pytest.fixture
 def run(tmp_path: Path) -> Path:
     run = seed_run(tmp_path / "kimi3-slo-20261201-093000",
-                   workload={"output_len": 1, "input_len": 16384, "slo": SLO})
+                   workload={"output_len": 1, "input_len": 16384, "slo": SLO}, gpu_hour_usd=2.0)
     searched(run, "pp8-tp4-ep4", 0.45, 0.6)
     fit(load_run_folder(run)).write(run / "planner" / "profile.json")
     return run
@@ -41,6 +41,7 @@ def test_points_of_rounds_and_probes_judged_against_the_slo(run: Path) -> None:
     assert pp8.x == pytest.approx(1 / 13.47, rel=0.02) and pp8.within  # 13.5 s ≤ 30 s
     assert not rounds[("pp1-tp32-ep4", "C=8")].within  # 39 s
     assert pp8.y == pytest.approx(8809.5 / 32, rel=0.02)
+    assert pp8.usd_per_m == pytest.approx(per_million(pp8.y * 32, 32, 2.0))
     assert {p.load for p in pts if p.source == "probe"} == {"0.45 req/s", "0.6 req/s"}
 
 
