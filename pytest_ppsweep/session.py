@@ -231,6 +231,7 @@ class SweepSession:
         """Gate tests are deselected without a reference to compare with; each layout's tests
         are noted (for resume); what is reused or already done is skipped, with the reason."""
         self._deselect_unprofiled(items)
+        self._drop_without_slo(items)  # before the gate's deselection: they do not exist
         if self.compare_ref is None:
             gates = [i for i in items if i.get_closest_marker("ppsweep_gate")]
             if gates:
@@ -238,7 +239,6 @@ class SweepSession:
                 items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
         self.drop_foreign_points(items)
         self._deselect_comm(items)
-        self._drop_without_slo(items)
         plan = self.plan
         for item in items:
             params = _params(item)
