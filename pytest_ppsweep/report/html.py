@@ -351,7 +351,11 @@ def _comparisons(summary: Summary) -> str:
     return comparisons_html(summary.comparisons)
 
 
-def analyse(run_dir: Path) -> tuple[RunData, Summary, tuple[Verdict, ...], Recommendation]:
+Analysis = tuple[RunData, Summary, tuple[Verdict, ...], Recommendation]
+"""A run folder aggregated and judged: its data, summary, verdicts and recommendation."""
+
+
+def analyse(run_dir: Path) -> Analysis:
     """Load a run folder, aggregate it, judge each point and derive the recommendation."""
     data = load_run(run_dir)
     summary = summarize_run(data)

@@ -16,7 +16,7 @@ from support.runs import seed_run
 from pytest_ppsweep.planner.data import load_run_folder
 from pytest_ppsweep.planner.fitting import fit
 from pytest_ppsweep.report.html import build_report
-from pytest_ppsweep.slorun import PROBE_COLUMNS, outcome_path
+from pytest_ppsweep.run.slo_search import PROBE_COLUMNS, outcome_path
 
 SLO = {"limits": [{"metric": "ttft", "percentile": 50, "limit_s": 30.0}]}
 # (layout, GPUs, load, ttft p50 s, input TPS, within)

@@ -1,5 +1,5 @@
 """The SLO question's answers (results/sloanswer.py) from run folders written as the search
-writes them (slorun.py's outcome and probe columns)."""
+writes them (run/slo_search.py's outcome and probe columns)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.slorun import PROBE_COLUMNS, outcome_path
+from pytest_ppsweep.run.slo_search import PROBE_COLUMNS, outcome_path
 
 SLO = "TTFT p50 ≤ 5 s"
 

@@ -1,4 +1,5 @@
-"""The SLO search on a booted layout: the highest load within the workload's SLO, one boot.
+"""The SLO search on a booted layout (test_slo): the highest load within the workload's SLO,
+on one boot.
 
 The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/slo.py
 (the N/N rule included). This module only runs the probes the policy asks for against the
@@ -19,20 +20,24 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pytest_ppsweep.matrix.model import Config, Workload
+from pytest_ppsweep.matrix.model import Config, Sweep, Workload
 from pytest_ppsweep.matrix.slospec import SloSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.slo import SloVerdict, evaluate
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
 from pytest_ppsweep.measure.workload import WorkloadSpec
 from pytest_ppsweep.results import cost
-from pytest_ppsweep.sweeprun import Booted, SweepRun, _RoundBar
+from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.live import LiveStatus, RoundBar
+from pytest_ppsweep.run.rounds import Rounds, Workloads
 
-__all__ = ["PROBES_CSV", "PROBE_COLUMNS", "outcome_path", "search_layout"]
+__all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path"]
 
 PROBES_CSV = "slo_probes.csv"
 PROBE_COLUMNS = (
@@ -61,15 +66,14 @@ def _num(value: float | None) -> float | None:
     return None if value is None or not math.isfinite(value) else value
 
 
-def probe_row(run: SweepRun, booted: Booted, workload: Workload, slo: SloSpec, probe: int,
-              phase: str, load: float, spec: WorkloadSpec, concurrency: int,
-              result: RoundResult, verdict: SloVerdict) -> dict[str, Any]:
+def probe_row(run_id: str, price: float | None, booted: Booted, workload: Workload,
+              slo: SloSpec, probe: int, phase: str, load: float, spec: WorkloadSpec,
+              concurrency: int, result: RoundResult, verdict: SloVerdict) -> dict[str, Any]:
     """One slo_probes.csv row (builtins; None for unknown)."""
     cfg = booted.service.config
     gpus = cfg.gpus
-    price = run.sweep.gpu_hour_usd
     return {
-        "run_id": run.store.run_id, "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp,
+        "run_id": run_id, "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp,
         "ep": cfg.ep, "gpus": gpus, "workload": cfg.workload or "default",
         "search": slo.search, "probe": probe, "phase": phase, "load": load,
         "request_rate": spec.request_rate if math.isfinite(spec.request_rate) else "inf",
@@ -93,9 +97,9 @@ def probe_row(run: SweepRun, booted: Booted, workload: Workload, slo: SloSpec, p
     }
 
 
-def _append(run: SweepRun, row: dict[str, Any]) -> None:
-    path = run.store.dir / PROBES_CSV
-    with run.store.locked():
+def _append(store: RunStore, row: dict[str, Any]) -> None:
+    path = store.dir / PROBES_CSV
+    with store.locked():
         new = not path.exists() or path.stat().st_size == 0
         with path.open("a", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=PROBE_COLUMNS)
@@ -116,60 +120,71 @@ def new_search(workload: Workload) -> Search:
                   unit="req/s" if slo.search == "rate" else "C")
 
 
-def search_layout(run: SweepRun, booted: Booted) -> SearchOutcome:
-    """Search the highest load within the SLO of the layout's workload on ``booted``."""
-    cfg: Config = booted.service.config
-    workload = run.sweep.workload_of(cfg)
-    slo = workload.slo
-    if slo is None:
-        raise ValueError(f"{cfg.id}: its workload has no SLO")
-    base, prompts = run.workload_for(cfg)
-    scale = booted.topology.time_scale
-    search = new_search(workload)
-    raw_dir = run.store.dir / "raw" / cfg.id
-    raw_dir.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-    while (step := search.next()) is not None:
-        load, phase = step
-        k = len(search.probes) + 1
-        if slo.search == "rate":
-            spec = replace(base, request_rate=load)
-            conc = slo.max_concurrency or base.num_requests
-        else:
-            spec, conc = base, int(load)
-        booted.check_alive()
-        what = (f"SLO {phase} {k} (probe {search.spent + (phase == 'search')}/{slo.max_probes})"
-                f" at {load_text(load, search.integer)} {search.unit}")
-        bar = _RoundBar(run.live, cfg.id, what, spec.num_requests, scale)
-        with (raw_dir / f"slo-p{k}.jsonl").open("w", encoding="utf-8") as raw:
+class SloSearch:
+    """The SLO search step of a run (what ``SweepRun.slo_search`` calls)."""
 
-            def write(record: dict[str, Any], raw: Any = raw, bar: _RoundBar = bar) -> None:
-                raw.write(json.dumps(record) + "\n")
-                raw.flush()
-                bar.done(record)
+    def __init__(self, sweep: Sweep, store: RunStore, workloads: Workloads, rounds: Rounds,
+                 progress: Callable[[str], None], live: LiveStatus,
+                 worked: Callable[[str, float], None]) -> None:
+        self.sweep, self.store, self.workloads, self.rounds = sweep, store, workloads, rounds
+        self.progress, self.live, self.worked = progress, live, worked
 
-            try:
-                result = bench.run_round_sync(
-                    booted.service.base_url, prompts, conc, spec=spec, time_scale=scale,
-                    on_record=write, cancel=booted.service.died, warmup=run._warm_up(booted))
-            except bench.RoundCancelled:
-                booted.check_alive()
-                raise
-            finally:
-                run.live.end(cfg.id)
-        verdict = evaluate(result, slo)
-        _append(run, probe_row(run, booted, workload, slo, k, phase, load, spec, conc, result,
-                               verdict))
-        search.record(load, verdict.within)
-        run.progress(f"{cfg.id}: {what}: {'within' if verdict.within else 'outside'} the SLO "
-                     f"({slo.text()})" + ("" if verdict.within else
-                                          f": {'; '.join(verdict.reasons)}"))
-    outcome = search.outcome()
-    run.store.write_json(outcome_path(cfg.id), outcome_json(cfg, workload, outcome))
-    run.progress(f"{cfg.id}: highest load within {slo.text()}: {outcome.text()} "
-                 f"({time.monotonic() - started:.1f} s real)")
-    run.worked(cfg.id, time.monotonic() - started)
-    return outcome
+    def run(self, booted: Booted) -> SearchOutcome:
+        """Search the highest load within the SLO of the layout's workload on ``booted``."""
+        cfg: Config = booted.service.config
+        workload = self.sweep.workload_of(cfg)
+        slo = workload.slo
+        if slo is None:
+            raise ValueError(f"{cfg.id}: its workload has no SLO")
+        base, prompts = self.workloads.workload_for(cfg)
+        scale = booted.topology.time_scale
+        search = new_search(workload)
+        raw_dir = self.store.dir / "raw" / cfg.id
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        while (step := search.next()) is not None:
+            load, phase = step
+            k = len(search.probes) + 1
+            if slo.search == "rate":
+                spec = replace(base, request_rate=load)
+                conc = slo.max_concurrency or base.num_requests
+            else:
+                spec, conc = base, int(load)
+            booted.check_alive()
+            what = (f"SLO {phase} {k} (probe {search.spent + (phase == 'search')}/"
+                    f"{slo.max_probes}) at {load_text(load, search.integer)} {search.unit}")
+            bar = RoundBar(self.live, cfg.id, what, spec.num_requests, scale)
+            with (raw_dir / f"slo-p{k}.jsonl").open("w", encoding="utf-8") as raw:
+
+                def write(record: dict[str, Any], raw: Any = raw, bar: RoundBar = bar) -> None:
+                    raw.write(json.dumps(record) + "\n")
+                    raw.flush()
+                    bar.done(record)
+
+                try:
+                    result = bench.run_round_sync(
+                        booted.service.base_url, prompts, conc, spec=spec, time_scale=scale,
+                        on_record=write, cancel=booted.service.died,
+                        warmup=self.rounds.warm_up(booted))
+                except bench.RoundCancelled:
+                    booted.check_alive()
+                    raise
+                finally:
+                    self.live.end(cfg.id)
+            verdict = evaluate(result, slo)
+            _append(self.store, probe_row(self.store.run_id, self.sweep.gpu_hour_usd, booted,
+                                          workload, slo, k, phase, load, spec, conc, result,
+                                          verdict))
+            search.record(load, verdict.within)
+            self.progress(f"{cfg.id}: {what}: {'within' if verdict.within else 'outside'} the "
+                          f"SLO ({slo.text()})" + ("" if verdict.within else
+                                                    f": {'; '.join(verdict.reasons)}"))
+        outcome = search.outcome()
+        self.store.write_json(outcome_path(cfg.id), outcome_json(cfg, workload, outcome))
+        self.progress(f"{cfg.id}: highest load within {slo.text()}: {outcome.text()} "
+                      f"({time.monotonic() - started:.1f} s real)")
+        self.worked(cfg.id, time.monotonic() - started)
+        return outcome
 
 
 def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome) -> dict[str, Any]:
