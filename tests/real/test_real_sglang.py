@@ -48,12 +48,13 @@ tp = 4
 
 
 # The SLO search on the same boot (issue 26): a target every rate of the range meets on 2 cores,
-# so the search is short and its outcome stable: min, then max, then max repeated.
+# so the search is short and its outcome stable: min, then max, then max repeated. Gaps of
+# 125-500 ms leave the client's schedule tolerance (half a gap) far above a busy loop's jitter.
 SLO = """
 [workload.slo]
 ttft_p50_s = 5.0
-min = 4.0
-max = 32.0
+min = 2.0
+max = 8.0
 max_probes = 3
 """
 
@@ -113,12 +114,12 @@ def test_real_sweep_boots_measures_scans_and_tears_down(
     # on schedule, the final rate repeated, the answer written.
     probes = rows(run / "slo_probes.csv")
     assert [(p["phase"], p["load"]) for p in probes] == [
-        ("search", "4.0"), ("search", "32.0"), ("repeat", "32.0")], probes
+        ("search", "2.0"), ("search", "8.0"), ("repeat", "8.0")], probes
     for p in probes:
         assert p["within"] == "True" and p["completed"] == "16" and p["simulated"] == "False", p
         assert float(p["lag_p99_raw_s"] or 0) < 0.1 and float(p["ttft_p50_s"]) > 0, p
     outcome = json.loads((run / "slo" / f"{cid}.json").read_text())
-    assert (outcome["status"], outcome["low"], outcome["confirmed"]) == ("at least max", 32.0,
+    assert (outcome["status"], outcome["low"], outcome["confirmed"]) == ("at least max", 8.0,
                                                                         True)
     answers = json.loads((run / "answers.json").read_text())["answers"]
     assert [a["answer"] for a in answers if a["kind"] == "slo"] == [cid, cid]
