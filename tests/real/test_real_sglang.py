@@ -110,17 +110,20 @@ def test_real_sweep_boots_measures_scans_and_tears_down(
     raw = [json.loads(x) for x in (run / "raw" / cid / "c4-r2.jsonl").read_text().splitlines()]
     assert len(raw) == 16 and all(x["ok"] and x["prompt_tokens"] == 512 for x in raw)
 
-    # The SLO search on the booted layout: bounded probes of open-loop rounds, each N/N and
-    # on schedule, the final rate repeated, the answer written.
+    # The SLO search on the booted layout: bounded probes of open-loop rounds, each N/N, the
+    # final rate repeated, the answer written. A probe outside says why (on a loaded machine
+    # the client's own schedule can slip: then that rate is not claimed and the search goes on
+    # below it).
     probes = rows(run / "slo_probes.csv")
-    assert [(p["phase"], p["load"]) for p in probes] == [
-        ("search", "2.0"), ("search", "8.0"), ("repeat", "8.0")], probes
+    search = [p for p in probes if p["phase"] == "search"]
+    assert 2 <= len(search) <= 3 and (search[0]["load"], search[0]["within"]) == ("2.0", "True")
     for p in probes:
-        assert p["within"] == "True" and p["completed"] == "16" and p["simulated"] == "False", p
-        assert float(p["lag_p99_raw_s"] or 0) < 0.1 and float(p["ttft_p50_s"]) > 0, p
+        assert p["completed"] == "16" and p["simulated"] == "False", p
+        assert float(p["ttft_p50_s"]) > 0 and (p["within"] == "True") == (p["reasons"] == ""), p
     outcome = json.loads((run / "slo" / f"{cid}.json").read_text())
-    assert (outcome["status"], outcome["low"], outcome["confirmed"]) == ("at least max", 8.0,
-                                                                        True)
+    assert outcome["confirmed"] and outcome["low"] in (2.0, 4.0, 8.0), outcome
+    low = [p for p in probes if float(p["load"]) == outcome["low"]]
+    assert len(low) == 2 and all(p["within"] == "True" for p in low), probes
     answers = json.loads((run / "answers.json").read_text())["answers"]
     assert [a["answer"] for a in answers if a["kind"] == "slo"] == [cid, cid]
 
