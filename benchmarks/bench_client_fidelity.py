@@ -40,13 +40,23 @@ serialisation, connection set-up, waiting for the semaphore is not included: bot
 the clock after acquiring it) to the receive lag.
 
 Passes (exit 0) when, over all rounds, our receive-lag p99 ≤ 1 ms and ≤ bench_serving's p99.
+
+**Open loop** (``--rate R``, bench_serving's ``--request-rate``; 0 skips it): then one round per
+client of the same requests arriving at R req/s (Poisson, real seconds: our time scale is 1
+here, as bench_serving knows none) under the same cap C. Figures: each client's *send rate*,
+(n − 1) over the span of its actual sends, against the rate its own draw of arrivals asked
+(the two clients draw different Poisson gaps, so each is held to its own schedule); ours also
+reports its schedule lag (measure/arrivals.py) and both report TTFT p50 at R. Goal: our send
+rate within 5 % of our schedule's and the client not behind it. bench_serving sleeps each gap
+after the previous send, so its lateness accumulates: its ratio is shown, not gated.
 Percentiles are linear-interpolation (``np.percentile``). The machine may be shared: the load
 average is printed around every round.
 
     python benchmarks/bench_client_fidelity.py [--requests 240] [--concurrency 16]
-        [--input-len 16384] [--scale 20] [--rounds 2] [--smoke]
+        [--input-len 16384] [--scale 20] [--rounds 2] [--rate 8] [--smoke]
 
-``--smoke``: 1 round per client of 8 requests of 2,048 tokens at C=4, time scale 200.
+``--smoke``: 1 round per client of 8 requests of 2,048 tokens at C=4, time scale 200, and the
+open loop at 20 req/s.
 
 Needs ``bash scripts/provision_sglang_cpu.sh`` (SGLang venv + tiny tokenizer).
 """
@@ -59,6 +69,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +83,7 @@ from benchkit.results import add_smoke, finish, goal, info
 from benchkit.stats import loadavg, percentile
 
 from pytest_ppsweep.measure import bench
+from pytest_ppsweep.measure.arrivals import lag as schedule_lag
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.sim.rank.localcluster import LocalCluster
 
@@ -165,6 +177,43 @@ def run_theirs(
     return rows, zeros
 
 
+RATE_GOAL = 0.05  # our send rate within 5 % of the rate our arrival schedule asked
+
+
+def send_rate(starts: list[float]) -> float:
+    """(n − 1) over the span of the send times (s): the rate a client actually offered."""
+    span = max(starts) - min(starts) if len(starts) > 1 else 0.0
+    return (len(starts) - 1) / span if span > 0 else float("inf")
+
+
+def open_loop_ours(url: str, spec: WorkloadSpec, concurrency: int) -> dict[str, float]:
+    """One open-loop round of our client: send rate, the schedule's rate, lag, TTFT p50 (s)."""
+    result = bench.run_round_sync(url, generate_prompts(spec), concurrency, spec=spec)
+    if result.completed != spec.num_requests:
+        raise RuntimeError(f"our client completed {result.completed}/{spec.num_requests} "
+                           f"(open loop): {dict(result.errors)}")
+    lag = schedule_lag(result.records)
+    issued = [float(r["issued_at_raw_s"]) for r in result.records]
+    asked = lag.scheduled_rate if lag else float("inf")
+    return {"send_rate": send_rate(issued), "asked": asked,
+            "lag_p99_ms": lag.p99_s * 1e3 if lag else 0.0,
+            "behind": float(bool(lag and lag.behind)), "ttft_p50": result.ttft_p50_s}
+
+
+def open_loop_theirs(python: str, url: str, ns: argparse.Namespace,
+                     work: Path) -> dict[str, float]:
+    """One bench_serving run at ``--request-rate``: its send rate, TTFT p50 (s)."""
+    args = bench_serving_args(url, tokenizer=tiny_tokenizer(), num_prompts=ns.requests,
+                              concurrency=ns.concurrency, input_len=ns.input_len,
+                              output_file=work / "bs-open.jsonl", request_rate=ns.rate)
+    run = run_bench_serving(python, args, work, tap=True)
+    ok = [r for r in run.requests if r["success"]]
+    if len(ok) != ns.requests:
+        raise RuntimeError(f"bench_serving completed {len(ok)}/{ns.requests} (open loop)")
+    return {"send_rate": send_rate([float(r["start_mono"]) for r in run.requests]),
+            "ttft_p50": percentile([r["ttft"] for r in ok if r["ttft"]], 50)}
+
+
 def line(name: str, s: dict[str, list[float]]) -> str:
     """p50/p99/max of the receive lag, p50/p99 of the excess and of both TTFTs."""
     p = percentile
@@ -188,10 +237,13 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=20.0, help="PPSWEEP_SIM_TIME_SCALE")
     ap.add_argument("--rounds", type=int, default=2, help="rounds per client (alternating)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rate", type=float, default=8.0,
+                    help="open-loop request rate, req/s real (0: closed loop only)")
     add_smoke(ap, "1 round of 8 requests of 2,048 tokens at C=4, time scale 200")
     ns = ap.parse_args()
     if ns.smoke:
         ns.requests, ns.concurrency, ns.input_len, ns.scale, ns.rounds = 8, 4, 2048, 200.0, 1
+        ns.rate = 20.0
     python = sglang_python()
     spec = WorkloadSpec(
         input_len=ns.input_len,
@@ -231,6 +283,7 @@ def main() -> int:
         ours: dict[str, list[float]] = {"lag": [], "excess": [], "ttft": [], "server_ttft": []}
         theirs: dict[str, list[float]] = {k: [] for k in ours}
         zeros = 0
+        opened: dict[str, dict[str, float]] = {}
         try:
             cluster.wait_healthy(120)
             for rnd in range(1, ns.rounds + 1):
@@ -252,6 +305,11 @@ def main() -> int:
                         flush=True,
                     )
                     print(line(who, got), flush=True)
+            if ns.rate > 0:
+                open_spec = replace(spec, request_rate=ns.rate)
+                opened["ours"] = open_loop_ours(cluster.base_url, open_spec, ns.concurrency)
+                opened["bench_serving"] = open_loop_theirs(python, cluster.base_url, ns, work)
+                print(f"open loop at {ns.rate:g} req/s: {opened}", flush=True)
         finally:
             cluster.stop()
     p99_ours, p99_theirs = percentile(ours["lag"], 99), percentile(theirs["lag"], 99)
@@ -270,11 +328,25 @@ def main() -> int:
     print(f"end: {loadavg()}")
     ok = p99_ours <= GATE_MS and p99_ours <= p99_theirs
     print("PASS" if ok else f"FAIL (need ours ≤ {GATE_MS} ms and ≤ bench_serving's)")
-    return finish([
+    results = [
         goal("receive-lag p99 ours", f"{p99_ours:.3f} ms (bench_serving {p99_theirs:.3f} ms)",
              f"<= {GATE_MS:g} ms and <= bench_serving's", ok),
         info("receive-lag p99 ratio ours/bench_serving", f"{ratio:.3f}"),
-    ], ns.smoke)
+    ]
+    if opened:
+        o, t = opened["ours"], opened["bench_serving"]
+        off = abs(o["send_rate"] / o["asked"] - 1)
+        results += [
+            goal("open-loop send rate ours", f"{o['send_rate']:.3g} req/s of {o['asked']:.3g} "
+                 f"scheduled ({off:.1%} off; lag p99 {o['lag_p99_ms']:.1f} ms)",
+                 f"within {RATE_GOAL:.0%} of the schedule, not behind it",
+                 off <= RATE_GOAL and not o["behind"]),
+            info("open-loop send rate bench_serving", f"{t['send_rate']:.3g} req/s at "
+                 f"--request-rate {ns.rate:g} (its own Poisson draw)"),
+            info("open-loop TTFT p50 ours vs bench_serving",
+                 f"{o['ttft_p50'] * 1e3:.1f} ms vs {t['ttft_p50'] * 1e3:.1f} ms"),
+        ]
+    return finish(results, ns.smoke)
 
 
 if __name__ == "__main__":

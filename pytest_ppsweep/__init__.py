@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         profile_problems,
         regression_problems,
         repeat_median,
+        slo_regression_problems,
         topology_problems,
         validity_problems,
     )
@@ -53,6 +54,7 @@ _NAMES = {
     "log_problems": "check",
     "profile_problems": "check",
     "regression_problems": "check",
+    "slo_regression_problems": "check",
     "repeat_median": "check",
     "topology_problems": "check",
     "validity_problems": "check",
@@ -80,6 +82,7 @@ __all__ = [
     "profile_problems",
     "regression_problems",
     "repeat_median",
+    "slo_regression_problems",
     "topology_problems",
     "validity_problems",
     "worst_rank",

@@ -144,6 +144,14 @@ def regression_problems(run_dir: Path, reference: Path, thresholds: Mapping[str,
     return [r.message for r in bad] + gate.differs_lines(run_dir, reference, [config_id])
 
 
+def slo_regression_problems(run_dir: Path, reference: Path, config_id: str) -> list[str]:
+    """The gate's SLO check of ``config_id``: its highest load within the SLO fell beyond noise
+    against the reference run (gate/slo.py); empty when it did not."""
+    from pytest_ppsweep.gate.slo import slo_regressions
+
+    return slo_regressions(run_dir, reference, config_id)
+
+
 def profile_problems(profile: LayoutProfile, config: Config) -> list[str]:
     """What is wrong with a layout's profile window: a rank of a multi-rank layout whose trace
     shows no collective call at all (a rank that did not take part in the window), or no trace."""

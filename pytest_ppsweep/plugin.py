@@ -47,6 +47,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "ppsweep_comm: the all-reduce benchmark per TP domain; collected only with "
         "--ppsweep-comm or a [comm] table"
     )
+    config.addinivalue_line(
+        "markers", "ppsweep_slo: the highest load within the workload's SLO; collected only for "
+        "the layouts whose workload has an [workload.slo] table"
+    )
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(), "ppsweep-html")
         _group_results_by_layout(config)

@@ -24,6 +24,7 @@ from pytest_ppsweep import (
     profile_problems,
     regression_problems,
     repeat_median,
+    slo_regression_problems,
     topology_problems,
     validity_problems,
     worst_rank,
@@ -58,6 +59,39 @@ def test_prefill(
             record_property(metric, median)  # median over repeats, as the summary's
     problems = completion_problems(ppsweep_config.id, concurrency, rounds)
     assert not problems, "\n".join(problems) + "\n" + ppsweep_service.evidence()
+
+
+@pytest.mark.ppsweep_slo
+def test_slo(
+    ppsweep: SweepRun,
+    ppsweep_service: Booted,
+    ppsweep_config: Config,
+    record_property: pytest.RecordProperty,
+) -> None:
+    """The highest load within the workload's SLO ([workload.slo]) on this one boot: bounded
+    probes, the final load repeated; every probe in slo_probes.csv as it ends. Fails when no
+    load of the searched range is within the SLO, or the final load did not hold on repeat."""
+    outcome = ppsweep.slo_search(ppsweep_service)
+    record_property("slo_load_low", outcome.low)
+    record_property("slo_load_high", outcome.high)
+    record_property("slo_search", outcome.text())
+    if outcome.low is None:  # an answer, not a failure: the SLO answer says how far it is
+        warnings.warn(f"{ppsweep_config.id}: no load within the SLO: {outcome.text()}",
+                      UserWarning, stacklevel=1)
+        return
+    assert outcome.confirmed, f"{ppsweep_config.id}: not confirmed on repeat: {outcome.text()}"
+
+
+@pytest.mark.ppsweep_always
+@pytest.mark.ppsweep_gate
+@pytest.mark.ppsweep_slo
+def test_slo_no_regression(ppsweep: SweepRun, ppsweep_config: Config) -> None:
+    """Gate (with --ppsweep-compare and an SLO): the layout's highest load within the SLO did
+    not fall beyond noise against the reference run."""
+    if ppsweep.compare_ref is None:
+        pytest.skip("no reference run: pass --ppsweep-compare RUN_OR_BASELINE to gate")
+    bad = slo_regression_problems(ppsweep.store.dir, ppsweep.compare_ref, ppsweep_config.id)
+    assert not bad, "\n".join(bad)
 
 
 @pytest.mark.usefixtures("ppsweep_service")  # while the layout is up, after its benchmark

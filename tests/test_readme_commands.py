@@ -62,6 +62,9 @@ NOT_RUN = {
     "pytest test_matrix --ppsweep-matrix test_matrix/microbatch.toml": "the a2a.toml flow "
         "(run here) on another sweep file; tests/matrix/test_axes.py parses it and collects "
         "its ids, tests/e2e/test_axes_e2e.py runs an axis sweep with two workloads (CI budget)",
+    "pytest test_matrix --ppsweep-matrix test_matrix/slo.toml": "the seeds' five layouts with "
+        "an SLO search each (minutes); tests/matrix/test_slospec.py parses it and "
+        "tests/e2e/test_slo_e2e.py runs the same flow on two layouts (CI budget)",
     "pytest test_matrix --ppsweep-matrix test_matrix/chunk.toml": "the a2a.toml flow (run "
         "here) on another sweep file; tests/matrix/test_axes.py parses it (CI budget)",
     "python benchmarks/bench_orchestration.py": "a benchmark (the seeds' whole sweep, minutes); "

@@ -46,6 +46,7 @@ def bench_serving_args(
     output_file: Path,
     seed: int = 1,
     flush_cache: bool = True,
+    request_rate: float = float("inf"),
 ) -> list[str]:
     """The bench_serving command line of the seed workload (random-ids, --tokenize-prompt)."""
     args = [
@@ -66,7 +67,7 @@ def bench_serving_args(
         "--max-concurrency",
         str(concurrency),
         "--request-rate",
-        "inf",
+        "inf" if request_rate == float("inf") else f"{request_rate:g}",
         "--tokenize-prompt",
         "--output-details",
         "--output-file",

@@ -29,7 +29,6 @@ import io
 import json
 import os
 import shutil
-from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -61,7 +60,7 @@ def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None =
         "model_path": sweep.model_path,
         "server": sweep.server_args(config),
         "env": {**sweep.env, **cluster.env, **config.env},
-        "workload": asdict(sweep.workload_of(config)),
+        "workload": sweep.workload_of(config).as_json(),
         "cluster": {
             "name": cluster.name, "kind": cluster.kind, "launcher": cluster.launcher,
             "hosts": [{"name": h.name, "address": h.address} for h in cluster.hosts],

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
         deviations_pct,
         noise_pct,
     )
+    from pytest_ppsweep.gate.slo import slo_regressions
 
 _NAMES = {
     "BASELINES": "baselines",
@@ -101,6 +102,7 @@ _NAMES = {
     "config_differences": "differs",
     "differs_html": "differs",
     "differs_lines": "differs",
+    "slo_regressions": "slo",
     "NOISE_K": "noise",
     "NOISE_RULE": "noise",
     "deviations_pct": "noise",
@@ -145,6 +147,7 @@ __all__ = [
     "resolve",
     "save_baseline",
     "significant",
+    "slo_regressions",
     "stats",
     "valid_mask",
     "write_benchmark_json",

@@ -5,8 +5,9 @@ downstream reads these and never the TOML."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.schema import (
     MatrixError,
 )
+from pytest_ppsweep.matrix.slospec import SloSpec
 
 __all__ = ["Cluster", "Config", "Host", "MatrixError", "NoClusterFits", "ProfileSpec", "Sweep",
            "Workload", "cluster_for"]
@@ -146,6 +148,27 @@ class Workload:
     api: str
     request_timeout_s: float
     round_timeout_s: float
+    # Open loop (bench_serving's --request-rate): requests per second, inf = all at once; the
+    # concurrency is then the cap on requests in flight (measure/arrivals.py).
+    request_rate: float = math.inf
+    burstiness: float = 1.0  # gamma-distributed gaps; 1.0 = Poisson
+    slo: SloSpec | None = None  # the latency target and its load search (matrix/slospec.py)
+    # What the answers rank this workload's points by (primary metric, then tie-break); empty:
+    # derived from its shape (results/questions.py: prefill-like or decode-like).
+    objective: tuple[str, ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields as JSON builtins (run.json, manifests); the open-loop and SLO fields only
+        when set, so a closed-loop workload reads as earlier runs wrote it (layouts reusable)."""
+        fields = asdict(self)
+        for key, default in (("request_rate", math.inf), ("burstiness", 1.0), ("slo", None),
+                             ("objective", ())):
+            if fields.get(key) == default:
+                fields.pop(key, None)
+        fields["concurrency"] = list(self.concurrency)
+        if self.slo is not None:
+            fields["slo"] = {**fields["slo"], "limits": [asdict(x) for x in self.slo.limits]}
+        return fields
 
 
 @dataclass(frozen=True)
@@ -216,6 +239,15 @@ class Sweep:
     # Keys taken from a shared file (``extends``): (dotted key, file), the sweep file's own
     # keys not listed. :meth:`file_of` names the file an error is about.
     origins: tuple[tuple[str, str], ...] = ()
+    # ``[sweep] gpu_hour_usd``: a GPU-hour's price; every point and answer then shows the cost
+    # per million input and output tokens (results/cost.py). None: not given.
+    gpu_hour_usd: float | None = None
+
+    @property
+    def slo_workloads(self) -> dict[str, Workload]:
+        """The workloads that carry an SLO, by name (``default`` for ``[workload]``)."""
+        named = self.workloads or {"default": self.workload}
+        return {name: w for name, w in named.items() if w.slo is not None}
 
     def file_of(self, key: str) -> Path:
         """The file that holds the dotted ``key`` (``server.chunked_prefill_size``,

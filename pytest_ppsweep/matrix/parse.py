@@ -33,6 +33,7 @@ from pytest_ppsweep.matrix.schema import (
     CONFIG_KEYS,
     HOST_KEYS,
     INT_LIMIT,
+    OBJECTIVE_METRICS,
     PLUGIN_OWNED_FLAGS,
     PROFILE_ACTIVITIES,
     PROFILE_KEYS,
@@ -44,6 +45,7 @@ from pytest_ppsweep.matrix.schema import (
     Reader,
     shown_value,
 )
+from pytest_ppsweep.matrix.slospec import SloSpec, read_rate, read_slo
 
 
 def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sweep:
@@ -269,7 +271,18 @@ def _build(top: Reader, path: Path) -> Sweep:
         compare_baseline=_compare(top, axis_names),
         axis_names=axis_names,
         comm=read_comm(top),
+        gpu_hour_usd=_price(sw),
     )
+
+
+def _price(sw: Reader) -> float | None:
+    if "gpu_hour_usd" not in sw.data:
+        return None
+    value = sw.number("gpu_hour_usd", minimum=0.0)
+    if not value > 0:
+        raise MatrixError(f"{sw.path}: key 'sweep.gpu_hour_usd': expected a price > 0 "
+                          f"(dollars per GPU-hour), found {value!r}")
+    return value
 
 
 def _points(top: Reader, sw: Reader, ep_cap: int, server: dict[str, Any], env: dict[str, str],
@@ -434,6 +447,10 @@ def _workload(w: Reader) -> Workload:
         raise MatrixError(
             f"{w.path}: key 'workload.api': expected 'generate' or 'completions', found {api!r}"
         )
+    rate = read_rate(w, "request_rate")
+    num_requests = w.integer("num_requests", required=True, minimum=1)
+    if "concurrency" not in w.data and math.isfinite(rate):  # open loop without a cap
+        w = Reader(w.path, {**w.data, "concurrency": [num_requests]}, w.where)
     conc = w.int_list("concurrency", required=True, minimum=1)
     if len(set(conc)) != len(conc):
         raise MatrixError(f"{w.path}: key 'workload.concurrency': duplicate values in {conc}")
@@ -448,7 +465,7 @@ def _workload(w: Reader) -> Workload:
         output_len=w.integer("output_len", required=True, minimum=1),
         range_ratio=ratio,
         concurrency=tuple(conc),
-        num_requests=w.integer("num_requests", required=True, minimum=1),
+        num_requests=num_requests,
         repeats=w.integer("repeats", default=3, minimum=1),
         seed=w.integer("seed", default=1, minimum=0),
         vocab_size=w.integer("vocab_size", default=32000, minimum=2),
@@ -456,7 +473,49 @@ def _workload(w: Reader) -> Workload:
         api=api,
         request_timeout_s=w.number("request_timeout_s", default=3600.0, minimum=0.001),
         round_timeout_s=w.number("round_timeout_s", default=7200.0, minimum=0.001),
+        request_rate=rate,
+        burstiness=_burstiness(w),
+        slo=_slo(w, num_requests),
+        objective=_objective(w),
     )
+
+
+def _slo(w: Reader, num_requests: int) -> SloSpec | None:
+    slo = read_slo(w, num_requests)
+    output_len = w.integer("output_len", required=True, minimum=1)
+    decode = [lim.key for lim in (slo.limits if slo else ()) if lim.metric in ("tpot", "itl")]
+    if decode and output_len < 2:
+        raise MatrixError(f"{w.path}: key '{w.where}.slo.{decode[0]}': expected a workload with "
+                          f"output_len ≥ 2 (TPOT and ITL need a second token), found "
+                          f"output_len = {output_len}")
+    return slo
+
+
+def _burstiness(w: Reader) -> float:
+    value = w.number("burstiness", default=1.0, minimum=0.0)
+    if not value > 0:
+        raise MatrixError(f"{w.path}: key '{w.where}.burstiness': expected a number > 0 "
+                          f"(1 = Poisson, < 1 burstier, > 1 more regular), found {value!r}")
+    return value
+
+
+def _objective(w: Reader) -> tuple[str, ...]:
+    """``objective = "output_tps"`` or ``["output_tps", "tpot_p50_s"]``: the primary metric
+    and an optional tie-break, each one of OBJECTIVE_METRICS."""
+    value = w.raw("objective")
+    if value is None:
+        return ()
+    names = [value] if isinstance(value, str) else value
+    known = ", ".join(OBJECTIVE_METRICS)
+    if (not isinstance(names, list) or not 1 <= len(names) <= 2
+            or not all(isinstance(n, str) for n in names)):
+        raise MatrixError(f"{w.path}: key '{w.where}.objective': expected a metric name or a "
+                          f"list of one or two ({known}), found {shown_value(value)}")
+    for name in names:
+        if name not in OBJECTIVE_METRICS:
+            raise MatrixError(f"{w.path}: key '{w.where}.objective': expected one of {known}, "
+                              f"found {name!r}")
+    return tuple(names)
 
 
 def _clusters(top: Reader) -> dict[str, Cluster]:

@@ -37,6 +37,7 @@ SWEEP_KEYS = (
     "thresholds",
     "max_points",
     "a2a_ep_backends",
+    "gpu_hour_usd",
 )
 CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
 WORKLOAD_KEYS = (
@@ -53,7 +54,17 @@ WORKLOAD_KEYS = (
     "api",
     "request_timeout_s",
     "round_timeout_s",
+    "request_rate",
+    "burstiness",
+    "slo",
+    "objective",
 )
+# The metrics a workload's answers can rank by (``[workload] objective``), each with whether
+# more is better; results/questions.py derives the default from the workload's shape.
+OBJECTIVE_METRICS: dict[str, bool] = {
+    "input_tps": True, "output_tps": True, "ttft_p50_s": False, "ttft_p95_s": False,
+    "tpot_p50_s": False, "itl_p50_s": False, "e2e_p50_s": False,
+}
 CLUSTER_KEYS = (
     "kind",
     "launcher",

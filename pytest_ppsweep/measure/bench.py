@@ -25,7 +25,10 @@ carried no count): the per-chunk timestamps ITL is computed from (metrics.py).
 
 Timeouts are wall-clock: ``spec.request_timeout_s`` per request once sent, and
 ``spec.round_timeout_s`` for the measured phase; requests not finished by then fail with
-"round timeout" (sent or not), so a round never hangs. Poisson gaps are in scaled seconds.
+"round timeout" (sent or not), so a round never hangs. Arrival gaps are in scaled seconds;
+``scheduled_at_s`` is when a request was due, ``issued_at_s`` when the client reached it (before
+waiting for a slot of C), both from the round start and also as ``*_raw_s``: a client behind its
+schedule is detected from them (``arrivals.lag``), never silently measured as a lower rate.
 
 ``cancel`` (a ``threading.Event``, set from any thread: the service's liveness watch sets it
 when a rank dies) ends a round at once: it is looked at every ``CANCEL_POLL_S``, every request
@@ -39,7 +42,6 @@ import asyncio
 import contextlib
 import functools
 import json
-import math
 import threading
 import time
 from collections.abc import Callable
@@ -47,9 +49,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import numpy as np
 
 from pytest_ppsweep.measure.completion import WRONG_OUTPUT, request_problem
+from pytest_ppsweep.measure.arrivals import schedule
 from pytest_ppsweep.measure.metrics import RoundResult, summarize
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
 
@@ -67,6 +69,7 @@ RECORD_KEYS = (
     "ttft_s", "ttft_raw_s", "e2e_s", "e2e_raw_s", "prompt_tokens", "completion_tokens",
     "cached_tokens", "server_e2e_latency", "server_first_token_latency", "finish_reason",
     "http_status", "ok", "error_kind", "error", "chunk_s", "chunk_tokens",
+    "scheduled_at_s", "scheduled_at_raw_s", "issued_at_s", "issued_at_raw_s",
 )  # fmt: skip
 
 
@@ -299,15 +302,6 @@ async def _discover_model(session: aiohttp.ClientSession, base: str, timeout_s: 
         raise BenchSetupError(f"GET /v1/models gave no model name: {exc!r}") from exc
 
 
-def _arrivals(spec: WorkloadSpec, time_scale: float) -> list[float]:
-    """Real-time arrival offsets: all 0, or Poisson (seeded) with gaps in scaled seconds."""
-    if math.isinf(spec.request_rate):
-        return [0.0] * spec.num_requests
-    gaps = np.random.default_rng([spec.seed, 2]).exponential(1 / spec.request_rate,
-                                                             spec.num_requests)
-    return [0.0, *(np.cumsum(gaps[:-1]) / time_scale).tolist()]
-
-
 async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
                     model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
                     on_record: OnRecord | None = None, session: aiohttp.ClientSession | None = None,
@@ -367,6 +361,9 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
         try:
             async with asyncio.timeout_at(deadline):
                 await asyncio.sleep(max(0.0, start + arrival - loop.time()))
+                issued = time.perf_counter() - t0  # due and reached, before any wait for C
+                rec.update(scheduled_at_raw_s=arrival, scheduled_at_s=arrival * time_scale,
+                           issued_at_raw_s=issued, issued_at_s=issued * time_scale)
                 await sem.acquire()
         except TimeoutError:
             rec.update(error_kind="round timeout", error="round timeout: never sent")
@@ -381,7 +378,9 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
 
     try:
         async with asyncio.TaskGroup() as tg:
-            for i, arrival in enumerate(_arrivals(spec, time_scale)):
+            for i, arrival in enumerate(schedule(
+                    spec.num_requests, spec.request_rate, seed=spec.seed,
+                    burstiness=spec.burstiness, time_scale=time_scale)):
                 tg.create_task(one(i, arrival))
     except ExceptionGroup as group:  # only on_record can raise in there: surface its error
         raise group.exceptions[0] from None

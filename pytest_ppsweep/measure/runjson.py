@@ -49,7 +49,8 @@ class RunJson:
                 "spread_threshold": sweep.spread_threshold,
                 "min_repeats": sweep.min_repeats,
                 "spread_rule": sweep.spread_rule,
-                "workload": json.loads(json.dumps(sweep.workload.__dict__)),
+                "workload": json.loads(json.dumps(sweep.workload.as_json())),
+                "gpu_hour_usd": sweep.gpu_hour_usd,
                 "sglang_version": None,
                 **axis_fields(sweep),
             },
@@ -99,7 +100,7 @@ def axis_fields(sweep: Sweep) -> dict[str, Any]:
         "points": point_facts(sweep.configs),
         "axes": list(sweep.axis_names),
         "compare_baseline": dict(sweep.compare_baseline),
-        "workloads": {n: json.loads(json.dumps(w.__dict__)) for n, w in named.items()},
+        "workloads": {n: json.loads(json.dumps(w.as_json())) for n, w in named.items()},
         "concurrencies": list(dict.fromkeys(
             c for w in (named.values() or [sweep.workload]) for c in w.concurrency)),
     }

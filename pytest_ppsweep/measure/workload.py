@@ -48,6 +48,7 @@ class WorkloadSpec:
     warmup_requests: int = 1
     api: str = "generate"  # "generate" (/generate) or "completions" (/v1/completions)
     request_rate: float = math.inf  # requests per (scaled) second; inf = all at t=0, gated by C
+    burstiness: float = 1.0  # gamma shape of the arrival gaps; 1 = Poisson (measure/arrivals.py)
     request_timeout_s: float = 600.0
     round_timeout_s: float = 3600.0
 
@@ -67,6 +68,8 @@ class WorkloadSpec:
             problems.append(f"api must be one of {APIS}, got {self.api!r}")
         if not self.request_rate > 0:
             problems.append(f"request_rate must be > 0 (inf = unbounded), got {self.request_rate}")
+        if not self.burstiness > 0:
+            problems.append(f"burstiness must be > 0, got {self.burstiness}")
         if not (self.request_timeout_s > 0 and self.round_timeout_s > 0):
             problems.append("request_timeout_s and round_timeout_s must be > 0")
         if problems:

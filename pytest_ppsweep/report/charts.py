@@ -40,6 +40,9 @@ def _nice_max(value: float) -> float:
     return next(m * power for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * power >= value)
 
 
+nice_max = _nice_max  # the axes' top, for charts drawn elsewhere (report/pareto.py)
+
+
 def _fmt(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}".rstrip("0").rstrip(".")
 

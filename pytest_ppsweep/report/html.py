@@ -16,7 +16,7 @@ from urllib.parse import quote, unquote
 
 import pandas as pd
 
-from pytest_ppsweep.report import plannerview
+from pytest_ppsweep.report import plannerview, sloview
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
 from pytest_ppsweep.report.comm import comm_html
 from pytest_ppsweep.report.format import delta, num, records
@@ -326,6 +326,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     # The first screen answers the question (which layout, by how much, can it be trusted);
     # the tables, charts and evidence that back the answer come after it.
     body = [_decision(data, summary, verdicts, recommendation),
+            sloview.html_section(data.run_dir),
             *_axis_sections(data, summary),
             _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),

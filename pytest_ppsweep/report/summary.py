@@ -87,14 +87,29 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> R
     if analysis is None:
         # test_comm alone (the service never booted): the §9.2 section is still the report's
         comm = comm_html(run_dir)
-        return Rendered([f"<p>{html.escape(note)}</p>", *([comm] if comm else [])],
-                        [note, *comm_terminal(run_dir)])
+        slo = slo_html(run_dir)  # an SLO search alone (-k slo) still answers
+        return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, comm) if x)],
+                        [note, *slo_lines(run_dir), *comm_terminal(run_dir)])
     data, summary, verdicts, rec = analysis
     return Rendered(
         html_summary(data, summary, verdicts, rec),
-        terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir)
-        + comm_terminal(run_dir),
+        terminal_summary(summary, verdicts, rec, width=100) + slo_lines(run_dir)
+        + planner_lines(run_dir) + comm_terminal(run_dir),
     )
+
+
+def slo_html(run_dir: Path) -> str:
+    """The report's SLO block ("" without an SLO search)."""
+    from pytest_ppsweep.report.sloview import html_section
+
+    return html_section(run_dir)
+
+
+def slo_lines(run_dir: Path) -> list[str]:
+    """The SLO answers and the Pareto front, where the run searched an SLO."""
+    from pytest_ppsweep.report.sloview import terminal_lines
+
+    return terminal_lines(run_dir)
 
 
 def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -> None:

@@ -42,6 +42,7 @@ __all__ = [
     "comparisons",
     "confounded_lines",
     "differing",
+    "extra_fields",
     "load_points",
     "median_metrics",
     "write_comparisons",
@@ -86,6 +87,14 @@ def differing(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[
         return []
     lines = manifest.differences(dict(a), dict(b))
     return [line for line in lines if line.split(": ", 1)[0] not in _IDENTITY]
+
+
+def extra_fields(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
+                 studied: Sequence[str] = LAYOUT_STUDY) -> list[str]:
+    """The manifest fields two points differ in beyond ``studied`` (and its node-level echoes):
+    non-empty means a comparison of them is confounded."""
+    fields = list(dict.fromkeys(_field(d) for d in differing(a, b)))
+    return [f for f in fields if f not in studied and not _implied(f, studied)]
 
 
 def _field(line: str) -> str:

@@ -28,6 +28,7 @@ from pytest_ppsweep.results.aggregate import (
     round_problems,
     summarize_run,
 )
+from pytest_ppsweep.results.objective import label, primary_metrics, run_json, workload_objectives
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -131,6 +132,7 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
     broken_groups = {key: frame for key, frame in broken.groupby(["config_id", "concurrency"])}
     limit = meta.spread_threshold * 100.0
     selected = meta.selected
+    primary = _primary_spreads(data)
     verdicts = []
     for cid in summary.order:
         base = _config_failures(configs.get(cid), pending)
@@ -144,15 +146,40 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
             else:
                 if (cid, conc) in broken_groups:
                     failures.extend(_round_failures(broken_groups[(cid, conc)]))
-                spread = float(row["tps_spread_pct"])
+                metric, spread = primary.get((cid, conc), ("input_tps",
+                                                            float(row["tps_spread_pct"])))
                 if spread > limit:
-                    text = "spread " + _pct_pair(spread, limit)
+                    named = "" if metric == "input_tps" else f"({label(metric)}) "
+                    text = "spread " + named + _pct_pair(spread, limit)
                     (warnings if meta.spread_rule == "warn" else failures).append(text)
                 if int(row["repeats"]) < meta.min_repeats:
                     failures.append(f"{int(row['repeats'])} repeat(s) < {meta.min_repeats} "
                                     "required")
             verdicts.append(Verdict(cid, conc, not failures, tuple(failures), tuple(warnings)))
     return tuple(verdicts)
+
+
+def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
+    """(max − min) / median in % of each point's primary metric (its workload's objective,
+    results/objective.py) per C, for points whose primary metric is not Input TPS (that one
+    is the summary's ``tps_spread_pct``)."""
+    raw = run_json(data.run_dir)
+    default = workload_objectives(raw)[""][0]
+    metrics = primary_metrics(raw)
+    out: dict[tuple[str, int], tuple[str, float]] = {}
+    results = data.results
+    if results.empty:
+        return out
+    for (cid, conc), part in results.groupby(["config_id", "concurrency"], sort=False):
+        metric = metrics.get(str(cid), default)
+        if metric == "input_tps" or metric not in part.columns:
+            continue
+        values = pd.to_numeric(part[metric], errors="coerce").dropna()
+        if values.empty or not values.median():
+            continue
+        spread = float((values.max() - values.min()) / abs(values.median()) * 100.0)
+        out[(str(cid), int(str(conc)))] = (metric, spread)
+    return out
 
 
 # The files a verdict is judged from (load_run); the newest folder's judgement is kept with the

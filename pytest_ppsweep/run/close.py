@@ -43,12 +43,14 @@ def close(
     with a reference run, gate.csv with the fields each point differs in."""
     from pytest_ppsweep import gate
     from pytest_ppsweep.gate import benchjson, differs
+    from pytest_ppsweep.results.sloanswer import write_if_absent
 
     for config_id, why in not_run.items():
         ConfigRow(store, config_id).not_run(why)
     store.sort_results(order)
     if store.results_csv.exists():
         benchjson.write_benchmark_json(store.dir)
+    write_if_absent(store.dir, store.run_id)  # the SLO answers, unless every kind's were written
     analysis, note = summarize(store.dir)
     rows = None
     if compare_ref is not None:

@@ -41,6 +41,8 @@ def workload_spec(w: Workload) -> WorkloadSpec:
         api=w.api,
         request_timeout_s=w.request_timeout_s,
         round_timeout_s=w.round_timeout_s,
+        request_rate=w.request_rate,
+        burstiness=w.burstiness,
     )
 
 

@@ -27,10 +27,12 @@ from pytest_ppsweep.run.lifecycle import Lifecycle
 from pytest_ppsweep.run.live import LiveStatus, NoStatus
 from pytest_ppsweep.run.profile_step import ProfileStep
 from pytest_ppsweep.run.rounds import Rounds, ThirdRepeat, Workloads
+from pytest_ppsweep.run.slo_search import SloSearch
 from pytest_ppsweep.service.logscan import Finding
 
 if TYPE_CHECKING:
     from pytest_ppsweep.comm.runner import DomainRun
+    from pytest_ppsweep.measure.slosearch import SearchOutcome
     from pytest_ppsweep.profile.attribution import LayoutProfile
 
 __all__ = ["SweepRun"]
@@ -77,6 +79,8 @@ class SweepRun:
                                     self.lifecycle.worked)
         self.comm_step = CommStep(sweep, store, self.registry, self.lifecycle, progress,
                                   self.live)
+        self.slo = SloSearch(sweep, store, self.workloads, self.rounds, progress, self.live,
+                             self.lifecycle.worked)
 
     # -- what the run measures ------------------------------------------------------------------
 
@@ -130,6 +134,11 @@ class SweepRun:
     def boot(self, config: Config) -> Booted:
         """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
         return self.lifecycle.boot(config)
+
+    def slo_search(self, booted: Booted) -> SearchOutcome:
+        """The highest load within the workload's SLO on this boot (run/slo_search.py): bounded
+        probes, the final load repeated; slo_probes.csv and slo/<layout>.json as produced."""
+        return self.slo.run(booted)
 
     def teardown(self, booted: Booted) -> None:
         """Record what the layout's logs and GPU memory show after its tests, then stop it."""

@@ -38,11 +38,14 @@ class Collection(Quiet):
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         """One session-scoped ``ppsweep_config`` per selected layout; ``concurrency`` per C. A
-        profile test (``ppsweep_profile``) only for the layouts the profile window covers."""
+        profile test (``ppsweep_profile``) only for the layouts the profile window covers, an
+        SLO test (``ppsweep_slo``) only for the points whose workload has an SLO."""
         ids = self.ids
         if metafunc.definition.get_closest_marker("ppsweep_profile"):
             spec = self.sweep.profile
             ids = [i for i in ids if spec is not None and spec.covers(i)]
+        if metafunc.definition.get_closest_marker("ppsweep_slo"):
+            ids = [i for i in ids if self._has_slo(i)]
         params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in ids]
         metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
         if "concurrency" in metafunc.fixturenames:
@@ -81,9 +84,16 @@ class Collection(Quiet):
         marks = {getattr(m, "name", "") for m in getattr(obj, "pytestmark", [])}
         if "ppsweep_comm" in marks and self.sweep.comm is None:
             return True
+        if "ppsweep_slo" in marks and not any(self._has_slo(i) for i in self.ids):
+            return True
         spec = self.sweep.profile
         return "ppsweep_profile" in marks and (spec is None or not any(
             spec.covers(i) for i in self.ids))
+
+    def _has_slo(self, config_id: str) -> bool:
+        """test_slo and test_slo_no_regression (marked ``ppsweep_slo``) exist only for the
+        points whose workload carries an SLO (a sweep without one looks exactly as before)."""
+        return self.sweep.workload_of(self.sweep.config(config_id)).slo is not None
 
     def collected(self, items: list[pytest.Item]) -> None:
         """Gate tests are deselected without a reference to compare with; each layout's tests

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_ppsweep.measure.arrivals import lag, schedule
 from pytest_ppsweep.measure.bench import (
     RECORD_KEYS,
     BenchSetupError,
-    _arrivals,
     make_session,
     run_round,
 )
@@ -209,12 +209,27 @@ def test_poisson_arrivals_and_caller_session(
 
     r = asyncio.run(go())
     assert r.completed == 6
-    arrivals = _arrivals(spec, 1.0)  # seeded: the same schedule every run
-    assert arrivals == _arrivals(spec, 1.0)
+    arrivals = schedule(6, 40.0, seed=spec.seed)  # seeded: the same schedule every run
+    assert arrivals == schedule(6, 40.0, seed=spec.seed)
     assert arrivals[0] == 0.0
     assert arrivals[-1] > 0.0
-    for x in r.records:  # nobody is sent before its arrival time
-        assert x["sent_at_raw_s"] >= arrivals[x["index"]] - 0.01
+    for x in r.records:  # nobody is sent before its arrival time; each records when it was due
+        assert x["scheduled_at_raw_s"] == arrivals[x["index"]]
+        assert x["sent_at_raw_s"] >= x["issued_at_raw_s"] >= arrivals[x["index"]] - 0.01
+    behind = lag(r.records)
+    assert behind is not None and not behind.behind, behind
+
+
+def test_the_cap_delays_sends_not_arrivals(fake_server: FakeSGLang,
+                                           make_spec: SpecFactory) -> None:
+    """bench_serving's --max-concurrency with a rate: a request due while the cap is full is
+    issued on time and sent when a slot frees; that wait is not the client falling behind."""
+    spec = make_spec(num_requests=6, request_rate=1000.0)
+    r = run(fake_server.base_url, generate_prompts(spec), 1, spec=spec)
+    assert r.completed == 6 and r.peak_concurrency == 1
+    waits = [x["sent_at_raw_s"] - x["issued_at_raw_s"] for x in r.records]
+    assert max(waits) > 0.001  # queued behind the cap of 1
+    assert all(x["issued_at_raw_s"] - x["scheduled_at_raw_s"] < 0.05 for x in r.records)
 
 
 def test_mismatched_spec_or_small_pool_is_refused(make_spec: SpecFactory) -> None:

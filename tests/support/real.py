@@ -87,10 +87,12 @@ def sweep_toml(
     configs: str | None = None,
     model: str = "tiny-qwen3moe",
     baseline: str | None = None,
+    slo: str | None = None,
     **workload: object,
 ) -> str:
     """test_matrix/cpu.toml with this machine's paths, private ports, a process mark, and
-    optionally other layouts (``configs``: TOML ``[[configs]]`` blocks) and workload values."""
+    optionally other layouts (``configs``: TOML ``[[configs]]`` blocks), workload values and a
+    ``[workload.slo]`` table (``slo``: its TOML text)."""
     text = CPU_TOML.read_text(encoding="utf-8")
     subs = [
         (r'^python = ".*"$', f"python = {json.dumps(prov.python)}"),
@@ -108,6 +110,8 @@ def sweep_toml(
     if configs is not None:
         start, end = text.index("[[configs]]"), text.index("[workload]")
         text = text[:start] + configs.strip() + "\n\n" + text[end:]
+    if slo is not None:
+        text = text.replace("[clusters.cpu]\n", slo.strip() + "\n\n[clusters.cpu]\n", 1)
     # Every rank (and every child it forks) inherits this, so /proc tells our ranks apart.
     text = text.replace("[clusters.cpu.env]\n", f'[clusters.cpu.env]\n{MARK_VAR} = "{mark}"\n')
     return text

@@ -1,0 +1,170 @@
+"""A workload's SLO (``[workload.slo]`` or ``[workloads.<name>.slo]``) and its load search.
+
+Limits, in seconds (all optional, at least one):
+
+* ``<metric>_p<q>_s`` (metric ``ttft``, ``tpot``, ``itl`` or ``e2e``; q 50, 90, 95 or 99): that
+  percentile of the round, over its completed requests (bench_serving's definitions), must be
+  at most the limit;
+* ``ttft_s``, ``tpot_s``, ``itl_s`` (its largest ITL), ``e2e_s``: per request. A request is
+  *good* only if it completed and met every per-request limit, so goodput never counts a
+  failure; ``attainment`` (default 1.0) is the share of good requests a round needs.
+
+The search for the highest load within the SLO on one boot (measure/slosearch.py):
+
+* ``search``: ``"rate"`` (requests per second, open loop; default) or ``"concurrency"``;
+* ``min``, ``max`` (required): the load range searched (req/s, or C);
+* ``precision``: the search stops when the bracket is this narrow (default (max − min) / 16;
+  concurrency: 1);
+* ``max_probes`` (default 8, at most 64): the most probes before the repeats at the final load;
+* ``max_concurrency`` (default 0: none): the cap on requests in flight while searching a rate.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from pytest_ppsweep.matrix.schema import MatrixError, Reader
+
+__all__ = [
+    "METRICS",
+    "PERCENTILES",
+    "SEARCH_KINDS",
+    "SLO_KEYS",
+    "SloLimit",
+    "SloSpec",
+    "read_rate",
+    "read_slo",
+]  # fmt: skip
+
+METRICS = ("ttft", "tpot", "itl", "e2e")
+PERCENTILES = (50, 90, 95, 99)
+SEARCH_KINDS = ("rate", "concurrency")
+_PCT_KEY = re.compile(r"(ttft|tpot|itl|e2e)_p(50|90|95|99)_s")
+_REQ_KEYS = tuple(f"{m}_s" for m in METRICS)
+SEARCH_KEYS = ("search", "min", "max", "precision", "max_probes", "max_concurrency",
+               "attainment")  # fmt: skip
+SLO_KEYS = (*(f"{m}_p{q}_s" for m in METRICS for q in PERCENTILES), *_REQ_KEYS, *SEARCH_KEYS)
+MAX_PROBES_CAP = 64
+
+
+@dataclass(frozen=True)
+class SloLimit:
+    """One limit: ``metric`` (ttft/tpot/itl/e2e), ``percentile`` (None: per request), seconds."""
+
+    metric: str
+    percentile: int | None
+    limit_s: float
+
+    @property
+    def key(self) -> str:
+        """The sweep-file key (also the results' column of a percentile limit)."""
+        return f"{self.metric}_p{self.percentile}_s" if self.percentile else f"{self.metric}_s"
+
+    def __str__(self) -> str:
+        what = f"{self.metric.upper()} p{self.percentile}" if self.percentile else (
+            f"{self.metric.upper()} per request")
+        return f"{what} ≤ {self.limit_s:g} s"
+
+
+@dataclass(frozen=True)
+class SloSpec:
+    """A workload's latency target and how its highest sustainable load is searched."""
+
+    limits: tuple[SloLimit, ...]
+    search: str = "rate"
+    low: float = 1.0
+    high: float = 16.0
+    precision: float = 1.0
+    max_probes: int = 8
+    max_concurrency: int = 0
+    attainment: float = 1.0
+
+    @property
+    def percentile_limits(self) -> tuple[SloLimit, ...]:
+        return tuple(lim for lim in self.limits if lim.percentile is not None)
+
+    @property
+    def request_limits(self) -> tuple[SloLimit, ...]:
+        return tuple(lim for lim in self.limits if lim.percentile is None)
+
+    @property
+    def unit(self) -> str:
+        return "req/s" if self.search == "rate" else "concurrent requests"
+
+    def text(self) -> str:
+        """The SLO in one line (``TTFT p50 ≤ 5 s``; joined with ``and``)."""
+        return " and ".join(str(lim) for lim in self.limits)
+
+
+def read_rate(r: Reader, key: str) -> float:
+    """A request rate: a number > 0 or ``"inf"`` (bench_serving's ``--request-rate``)."""
+    value = r.raw(key)
+    if value is None:
+        return math.inf
+    if value == "inf":
+        return math.inf
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or (
+            not math.isfinite(value)):
+        shown = f"{type(value).__name__} {value!r}"
+        raise MatrixError(f"{r.path}: key '{r.where}.{key}': expected a number > 0 (requests "
+                          f"per second) or \"inf\", found {shown}")
+    return float(value)
+
+
+def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
+    """The ``slo`` table of one workload; None when it has none. Every error names file, key,
+    expected and found."""
+    if "slo" not in w.data:
+        return None
+    tab = w.table("slo")
+    tab.only(SLO_KEYS)
+    limits: list[SloLimit] = []
+    for key in tab.keys():  # noqa: SIM118 (Reader is not a dict)
+        if key in SEARCH_KEYS:
+            continue
+        value = tab.number(key, minimum=0.0)
+        if not value > 0:
+            raise MatrixError(f"{tab.path}: key '{tab.where}.{key}': expected a limit > 0 "
+                              f"seconds, found {value!r}")
+        match = _PCT_KEY.fullmatch(key)
+        limits.append(SloLimit(key.split("_")[0], int(match.group(2)) if match else None, value))
+    if not limits:
+        raise MatrixError(f"{tab.path}: key '{tab.where}': expected at least one limit "
+                          f"({', '.join(SLO_KEYS[:3])}, … ttft_s, tpot_s, itl_s, e2e_s), "
+                          "found none")
+    search = tab.choice("search", SEARCH_KINDS, default="rate")
+    for bound in ("min", "max"):
+        if bound not in tab.data:
+            unit = "req/s" if search == "rate" else "C"
+            raise MatrixError(f"{tab.path}: key '{tab.where}.{bound}': expected the load range "
+                              f"searched ({unit}), found nothing")
+    if search == "rate":
+        low, high = tab.number("min", minimum=0.0), tab.number("max", minimum=0.0)
+        if not low > 0:
+            raise MatrixError(f"{tab.path}: key '{tab.where}.min': expected a rate > 0, "
+                              f"found {low!r}")
+    else:
+        low = float(tab.integer("min", minimum=1))
+        high = float(tab.integer("max", minimum=1, maximum=num_requests))
+    if not high > low:
+        raise MatrixError(f"{tab.path}: key '{tab.where}.max': expected more than min "
+                          f"({low:g}), found {high:g}")
+    default_precision = 1.0 if search == "concurrency" else (high - low) / 16
+    precision = tab.number("precision", default=default_precision, minimum=0.0)
+    if not precision > 0 or precision >= high - low:
+        raise MatrixError(f"{tab.path}: key '{tab.where}.precision': expected 0 < precision < "
+                          f"max − min ({high - low:g}), found {precision!r}")
+    if search == "concurrency":
+        precision = max(1.0, float(math.ceil(precision)))
+    attainment = tab.number("attainment", default=1.0, minimum=0.0)
+    if not 0 < attainment <= 1:
+        raise MatrixError(f"{tab.path}: key '{tab.where}.attainment': expected 0 < share ≤ 1, "
+                          f"found {attainment!r}")
+    return SloSpec(
+        limits=tuple(limits), search=search, low=low, high=high, precision=precision,
+        max_probes=tab.integer("max_probes", default=8, minimum=2, maximum=MAX_PROBES_CAP),
+        max_concurrency=tab.integer("max_concurrency", default=0, minimum=0),
+        attainment=attainment,
+    )

@@ -1,0 +1,204 @@
+"""The answers of a run: one per question its points ask (``answers.json``).
+
+A question is found from the sweep's points by a **finder**: a function of an
+:class:`AnswerInput` (the run folder read and judged once) that returns :class:`Answer` s. The
+built-in finders (results/questions.py) ask the layout question of each workload and the axis
+question of each layout × axis; another kind of question plugs in with one line in
+``results/finders.py`` (or :func:`register` at run time). Every finder compares points through
+``results.decide`` (the noise rule of ``results/noise.py``, the gate's rule), so an answer's
+evidence always means the same thing.
+
+Statuses: ``decided`` (the winner beats every rival beyond noise, or the tie-break decides
+among rivals within noise of each other), ``inconclusive`` (the data cannot separate the top
+points: ``rerun`` says what to run) and ``no valid point``.
+
+``answers.json``: ``{"format": "ppsweep-answers/1", "run_id": ..., "answers": [<Answer>...]}``,
+each answer as :meth:`Answer.as_dict` writes it (README: "answers.json").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.results.aggregate import RunData, Summary
+    from pytest_ppsweep.results.verdict import Verdict
+
+FORMAT = "ppsweep-answers/1"
+FILE_NAME = "answers.json"
+
+KINDS = ("layout", "axis", "slo")
+DECIDED = "decided"
+INCONCLUSIVE = "inconclusive"
+NO_VALID_POINT = "no valid point"
+STATUSES = (DECIDED, INCONCLUSIVE, NO_VALID_POINT)
+
+# Verdicts of one comparison (Evidence.verdict), from the first point's side.
+BETTER = "better"
+WORSE = "worse"
+WITHIN_NOISE = "within noise"
+NOT_COMPARED = "not compared"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One comparison inside a decision: ``point`` against ``versus`` at one C on one metric.
+
+    ``delta_pct``: point vs versus in % of versus's median (the metric's own sign: + is more);
+    ``noise_pct``: the noise rule on the two points' valid repeats of this run; ``verdict``:
+    ``better``/``worse``/``within noise`` for ``point`` given the metric's direction, or
+    ``not compared`` (``note`` says why)."""
+
+    point: str
+    versus: str
+    concurrency: int
+    metric: str
+    delta_pct: float
+    noise_pct: float
+    verdict: str
+    repeats: tuple[int, int] = (0, 0)
+    note: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (NaN as null)."""
+        return {"point": self.point, "versus": self.versus, "concurrency": self.concurrency,
+                "metric": self.metric, "delta_pct": _num(self.delta_pct),
+                "noise_pct": _num(self.noise_pct), "verdict": self.verdict,
+                "repeats": list(self.repeats), "note": self.note}
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer to one question of the run.
+
+    ``answer``: the chosen point (or layout) id, None unless decided; ``fallback``: the
+    runner-up; ``ranking``: every candidate best first; ``excluded``: (point, why) for points
+    left out (N/N, topology, log scan, boot); ``rerun``: the command that would separate the
+    top points when inconclusive; ``table``: rows for a small table (axis questions: one per
+    value with booted / headroom / Δ objective); ``extra``: anything a kind adds (kept in JSON).
+    """
+
+    kind: str
+    workload: str
+    question: str
+    objective: tuple[str, ...]
+    status: str
+    answer: str | None = None
+    fallback: str | None = None
+    ranking: tuple[str, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    rerun: str | None = None
+    reasons: tuple[str, ...] = ()
+    excluded: tuple[tuple[str, str], ...] = ()
+    caveats: tuple[str, ...] = ()
+    layout: str | None = None
+    axis: str | None = None
+    table: tuple[dict[str, Any], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def line(self) -> str:
+        """One line: ``layout[prefill]: decided pp8-tp4-ep4 (fallback pp4-tp8-ep4)``."""
+        where = self.workload + (f" {self.layout}" if self.layout else "")
+        what = self.kind + (f" {self.axis}" if self.axis else "")
+        if self.status == DECIDED:
+            tail = f"{self.answer}" + (f" (fallback {self.fallback})" if self.fallback else "")
+        elif self.status == INCONCLUSIVE:
+            tail = "between " + ", ".join(self.ranking[:2])
+        else:
+            tail = ""
+        return f"{what}[{where}]: {self.status}" + (f" {tail}" if tail else "")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object of answers.json (README: "answers.json")."""
+        return {"kind": self.kind, "workload": self.workload, "question": self.question,
+                "objective": list(self.objective), "status": self.status,
+                "answer": self.answer, "fallback": self.fallback, "ranking": list(self.ranking),
+                "evidence": [e.as_dict() for e in self.evidence], "rerun": self.rerun,
+                "reasons": list(self.reasons),
+                "excluded": [{"point": p, "why": w} for p, w in self.excluded],
+                "caveats": list(self.caveats), "layout": self.layout, "axis": self.axis,
+                "table": [_jsonable(r) for r in self.table], **_jsonable(self.extra)}
+
+
+@dataclass(frozen=True, eq=False)
+class AnswerInput:
+    """What every finder reads: the run folder loaded, summarised and judged once.
+
+    ``points``: run.json ``points`` (``{}`` for a sweep without axes); ``objectives``: per
+    workload name its ranking metrics (``results.questions.objective_of``); ``command``: the
+    pytest command line that re-runs points of this run (``rerun`` starts with it)."""
+
+    data: RunData
+    summary: Summary
+    verdicts: tuple[Verdict, ...]
+    points: dict[str, dict[str, Any]]
+    objectives: dict[str, tuple[str, ...]]
+    command: str = "pytest test_matrix"
+
+
+Finder = Callable[[AnswerInput], list[Answer]]
+_REGISTERED: list[Finder] = []
+
+
+def register(finder: Finder) -> Finder:
+    """Add a finder for this process (usable as a decorator); kept once."""
+    if finder not in _REGISTERED:
+        _REGISTERED.append(finder)
+    return finder
+
+
+def write_answers(run_dir: Path, run_id: str, answers: Sequence[Answer]) -> Path:
+    """``<run_dir>/answers.json`` atomically (a reader never sees half a file)."""
+    path = Path(run_dir) / FILE_NAME
+    body = {"format": FORMAT, "run_id": run_id, "answers": [a.as_dict() for a in answers]}
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_answers(run_dir: Path) -> list[dict[str, Any]]:
+    """The answers of ``answers.json`` as written ([] when the run has none or it is broken)."""
+    try:
+        raw = json.loads((Path(run_dir) / FILE_NAME).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return []
+    items = raw.get("answers") if isinstance(raw, dict) else None
+    return [a for a in items if isinstance(a, dict)] if isinstance(items, list) else []
+
+
+def one_line(answers: Sequence[dict[str, Any]]) -> str:
+    """A run's answers in one line for ``runs``/``show`` (from answers.json's dicts)."""
+    parts = []
+    for a in answers:
+        where = str(a.get("workload") or "") + (f" {a['layout']}" if a.get("layout") else "")
+        what = str(a.get("kind")) + (f" {a['axis']}" if a.get("axis") else "")
+        status = str(a.get("status"))
+        value = a.get("answer") if status == DECIDED else None
+        parts.append(f"{what}[{where}] " + (str(value) if value else status))
+    return "; ".join(parts) if parts else "no answers"
+
+
+def _num(value: float) -> float | None:
+    return None if value != value or value in (float("inf"), float("-inf")) else round(value, 4)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return _num(value)
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    try:
+        return _num(float(value))  # numpy / pandas scalars
+    except (TypeError, ValueError):
+        return str(value)

@@ -1,0 +1,81 @@
+"""What a workload's points are ranked by, and whose spread the validity rule reads.
+
+- prefill-like workloads (output_len ≤ input_len / 16, the seeds' 16K → 1): Input TPS, then
+  TTFT p50;
+- decode-like workloads (longer outputs): output TPS, then TPOT p50;
+- ``objective = [...]`` in the workload's table of the sweep file overrides both.
+
+The first metric is the **primary** one: the spread rule reads its repeats.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pytest_ppsweep.matrix.schema import OBJECTIVE_METRICS
+
+PREFILL = ("input_tps", "ttft_p50_s")
+DECODE = ("output_tps", "tpot_p50_s")
+LABELS = {"input_tps": "Input TPS", "output_tps": "output TPS", "ttft_p50_s": "TTFT p50",
+          "ttft_p95_s": "TTFT p95", "tpot_p50_s": "TPOT p50", "itl_p50_s": "ITL p50",
+          "e2e_p50_s": "E2E p50"}
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether more of ``metric`` is better (throughputs) or worse (latencies)."""
+    return OBJECTIVE_METRICS.get(metric, not metric.endswith("_s"))
+
+
+def label(metric: str) -> str:
+    """``Input TPS`` for ``input_tps``."""
+    return LABELS.get(metric, metric)
+
+
+def objective_of(workload: dict[str, Any] | None) -> tuple[str, ...]:
+    """The ranking metrics of a workload as run.json holds it (its fields as a dict)."""
+    if not isinstance(workload, dict):
+        return PREFILL
+    given = workload.get("objective")
+    if isinstance(given, list | tuple) and given:
+        return tuple(str(m) for m in given)
+    try:
+        inp, out = int(workload.get("input_len") or 0), int(workload.get("output_len") or 1)
+    except (TypeError, ValueError):
+        return PREFILL
+    return DECODE if out > 1 and out * 16 > inp else PREFILL
+
+
+def run_json(run_dir: Path) -> dict[str, Any]:
+    """metadata/run.json as a dict ({} when missing or broken)."""
+    try:
+        raw = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return raw if isinstance(raw, dict) else {}
+
+
+def workload_objectives(raw: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    """Per workload name (``""`` for a sweep's one workload) its ranking metrics."""
+    named = raw.get("workloads")
+    out = {"": objective_of(raw.get("workload"))}
+    if isinstance(named, dict):
+        out.update({str(k): objective_of(v) for k, v in named.items()})
+    return out
+
+
+def point_workloads(raw: dict[str, Any]) -> dict[str, str]:
+    """Per point id its workload name, from run.json ``points`` ({} without points)."""
+    points = raw.get("points")
+    if not isinstance(points, dict):
+        return {}
+    return {str(k): str(v.get("workload") or "") for k, v in points.items()
+            if isinstance(v, dict)}
+
+
+def primary_metrics(raw: dict[str, Any]) -> dict[str, str]:
+    """Per point id the primary metric of its workload (points of no known workload: absent;
+    the caller uses Input TPS)."""
+    objectives = workload_objectives(raw)
+    return {cid: objectives.get(w, PREFILL)[0] for cid, w in point_workloads(raw).items()}

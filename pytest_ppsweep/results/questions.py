@@ -1,0 +1,305 @@
+"""The questions a sweep's points ask, found from the points themselves (no syntax of their own):
+
+- a **layout question** per workload: the points that differ only in PP/TP/EP (with an axis
+  sweep, those at the comparison baseline's axis values);
+- an **axis question** per workload × layout × axis: the points of one layout (as written)
+  that differ only in that axis, against the group's baseline value (``[compare] baseline``,
+  else the axis's default).
+
+No question ranks points of different workloads, or an axis's variants as layouts. Each is
+ranked by its workload's objective (results/objective.py) through ``results.decide``. Points
+that failed N/N, the topology check, the log scan or their boot are excluded with the reason;
+a point whose only failure is the spread rule stays a candidate (its repeats carry the noise,
+and the noise rule judges it like any other).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.results import confound
+from pytest_ppsweep.results.aggregate import round_counts
+from pytest_ppsweep.results.answers import (
+    DECIDED,
+    INCONCLUSIVE,
+    NO_VALID_POINT,
+    Answer,
+    AnswerInput,
+    Evidence,
+)
+from pytest_ppsweep.results.decide import Decision, compare, decide, outcome
+from pytest_ppsweep.results.objective import PREFILL, label, run_json, workload_objectives
+from pytest_ppsweep.results.verdict import Verdict, as_bool, records
+
+# A verdict's failures that leave the point a candidate: the spread rule and the repeat count
+# (its repeats still feed the noise rule, which then decides or says inconclusive).
+_KEPT = ("spread ", )
+_REPEATS_SUFFIX = "required"
+
+
+def objectives(run_dir: Path) -> dict[str, tuple[str, ...]]:
+    """Per workload its ranking metrics (run.json)."""
+    return workload_objectives(run_json(run_dir))
+
+
+def _facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for cid in given.summary.order:
+        known = given.points.get(cid)
+        out[cid] = dict(known) if known else {"layout": cid, "axes": {}, "workload": ""}
+    return out
+
+
+def _excluded(verdicts: Sequence[Verdict], cid: str) -> str:
+    """Why ``cid`` is not a candidate ("" when it is)."""
+    why: list[str] = []
+    for v in verdicts:
+        if v.config_id != cid:
+            continue
+        why += [f"C={v.concurrency}: {f}" for f in v.failures
+                if not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX)]
+    return "; ".join(why)
+
+
+def _noisy(verdicts: Sequence[Verdict], cid: str) -> list[str]:
+    return [f"{cid} C={v.concurrency}: {f}" for v in verdicts if v.config_id == cid
+            for f in (*v.failures, *v.warnings) if f.startswith(_KEPT)]
+
+
+def _repeats(results: pd.DataFrame, metrics: Sequence[str]) -> dict[str, dict[str, dict[
+        int, list[float]]]]:
+    """{metric: {point: {C: values of its valid (N/N) rounds}}}."""
+    counted = results[round_counts(results)] if not results.empty else results
+    out: dict[str, dict[str, dict[int, list[float]]]] = {m: {} for m in metrics}
+    for m in metrics:
+        if m not in counted.columns:
+            continue
+        values = pd.to_numeric(counted[m], errors="coerce")
+        for (cid, conc), part in values.groupby([counted["config_id"], counted["concurrency"]]):
+            kept = [float(v) for v in part if not math.isnan(float(v))]
+            out[m].setdefault(str(cid), {})[int(str(conc))] = kept
+    return out
+
+
+def _concs(given: AnswerInput, workload: str) -> tuple[int, ...]:
+    raw = run_json(given.data.run_dir)
+    named = raw.get("workloads")
+    if isinstance(named, dict) and isinstance(named.get(workload), dict):
+        wanted = {int(c) for c in named[workload].get("concurrency") or ()}
+        return tuple(c for c in given.summary.concurrencies if c in wanted) or tuple(
+            sorted(wanted))
+    return given.summary.concurrencies
+
+
+def _baseline_axes(given: AnswerInput, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    raw = run_json(given.data.run_dir)
+    axes = [str(a) for a in raw.get("axes") or []]
+    given_base = raw.get("compare_baseline")
+    chosen: dict[str, Any] = given_base if isinstance(given_base, dict) else {}
+    out = {}
+    for a in axes:
+        if a in ("pp", "tp"):
+            continue
+        if a in chosen:
+            out[a] = json.dumps(chosen[a], sort_keys=True)
+            continue
+        plain = [f for f in facts.values() if a in (f.get("axes") or {}) and not f.get("tags")]
+        pick = plain or [f for f in facts.values() if a in (f.get("axes") or {})]
+        out[a] = json.dumps(pick[0]["axes"][a], sort_keys=True) if pick else "null"
+    return out
+
+
+def _value(facts: dict[str, Any], axis: str) -> str:
+    return json.dumps((facts.get("axes") or {}).get(axis), sort_keys=True)
+
+
+def rerun_command(given: AnswerInput, points: Sequence[str], repeats: int) -> str:
+    """The command that measures ``points`` again with ``repeats`` repeats, taking everything
+    else over from this run (``--ppsweep-reuse``)."""
+    meta = given.data.meta
+    matrix = meta.matrix or "test_matrix/ppsweep.toml"
+    folder = str(Path(matrix).parent) if meta.matrix else "test_matrix"
+    parts = ["pytest", folder, "--ppsweep-matrix", matrix, "--ppsweep-config", ",".join(points),
+             "--ppsweep-repeats", str(repeats), "--ppsweep-reuse", str(given.data.run_dir)]
+    return shlex.join(parts)
+
+
+def _answer(given: AnswerInput, kind: str, workload: str, question: str,
+            objective: tuple[str, ...], members: Sequence[str], verdicts: Sequence[Verdict],
+            reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
+            **extra: Any) -> tuple[Answer, Decision]:
+    excluded = [(cid, why) for cid in members if (why := _excluded(verdicts, cid))]
+    out = {cid for cid, _ in excluded}
+    judged = {v.config_id for v in verdicts}
+    candidates = [cid for cid in members if cid not in out and cid in judged]
+    decision = decide(candidates, objective, reps, concs)
+    reasons = list(decision.reasons)
+    caveats = [n for cid in candidates for n in _noisy(verdicts, cid)]
+    if caveats:
+        reasons.append("Kept despite the spread rule (the noise rule judged their repeats): "
+                       + "; ".join(caveats) + ".")
+    rerun = None
+    if decision.status == INCONCLUSIVE:
+        have = max((len(v) for p in decision.unseparated
+                    for v in reps.get(objective[0], {}).get(p, {}).values()), default=3)
+        rerun = rerun_command(given, decision.unseparated, max(2 * have, 5))
+        reasons.append(f"To separate them: {rerun}")
+    if decision.status == NO_VALID_POINT and excluded:
+        reasons.append("Every point was excluded.")
+    fallback = (decision.ranking[1] if decision.status == DECIDED and len(decision.ranking) > 1
+                else None)
+    answer = Answer(kind=kind, workload=workload, question=question, objective=objective,
+                    status=decision.status, answer=decision.winner, fallback=fallback,
+                    ranking=decision.ranking, evidence=decision.evidence, rerun=rerun,
+                    reasons=tuple(reasons), excluded=tuple(excluded), **extra)
+    return answer, decision
+
+
+def _workloads(facts: dict[str, dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(str(f.get("workload") or "") for f in facts.values()))
+
+
+def layout_answers(given: AnswerInput) -> list[Answer]:
+    """One layout question per workload (module docstring)."""
+    facts = _facts(given)
+    base_axes = _baseline_axes(given, facts)
+    out: list[Answer] = []
+    for w in _workloads(facts):
+        members = [cid for cid, f in facts.items() if str(f.get("workload") or "") == w
+                   and all(_value(f, a) == v for a, v in base_axes.items())]
+        if len({facts[c].get("layout") for c in members}) < 2:
+            continue
+        objective = given.objectives.get(w, PREFILL)
+        concs = _concs(given, w)
+        reps = _repeats(given.data.results, objective)
+        what = "Which layout" + (f" for workload {w}" if w else "") + (
+            " (" + ", ".join(f"{a} = {json.loads(v)}" for a, v in base_axes.items()) + ")"
+            if base_axes else "") + f", by {', then '.join(label(m) for m in objective)}?"
+        answer, decision = _answer(given, "layout", w, what, objective, members,
+                                   given.verdicts, reps, concs)
+        caveats = _confounded(given.data.run_dir, decision.winner, members)
+        if caveats:
+            answer = _with(answer, caveats=tuple(caveats))
+        out.append(answer)
+    return out
+
+
+def _confounded(run_dir: Path, winner: str | None, members: Sequence[str]) -> list[str]:
+    """Members that differ from the winner in more than the layout (seeds §7: PP16's EP2)."""
+    if winner is None:
+        return []
+    mine = manifest.load(run_dir, winner)
+    out = []
+    for cid in members:
+        if cid == winner:
+            continue
+        extra = confound.extra_fields(mine, manifest.load(run_dir, cid))
+        if extra:
+            out.append(f"{cid} differs from {winner} in more than the layout ({', '.join(extra)})"
+                       ": its comparison is confounded, not a pure PP/TP one.")
+    return out
+
+
+def _with(answer: Answer, **changes: Any) -> Answer:
+    from dataclasses import replace
+
+    return replace(answer, **changes)
+
+
+def _boot_state(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "not run"
+    error = str(row.get("boot_error") or "")
+    if error == "nan":
+        error = ""
+    if as_bool(row.get("boot_ok")) is False or error:
+        low = error.lower()
+        if "out of memory" in low or "outofmemory" in low:
+            return "OOM"
+        return "not run" if error.startswith("not run") else "boot failed"
+    return "booted" if as_bool(row.get("boot_ok")) else "not run"
+
+
+def axis_answers(given: AnswerInput) -> list[Answer]:
+    """One axis question per workload × layout × axis (module docstring), with its table:
+    per value the point, whether it booted (or OOM), its headroom and Δ objective vs the
+    baseline value."""
+    facts = _facts(given)
+    base_axes = _baseline_axes(given, facts)
+    configs = records(given.data.configs, "config_id") if not given.data.configs.empty else {}
+    out: list[Answer] = []
+    for axis, base_value in base_axes.items():
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        for cid, f in facts.items():
+            others = json.dumps({k: v for k, v in sorted((f.get("axes") or {}).items())
+                                 if k != axis}, sort_keys=True)
+            key = (str(f.get("workload") or ""), str(f.get("layout") or cid), others)
+            groups.setdefault(key, []).append(cid)
+        for (w, layout, _others), members in groups.items():
+            if len(members) < 2:
+                continue
+            objective = given.objectives.get(w, PREFILL)
+            concs = _concs(given, w)
+            reps = _repeats(given.data.results, objective)
+            base = next((c for c in members if _value(facts[c], axis) == base_value), None)
+            what = (f"Which {axis} on {layout}" + (f" for workload {w}" if w else "")
+                    + f", by {', then '.join(label(m) for m in objective)}?")
+            answer, _ = _answer(given, "axis", w, what, objective, members, given.verdicts,
+                                reps, concs, layout=layout, axis=axis)
+            table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
+                                          configs, answer)
+            value = (json.loads(_value(facts[answer.answer], axis))
+                     if answer.answer else None)
+            answer = _with(answer, table=tuple(table),
+                           evidence=answer.evidence + tuple(evidence),
+                           extra={"baseline_point": base, "value": value,
+                                  "baseline_value": json.loads(base_value)})
+            out.append(answer)
+    return out
+
+
+def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: str,
+                base: str | None, metric: str,
+                reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
+                configs: dict[Any, dict[str, Any]], answer: Answer) -> tuple[
+                    list[dict[str, Any]], list[Evidence]]:
+    rows, evidence = [], []
+    excluded = dict(answer.excluded)
+    values = reps.get(metric, {})
+    for cid in members:
+        row = configs.get(cid)
+        state = _boot_state(row)
+        if state == "booted" and cid in excluded:
+            state = "invalid"
+        headroom = row.get("mem_headroom_mib") if row else None
+        ev: list[Evidence] = []
+        if base is not None and cid != base and cid not in excluded and base not in excluded:
+            ev = [compare(cid, base, c, metric, values.get(cid, {}).get(c, ()),
+                          values.get(base, {}).get(c, ())) for c in concs]
+            evidence += ev
+        rows.append({
+            "value": json.loads(_value(facts[cid], axis)), "point": cid,
+            "runs": facts[cid].get("runs", ""), "state": state,
+            "headroom_mib": None if headroom is None or headroom != headroom else float(
+                headroom),
+            "delta_pct": {str(e.concurrency): e.delta_pct for e in ev},
+            "verdict": "baseline" if cid == base else outcome(ev) if ev else state,
+            "why": excluded.get(cid, ""),
+        })
+    return rows, evidence
+
+
+def answer_input(data: Any, summary: Any, verdicts: Sequence[Verdict],
+                 command: str = "pytest test_matrix") -> AnswerInput:
+    """The finders' input from a loaded, summarised and judged run folder."""
+    return AnswerInput(data=data, summary=summary, verdicts=tuple(verdicts),
+                       points=confound.load_points(data.run_dir),
+                       objectives=objectives(data.run_dir), command=command)

@@ -1,0 +1,273 @@
+"""The SLO question: which layout carries the most load, and the most tokens/s per GPU, within
+the workload's SLO; from a run folder's ``slo/<layout>.json`` and ``slo_probes.csv``. One more
+kind of question of results/answers.py (its finder is listed in results/finders.py).
+
+Each answer is an :class:`~pytest_ppsweep.results.answers.Answer` of ``kind = "slo"``; its
+``extra`` adds ``slo`` (the target), ``text`` (the answer in one sentence) and ``layouts`` (each
+layout's search). Statuses:
+
+* ``decided``: load: the best layout's highest load within the SLO (confirmed by its repeats)
+  is at or above every rival's lowest load outside it, so the brackets cannot overlap;
+  tokens/s per GPU: the best beats the next beyond the gate's noise rule (results/noise.py) over
+  their rounds at their final loads;
+* ``inconclusive``: brackets that overlap, a final load not confirmed by its repeats, layouts
+  that all reached the top of the searched range, or per-GPU figures within noise. ``rerun``
+  says what would separate them;
+* ``no layout meets the SLO``: no layout was within it even at the lowest load searched;
+  ``text`` says how far the closest came (each limit's measured value against it).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_ppsweep.results.answers import (
+    BETTER,
+    DECIDED,
+    FILE_NAME,
+    INCONCLUSIVE,
+    WITHIN_NOISE,
+    Answer,
+    AnswerInput,
+    Evidence,
+    write_answers,
+)
+from pytest_ppsweep.results.noise import noise_pct
+
+__all__ = ["NO_LAYOUT", "answer_lines", "answers_of", "final_values", "number",
+           "read_outcomes", "read_probes", "slo_answers", "write_if_absent"]  # fmt: skip
+
+KIND = "slo"
+
+
+def read_probes(run_dir: Path) -> list[dict[str, str]]:
+    """``slo_probes.csv`` as rows of strings (empty without one)."""
+    path = Path(run_dir) / "slo_probes.csv"
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [r for r in csv.DictReader(fh) if None not in r.values()]
+
+
+def read_outcomes(run_dir: Path) -> list[dict[str, Any]]:
+    """Every ``slo/<layout>.json`` of the run folder, in file-name order."""
+    folder = Path(run_dir) / "slo"
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict) and data.get("config_id"):
+            out.append(data)
+    return out
+
+
+def number(value: Any) -> float | None:
+    """A finite float from a CSV cell or JSON value, else None."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def final_values(probes: Sequence[Mapping[str, str]], config_id: str, load: float | None,
+                 key: str) -> list[float]:
+    """``key`` of the layout's rounds at its final load that were within the SLO."""
+    if load is None:
+        return []
+    return [v for r in probes if r["config_id"] == config_id and r["within"] == "True"
+            and number(r["load"]) == load and (v := number(r.get(key))) is not None]
+
+
+def _entry(out: Mapping[str, Any], probes: Sequence[Mapping[str, str]],
+           tps_key: str) -> dict[str, Any]:
+    cid, low = str(out["config_id"]), number(out.get("low"))
+    tps = final_values(probes, cid, low, tps_key)
+    cost_key = "usd_per_m_input" if tps_key.startswith("input") else "usd_per_m_output"
+    costs = final_values(probes, cid, low, cost_key)
+    return {
+        "layout": cid, "gpus": out.get("gpus"), "low": low, "high": number(out.get("high")),
+        "unit": out.get("unit"), "status": out.get("status"),
+        "confirmed": bool(out.get("confirmed")), "search": out.get("text"),
+        "tps_per_gpu": statistics.median(tps) if tps else None, "tps_per_gpu_rounds": tps,
+        "usd_per_m_tokens": statistics.median(costs) if costs else None,
+    }
+
+
+def _how_far(probes: Sequence[Mapping[str, str]], config_id: str) -> str:
+    """What the layout's lowest-load probe measured against each limit it broke."""
+    mine = [r for r in probes if r["config_id"] == config_id]
+    if not mine:
+        return f"{config_id}: no probe"
+    first = min(mine, key=lambda r: number(r["load"]) or 0.0)
+    unit = "req/s" if first.get("search") == "rate" else "C"
+    return f"{config_id} at {first['load']} {unit}: {first['reasons'] or 'outside'}"
+
+
+def _closest(probes: Sequence[Mapping[str, str]], ids: Sequence[str]) -> str:
+    """The layout that came closest at its lowest load: the smallest measured/limit ratio."""
+    best, best_ratio = "", math.inf
+    for cid in ids:
+        mine = [r for r in probes if r["config_id"] == cid]
+        if not mine:
+            continue
+        first = min(mine, key=lambda r: number(r["load"]) or 0.0)
+        ratios = []
+        for part in (first.get("reasons") or "").split("; "):
+            if "≤" in part and "measured" in part:
+                limit = number(part.split("≤")[1].split("s")[0])
+                got = number(part.split("measured")[1].strip().split(" ")[0])
+                if limit and got:
+                    ratios.append(got / limit)
+        ratio = max(ratios) if ratios else math.inf
+        if ratio < best_ratio or not best:
+            best, best_ratio = cid, ratio
+    if not best:
+        return "no probe was measured"
+    over = "" if not math.isfinite(best_ratio) else f" ({best_ratio - 1:+.0%} over the limit)"
+    return f"closest: {_how_far(probes, best)}{over}"
+
+
+NO_LAYOUT = "no layout meets the SLO"
+LOAD = "sustainable load"
+
+
+def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
+                 probes: Sequence[Mapping[str, str]]) -> Answer:
+    meeting = sorted((e for e in entries if e["low"] is not None),
+                     key=lambda e: (-e["low"], -(e["tps_per_gpu"] or 0.0)))
+    others = [e for e in entries if e["low"] is None]
+    ranking = tuple(e["layout"] for e in meeting) + tuple(e["layout"] for e in others)
+    question = f"which layout carries the most load within {slo}"
+    if not meeting:
+        far = _closest(probes, [e["layout"] for e in entries])
+        text = f"No layout meets {slo} at the lowest load searched; {far}."
+        return Answer(kind=KIND, workload=workload, question=question, objective=(LOAD,),
+                      status=NO_LAYOUT, ranking=ranking,
+                      reasons=tuple(_how_far(probes, e["layout"]) for e in entries),
+                      extra={"slo": slo, "text": text, "layouts": entries})
+    best = meeting[0]
+    evidence, status, why = [], DECIDED, []
+    for rival in meeting[1:]:
+        apart = rival["high"] is not None and best["low"] >= rival["high"]
+        delta = (best["low"] / rival["low"] - 1) * 100 if rival["low"] else math.nan
+        evidence.append(Evidence(
+            point=best["layout"], versus=rival["layout"], concurrency=0, metric=LOAD,
+            delta_pct=delta, noise_pct=math.nan, verdict=BETTER if apart else WITHIN_NOISE,
+            note=f"{best['search']} vs {rival['search']}: "
+                 + ("the brackets are apart" if apart else "the brackets overlap")))
+        if not apart:
+            status = INCONCLUSIVE
+            why.append(f"{rival['layout']}'s bracket overlaps ({rival['search']})")
+    if not best["confirmed"]:
+        status = INCONCLUSIVE
+        why.append(f"{best['layout']}'s final load did not hold on every repeat")
+    text = (f"{best['layout']} carries the most load within {slo}: {best['search']}"
+            f"{_per_gpu_text(best)}.")
+    rerun = None
+    if status == INCONCLUSIVE:
+        text += " Inconclusive: " + "; ".join(why) + "."
+        rerun = ("narrow [workload.slo] precision or raise max_probes (or max), then rerun "
+                 f"--ppsweep-config {','.join(e['layout'] for e in meeting[:2])}")
+    return Answer(kind=KIND, workload=workload, question=question, objective=(LOAD,),
+                  status=status, answer=best["layout"] if status == DECIDED else None,
+                  fallback=meeting[1]["layout"] if len(meeting) > 1 else None, ranking=ranking,
+                  evidence=tuple(evidence), rerun=rerun, reasons=tuple(why),
+                  extra={"slo": slo, "text": text, "layouts": entries,
+                         "best": best["layout"]})
+
+
+def _per_gpu_text(entry: Mapping[str, Any]) -> str:
+    parts = []
+    if entry["tps_per_gpu"] is not None:
+        parts.append(f"{entry['tps_per_gpu']:,.0f} tok/s per GPU")
+    if entry["usd_per_m_tokens"] is not None:
+        parts.append(f"${entry['usd_per_m_tokens']:,.3g} per million tokens")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _gpu_answer(workload: str, slo: str, entries: list[dict[str, Any]],
+                metric: str) -> Answer:
+    scored = sorted((e for e in entries if e["tps_per_gpu"] is not None and e["confirmed"]),
+                    key=lambda e: -e["tps_per_gpu"])
+    question = f"which layout gives the most tokens/s per GPU within {slo}"
+    ranking = tuple(e["layout"] for e in scored)
+    if not scored:
+        return Answer(kind=KIND, workload=workload, question=question, objective=(metric,),
+                      status=NO_LAYOUT, extra={"slo": slo, "layouts": entries,
+                                               "text": f"No layout has a confirmed load "
+                                                       f"within {slo}."})
+    best, evidence, status = scored[0], [], DECIDED
+    for rival in scored[1:]:
+        delta = (best["tps_per_gpu"] / rival["tps_per_gpu"] - 1) * 100
+        noise = noise_pct(rival["tps_per_gpu_rounds"], best["tps_per_gpu_rounds"])
+        beyond = delta > noise
+        evidence.append(Evidence(
+            point=best["layout"], versus=rival["layout"], concurrency=0, metric=metric,
+            delta_pct=delta, noise_pct=noise, verdict=BETTER if beyond else WITHIN_NOISE,
+            repeats=(len(best["tps_per_gpu_rounds"]), len(rival["tps_per_gpu_rounds"])),
+            note="each at its highest load within the SLO"))
+        if not beyond and rival is scored[1]:
+            status = INCONCLUSIVE
+    text = (f"{best['layout']} gives the most tokens/s per GPU within {slo}"
+            f"{_per_gpu_text(best)} at {best['search']}.")
+    rerun = None
+    if status == INCONCLUSIVE:
+        text += f" Inconclusive: {scored[1]['layout']} is within noise."
+        rerun = ("more repeats at the final loads: raise [workload] repeats and rerun "
+                 f"--ppsweep-config {best['layout']},{scored[1]['layout']}")
+    return Answer(kind=KIND, workload=workload, question=question, objective=(metric,),
+                  status=status, answer=best["layout"] if status == DECIDED else None,
+                  fallback=scored[1]["layout"] if len(scored) > 1 else None, ranking=ranking,
+                  evidence=tuple(evidence), rerun=rerun,
+                  extra={"slo": slo, "text": text, "layouts": entries,
+                         "best": best["layout"]})
+
+
+def answers_of(run_dir: Path) -> list[Answer]:
+    """The SLO answers of a run folder, two per workload with an SLO (the most load, the most
+    tokens/s per GPU); empty when no layout was searched."""
+    outcomes, probes = read_outcomes(run_dir), read_probes(run_dir)
+    answers = []
+    for workload in dict.fromkeys(str(o.get("workload")) for o in outcomes):
+        mine = [o for o in outcomes if str(o.get("workload")) == workload]
+        slo = str(mine[0].get("slo"))
+        decode = any(r["config_id"] == o["config_id"] and (number(r.get("tpot_p50_s")) or 0) > 0
+                     for o in mine for r in probes)
+        tps_key = "output_tps_per_gpu" if decode else "input_tps_per_gpu"
+        entries = [_entry(o, probes, tps_key) for o in mine]
+        answers.append(_load_answer(workload, slo, entries, probes))
+        answers.append(_gpu_answer(workload, slo, entries, tps_key))
+    return answers
+
+
+def slo_answers(given: AnswerInput) -> list[Answer]:
+    """The finder of the SLO question (results/finders.py)."""
+    return answers_of(given.data.run_dir)
+
+
+def write_if_absent(run_dir: Path, run_id: str) -> Path | None:
+    """``answers.json`` with the SLO answers, unless the run's answers were already written
+    (the finders write every kind, this one included)."""
+    answers = answers_of(run_dir)
+    if not answers or (Path(run_dir) / FILE_NAME).is_file():
+        return None
+    return write_answers(run_dir, run_id, answers)
+
+
+def answer_lines(answers: Sequence[Answer]) -> list[str]:
+    """The terminal's SLO answers: one paragraph per answer."""
+    lines = []
+    for a in answers:
+        lines.append(f"SLO [{a.workload}] {a.question}: {a.status}. {a.extra.get('text', '')}")
+        if a.rerun:
+            lines.append(f"    to decide: {a.rerun}")
+    return lines

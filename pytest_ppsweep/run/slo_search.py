@@ -1,0 +1,202 @@
+"""The SLO search on a booted layout (test_slo): the highest load within the workload's SLO,
+on one boot.
+
+The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/slo.py
+(the N/N rule included). This module only runs the probes the policy asks for against the
+booted service, through the same load generator as every round, and writes each one as it is
+produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's lock),
+``raw/<layout>/slo-p<k>.jsonl`` (its requests, as they complete) and, at the end,
+``slo/<layout>.json`` (the outcome). A crash keeps every finished probe.
+
+A rate probe sends the workload's ``num_requests`` with bench_serving's ``--request-rate``
+semantics (measure/arrivals.py) under ``max_concurrency`` (0: no cap); a concurrency probe
+sends them at that C with the workload's own ``request_rate`` (inf: all at once).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from pytest_ppsweep.matrix.model import Config, Sweep, Workload
+from pytest_ppsweep.matrix.slospec import SloSpec
+from pytest_ppsweep.measure import bench
+from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.measure.slo import SloVerdict, evaluate
+from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
+from pytest_ppsweep.measure.workload import WorkloadSpec
+from pytest_ppsweep.results import cost
+from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.live import LiveStatus, RoundBar
+from pytest_ppsweep.run.rounds import Rounds, Workloads
+
+__all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path"]
+
+PROBES_CSV = "slo_probes.csv"
+PROBE_COLUMNS = (
+    "run_id", "config_id", "pp", "tp", "ep", "gpus", "workload", "search", "probe", "phase",
+    "load", "request_rate", "concurrency", "within", "reasons", "num_requests", "completed",
+    "failed", "good", "goodput_rps", "attainment", "duration_s", "input_tps", "output_tps",
+    "input_tps_per_gpu", "output_tps_per_gpu", "tps_per_user", "ttft_p50_s", "ttft_p99_s",
+    "tpot_p50_s", "tpot_p99_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s", "lag_p99_raw_s",
+    "usd_per_m_input", "usd_per_m_output", "time_scale", "simulated",
+)  # fmt: skip
+
+
+def outcome_path(config_id: str) -> str:
+    """The outcome's path in the run folder."""
+    return f"slo/{config_id}.json"
+
+
+def tps_per_user(result: RoundResult, output_len: int) -> float | None:
+    """Per-user speed: output tokens/s of one request (1 / TPOT p50), or for a prefill
+    workload (one output token) prompts/s of one request (1 / TTFT p50)."""
+    per = result.tpot_p50_s if output_len > 1 else result.ttft_p50_s
+    return 1.0 / per if per and math.isfinite(per) and per > 0 else None
+
+
+def _num(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else value
+
+
+def probe_row(run_id: str, price: float | None, booted: Booted, workload: Workload,
+              slo: SloSpec, probe: int, phase: str, load: float, spec: WorkloadSpec,
+              concurrency: int, result: RoundResult, verdict: SloVerdict) -> dict[str, Any]:
+    """One slo_probes.csv row (builtins; None for unknown)."""
+    cfg = booted.service.config
+    gpus = cfg.gpus
+    return {
+        "run_id": run_id, "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp,
+        "ep": cfg.ep, "gpus": gpus, "workload": cfg.workload or "default",
+        "search": slo.search, "probe": probe, "phase": phase, "load": load,
+        "request_rate": spec.request_rate if math.isfinite(spec.request_rate) else "inf",
+        "concurrency": concurrency, "within": verdict.within,
+        "reasons": "; ".join(verdict.reasons), "num_requests": result.num_requests,
+        "completed": result.completed, "failed": result.failed, "good": verdict.good,
+        "goodput_rps": _num(verdict.goodput_rps), "attainment": verdict.attainment,
+        "duration_s": result.duration_s, "input_tps": _num(result.input_tps),
+        "output_tps": _num(result.output_tps),
+        "input_tps_per_gpu": _num(result.input_tps / gpus),
+        "output_tps_per_gpu": _num(result.output_tps / gpus),
+        "tps_per_user": tps_per_user(result, workload.output_len),
+        "ttft_p50_s": _num(result.ttft_p50_s), "ttft_p99_s": _num(result.ttft_p99_s),
+        "tpot_p50_s": _num(result.tpot_p50_s), "tpot_p99_s": _num(result.tpot_p99_s),
+        "itl_p99_s": _num(result.itl_p99_s), "e2e_p50_s": _num(result.e2e_p50_s),
+        "e2e_p99_s": _num(result.e2e_p99_s),
+        "lag_p99_raw_s": None if verdict.lag is None else verdict.lag.p99_s,
+        "usd_per_m_input": cost.per_million(_num(result.input_tps), gpus, price),
+        "usd_per_m_output": cost.per_million(_num(result.output_tps), gpus, price),
+        "time_scale": booted.topology.time_scale, "simulated": booted.topology.simulated,
+    }
+
+
+def _append(store: RunStore, row: dict[str, Any]) -> None:
+    path = store.dir / PROBES_CSV
+    with store.locked():
+        new = not path.exists() or path.stat().st_size == 0
+        with path.open("a", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=PROBE_COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerow({k: "" if row.get(k) is None else row[k] for k in PROBE_COLUMNS})
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def new_search(workload: Workload) -> Search:
+    """The policy's state for ``workload`` (its SLO's range, precision, budget; its repeats)."""
+    slo = workload.slo
+    if slo is None:
+        raise ValueError("the workload has no SLO")
+    return Search(slo.low, slo.high, slo.precision, slo.max_probes, repeats=workload.repeats,
+                  integer=slo.search == "concurrency",
+                  unit="req/s" if slo.search == "rate" else "C")
+
+
+class SloSearch:
+    """The SLO search step of a run (what ``SweepRun.slo_search`` calls)."""
+
+    def __init__(self, sweep: Sweep, store: RunStore, workloads: Workloads, rounds: Rounds,
+                 progress: Callable[[str], None], live: LiveStatus,
+                 worked: Callable[[str, float], None]) -> None:
+        self.sweep, self.store, self.workloads, self.rounds = sweep, store, workloads, rounds
+        self.progress, self.live, self.worked = progress, live, worked
+
+    def run(self, booted: Booted) -> SearchOutcome:
+        """Search the highest load within the SLO of the layout's workload on ``booted``."""
+        cfg: Config = booted.service.config
+        workload = self.sweep.workload_of(cfg)
+        slo = workload.slo
+        if slo is None:
+            raise ValueError(f"{cfg.id}: its workload has no SLO")
+        base, prompts = self.workloads.workload_for(cfg)
+        scale = booted.topology.time_scale
+        search = new_search(workload)
+        raw_dir = self.store.dir / "raw" / cfg.id
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        while (step := search.next()) is not None:
+            load, phase = step
+            k = len(search.probes) + 1
+            if slo.search == "rate":
+                spec = replace(base, request_rate=load)
+                conc = slo.max_concurrency or base.num_requests
+            else:
+                spec, conc = base, int(load)
+            booted.check_alive()
+            what = (f"SLO {phase} {k} (probe {search.spent + (phase == 'search')}/"
+                    f"{slo.max_probes}) at {load_text(load, search.integer)} {search.unit}")
+            bar = RoundBar(self.live, cfg.id, what, spec.num_requests, scale)
+            with (raw_dir / f"slo-p{k}.jsonl").open("w", encoding="utf-8") as raw:
+
+                def write(record: dict[str, Any], raw: Any = raw, bar: RoundBar = bar) -> None:
+                    raw.write(json.dumps(record) + "\n")
+                    raw.flush()
+                    bar.done(record)
+
+                try:
+                    result = bench.run_round_sync(
+                        booted.service.base_url, prompts, conc, spec=spec, time_scale=scale,
+                        on_record=write, cancel=booted.service.died,
+                        warmup=self.rounds.warm_up(booted))
+                except bench.RoundCancelled:
+                    booted.check_alive()
+                    raise
+                finally:
+                    self.live.end(cfg.id)
+            verdict = evaluate(result, slo)
+            _append(self.store, probe_row(self.store.run_id, self.sweep.gpu_hour_usd, booted,
+                                          workload, slo, k, phase, load, spec, conc, result,
+                                          verdict))
+            search.record(load, verdict.within)
+            self.progress(f"{cfg.id}: {what}: {'within' if verdict.within else 'outside'} the "
+                          f"SLO ({slo.text()})" + ("" if verdict.within else
+                                                    f": {'; '.join(verdict.reasons)}"))
+        outcome = search.outcome()
+        self.store.write_json(outcome_path(cfg.id), outcome_json(cfg, workload, outcome))
+        self.progress(f"{cfg.id}: highest load within {slo.text()}: {outcome.text()} "
+                      f"({time.monotonic() - started:.1f} s real)")
+        self.worked(cfg.id, time.monotonic() - started)
+        return outcome
+
+
+def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome) -> dict[str, Any]:
+    """``slo/<layout>.json``: the search's outcome with what it was asked."""
+    slo = workload.slo
+    assert slo is not None
+    return {
+        "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp, "ep": cfg.ep, "gpus": cfg.gpus,
+        "workload": cfg.workload or "default", "slo": slo.text(), "search": slo.search,
+        "unit": outcome.unit, "low": outcome.low, "high": outcome.high,
+        "min": outcome.min_load, "max": outcome.max_load, "precision": outcome.precision,
+        "probes": outcome.probes, "max_probes": outcome.max_probes, "repeats": outcome.repeats,
+        "repeats_wanted": outcome.repeats_wanted, "confirmed": outcome.confirmed,
+        "status": outcome.status, "text": outcome.text(),
+    }

@@ -1,0 +1,60 @@
+"""The SLO search end to end on the emulator: test_slo on each booted layout, slo_probes.csv as
+produced, the SLO answer in answers.json and the terminal, the Pareto chart and pareto.csv."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.runs import run_dir
+
+SLO = """
+[workload.slo]
+ttft_p50_s = 8.0
+min = 0.1
+max = 3.0
+precision = 0.4
+max_probes = 4
+"""
+
+
+def test_slo_search_answers_and_draws_the_front(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = sweep_dir(scale=200, edits={"vocab_size = 1000\n": "vocab_size = 1000\n" + SLO,
+                                         "spread_rule = \"warn\"": "spread_rule = \"warn\"\n"
+                                                                   "gpu_hour_usd = 2.5"})
+    reports = tmp_path / "reports"
+    result = pytester.runpytest_subprocess(str(folder), "-v", "--ppsweep-reports", str(reports),
+                                           "-k", "slo or prefill", timeout=600)
+    out = result.stdout.str()
+    result.assert_outcomes(passed=6, deselected=16)
+    run = run_dir(reports)
+    with (run / "slo_probes.csv").open(newline="") as fh:
+        probes = list(csv.DictReader(fh))
+    for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
+        mine = [p for p in probes if p["config_id"] == cid]
+        search = [p for p in mine if p["phase"] == "search"]
+        assert 1 <= len(search) <= 4 and search[0]["load"] == "0.1"
+        assert all(p["completed"] == "6" and p["usd_per_m_input"] for p in mine)
+        assert (run / "raw" / cid / "slo-p1.jsonl").is_file()
+        outcome = json.loads((run / "slo" / f"{cid}.json").read_text())
+        assert outcome["max_probes"] == 4 and outcome["text"] in out
+        assert outcome["low"] is not None, outcome  # 8 s: one 4K prompt at a time is within
+        if outcome["confirmed"]:  # the final load is repeated as the seeds repeat
+            assert sum(p["load"] == str(outcome["low"]) and p["within"] == "True"
+                       for p in mine) == 2
+    answers = [a for a in json.loads((run / "answers.json").read_text())["answers"]
+               if a["kind"] == "slo"]
+    assert [a["objective"] for a in answers] == [["sustainable load"], ["input_tps_per_gpu"]]
+    assert all(a["status"] in ("decided", "inconclusive", "no layout meets the SLO")
+               and a["text"] in out for a in answers)
+    assert "Answers (SLO):" in out and "Pareto front" in out
+    pareto = (run / "pareto.csv").read_text().splitlines()
+    assert pareto[0].startswith("config_id,gpus,source,load") and len(pareto) > 4
+    html = (run / "report.html").read_text()
+    assert 'id="ppsweep-pareto"' in html and 'class="slo-line"' in html
+    assert "Within the SLO" in html

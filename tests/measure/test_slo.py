@@ -1,0 +1,66 @@
+"""A round against an SLO (measure/slo.py): percentile limits, good requests, the N/N rule and
+the client's schedule; goodput never counts a failure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
+from pytest_ppsweep.measure.metrics import summarize
+from pytest_ppsweep.measure.slo import evaluate
+
+
+def rec(i: int, ttft: float, *, ok: bool = True, tokens: int = 1, e2e: float | None = None,
+        due: float | None = None, issued: float | None = None) -> dict[str, Any]:
+    e2e = ttft if e2e is None else e2e
+    return {"index": i, "prompt_len": 100, "ok": ok, "ttft_s": ttft if ok else None,
+            "e2e_s": e2e, "sent_at_s": float(i), "done_at_s": i + e2e, "sent_at_raw_s": float(i),
+            "done_at_raw_s": i + e2e, "prompt_tokens": 100 if ok else None,
+            "completion_tokens": tokens if ok else None, "chunk_s": [ttft] if ok else [],
+            "chunk_tokens": [1] if ok else [], "error_kind": None if ok else "http 503",
+            "scheduled_at_raw_s": due, "issued_at_raw_s": issued}
+
+
+def result(records: list[dict[str, Any]]) -> Any:
+    return summarize(records, peak_concurrency=1, prompt_digest="x")
+
+
+P50 = SloSpec(limits=(SloLimit("ttft", 50, 2.0),))
+
+
+def test_percentile_limits_hold_or_say_what_was_measured() -> None:
+    ok = evaluate(result([rec(i, 1.0 + i / 10) for i in range(10)]), P50)
+    assert ok.within and ok.reasons == () and ok.good == 10
+    assert ok.observed["ttft_p50_s"] == 1.45
+    slow = evaluate(result([rec(i, 2.0 + i / 10) for i in range(10)]), P50)
+    assert not slow.within and slow.reasons == ("TTFT p50 ≤ 2 s: measured 2.45 s",)
+
+
+def test_a_failed_request_breaks_the_round_and_is_never_good() -> None:
+    records = [rec(i, 0.5) for i in range(9)] + [rec(9, 0.5, ok=False)]
+    both = SloSpec(limits=(SloLimit("ttft", 50, 2.0), SloLimit("ttft", None, 1.0)),
+                   attainment=0.5)
+    verdict = evaluate(result(records), both)
+    assert not verdict.within and verdict.good == 9 and verdict.attainment == 0.9
+    assert any("9/10 completed" in r for r in verdict.reasons)
+    assert any("failed" in r for r in verdict.reasons)
+
+
+def test_per_request_limits_count_good_requests_against_the_attainment() -> None:
+    records = [rec(i, 0.5 if i < 7 else 3.0) for i in range(10)]
+    spec = SloSpec(limits=(SloLimit("ttft", None, 1.0),), attainment=0.8)
+    verdict = evaluate(result(records), spec)
+    assert verdict.good == 7 and not verdict.within
+    assert verdict.reasons == ("7/10 requests within TTFT per request ≤ 1 s (need 80%)",)
+    assert verdict.goodput_rps == 7 / result(records).duration_s
+    relaxed = SloSpec(limits=spec.limits, attainment=0.7)
+    assert evaluate(result(records), relaxed).within
+
+
+def test_a_client_behind_its_schedule_is_not_within() -> None:
+    on_time = [rec(i, 0.5, due=i * 0.1, issued=i * 0.1 + 0.001) for i in range(20)]
+    assert evaluate(result(on_time), P50).within
+    late = [rec(i, 0.5, due=i * 0.1, issued=i * 0.15) for i in range(20)]
+    verdict = evaluate(result(late), P50)
+    assert not verdict.within and verdict.lag is not None and verdict.lag.behind
+    assert "client behind its schedule" in verdict.reasons[-1]
