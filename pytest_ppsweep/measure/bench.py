@@ -50,8 +50,8 @@ from typing import Any
 
 import aiohttp
 
-from pytest_ppsweep.measure.completion import WRONG_OUTPUT, request_problem
 from pytest_ppsweep.measure.arrivals import schedule
+from pytest_ppsweep.measure.completion import WRONG_OUTPUT, request_problem
 from pytest_ppsweep.measure.metrics import RoundResult, summarize
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
 
