@@ -214,6 +214,11 @@ class HtmlHooks:
         if (sweep := SweepSession.of(session.config)) is not None:
             sweep.html_summary(prefix)
 
+    @pytest.hookimpl(trylast=True)  # pytest-html wrote its page at session finish
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if not hasattr(config, "workerinput"):  # the controller writes the page
+            summary.lift_answers(config.getoption("htmlpath", None))
+
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         cells[2:2] = summary.TABLE_HEADER
 

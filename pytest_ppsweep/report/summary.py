@@ -107,6 +107,15 @@ def _gate_differs(run_dir: Path, ref: Path, rows: list[Any], rendered: Any) -> N
     rendered.gate += differs.differs_lines(run_dir, ref, ids)
 
 
+def lift_answers(html_path: str | None) -> None:
+    """pytest-html's page, once written: the answers (and the SIMULATED banner) moved above
+    its title and environment (report/answers.py)."""
+    from pytest_ppsweep.report.answers import lift
+
+    if html_path:
+        lift(Path(html_path))
+
+
 def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:
     """Save the run as a named baseline, only when every test passed."""
     from pytest_ppsweep.gate.baselines import BaselineError
@@ -123,9 +132,9 @@ def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> li
 def render(run_dir: Path) -> Rendered:
     """Aggregate the run folder, write summary.csv, and render the HTML and terminal summary."""
     from pytest_ppsweep.report.comm import comm_html, comm_terminal
-    from pytest_ppsweep.report.html import analyse, html_summary
+    from pytest_ppsweep.report.html import analyse, html_summary, save
     from pytest_ppsweep.report.terminal import terminal_summary
-    from pytest_ppsweep.results.aggregate import RunFolderError, write_summary
+    from pytest_ppsweep.results.aggregate import RunFolderError
 
     try:
         data, summary, verdicts, rec = analyse(run_dir)
@@ -135,7 +144,7 @@ def render(run_dir: Path) -> Rendered:
         comm = comm_html(run_dir)
         return Rendered([f"<p>{html.escape(note)}</p>", *([comm] if comm else [])],
                         [note, *comm_terminal(run_dir)])
-    write_summary(run_dir, summary)
+    save(data, summary, rec)
     return Rendered(
         html_summary(data, summary, verdicts, rec),
         terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir)

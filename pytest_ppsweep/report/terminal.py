@@ -1,5 +1,5 @@
 """The sweep summary on the terminal: the medians table with deltas vs baseline and verdicts,
-then every INVALID reason and the recommendation, each line at most ``width`` wide. When the
+then every INVALID reason and the Answers block, each line at most ``width`` wide. When the
 baseline is not in this run, one line says where its numbers come from (an earlier run) or that
 there are none, and then the table has no delta columns.
 """
@@ -9,18 +9,20 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from pytest_ppsweep.report.answers import terminal_lines
 from pytest_ppsweep.report.axes import confounded_text
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.aggregate import (
     Summary,
 )
-from pytest_ppsweep.results.recommendation import Recommendation
+from pytest_ppsweep.results.answers import Answer
 from pytest_ppsweep.results.verdict import Verdict
 
 
 def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
-                     recommendation: Recommendation, width: int = 100) -> list[str]:
-    """The medians table with deltas vs baseline and verdicts, every line at most ``width``."""
+                     answers: Sequence[Answer], width: int = 100) -> list[str]:
+    """The medians table with deltas vs baseline and verdicts, then the **Answers** block
+    (report/answers.py), every line at most ``width``."""
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     layouts = summary.table["layout"].astype(str)
     # Two configs may share a layout (other flags differ): then only the id tells them apart.
@@ -52,9 +54,9 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts
              if not v.valid or v.warnings]
     texts += confounded_text(summary.comparisons)
-    for text in [*texts, recommendation.text]:
+    for text in texts:
         lines += _wrap(text, width)
-    return lines
+    return lines + terminal_lines(answers, width)
 
 
 def _wrap(text: str, width: int) -> list[str]:

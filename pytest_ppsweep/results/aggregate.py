@@ -182,9 +182,17 @@ def round_problems(results: pd.DataFrame) -> list[list[Shortfall]]:
     return [row_problems({str(k): v for k, v in r.items()}) for r in results.to_dict("records")]
 
 
+_last_counts: list[tuple[pd.DataFrame, int, pd.Series]] = []
+
+
 def round_counts(results: pd.DataFrame) -> pd.Series:
-    """Per results.csv row, whether its round counts (``measure.completion``'s N/N rule)."""
-    return pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
+    """Per results.csv row, whether its round counts (``measure.completion``'s N/N rule). The
+    verdicts and the answers of one run ask for the same frame: the last answer is kept."""
+    if _last_counts and _last_counts[0][0] is results and _last_counts[0][1] == len(results):
+        return _last_counts[0][2]
+    counts = pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
+    _last_counts[:] = [(results, len(results), counts)]
+    return counts
 
 
 def layout_label(pp: Any, tp: Any, ep: Any, fallback: str) -> str:
@@ -353,7 +361,9 @@ def with_comparisons(data: RunData, summary: Summary) -> Summary:
         table[f"{prefix}_extra"] = [index[k]["extra"] if k in index else "" for k in keys]
         table[f"{prefix}_confounded"] = [bool(index[k]["confounded"]) if k in index else False
                                          for k in keys]
-    if len({str(p.get("workload", "")) for p in confound.load_points(data.run_dir).values()}) > 1:
+    if confound.load_points(data.run_dir):
+        # Points with axes or workloads: every delta within one workload and one set of axis
+        # values (never pp8-…-a2a_flashinfer → pp4-tp8-ep4).
         _per_workload_deltas(table, frame)
     medians = confound.median_metrics(data.results)
     for metric in confound.DECODE_METRICS:

@@ -168,7 +168,7 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
     metrics = primary_metrics(raw)
     out: dict[tuple[str, int], tuple[str, float]] = {}
     results = data.results
-    if results.empty:
+    if results.empty or {default, *metrics.values()} == {"input_tps"}:
         return out
     for (cid, conc), part in results.groupby(["config_id", "concurrency"], sort=False):
         metric = metrics.get(str(cid), default)
