@@ -76,6 +76,7 @@ def write_run_json(
             "spread_threshold": sweep.spread_threshold,
             "min_repeats": sweep.min_repeats,
             "spread_rule": sweep.spread_rule,
+            "max_repeats": sweep.max_repeats,
             "workload": json.loads(json.dumps(sweep.workload.__dict__)),
             "sglang_version": None,
             **axis_fields(sweep),

@@ -57,6 +57,8 @@ RESULT_COLUMNS = (
     "time_scale",
     "simulated",
     "reused",
+    # True for a round beyond the planned repeats (adaptive repeats, results/spread.py).
+    "extra",
 )
 CONFIG_COLUMNS = (
     "config_id",

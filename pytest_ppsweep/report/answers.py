@@ -109,17 +109,18 @@ def table_lines(a: Answer, width: int = 100) -> list[str]:
     concs = _concs(a)
     vw = max([len(str(a.axis or "value")), *(len(_shown(r.get("value"))) for r in a.table)]) + 2
     pw = max([5, *(len(str(r.get("point"))) for r in a.table)]) + 2
-    metric = label(a.objective[0])
-    head = (f"    {a.axis or 'value'!s:<{vw}}{'point':<{pw}}{'state':<9}{'headroom':>11}"
-            + "".join(f"{'Δ' + metric[:10] + ' C=' + c:>22}" for c in concs) + "  verdict")
+    sw = max([5, *(len(_state(r)) for r in a.table)]) + 1
+    head = (f"    {a.axis or 'value'!s:<{vw}}{'point':<{pw}}{'state':<{sw}}{'headroom':>10}"
+            + "".join(f"{'Δ C=' + c:>10}" for c in concs) + "  verdict")
     lines = [head[:width]]
     for r in a.table:
         room = r.get("headroom_mib")
+        deltas = r.get("delta_pct") or {}
         cells = "".join(
-            f"{('base' if r.get('verdict') == 'baseline' else delta((r.get('delta_pct') or {}).get(c, math.nan))):>22}"  # noqa: E501
+            f"{'base' if r.get('verdict') == 'baseline' else delta(deltas.get(c, math.nan)):>10}"
             for c in concs)
-        line = (f"    {_shown(r.get('value')):<{vw}}{r.get('point')!s:<{pw}}{_state(r):<9}"
-                f"{num(room, 0, ' MiB') if room is not None else 'n/a':>11}{cells}"
+        line = (f"    {_shown(r.get('value')):<{vw}}{r.get('point')!s:<{pw}}{_state(r):<{sw}}"
+                f"{num(room, 0, ' MiB') if room is not None else 'n/a':>10}{cells}"
                 f"  {r.get('verdict')}")
         lines.append(line[:width])
     return lines

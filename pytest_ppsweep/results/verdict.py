@@ -29,6 +29,7 @@ from pytest_ppsweep.results.aggregate import (
     summarize_run,
 )
 from pytest_ppsweep.results.objective import label, primary_metrics, run_json, workload_objectives
+from pytest_ppsweep.results.spread import spread_pct
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -174,11 +175,10 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
         metric = metrics.get(str(cid), default)
         if metric == "input_tps" or metric not in part.columns:
             continue
-        values = pd.to_numeric(part[metric], errors="coerce").dropna()
-        if values.empty or not values.median():
-            continue
-        spread = float((values.max() - values.min()) / abs(values.median()) * 100.0)
-        out[(str(cid), int(str(conc)))] = (metric, spread)
+        spread = spread_pct(list(pd.to_numeric(part[metric], errors="coerce")),
+                            data.meta.min_repeats)
+        if not math.isnan(spread):
+            out[(str(cid), int(str(conc)))] = (metric, spread)
     return out
 
 
