@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.benchkit.provisioned import DEFAULT_MODELS, DEFAULT_SGLANG_PYTHON
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.run.sweeprun import SweepRun
 from pytest_ppsweep.service.liveness import POLL_S, LayoutDead
-from pytest_ppsweep.sweeprun import SweepRun
 
 SGLANG_TEST_POLL_S = 10.0  # sglang.test.test_utils.popen_launch_server: /health every 10 s
 GOAL_S = 2.0

@@ -120,6 +120,30 @@ def validity_problems(run_dir: Path, config_id: str, concurrency: int) -> Validi
     )
 
 
+def repeat_median(rounds: Sequence[RoundResult], metric: str) -> float | None:
+    """The median over the repeats of one point of a results.csv metric (``input_tps``,
+    ``ttft_p50_s``, …), the summary's rule (``results.aggregate.median_over_repeats``); None
+    when no repeat has it."""
+    from pytest_ppsweep.results.aggregate import median_over_repeats  # pandas: only when asked
+
+    return median_over_repeats([r.as_row()[metric] for r in rounds])
+
+
+def regression_problems(run_dir: Path, reference: Path, thresholds: Mapping[str, Any],
+                        config_id: str, concurrency: int) -> list[str]:
+    """The gate's regressions of ``config_id`` at ``concurrency`` (and its boot, C 0) against
+    the reference run, each with the noise of both runs, followed by what else differs from
+    the reference's point (image, flags, env, workload); empty when there is none."""
+    from pytest_ppsweep import gate  # pandas: only when asked
+
+    rows = gate.compare(run_dir, reference, thresholds)
+    mine = [r for r in rows if r.config_id == config_id and r.concurrency in (0, concurrency)]
+    bad = gate.regressions(mine)
+    if not bad:
+        return []
+    return [r.message for r in bad] + gate.differs_lines(run_dir, reference, [config_id])
+
+
 def profile_problems(profile: LayoutProfile, config: Config) -> list[str]:
     """What is wrong with a layout's profile window: a rank of a multi-rank layout whose trace
     shows no collective call at all (a rank that did not take part in the window), or no trace."""

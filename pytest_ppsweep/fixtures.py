@@ -14,11 +14,12 @@ import pytest
 
 from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.service.readiness import BootFailed
-from pytest_ppsweep.session import SweepSession
+from pytest_ppsweep.session.owner import SweepSession
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Config
-    from pytest_ppsweep.sweeprun import Booted, SweepRun
+    from pytest_ppsweep.run.booted import Booted
+    from pytest_ppsweep.run.sweeprun import SweepRun
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """pytest-ppsweep: parallel layouts of a multi-node SGLang service as pytest test cases.
 
-Wiring only: each hook hands over to the run's :class:`~pytest_ppsweep.session.SweepSession`
+Wiring only: each hook hands over to the run's :class:`~pytest_ppsweep.session.owner.SweepSession`
 (or to options/fixtures). Hooks of pytest-xdist and pytest-html live in classes registered only
 when that plugin is active (pytest-cov's habit), so ``-p no:xdist`` and ``-p no:html`` work.
 """
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from pytest_ppsweep import options
 from pytest_ppsweep.report import summary
 from pytest_ppsweep.service.liveness import LayoutDead
-from pytest_ppsweep.session import SweepSession
+from pytest_ppsweep.session import options
+from pytest_ppsweep.session.owner import SweepSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,6 +46,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ppsweep_comm: the all-reduce benchmark per TP domain; collected only with "
         "--ppsweep-comm or a [comm] table"
+    )
+    config.addinivalue_line(
+        "markers", "ppsweep_verdict: judges a point from the run folder; on --ppsweep-resume a "
+        "finished point's stored verdict counts without booting its layout again"
     )
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(), "ppsweep-html")

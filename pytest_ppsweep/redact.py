@@ -3,7 +3,7 @@
 environment variables (``HF_TOKEN``, ``*_API_KEY``, ``*_PASSWORD``, ``*_SECRET``…), CLI flags
 (``--api-key X``, as text or as argv tokens), ``key = "value"`` lines of a sweep file, and a
 known secret's text in command output (:func:`scrub`: the sudo password read from its file).
-Every artifact writer (probe, sweeprun, runstore, manifest, the launchers, the SSH host) goes
+Every artifact writer (probe, run.lifecycle, runstore, manifest, the launchers, the SSH host) goes
 through it.
 """
 

@@ -13,17 +13,21 @@ import warnings
 
 import pytest
 
-from pytest_ppsweep import gate
-from pytest_ppsweep.check import (
+from pytest_ppsweep import (
+    Booted,
+    Config,
+    ProfileError,
+    SweepRun,
+    TraceError,
     completion_problems,
     log_problems,
     profile_problems,
+    regression_problems,
+    repeat_median,
     topology_problems,
     validity_problems,
+    worst_rank,
 )
-from pytest_ppsweep.matrix import Config
-from pytest_ppsweep.profile import ProfileError, TraceError
-from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 
 def test_topology(
@@ -33,11 +37,10 @@ def test_topology(
     record_property: pytest.RecordProperty,
 ) -> None:
     """PP, TP, EP and the MoE backends are what the matrix asked; the micro-batch size is known."""
-    server = {**ppsweep.sweep.server, **ppsweep_config.server}
+    server = ppsweep.server_args(ppsweep_config)
     topo = ppsweep_service.topology
     record_property("pp_max_micro_batch_size", topo.pp_max_micro_batch_size)
-    nodes = len(ppsweep_service.cluster.hosts)
-    problems = topology_problems(ppsweep_config, server, topo, nodes)
+    problems = topology_problems(ppsweep_config, server, topo, ppsweep_service.nodes)
     assert not problems, "\n".join(problems)
 
 
@@ -51,13 +54,13 @@ def test_prefill(
     """Every repeat completes N/N requests with zero errors; TPS and TTFT are recorded."""
     rounds = ppsweep.run_rounds(ppsweep_service, concurrency)
     for metric in ("input_tps", "ttft_p50_s"):
-        values = sorted(v for r in rounds if (v := r.as_row()[metric]) is not None)
-        if values:
-            record_property(metric, values[len(values) // 2])  # median over repeats
+        if (median := repeat_median(rounds, metric)) is not None:
+            record_property(metric, median)  # median over repeats, as the summary's
     problems = completion_problems(ppsweep_config.id, concurrency, rounds)
-    assert not problems, "\n".join(problems) + "\n" + ppsweep_service.service.evidence()
+    assert not problems, "\n".join(problems) + "\n" + ppsweep_service.evidence()
 
 
+@pytest.mark.ppsweep_verdict  # on --ppsweep-resume: judged again from the run folder
 @pytest.mark.usefixtures("ppsweep_service")  # while the layout is up, after its benchmark
 def test_valid(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> None:
     """The point's verdict, from the run folder so far, is VALID: every repeat N/N with the
@@ -100,12 +103,12 @@ def test_profile(
 def test_logs_clean(ppsweep_service: Booted) -> None:
     """No node's log shows CUDA OOM, a Traceback, NCCL/Gloo/RDMA failures, a watchdog timeout,
     an engine failure or a refused connection."""
-    findings = ppsweep_service.service.findings()
+    findings = ppsweep_service.findings()
     assert not findings, (
         "fatal lines in the service logs:\n"
         + "\n".join(log_problems(findings))
         + "\n"
-        + ppsweep_service.service.log_tail()
+        + ppsweep_service.log_tail()
     )
 
 
@@ -121,7 +124,8 @@ def test_gpu_memory(
         pytest.skip(f"cluster {cluster.name!r} has no GPUs (nvidia_smi = [])")
     gpus = ppsweep.snapshot_gpus(cluster, ppsweep_config.id, "after")
     assert gpus, f"{ppsweep_config.id}: nvidia-smi reported no GPU on any node"
-    worst = max(gpus, key=lambda g: g.used_mib)
+    worst = worst_rank(gpus)
+    assert worst is not None, f"{ppsweep_config.id}: nvidia-smi reported no GPU on any node"
     record_property("mem_peak_mib", worst.used_mib)
     record_property("mem_headroom_mib", worst.headroom_mib)
     assert worst.used_mib <= worst.total_mib, f"{worst.node} GPU {worst.index}: used > total"
@@ -134,15 +138,10 @@ def test_no_regression(ppsweep: SweepRun, ppsweep_config: Config, concurrency: i
     the noise of both runs, and the layout still boots and completes N/N."""
     if ppsweep.compare_ref is None:
         pytest.skip("no reference run: pass --ppsweep-compare RUN_OR_BASELINE to gate")
-    rows = gate.compare(ppsweep.store.dir, ppsweep.compare_ref, ppsweep.thresholds)
-    mine = [
-        r for r in rows if r.config_id == ppsweep_config.id and r.concurrency in (0, concurrency)
-    ]
-    bad = gate.regressions(mine)
-    # what else differs from the reference's point (image, flags, env, workload)
-    differs = gate.differs_lines(ppsweep.store.dir, ppsweep.compare_ref,
-                                 [ppsweep_config.id])
-    assert not bad, "\n".join([r.message for r in bad] + differs)
+    # each regression, then what else differs from the reference's point (image, flags, env)
+    problems = regression_problems(ppsweep.store.dir, ppsweep.compare_ref, ppsweep.thresholds,
+                                   ppsweep_config.id, concurrency)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.ppsweep_comm

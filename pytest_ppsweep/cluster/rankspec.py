@@ -82,7 +82,7 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
     python = local_path(cluster, cluster.python) or sys.executable
     model_path = local_path(cluster, sweep.model_path)
     head = cluster.rank0()
-    server = {**sweep.server, **config.server}
+    server = sweep.server_args(config)
     merged = {**sweep.env, **cluster.env, **config.env}
     local_ranks = config.gpus // len(cluster.hosts)
     specs = []

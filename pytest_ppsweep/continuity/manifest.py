@@ -59,7 +59,7 @@ def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None =
         "image_id": image_id,
         "sglang_version": sglang_version,
         "model_path": sweep.model_path,
-        "server": {**sweep.server, **config.server},
+        "server": sweep.server_args(config),
         "env": {**sweep.env, **cluster.env, **config.env},
         "workload": asdict(sweep.workload_of(config)),
         "cluster": {

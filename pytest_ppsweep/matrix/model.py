@@ -221,6 +221,10 @@ class Sweep:
         """The workload ``config`` runs (its named one, else the sweep's)."""
         return self.workloads.get(config.workload, self.workload)
 
+    def server_args(self, config: Config) -> dict[str, Any]:
+        """The server arguments ``config`` boots with: ``[server]``, then the layout's own."""
+        return {**self.server, **config.server}
+
 
 class NoClusterFits(ValueError):
     """No cluster of the pool fits a layout; the message names the layout and the clusters."""

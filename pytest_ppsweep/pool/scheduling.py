@@ -53,7 +53,7 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
         # The point id inside the test id is the work unit. xdist's own "@<group>" suffix is
         # not relied on: pytest 9.2 ignores the `_nodeid` that xdist 3.8 rewrites to add it.
         # Matched against the sweep's known ids (axis points: pp8-tp4-ep4-a2a_deepep), the
-        # longest first, as runsetup.points_from_ids does.
+        # longest first, as session.collection.points_from_ids does.
         if "[" in nodeid:
             param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
             for cid in self._known:

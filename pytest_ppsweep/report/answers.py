@@ -62,10 +62,16 @@ def paragraph(a: Answer) -> str:
             head += f" ({a.axis} = {_shown(a.extra['value'])})"
         head += (f", fallback {a.fallback}" if a.fallback else "") + f" (by {objective})."
         ev = _vs(a, a.fallback)
+        tied = bool(a.reasons) and "tie-break" in a.reasons[0]
         if ev:
             head += f" {label(a.objective[0])} vs {a.fallback}: {_ev_text(ev)}."
-        elif a.reasons:
+        if tied or (not ev and a.reasons):
             head += " " + a.reasons[0]
+        if tied and len(a.objective) > 1:
+            tie = [e for e in a.evidence if e.point == a.answer and e.versus == a.fallback
+                   and e.metric == a.objective[1]]
+            if tie:
+                head += f" {label(a.objective[1])} vs {a.fallback}: {_ev_text(tie)}."
     elif a.status == INCONCLUSIVE:
         head = (f"INCONCLUSIVE between {', '.join(_unseparated(a))} (by {objective}): "
                 "the data cannot separate them.")

@@ -113,7 +113,8 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
         v = verdicts.get((str(r["config_id"]), int(r["concurrency"])))
         is_base = r["config_id"] == summary.baseline
         rows.append([escape(str(r["layout"])), escape(str(r["config_id"])), str(r["concurrency"]),
-                     str(r["repeats"]), num(r["input_tps"]), num(r["ttft_p50_s"], 2, " s"),
+                     str(r["repeats"]) + _extra_html(r.get("extra_repeats")),
+                     num(r["input_tps"]), num(r["ttft_p50_s"], 2, " s"),
                      num(r["ttft_p95_s"], 2, " s"), num(r["ttft_p99_s"], 2, " s"),
                      num(r["tps_spread_pct"], 2, " %")]
                     + ([] if summary.no_deltas else ["baseline"] * 3 if is_base else [
@@ -128,6 +129,15 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
     title = (f"Medians over repeats; {escape(summary.baseline_note)}" if summary.baseline_note
              else f"Medians over repeats, deltas vs baseline {escape(summary.baseline)}")
     return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes, wrap=(len(headers) - 1,))
+
+
+def _extra_html(count: Any) -> str:
+    """`` (2 extra)`` after a point's repeats when adaptive repeats added rounds."""
+    try:
+        n = int(count)
+    except (TypeError, ValueError):
+        return ""
+    return f" ({n} extra)" if n > 0 else ""
 
 
 def _steps(summary: Summary) -> str:
@@ -366,7 +376,11 @@ def _comparisons(summary: Summary) -> str:
     return comparisons_html(summary.comparisons)
 
 
-def analyse(run_dir: Path) -> tuple[RunData, Summary, tuple[Verdict, ...], list[Answer]]:
+Analysis = tuple[RunData, Summary, tuple[Verdict, ...], list[Answer]]
+"""A run folder aggregated and judged: its data, summary, verdicts and answers."""
+
+
+def analyse(run_dir: Path) -> Analysis:
     """Load a run folder, aggregate it, judge each point and answer its questions
     (results/finders.py)."""
     from pytest_ppsweep.results.finders import answer_all

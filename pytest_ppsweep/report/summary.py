@@ -1,4 +1,5 @@
-"""Glue between the run folder and what the plugin shows: HTML summary, terminal, table columns.
+"""What the plugin shows of a run folder: HTML summary, terminal, table columns (it only renders;
+``run.close`` closes the folder).
 
 The numbers come only from the files in the run folder (aggregate.py), so the report a run shows
 is the one ``python -m pytest_ppsweep report <run>`` rebuilds.
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.report.html import Analysis
 
 TABLE_HEADER = [
     '<th class="sortable" data-column-type="config">Configuration</th>',
@@ -70,41 +71,50 @@ class Rendered:
     gate: list[str] = field(default_factory=list)
 
 
-def finish(
-    store: RunStore,
-    order: list[str],
-    not_run: dict[str, str],
-    compare_ref: Path | None,
-    thresholds: dict[str, Any],
-) -> Rendered:
-    """Close the run folder (not-run layouts, sweep order, benchmark.json) and render it."""
+def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> Rendered:
+    """The HTML and terminal summary of a run folder, from its analysis (the one
+    ``run.close`` computed, else made here) or the note that says why there is none."""
+    from pytest_ppsweep.report.comm import comm_html, comm_terminal
+    from pytest_ppsweep.report.html import analyse, html_summary
+    from pytest_ppsweep.report.terminal import terminal_summary
+    from pytest_ppsweep.results.aggregate import RunFolderError
+
+    if analysis is None and not note:
+        try:
+            analysis = analyse(run_dir)
+        except RunFolderError as exc:
+            note = f"no summary: {exc}"
+    if analysis is None:
+        # test_comm alone (the service never booted): the §9.2 section is still the report's
+        comm = comm_html(run_dir)
+        return Rendered([f"<p>{html.escape(note)}</p>", *([comm] if comm else [])],
+                        [note, *comm_terminal(run_dir)])
+    data, summary, verdicts, rec = analysis
+    return Rendered(
+        html_summary(data, summary, verdicts, rec),
+        terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir)
+        + comm_terminal(run_dir),
+    )
+
+
+def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -> None:
+    """The gate's verdicts vs ``ref`` added to ``rendered``: its table and notable lines, and
+    the manifest fields each point differs in from the reference (gate/differs.py)."""
     from pytest_ppsweep import gate
-    from pytest_ppsweep.gate import benchjson
-
-    for config_id, why in not_run.items():
-        store.update_config(config_id, boot_error=f"not run: {why}")
-    store.sort_results(order)
-    if store.results_csv.exists():
-        benchjson.write_benchmark_json(store.dir)
-    rendered = render(store.dir)
-    if compare_ref is not None:
-        rows = gate.compare(store.dir, compare_ref, thresholds)
-        gate.write_comparison_csv(store.dir, rows)
-        rendered.html.append(gate.comparison_html(rows))
-        rendered.gate = gate.comparison_table(rows, width=100) + gate.notable_lines(rows)
-        _gate_differs(store.dir, compare_ref, rows, rendered)
-    return rendered
-
-
-def _gate_differs(run_dir: Path, ref: Path, rows: list[Any], rendered: Any) -> None:
-    """The gate's deltas with the manifest fields each point differs in from the reference
-    (gate/differs.py): gate.csv's ``differs`` column, a table and terminal lines."""
     from pytest_ppsweep.gate import differs
 
+    rendered.html.append(gate.comparison_html(rows))
+    rendered.gate = gate.comparison_table(rows, width=100) + gate.notable_lines(rows)
     ids = [r.config_id for r in rows]
-    differs.add_differs_column(run_dir, ref)
     rendered.html.append(differs.differs_html(run_dir, ref, ids))
     rendered.gate += differs.differs_lines(run_dir, ref, ids)
+
+
+def planner_lines(run_dir: Path) -> list[str]:
+    """The planner's predicted-vs-measured table, where the run folder has a plan."""
+    from pytest_ppsweep.report.plannerview import terminal_lines
+
+    return terminal_lines(run_dir)
 
 
 def lift_answers(html_path: str | None) -> None:
@@ -114,46 +124,3 @@ def lift_answers(html_path: str | None) -> None:
 
     if html_path:
         lift(Path(html_path))
-
-
-def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:
-    """Save the run as a named baseline, only when every test passed."""
-    from pytest_ppsweep.gate.baselines import BaselineError
-    from pytest_ppsweep.gate.baselines import save_baseline as save
-
-    if exitstatus != 0:
-        return [f"baseline {name!r} not saved: the run did not pass (exit status {exitstatus})"]
-    try:
-        return [f"baseline {name!r} saved: {save(store.dir, name, root)}"]
-    except BaselineError as exc:
-        return [f"baseline {name!r} not saved: {exc}"]
-
-
-def render(run_dir: Path) -> Rendered:
-    """Aggregate the run folder, write summary.csv, and render the HTML and terminal summary."""
-    from pytest_ppsweep.report.comm import comm_html, comm_terminal
-    from pytest_ppsweep.report.html import analyse, html_summary, save
-    from pytest_ppsweep.report.terminal import terminal_summary
-    from pytest_ppsweep.results.aggregate import RunFolderError
-
-    try:
-        data, summary, verdicts, rec = analyse(run_dir)
-    except RunFolderError as exc:
-        note = f"no summary: {exc}"
-        # test_comm alone (the service never booted): the §9.2 section is still the report's
-        comm = comm_html(run_dir)
-        return Rendered([f"<p>{html.escape(note)}</p>", *([comm] if comm else [])],
-                        [note, *comm_terminal(run_dir)])
-    save(data, summary, rec)
-    return Rendered(
-        html_summary(data, summary, verdicts, rec),
-        terminal_summary(summary, verdicts, rec, width=100) + planner_lines(run_dir)
-        + comm_terminal(run_dir),
-    )
-
-
-def planner_lines(run_dir: Path) -> list[str]:
-    """The planner's predicted-vs-measured table, where the run folder has a plan."""
-    from pytest_ppsweep.report.plannerview import terminal_lines
-
-    return terminal_lines(run_dir)

@@ -48,7 +48,8 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
                f"{num(r['ttft_p50_s'], 2, ' s'):>10}{num(r['ttft_p95_s'], 2, ' s'):>10}"
                + (f"{'base' if base else delta(r['tps_vs_base_pct']):>10}"
                   f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}" if deltas else "")
-               + f"  {'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}")
+               + f"  {'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}"
+               + _extra(r.get("extra_repeats")))
         lines.append(row[:width])
     # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
     texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts
@@ -57,6 +58,15 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     for text in texts:
         lines += _wrap(text, width)
     return lines + terminal_lines(answers, width)
+
+
+def _extra(count: object) -> str:
+    """`` (+2 extra)``: rounds beyond the planned repeats (adaptive repeats), else ""."""
+    try:
+        n = int(count)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return ""
+    return f" (+{n} extra)" if n > 0 else ""
 
 
 def _wrap(text: str, width: int) -> list[str]:

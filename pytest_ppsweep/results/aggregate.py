@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -232,6 +233,14 @@ def _per_config(configs: pd.DataFrame, results: pd.DataFrame, order: list[str]) 
     frame = frame.reset_index().rename(columns={"index": "config_id"})
     keep = ["config_id", "layout", "pp", "tp", "ep", *OPTIONAL_CONFIG_COLUMNS[3:]]
     return frame[keep]
+
+
+def median_over_repeats(values: Sequence[Any]) -> float | None:
+    """The median of one point's metric over its repeats, as :func:`summarize` takes it
+    (pandas' median: missing values left out, the mean of the two middle ones for an even
+    count); None when no repeat has a value."""
+    median = pd.Series([v for v in values if v is not None], dtype=float).median()
+    return None if pd.isna(median) else float(median)
 
 
 def summarize(

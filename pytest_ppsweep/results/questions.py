@@ -274,8 +274,11 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                                           configs, answer)
             value = (json.loads(_value(facts[answer.answer], axis))
                      if answer.answer else None)
-            answer = _with(answer, table=tuple(table),
-                           evidence=answer.evidence + tuple(evidence),
+            seen = {(e.point, e.versus, e.concurrency, e.metric) for e in answer.evidence}
+            new = tuple(e for e in evidence
+                        if (e.point, e.versus, e.concurrency, e.metric) not in seen and
+                        (e.versus, e.point, e.concurrency, e.metric) not in seen)
+            answer = _with(answer, table=tuple(table), evidence=answer.evidence + new,
                            extra={"baseline_point": base, "value": value,
                                   "baseline_value": json.loads(base_value)})
             out.append(answer)

@@ -1,4 +1,4 @@
-"""Validity verdicts per configuration x C and the layout recommendation (seed report §10).
+"""Validity verdicts per configuration x C (seed report §6): what the answers may rank.
 
 A measurement only counts when the service behaved: every request completed, no errors, a clean
 log, the requested topology, the server saw the prompt tokens that were sent, and the repeats

@@ -60,7 +60,7 @@ class Service:
         # error echoes its arguments), so log lines shown in failures and the log files are
         # scrubbed of them.
         self.secrets = secret_values(
-            {"server": {**sweep.server, **config.server}, "env": [s.env for s in self.specs]}
+            {"server": sweep.server_args(config), "env": [s.env for s in self.specs]}
         )
         self.progress = progress
         self.on_status = on_status

@@ -19,7 +19,7 @@ from pytest_ppsweep.matrix import MatrixError, load
 from pytest_ppsweep.matrix.model import select
 from pytest_ppsweep.pool.scheduling import PoolScheduling
 from pytest_ppsweep.results import confound
-from pytest_ppsweep.runsetup import points_from_ids
+from pytest_ppsweep.session.collection import points_from_ids
 
 MATRIX = REPO / "test_matrix"
 
@@ -246,7 +246,7 @@ def _fake_run(tmp_path: Path, matrix: Path) -> tuple[Path, pd.DataFrame]:
     run = tmp_path / "run"
     for cfg in sweep.configs:
         manifest.write(run, cfg.id, manifest.build(sweep, cluster, cfg))
-    from pytest_ppsweep.runsetup import axis_fields
+    from pytest_ppsweep.measure.runjson import axis_fields
 
     (run / "metadata" / "run.json").write_text(json.dumps(
         {"run_id": "run", "baseline": sweep.baseline, "order": [c.id for c in sweep.configs],

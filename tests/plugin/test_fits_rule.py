@@ -22,7 +22,7 @@ from pytest_ppsweep.matrix.model import (
 )
 from pytest_ppsweep.matrix.parse import _check_against_pool, load
 from pytest_ppsweep.pool.lease import fits
-from pytest_ppsweep.sweeprun import SweepRun
+from pytest_ppsweep.run.sweeprun import SweepRun
 
 SEED = Path(__file__).resolve().parents[2] / "test_matrix" / "ppsweep.toml"
 

@@ -9,11 +9,11 @@ import sys
 
 from support.paths import REPO
 
-from pytest_ppsweep.options import OPTIONS
+from pytest_ppsweep.session.options import OPTIONS
 
 
 def test_help_lists_every_ppsweep_option() -> None:
-    text = (REPO / "pytest_ppsweep" / "options.py").read_text()
+    text = (REPO / "pytest_ppsweep" / "session" / "options.py").read_text()
     declared = set(re.findall(r'"(--ppsweep-[a-z0-9-]+)"', text))
     declared |= {"--" + name.replace("_", "-") for name, _, _ in OPTIONS}
     assert len(declared) > 10, declared

@@ -32,8 +32,9 @@ from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.measure.gpu import SmiParseError, split_nodes
 from pytest_ppsweep.measure.phases import PHASES, PhaseClock, totals, warmup_span
 from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.sweeprun import SweepRun
 from pytest_ppsweep.service.launch import Service
-from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 NET = "127.0.45"  # this file's loopback range (nothing listens: no server boots here)
 BARRIER_S = 10.0  # a sequential start/stop waits this long at the barrier, then fails
@@ -203,14 +204,15 @@ def test_a_loopback_cluster_is_snapshotted_in_one_call_and_reused_when_nothing_r
     assert store.gpu_path("pp8-tp4-ep4", "before").read_text() == store.gpu_path(
         "pp4-tp8-ep4", "cleaned").read_text()
     # a round (or a boot, a stop) in between: asked again
-    run._changed(cluster)
+    run.snapshots.changed(cluster)
     run.snapshot_gpus(cluster, "pp8-tp4-ep4", "after")
     run.snapshot_gpus(cluster, "pp8-tp4-ep4", "cleaned")
     assert calls() == 6
     # "after" of another layout, or an old snapshot, is not reused
     run.snapshot_gpus(cluster, "pp4-tp8-ep4", "after")
     assert calls() == 7
-    run._latest[cluster.name] = (*run._latest[cluster.name][:3], time.monotonic() - 3600)
+    latest = run.snapshots._latest
+    latest[cluster.name] = (*latest[cluster.name][:3], time.monotonic() - 3600)
     run.snapshot_gpus(cluster, "pp4-tp8-ep4", "after")
     assert calls() == 8
     assert run.phases.row("pp4-tp8-ep4")["snapshots"] > 0
@@ -219,19 +221,19 @@ def test_a_loopback_cluster_is_snapshotted_in_one_call_and_reused_when_nothing_r
 def test_a_snapshot_aside_gives_its_gpus_or_its_error_where_it_is_waited_for(
     tmp_path: Path,
 ) -> None:
-    """The healthy snapshot runs in a thread alongside the server info (sweeprun.boot waits for
-    it before the boot ends): the same GPUs and files, and a failing nvidia-smi raises there."""
+    """The healthy snapshot runs in a thread alongside the server info (run.lifecycle's boot waits
+    for it before the boot ends): the same GPUs and files, and a failing nvidia-smi raises there."""
     from pytest_ppsweep.cluster.base import HostError
 
     count = tmp_path / "calls"
     sweep = sweep_with(tmp_path, counting_smi(count))
     cluster = sweep.cluster("local")
     run = SweepRun(sweep, [cluster], RunStore(tmp_path / "reports", "r"))
-    aside = run._snapshot_aside(cluster, "pp4-tp8-ep4", "healthy").result(timeout=60)
+    aside = run.snapshots.aside(cluster, "pp4-tp8-ep4", "healthy").result(timeout=60)
     assert [g.node for g in aside] == [h.name for h in cluster.hosts]
     assert run.store.gpu_path("pp4-tp8-ep4", "healthy").read_text().count("GPU") == 4
     failing = sweep_with(tmp_path, '["sh", "-c", "echo no GPU >&2; exit 3"]').cluster("local")
-    future = run._snapshot_aside(failing, "pp8-tp4-ep4", "healthy")
+    future = run.snapshots.aside(failing, "pp8-tp4-ep4", "healthy")
     with pytest.raises(HostError, match="nvidia-smi exited 3: no GPU"):
         future.result(timeout=60)
 
@@ -339,21 +341,22 @@ def test_only_the_first_round_of_a_boot_is_warmed_up(tmp_path: Path) -> None:
         Booted, SimpleNamespace(service=SimpleNamespace(boot_token=token))
     )
     first, rebooted = boot("a"), boot("b")
-    assert [run._warm_up(first), run._warm_up(first), run._warm_up(rebooted)] == [
-        True, False, True]  # fmt: skip
+    warm_up = run.rounds.warm_up
+    assert [warm_up(first), warm_up(first), warm_up(rebooted)] == [True, False, True]
 
 
 def test_the_prompts_are_made_while_the_first_layout_boots(tmp_path: Path) -> None:
     sweep = sweep_with(tmp_path, "[]")
     run = SweepRun(sweep, [sweep.cluster("local")], RunStore(tmp_path / "reports", "r"))
     config = sweep.configs[0]
-    run._prepare_workload(config)
+    run.workloads.prepare(config)
     for thread in [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]:
         thread.join(timeout=60)
     spec, prompts = run.workload_for(config)
-    assert prompts is run._prompts and prompts.bodies(spec, None)  # made once, by the thread
+    # made once, by the thread
+    assert prompts is run.workloads._prompts and prompts.bodies(spec, None)
     assert (True, spec.api, spec.output_len, None) in prompts._bodies  # the warm-up's too
-    run._prepare_workload(config)  # the next layout: nothing to make
+    run.workloads.prepare(config)  # the next layout: nothing to make
     assert not [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]
 
 

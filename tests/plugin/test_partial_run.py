@@ -17,7 +17,7 @@ from support.runs import rows, seed_run
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.session import SweepSession
+from pytest_ppsweep.session.owner import SweepSession
 
 PP1 = "pp1-tp32-ep4"
 

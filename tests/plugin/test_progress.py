@@ -24,9 +24,9 @@ from support.processes import child_env
 from support.runs import run_dir
 from support.terminal import Tmux, tmux_missing
 
-from pytest_ppsweep.progress import WORKER_LINE, Progress
+from pytest_ppsweep.run.live import boot_status, round_bar
 from pytest_ppsweep.service.readiness import BootStatus, milestone
-from pytest_ppsweep.sweeprun import boot_status, round_bar
+from pytest_ppsweep.session.progress import WORKER_LINE, Progress
 
 STAMP = r"\[ppsweep \d\d:\d\d:\d\d\]"
 PP8 = "pp8-tp4-ep4"

@@ -17,8 +17,8 @@ from pytest_ppsweep.gate import compare, parse_thresholds, regressions
 from pytest_ppsweep.matrix.model import Sweep
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.report.html import analyse, html_summary
-from pytest_ppsweep.report.summary import render
 from pytest_ppsweep.report.terminal import terminal_summary
+from pytest_ppsweep.run.close import summarize
 
 PP1, PP4, PP8 = "pp1-tp32-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4"
 NO_RUN = (f"baseline {PP1} is not in this run and no earlier run in reports has a matching "
@@ -54,7 +54,7 @@ def test_deselected_layouts_are_not_judged_and_no_run_means_no_deltas(tmp_path: 
     assert "vs base" not in page and f"Medians over repeats; {NO_RUN}" in page
     verdicts_section = page.split("<h3>Verdicts")[1].split("<h3>")[0]
     assert "Verdicts (2/2 valid)" in page and PP1 not in verdicts_section
-    render(run)
+    summarize(run)
     table = pd.read_csv(run / "summary.csv")
     assert table["baseline_from"].isna().all() and table["tps_vs_base_pct"].isna().all()
 
@@ -96,12 +96,12 @@ def test_deltas_use_the_earlier_runs_baseline(tmp_path: Path) -> None:
     assert "ΔTPS" in "\n".join(lines) and "INVALID" not in "\n".join(lines)
     page = "\n".join(html_summary(data, summary, verdicts, rec))
     assert f"Medians over repeats; {line}" in page and "+170.40 %" in page
-    render(run)
+    summarize(run)
     table = pd.read_csv(run / "summary.csv")
     assert set(table["baseline_from"]) == {"full"}
     assert table.loc[table["concurrency"] == 8, "tps_vs_base_pct"].round(2).tolist() == [170.40]
     # A full run's own baseline: its summary.csv names the run itself.
-    render(full)
+    summarize(full)
     assert set(pd.read_csv(full / "summary.csv")["baseline_from"]) == {"full"}
     # The gate compares layout by layout with its reference: unaffected by where deltas come from.
     rows = compare(run, full, dict(parse_thresholds([])))

@@ -1,6 +1,6 @@
 """The chaos matrix: faults × backends → detected / verdict / leftovers / seconds to detect.
 
-Each scenario boots a real layout through :class:`pytest_ppsweep.sweeprun.SweepRun` (what the
+Each scenario boots a real layout through :class:`pytest_ppsweep.run.sweeprun.SweepRun` (what the
 plugin's fixtures call), injects one fault, and records what the plugin did about it:
 
 * **detected**: the plugin raised the failure the fault calls for (``BootFailed``,
@@ -46,9 +46,10 @@ from pytest_ppsweep.cluster import preflight
 from pytest_ppsweep.cluster.reap import find_local
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.sweeprun import SweepRun
 from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.service.readiness import BootFailed
-from pytest_ppsweep.sweeprun import Booted, SweepRun
 
 # -- the matrix ------------------------------------------------------------------------------
 
@@ -641,7 +642,7 @@ def _steps(backend: Backend, run: SweepRun, booted: Booted, faults: Sequence[str
             r.verdict, r.detected = "pass", True
             r.evidence = f"healthy after {boot_s:.1f} s real (10 emulated s late)"
         elif fault == "wrong_topology":
-            server = {**run.sweep.server, **config.server}
+            server = run.sweep.server_args(config)
             problems = topology_problems(config, server, booted.topology, len(booted.cluster.hosts))
             r.detected = bool(problems)
             r.verdict = "wrong topology" if problems else "pass"

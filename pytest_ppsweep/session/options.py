@@ -1,5 +1,5 @@
 """Command-line options and ini keys of the plugin, read into values: the sweep with its
-overrides, the selected layouts, the gate's reference and thresholds (set-up is session.py).
+overrides, the selected layouts, the gate's reference and thresholds (set-up is session/setup.py).
 
 Help-text rules (pytest-xdist's habit): each help says what the option does, its unit and its
 default; every option has an ini key of the same name (without ``--``) read when the option is

@@ -1,0 +1,65 @@
+"""A booted layout: the ready service and what was learnt while booting it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_ppsweep.matrix.model import Cluster, Config
+from pytest_ppsweep.measure.gpu import GpuMemory
+from pytest_ppsweep.service.launch import LayoutDead, Service
+from pytest_ppsweep.service.logscan import Finding
+from pytest_ppsweep.service.probe import Topology
+
+__all__ = ["Booted"]
+
+
+@dataclass
+class Booted:
+    """A ready service plus what was learnt while booting it."""
+
+    service: Service
+    cluster: Cluster
+    info: dict[str, Any]
+    topology: Topology
+    before: list[GpuMemory] = field(default_factory=list)
+
+    @property
+    def config(self) -> Config:
+        """The layout this service runs."""
+        return self.service.config
+
+    @property
+    def nodes(self) -> int:
+        """How many nodes the layout runs on."""
+        return len(self.cluster.hosts)
+
+    @property
+    def dead(self) -> str | None:
+        """Why the layout died after it was healthy (a rank's exit, a fatal log line, a rank
+        ≥ 1 whose /health stopped answering), or None while every rank lives."""
+        return self.service.dead
+
+    def look(self) -> str | None:
+        """:attr:`dead`, the ranks looked at now (not only at the watch's last poll)."""
+        if self.service.liveness is not None:
+            self.service.liveness.check()
+        return self.dead
+
+    def check_alive(self) -> None:
+        """Raise :class:`LayoutDead` with the cause when a rank died (before each test and
+        round; the ranks are looked at now, not only at the watch's last poll)."""
+        if (reason := self.look()) is not None:
+            raise LayoutDead(f"{self.service.config.id}: layout dead: {reason}")
+
+    def findings(self) -> list[Finding]:
+        """The fatal lines of every rank's log so far (the log scan)."""
+        return self.service.findings()
+
+    def log_tail(self) -> str:
+        """The last lines of every rank's log, to show with a failure."""
+        return self.service.log_tail()
+
+    def evidence(self) -> str:
+        """Fatal log lines so far (root cause first) and every node's log tail, for a failure."""
+        return self.service.evidence()

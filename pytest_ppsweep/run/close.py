@@ -1,0 +1,85 @@
+"""The end of a run: the run folder closed once (not-run layouts in configs.csv, results.csv in
+sweep order, benchmark.json, summary.csv, answers.json, the gate's gate.csv) and saved as a
+named baseline when every test passed. What it computed is handed to ``report.summary`` to
+render; nothing here renders."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_ppsweep.measure.configrow import ConfigRow
+from pytest_ppsweep.measure.runstore import RunStore
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.gate.comparison import Comparison
+    from pytest_ppsweep.report.html import Analysis
+
+__all__ = ["Closed", "close", "save_baseline", "summarize"]
+
+
+@dataclass(frozen=True)
+class Closed:
+    """What closing the run folder computed: the run's analysis (None, with the ``note`` that
+    says why, when the folder has no rounds to summarise) and the gate's rows (None without a
+    reference run)."""
+
+    run_dir: Path
+    analysis: Analysis | None
+    note: str
+    gate: list[Comparison] | None
+
+
+def close(
+    store: RunStore,
+    order: list[str],
+    not_run: Mapping[str, str],
+    compare_ref: Path | None,
+    thresholds: dict[str, Any],
+) -> Closed:
+    """Close the run folder: not-run layouts, sweep order, benchmark.json, summary.csv and,
+    with a reference run, gate.csv with the fields each point differs in."""
+    from pytest_ppsweep import gate
+    from pytest_ppsweep.gate import benchjson, differs
+
+    for config_id, why in not_run.items():
+        ConfigRow(store, config_id).not_run(why)
+    store.sort_results(order)
+    if store.results_csv.exists():
+        benchjson.write_benchmark_json(store.dir)
+    analysis, note = summarize(store.dir)
+    rows = None
+    if compare_ref is not None:
+        rows = gate.compare(store.dir, compare_ref, thresholds)
+        gate.write_comparison_csv(store.dir, rows)
+        differs.add_differs_column(store.dir, compare_ref)  # gate.csv's ``differs`` column
+    return Closed(store.dir, analysis, note, rows)
+
+
+def summarize(run_dir: Path) -> tuple[Analysis | None, str]:
+    """Aggregate the run folder, write summary.csv and answers.json; without rounds to
+    aggregate, None and the note that says why."""
+    from pytest_ppsweep.report.html import analyse, save
+    from pytest_ppsweep.results.aggregate import RunFolderError
+
+    try:
+        analysis = analyse(run_dir)
+    except RunFolderError as exc:
+        return None, f"no summary: {exc}"
+    save(analysis[0], analysis[1], analysis[3])
+    return analysis, ""
+
+
+def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:
+    """Save the run as a named baseline, only when every test passed."""
+    from pytest_ppsweep.gate.baselines import BaselineError
+    from pytest_ppsweep.gate.baselines import save_baseline as save
+
+    if exitstatus != 0:
+        return [f"baseline {name!r} not saved: the run did not pass (exit status {exitstatus})"]
+    try:
+        return [f"baseline {name!r} saved: {save(store.dir, name, root)}"]
+    except BaselineError as exc:
+        return [f"baseline {name!r} not saved: {exc}"]

@@ -1,0 +1,122 @@
+"""The profile window of a booted layout (seeds §9.3): one extra round wrapped by SGLang's
+/start_profile and /stop_profile, kept out of the medians; every rank's trace collected, parsed
+and attributed."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.matrix.model import ProfileSpec, Sweep
+from pytest_ppsweep.measure import bench
+from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
+from pytest_ppsweep.profile import attribution, collect, summary, trace, window
+from pytest_ppsweep.run.booted import Booted
+
+__all__ = ["WINDOW_END_S", "ProfileStep"]
+
+# How long a profile window that ended by itself (num_steps) may take to write its traces
+# before /stop_profile is sent (real SGLang on CPU: a few seconds).
+WINDOW_END_S = 15.0
+
+
+class ProfileStep:
+    """The profile window of the layouts of one run."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        store: RunStore,
+        registry: Registry,
+        spec: WorkloadSpec,
+        progress: Callable[[str], None],
+        worked: Callable[[str, float], None],
+    ) -> None:
+        """``spec``: the sweep's workload (the window's round is made from it); ``worked``:
+        where the window's cluster time goes (the lifecycle's account)."""
+        self.sweep = sweep
+        self.store = store
+        self.registry = registry
+        self.spec = spec
+        self.progress = progress
+        self.worked = worked
+
+    def profile_round(self, booted: Booted) -> attribution.LayoutProfile:
+        """One extra round wrapped by SGLang's /start_profile and /stop_profile, kept out of the
+        medians (not in results.csv; its requests go to ``profile/<layout>/requests.jsonl``).
+        Every rank's trace is collected from its node into ``profile/<layout>/``, parsed and
+        attributed (``attribution.json``, ``profile.csv``). Raises ``collect.ProfileError``
+        naming the node of a missing trace, ``trace.TraceError`` naming a file that cannot be
+        parsed, ``LayoutDead`` when a rank dies meanwhile."""
+        spec = self.sweep.profile or ProfileSpec()
+        cfg, cluster = booted.service.config, booted.cluster
+        started = time.monotonic()
+        booted.check_alive()
+        conc = spec.concurrency or max(self.sweep.workload.concurrency)
+        local = summary.layout_dir(self.store.dir, cfg.id)
+        local.mkdir(parents=True, exist_ok=True)
+        folder = collect.remote_dir(cluster, spec.output_dir, self.store.run_id, cfg.id, local)
+        profile_id = f"{time.time():.6f}"  # SGLang's own default is str(time.time())
+        body = window.request_body(spec, folder, cfg.id, profile_id)
+        self.store.write_json(f"profile/{cfg.id}/request.json", body)
+        round_spec = replace(self.spec, warmup_requests=0,
+                             num_requests=spec.num_requests or self.spec.num_requests)
+        prompts = generate_prompts(round_spec)
+        url, scale = booted.service.base_url, booted.topology.time_scale
+        self.progress(f"{cfg.id}: profile window: {spec.num_steps} steps per rank, "
+                      f"C={conc}, {round_spec.num_requests} requests, traces to {folder}")
+        window.start(url, body, cfg.id)
+        try:
+            with (local / "requests.jsonl").open("w", encoding="utf-8") as raw:
+
+                def write(record: dict[str, Any]) -> None:
+                    raw.write(json.dumps(record) + "\n")
+
+                result = bench.run_round_sync(
+                    url, prompts, conc, spec=round_spec, time_scale=scale, on_record=write,
+                    cancel=booted.service.died,
+                )
+        except BaseException as exc:
+            # close the window if the server still answers; a rank's death is the cause to show
+            with contextlib.suppress(collect.ProfileError):
+                window.stop(url, cfg.id)
+            if isinstance(exc, bench.RoundCancelled):
+                booted.check_alive()
+            raise
+        def traces(timeout_s: float) -> list[Path]:
+            return collect.collect_traces(
+                cluster, cfg, folder, local, f"{cfg.id}-{profile_id}",
+                host_for=lambda n: host_for(cluster, cluster.hosts[n], self.registry),
+                timeout_s=timeout_s,
+            )
+
+        # The window ends by itself after num_steps forward steps, which a round has: its
+        # traces come without /stop_profile. Stopping an ended window makes SGLang log a
+        # RuntimeError traceback ("Profiling is not in progress"), which the log scan must
+        # call fatal, so the stop is only the fallback of a window still open.
+        stopped = False
+        try:
+            files = traces(min(spec.timeout_s, WINDOW_END_S))
+        except collect.ProfileError:
+            stopped = window.stop(url, cfg.id)
+            files = traces(spec.timeout_s)
+        lp = attribution.aggregate(cfg.id, [trace.parse(f) for f in files])
+        summary.write_layout(self.store.dir, lp)
+        summary.write_table(self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs])
+        ar = lp.calls.get("all_reduce", 0)
+        self.progress(
+            f"{cfg.id}: profile window {'stopped' if stopped else 'ended after num_steps'}, "
+            f"{result.completed}/{result.num_requests} requests, {len(files)} traces: "
+            f"all-reduce {ar:g} calls {lp.cumulative_ms.get('all_reduce', 0.0):,.1f} ms, "
+            f"exposed comm {lp.exposed_share:.1%}, overlap {lp.overlap_ratio:.1%}"
+        )
+        self.worked(cfg.id, time.monotonic() - started)
+        return lp

@@ -1,0 +1,300 @@
+"""Collection and selection: one session-scoped layout parameter per selected layout and one
+``concurrency`` per C; the items a run does not need dropped or skipped with the reason; and,
+once -k/-m deselected, which layouts and Cs this run selected (run.json), with where the
+baseline's numbers come from when it is not among them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_ppsweep import continuity
+from pytest_ppsweep.measure.runjson import RunJson, run_id_of
+from pytest_ppsweep.session import options
+from pytest_ppsweep.session.state import SessionState
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.matrix.model import Cluster, Sweep
+
+__all__ = [
+    "Collection",
+    "baseline_manifest",
+    "baseline_ref",
+    "points_from_ids",
+    "selection_fields",
+]
+
+
+class Collection(SessionState):
+    """The session's collection hooks and the selection they make."""
+
+    baseline_ref: Path | None
+    selected: dict[str, set[int]] | None
+    _tests: dict[str, list[str]]
+
+    def parametrize(self, metafunc: pytest.Metafunc) -> None:
+        """One session-scoped ``ppsweep_config`` per selected layout; ``concurrency`` per C."""
+        params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in self.ids]
+        metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
+        if "concurrency" in metafunc.fixturenames:
+            conc = self.all_concurrencies()
+            metafunc.parametrize("concurrency", conc, ids=[f"c{c}" for c in conc], indirect=True)
+
+    def all_concurrencies(self) -> tuple[int, ...]:
+        """Every C of the sweep's workloads, in first-seen order (each point keeps its own
+        workload's: :meth:`drop_foreign_points`)."""
+        named = self.sweep.workloads.values() or [self.sweep.workload]
+        return tuple(dict.fromkeys(c for w in named for c in w.concurrency))
+
+    def drop_foreign_points(self, items: list[pytest.Item]) -> None:
+        """Items of a C that the point's workload does not run are deselected (several
+        workloads with different concurrencies)."""
+        if not self.sweep.workloads:
+            return
+        known = set(self.sweep.config(i).id for i in self.ids)
+        foreign = []
+        for item in items:
+            params = _params(item)
+            cid, conc = params.get("ppsweep_config"), params.get("concurrency")
+            if cid in known and conc is not None:
+                wanted = self.sweep.workload_of(self.sweep.config(str(cid))).concurrency
+                if int(conc) not in wanted:
+                    foreign.append(item)
+        if foreign:
+            self.config.hook.pytest_deselected(items=foreign)
+            items[:] = [i for i in items if i not in foreign]
+
+    def collected(self, items: list[pytest.Item]) -> None:
+        """Gate tests are deselected without a reference to compare with; each layout's tests
+        are noted (for resume); what is reused or already done is skipped, with the reason."""
+        self._deselect_unprofiled(items)
+        if self.compare_ref is None:
+            gates = [i for i in items if i.get_closest_marker("ppsweep_gate")]
+            if gates:
+                self.config.hook.pytest_deselected(items=gates)
+                items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
+        self.drop_foreign_points(items)
+        self._deselect_comm(items)
+        plan = self.plan
+        for item in items:
+            params = _params(item)
+            cid = params.get("ppsweep_config")
+            if cid is None:
+                continue
+            if _counts_for_resume(item):
+                self._tests.setdefault(cid, []).append(item.nodeid)
+            if item.get_closest_marker("ppsweep_always"):
+                continue
+            why = plan.skip_configs.get(cid)
+            if why is None and "concurrency" in params:
+                why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
+            if why:
+                item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+
+    def _deselect_unprofiled(self, items: list[pytest.Item]) -> None:
+        """Profile tests (``ppsweep_profile``) are collected only for the layouts the profile
+        window covers: with --ppsweep-profile, or those of the [profile] table. The others are
+        dropped, not reported as deselected: without a profile window they do not exist (a
+        run without one looks exactly as before the profile window was added)."""
+        spec = self.sweep.profile
+
+        def unprofiled(item: pytest.Item) -> bool:
+            if not item.get_closest_marker("ppsweep_profile"):
+                return False
+            cid = _params(item).get("ppsweep_config")
+            return spec is None or (cid is not None and not spec.covers(str(cid)))
+
+        if any(unprofiled(i) for i in items):
+            items[:] = [i for i in items if not unprofiled(i)]
+
+    def _deselect_comm(self, items: list[pytest.Item]) -> None:
+        """test_comm (marked ``ppsweep_comm``) is in the run only with ``--ppsweep-comm`` or a
+        ``[comm]`` table in the sweep file. Without them it is dropped, not reported as
+        deselected: a sweep that did not ask for it runs and counts exactly as before."""
+        if self.sweep.comm is not None:
+            return
+        items[:] = [i for i in items if not i.get_closest_marker("ppsweep_comm")]
+
+    def collection_finished(self, items: list[pytest.Item]) -> None:
+        """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
+        points: dict[str, set[int]] = {}
+        for item in items:
+            params = _params(item)
+            cid = params.get("ppsweep_config")
+            if cid is None:
+                continue
+            conc = points.setdefault(str(cid), set())
+            if "concurrency" in params:
+                conc.add(int(params["concurrency"]))
+        self.selection(points)
+
+    def worker_collected(self, ids: list[str]) -> None:
+        """xdist: the controller collects nothing; the first worker's test ids tell the layouts
+        (``test_x[<layout>]``, ``test_x[<layout>-c<C>]``)."""
+        if self.selected is not None:
+            return
+        self.selection(points_from_ids(ids, self.ids))
+
+    def selection(self, points: dict[str, set[int]]) -> None:
+        """Record in run.json which layouts (and Cs) this run selected, so the results layer
+        judges only those; when the baseline is not among them, which earlier run's baseline
+        the deltas use (``--ppsweep-baseline-from``, else the newest matching run in the
+        reports folder), or why there is none."""
+        if self.worker or self.selected is not None:
+            return
+        self.selected = points
+        fields, notes = selection_fields(
+            self.sweep, self.pool, self.ids, points, self.store.dir, self.baseline_ref
+        )
+        for note in notes:
+            self.progress(note)
+        RunJson(self.store).update(**fields)
+
+
+
+def _params(item: pytest.Item) -> dict[str, Any]:
+    return dict(getattr(getattr(item, "callspec", None), "params", {}))
+
+
+def _counts_for_resume(item: pytest.Item) -> bool:
+    # A layout is finished when the tests of its booted service ended; a test that runs anyway
+    # (ppsweep_always, e.g. the gate) does not decide it, nor does a verdict read from the run
+    # folder (ppsweep_verdict: a resume judges it again without booting, resumed_verdict).
+    return ("ppsweep_service" in getattr(item, "fixturenames", ())
+            and not item.get_closest_marker("ppsweep_always")
+            and not item.get_closest_marker("ppsweep_verdict"))
+
+
+def resumed_verdict(item: pytest.Item, report: pytest.TestReport, run_dir: Path) -> None:
+    """A verdict test (``ppsweep_verdict``) skipped because its point finished before a resume
+    counts as in an uninterrupted run: its point's verdict is judged again from the run
+    folder, and an INVALID one fails (at setup: the layout is not booted again for it)."""
+    from pytest_ppsweep.check import validity_problems
+
+    params = _params(item)
+    if (report.when != "setup" or not report.skipped
+            or not item.get_closest_marker("ppsweep_verdict")
+            or "concurrency" not in params or "ppsweep_config" not in params):
+        return
+    if "done in this run" not in str(report.longrepr):
+        return
+    found = validity_problems(run_dir, str(params["ppsweep_config"]), int(params["concurrency"]))
+    if found.problems:
+        report.outcome = "failed"
+        report.longrepr = ("resumed point, judged from the run folder (its layout is not booted "
+                           "again):\n" + "\n".join(found.problems))
+
+
+def points_from_ids(nodeids: list[str], ids: list[str]) -> dict[str, set[int]]:
+    """The layouts and Cs of test ids (``test_x[<layout>]``, ``test_x[<layout>-c<C>]``, maybe
+    with xdist's ``@<group>`` suffix): what an xdist worker collected."""
+    points: dict[str, set[int]] = {}
+    known = sorted(ids, key=len, reverse=True)
+    for nodeid in nodeids:
+        if "[" not in nodeid:
+            continue
+        param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
+        cid = next((c for c in known if param == c or param.startswith(c + "-")), None)
+        if cid is None:
+            continue
+        conc = points.setdefault(cid, set())
+        if match := re.fullmatch(r"c(\d+)", param[len(cid) + 1 :]):
+            conc.add(int(match[1]))
+    return points
+
+
+def baseline_manifest(sweep: Sweep, pool: tuple[Cluster, ...]) -> dict[str, Any] | None:
+    """The manifest this run would write for the baseline layout (None: no cluster fits it)."""
+    from pytest_ppsweep.continuity import manifest
+    from pytest_ppsweep.matrix.model import NoClusterFits, cluster_for
+
+    config = sweep.config(sweep.baseline)
+    try:
+        cluster = cluster_for(pool, config)
+    except NoClusterFits:
+        return None
+    return manifest.build(sweep, cluster, config)
+
+
+def baseline_ref(config: pytest.Config, sweep: Sweep, pool: tuple[Cluster, ...]) -> Path | None:
+    """--ppsweep-baseline-from: the run folder, checked before anything boots. Its baseline
+    must pass the reuse check against the manifest this run would write for the baseline;
+    otherwise a usage error lists every difference."""
+    ref = options.reference(config, "ppsweep_baseline_from")
+    if ref is None:
+        return None
+    flag = f"--ppsweep-baseline-from {options.get(config, 'ppsweep_baseline_from')}"
+    wanted = baseline_manifest(sweep, pool)
+    if wanted is None:
+        raise pytest.UsageError(
+            f"{flag}: no cluster of the pool fits the baseline {sweep.baseline}; cannot compare "
+            "its manifest"
+        )
+    ok, reasons = continuity.reusable(ref, sweep.baseline, wanted)
+    if not ok:
+        raise pytest.UsageError(
+            f"{flag}: the baseline {sweep.baseline} of {ref} cannot stand for this run's: "
+            + "; ".join(reasons)
+        )
+    return ref
+
+
+def selection_fields(
+    sweep: Sweep,
+    pool: tuple[Cluster, ...],
+    ids: list[str],
+    points: dict[str, set[int]],
+    run_dir: Path,
+    baseline_from: Path | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """What run.json records about the selection (the layouts and Cs the results layer judges)
+    and, when the baseline is not selected, which earlier run's baseline the deltas use
+    (``--ppsweep-baseline-from``, else the newest matching run in the reports folder) or why
+    there is none; with the progress lines that say so."""
+    fields: dict[str, Any] = {
+        "selected": {cid: sorted(points[cid]) for cid in ids if cid in points},
+        "baseline_from": None,
+        "baseline_note": "",
+    }
+    base = sweep.baseline
+    if base in points:
+        notes = [] if baseline_from is None else [
+            f"--ppsweep-baseline-from {baseline_from.name}: not used, the baseline {base} runs "
+            "in this run"
+        ]
+        return fields, notes
+    found, note, notes = _earlier_baseline(sweep, pool, run_dir, baseline_from)
+    if found is None:
+        fields["baseline_note"] = note
+        return fields, [*notes, note]
+    fields["baseline_from"] = {
+        "run_id": run_id_of(found), "path": str(found.resolve()), "chosen": note
+    }
+    return fields, [*notes, f"baseline {base} not in this run: deltas vs its rounds in run "
+                            f"{run_id_of(found)} ({note})"]
+
+
+def _earlier_baseline(
+    sweep: Sweep, pool: tuple[Cluster, ...], run_dir: Path, baseline_from: Path | None
+) -> tuple[Path | None, str, list[str]]:
+    base = sweep.baseline
+    if baseline_from is not None:
+        return baseline_from, "--ppsweep-baseline-from, manifest identical except layout", []
+    wanted = baseline_manifest(sweep, pool)
+    if wanted is None:
+        return None, (
+            f"baseline {base} is not in this run and no cluster of the pool fits it: no deltas"
+        ), []
+    root = run_dir.parent
+    found, skipped = continuity.earlier_baseline(root, base, wanted, exclude=run_dir)
+    notes = [f"baseline {base}: run {why}"[:500] for why in skipped[:3]]
+    if found is not None:
+        return found, (
+            "the newest run in the reports folder whose manifest is identical except layout"
+        ), notes
+    checked = f" ({len(skipped)} earlier run(s) differ)" if skipped else ""
+    return None, (f"baseline {base} is not in this run and no earlier run in {root} has a "
+                  f"matching one{checked}: no deltas"), notes

@@ -1,0 +1,257 @@
+"""The one object that owns a sweep run inside pytest (pytest's junitxml habit: one owner under
+one typed stash key, created in ``pytest_configure``, closed in ``pytest_unconfigure``).
+
+:class:`SweepSession` holds everything the run needs: the loaded sweep, the cluster pool, the
+selected layouts, the run folder, the continuity plan, the gate's reference and thresholds, the
+progress reporter, the :class:`~pytest_ppsweep.run.sweeprun.SweepRun`, the registry of live
+ranks and connections, the pool leases (xdist controller), the signal handlers it installed
+and, once the session finished, what the render hooks show. plugin.py only forwards hooks to it.
+Each concern of the session is a module of this package, mixed into the owner: collection,
+preflight, signals, xdist, render and adaptive; set-up is :mod:`.setup`.
+
+Its life: :meth:`start` (configure: load, check the launchers, open the run folder, plan reuse
+or resume), :meth:`preflight` (session start, controller: leftovers, node checks, metadata),
+:meth:`selection` (collection finished, controller: the layouts and Cs left after -k/-m, and
+where the baseline's numbers come from when it is not among them), :meth:`record` (each test
+report: cluster time, resume bookkeeping), :meth:`finish` (session
+finish, controller: not-run layouts, sorted results, summary.csv, benchmark.json, gate.csv,
+the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the handler).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_ppsweep import continuity
+from pytest_ppsweep.cluster import backends
+from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.continuity import outcomes
+from pytest_ppsweep.measure.runjson import RunJson
+from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
+from pytest_ppsweep.profile import summary as profile_summary
+from pytest_ppsweep.report import summary
+from pytest_ppsweep.session import options, setup
+from pytest_ppsweep.session.adaptive import Adaptive
+from pytest_ppsweep.session.collection import (
+    Collection,
+    _counts_for_resume,
+    _params,
+    baseline_ref,
+    resumed_verdict,
+)
+from pytest_ppsweep.session.preflight import Preflight
+from pytest_ppsweep.session.progress import Progress
+from pytest_ppsweep.session.render import Render
+from pytest_ppsweep.session.signals import Signals
+from pytest_ppsweep.session.xdist import Xdist, check_workers, is_worker
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.matrix.model import Cluster, Sweep
+    from pytest_ppsweep.pool.lease import Pool
+    from pytest_ppsweep.run.adaptive import AdaptiveSweep
+    from pytest_ppsweep.run.sweeprun import SweepRun
+
+__all__ = ["SESSION_KEY", "SweepSession"]
+
+
+class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals):
+    """Owner of one sweep run in one pytest process (the controller, or an xdist worker)."""
+
+    def __init__(
+        self,
+        config: pytest.Config,
+        matrix: Path,
+        sweep: Sweep,
+        pool: tuple[Cluster, ...],
+        ids: list[str],
+        store: RunStore,
+        plan: continuity.Plan,
+        compare_ref: Path | None,
+        thresholds: dict[str, Any],
+    ) -> None:
+        self.config = config
+        self.matrix = matrix
+        self.sweep = sweep
+        self.pool = pool  # the clusters this process may boot on (a worker: its leased one)
+        self.ids = ids
+        self.store = store
+        self.plan = plan
+        self.compare_ref = compare_ref
+        self.thresholds = thresholds
+        self.worker = is_worker(config)
+        self.progress = Progress(config, store.dir / "progress.log")
+        self.registry = Registry()
+        from pytest_ppsweep.run.sweeprun import SweepRun  # measuring stack: only when a sweep runs
+
+        self.run: SweepRun = SweepRun(
+            sweep,
+            pool,
+            store,
+            self.progress,
+            registry=self.registry,
+            done=plan.done,
+            compare_ref=compare_ref,
+            thresholds=thresholds,
+            live=self.progress,
+        )
+        self.leases: Pool | None = None  # xdist controller: which worker holds which cluster
+        self.rendered: summary.Rendered | None = None  # set by finish()
+        self.baseline: list[str] = []  # what saving the baseline said
+        self._tests: dict[str, list[str]] = {}  # config id → its tests, as collected
+        self._started: set[str] = set()  # layouts whose outcomes this process records
+        self.baseline_ref: Path | None = None  # --ppsweep-baseline-from, checked at start
+        self.selected: dict[str, set[int]] | None = None  # set by selection()
+        self._previous_handlers: dict[int, Any] = {}
+        self._report_handlers: dict[int, Any] = {}  # while the report is written (finish)
+        self._deferred: int | None = None  # a stop signal received while the report is written
+        self.adaptive: AdaptiveSweep | None = None  # --ppsweep-adaptive (set by start)
+
+    @staticmethod
+    def of(config: pytest.Config) -> SweepSession | None:
+        """The session of this pytest process, or None when no sweep runs."""
+        found = config.stash.get(SESSION_KEY, None)
+        if found is not None and not isinstance(found, SweepSession):
+            raise TypeError(f"stash holds {type(found).__name__}, not a SweepSession")
+        return found
+
+    # -- set-up (pytest_configure) ------------------------------------------------------------
+
+    @classmethod
+    def start(cls, config: pytest.Config) -> SweepSession | None:
+        """Load the sweep and open the run folder; None when no sweep file is in play."""
+        matrix = options.find_matrix(config)
+        if matrix is None:
+            return None
+        sweep = options.load_sweep(config, matrix)
+        pool = sweep.pool(options.get(config, "ppsweep_cluster"))
+        for cluster in pool:
+            try:
+                backends.launcher_for(cluster)
+            except NotImplementedError as exc:
+                raise pytest.UsageError(f"{matrix}: {exc}") from None
+        ids = options.selected_ids(config, sweep)
+        # Read once, before anything boots: a bad reference or threshold fails now.
+        compare_ref = options.reference(config, "ppsweep_compare")
+        thresholds = options.thresholds(config, sweep)
+        baseline_from: Path | None = None
+        if is_worker(config):
+            winput = config.workerinput  # type: ignore[attr-defined]
+            # Workers re-parse the command line, where --dist may be absent: group the layouts
+            # (xdist suffixes node ids with @<xdist_group>) as the controller's scheduler expects.
+            config.option.loadgroup = True
+            pool = tuple(c for c in pool if c.name == winput[WORKER_CLUSTER])
+            store = setup.open_store(config, sweep, winput[WORKER_RUN_ID])
+            plan = continuity.Plan.from_builtin(winput[WORKER_PLAN])
+        else:
+            check_workers(config, pool)
+            reuse_ref = options.reference(config, "ppsweep_reuse")
+            baseline_from = baseline_ref(config, sweep, pool)
+            store = setup.open_store(config, sweep, None)
+            plan = setup.plan(config, sweep, pool, store, ids, reuse_ref)
+            store.copy_matrix(matrix)
+            RunJson(store).create(sweep, pool, ids)
+            if config.pluginmanager.hasplugin("html") and not config.getoption("htmlpath", None):
+                config.option.htmlpath = str(store.dir / "report.html")
+                config.option.self_contained_html = True
+        session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds)
+        session.baseline_ref = baseline_from
+        if not session.worker:
+            for note in plan.notes:
+                session.progress(note)
+        session._start_adaptive()
+        session._install_safety_net()
+        config.stash[SESSION_KEY] = session
+        return session
+
+    def _install_safety_net(self) -> None:
+        # SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down); an exit without unconfigure
+        # still stops every rank this process started.
+        self.registry.install_atexit()
+        self._install_signals()
+
+    # -- each test (pytest_runtest_makereport, in the process that runs it) -------------------
+
+    def record(self, item: pytest.Item, call: pytest.CallInfo[None],
+               report: pytest.TestReport) -> None:
+        """Cluster time for later pool plans, the layout in the report's properties, and the
+        test's outcome for a later resume."""
+        params = _params(item)
+        cid = params.get("ppsweep_config")
+        if cid is None:
+            return
+        if call.when == "call":
+            if "ppsweep_service" in getattr(item, "fixturenames", ()):
+                self.run.worked(cid, call.duration)
+            report.user_properties.append(("ppsweep_config", cid))
+            if "concurrency" in params:
+                report.user_properties.append(("concurrency", params["concurrency"]))
+        resumed_verdict(item, report, self.store.dir)
+        if not _counts_for_resume(item) or cid in self.plan.skip_configs:
+            return
+        if cid not in self._started:
+            self._started.add(cid)
+            outcomes.start(self.store, cid, self._tests.get(cid, [item.nodeid]))
+        if report.failed or (call.when == "call" or report.skipped):
+            outcomes.record(self.store, cid, item.nodeid, report.outcome)
+
+    def clear_progress(self) -> None:
+        """pytest is about to write to the terminal: the live status line makes room."""
+        self.progress.clear_line()
+
+    # -- the end (pytest_sessionfinish, controller) -------------------------------------------
+
+    def finish(self, exitstatus: int) -> None:
+        """Close the run folder once: layouts not run, results in sweep order, summary.csv,
+        benchmark.json, gate.csv; then the baseline, when every test passed."""
+        from pytest_ppsweep.run import close as close_folder
+
+        if self.worker or self.rendered is not None:
+            return
+        self.defer_signals()
+        self.progress.stop_following()  # the workers' last lines come before the summary
+        self._finish_adaptive()
+        not_run = dict(self.leases.not_run) if self.leases else {}
+        self._finish_profile()
+        closed = close_folder.close(
+            self.store, self.ids, not_run, self.compare_ref, self.thresholds
+        )
+        self.rendered = summary.render(closed.run_dir, closed.analysis, closed.note)
+        if self.compare_ref is not None and closed.gate is not None:
+            summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, self.rendered)
+        name = options.get(self.config, "ppsweep_save_baseline")
+        if name:
+            self.baseline = close_folder.save_baseline(
+                self.store, name, options.reports_root(self.config), exitstatus
+            )
+
+    def _finish_profile(self) -> None:
+        """profile.csv once more from every profiled layout's attribution.json (under xdist
+        each worker rewrote it after its own layouts)."""
+        if (self.store.dir / "profile").is_dir():
+            profile_summary.write_table(
+                self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs]
+            )
+
+    # -- pytest_unconfigure -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop every rank still up, remove what this run left on ssh nodes, close the
+        connections, and put back the SIGTERM/SIGHUP handlers and the atexit net."""
+        if SESSION_KEY in self.config.stash:
+            del self.config.stash[SESSION_KEY]
+        self.progress.stop_following()
+        self.progress.clear_line()
+        self.registry.stop_ranks()
+        self._reap_own()
+        self.registry.close()
+        self.registry.remove_atexit()
+        self._restore_signals()
+        self._end_deferred()
+
+
+SESSION_KEY: pytest.StashKey[SweepSession] = pytest.StashKey()
+"""The stash key of the plugin: the one owner object of a run (pytest's junitxml habit)."""
