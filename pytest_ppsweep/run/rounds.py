@@ -215,7 +215,10 @@ class Rounds:
                      repeats: int, cap: int) -> str | None:
         """Why the point needs one more round (its spread over the threshold, fewer than
         ``cap`` rounds), from its valid rounds in results.csv (a resumed run's kept rounds
-        too), or None."""
+        too), or None. Only under the strict spread rule: with ``spread_rule = "warn"`` a spread
+        over the limit is a warning, and no extra round is needed to make it hold."""
+        if self.sweep.spread_rule != "fail":
+            return None
         metric = objective_of(json.loads(json.dumps(workload.__dict__)))[0]
         values = []
         for row in self.store.result_rows():
