@@ -51,6 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "ppsweep_slo: the highest load within the workload's SLO; collected only for "
         "the layouts whose workload has an [workload.slo] table"
     )
+    config.addinivalue_line(
+        "markers", "ppsweep_verdict: judges a point from the run folder; on --ppsweep-resume a "
+        "finished point's stored verdict counts without booting its layout again"
+    )
     if config.pluginmanager.hasplugin("html"):
         config.pluginmanager.register(HtmlHooks(), "ppsweep-html")
         _group_results_by_layout(config)
@@ -227,6 +231,11 @@ class HtmlHooks:
     ) -> None:
         if (sweep := SweepSession.of(session.config)) is not None:
             sweep.html_summary(prefix)
+
+    @pytest.hookimpl(trylast=True)  # pytest-html wrote its page at session finish
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        if not hasattr(config, "workerinput"):  # the controller writes the page
+            summary.lift_answers(config.getoption("htmlpath", None))
 
     def pytest_html_results_table_header(self, cells: list[str]) -> None:
         cells[2:2] = summary.TABLE_HEADER

@@ -94,6 +94,7 @@ def test_slo_no_regression(ppsweep: SweepRun, ppsweep_config: Config) -> None:
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.ppsweep_verdict  # on --ppsweep-resume: judged again from the run folder
 @pytest.mark.usefixtures("ppsweep_service")  # while the layout is up, after its benchmark
 def test_valid(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> None:
     """The point's verdict, from the run folder so far, is VALID: every repeat N/N with the

@@ -232,6 +232,9 @@ class Sweep:
     # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
     # "warn": it is a warning only (exploratory runs).
     spread_rule: str = "fail"
+    # Adaptive repeats: a point over the spread limit after its planned rounds gets more rounds
+    # on the booted layout, up to this many in all (results/spread.py; 0: the default, 8).
+    max_repeats: int = 0
     # The profile window; None: no profile round (no [profile] table, no --ppsweep-profile).
     profile: ProfileSpec | None = None
     # The [comm] table (matrix.commspec): the all-reduce microbenchmark; None: not asked.

@@ -264,6 +264,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         spread_threshold=sw.number("spread_threshold", default=0.02, minimum=0.0),
         min_repeats=sw.integer("min_repeats", default=workload.repeats, minimum=1),
         spread_rule=sw.choice("spread_rule", SPREAD_RULES, default="fail"),
+        max_repeats=_max_repeats(sw, workload.repeats),
         fatal_patterns=_patterns(sw),
         thresholds=tuple(sw.str_list("thresholds", default=[])),
         profile=_profile(top, configs, workload) if "profile" in top.data else None,
@@ -282,6 +283,17 @@ def _price(sw: Reader) -> float | None:
     if not value > 0:
         raise MatrixError(f"{sw.path}: key 'sweep.gpu_hour_usd': expected a price > 0 "
                           f"(dollars per GPU-hour), found {value!r}")
+    return value
+
+
+def _max_repeats(sw: Reader, repeats: int) -> int:
+    """``[sweep] max_repeats``: rounds of a point in all, extra rounds included (default 8, and
+    never fewer than the planned repeats)."""
+    default = max(8, repeats)
+    value = sw.integer("max_repeats", default=default, minimum=1)
+    if value < repeats:
+        raise MatrixError(f"{sw.path}: key 'sweep.max_repeats': expected at least the workload's "
+                          f"repeats ({repeats}), found {value}")
     return value
 
 

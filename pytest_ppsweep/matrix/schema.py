@@ -32,6 +32,7 @@ SWEEP_KEYS = (
     "boot_timeout_s",
     "spread_threshold",
     "min_repeats",
+    "max_repeats",
     "spread_rule",
     "fatal_patterns",
     "thresholds",

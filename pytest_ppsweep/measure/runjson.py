@@ -49,6 +49,7 @@ class RunJson:
                 "spread_threshold": sweep.spread_threshold,
                 "min_repeats": sweep.min_repeats,
                 "spread_rule": sweep.spread_rule,
+                "max_repeats": sweep.max_repeats,
                 "workload": json.loads(json.dumps(sweep.workload.as_json())),
                 "gpu_hour_usd": sweep.gpu_hour_usd,
                 "sglang_version": None,

@@ -58,6 +58,8 @@ RESULT_COLUMNS = (
     "time_scale",
     "simulated",
     "reused",
+    # True for a round beyond the planned repeats (adaptive repeats, results/spread.py).
+    "extra",
 )
 CONFIG_COLUMNS = (
     "config_id",
@@ -183,6 +185,14 @@ class RunStore:
             for r in ordered:
                 writer.writerow({k: r.get(k, "") for k in CONFIG_COLUMNS})
             _atomic_write(self.configs_csv, out.getvalue())
+
+    def result_rows(self) -> list[dict[str, str]]:
+        """results.csv as rows of strings ([] before the first round); a line being appended
+        is left out."""
+        if not self.results_csv.exists():
+            return []
+        with self.results_csv.open(newline="", encoding="utf-8") as fh:
+            return [dict(r) for r in csv.DictReader(fh) if None not in r.values()]
 
     def config_rows(self) -> dict[str, dict[str, Any]]:
         """configs.csv as {config id: row}."""

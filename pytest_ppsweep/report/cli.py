@@ -42,6 +42,7 @@ from pytest_ppsweep.results.aggregate import (
     summarize_run,
     write_compare,
 )
+from pytest_ppsweep.results.answers import one_line
 
 if TYPE_CHECKING:
     from pytest_ppsweep.planner.trust import FitTrust
@@ -146,6 +147,7 @@ class RunLine:
     valid: int | None
     invalid: int | None
     gate: str
+    answers: str = ""  # the run's answers in one line (results/answers.one_line)
 
 
 def run_date(run_dir: Path) -> datetime | None:
@@ -192,17 +194,20 @@ def read_run_line(run_dir: Path) -> RunLine:
         raise RunFolderError(f"{manifest}: expected a JSON object")
     layouts: int | None = len(raw.get("order") or ()) or None
     valid = invalid = None
+    answered = ""
     try:
-        _, summary, verdicts, _ = analyse(run_dir)
+        _, summary, verdicts, answers = analyse(run_dir)
     except RunFolderError:
         pass  # a run that stopped before its first round: still listed, without counts
     else:
         layouts = len(summary.order)
         valid = sum(v.valid for v in verdicts)
         invalid = len(verdicts) - valid
+        answered = one_line([a.as_dict() for a in answers])
     return RunLine(str(raw.get("run_id") or run_dir.name), run_date(run_dir),
                    str(raw.get("sweep") or ""), str(raw.get("image") or ""),
-                   str(raw.get("cluster") or ""), layouts, valid, invalid, gate_result(run_dir))
+                   str(raw.get("cluster") or ""), layouts, valid, invalid, gate_result(run_dir),
+                   answered)
 
 
 def find_runs(reports: Path) -> tuple[list[tuple[Path, RunLine]], list[str]]:
@@ -289,13 +294,22 @@ def runs_lines(found: Sequence[tuple[Path, RunLine]], width: int | None = None) 
     whole, the other columns cut to fit."""
     width = terminal_width() if width is None else width
     rows = [[h for h, _, _ in _COLUMNS]]
+    answers: dict[int, str] = {}
     for _, r in found:
         counts = "—" if r.valid is None else f"{r.valid}/{r.invalid}"
         rows.append([r.run_id, r.date.strftime("%Y-%m-%d %H:%M") if r.date else "?",
                      r.sweep or "—", r.image or "—", r.cluster or "—",
                      "?" if r.layouts is None else str(r.layouts), counts, r.gate])
+        if r.answers:
+            answers[len(rows) - 1] = f"  answers: {r.answers}"
     widths = _widths(rows, width)
-    return [_row(cells, widths) for cells in rows]
+    lines = []
+    for i, cells in enumerate(rows):
+        lines.append(_row(cells, widths))
+        if i in answers:  # the run's answers in one line under it, cut to the width
+            line = answers[i]
+            lines.append(line if len(line) <= width else line[:width - 1] + "…")
+    return lines
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -368,12 +382,14 @@ def gate_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
 
 def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
     """The terminal summary the plugin printed for the run in ``run_dir``, rebuilt from its
-    files: the medians table with verdicts and the recommendation, then the gate."""
+    files: the medians table with verdicts and the answers, then the gate."""
     from pytest_ppsweep.gate.comparison import GATE_CSV
 
-    data, summary, verdicts, rec = analyse(run_dir)
+    data, summary, verdicts, answers = analyse(run_dir)
     lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width),
-             *terminal_summary(summary, verdicts, rec, width=width)]
+             *terminal_summary(summary, verdicts, answers, width=width)]
+    brief = f"answers: {one_line([a.as_dict() for a in answers])}"
+    lines.append(brief if len(brief) <= width else brief[:width - 1] + "…")
     if (run_dir / GATE_CSV).is_file():
         try:
             gate = gate_lines(run_dir, width)
@@ -396,7 +412,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
 _EPILOG = """\
 verbs:
   runs      list the stored runs of a reports folder, newest first
-  show      print a stored run's terminal summary (medians, verdicts, recommendation, gate)
+  show      print a stored run's terminal summary (medians, verdicts, answers, gate)
   report    rebuild summary.csv and report-rebuilt.html of a run folder
   compare   side-by-side medians of two runs
   fit       fit the planner's cost model to measured runs (RUN/planner/profile.json)
@@ -429,7 +445,7 @@ _HELP = {
     "show": ("print a stored run's terminal summary",
              "Print the summary the plugin printed at the end of the run, rebuilt from the run\n"
              "folder's files: medians with deltas vs the baseline and verdicts, every INVALID\n"
-             "reason, the recommendation, and the gate when the run has a gate.csv.\n"
+             "reason, the answers, and the gate when the run has a gate.csv.\n"
              "Nothing in the run folder is written.",
              "examples:\n  python -m pytest_ppsweep show kimi3-pp-20261201-090656\n"
              "  python -m pytest_ppsweep show reports/kimi3-pp-20261201-090656\n"

@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote
 import pandas as pd
 
 from pytest_ppsweep.report import plannerview, sloview
+from pytest_ppsweep.report.answers import html_block, reasons_html
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
 from pytest_ppsweep.report.comm import comm_html
 from pytest_ppsweep.report.format import delta, num, records
@@ -28,7 +29,7 @@ from pytest_ppsweep.results.aggregate import (
     summarize_run,
     write_summary,
 )
-from pytest_ppsweep.results.recommendation import Recommendation, recommend
+from pytest_ppsweep.results.answers import DECIDED, Answer, write_answers
 from pytest_ppsweep.results.verdict import Verdict, judge
 
 REBUILT_NAME = "report-rebuilt.html"
@@ -113,7 +114,8 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
         v = verdicts.get((str(r["config_id"]), int(r["concurrency"])))
         is_base = r["config_id"] == summary.baseline
         rows.append([escape(str(r["layout"])), escape(str(r["config_id"])), str(r["concurrency"]),
-                     str(r["repeats"]), num(r["input_tps"]), num(r["ttft_p50_s"], 2, " s"),
+                     str(r["repeats"]) + _extra_html(r.get("extra_repeats")),
+                     num(r["input_tps"]), num(r["ttft_p50_s"], 2, " s"),
                      num(r["ttft_p95_s"], 2, " s"), num(r["ttft_p99_s"], 2, " s"),
                      num(r["tps_spread_pct"], 2, " %")]
                     + ([] if summary.no_deltas else ["baseline"] * 3 if is_base else [
@@ -130,11 +132,24 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
     return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes, wrap=(len(headers) - 1,))
 
 
+def _extra_html(count: Any) -> str:
+    """`` (2 extra)`` after a point's repeats when adaptive repeats added rounds."""
+    try:
+        n = int(count)
+    except (TypeError, ValueError):
+        return ""
+    return f" ({n} extra)" if n > 0 else ""
+
+
 def _steps(summary: Summary) -> str:
-    rows = [[escape(f"{r['step_from']} -> {r['config_id']}"), str(r["concurrency"]),
-             delta(r["tps_step_pct"]), delta(r["ttft_p50_step_pct"])]
+    # Steps stay within one workload and one set of axis values (aggregate.with_comparisons);
+    # one that differs in more than the layout is marked.
+    rows = [[escape(f"{r['step_from']} -> {r['config_id']}")
+             + (" <b>CONFOUNDED</b>" if r.get("step_confounded") is True else ""),
+             str(r["concurrency"]), delta(r["tps_step_pct"]), delta(r["ttft_p50_step_pct"])]
             for r in records(summary.table) if isinstance(r["step_from"], str)]
-    return ("<h3>Step-to-step deltas (consecutive layouts in sweep order)</h3>"
+    return ("<h3>Step-to-step deltas (consecutive layouts in sweep order, same workload and "
+            "axis values)</h3>"
             + _table(["Change", "C", "Input TPS step", "TTFT p50 step"], rows, 1))
 
 
@@ -178,16 +193,6 @@ def _verdicts(verdicts: Sequence[Verdict]) -> str:
     items = "".join(f'<li class="{"ok" if v.valid else "bad"}">{escape(v.config_id)} '
                     f"C={v.concurrency}: {escape(v.text)}</li>" for v in verdicts)
     return f"<h3>Verdicts ({valid}/{len(verdicts)} valid)</h3><ul>{items}</ul>"
-
-
-def _recommendation(rec: Recommendation) -> str:
-    if rec.primary is None:
-        head = "No recommendation: no configuration was valid at every concurrency."
-    else:
-        head = f"Primary: <b>{escape(rec.primary)}</b>; fallback: " + (
-            f"<b>{escape(rec.fallback)}</b>" if rec.fallback else "none")
-    reasons = "".join(f"<li>{escape(r)}</li>" for r in rec.reasons)
-    return f"<h3>Recommendation</h3><p>{head}</p><ul>{reasons}</ul>"
 
 
 def _pct_vs(value: Any, reference: Any) -> float:
@@ -253,36 +258,54 @@ def _trust(data: RunData, summary: Summary, verdicts: Sequence[Verdict], primary
     return '<ul class="trust">' + "".join(f"<li>{escape(i)}</li>" for i in items) + "</ul>"
 
 
+def _data(rec: Answer | None) -> str:
+    if rec is None:
+        return ""
+    return f' data-kind="{escape(rec.kind)}" data-status="{escape(rec.status)}"'
+
+
+def _headline(answers: Sequence[Answer]) -> Answer | None:
+    """The answer the decision box shows: the first layout question's (else the first)."""
+    return next((a for a in answers if a.kind == "layout"), answers[0] if answers else None)
+
+
 def _decision(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
-              rec: Recommendation) -> str:
-    """The first screen's answer: which layout, by how much vs the baseline and the runner-up,
-    whether it can be trusted, and the fallback."""
+              answers: Sequence[Answer]) -> str:
+    """The first screen's answer to the layout question: which layout, by how much vs the
+    baseline and the runner-up, whether it can be trusted, and the fallback."""
     layouts = {str(c["config_id"]): str(c["layout"]) for c in records(summary.configs)}
     valid = sum(v.valid for v in verdicts)
-    if rec.primary is None:
-        why = (f"No configuration was valid at every concurrency ({valid}/{len(verdicts)} "
-               "points valid); see the verdicts below.")
-        return ('<div class="ppsweep-decision none"><p class="use">No layout recommended</p>'
-                f"<p>{escape(why)}</p></div>")
-    primary = rec.primary
+    rec = _headline(answers)
+    if rec is None or rec.status != DECIDED or rec.answer is None:
+        why = (rec.reasons[0].rstrip(".") if rec is not None and rec.reasons else
+               "No question could be answered") + f" ({valid}/{len(verdicts)} points valid)."
+        state = "inconclusive" if rec is not None and rec.status != DECIDED and rec.ranking \
+            else "none"
+        use = ("No layout decided: inconclusive" if state == "inconclusive"
+               else "No layout recommended")
+        rerun = (f'<p class="rerun">Rerun: <code>{escape(rec.rerun)}</code></p>'
+                 if rec is not None and rec.rerun else "")
+        return (f'<div class="ppsweep-decision none"{_data(rec)}><p class="use">{use}</p>'
+                f"<p>{escape(why)}</p>{rerun}</div>")
+    primary = rec.answer
     versus = []
     if summary.baseline and summary.baseline != primary and any(
             r["config_id"] == summary.baseline for r in records(summary.table)):
         trusted = all(v.valid for v in verdicts if v.config_id == summary.baseline)
         versus.append((f"baseline {summary.baseline}" + ("" if trusted else " (INVALID)"),
                        summary.baseline))
-    if rec.fallback:
+    if rec.fallback and rec.fallback != summary.baseline:
         versus.append((f"runner-up {rec.fallback}", rec.fallback))
     base_note = (" (it is the baseline)" if summary.baseline == primary else "")
     head = (f'<p class="use">Use <b>{escape(layouts.get(primary, primary))}</b> '
             f"(PP / TP / EP) &mdash; <code>{escape(primary)}</code>{escape(base_note)}</p>")
     fallback = (f"Fallback: <b>{escape(rec.fallback)}</b> "
                 f"({escape(layouts.get(rec.fallback, rec.fallback))}), ranked second."
-                if rec.fallback else "Fallback: none (only one layout was valid at every C).")
-    ranking = len(rec.ranking)
-    lead = (f"Ranked first of {ranking} layout(s) valid at every C"
-            + (f"; not eligible: {', '.join(rec.excluded)}" if rec.excluded else "") + ".")
-    return ('<div class="ppsweep-decision">' + head + f"<p>{escape(lead)}</p>"
+                if rec.fallback else "Fallback: none (no other valid point).")
+    lead = (f"Decided among {len(rec.ranking)} valid layout(s) by the noise rule on this run's "
+            "repeats" + (f"; excluded: {', '.join(p for p, _ in rec.excluded)}"
+                         if rec.excluded else "") + ".")
+    return (f'<div class="ppsweep-decision"{_data(rec)}>' + head + f"<p>{escape(lead)}</p>"
             + _decision_table(summary, primary, versus)
             + _trust(data, summary, verdicts, primary)
             + f'<p class="fallback">{fallback}</p></div>')
@@ -318,25 +341,27 @@ def _charts(summary: Summary) -> str:
 
 
 def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
-                 recommendation: Recommendation) -> list[str]:
+                 answers: Sequence[Answer]) -> list[str]:
     """HTML fragments for ``pytest_html_results_summary`` (extend ``prefix`` or ``summary``).
     Links are relative to the run folder, where report.html lives."""
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     evidence = " | ".join(_link(data.run_dir, target) for target in EVIDENCE)
     # The first screen answers the question (which layout, by how much, can it be trusted);
     # the tables, charts and evidence that back the answer come after it.
-    body = [_decision(data, summary, verdicts, recommendation),
-            sloview.html_section(data.run_dir),
-            *_axis_sections(data, summary),
-            _recommendation(recommendation), _medians(summary, by_key), _charts(summary),
+    body = [sloview.html_section(data.run_dir), *_axis_sections(data, summary),
+            reasons_html(answers), _medians(summary, by_key), _charts(summary),
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),
             comm_html(data.run_dir),
             _memory(data, summary), _steps(summary), _comparisons(summary),
             _verdicts(verdicts), _metadata(data),
             plannerview.html_section(data.run_dir),
             f"<h3>Evidence</h3><p>{evidence}</p>"]
-    return [_STYLE, _banner(data), '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>',
-            *body, "</div>"]
+    # The banner and the answers lead; in pytest-html's page, report.answers.lift moves them
+    # above its own title and environment once the page is written.
+    first = _headline(answers)
+    decision = _decision(data, summary, verdicts, answers)
+    return [_STYLE, html_block(answers, _banner(data), decision, first),
+            '<div class="ppsweep"><h2>PP/TP/EP sweep</h2>', *body, "</div>"]
 
 
 def _axis_sections(data: RunData, summary: Summary) -> list[str]:
@@ -354,16 +379,26 @@ def _comparisons(summary: Summary) -> str:
     return comparisons_html(summary.comparisons)
 
 
-Analysis = tuple[RunData, Summary, tuple[Verdict, ...], Recommendation]
-"""A run folder aggregated and judged: its data, summary, verdicts and recommendation."""
+Analysis = tuple[RunData, Summary, tuple[Verdict, ...], list[Answer]]
+"""A run folder aggregated and judged: its data, summary, verdicts and answers."""
 
 
 def analyse(run_dir: Path) -> Analysis:
-    """Load a run folder, aggregate it, judge each point and derive the recommendation."""
+    """Load a run folder, aggregate it, judge each point and answer its questions
+    (results/finders.py)."""
+    from pytest_ppsweep.results.finders import answer_all
+    from pytest_ppsweep.results.questions import answer_input
+
     data = load_run(run_dir)
     summary = summarize_run(data)
     verdicts = judge(data, summary)
-    return data, summary, verdicts, recommend(summary, verdicts)
+    return data, summary, verdicts, answer_all(answer_input(data, summary, verdicts))
+
+
+def save(data: RunData, summary: Summary, answers: Sequence[Answer]) -> None:
+    """summary.csv (with comparisons.csv) and answers.json of the run folder."""
+    write_summary(data.run_dir, summary)
+    write_answers(data.run_dir, data.meta.run_id, answers)
 
 
 def build_report(run_dir: Path) -> Path:
@@ -374,10 +409,10 @@ def build_report(run_dir: Path) -> Path:
 
 def rebuild_report(
     run_dir: Path,
-) -> tuple[Path, Summary, tuple[Verdict, ...], Recommendation]:
+) -> tuple[Path, Summary, tuple[Verdict, ...], list[Answer]]:
     """:func:`build_report`, also returning what it computed (for the terminal summary)."""
     data, summary, verdicts, rec = analyse(Path(run_dir))
-    write_summary(data.run_dir, summary)
+    save(data, summary, rec)
     title = escape(f"PP/TP/EP sweep {data.meta.run_id}")
     page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"/>"
             f"<title>{title}</title></head><body style=\"font-family:sans-serif\">"

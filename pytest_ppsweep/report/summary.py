@@ -130,3 +130,12 @@ def planner_lines(run_dir: Path) -> list[str]:
     from pytest_ppsweep.report.plannerview import terminal_lines
 
     return terminal_lines(run_dir)
+
+
+def lift_answers(html_path: str | None) -> None:
+    """pytest-html's page, once written: the answers (and the SIMULATED banner) moved above
+    its title and environment (report/answers.py)."""
+    from pytest_ppsweep.report.answers import lift
+
+    if html_path:
+        lift(Path(html_path))

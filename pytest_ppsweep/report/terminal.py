@@ -1,5 +1,5 @@
 """The sweep summary on the terminal: the medians table with deltas vs baseline and verdicts,
-then every INVALID reason and the recommendation, each line at most ``width`` wide. When the
+then every INVALID reason and the Answers block, each line at most ``width`` wide. When the
 baseline is not in this run, one line says where its numbers come from (an earlier run) or that
 there are none, and then the table has no delta columns.
 """
@@ -9,19 +9,21 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
+from pytest_ppsweep.report.answers import terminal_lines
 from pytest_ppsweep.report.axes import confounded_text
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.aggregate import (
     Summary,
     layout_label,
 )
-from pytest_ppsweep.results.recommendation import Recommendation
+from pytest_ppsweep.results.answers import Answer
 from pytest_ppsweep.results.verdict import Verdict
 
 
 def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
-                     recommendation: Recommendation, width: int = 100) -> list[str]:
-    """The medians table with deltas vs baseline and verdicts, every line at most ``width``."""
+                     answers: Sequence[Answer], width: int = 100) -> list[str]:
+    """The medians table with deltas vs baseline and verdicts, then the **Answers** block
+    (report/answers.py), every line at most ``width``."""
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     layouts = summary.table["layout"].astype(str)
     # Two configs may share a layout (other flags differ), or be an axis sweep's variants of
@@ -50,15 +52,25 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
                f"{num(r['ttft_p50_s'], 2, ' s'):>10}{num(r['ttft_p95_s'], 2, ' s'):>10}"
                + (f"{'base' if base else delta(r['tps_vs_base_pct']):>10}"
                   f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}" if deltas else "")
-               + f"  {'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}")
+               + f"  {'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}"
+               + _extra(r.get("extra_repeats")))
         lines.append(row[:width])
     # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
     texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts
              if not v.valid or v.warnings]
     texts += confounded_text(summary.comparisons)
-    for text in [*texts, recommendation.text]:
+    for text in texts:
         lines += _wrap(text, width)
-    return lines
+    return lines + terminal_lines(answers, width)
+
+
+def _extra(count: object) -> str:
+    """`` (+2 extra)``: rounds beyond the planned repeats (adaptive repeats), else ""."""
+    try:
+        n = int(count)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return ""
+    return f" (+{n} extra)" if n > 0 else ""
 
 
 def _wrap(text: str, width: int) -> list[str]:

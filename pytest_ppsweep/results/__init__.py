@@ -1,5 +1,5 @@
 """Step 7, from the run folder to a decision: aggregation (medians, deltas), verdicts and the
-recommendation.
+answers to the questions the points ask.
 """
 
 from __future__ import annotations
@@ -29,6 +29,14 @@ if TYPE_CHECKING:
         write_compare,
         write_summary,
     )
+    from pytest_ppsweep.results.answers import (
+        Answer,
+        AnswerInput,
+        Evidence,
+        read_answers,
+        register,
+        write_answers,
+    )
     from pytest_ppsweep.results.confound import (
         COMPARISON_COLUMNS,
         DECODE_METRICS,
@@ -41,10 +49,6 @@ if TYPE_CHECKING:
         load_points,
         median_metrics,
         write_comparisons,
-    )
-    from pytest_ppsweep.results.recommendation import (
-        Recommendation,
-        recommend,
     )
     from pytest_ppsweep.results.verdict import (
         Verdict,
@@ -84,8 +88,12 @@ _NAMES = {
     "load_points": "confound",
     "median_metrics": "confound",
     "write_comparisons": "confound",
-    "Recommendation": "recommendation",
-    "recommend": "recommendation",
+    "Answer": "answers",
+    "AnswerInput": "answers",
+    "Evidence": "answers",
+    "read_answers": "answers",
+    "register": "answers",
+    "write_answers": "answers",
     "Verdict": "verdict",
     "as_bool": "verdict",
     "judge": "verdict",
@@ -101,7 +109,9 @@ __all__ = [
     "PREFILL_METRICS",
     "REQUIRED_CONFIG_COLUMNS",
     "REQUIRED_RESULT_COLUMNS",
-    "Recommendation",
+    "Answer",
+    "AnswerInput",
+    "Evidence",
     "RunData",
     "RunFolderError",
     "RunMeta",
@@ -119,13 +129,15 @@ __all__ = [
     "load_run",
     "median_metrics",
     "point_verdict",
-    "recommend",
+    "read_answers",
     "records",
+    "register",
     "round_counts",
     "round_problems",
     "summarize",
     "summarize_run",
     "with_comparisons",
+    "write_answers",
     "write_compare",
     "write_comparisons",
     "write_summary",

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
+from pytest_ppsweep.results.spread import spread_pct
 
 # Only what the tables and verdicts read is required; the other documented columns are optional
 # so that a run written by an older or newer runstore still aggregates.
@@ -183,9 +184,17 @@ def round_problems(results: pd.DataFrame) -> list[list[Shortfall]]:
     return [row_problems({str(k): v for k, v in r.items()}) for r in results.to_dict("records")]
 
 
+_last_counts: list[tuple[pd.DataFrame, int, pd.Series]] = []
+
+
 def round_counts(results: pd.DataFrame) -> pd.Series:
-    """Per results.csv row, whether its round counts (``measure.completion``'s N/N rule)."""
-    return pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
+    """Per results.csv row, whether its round counts (``measure.completion``'s N/N rule). The
+    verdicts and the answers of one run ask for the same frame: the last answer is kept."""
+    if _last_counts and _last_counts[0][0] is results and _last_counts[0][1] == len(results):
+        return _last_counts[0][2]
+    counts = pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
+    _last_counts[:] = [(results, len(results), counts)]
+    return counts
 
 
 def layout_label(pp: Any, tp: Any, ep: Any, fallback: str) -> str:
@@ -240,13 +249,14 @@ def median_over_repeats(values: Sequence[Any]) -> float | None:
 
 def summarize(
     results: pd.DataFrame, configs: pd.DataFrame, *, baseline: str, order: list[str],
-    reference: pd.DataFrame | None = None,
+    reference: pd.DataFrame | None = None, spread_keep: int = 0,
 ) -> Summary:
     """Medians over repeats per configuration x C, spreads, deltas vs ``baseline`` and deltas
     between consecutive layouts of ``order`` (the previous layout with data at that C).
 
     ``reference``: the baseline's medians per C (indexed by concurrency) when they come from
-    another run; by default they are the baseline's rows of this table."""
+    another run; by default they are the baseline's rows of this table. ``spread_keep``: the
+    spread rule's rounds per point (results/spread.py; 0: all)."""
     full_order = _sweep_order(order, results, configs)
     baseline = baseline or (full_order[0] if full_order else "")
     per_config = _per_config(configs, results, full_order)
@@ -262,10 +272,20 @@ def summarize(
     rank = {cid: i for i, cid in enumerate(full_order)}
     table["_rank"] = table["config_id"].map(rank)
     table = table.sort_values(["concurrency", "_rank"], kind="stable").reset_index(drop=True)
-    table["tps_spread_pct"] = (table["input_tps_max"] - table["input_tps_min"]) / table[
-        "input_tps"] * 100.0
-    table["ttft_p50_spread_pct"] = (table["ttft_p50_max_s"] - table["ttft_p50_min_s"]) / table[
-        "ttft_p50_s"] * 100.0
+    # The spread rule (results/spread.py): the rounds nearest the median when there are extra.
+    for column, name in (("input_tps", "tps_spread_pct"), ("ttft_p50_s", "ttft_p50_spread_pct")):
+        spreads = {(str(k[0]), int(str(k[1]))): spread_pct(list(v), spread_keep)
+                   for k, v in results.groupby(["config_id", "concurrency"], sort=False)[column]}
+        table[name] = [spreads.get((str(c), int(k)), np.nan)
+                       for c, k in zip(table["config_id"], table["concurrency"], strict=True)]
+    extra: dict[tuple[str, int], int] = {}
+    if "extra" in results.columns:
+        flag = results["extra"].astype(str).str.lower().isin(["true", "1"])
+        counted = flag.groupby([results["config_id"], results["concurrency"]]).sum()
+        extra = {(str(cid), int(str(conc))): int(v)
+                 for (cid, conc), v in zip(counted.index, counted.to_numpy(), strict=True)}
+    keys = zip(table["config_id"], table["concurrency"], strict=True)
+    table["extra_repeats"] = [extra.get((str(c), int(k)), 0) for c, k in keys]
     base = (table[table["config_id"] == baseline].set_index("concurrency")
             if reference is None else reference)
     for column, name in (("input_tps", "tps_vs_base_pct"), ("ttft_p50_s", "ttft_p50_vs_base_pct"),
@@ -336,7 +356,7 @@ def summarize_run(data: RunData, *, comparisons: bool = True) -> Summary:
     if baseline and not meta.in_run(baseline) and baseline not in present:
         reference, source, note = _earlier_reference(data, baseline)
     summary = summarize(data.results, data.configs, baseline=baseline, order=order,
-                        reference=reference)
+                        reference=reference, spread_keep=meta.min_repeats)
     planned = meta.concurrencies
     if meta.selected is not None:  # only the Cs of the tests that were selected
         chosen = {c for cs in meta.selected.values() for c in cs}
@@ -366,7 +386,9 @@ def with_comparisons(data: RunData, summary: Summary) -> Summary:
         table[f"{prefix}_extra"] = [index[k]["extra"] if k in index else "" for k in keys]
         table[f"{prefix}_confounded"] = [bool(index[k]["confounded"]) if k in index else False
                                          for k in keys]
-    if len({str(p.get("workload", "")) for p in confound.load_points(data.run_dir).values()}) > 1:
+    if confound.load_points(data.run_dir):
+        # Points with axes or workloads: every delta within one workload and one set of axis
+        # values (never pp8-…-a2a_flashinfer → pp4-tp8-ep4).
         _per_workload_deltas(table, frame)
     medians = confound.median_metrics(data.results)
     for metric in confound.DECODE_METRICS:

@@ -140,6 +140,8 @@ class AnswerInput:
     points: dict[str, dict[str, Any]]
     objectives: dict[str, tuple[str, ...]]
     command: str = "pytest test_matrix"
+    # Finders' shared computations of this input (e.g. the repeats per metric), by name.
+    cache: dict[str, Any] = field(default_factory=dict)
 
 
 Finder = Callable[[AnswerInput], list[Answer]]

@@ -43,6 +43,7 @@ from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 # (its repeats still feed the noise rule, which then decides or says inconclusive).
 _KEPT = ("spread ", )
 _REPEATS_SUFFIX = "required"
+NOISY_NOTE = "Over the spread limit, kept and judged by the noise rule"
 
 
 def objectives(run_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -59,33 +60,48 @@ def _facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
 
 
 def _excluded(verdicts: Sequence[Verdict], cid: str) -> str:
-    """Why ``cid`` is not a candidate ("" when it is)."""
-    why: list[str] = []
+    """Why ``cid`` is not a candidate ("" when it is): its failures other than the spread rule,
+    once each (a failed boot says it all: nothing after it was recorded)."""
+    why: dict[str, list[int]] = {}
     for v in verdicts:
         if v.config_id != cid:
             continue
-        why += [f"C={v.concurrency}: {f}" for f in v.failures
-                if not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX)]
-    return "; ".join(why)
+        for f in v.failures:
+            if not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX):
+                why.setdefault(f, []).append(v.concurrency)
+    boot = [f for f in why if f.startswith(("boot failed", "no configs.csv row"))]
+    if boot:
+        return boot[0] if len(boot[0]) <= 140 else boot[0][:139] + "…"
+    return "; ".join(f"{f} (C={'/'.join(map(str, cs))})" if "C=" not in f else f
+                     for f, cs in why.items())
 
 
-def _noisy(verdicts: Sequence[Verdict], cid: str) -> list[str]:
-    return [f"{cid} C={v.concurrency}: {f}" for v in verdicts if v.config_id == cid
-            for f in (*v.failures, *v.warnings) if f.startswith(_KEPT)]
+def _noisy(verdicts: Sequence[Verdict], cid: str) -> str:
+    """``pp8-tp4-ep4 (C=8 2.5 % > 2.0 %)`` for a candidate over the spread limit, else ""."""
+    parts = [f"C={v.concurrency} {f.split(' ', 1)[1]}" for v in verdicts if v.config_id == cid
+             for f in (*v.failures, *v.warnings) if f.startswith(_KEPT)]
+    return f"{cid} ({', '.join(parts)})" if parts else ""
 
 
-def _repeats(results: pd.DataFrame, metrics: Sequence[str]) -> dict[str, dict[str, dict[
+def _repeats(given: AnswerInput, metrics: Sequence[str]) -> dict[str, dict[str, dict[
         int, list[float]]]]:
     """{metric: {point: {C: values of its valid (N/N) rounds}}}."""
-    counted = results[round_counts(results)] if not results.empty else results
+    results = given.data.results
+    if "counted" not in given.cache:
+        given.cache["counted"] = results[round_counts(results)] if not results.empty else results
+    counted = given.cache["counted"]
     out: dict[str, dict[str, dict[int, list[float]]]] = {m: {} for m in metrics}
     for m in metrics:
         if m not in counted.columns:
+            continue
+        if f"repeats:{m}" in given.cache:
+            out[m] = given.cache[f"repeats:{m}"]
             continue
         values = pd.to_numeric(counted[m], errors="coerce")
         for (cid, conc), part in values.groupby([counted["config_id"], counted["concurrency"]]):
             kept = [float(v) for v in part if not math.isnan(float(v))]
             out[m].setdefault(str(cid), {})[int(str(conc))] = kept
+        given.cache[f"repeats:{m}"] = out[m]
     return out
 
 
@@ -142,10 +158,9 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     candidates = [cid for cid in members if cid not in out and cid in judged]
     decision = decide(candidates, objective, reps, concs)
     reasons = list(decision.reasons)
-    caveats = [n for cid in candidates for n in _noisy(verdicts, cid)]
-    if caveats:
-        reasons.append("Kept despite the spread rule (the noise rule judged their repeats): "
-                       + "; ".join(caveats) + ".")
+    noisy = [n for cid in candidates if (n := _noisy(verdicts, cid))]
+    if noisy:
+        reasons.append(f"{NOISY_NOTE}: " + "; ".join(noisy) + ".")
     rerun = None
     if decision.status == INCONCLUSIVE:
         have = max((len(v) for p in decision.unseparated
@@ -175,11 +190,12 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
     for w in _workloads(facts):
         members = [cid for cid, f in facts.items() if str(f.get("workload") or "") == w
                    and all(_value(f, a) == v for a, v in base_axes.items())]
-        if len({facts[c].get("layout") for c in members}) < 2:
+        # One layout alone asks nothing next to an axis question (it is answered there).
+        if not members or (len({facts[c].get("layout") for c in members}) < 2 and base_axes):
             continue
         objective = given.objectives.get(w, PREFILL)
         concs = _concs(given, w)
-        reps = _repeats(given.data.results, objective)
+        reps = _repeats(given, objective)
         what = "Which layout" + (f" for workload {w}" if w else "") + (
             " (" + ", ".join(f"{a} = {json.loads(v)}" for a, v in base_axes.items()) + ")"
             if base_axes else "") + f", by {', then '.join(label(m) for m in objective)}?"
@@ -248,7 +264,7 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                 continue
             objective = given.objectives.get(w, PREFILL)
             concs = _concs(given, w)
-            reps = _repeats(given.data.results, objective)
+            reps = _repeats(given, objective)
             base = next((c for c in members if _value(facts[c], axis) == base_value), None)
             what = (f"Which {axis} on {layout}" + (f" for workload {w}" if w else "")
                     + f", by {', then '.join(label(m) for m in objective)}?")
@@ -258,8 +274,11 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                                           configs, answer)
             value = (json.loads(_value(facts[answer.answer], axis))
                      if answer.answer else None)
-            answer = _with(answer, table=tuple(table),
-                           evidence=answer.evidence + tuple(evidence),
+            seen = {(e.point, e.versus, e.concurrency, e.metric) for e in answer.evidence}
+            new = tuple(e for e in evidence
+                        if (e.point, e.versus, e.concurrency, e.metric) not in seen and
+                        (e.versus, e.point, e.concurrency, e.metric) not in seen)
+            answer = _with(answer, table=tuple(table), evidence=answer.evidence + new,
                            extra={"baseline_point": base, "value": value,
                                   "baseline_value": json.loads(base_value)})
             out.append(answer)

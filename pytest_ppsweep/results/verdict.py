@@ -1,4 +1,4 @@
-"""Validity verdicts per configuration x C and the layout recommendation (seed report §10).
+"""Validity verdicts per configuration x C (seed report §6): what the answers may rank.
 
 A measurement only counts when the service behaved: every request completed, no errors, a clean
 log, the requested topology, the server saw the prompt tokens that were sent, and the repeats
@@ -29,6 +29,7 @@ from pytest_ppsweep.results.aggregate import (
     summarize_run,
 )
 from pytest_ppsweep.results.objective import label, primary_metrics, run_json, workload_objectives
+from pytest_ppsweep.results.spread import spread_pct
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -168,17 +169,16 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
     metrics = primary_metrics(raw)
     out: dict[tuple[str, int], tuple[str, float]] = {}
     results = data.results
-    if results.empty:
+    if results.empty or {default, *metrics.values()} == {"input_tps"}:
         return out
     for (cid, conc), part in results.groupby(["config_id", "concurrency"], sort=False):
         metric = metrics.get(str(cid), default)
         if metric == "input_tps" or metric not in part.columns:
             continue
-        values = pd.to_numeric(part[metric], errors="coerce").dropna()
-        if values.empty or not values.median():
-            continue
-        spread = float((values.max() - values.min()) / abs(values.median()) * 100.0)
-        out[(str(cid), int(str(conc)))] = (metric, spread)
+        spread = spread_pct(list(pd.to_numeric(part[metric], errors="coerce")),
+                            data.meta.min_repeats)
+        if not math.isnan(spread):
+            out[(str(cid), int(str(conc)))] = (metric, spread)
     return out
 
 

@@ -1,7 +1,7 @@
 """The end of a run: the run folder closed once (not-run layouts in configs.csv, results.csv in
-sweep order, benchmark.json, summary.csv, the gate's gate.csv) and saved as a named baseline
-when every test passed. What it computed is handed to ``report.summary`` to render; nothing
-here renders."""
+sweep order, benchmark.json, summary.csv, answers.json, the gate's gate.csv) and saved as a
+named baseline when every test passed. What it computed is handed to ``report.summary`` to
+render; nothing here renders."""
 
 from __future__ import annotations
 
@@ -61,16 +61,16 @@ def close(
 
 
 def summarize(run_dir: Path) -> tuple[Analysis | None, str]:
-    """Aggregate the run folder and write summary.csv; without rounds to aggregate, None and
-    the note that says why."""
-    from pytest_ppsweep.report.html import analyse
-    from pytest_ppsweep.results.aggregate import RunFolderError, write_summary
+    """Aggregate the run folder, write summary.csv and answers.json; without rounds to
+    aggregate, None and the note that says why."""
+    from pytest_ppsweep.report.html import analyse, save
+    from pytest_ppsweep.results.aggregate import RunFolderError
 
     try:
         analysis = analyse(run_dir)
     except RunFolderError as exc:
         return None, f"no summary: {exc}"
-    write_summary(run_dir, analysis[1])
+    save(analysis[0], analysis[1], analysis[3])
     return analysis, ""
 
 

@@ -13,11 +13,14 @@ from typing import Any, NoReturn
 
 from pytest_ppsweep.matrix.model import Config, Sweep, Workload
 from pytest_ppsweep.measure import bench
+from pytest_ppsweep.measure.completion import counts
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.phases import PhaseClock, warmup_span
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.snapshots import GpuSnapshots
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
+from pytest_ppsweep.results.objective import objective_of
+from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS, more_rounds
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.live import LiveStatus, RoundBar
 from pytest_ppsweep.service.launch import LayoutDead
@@ -127,22 +130,35 @@ class Rounds:
         cfg = booted.service.config
         scale = booted.topology.time_scale
         results: list[RoundResult] = []
-        repeats = self.sweep.workload_of(cfg).repeats
+        workload = self.sweep.workload_of(cfg)
+        repeats = workload.repeats
         spec, prompts = self.workloads.workload_for(cfg)
-        for repeat in range(1, repeats + 1):
+        cap = max(self.sweep.max_repeats or DEFAULT_MAX_REPEATS, repeats)
+        repeat = 0
+        while True:
+            repeat += 1
+            if repeat > repeats:
+                # Adaptive repeats, decided while the layout is up: one more round while the
+                # point's spread is over the limit (results/spread.py), up to max_repeats.
+                why = self._more_rounds(cfg.id, concurrency, workload, repeats, cap)
+                if why is None:
+                    break
+                self.progress(f"{cfg.id} C={concurrency}: extra round {repeat} (up to {cap}): "
+                              f"{why}")
             if repeat == 3 and (why := self._skip_third(cfg.id, concurrency, results)):
                 self.progress(f"{cfg.id} C={concurrency}: round 3/{repeats} skipped (adaptive "
                               f"repeats): {why}")
                 break
+            of = f"{repeat}/{repeats}" if repeat <= repeats else f"{repeat} (extra)"
             if (cfg.id, concurrency, repeat) in self.done:
-                self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} kept (resume)")
+                self.progress(f"{cfg.id} C={concurrency}: round {of} kept (resume)")
                 continue
             booted.check_alive()
             self.snapshots.changed(booted.cluster)
             t0 = time.monotonic()
             self.live.begin(cfg.id)
-            self.progress(f"{cfg.id} C={concurrency}: round {repeat}/{repeats} started")
-            bar = RoundBar(self.live, cfg.id, f"benchmark c{concurrency} r{repeat}/{repeats}",
+            self.progress(f"{cfg.id} C={concurrency}: round {of} started")
+            bar = RoundBar(self.live, cfg.id, f"benchmark c{concurrency} r{of}",
                            spec.num_requests, scale)
             with self.store.open_raw(cfg.id, concurrency, repeat) as raw:
 
@@ -184,10 +200,11 @@ class Rounds:
                     "time_scale": scale,
                     "simulated": booted.topology.simulated,
                     "reused": False,
+                    "extra": repeat > repeats,
                 }
             )
             self.progress(
-                f"{cfg.id} C={concurrency}: round {repeat}/{repeats} "
+                f"{cfg.id} C={concurrency}: round {of} "
                 f"{result.completed}/{result.num_requests} done, "
                 f"Input TPS {_fmt(result.input_tps)}, TTFT p50 {_fmt(result.ttft_p50_s)} s "
                 f"({time.monotonic() - t0:.1f} s real)"
@@ -197,6 +214,27 @@ class Rounds:
             if booted.look() is not None:  # the round ended by itself, but a rank died meanwhile
                 self._aborted(booted, concurrency, repeat, t0)
         return results
+
+    def _more_rounds(self, config_id: str, concurrency: int, workload: Workload,
+                     repeats: int, cap: int) -> str | None:
+        """Why the point needs one more round (its spread over the threshold, fewer than
+        ``cap`` rounds), from its valid rounds in results.csv (a resumed run's kept rounds
+        too), or None. Only under the strict spread rule: with ``spread_rule = "warn"`` a spread
+        over the limit is a warning, and no extra round is needed to make it hold."""
+        if self.sweep.spread_rule != "fail":
+            return None
+        metric = objective_of(json.loads(json.dumps(workload.__dict__)))[0]
+        values = []
+        for row in self.store.result_rows():
+            if row.get("config_id") != config_id or str(row.get("concurrency")) != str(
+                    concurrency) or not counts(row):
+                continue
+            try:
+                values.append(float(row.get(metric) or "nan"))
+            except ValueError:
+                continue
+        return more_rounds(values, repeats, self.sweep.spread_threshold * 100.0, cap,
+                           keep=self.sweep.min_repeats)
 
     def _skip_third(self, config_id: str, concurrency: int,
                     results: list[RoundResult]) -> str | None:

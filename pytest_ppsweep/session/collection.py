@@ -177,10 +177,31 @@ def _params(item: pytest.Item) -> dict[str, Any]:
 
 def _counts_for_resume(item: pytest.Item) -> bool:
     # A layout is finished when the tests of its booted service ended; a test that runs anyway
-    # (ppsweep_always, e.g. the gate) does not decide it.
-    return "ppsweep_service" in getattr(item, "fixturenames", ()) and not item.get_closest_marker(
-        "ppsweep_always"
-    )
+    # (ppsweep_always, e.g. the gate) does not decide it, nor does a verdict read from the run
+    # folder (ppsweep_verdict: a resume judges it again without booting, resumed_verdict).
+    return ("ppsweep_service" in getattr(item, "fixturenames", ())
+            and not item.get_closest_marker("ppsweep_always")
+            and not item.get_closest_marker("ppsweep_verdict"))
+
+
+def resumed_verdict(item: pytest.Item, report: pytest.TestReport, run_dir: Path) -> None:
+    """A verdict test (``ppsweep_verdict``) skipped because its point finished before a resume
+    counts as in an uninterrupted run: its point's verdict is judged again from the run
+    folder, and an INVALID one fails (at setup: the layout is not booted again for it)."""
+    from pytest_ppsweep.check import validity_problems
+
+    params = _params(item)
+    if (report.when != "setup" or not report.skipped
+            or not item.get_closest_marker("ppsweep_verdict")
+            or "concurrency" not in params or "ppsweep_config" not in params):
+        return
+    if "done in this run" not in str(report.longrepr):
+        return
+    found = validity_problems(run_dir, str(params["ppsweep_config"]), int(params["concurrency"]))
+    if found.problems:
+        report.outcome = "failed"
+        report.longrepr = ("resumed point, judged from the run folder (its layout is not booted "
+                           "again):\n" + "\n".join(found.problems))
 
 
 def points_from_ids(nodeids: list[str], ids: list[str]) -> dict[str, set[int]]:

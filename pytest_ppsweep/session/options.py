@@ -356,6 +356,7 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
         boot_timeout_s=boot or sweep.boot_timeout_s,
         min_repeats=min(sweep.min_repeats, workload.repeats),
         spread_rule=rule or sweep.spread_rule,
+        max_repeats=max(sweep.max_repeats, workload.repeats),
     )
     sweep = _named_workloads_cut(sweep, repeats, requests)
     scale = _number(config, "ppsweep_time_scale", float)
@@ -419,4 +420,6 @@ def _named_workloads_cut(sweep: Sweep, repeats: Any, requests: Any) -> Sweep:
                         num_requests=int(requests) if requests else w.num_requests)
              for n, w in sweep.workloads.items()}
     fewest = min(w.repeats for w in named.values())
-    return replace(sweep, workloads=named, min_repeats=min(sweep.min_repeats, fewest))
+    most = max(w.repeats for w in named.values())
+    return replace(sweep, workloads=named, min_repeats=min(sweep.min_repeats, fewest),
+                   max_repeats=max(sweep.max_repeats, most))

@@ -41,6 +41,7 @@ from pytest_ppsweep.session.collection import (
     _counts_for_resume,
     _params,
     baseline_ref,
+    resumed_verdict,
 )
 from pytest_ppsweep.session.preflight import Preflight
 from pytest_ppsweep.session.progress import Progress
@@ -206,6 +207,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             report.user_properties.append(("ppsweep_config", cid))
             if "concurrency" in params:
                 report.user_properties.append(("concurrency", params["concurrency"]))
+        resumed_verdict(item, report, self.store.dir)
         if not _counts_for_resume(item) or cid in self.plan.skip_configs:
             return
         if cid not in self._started:

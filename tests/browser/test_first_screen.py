@@ -72,7 +72,8 @@ def test_first_screen_answers_the_question(browser: Browser, seed_report: Path, 
 
 
 def test_first_screen_without_a_recommendation(browser: Browser, tmp_path: Path) -> None:
-    """Every layout noisy: the first screen says that nothing can be recommended, and why."""
+    """Every layout noisy (spread 10 %): no layout is dropped for it, the noise rule cannot
+    separate the top layouts, and the first screen says so with the command that would."""
     rows = [r for p in seed_points() for r in rounds(p, jitter=0.05)]
     configs = [config_row(cid, *spec[:3], order, spec[3])
                for order, (cid, spec) in enumerate(SEED_LAYOUTS.items())]
@@ -81,5 +82,8 @@ def test_first_screen_without_a_recommendation(browser: Browser, tmp_path: Path)
     assert not overflow, "\n".join(overflow)
     decision = page.locator(".ppsweep-decision.none")
     assert top_of(page, ".ppsweep-decision.none") < SCREEN_HEIGHT
-    assert decision.locator(".use").inner_text() == "No layout recommended"
+    assert decision.locator(".use").inner_text() == "No layout decided: inconclusive"
+    assert decision.get_attribute("data-status") == "inconclusive"
     assert "(0/10 points valid)" in decision.inner_text()
+    rerun = decision.locator(".rerun").inner_text()
+    assert "--ppsweep-config pp8-tp4-ep4,pp4-tp8-ep4" in rerun and "--ppsweep-reuse" in rerun

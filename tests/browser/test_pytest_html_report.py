@@ -196,7 +196,7 @@ def test_sweep_run_page(pytester: pytest.Pytester, tmp_path: Path,
     assert [r[1] for r in memory] == ["pp4-tp8-ep4", "pp8-tp4-ep4"]
     assert all(r[2].endswith(" MiB") and r[2] != "n/a" for r in memory), memory
     assert page.locator(f"{summary} h3", has_text="Verdicts").count() == 1
-    assert page.locator(f"{summary} h3", has_text="Recommendation").count() == 1
+    assert page.locator(f"{summary} h3", has_text="Reasons and evidence").count() == 1
     sizes = svg_sizes(page, f"{summary} .charts")
     assert len(sizes) == 5 and all(w > 0 and h > 0 and n > 0 for w, h, n in sizes), sizes
 

@@ -96,9 +96,10 @@ def test_tables_and_recommendation_render(context: BrowserContext, report: Path)
     failed = verdicts.filter(has_text=FAILED_BOOT).first.inner_text()
     assert f"boot failed: node0.log: {SCRIPT_LINE} {IMG_LINE}" in failed
 
-    recommendation = page.locator(
-        "xpath=//h3[.='Recommendation']/following-sibling::p[1]").inner_text()
-    assert recommendation == "Primary: pp8-tp4-ep4; fallback: pp4-tp8-ep4"
+    answer = page.locator('#ppsweep-answers .ppsweep-decision[data-kind="layout"]')
+    assert answer.get_attribute("data-status") == "decided"
+    assert "pp8-tp4-ep4" in answer.locator(".use").inner_text()
+    assert answer.locator(".fallback").inner_text().startswith("Fallback: pp4-tp8-ep4")
     assert not log.problems(), log.problems()
 
 

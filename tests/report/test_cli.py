@@ -187,7 +187,8 @@ def test_show_prints_the_plugins_summary(reports: Path) -> None:
     assert lines[1:1 + len(expected)] == expected
     assert any(line.startswith("8 / 4 / 4") and line.endswith("VALID") for line in lines)
     text = " ".join(lines)
-    assert "Use pp8-tp4-ep4 as the primary layout; keep pp4-tp8-ep4 as fallback." in text
+    assert "[layout] DECIDED: pp8-tp4-ep4, fallback pp4-tp8-ep4" in text
+    assert "answers: layout[] pp8-tp4-ep4" in text
     gate_at = next(i for i, line in enumerate(lines) if "ppsweep gate (gate.csv)" in line)
     assert "regression" in lines[gate_at + 2]
     assert sum(line.startswith("REGRESSION pp") for line in lines) == 20

@@ -60,14 +60,15 @@ def test_rebuilt_page_is_self_contained(hostile_run: Path) -> None:
 def test_sections_and_links(tmp_path: Path) -> None:
     html = _html(seed_run(tmp_path / "seed"))
     for heading in ("Medians over repeats", "Step-to-step deltas", "GPU memory", "Verdicts (10/10",
-                    "Recommendation", "Charts", "Evidence"):
+                    "Reasons and evidence", "Charts", "Evidence"):
         assert heading in html
     for target in ("results.csv", "configs.csv", "service/", "raw/", "gpu/", "metadata/"):
         assert f'href="{target}"' in html
     assert 'summary.csv (not written)' in html  # not yet written before the rebuild
     assert "+170.40 %" in html and "-65.63 %" in html and "6,244 MiB" in html
     assert "pp4-tp8-ep4 -&gt; pp8-tp4-ep4" in html and "+23.12 %" in html
-    assert "Primary: <b>pp8-tp4-ep4</b>; fallback: <b>pp4-tp8-ep4</b>" in html
+    assert '<div class="ppsweep-decision" data-kind="layout" data-status="decided">' in html
+    assert "<h4>layout: decided</h4>" in html  # the reasons and evidence section
     for field in (">seed<", "local/sglang:test", "0.5.0", "sim-4x8", "test_matrix/x.toml"):
         assert field in html
 
@@ -108,9 +109,9 @@ def test_decision_comes_first(tmp_path: Path) -> None:
     """The answer precedes every table: layout, vs baseline and runner-up, trust, fallback."""
     html = _html(seed_run(tmp_path / "seed"))
     decision = html.index('class="ppsweep-decision"')
-    assert decision < html.index("<h3>Recommendation") < html.index("<h3>Medians")
+    assert decision < html.index("<h3>Reasons and evidence") < html.index("<h3>Medians")
     assert html.index("<h3>Medians") < html.index("<h3>Charts") < html.index("<h3>Run<")
-    block = html[decision:html.index("<h3>Recommendation")]
+    block = html[decision:html.index("<h3>Reasons and evidence")]
     assert "Use <b>8 / 4 / 4</b>" in block and "<code>pp8-tp4-ep4</code>" in block
     assert "vs baseline pp1-tp32-ep4" in block and "vs runner-up pp4-tp8-ep4" in block
     assert '<span class="better">+170.40 %</span>' in block
@@ -126,15 +127,18 @@ def test_decision_names_an_invalid_baseline_and_escapes(tmp_path: Path) -> None:
     configs = [config_row("pp1-tp32-ep4", 1, 32, 4, 0, 81_000),
                config_row(HOSTILE_ID, 8, 4, 4, 1, 79_000, mem_worst_node=IMG)]
     html = _html(write_run(tmp_path / "run", rows, configs))
-    block = html[html.index('class="ppsweep-decision"'):html.index("<h3>Recommendation")]
+    block = html[html.index('class="ppsweep-decision"'):html.index("<h3>Reasons and evidence")]
     assert SCRIPT not in block and IMG not in block
     assert "&lt;script&gt;" in block and "&lt;img src=x onerror=alert(1)&gt; / GPU 3" in block
     assert "vs baseline pp1-tp32-ep4 (INVALID)" in block
-    assert "Fallback: none" in block and "vs runner-up" not in block
+    # Over the spread limit only: still ranked (second here), never silently dropped.
+    assert "Fallback: <b>pp1-tp32-ep4</b>" in block and "vs runner-up" not in block
 
 
 def test_decision_when_nothing_is_valid(tmp_path: Path) -> None:
     rows = rounds(Point("a", 8, 4, 4, 8, 8800.0, 13.5, 16.4), jitter=0.05)
-    html = _html(write_run(tmp_path / "run", rows, [config_row("a", 8, 4, 4, 0, 79_000)]))
-    assert '<div class="ppsweep-decision none"><p class="use">No layout recommended</p>' in html
+    html = _html(write_run(tmp_path / "run", rows, [config_row("a", 8, 4, 4, 0, 79_000,
+                                                               log_clean=False)]))
+    assert ('<div class="ppsweep-decision none" data-kind="layout" data-status="no valid point">'
+            '<p class="use">No layout recommended</p>') in html
     assert "(0/1 points valid)" in html

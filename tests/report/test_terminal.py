@@ -23,7 +23,7 @@ def test_seed_table(tmp_path: Path) -> None:
     pp8 = next(line for line in lines if line.startswith("8 / 4 / 4") and " 8 " in line)
     assert "8,809.50" in pp8 and "13.47 s" in pp8 and "+170.40 %" in pp8 and "VALID" in pp8
     assert any(line.startswith("1 / 32 / 4") and "base" in line for line in lines)
-    assert "Use pp8-tp4-ep4 as the primary layout" in "\n".join(lines)
+    assert "[layout] DECIDED: pp8-tp4-ep4, fallback pp4-tp8-ep4" in "\n".join(lines)
     assert all(len(line) <= 100 for line in lines)
 
 

@@ -79,7 +79,7 @@ def test_deselected_points_of_a_selected_layout_are_not_judged(tmp_path: Path) -
                     selected={PP8: [16]}, baseline_note=NO_RUN)  # -k "pp8 and c16"
     _, summary, verdicts, rec = analyse(run)
     assert [(v.config_id, v.concurrency, v.valid) for v in verdicts] == [(PP8, 16, True)]
-    assert summary.concurrencies == (16,) and rec.primary == PP8
+    assert summary.concurrencies == (16,) and rec[0].answer == PP8
 
 
 def test_deltas_use_the_earlier_runs_baseline(tmp_path: Path) -> None:

@@ -1,0 +1,109 @@
+"""The seeds' own answers come out by themselves (issue 25 point 7) from emulator runs of the
+four sweeps of test_matrix/, stored in tests/data/answers/ (results.csv, configs.csv, run.json
+and the manifests: what the results layer reads); each sweep is analysed once per module."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.paths import REPO
+
+from pytest_ppsweep.report.answers import terminal_lines
+from pytest_ppsweep.report.html import Analysis, analyse, save
+from pytest_ppsweep.results.answers import DECIDED, Answer, one_line, read_answers
+
+STORED = REPO / "tests" / "data" / "answers"
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[str, Analysis]:
+    return {name: analyse(STORED / name) for name in ("ppsweep", "a2a", "microbatch", "chunk")}
+
+
+def _answers(runs: dict[str, Analysis], name: str) -> list[Answer]:
+    return runs[name][3]
+
+
+def _axis(answers: list[Answer], layout: str, workload: str = "") -> Answer:
+    return next(a for a in answers if a.kind == "axis" and a.layout == layout
+                and a.workload == workload)
+
+
+def _row(answer: Answer, value: object) -> dict[str, object]:
+    return next(r for r in answer.table if r["value"] == value)
+
+
+def test_seeds_sweep_pp8_primary_pp4_fallback_pp16_caveat(runs: dict[str, Analysis]) -> None:
+    (layout,) = _answers(runs, "ppsweep")
+    assert layout.kind == "layout" and layout.status == DECIDED
+    assert (layout.answer, layout.fallback) == ("pp8-tp4-ep4", "pp4-tp8-ep4")
+    assert layout.objective == ("input_tps", "ttft_p50_s")
+    assert layout.ranking[-1] == "pp1-tp32-ep4"
+    (caveat,) = layout.caveats
+    assert caveat.startswith("pp16-tp2-ep2 differs from pp8-tp4-ep4") and "layout.ep" in caveat
+    beaten = {e.versus for e in layout.evidence if e.verdict == "better"}
+    assert beaten == set(layout.ranking[1:])  # beyond the noise rule, every rival
+
+
+def test_a2a_per_layout_which_backends_boot_and_their_headroom(
+        runs: dict[str, Analysis]) -> None:
+    answers = _answers(runs, "a2a")
+    layout = next(a for a in answers if a.kind == "layout")
+    # the layout question compares layouts only (a2a = none), never variants as layouts
+    assert set(layout.ranking) == {"pp8-tp4-ep4", "pp4-tp8-ep4"} and layout.answer == "pp8-tp4-ep4"
+    pp8, pp4 = _axis(answers, "pp8-tp4-ep4"), _axis(answers, "pp4-tp8-ep4")
+    assert pp8.axis == pp4.axis == "moe_a2a_backend"
+    fits = _row(pp8, "deepep")
+    assert fits["state"] == "booted" and isinstance(fits["headroom_mib"], float)
+    assert fits["headroom_mib"] > 0  # DeepEP fits PP8's worst rank
+    assert _row(pp4, "deepep")["state"] == "OOM"  # and OOMs on PP4
+    assert dict(pp4.excluded)["pp4-tp8-ep8-a2a_deepep"].startswith("boot failed")
+    lines = "\n".join(terminal_lines(answers))
+    assert "deepep           pp4-tp8-ep8-a2a_deepep      OOM" in lines
+    # step-to-step deltas within one set of axis values (never a variant -> a layout)
+    table = runs["a2a"][1].table
+    steps = dict(zip(table["config_id"], table["step_from"], strict=True))
+    assert steps["pp4-tp8-ep4"] == "pp8-tp4-ep4"
+    assert steps["pp4-tp8-ep8-a2a_flashinfer"] == "pp8-tp4-ep4-a2a_flashinfer"
+
+
+def test_microbatch_per_workload_objective_and_the_cap(runs: dict[str, Analysis]) -> None:
+    answers = _answers(runs, "microbatch")
+    layouts = {a.workload: a for a in answers if a.kind == "layout"}
+    assert set(layouts) == {"prefill", "decode"}  # one question per workload, never mixed
+    assert layouts["decode"].objective == ("output_tps", "tpot_p50_s")
+    assert layouts["prefill"].objective == ("input_tps", "ttft_p50_s")
+    for a in layouts.values():
+        assert all(p.endswith("-" + a.workload) for p in a.ranking)
+    # §5: leave the cap unset; on PP4 a cap of 1 is worse beyond noise for both workloads
+    for workload in ("prefill", "decode"):
+        cap = _axis(answers, "pp4-tp8-ep4", workload)
+        assert cap.status == DECIDED and cap.extra["value"] == "unset"
+        assert _row(cap, 1)["verdict"] == "worse"
+
+
+def test_chunk_16k_ooms_on_pp4_and_8k_stays(runs: dict[str, Analysis]) -> None:
+    answers = _answers(runs, "chunk")
+    pp4, pp8 = _axis(answers, "pp4-tp8-ep4"), _axis(answers, "pp8-tp4-ep4")
+    assert _row(pp4, 16384)["state"] == "OOM" and _row(pp8, 16384)["state"] == "booted"
+    assert pp8.status == DECIDED and pp8.extra["value"] == 8192
+
+
+def test_answers_json_schema_and_one_line(runs: dict[str, Analysis], tmp_path: Path) -> None:
+    data, summary, _, answers = runs["a2a"]
+    folder = tmp_path / "run"
+    folder.mkdir()
+    save(type(data)(folder, data.meta, data.results, data.configs), summary, answers)
+    raw = json.loads((folder / "answers.json").read_text())
+    assert raw["format"] == "ppsweep-answers/1" and raw["run_id"] == data.meta.run_id
+    keys = {"kind", "workload", "objective", "status", "answer", "fallback", "ranking",
+            "evidence", "rerun"}
+    for item in raw["answers"]:
+        assert keys <= set(item)
+        for ev in item["evidence"]:
+            assert {"delta_pct", "noise_pct", "verdict"} <= set(ev)
+    assert read_answers(folder) == raw["answers"]
+    line = one_line(read_answers(folder))
+    assert line.startswith("layout[] pp8-tp4-ep4; axis moe_a2a_backend[ pp8-tp4-ep4]")
