@@ -252,6 +252,9 @@ def _check_first_screen(context: BrowserContext, report: Path, tmp_path: Path) -
             assert not problems, f"{width} px:\n" + "\n".join(problems)
             assert top_of(page, ".ppsweep-banner") < SCREEN_HEIGHT, width
             assert top_of(page, ".ppsweep-decision") < SCREEN_HEIGHT, width
+            # the answers are lifted above pytest-html's own title and environment (issue 28)
+            assert top_of(page, ".ppsweep-decision") < top_of(page, "#title"), width
+            assert top_of(page, ".ppsweep-decision") < top_of(page, "#environment-header"), width
             assert not log.problems(), log.problems()
         finally:
             ctx.close()

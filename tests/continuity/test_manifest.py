@@ -204,6 +204,8 @@ def test_finished_rounds_tolerates_a_torn_line(tmp_path: Path) -> None:
         fh.write(f"run,{CID},8,4,4,16,1,40,4")  # killed while writing C=16 round 1
     assert manifest.finished_rounds(run) == {(CID, 8, 1), (CID, 8, 2), (CID, 8, 3)}
     assert manifest.repair_torn_tail(run)
-    assert (run / "results.csv").read_bytes().endswith(b"False\r\n")
+    repaired = (run / "results.csv").read_bytes()  # the torn line gone, whole rows kept
+    assert repaired.endswith(b"\r\n") and f"{CID},8,4,4,16,1,40,4".encode() not in repaired
+    assert manifest.finished_rounds(run) == {(CID, 8, 1), (CID, 8, 2), (CID, 8, 3)}
     assert not manifest.repair_torn_tail(run)
     assert manifest.finished_rounds(tmp_path / "nothing") == set()
