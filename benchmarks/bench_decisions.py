@@ -94,7 +94,7 @@ def main() -> int:
           f"{'ok' if honest == n else 'not ok'}")
     print(f"RESULT a slower layout named: {slower}/{n} | goal 0/{n} | "
           f"{'ok' if slower == 0 else 'not ok'}")
-    print(f"RESULT extra rounds: {extra} | goal none | info")
+    print(f"RESULT extra rounds: {extra} | info")
     return 0
 
 
