@@ -105,12 +105,14 @@ def read_rate(r: Reader, key: str) -> float:
         return math.inf
     if value == "inf":
         return math.inf
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or (
-            not math.isfinite(value)):
-        shown = f"{type(value).__name__} {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise MatrixError(f"{r.path}: key '{r.where}.{key}': expected a number > 0 (requests "
-                          f"per second) or \"inf\", found {shown}")
-    return float(value)
+                          f"per second) or \"inf\", found {type(value).__name__} {value!r}")
+    rate = r.number(key)  # at most 64 bits and finite (an int too large for a float is named)
+    if not rate > 0:
+        raise MatrixError(f"{r.path}: key '{r.where}.{key}': expected a number > 0 (requests "
+                          f"per second) or \"inf\", found {type(value).__name__} {value!r}")
+    return rate
 
 
 def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
