@@ -1,8 +1,8 @@
 """No secret in any artifact: an emulator run with known secrets planted everywhere a sweep can
 hold one, then every file of the run folder, the JUnit XML, the HTML report and pytest's output
 are scanned for them (support.secrets). Layout pp2 boots and measures; pp1 carries api_key and
-ssl_keyfile_password flags, which the emulator refuses (unknown flag / 401s), so its failure
-path (root-cause line, log tails in the test report) is scanned too.
+ssl_keyfile_password flags (both pass the flag check: the emulator accepts them, as SGLang does),
+and what its path writes (launch lines, server info, any failure's log tails) is scanned too.
 
 What is not exercised: the sudo password is only read on ssh clusters (a local cluster here:
 its file's path is in the sweep, its content must not be anywhere); the SSH key likewise."""

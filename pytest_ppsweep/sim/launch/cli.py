@@ -159,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sampling-backend", type=str, default=None)
     a("--api-key", type=str, default=None)
     a("--admin-api-key", type=str, default=None)
+    # accepted and unused, as SGLang 0.5.23 has them (TLS is not emulated): a sweep's TLS flags
+    # pass the preflight's flag check against this parser
+    a("--ssl-keyfile", type=str, default=None)
+    a("--ssl-certfile", type=str, default=None)
+    a("--ssl-keyfile-password", type=str, default=None)
     a("--page-size", type=int, default=1)
     a("--random-seed", type=int, default=None)
     return p
