@@ -44,6 +44,13 @@ REAL_CUT = ("--ppsweep-requests", "4", "--ppsweep-repeats", "1", "--ppsweep-conf
 
 # Shown in the README but not run here, and why.
 NOT_RUN = {
+    "pytest test_matrix --ppsweep-matrix test_matrix/ppsweep.toml --ppsweep-config "
+    "pp8-tp4-ep4,pp4-tp8-ep4 --ppsweep-repeats 6 --ppsweep-reuse reports/<run>": "the rerun "
+        "command an inconclusive answer prints (needs that run's folder); tests/browser/"
+        "test_first_screen.py checks the one an all-noisy run prints",
+    "python tools/bench_figures.py README.md --only benchmarks/bench_orchestration.py": "reruns "
+        "a benchmark (minutes); tests/e2e/test_benchmark_smoke.py rewrites a block from a saved "
+        "output (test_bench_figures_rewrites_a_block_from_a_saved_output)",
     "bash scripts/test.sh": "it is this suite (CI runs it as .ci/run)",
     "pytest tests": "it is this suite (the last step of scripts/test.sh)",
     "pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-image local/sglang:new-image":
@@ -174,7 +181,8 @@ def test_the_two_docs_agree_on_timings_rules_and_tests() -> None:
     # named in the README's table and in the walkthrough's list.
     tests = re.findall(r"^def (test_\w+)", (REPO / "test_matrix" / "test_sweep.py").read_text(),
                        re.M)
-    plain = [t for t in tests if t not in ("test_profile", "test_no_regression", "test_comm")]
+    plain = [t for t in tests if t not in ("test_profile", "test_no_regression", "test_comm",
+                                           "test_slo", "test_slo_no_regression")]
     assert len(plain) == 5, tests
     for name in plain:
         assert f"`{name}" in readme and f"`{name}" in walk, name
