@@ -275,7 +275,7 @@ def test_killed_run_leaves_ranks_that_are_reported_and_reaped(
     finally:
         proc.kill()  # SIGKILL: no teardown runs
         proc.communicate()
-    cluster = load(folder / "ppsweep.toml").cluster("ns")
+    cluster = load(folder / "ppsweep.toml", image=IMAGE).cluster("ns")
     left = reap.find(cluster, run_id=run_id)
     assert sorted(x.host for x in left) == ["h601", "h602", "h603", "h604"]
     assert {x.config for x in left} == {"pp4-tp8-ep4"} and {x.run for x in left} == {run_id}
