@@ -223,7 +223,7 @@ class Rounds:
         over the limit is a warning, and no extra round is needed to make it hold."""
         if self.sweep.spread_rule != "fail":
             return None
-        metric = objective_of(json.loads(json.dumps(workload.__dict__)))[0]
+        metric = objective_of(json.loads(json.dumps(workload.as_json())))[0]
         values = []
         for row in self.store.result_rows():
             if row.get("config_id") != config_id or str(row.get("concurrency")) != str(
