@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.report.format import delta, num
-from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer, Evidence
+from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, NO_VALID_POINT, Answer, Evidence
 from pytest_ppsweep.results.objective import label
 from pytest_ppsweep.results.questions import NOISY_NOTE
 
@@ -75,8 +75,11 @@ def paragraph(a: Answer) -> str:
     elif a.status == INCONCLUSIVE:
         head = (f"INCONCLUSIVE between {', '.join(_unseparated(a))} (by {objective}): "
                 "the data cannot separate them.")
-    else:
+    elif a.status == NO_VALID_POINT:
         head = "NO VALID POINT."
+    else:  # a kind's own status (the SLO question's "no layout meets the SLO"), with its text
+        text = str(a.extra.get("text", "")).strip()
+        head = f"{a.status.upper()}." + (f" {text}" if text else "")
     parts = [head]
     noisy = [r for r in a.reasons if r.startswith(NOISY_NOTE)]
     parts += noisy
