@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
@@ -21,6 +21,25 @@ if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Config
     from pytest_ppsweep.run.booted import Booted
     from pytest_ppsweep.run.sweeprun import SweepRun
+
+
+# A test failed by its layout's boot or death: the terminal's short summary line names the failure
+# in one line (pytest writes a failure's whole message there when it runs on CI, which would
+# print the log tail a second time: the tail is shown once, in the test's own section).
+ONE_LINE_SUMMARY = pytest.StashKey[bool]()
+
+
+def one_line_summary(item: pytest.Item, report: pytest.TestReport) -> None:
+    """The short summary of a test failed by its layout (:data:`ONE_LINE_SUMMARY`): the first
+    line of its message only (pytest_runtest_makereport, before the report leaves a worker)."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if report.failed and item.stash.get(ONE_LINE_SUMMARY, False) and crash is not None:
+        crash.message = crash.message.split("\n", 1)[0]
+
+
+def _fail_layout(request: pytest.FixtureRequest, message: str) -> NoReturn:
+    request.node.stash[ONE_LINE_SUMMARY] = True
+    pytest.fail(message, pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -87,7 +106,7 @@ def ppsweep_service(request: pytest.FixtureRequest, _ppsweep_boot: _Boot) -> Boo
     else:
         message = (f"{str(failed).splitlines()[0][:300]}\n(its fatal lines and log tail are "
                    f"shown with {_ppsweep_boot.shown_by})")
-    pytest.fail(message, pytrace=False)
+    _fail_layout(request, message)
 
 
 @pytest.fixture(autouse=True)
@@ -103,7 +122,7 @@ def _ppsweep_alive(request: pytest.FixtureRequest) -> None:
         failure = str(exc)
     else:
         return
-    pytest.fail(failure, pytrace=False)
+    _fail_layout(request, failure)
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_ppsweep.fixtures import one_line_summary
 from pytest_ppsweep.report import summary
 from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.session import options
@@ -145,6 +146,7 @@ def pytest_runtest_makereport(
     report = yield
     if call.excinfo is not None and isinstance(call.excinfo.value, LayoutDead):
         report.longrepr = str(call.excinfo.value)  # the cause and the logs, not a traceback
+    one_line_summary(item, report)
     if (session := SweepSession.of(item.config)) is not None:
         session.record(item, call, report)
     return report
