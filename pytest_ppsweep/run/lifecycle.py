@@ -30,7 +30,7 @@ from pytest_ppsweep.run.rounds import Workloads
 from pytest_ppsweep.service.launch import Service
 from pytest_ppsweep.service.logscan import Finding, simulated_time_scale
 from pytest_ppsweep.service.probe import Topology, server_info, topology
-from pytest_ppsweep.service.readiness import BootFailed, BootStatus
+from pytest_ppsweep.service.readiness import BootFailed, BootStatus, boot_failure
 
 __all__ = ["GpuMemoryWarning", "Lifecycle"]
 
@@ -132,13 +132,13 @@ class Lifecycle:
             try:
                 info = server_info(service.base_url)
             except (ValueError, requests.RequestException) as exc:
-                # Healthy, but its server info is unusable: a boot failure that says why.
+                # Healthy, but its server info is unusable: a boot failure that says why, told
+                # as every other one (service.readiness.boot_failure: node0 named, its tail).
                 head = service.specs[0]
-                reason = f"rank 0 (node0 {head.host}) server info: {exc}"
-                row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), reason)
-                raise BootFailed(
-                    f"{sid}: boot failed: {reason}\n{service.log_tail()}", reason=reason
-                ) from None
+                failed = boot_failure(service, f"rank 0 (node0 {head.host}) server info: {exc}",
+                                      service.findings())
+                row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), failed.reason)
+                raise failed from None
             self.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
             topo = topology(info)
             # The plugin's own record of the checks that resume and the report rely on; the

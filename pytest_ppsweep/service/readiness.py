@@ -142,7 +142,7 @@ def _section(tails: str, name: str) -> list[str]:
     return out
 
 
-def _fail(service: Booting, reason: str, findings: Sequence[Finding] = ()) -> BootFailed:
+def boot_failure(service: Booting, reason: str, findings: Sequence[Finding] = ()) -> BootFailed:
     root = root_cause(findings)
     cause = f": {root.line.strip()[:200]}" if root else ""
     head = f"{service.config.id}: boot failed: {reason}{cause}"
@@ -180,7 +180,7 @@ def _fail_on_exit(service: Booting) -> None:
     dead = service.exited()
     if dead:
         desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)
-        raise _fail(service, desc, service.findings())
+        raise boot_failure(service, desc, service.findings())
 
 
 def wait_until_ready(
@@ -215,7 +215,8 @@ def wait_until_ready(
                 every = service.findings() or found
                 root = root_cause(every)
                 at = node_of(service, root) if root is not None else None
-                raise _fail(service, f"fatal line in node{i if at is None else at}'s log", every)
+                raise boot_failure(service, f"fatal line in node{i if at is None else at}'s log",
+                                   every)
             for line in lines:
                 mark = milestone(line)
                 if mark is not None and MILESTONES.index(mark) > reached:
@@ -229,7 +230,7 @@ def wait_until_ready(
         for r, (code, token) in enumerate(answers):
             who = service.impostor(r, token) if code is not None else None
             if who:
-                raise _fail(
+                raise boot_failure(
                     service,
                     f"node{r}'s port answers, but not from the rank this boot launched: {who} "
                     "(a server left from an earlier run? stop it, or rerun with --ppsweep-reap)",
@@ -242,7 +243,7 @@ def wait_until_ready(
             service.progress(f"{service.config.id}: healthy after {elapsed:.1f} s real")
             return elapsed
         if elapsed > timeout_s:
-            raise _fail(
+            raise boot_failure(
                 service,
                 f"not healthy within {timeout_s:.0f} s (rank 0 /health: {codes[0] or 'refused'}, "
                 f"other ranks ready: {sum(c == 200 for c in codes[1:])}/{n - 1})",

@@ -20,6 +20,8 @@ from support.paths import REPO
 from support.processes import proc_entries, sim_processes
 from support.runs import rows, run_dir
 
+from pytest_ppsweep.service.readiness import SUMMARY_LINES
+
 PP1_PP16 = """
 [[configs]]
 pp = 1
@@ -229,6 +231,15 @@ def test_server_info_that_is_not_json_is_a_clean_boot_failure(
     configs = {r["config_id"]: r for r in rows(run_dir(reports) / "configs.csv")}
     assert configs["pp1-tp1-ep1"]["boot_ok"] == "False"
     assert configs["pp1-tp1-ep1"]["boot_error"].startswith(f"{where} answered 200")
+    # Told as every boot failure (service.readiness.boot_failure): node0 named, the summary
+    # short, the tail once with the first test, the others naming it, everything kept.
+    first = re.search(r"_ ERROR at setup of test_topology\[pp1-tp1-ep1\] _+\n(.*?)\n_", text,
+                      re.S)
+    assert first and len(first[1].splitlines()) <= SUMMARY_LINES, text
+    assert "--- node0.log (last " in first[1] and text.count(".log (last ") == 1, text
+    assert text.count("log tail are shown with ") == len(seen) - 1, text
+    kept = next(run_dir(reports).rglob("boot-failure.txt")).read_text()
+    assert where in kept and "--- node0.log (last 25 lines) ---" in kept, kept
     assert not [e for e in proc_entries_of(str(site))], "the stub rank was left running"
 
 
