@@ -109,14 +109,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         sweep.collection_finished(session.items)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if (sweep := SweepSession.of(session.config)) is not None:
-        sweep.preflight_before_workers()
-
-
-# After collection: the preflight (the selection is known: an empty one connects to nothing),
-# and with --ppsweep-adaptive the first layout the planner boots.
+# After collection: the preflight (the selection is known: an empty one connects to nothing;
+# under xdist, after the first worker's collection), and with --ppsweep-adaptive the first
+# layout the planner boots.
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     if (sweep := SweepSession.of(session.config)) is not None:
@@ -216,8 +211,11 @@ class XdistHooks:
             session.configure_node(node)
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        # Before any test is scheduled: the selection is known, the preflight runs (not for an
+        # empty one: that run connects to nothing and leaves no run folder, session.quiet).
         if (session := SweepSession.of(node.config)) is not None:
             session.worker_collected(ids)
+            session.preflight()
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if (session := SweepSession.of(node.config)) is not None:

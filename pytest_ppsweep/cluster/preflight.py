@@ -43,7 +43,7 @@ from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
-__all__ = ["PreflightError", "check", "message", "require"]
+__all__ = ["PreflightError", "check", "local_flags", "message", "require"]
 
 APPS_QUERY = ("--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader")
 _IMPORTABLE = (
@@ -263,6 +263,18 @@ def check(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> l
         for h, problems in zip(hosts, per_node, strict=True)
         for p in problems
     ]
+
+
+def local_flags(sweep: Sweep, cluster: Cluster) -> list[str]:
+    """The server flags checked against the server module's own parser where that needs no
+    connection (a local cluster: the module on this machine, e.g. the emulator), as the
+    preflight's node-0 check does; [] for other kinds. The dry run's flag check."""
+    if cluster.kind != "local":
+        return []
+    host = cluster.rank0()
+    with temporary(None) as reg:
+        return [f"{host.name} ({host.address}): {p}"
+                for p in _check_module(sweep, cluster, host, reg, rank0=True)]
 
 
 def message(cluster: Cluster, problems: Sequence[str]) -> str:

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import shlex
 import socket
@@ -46,6 +47,10 @@ __all__ = [
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+# A node that cannot be reached is raised as HostConnectionError naming the host and the cause;
+# paramiko's transport thread would also log its own traceback to stderr, once per node.
+logging.getLogger("paramiko.transport").setLevel(logging.CRITICAL)
 
 
 class HostConnectionError(HostError):

@@ -7,10 +7,12 @@ anything is launched."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.state import SessionState
 
@@ -25,6 +27,7 @@ STATUS_KEY = "cluster claim"
 class Claims(SessionState):
     """Take the run's claims on its clusters, and give them back."""
 
+    matrix: Path
     claims: list[Claim]  # set by the owner's __init__ (empty until the preflight)
 
     def _claim_clusters(self) -> None:
@@ -43,6 +46,9 @@ class Claims(SessionState):
         except ClusterBusy as exc:
             raise pytest.UsageError(f"{exc}; nothing was launched (wait for it with "
                                     "--ppsweep-wait-cluster [SECONDS])") from None
+        except HostError as exc:  # node 0 holds the claim: a node that cannot be reached
+            raise pytest.UsageError(f"{self.matrix}: cannot take the run's claim on its "
+                                    f"cluster: {exc}; nothing was launched") from None
         finally:
             self.progress.end(STATUS_KEY)
 

@@ -264,7 +264,10 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         self.progress.stop_following()
         self.progress.clear_line()
         self.registry.stop_ranks()
-        if not self.quiet:  # nothing was started: nothing to look for on the nodes
+        # Nothing can have been started in a quiet run, nor before the controller's claims (a
+        # refused claim or preflight), nor on a worker that ran no layout's test: then nothing
+        # is looked for on the nodes (an unreachable node would be tried once more per node).
+        if not self.quiet and (self._started if self.worker else self.claims):
             self._reap_own()
         self._release_claims()  # the cluster is free for the next sweep once nothing is left
         self.registry.close()

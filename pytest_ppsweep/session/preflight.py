@@ -1,8 +1,8 @@
-"""Before the first boot (pytest_runtestloop, once the selection is known; under xdist
-pytest_sessionstart), controller: the run's claims on its clusters (session/claims.py), then the
-leftovers of earlier runs are reported or reaped, every node of every cluster is checked at once,
-and what is found is kept in the run folder; at the end, what this run left on ssh nodes is
-removed."""
+"""Before the first boot (pytest_runtestloop, once the selection is known; under xdist once
+the first worker's collection told it, before any test is scheduled), controller: the run's
+claims on its clusters (session/claims.py), then the leftovers of earlier runs are reported or
+reaped, every node of every cluster is checked at once, and what is found is kept in the run
+folder; at the end, what this run left on ssh nodes is removed."""
 
 from __future__ import annotations
 
@@ -25,13 +25,7 @@ class Preflight(Claims, Quiet):
     """The session's checks before the first boot, and its cleanup after the last."""
 
     preflown: bool
-
-    def preflight_before_workers(self) -> None:
-        """Under xdist the controller learns the selection only from its workers' collection:
-        the preflight runs at session start, as before. A serial run waits for the selection
-        (:meth:`preflight` from pytest_runtestloop), so an empty one connects to nothing."""
-        if self.config.getoption("numprocesses", None):
-            self.preflight()
+    selected: dict[str, set[int]] | None
 
     def preflight(self) -> None:
         """Leftovers of earlier runs (ssh clusters: by label; local clusters: labelled ranks on
@@ -40,6 +34,8 @@ class Preflight(Claims, Quiet):
         usage error listing all of them, and nothing is booted. Once; never in a run that boots
         nothing (:mod:`.quiet`)."""
         if self.worker or self.config.option.collectonly or self.quiet or self.preflown:
+            return
+        if self.selected is None:  # an xdist controller before its workers' collection
             return
         self.preflown = True
         from pytest_ppsweep.cluster import nodeinfo, preflight, reap

@@ -7,7 +7,9 @@ folder, removed at the end, and pytest-html is given no report path. An empty se
 only after collection: the run folder made at configure is removed at the end and pytest-html's
 report object is unregistered, so it writes nothing into it. A resumed run's folder, or one named
 by ``--ppsweep-run-id``, is never removed. The dry run prints, per selected point, every node's
-launch command and environment (:mod:`pytest_ppsweep.report.dryrun`) and the selection's notes.
+launch command and environment (:mod:`pytest_ppsweep.report.dryrun`) and the selection's notes;
+on a local cluster it first checks the server flags against the module's own parser
+(``cluster.preflight.local_flags``: a process on this machine, no connection).
 """
 
 from __future__ import annotations
@@ -56,10 +58,11 @@ class Quiet(SessionState):
 
     def nothing_selected(self) -> None:
         """The selection matches no point: nothing will boot. A run folder this process made
-        (not a resumed one, not one named by --ppsweep-run-id, no xdist worker writing into it)
-        is removed at the end, and pytest-html writes no report into it."""
+        (not a resumed one, not one named by --ppsweep-run-id) is removed at the end (under
+        xdist by the controller, once its workers ended), and pytest-html writes no report
+        into it."""
         if self.quiet or options.get(self.config, "ppsweep_resume") or options.get(
-                self.config, "ppsweep_run_id") or self.config.getoption("numprocesses", None):
+                self.config, "ppsweep_run_id"):
             return
         self.scratch = self.store.dir
         if self.config.pluginmanager.hasplugin("html"):
@@ -81,10 +84,17 @@ class Quiet(SessionState):
         """The dry run's lines for the selected points, on every cluster of the pool."""
         if not self.dry_run:
             return
+        from pytest_ppsweep.cluster import preflight
         from pytest_ppsweep.report.dryrun import dry_run_lines
 
         chosen = [self.sweep.config(i) for i in self.ids if i in points]
         for cluster in self.pool:
+            # A flag typo is found before any boot: against the module's parser where reading
+            # it needs no connection (a local cluster); the others' at the run's preflight.
+            problems = preflight.local_flags(self.sweep, cluster)
+            if problems:
+                found = preflight.message(cluster, problems)
+                raise pytest.UsageError(f"--ppsweep-dry-run: {found}")
             self.plan_lines += dry_run_lines(self.sweep, cluster, chosen,
                                              options.reports_root(self.config), points)
         self.plan_lines += notes

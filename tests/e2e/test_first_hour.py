@@ -69,8 +69,15 @@ def test_dry_run_prints_every_launch_and_touches_nothing(
     assert any(line.startswith("estimated cluster time: at most 60 min of boots") for line in lines)
 
 
-@pytest.mark.parametrize("args", [("--collect-only",), ("-k", "nomatch")],
-                         ids=["collect-only", "no-match"])
+# Under xdist (one worker per cluster: the unreachable ssh one and a local one) the controller
+# learns the selection from its workers' collection: an empty one connects to nothing either.
+# (xdist leaves --collect-only to pytest alone: the serial case covers it.)
+XDIST = ("-n", "2", "--ppsweep-cluster", "pro6000,local")
+
+
+@pytest.mark.parametrize("args", [("--collect-only",), ("-k", "nomatch"),
+                                  (*XDIST, "-k", "nomatch")],
+                         ids=["collect-only", "no-match", "xdist-no-match"])
 def test_nothing_to_run_connects_to_nothing_and_writes_nothing(
     pytester: pytest.Pytester, folder: Path, tmp_path: Path, connects: list[Any],
     args: tuple[str, ...]
@@ -82,3 +89,19 @@ def test_nothing_to_run_connects_to_nothing_and_writes_nothing(
     assert connects == [], connects
     assert not reports.exists() or not any(reports.iterdir()), sorted(reports.rglob("*"))
     assert "Traceback" not in out and "no summary" not in out, out[-2000:]
+
+
+def test_dry_run_checks_the_flags_against_a_local_servers_parser(
+    pytester: pytest.Pytester, tmp_path: Path, connects: list[Any]
+) -> None:
+    """On a local cluster (here the emulator) the module's own parser is on this machine: the
+    dry run checks the flags against it, as the preflight does on node 0, with "did you mean"."""
+    text = SEED.read_text().replace("chunked_prefill_size = 8192", "chunked_prefil_size = 8192", 1)
+    folder = sweep_folder(pytester.path / "typo", text)
+    reports = tmp_path / "reports"
+    result = _run(pytester, folder, reports, "--ppsweep-dry-run", "--ppsweep-cluster", "local")
+    err = result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    assert "key 'server.chunked_prefil_size': expected a flag of pytest_ppsweep.sim (did you " \
+        "mean 'chunked_prefill_size'?)" in err, err
+    assert connects == [] and not reports.exists(), connects
