@@ -105,3 +105,19 @@ def test_dry_run_checks_the_flags_against_a_local_servers_parser(
     assert "key 'server.chunked_prefil_size': expected a flag of pytest_ppsweep.sim (did you " \
         "mean 'chunked_prefill_size'?)" in err, err
     assert connects == [] and not reports.exists(), connects
+
+
+def test_a_node_0_that_cannot_be_reached_is_a_usage_error_naming_it(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """The run's claim on the cluster is taken on node 0 first: a node that refuses SSH stops
+    the run with a usage error naming it (no INTERNALERROR, no paramiko traceback, no cleanup
+    tried on nodes where nothing was started)."""
+    text = SEED.read_text().replace('address = "174.1.60.', 'address = "127.0.60.')
+    folder = sweep_folder(pytester.path / "refused", text)
+    result = _run(pytester, folder, tmp_path / "reports", "-k", "pp8")
+    out, err = result.stdout.str(), result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:] + err
+    assert "cannot take the run's claim on its cluster: host 601 (127.0.60.1): SSH " in err, err
+    assert "nothing was launched" in err and "cleanup of cluster" not in err, err
+    assert "INTERNALERROR" not in out + err and "Traceback" not in out + err, out[-2000:] + err
