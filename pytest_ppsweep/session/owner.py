@@ -264,10 +264,11 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         self.progress.stop_following()
         self.progress.clear_line()
         self.registry.stop_ranks()
-        # Nothing can have been started in a quiet run, nor before the controller's claims (a
-        # refused claim or preflight), nor on a worker that ran no layout's test: then nothing
-        # is looked for on the nodes (an unreachable node would be tried once more per node).
-        if not self.quiet and (self._started if self.worker else self.claims):
+        # Nothing can have been started in a quiet run, nor by a controller before its claims
+        # (a refused claim or preflight): then nothing is looked for on the nodes (an
+        # unreachable node would be tried once more per node). A worker may have been stopped
+        # half-way through its first launch: it always looks.
+        if not self.quiet and (self.worker or self.claims):
             self._reap_own()
         self._release_claims()  # the cluster is free for the next sweep once nothing is left
         self.registry.close()
