@@ -4,7 +4,8 @@ Traces are written on the node that runs the rank. On a ``local`` cluster the no
 machine's file system, so SGLang writes straight into the run folder. On ``ssh`` clusters
 (process or docker launcher) they are written into ``<output_dir>/<run_id>/<layout>`` on each
 node (bind-mounted into the containers, see :func:`with_profile_mounts`) and fetched over SFTP
-on the run's shared SSH connection. A node whose traces do not all appear within the timeout
+on the run's shared SSH connection; on ``slurm`` clusters likewise, read back in a step on the
+node (``SlurmNodeHost.fetch``). A node whose traces do not all appear within the timeout
 is named with the ranks it lacks.
 """
 
@@ -155,7 +156,15 @@ def collect_traces(
 
 
 def _fetch(host: CommandHost, remote: str, target: Path, node: str) -> None:
-    """SFTP over the host's fabric connection (``SshHost.connection``)."""
+    """The host's own ``fetch`` (a Slurm node: read in a step), else SFTP over the host's
+    fabric connection (``SshHost.connection``)."""
+    fetch = getattr(host, "fetch", None)
+    if fetch is not None:
+        try:
+            fetch(remote, target)
+        except (OSError, HostError) as exc:
+            raise ProfileError(f"node {node}: cannot fetch {remote}: {exc}") from None
+        return
     connection = getattr(host, "connection", None)
     if connection is None:
         raise ProfileError(f"node {node}: cannot fetch {remote}: the host has no SSH connection")

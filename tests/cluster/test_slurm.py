@@ -76,7 +76,7 @@ def test_a_layout_is_one_step_and_with_pyxis_runs_in_the_image(tmp_path: Path) -
     assert srun_step_argv(cluster, name, ["gpu-a01", "gpu-a02"]) == [
         "srun", "--overlap", "--jobid", "4242", "--job-name", "ppsweep-r1+pp2-tp8-ep1+abc",
         "--export", "ALL", "--quiet", "--nodes", "2", "--ntasks-per-node", "1", "--ntasks", "2",
-        "--nodelist", "gpu-a01,gpu-a02", "--label", "--kill-on-bad-exit=0", "--unbuffered",
+        "--nodelist", "gpu-a01,gpu-a02", "--label", "--kill-on-bad-exit=0",
         "--mpi=none", "sh", "-c", f'eval "${SCRIPT_ENV}"',
     ]
     pyxis = replace(cluster, container_image="nvcr.io#lmsysorg/sglang:v0.5.23",

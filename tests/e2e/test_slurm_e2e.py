@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -120,3 +122,85 @@ def test_preflight_through_slurm_names_every_node_and_starts_nothing(
     sweep = load(toml)
     problems = check_pyxis(replace(sweep.clusters["slurm"], container_image="nvcr.io#x/y:1"))
     assert problems and "expected srun with Pyxis" in problems[0], problems
+
+
+LOGIN_MATRIX = """
+[sweep]
+name = "slurmlogin"
+model_path = "{model}"
+cluster = "slurm"
+ep_cap = 4
+boot_timeout_s = 90
+spread_rule = "warn"
+
+[server]
+chunked_prefill_size = 8192
+disable_radix_cache = true
+
+[[configs]]
+pp = 2
+tp = 8
+
+[[configs]]
+pp = 4
+tp = 4
+
+[workload]
+input_len = 1024
+output_len = 1
+concurrency = [4]
+num_requests = 8
+repeats = 1
+vocab_size = 1000
+
+[comm]
+max_size = "1M"
+warmup_iters = 1
+iters = 2
+timeout_s = 30
+
+[profile]
+concurrency = 4
+timeout_s = 10
+output_dir = "{on_nodes}"
+"""
+
+
+def test_login_node_over_ssh_with_comm_step_and_profile_window(
+    pytester: pytest.Pytester, slurm_clean: TestSlurm, tmp_path: Path
+) -> None:
+    """The two-layout sweep with every Slurm command run on the login node over SSH (an sshd in
+    s701's namespace, a Slurm client there; this host's SLURM_CONF is hidden from the run), the
+    comm step on each layout's TP domains and the profile window, traces read back from the
+    nodes through Slurm."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    state = tmp_path / "simstate"
+    state.mkdir()
+    on_nodes = tmp_path / "on-the-nodes"
+    text = LOGIN_MATRIX.format(model=model, on_nodes=on_nodes) + slurm_cluster_toml(
+        "slurm", state, nodes=2, extra=slurm_clean.login_toml())
+    folder = sweep_folder(tmp_path / "sweep", text)
+    reports = tmp_path / "reports"
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(folder), "-v", "-p", "no:cacheprovider",
+         "--ppsweep-reports", str(reports), "--durations=12"],
+        capture_output=True, text=True, timeout=300, cwd=folder, env=env,
+    )
+    out = proc.stdout + proc.stderr
+    print(out[-5000:])
+    assert proc.returncode == 0, out[-6000:]
+    run = run_dir(reports)
+    assert {r["config_id"] for r in rows(run / "results.csv")} == {"pp2-tp8-ep4", "pp4-tp4-ep4"}
+    # the comm step ran as Slurm steps of the allocation (TP8: one node per domain; TP4 too)
+    comm = rows(run / "comm.csv")
+    assert {r["config_id"] for r in comm} == {"pp2-tp8-ep4", "pp4-tp4-ep4"}, out[-6000:]
+    # the profile window: every rank's trace written on its node, read back through a step
+    for cid, ranks in (("pp2-tp8-ep4", 16), ("pp4-tp4-ep4", 16)):
+        traces = sorted((run / "profile" / cid).glob("*.trace.json.gz"))
+        assert len(traces) == ranks, (cid, traces)
+    # no secret in anything the run wrote
+    leaked = [p for p in run.rglob("*") if p.is_file() and SECRET_TOKEN.encode() in p.read_bytes()]
+    assert not leaked, leaked
