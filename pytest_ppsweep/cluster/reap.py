@@ -248,15 +248,17 @@ def _remove(
 
 
 def _slurm_leftovers(cluster: Cluster, run_id: str | None) -> list[Leftover]:
-    """Jobs named ``ppsweep-<run>`` (allocations a killed run left; the cluster's own allocation
-    is not one) and steps of the cluster's allocation named ``ppsweep-<run>+…`` (ranks)."""
-    from pytest_ppsweep.cluster.slurm import commands, find_jobs, run_of, steps_of
+    """Jobs named ``ppsweep-<run>+<this cluster>`` (allocations a killed run left; the
+    cluster's own allocation is not one, nor another cluster's) and steps of the cluster's
+    allocation named ``ppsweep-<run>+…`` (ranks)."""
+    from pytest_ppsweep.cluster.slurm import cluster_of, commands, find_jobs, run_of, steps_of
 
     where = commands(cluster)
     out = []
     for jobid, name, state in find_jobs(where):
         run = run_of(name)
-        if jobid != cluster.slurm_jobid and (run_id is None or run == run_id):
+        if (jobid != cluster.slurm_jobid and (run_id is None or run == run_id)
+                and cluster_of(name) in ("", cluster.name)):
             out.append(Leftover("slurm", "slurm", "slurm job", jobid, run, cluster.name, "",
                                 "", state.lower()))
     if cluster.slurm_jobid:

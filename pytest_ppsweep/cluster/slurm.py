@@ -34,11 +34,13 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import os
 import re
 import shlex
 import signal
 import subprocess
+import tarfile
 import threading
 import time
 import uuid
@@ -74,6 +76,7 @@ __all__ = [
     "SlurmStep",
     "cancel",
     "check_pyxis",
+    "cluster_of",
     "commands",
     "find_jobs",
     "job_name",
@@ -109,6 +112,12 @@ def _safe(text: str) -> str:
 def job_name(run_id: str, *parts: str) -> str:
     """``ppsweep-<run id>[+<part>…]``: the name of the run's allocation and of its steps."""
     return "+".join([JOB_PREFIX + _safe(run_id), *(_safe(p) for p in parts)])
+
+
+def cluster_of(name: str) -> str:
+    """The cluster an allocation's name ``ppsweep-<run id>+<cluster>`` carries ("" for none)."""
+    parts = name.split("+")
+    return parts[1] if len(parts) == 2 and name.startswith(JOB_PREFIX) else ""
 
 
 def run_of(name: str) -> str:
@@ -354,7 +363,7 @@ def resolve(cluster: Cluster, run_id: str, registry: Registry, jobid: str = "",
     if not jobid:
         where = commands(cluster)
         what = f"cluster {cluster.name}"
-        name = job_name(run_id)
+        name = job_name(run_id, cluster.name)  # two clusters of one run: two allocations
         for old, old_name, _state in find_jobs(where):
             if old_name == name or reap:
                 problems = cancel(where, old,
@@ -469,17 +478,28 @@ class SlurmNodeHost:
             raise HostError(f"host {self.name}: srun failed: {stderr.strip()[:400]}")
         return CommandResult(self.name, tuple(argv), res.exit_status, res.stdout, stderr)
 
-    def fetch(self, remote: str, target: Path, timeout: float = 120.0) -> None:
-        """Copy a file of the node here (a profile trace): read as base64 in a step."""
-        res = self.run(["base64", "-w0", remote], timeout)
+    def fetch_all(self, folder: str, names: Sequence[str], local: Path,
+                  timeout: float = 300.0) -> None:
+        """Copy files of ``folder`` on the node into ``local`` (profile traces): one step
+        sends them all as a base64 tar; only the named regular files are written."""
+        script = 'd=$1; shift; tar -C "$d" -cf - -- "$@" | base64 -w0'
+        res = self.run(["sh", "-c", script, "ppsweep-fetch", folder, *names], timeout)
         if not res.ok:
-            raise HostError(f"host {self.name}: cannot read {remote}: "
+            raise HostError(f"host {self.name}: cannot read {folder}: "
                             f"{(res.stderr or res.stdout).strip()[:300]}")
         try:
             data = base64.b64decode(res.stdout.strip(), validate=True)
-        except ValueError:
-            raise HostError(f"host {self.name}: {remote} did not come back whole") from None
-        target.write_bytes(data)
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                for member in tar.getmembers():
+                    body = tar.extractfile(member) if member.isfile() else None
+                    if body is not None and member.name in names:
+                        (local / member.name).write_bytes(body.read())
+        except (ValueError, tarfile.TarError):
+            raise HostError(f"host {self.name}: the files of {folder} did not come back "
+                            "whole") from None
+        missing = [n for n in names if not (local / n).is_file()]
+        if missing:
+            raise HostError(f"host {self.name}: {', '.join(missing)} not read from {folder}")
 
 
 # -- one step per layout --------------------------------------------------------------------------

@@ -128,7 +128,7 @@ LOGIN_MATRIX = """
 [sweep]
 name = "slurmlogin"
 model_path = "{model}"
-cluster = "slurm"
+cluster = "{cluster}"
 ep_cap = 4
 boot_timeout_s = 90
 spread_rule = "warn"
@@ -152,7 +152,8 @@ concurrency = [4]
 num_requests = 8
 repeats = 1
 vocab_size = 1000
-
+"""
+COMM_PROFILE = """
 [comm]
 max_size = "1M"
 warmup_iters = 1
@@ -166,41 +167,75 @@ output_dir = "{on_nodes}"
 """
 
 
-def test_login_node_over_ssh_with_comm_step_and_profile_window(
-    pytester: pytest.Pytester, slurm_clean: TestSlurm, tmp_path: Path
-) -> None:
-    """The two-layout sweep with every Slurm command run on the login node over SSH (an sshd in
-    s701's namespace, a Slurm client there; this host's SLURM_CONF is hidden from the run), the
-    comm step on each layout's TP domains and the profile window, traces read back from the
-    nodes through Slurm."""
+def login_folder(tmp_path: Path, cluster: TestSlurm, names: tuple[str, ...],
+                 tables: str = "") -> Path:
+    """The two-layout sweep on 2-node Slurm clusters ``names`` whose Slurm commands run on the
+    login node over SSH."""
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    state = tmp_path / "simstate"
-    state.mkdir()
-    on_nodes = tmp_path / "on-the-nodes"
-    text = LOGIN_MATRIX.format(model=model, on_nodes=on_nodes) + slurm_cluster_toml(
-        "slurm", state, nodes=2, extra=slurm_clean.login_toml())
-    folder = sweep_folder(tmp_path / "sweep", text)
-    reports = tmp_path / "reports"
+    text = LOGIN_MATRIX.format(model=model, cluster=names[0]) + tables
+    for name in names:
+        state = tmp_path / f"simstate-{name}"
+        state.mkdir()
+        text += slurm_cluster_toml(name, state, nodes=2, extra=cluster.login_toml())
+    return sweep_folder(tmp_path / "sweep", text)
+
+
+def run_without_slurm_conf(folder: Path, reports: Path, *args: str) -> str:
+    """pytest on ``folder`` with this host's SLURM_CONF hidden: only the login node is a Slurm
+    client for it; its output, after asserting it passed."""
     env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", str(folder), "-v", "-p", "no:cacheprovider",
-         "--ppsweep-reports", str(reports), "--durations=12"],
+         "--ppsweep-reports", str(reports), *args],
         capture_output=True, text=True, timeout=300, cwd=folder, env=env,
     )
     out = proc.stdout + proc.stderr
-    print(out[-5000:])
     assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+def test_login_node_over_ssh_with_comm_step_and_profile_window(
+    slurm_clean: TestSlurm, tmp_path: Path
+) -> None:
+    """One layout whose every Slurm command runs on the login node over SSH, with the comm step
+    (its TP8 domains: a one-node step each) and the profile window (every rank's trace written
+    on its node, read back through a step)."""
+    on_nodes = tmp_path / "on-the-nodes"
+    folder = login_folder(tmp_path, slurm_clean, ("slurm",), COMM_PROFILE.format(
+        on_nodes=on_nodes))
+    reports = tmp_path / "reports"
+    run_without_slurm_conf(folder, reports, "--ppsweep-config", "pp2-tp8-ep4")
     run = run_dir(reports)
-    assert {r["config_id"] for r in rows(run / "results.csv")} == {"pp2-tp8-ep4", "pp4-tp4-ep4"}
-    # the comm step ran as Slurm steps of the allocation (TP8: one node per domain; TP4 too)
+    assert {r["config_id"] for r in rows(run / "results.csv")} == {"pp2-tp8-ep4"}
     comm = rows(run / "comm.csv")
-    assert {r["config_id"] for r in comm} == {"pp2-tp8-ep4", "pp4-tp4-ep4"}, out[-6000:]
-    # the profile window: every rank's trace written on its node, read back through a step
-    for cid, ranks in (("pp2-tp8-ep4", 16), ("pp4-tp4-ep4", 16)):
-        traces = sorted((run / "profile" / cid).glob("*.trace.json.gz"))
-        assert len(traces) == ranks, (cid, traces)
-    # no secret in anything the run wrote
+    assert comm and {r["config_id"] for r in comm} == {"pp2-tp8-ep4"}
+    assert len({r["size_bytes"] for r in comm}) == len(comm), "every size once"
+    traces = sorted((run / "profile" / "pp2-tp8-ep4").glob("*.trace.json.gz"))
+    assert len(traces) == 16, traces
+    # written on the nodes (not into the run folder), then read back
+    body = json.loads((run / "profile" / "pp2-tp8-ep4" / "request.json").read_text())
+    assert body["output_dir"] == f"{on_nodes}/{run.name}/pp2-tp8-ep4"
     leaked = [p for p in run.rglob("*") if p.is_file() and SECRET_TOKEN.encode() in p.read_bytes()]
     assert not leaked, leaked
+
+
+def test_xdist_pool_of_two_slurm_clusters_over_the_login_node(
+    slurm_clean: TestSlurm, tmp_path: Path
+) -> None:
+    """Two Slurm clusters of 2 nodes each (two allocations of the one partition, disjoint
+    nodes), one xdist worker each, every Slurm command on the login node over SSH."""
+    folder = login_folder(tmp_path, slurm_clean, ("a", "b"))
+    reports = tmp_path / "reports"
+    out = run_without_slurm_conf(folder, reports, "--ppsweep-cluster", "a,b", "-n", "2")
+    run = run_dir(reports)
+    results = rows(run / "results.csv")
+    assert {r["config_id"] for r in results} == {"pp2-tp8-ep4", "pp4-tp4-ep4"}, out[-6000:]
+    # each layout ran on one cluster's own nodes: the two allocations did not share a node
+    used = {}
+    for cid in ("pp2-tp8-ep4", "pp4-tp4-ep4"):
+        healthy = rows(run / "gpu" / cid / "healthy.csv")
+        used[cid] = {r["node"] for r in healthy}
+        assert len(used[cid]) == 2, (cid, used[cid])
+    assert not used["pp2-tp8-ep4"] & used["pp4-tp4-ep4"], used
