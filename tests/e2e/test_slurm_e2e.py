@@ -149,13 +149,13 @@ tp = 4
 input_len = 1024
 output_len = 1
 concurrency = [4]
-num_requests = 8
+num_requests = 4
 repeats = 1
 vocab_size = 1000
 """
 COMM_PROFILE = """
 [comm]
-max_size = "1M"
+max_size = "256K"
 warmup_iters = 1
 iters = 2
 timeout_s = 30
@@ -196,46 +196,37 @@ def run_without_slurm_conf(folder: Path, reports: Path, *args: str) -> str:
     return out
 
 
-def test_login_node_over_ssh_with_comm_step_and_profile_window(
+def test_two_slurm_clusters_over_the_login_node_with_comm_step_and_profile_window(
     slurm_clean: TestSlurm, tmp_path: Path
 ) -> None:
-    """One layout whose every Slurm command runs on the login node over SSH, with the comm step
-    (its TP8 domains: a one-node step each) and the profile window (every rank's trace written
-    on its node, read back through a step)."""
+    """One run, the xdist pool of two Slurm clusters of 2 nodes each (two allocations of the one
+    partition, disjoint nodes; one worker each), every Slurm command on the login node over SSH
+    (this host's SLURM_CONF hidden), each layout with the comm step on its TP domains (one-node
+    steps) and the profile window (each rank's trace written on its node, read back through a
+    step)."""
     on_nodes = tmp_path / "on-the-nodes"
-    folder = login_folder(tmp_path, slurm_clean, ("slurm",), COMM_PROFILE.format(
+    folder = login_folder(tmp_path, slurm_clean, ("a", "b"), COMM_PROFILE.format(
         on_nodes=on_nodes))
-    reports = tmp_path / "reports"
-    run_without_slurm_conf(folder, reports, "--ppsweep-config", "pp2-tp8-ep4")
-    run = run_dir(reports)
-    assert {r["config_id"] for r in rows(run / "results.csv")} == {"pp2-tp8-ep4"}
-    comm = rows(run / "comm.csv")
-    assert comm and {r["config_id"] for r in comm} == {"pp2-tp8-ep4"}
-    assert len({r["size_bytes"] for r in comm}) == len(comm), "every size once"
-    traces = sorted((run / "profile" / "pp2-tp8-ep4").glob("*.trace.json.gz"))
-    assert len(traces) == 16, traces
-    # written on the nodes (not into the run folder), then read back
-    body = json.loads((run / "profile" / "pp2-tp8-ep4" / "request.json").read_text())
-    assert body["output_dir"] == f"{on_nodes}/{run.name}/pp2-tp8-ep4"
-    leaked = [p for p in run.rglob("*") if p.is_file() and SECRET_TOKEN.encode() in p.read_bytes()]
-    assert not leaked, leaked
-
-
-def test_xdist_pool_of_two_slurm_clusters_over_the_login_node(
-    slurm_clean: TestSlurm, tmp_path: Path
-) -> None:
-    """Two Slurm clusters of 2 nodes each (two allocations of the one partition, disjoint
-    nodes), one xdist worker each, every Slurm command on the login node over SSH."""
-    folder = login_folder(tmp_path, slurm_clean, ("a", "b"))
     reports = tmp_path / "reports"
     out = run_without_slurm_conf(folder, reports, "--ppsweep-cluster", "a,b", "-n", "2")
     run = run_dir(reports)
-    results = rows(run / "results.csv")
-    assert {r["config_id"] for r in results} == {"pp2-tp8-ep4", "pp4-tp4-ep4"}, out[-6000:]
-    # each layout ran on one cluster's own nodes: the two allocations did not share a node
-    used = {}
-    for cid in ("pp2-tp8-ep4", "pp4-tp4-ep4"):
-        healthy = rows(run / "gpu" / cid / "healthy.csv")
-        used[cid] = {r["node"] for r in healthy}
-        assert len(used[cid]) == 2, (cid, used[cid])
+    layouts = {"pp2-tp8-ep4", "pp4-tp4-ep4"}
+    assert {r["config_id"] for r in rows(run / "results.csv")} == layouts, out[-6000:]
+    # each layout ran on its own cluster's nodes: the two allocations shared no node
+    used = {cid: {r["node"] for r in rows(run / "gpu" / cid / "healthy.csv")} for cid in layouts}
+    assert all(len(nodes) == 2 for nodes in used.values()), used
     assert not used["pp2-tp8-ep4"] & used["pp4-tp4-ep4"], used
+    # the comm step: every size of every layout once
+    comm = rows(run / "comm.csv")
+    assert {r["config_id"] for r in comm} == layouts, out[-6000:]
+    for cid in layouts:
+        sizes = [r["size_bytes"] for r in comm if r["config_id"] == cid]
+        assert sizes and len(set(sizes)) == len(sizes), (cid, sizes)
+    # the profile window: written on the nodes (not into the run folder), then read back
+    for cid in layouts:
+        body = json.loads((run / "profile" / cid / "request.json").read_text())
+        assert body["output_dir"] == f"{on_nodes}/{run.name}/{cid}"
+        traces = sorted((run / "profile" / cid).glob("*.trace.json.gz"))
+        assert len(traces) == 16, (cid, traces)
+    leaked = [p for p in run.rglob("*") if p.is_file() and SECRET_TOKEN.encode() in p.read_bytes()]
+    assert not leaked, leaked
