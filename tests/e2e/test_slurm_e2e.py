@@ -1,7 +1,8 @@
 """End-to-end sweeps on the real test Slurm (tests/support/slurm.py): the seeds' sweep cut to two
-layouts on four Slurm nodes (one allocation, one step per layout), and the faults: a step
-cancelled mid-round, a task killed, a node set DOWN, Ctrl-C during boot, SIGKILL of pytest then
---ppsweep-resume. After each test there are 0 allocations, 0 steps and 0 tasks (slurm_clean)."""
+layouts on four Slurm nodes (one allocation, one step per layout), preflight through Slurm, and an
+xdist pool of two Slurm clusters driven through the login node over SSH with the comm step and the
+profile window (the faults are in test_slurm_faults.py). After each test there are 0
+allocations, 0 steps and 0 tasks (slurm_clean)."""
 
 from __future__ import annotations
 
