@@ -62,6 +62,8 @@ class Cluster:
     slurm_request_gpus: bool = True  # salloc --gpus-per-node <gpus_per_node>
     salloc_options: tuple[str, ...] = ()
     srun_options: tuple[str, ...] = ()
+    # the login node the Slurm commands run on, over SSH with the ssh_* keys ("": this host)
+    slurm_login: str = ""
     container_image: str = ""  # Pyxis: srun --container-image (mounts: --container-mounts)
 
     @property

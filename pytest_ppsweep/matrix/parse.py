@@ -553,7 +553,7 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             )
         hosts = _slurm_nodes(c) if kind == "slurm" else _hosts(c)
         slurm_only = ("nodes", "jobid", "partition", "account", "time", "request_gpus",
-                      "salloc_options", "srun_options", "container_image")
+                      "salloc_options", "srun_options", "container_image", "login")
         for key in slurm_only if kind != "slurm" else ():
             if c.raw(key) is not None:
                 raise MatrixError(
@@ -588,6 +588,7 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             salloc_options=tuple(c.str_list("salloc_options", default=[])),
             srun_options=tuple(c.str_list("srun_options", default=[])),
             container_image=c.text("container_image", default=""),
+            slurm_login=_optional(c, "login", _HOSTNAME, "a login node's host name or address"),
         )
     if not out:
         raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")

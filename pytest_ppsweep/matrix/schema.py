@@ -95,6 +95,7 @@ CLUSTER_KEYS = (
     "salloc_options",
     "srun_options",
     "container_image",
+    "login",
 )
 HOST_KEYS = ("name", "address")
 # Flags the plugin derives from the layout and the cluster; a sweep file must not set them.
