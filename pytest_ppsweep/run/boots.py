@@ -73,9 +73,11 @@ class Boots:
         :class:`BootFailed` when its server configuration's boot failed."""
         key = server_key(config)
         up = self.current
-        if up is not None and (up.key != key or (
-                up.booted is not None and up.boot_id not in self.lifecycle.up)):
-            self._end(up)  # another server configuration, or stopped already (test_comm)
+        if up is not None and (up.key != key or (up.booted is not None and (
+                up.boot_id not in self.lifecycle.up or up.booted.dead is not None))):
+            # another server configuration, stopped already (test_comm), or a rank died: the
+            # next workload gets a boot of its own
+            self._end(up)
             up = None
         if up is None:
             self.count += 1
