@@ -142,6 +142,9 @@ class Boots:
         for cid in up.points[1:]:
             self._copy(up.boot_id, cid, _AT_TEARDOWN)
             self.lifecycle.held(cid, time.monotonic())  # its tests' time on the boot
+            # its own phases (rounds, …; no launch, boot or teardown: those are the boot's)
+            self.store.update_json("metadata/phases.json",
+                                   **{cid: self.lifecycle.phases.row(cid)})
 
     def _copy(self, source: str, target: str, keys: tuple[str, ...]) -> None:
         row = self.store.config_rows().get(source, {})

@@ -5,6 +5,7 @@ whose every workload finished boots nothing."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -53,6 +54,10 @@ def test_two_workloads_one_boot_and_resume(
     assert configs[PREFILL]["boot_s"] and not configs[DECODE]["boot_s"]  # boot time counted once
     assert configs[DECODE]["log_clean"] == "True" and configs[DECODE]["topology_ok"] == "True"
     assert (part / "metadata" / f"{DECODE}.manifest.json").is_file()
+    phases = json.loads((part / "metadata" / "phases.json").read_text())
+    assert phases[PREFILL]["boot"] > 0 and phases[PREFILL]["teardown"] > 0
+    assert phases[DECODE]["round"] > 0 and "boot" not in phases[DECODE]  # counted once
+    assert "teardown" not in phases[DECODE]
 
     # A resume of a run whose every workload finished boots nothing.
     again = run(pytester, folder, "-v", "--ppsweep-config", "pp8", "--ppsweep-reports", reports,
