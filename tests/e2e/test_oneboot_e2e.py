@@ -1,6 +1,6 @@
 """Issue 25 point 4 on the emulator: a prefill and a decode workload of one layout run on one
-boot (one "healthy after", one teardown, both workloads' rounds recorded with the boot they ran
-on); a resume whose prefill finished boots once for the decode alone, and a resume of a run
+boot, also in the xdist pool (one "healthy after", one teardown, both workloads' rounds
+recorded with the boot they ran on); a resume whose prefill finished boots once for the decode alone, and a resume of a run
 whose every workload finished boots nothing."""
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ def test_two_workloads_one_boot_and_resume(
     pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
 ) -> None:
     folder, reports = sweep_dir(edits=TWO_WORKLOADS, net="127.0.57"), tmp_path / "reports"
+    # under the xdist pool (one worker per cluster): the server configuration is one work unit
     whole = run(pytester, folder, "-v", "--ppsweep-config", "pp8", "--ppsweep-reports", reports,
-                "--ppsweep-run-id", "whole")
+                "--ppsweep-run-id", "whole", "-n", "1")
     out = whole.stdout.str()
     assert whole.ret == 0, out[-3000:]
     part = reports / "whole"
