@@ -1,7 +1,7 @@
 """Issue 25 point 4 on the emulator: a prefill and a decode workload of one layout run on one
 boot, also in the xdist pool (one "healthy after", one teardown, both workloads' rounds
-recorded with the boot they ran on); a resume whose prefill finished boots once for the decode alone, and a resume of a run
-whose every workload finished boots nothing."""
+recorded with the boot they ran on); a resume whose prefill finished boots once for the
+decode alone, and a resume of a run whose every workload finished boots nothing."""
 
 from __future__ import annotations
 
