@@ -17,4 +17,4 @@ bash scripts/provision_sglang_cpu.sh
 bash scripts/reserve_test_ports.sh
 .venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks tools
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest tests "$@"
+exec .venv/bin/python -m pytest tests --durations=30 "$@"

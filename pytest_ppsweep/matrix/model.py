@@ -19,8 +19,10 @@ from pytest_ppsweep.matrix.schema import (
 )
 from pytest_ppsweep.matrix.slospec import SloSpec
 
-__all__ = ["Cluster", "Config", "Host", "MatrixError", "NoClusterFits", "ProfileSpec", "Sweep",
-           "Workload", "boot_groups", "cluster_for", "server_key"]
+__all__ = ["HEALTH_STALL_S", "Cluster", "Config", "Host", "MatrixError", "NoClusterFits",
+           "ProfileSpec", "Sweep", "Workload", "boot_groups", "cluster_for", "server_key"]
+
+HEALTH_STALL_S = 30.0  # default [sweep] health_stall_s: a rank ≥ 1 timing out this long is dead
 
 
 @dataclass(frozen=True)
@@ -261,6 +263,9 @@ class Sweep:
     # Adaptive repeats: a point over the spread limit after its planned rounds gets more rounds
     # on the booted layout, up to this many in all (results/spread.py; 0: the default, 8).
     max_repeats: int = 0
+    # Real seconds a rank ≥ 1 may leave /health unanswered (a timeout, not a refusal) before the
+    # liveness watch calls the layout dead (service/liveness.py; a SIGSTOPped or hung rank).
+    health_stall_s: float = HEALTH_STALL_S
     # The profile window; None: no profile round (no [profile] table, no --ppsweep-profile).
     profile: ProfileSpec | None = None
     # The [comm] table (matrix.commspec): the all-reduce microbenchmark; None: not asked.

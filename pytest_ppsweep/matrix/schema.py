@@ -30,6 +30,7 @@ SWEEP_KEYS = (
     "ep_cap",
     "devices",
     "boot_timeout_s",
+    "health_stall_s",
     "spread_threshold",
     "min_repeats",
     "max_repeats",
