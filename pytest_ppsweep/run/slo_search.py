@@ -74,7 +74,7 @@ def probe_row(run_id: str, price: float | None, booted: Booted, workload: Worklo
               slo: SloSpec, probe: int, phase: str, load: float, spec: WorkloadSpec,
               concurrency: int, result: RoundResult, verdict: SloVerdict) -> dict[str, Any]:
     """One slo_probes.csv row (builtins; None for unknown)."""
-    cfg = booted.service.config
+    cfg = booted.config
     gpus = cfg.gpus
     return {
         "run_id": run_id, "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp,
@@ -157,7 +157,7 @@ class SloSearch:
 
     def run(self, booted: Booted) -> SearchOutcome:
         """Search the highest load within the SLO of the layout's workload on ``booted``."""
-        cfg: Config = booted.service.config
+        cfg: Config = booted.config
         workload = self.sweep.workload_of(cfg)
         slo = workload.slo
         if slo is None:
