@@ -1,8 +1,10 @@
 """Fixtures of the sweep: one booted service per configuration, shared by its tests.
 
-``ppsweep_config`` is parametrised (session scope) by the plugin with one value per layout, so
-``ppsweep_service`` boots each layout once, its tests run, and it is torn down before the next
-layout boots. ``concurrency`` is a function-level parameter (``c8``, ``c16``).
+``ppsweep_config`` is parametrised (session scope) by the plugin with one value per point, so
+``ppsweep_service`` boots each server configuration once (the points of one layout and axis
+values that differ only in their workload share the boot, run/boots.py), their tests run, and
+it is torn down before the next one boots. ``concurrency`` is a function-level parameter
+(``c8``, ``c16``).
 """
 
 from __future__ import annotations
@@ -43,15 +45,19 @@ def _fail_layout(request: pytest.FixtureRequest, message: str) -> NoReturn:
 
 
 @pytest.fixture(scope="session")
-def ppsweep(request: pytest.FixtureRequest) -> SweepRun:
-    """The run of the sweep: matrix, cluster, run folder, and the boot/measure steps."""
+def ppsweep(request: pytest.FixtureRequest) -> Iterator[SweepRun]:
+    """The run of the sweep: matrix, cluster, run folder, and the boot/measure steps. At the
+    end of the session the boot still up (if any) is torn down."""
     session = SweepSession.of(request.config)
     if session is None:
         raise pytest.UsageError(
             "no sweep file: pass --ppsweep-matrix PATH or run pytest on a folder that holds "
             "ppsweep.toml (e.g. `pytest test_matrix`)"
         )
-    return session.run
+    try:
+        yield session.run
+    finally:
+        session.run.boots.close()
 
 
 @pytest.fixture(scope="session")
@@ -75,16 +81,21 @@ class _Boot:
 
 @pytest.fixture(scope="session")
 def _ppsweep_boot(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[_Boot]:
-    """The layout booted on every node once for all its tests, stopped after the last one."""
+    """The point's boot, on every node, for all its tests: one per server configuration
+    (the points that differ only in their workload share it, run/boots.py); stopped after the
+    last test of the last of them."""
     try:
-        booted = ppsweep.boot(ppsweep_config)
+        booted = ppsweep.acquire(ppsweep_config)
     except BootFailed as exc:
-        yield _Boot(None, exc)
+        try:
+            yield _Boot(None, exc)
+        finally:
+            ppsweep.release(ppsweep_config)
         return
     try:
         yield _Boot(booted)
     finally:
-        ppsweep.teardown(booted)
+        ppsweep.release(ppsweep_config)
 
 
 @pytest.fixture

@@ -103,6 +103,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         session.collected(items)
 
 
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after -k/-m
+def pytest_collection_modifyitems_last(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if (session := SweepSession.of(config)) is not None:
+        session.keep_boots_together(items)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # after -k/-m deselection: which layouts are in this run (not called on an xdist controller)
     if (sweep := SweepSession.of(session.config)) is not None:

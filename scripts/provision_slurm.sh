@@ -2,7 +2,9 @@
 # A real one-host Slurm for the tests: slurmctld on this host and one slurmd per node, each node a
 # network namespace s701-s704 (10.201.0.101-104) on bridge br-slurm (10.201.0.1/24) with its own
 # UTS (hostname = NodeName), PID and mount namespace (own /dev/shm), like the SSH test hosts
-# h601-h604 (scripts/provision_test_hosts.sh), which it leaves alone.
+# h601-h604 (scripts/provision_test_hosts.sh), which it leaves alone; both build their
+# namespaces with scripts/lib/netns.sh. Node s701 is also the cluster's login node: an sshd
+# there (root, key login) whose sessions are Slurm clients (SLURM_CONF set by the sshd).
 #
 #   sudo bash scripts/provision_slurm.sh      # idempotent; prints what it did
 #   sudo bash scripts/teardown_slurm.sh       # stops and removes all of it
@@ -12,9 +14,13 @@
 #   munge/                key, socket, log of the cluster's own munged
 #   ctld/                 state, log, pid of slurmctld
 #   nodes/<n>/            spool, log, pid of node <n>'s slurmd
-#   slurm.env             KEY=VALUE summary read by the tests (SLURM_CONF, NODES)
+#   login/                the login node's sshd: config, host key, log, pid
+#   ssh/                  client key and known_hosts for the login node
+#   slurm.env             KEY=VALUE summary read by the tests (SLURM_CONF, NODES, LOGIN, ...)
 # No cgroups: proctrack/linuxproc, task/none; select/linear (whole nodes, steps --overlap).
 set -euo pipefail
+# shellcheck source=lib/netns.sh
+. "$(dirname "$0")/lib/netns.sh"
 if [ "$(id -u)" != 0 ]; then
   echo "provision_slurm.sh: needs root (network namespaces, munged, slurmd)" >&2
   exit 77
@@ -26,10 +32,6 @@ NET=10.201.0
 CPUS=${SLURM_NODE_CPUS:-2}
 t0=$(date +%s.%N)
 say() { printf 'provision_slurm: %s\n' "$*"; }
-alive() {
-  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null \
-    && ! grep -q '^State:[[:space:]]*Z' "/proc/$(cat "$1")/status" 2>/dev/null
-}
 for c in slurmctld slurmd munged srun; do
   command -v "$c" >/dev/null 2>&1 || { echo "provision_slurm.sh: $c missing (run scripts/install_slurm.sh)" >&2; exit 1; }
 done
@@ -49,27 +51,11 @@ fi
 chmod 711 "$ROOT/munge"
 
 # -- bridge and node namespaces --------------------------------------------------------------
-if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-  ip link add "$BRIDGE" type bridge
-  say "bridge $BRIDGE created"
-fi
-ip addr replace "$NET.1/24" dev "$BRIDGE"
-ip link set "$BRIDGE" up
+bridge_up "$BRIDGE" "$NET.1/24"
 i=0; node_lines=""; names=""
 for n in $NODES; do
   i=$((i + 1)); addr=$NET.$((100 + i)); short=${n#s}
-  if ! ip netns list | grep -qw "^$n"; then
-    ip netns add "$n"
-    ip link del "vs$short" 2>/dev/null || true
-    ip link add "vs$short" type veth peer name "eth0-s$short"
-    ip link set "vs$short" master "$BRIDGE" up
-    ip link set "eth0-s$short" netns "$n"
-    ip -n "$n" link set lo up
-    ip -n "$n" link set "eth0-s$short" name eth0
-    ip -n "$n" addr add "$addr/24" dev eth0
-    ip -n "$n" link set eth0 up
-    say "namespace $n ($addr) created"
-  fi
+  netns_up "$n" "$addr/24" "$BRIDGE" "vs$short" "eth0-s$short"
   node_lines+="NodeName=$n NodeAddr=$addr CPUs=$CPUS State=UNKNOWN"$'\n'
   names+="${names:+,}$n=$addr"
 done
@@ -148,6 +134,15 @@ for n in $NODES; do
   fi
 done
 
+# -- the login node: an sshd in the first node's namespace, its sessions Slurm clients ------------
+LOGIN_NS=$(echo $NODES | cut -d' ' -f1); LOGIN=$NET.101
+mkdir -p "$ROOT/ssh" "$ROOT/login"; chmod 700 "$ROOT/ssh"
+[ -f "$ROOT/ssh/id_ed25519" ] || ssh-keygen -q -t ed25519 -N '' -C ppsweep-slurm-client -f "$ROOT/ssh/id_ed25519"
+cp "$ROOT/ssh/id_ed25519.pub" "$ROOT/login/authorized_keys"; chmod 644 "$ROOT/login/authorized_keys"
+sshd_up "$LOGIN_NS" "$LOGIN" "$ROOT/login" "$ROOT/login/authorized_keys" "SetEnv SLURM_CONF=$SLURM_CONF"
+echo "$LOGIN $(cut -d' ' -f1,2 "$ROOT/login/ssh_host_ed25519_key.pub")" > "$ROOT/ssh/known_hosts"
+sshd_wait "$LOGIN_NS" "$LOGIN" "$ROOT/login/sshd.log"
+
 # -- wait until every node is idle ---------------------------------------------------------------
 ok=0
 for _ in $(seq 1 300); do
@@ -169,5 +164,8 @@ fi
 cat > "$ROOT/slurm.env" <<ENV
 SLURM_CONF=$SLURM_CONF
 NODES=$names
+LOGIN=$LOGIN
+SSH_KEY=$ROOT/ssh/id_ed25519
+KNOWN_HOSTS=$ROOT/ssh/known_hosts
 ENV
 say "ready in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}') s: $(sinfo -h -N -o '%N:%t' | tr '\n' ' ')— $ROOT/slurm.env"

@@ -15,13 +15,15 @@
 #   test-hosts.env          KEY=VALUE summary read by tests/remote/conftest.py
 #
 # Why the namespaces look like this (all verified on Debian 12, kernel 6.x, no systemd):
-# - sshd runs as PID 1 of its own PID namespace: it reaps orphans (a rank started with setsid
-#   over SSH is re-parented to it), and killing it ends every process of that host.
+# - sshd runs as PID 1 of its own PID namespace (scripts/lib/netns.sh, shared with
+#   provision_slurm.sh's login node).
 # - dockerd is started with `nsenter --net`, not `ip netns exec` (which remounts /sys and hides
 #   /sys/fs/cgroup: "Devices cgroup isn't mounted").
 # - a no-op nvidia-container-runtime-hook on dockerd's PATH makes GPU device requests succeed.
 # - no default route in the namespaces: traffic stays on 10.200.0.0/24.
 set -euo pipefail
+# shellcheck source=lib/netns.sh
+. "$(dirname "$0")/lib/netns.sh"
 
 WITH_DOCKER=0
 for arg in "$@"; do
@@ -59,7 +61,6 @@ if [ "${#need[@]}" -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-SSHD=$(command -v sshd || echo /usr/sbin/sshd)
 
 mkdir -p "$ROOT/ssh" "$ROOT/hosts" "$ROOT/sudo" /run/sshd
 chmod 700 "$ROOT/ssh" "$ROOT/sudo"
@@ -92,12 +93,7 @@ printf '%s ALL=(ALL:ALL) ALL\nDefaults:%s !lecture\n' "$SUDO_USER_NAME" "$SUDO_U
 chmod 440 /etc/sudoers.d/ppsweep-test
 
 # -- bridge ---------------------------------------------------------------------------------
-if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
-  ip link add "$BRIDGE" type bridge
-  say "bridge $BRIDGE created"
-fi
-ip addr replace "$NET.1/24" dev "$BRIDGE"
-ip link set "$BRIDGE" up
+bridge_up "$BRIDGE" "$NET.1/24"
 
 # -- fake NVIDIA runtime hook (dockerd registers its "nvidia" device driver when it finds it) -
 mkdir -p "$ROOT/fakegpu"
@@ -108,12 +104,6 @@ echo "\$(date +%T) \$*" >> "$ROOT/fakegpu/hook.log"; cat >/dev/null; exit 0
 EOF
 chmod +x "$ROOT/fakegpu/nvidia-container-runtime-hook"
 
-# alive: the pid file's process runs (a zombie does not count: this init may not reap orphans)
-alive() {
-  [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null \
-    && ! grep -q '^State:[[:space:]]*Z' "/proc/$(cat "$1")/status" 2>/dev/null
-}
-
 : > "$ROOT/ssh/known_hosts.tmp"
 : > "$ROOT/hosts.txt.tmp"
 i=0
@@ -121,54 +111,8 @@ for ns in $NS_LIST; do
   i=$((i + 1)); addr=$NET.$((100 + i)); short=${ns#h}
   d=$ROOT/hosts/$ns; dk=$ROOT/docker/$ns
   mkdir -p "$d"
-  # network namespace + veth on the bridge
-  if ! ip netns list | grep -qw "^$ns"; then
-    ip netns add "$ns"
-    ip link del "veth$short" 2>/dev/null || true  # a pair left by a namespace still going away
-    ip link add "veth$short" type veth peer name "eth0-$short"
-    ip link set "veth$short" master "$BRIDGE" up
-    ip link set "eth0-$short" netns "$ns"
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set "eth0-$short" name eth0
-    ip -n "$ns" addr add "$addr/24" dev eth0
-    ip -n "$ns" link set eth0 up
-    say "namespace $ns ($addr) created"
-  fi
-  [ -f "$d/ssh_host_ed25519_key" ] || ssh-keygen -q -t ed25519 -N '' -f "$d/ssh_host_ed25519_key"
-  cat > "$d/sshd_config.new" <<EOF
-ListenAddress $addr:22
-HostKey $d/ssh_host_ed25519_key
-PidFile none
-AuthorizedKeysFile $ROOT/authorized/keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-MaxStartups 200:30:400
-MaxSessions 100
-Subsystem sftp /usr/lib/openssh/sftp-server
-LogLevel INFO
-SetEnv DOCKER_HOST=unix://$dk/docker.sock
-EOF
-  "$SSHD" -t -f "$d/sshd_config.new"
-  changed=0
-  cmp -s "$d/sshd_config.new" "$d/sshd_config" || changed=1
-  mv "$d/sshd_config.new" "$d/sshd_config"
-  if alive "$d/host.pid" && [ "$changed" = 1 ]; then
-    # sshd re-reads its configuration on SIGHUP; it is the only child of unshare
-    for p in $(ps -o pid= --ppid "$(cat "$d/host.pid")"); do kill -HUP "$p"; done
-    say "sshd of $ns reloaded (configuration changed)"
-  fi
-  if ! alive "$d/host.pid"; then
-    # unshare forks sshd as PID 1 of a new PID namespace (--kill-child: killing unshare ends the
-    # host); a private mount namespace gives the host its own /proc and /dev/shm.
-    nsenter --net="/run/netns/$ns" unshare --uts --pid --fork --kill-child --mount-proc \
-      sh -c "hostname $ns && mount -t tmpfs -o mode=1777,size=1g shm /dev/shm && \
-             exec $SSHD -D -f $d/sshd_config -E $d/sshd.log" </dev/null >"$d/host.out" 2>&1 &
-    echo $! > "$d/host.pid"
-    say "sshd of $ns started (pid $(cat "$d/host.pid"))"
-  fi
+  netns_up "$ns" "$addr/24" "$BRIDGE" "veth$short" "eth0-$short"
+  sshd_up "$ns" "$addr" "$d" "$ROOT/authorized/keys" "SetEnv DOCKER_HOST=unix://$dk/docker.sock"
   echo "$addr $(cut -d' ' -f1,2 "$d/ssh_host_ed25519_key.pub")" >> "$ROOT/ssh/known_hosts.tmp"
   echo "$ns $addr" >> "$ROOT/hosts.txt.tmp"
 
@@ -194,12 +138,7 @@ fi
 
 # -- wait until every sshd (and dockerd) answers ------------------------------------------
 while read -r ns addr; do
-  ok=0
-  for _ in $(seq 1 100); do
-    if (exec 3<>"/dev/tcp/$addr/22") 2>/dev/null; then ok=1; break; fi
-    sleep 0.05
-  done
-  [ "$ok" = 1 ] || { echo "sshd of $ns ($addr) does not answer; see $ROOT/hosts/$ns/sshd.log" >&2; exit 1; }
+  sshd_wait "$ns" "$addr" "$ROOT/hosts/$ns/sshd.log"
   if [ "$WITH_DOCKER" = 1 ]; then
     sock=$ROOT/docker/$ns/docker.sock; ok=0
     for _ in $(seq 1 200); do

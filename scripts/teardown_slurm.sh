@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stop and remove what provision_slurm.sh created: jobs, slurmds (and every process of each node:
+# Stop and remove what provision_slurm.sh created: jobs, the login node's sshd, slurmds (and every process of each node:
 # killing the node's init ends its PID namespace), slurmctld, munged, namespaces, veths, bridge.
 # Processes are stopped by their recorded PIDs only.
 #
@@ -24,6 +24,8 @@ stop_pidfile() {  # stop_pidfile FILE SIGNAL: signal the recorded pid, wait up t
 if [ -f "$ROOT/slurm.conf" ]; then
   SLURM_CONF=$ROOT/slurm.conf scancel --full --quiet --user=root 2>/dev/null || true
 fi
+# the login node's sshd (unshare --kill-child: its sessions end with it)
+stop_pidfile "$ROOT/login/host.pid" KILL && say "login node's sshd stopped"
 for n in $NODES; do
   # unshare --kill-child: the node's init (and with it every process of the node) gets SIGKILL
   stop_pidfile "$ROOT/nodes/$n/node.pid" KILL && say "$n: slurmd and the node's processes stopped"

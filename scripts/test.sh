@@ -17,4 +17,11 @@ bash scripts/provision_sglang_cpu.sh
 bash scripts/reserve_test_ports.sh
 .venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks tools
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest tests "$@"
+# The suite starts a few hundred pytest processes (a sweep is a pytest run). pytest rewrites the
+# asserts of every module of a pytest11 plugin (this package) on import and caches the result as
+# bytecode; with PYTHONDONTWRITEBYTECODE set (as on CI machines) nothing is cached and every run
+# parses and compiles the whole package again (~0.5 s of CPU a run). Hypothesis' pytest plugin
+# imports hypothesis at every run's end (~0.4 s); the fuzz tests use @given, which needs no plugin.
+unset PYTHONDONTWRITEBYTECODE
+export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -p no:hypothesispytest"
+exec .venv/bin/python -m pytest tests --durations=30 "$@"

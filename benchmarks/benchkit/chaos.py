@@ -280,6 +280,7 @@ EMU_HEAD = """
 name = "chaos-{backend}"
 model_path = "{model}"
 boot_timeout_s = 60
+health_stall_s = 10  # the SIGSTOP cell: its stall ends the layout in 10 s, not the default 30
 spread_rule = "warn"
 {extra_sweep}
 [server]

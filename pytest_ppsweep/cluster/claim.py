@@ -36,6 +36,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import CommandHost, HostError
@@ -265,7 +266,18 @@ def _gone(holder: Holder | None, here: str) -> bool:
         return True
     except PermissionError:
         return False
-    return False
+    return _zombie(holder.pid)
+
+
+def _zombie(pid: int) -> bool:
+    """A process that has exited but is not reaped yet (its parent died and init has not
+    collected it): it still answers ``kill(pid, 0)``, but its heartbeat will never beat again."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # no procfs (macOS): the stale heartbeat decides
+    # "pid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'
+    return stat.rpartition(")")[2].split()[:1] == ["Z"]
 
 
 def claim_all(clusters: Sequence[Cluster], run_id: str, registry: Registry | None = None, *,

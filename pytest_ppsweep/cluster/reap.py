@@ -223,9 +223,9 @@ def _remove(
         for item in by_host[address]:
             try:
                 if item.kind in ("slurm job", "slurm step"):
-                    from pytest_ppsweep.cluster.slurm import cancel
+                    from pytest_ppsweep.cluster.slurm import cancel, commands
 
-                    problems += cancel(item.ident, f"{item}")
+                    problems += cancel(commands(cluster), item.ident, f"{item}")
                 elif item.kind == "container":
                     # stop first: the server gets SIGTERM (through init) and can clean up
                     container = _client(cluster, host, registry).containers.get(item.ident)
@@ -248,18 +248,21 @@ def _remove(
 
 
 def _slurm_leftovers(cluster: Cluster, run_id: str | None) -> list[Leftover]:
-    """Jobs named ``ppsweep-<run>`` (allocations a killed run left; the cluster's own allocation
-    is not one) and steps of the cluster's allocation named ``ppsweep-<run>+…`` (ranks)."""
-    from pytest_ppsweep.cluster.slurm import find_jobs, run_of, steps_of
+    """Jobs named ``ppsweep-<run>+<this cluster>`` (allocations a killed run left; the
+    cluster's own allocation is not one, nor another cluster's) and steps of the cluster's
+    allocation named ``ppsweep-<run>+…`` (ranks)."""
+    from pytest_ppsweep.cluster.slurm import cluster_of, commands, find_jobs, run_of, steps_of
 
+    where = commands(cluster)
     out = []
-    for jobid, name, state in find_jobs():
+    for jobid, name, state in find_jobs(where):
         run = run_of(name)
-        if jobid != cluster.slurm_jobid and (run_id is None or run == run_id):
+        if (jobid != cluster.slurm_jobid and (run_id is None or run == run_id)
+                and cluster_of(name) in ("", cluster.name)):
             out.append(Leftover("slurm", "slurm", "slurm job", jobid, run, cluster.name, "",
                                 "", state.lower()))
     if cluster.slurm_jobid:
-        for stepid, name in steps_of(cluster.slurm_jobid):
+        for stepid, name in steps_of(where, cluster.slurm_jobid):
             run = run_of(name)
             if run and (run_id is None or run == run_id):
                 config = name.split("+")[1] if name.count("+") >= 2 else ""

@@ -1,14 +1,20 @@
 """Slurm clusters: one allocation for the whole sweep, one job step per layout.
 
 Driven only through Slurm's commands (``salloc``, ``srun``, ``scontrol``, ``squeue``,
-``scancel``) run on this host, which must be a Slurm client (``SLURM_CONF`` as usual): no
-library, so the Slurm version of the site does not matter.
+``scancel``): no library, so the Slurm version of the site does not matter. They run on this
+host when it is a Slurm client (``SLURM_CONF`` as usual), or on the cluster's ``login`` node over
+SSH (:class:`Commands`: the ssh layer of :mod:`~pytest_ppsweep.cluster.ssh`, with the cluster's
+``ssh_*`` keys); a long-running one (``salloc``, a layout's ``srun``) is a
+:class:`SlurmProcess` either way.
 
 * :func:`resolve` takes the allocation (``jobid``/``--ppsweep-slurm-jobid``) or makes one
   (``salloc --no-shell``: partition, account, time, nodes, GPUs per node, extra options) and
   returns the cluster with its nodes filled in from ``scontrol show hostnames`` (node 0 hosts the
-  rendezvous). An allocation this run made is an :class:`Allocation` kept in the run's registry:
-  closing the registry (end of run, failure, Ctrl-C/SIGTERM/SIGHUP, interpreter exit) cancels it.
+  rendezvous). Until ``salloc`` is granted, any way out (a timeout, Ctrl-C, SIGTERM/SIGHUP)
+  withdraws the request: salloc stopped, the job cancelled by its name, proof that the queue
+  lists nothing of it. An allocation this run made is an :class:`Allocation` kept in the run's
+  registry: closing the registry (end of run, failure, Ctrl-C/SIGTERM/SIGHUP, interpreter exit)
+  cancels it.
   Its job name and comment carry the run id, so the next run's reaper finds it after a SIGKILL.
 * :class:`SlurmNodeHost` runs a short command on one node as a one-task step
   (``srun --overlap --jobid J --nodes 1 --ntasks 1 --nodelist <node>``): preflight, node info,
@@ -26,16 +32,19 @@ library, so the Slurm version of the site does not matter.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import io
 import os
 import re
 import shlex
 import signal
 import subprocess
+import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -54,17 +63,21 @@ from pytest_ppsweep.matrix.model import Cluster, Host
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
     from pytest_ppsweep.cluster.registry import Registry
+    from pytest_ppsweep.cluster.ssh import SshHost
 
 __all__ = [
     "JOB_PREFIX",
     "KILLED",
     "Allocation",
+    "Commands",
     "SlurmError",
     "SlurmLauncher",
     "SlurmNodeHost",
     "SlurmStep",
     "cancel",
     "check_pyxis",
+    "cluster_of",
+    "commands",
     "find_jobs",
     "job_name",
     "resolve",
@@ -101,6 +114,12 @@ def job_name(run_id: str, *parts: str) -> str:
     return "+".join([JOB_PREFIX + _safe(run_id), *(_safe(p) for p in parts)])
 
 
+def cluster_of(name: str) -> str:
+    """The cluster an allocation's name ``ppsweep-<run id>+<cluster>`` carries ("" for none)."""
+    parts = name.split("+")
+    return parts[1] if len(parts) == 2 and name.startswith(JOB_PREFIX) else ""
+
+
 def run_of(name: str) -> str:
     """The run id a job or step name carries ("" for none of ours, and for command steps)."""
     if not name.startswith(JOB_PREFIX) or name == CMD_STEP:
@@ -108,33 +127,154 @@ def run_of(name: str) -> str:
     return name[len(JOB_PREFIX):].split("+", 1)[0]
 
 
-def _slurm(argv: Sequence[str], timeout: float, what: str, env: Mapping[str, str] | None = None
-           ) -> CommandResult:
-    """Run a Slurm command on this host; a missing command or a timeout is a SlurmError."""
-    try:
-        proc = subprocess.run(
-            list(argv), capture_output=True, text=True, timeout=timeout, check=False,
-            env=None if env is None else {**os.environ, **env}, stdin=subprocess.DEVNULL,
-        )
-    except FileNotFoundError:
-        raise SlurmError(
-            f"{what}: {argv[0]!r} not found: this host must be a Slurm client (salloc, srun, "
-            "scontrol, squeue, scancel on PATH)"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"{what}: {shlex.join(argv)} did not finish within {timeout:.0f} s"
-                         ) from None
-    return CommandResult("slurm", tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+class SlurmProcess:
+    """A long-running Slurm command (``salloc``, a layout's ``srun``): its output (stdout and
+    stderr together) as lines of bytes, its exit status, and a signal to stop it."""
+
+    stdout: Iterable[bytes]
+
+    def poll(self) -> int | None:
+        raise NotImplementedError
+
+    def wait(self, timeout: float) -> int:
+        """The exit status; subprocess.TimeoutExpired when it still runs after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while (rc := self.poll()) is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired("slurm", timeout)
+            time.sleep(0.05)
+        return rc
+
+    def kill(self, sig: str) -> None:
+        """Send signal ``sig`` ("TERM", "KILL") to the command (a no-op once it has ended)."""
+        raise NotImplementedError
 
 
-def _checked(argv: Sequence[str], timeout: float, what: str) -> str:
-    res = _slurm(argv, timeout, what)
-    if not res.ok:
-        raise SlurmError(
-            f"{what}: {shlex.join(argv)} exited {res.exit_status}: "
-            f"{(res.stderr or res.stdout).strip()[:400]}"
+class _LocalProcess(SlurmProcess):
+    def __init__(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, env={**os.environ, **env}, start_new_session=True,
         )
-    return res.stdout
+        assert self.proc.stdout is not None
+        self.stdout = self.proc.stdout
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def kill(self, sig: str) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, getattr(signal, "SIG" + sig))
+
+
+class _RemoteProcess(SlurmProcess):
+    """The command on the login node over one SSH channel. ``env`` (one variable: the step's
+    script) reaches it on the channel's standard input, read by the remote shell, never on a
+    command line; its pid
+    is the first line the channel returns, so that it can be signalled."""
+
+    def __init__(self, host: SshHost, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        self.host = host
+        if len(env) > 1:
+            raise ValueError("one variable travels on standard input")
+        reads = "".join(f'{k}="$(cat)"; export {k}; ' for k in env)
+        chan = host.transport().open_session()
+        chan.set_combine_stderr(True)
+        chan.exec_command(f"echo $$; {reads}exec {shlex.join(argv)} < /dev/null 2>&1")
+        chan.sendall("".join(env.values()).encode())
+        chan.shutdown_write()
+        self.chan = chan
+        out = chan.makefile("rb")
+        first = out.readline().strip()
+        self.stdout = out
+        self.pid = int(first) if first.isdigit() else 0
+
+    def poll(self) -> int | None:
+        if not self.chan.exit_status_ready():
+            return None
+        return int(self.chan.recv_exit_status())
+
+    def kill(self, sig: str) -> None:
+        if self.pid and self.poll() is None:
+            self.host.run(["kill", f"-{sig}", str(self.pid)], timeout=30, sudo=False)
+
+
+class Commands:
+    """Where Slurm's commands run: this host (a Slurm client), or the cluster's login node
+    reached over SSH (``login``, with the cluster's ssh_* keys)."""
+
+    def __init__(self, host: SshHost | None = None) -> None:
+        self.host = host
+
+    @property
+    def where(self) -> str:
+        return "this host" if self.host is None else f"login node {self.host.address}"
+
+    def run(self, argv: Sequence[str], timeout: float, what: str) -> CommandResult:
+        """Run a short Slurm command; a missing command or a timeout is a SlurmError."""
+        if self.host is not None:
+            try:
+                res = self.host.run(argv, timeout=timeout, sudo=False)
+            except HostError as exc:
+                raise SlurmError(f"{what}: {exc}") from None
+            if res.exit_status == 127 and re.search(
+                    rf"\b{re.escape(argv[0])}: (command )?not found", res.stderr):
+                raise SlurmError(f"{what}: {argv[0]!r} not found on {self.where}: it must be a "
+                                 "Slurm client (salloc, srun, scontrol, squeue, scancel on PATH)")
+            return res
+        try:
+            proc = subprocess.run(
+                list(argv), capture_output=True, text=True, timeout=timeout, check=False,
+                stdin=subprocess.DEVNULL,
+            )
+        except FileNotFoundError:
+            raise SlurmError(
+                f"{what}: {argv[0]!r} not found: this host must be a Slurm client (salloc, srun, "
+                "scontrol, squeue, scancel on PATH), or give the cluster a 'login' node"
+            ) from None
+        except subprocess.TimeoutExpired:
+            raise SlurmError(f"{what}: {shlex.join(argv)} did not finish within {timeout:.0f} s"
+                             ) from None
+        return CommandResult("slurm", tuple(argv), proc.returncode, proc.stdout, proc.stderr)
+
+    def start(self, argv: Sequence[str], what: str, env: Mapping[str, str] | None = None
+              ) -> SlurmProcess:
+        """Start a long-running Slurm command; ``env`` is added to its environment."""
+        try:
+            if self.host is not None:
+                return _RemoteProcess(self.host, argv, env or {})
+            return _LocalProcess(argv, env or {})
+        except (OSError, HostError, EOFError) as exc:
+            raise SlurmError(f"{what}: cannot start {argv[0]} on {self.where}: {exc}") from None
+
+    def checked(self, argv: Sequence[str], timeout: float, what: str) -> str:
+        res = self.run(argv, timeout, what)
+        if not res.ok:
+            raise SlurmError(
+                f"{what}: {shlex.join(argv)} exited {res.exit_status}: "
+                f"{(res.stderr or res.stdout).strip()[:400]}"
+            )
+        return res.stdout
+
+
+_LOCAL = Commands()
+_LOGINS: dict[tuple[str, object], Commands] = {}
+_LOGINS_LOCK = threading.Lock()
+
+
+def commands(cluster: Cluster) -> Commands:
+    """Where ``cluster``'s Slurm commands run (one SSH connection per login node and
+    settings, kept for the process's life)."""
+    if not cluster.slurm_login:
+        return _LOCAL
+    from pytest_ppsweep.cluster.ssh import SshHost, SshSettings
+
+    settings = SshSettings.from_cluster(cluster)
+    key = (cluster.slurm_login, settings)
+    with _LOGINS_LOCK:
+        if key not in _LOGINS:
+            _LOGINS[key] = Commands(SshHost("login", cluster.slurm_login, settings))
+        return _LOGINS[key]
 
 
 # -- the allocation -------------------------------------------------------------------------------
@@ -163,30 +303,32 @@ class Allocation:
     cluster: str
     jobid: str
     owned: bool
+    where: Commands = _LOCAL
     _closed: bool = False
 
     def close(self) -> None:
         if self._closed or not self.owned:
             return
         self._closed = True
-        _slurm(["scancel", "--quiet", self.jobid], 30, f"cluster {self.cluster}")
+        self.where.run(["scancel", "--quiet", self.jobid], 30, f"cluster {self.cluster}")
         # proof: the job left the queue (a bounded wait; Slurm ends it within KillWait)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            if self.jobid not in _queued_jobs([self.jobid]):
+            if self.jobid not in _queued_jobs(self.where, [self.jobid]):
                 return
             time.sleep(0.2)
 
 
-def _queued_jobs(jobids: Sequence[str]) -> set[str]:
-    res = _slurm(["squeue", "--noheader", "--jobs", ",".join(jobids), "--format", "%i %T"], 30,
-                 "squeue")
+def _queued_jobs(where: Commands, jobids: Sequence[str]) -> set[str]:
+    res = where.run(["squeue", "--noheader", "--jobs", ",".join(jobids), "--format", "%i %T"],
+                    30, "squeue")
     return {line.split()[0] for line in res.stdout.splitlines()
             if line.split() and line.split()[1] not in ("COMPLETED", "CANCELLED", "FAILED")}
 
 
 def _job_nodes(cluster: Cluster, jobid: str) -> list[Host]:
     what = f"cluster {cluster.name}: allocation {jobid}"
+    _checked = commands(cluster).checked
     out = _checked(["squeue", "--noheader", "--jobs", jobid, "--format", "%T|%N"], 30, what)
     if not out.strip():
         raise SlurmError(f"{what}: expected a running Slurm job, found none (squeue lists "
@@ -219,40 +361,75 @@ def resolve(cluster: Cluster, run_id: str, registry: Registry, jobid: str = "",
         return cluster
     jobid = jobid or cluster.slurm_jobid or os.environ.get(JOBID_ENV + cluster.name, "")
     if not jobid:
+        where = commands(cluster)
         what = f"cluster {cluster.name}"
-        name = job_name(run_id)
-        for old, old_name, _state in find_jobs():
+        name = job_name(run_id, cluster.name)  # two clusters of one run: two allocations
+        for old, old_name, _state in find_jobs(where):
             if old_name == name or reap:
-                problems = cancel(old, f"{what}: allocation {old} ({old_name}) of an earlier run")
+                problems = cancel(where, old,
+                                  f"{what}: allocation {old} ({old_name}) of an earlier run")
                 if problems:
                     raise SlurmError("; ".join(problems))
-        argv = salloc_argv(cluster, name, f"ppsweep run {run_id}")
-        try:
-            res = _slurm(argv, timeout_s, what)
-        except SlurmError as exc:
-            # salloc gave up waiting: a pending request of this run must not be granted later
-            _slurm(["scancel", "--quiet", "--name", name], 30, what)
-            others = [f"{j} ({n}, {st.lower()})" for j, n, st in find_jobs()]
-            hint = (f"; allocations of earlier ppsweep runs still queued: {', '.join(others)} "
-                    "(cancel them with --ppsweep-reap)") if others else ""
-            raise SlurmError(f"{exc}: the allocation was not granted{hint}") from None
-        found = re.search(r"Granted job allocation (\d+)", res.stderr + res.stdout)
-        if not res.ok or not found:
-            raise SlurmError(
-                f"cluster {cluster.name}: {shlex.join(argv)} exited {res.exit_status}: "
-                f"{(res.stderr or res.stdout).strip()[:400]}"
-            )
-        jobid = found.group(1)
+        jobid = _allocate(where, salloc_argv(cluster, name, f"ppsweep run {run_id}"), name,
+                          timeout_s, what)
         registry.shared(("slurm-allocation", cluster.name), lambda: Allocation(
-            cluster.name, jobid, owned=True))
+            cluster.name, jobid, owned=True, where=where))
         os.environ[JOBID_ENV + cluster.name] = jobid  # xdist workers take this allocation
     hosts = _job_nodes(cluster, jobid)
     return replace(cluster, hosts=tuple(hosts), slurm_jobid=jobid)
 
 
-def find_jobs() -> list[tuple[str, str, str]]:
+def _allocate(where: Commands, argv: Sequence[str], name: str, timeout_s: float, what: str
+              ) -> str:
+    """The job id ``salloc`` was granted. Until it is granted the request is withdrawn on any
+    way out (salloc gives up, a timeout, Ctrl-C, or SIGTERM/SIGHUP turned into one): salloc is
+    told to stop, the job is cancelled by its name, and the queue is checked to list nothing of
+    that name, so no allocation is granted after the run has gone."""
+    proc = where.start(argv, what)
+    out: list[bytes] = []
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True,
+                              name="ppsweep-salloc")
+    reader.start()
+    try:
+        rc = proc.wait(timeout_s)
+    except BaseException as exc:
+        _withdraw(where, proc, name, what)
+        if isinstance(exc, subprocess.TimeoutExpired):
+            others = [f"{j} ({n}, {st.lower()})" for j, n, st in find_jobs(where)]
+            hint = (f"; allocations of earlier ppsweep runs still queued: {', '.join(others)} "
+                    "(cancel them with --ppsweep-reap)") if others else ""
+            raise SlurmError(f"{what}: {shlex.join(argv)} did not finish within "
+                             f"{timeout_s:.0f} s: the allocation was not granted{hint}") from None
+        raise
+    reader.join(timeout=10)
+    text = b"".join(out).decode(errors="replace")
+    found = re.search(r"Granted job allocation (\d+)", text)
+    if rc != 0 or not found:
+        _withdraw(where, proc, name, what)
+        raise SlurmError(f"{what}: {shlex.join(argv)} exited {rc} on {where.where}: "
+                         f"{text.strip()[:400]}")
+    return found.group(1)
+
+
+def _withdraw(where: Commands, proc: SlurmProcess, name: str, what: str) -> None:
+    """A request not (yet) granted: salloc stopped (it revokes a pending request itself), the
+    job cancelled by its name in any case, then proof that the queue no longer lists it."""
+    with contextlib.suppress(HostError):
+        proc.kill("TERM")
+    deadline = time.monotonic() + 30
+    while True:
+        where.run(["scancel", "--quiet", "--name", name], 30, what)
+        if not any(n == name for _j, n, _st in find_jobs(where)):
+            return
+        if time.monotonic() > deadline:
+            raise SlurmError(f"{what}: the allocation request {name} is still queued 30 s after "
+                             "scancel --name")
+        time.sleep(0.2)
+
+
+def find_jobs(where: Commands) -> list[tuple[str, str, str]]:
     """(jobid, name, state) of every job of this user named ``ppsweep-…`` in the queue."""
-    res = _slurm(["squeue", "--noheader", "--me", "--format", "%i|%j|%T"], 30, "squeue")
+    res = where.run(["squeue", "--noheader", "--me", "--format", "%i|%j|%T"], 30, "squeue")
     out = []
     for line in res.stdout.splitlines():
         parts = line.strip().split("|")
@@ -261,9 +438,9 @@ def find_jobs() -> list[tuple[str, str, str]]:
     return out
 
 
-def steps_of(jobid: str) -> list[tuple[str, str]]:
+def steps_of(where: Commands, jobid: str) -> list[tuple[str, str]]:
     """(step id, step name) of every step of ``jobid`` still running."""
-    res = _slurm(["squeue", "--noheader", "--steps", "--jobs", jobid, "--format", "%i|%j"], 30,
+    res = where.run(["squeue", "--noheader", "--steps", "--jobs", jobid, "--format", "%i|%j"], 30,
                  "squeue")
     return [tuple(line.strip().split("|", 1)) for line in res.stdout.splitlines()  # type: ignore[misc]
             if "|" in line and not line.strip().endswith(".extern")]
@@ -292,37 +469,53 @@ class SlurmNodeHost:
     def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult:
         if not self.cluster.slurm_jobid:
             raise HostError(f"host {self.name}: cluster {self.cluster.name} has no allocation")
-        full = self.argv(argv)
-        try:
-            proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
-                                  check=False, stdin=subprocess.DEVNULL)
-        except FileNotFoundError:
-            raise HostError(f"host {self.name}: srun not found on this host") from None
-        except subprocess.TimeoutExpired:
-            raise HostError(
-                f"host {self.name}: {shlex.join(argv)} did not finish within {timeout:.0f} s "
-                "(as a Slurm step)"
-            ) from None
+        res = commands(self.cluster).run(self.argv(argv), timeout, f"host {self.name} (as a "
+                                         "Slurm step)")
         # srun reports the task's own non-zero exit on stderr too: that is the command's result;
         # any other "srun: error" means the step itself could not run (allocation gone…)
-        stderr = _TASK_EXIT.sub("", proc.stderr)
-        if proc.returncode != 0 and "srun: error" in stderr:
+        stderr = _TASK_EXIT.sub("", res.stderr)
+        if res.exit_status != 0 and "srun: error" in stderr:
             raise HostError(f"host {self.name}: srun failed: {stderr.strip()[:400]}")
-        return CommandResult(self.name, tuple(argv), proc.returncode, proc.stdout, stderr)
+        return CommandResult(self.name, tuple(argv), res.exit_status, res.stdout, stderr)
+
+    def fetch_all(self, folder: str, names: Sequence[str], local: Path,
+                  timeout: float = 300.0) -> None:
+        """Copy files of ``folder`` on the node into ``local`` (profile traces): one step
+        sends them all as a base64 tar; only the named regular files are written."""
+        script = 'd=$1; shift; tar -C "$d" -cf - -- "$@" | base64 -w0'
+        res = self.run(["sh", "-c", script, "ppsweep-fetch", folder, *names], timeout)
+        if not res.ok:
+            raise HostError(f"host {self.name}: cannot read {folder}: "
+                            f"{(res.stderr or res.stdout).strip()[:300]}")
+        try:
+            data = base64.b64decode(res.stdout.strip(), validate=True)
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                for member in tar.getmembers():
+                    body = tar.extractfile(member) if member.isfile() else None
+                    if body is not None and member.name in names:
+                        (local / member.name).write_bytes(body.read())
+        except (ValueError, tarfile.TarError):
+            raise HostError(f"host {self.name}: the files of {folder} did not come back "
+                            "whole") from None
+        missing = [n for n in names if not (local / n).is_file()]
+        if missing:
+            raise HostError(f"host {self.name}: {', '.join(missing)} not read from {folder}")
 
 
 # -- one step per layout --------------------------------------------------------------------------
 
 
 def step_script(specs: Sequence[RankSpec], labels: Sequence[Mapping[str, str]]) -> str:
-    """The shell text every task of the step runs: the rank of its ``SLURM_NODEID``, with that
-    rank's environment and labels; then a marker line with the rank's exit status."""
+    """The shell text every task of the step runs: the i-th of ``specs`` (in node order) on the
+    step's i-th node (its ``SLURM_NODEID``), with that rank's environment and labels; then a
+    marker line with the rank's exit status. A layout's step spans all its nodes (i = node
+    rank); a comm domain's spans the domain's nodes only."""
     q = shlex.quote
     cases = []
-    for spec, lab in zip(specs, labels, strict=True):
+    for i, (spec, lab) in enumerate(zip(specs, labels, strict=True)):
         env = {**spec.env, **labels_env(lab)}
         cmd = shlex.join(["env", *(f"{k}={v}" for k, v in env.items()), *spec.argv])
-        cases.append(f"  {spec.node_rank}) {cmd} < /dev/null ;;")
+        cases.append(f"  {i}) {cmd} < /dev/null ;;")
     return (
         'case "$SLURM_NODEID" in\n' + "\n".join(cases) + "\n"
         f"  *) echo {q('no rank for SLURM_NODEID')}=$SLURM_NODEID >&2; false ;;\n"
@@ -331,10 +524,12 @@ def step_script(specs: Sequence[RankSpec], labels: Sequence[Mapping[str, str]]) 
 
 
 def srun_step_argv(cluster: Cluster, name: str, nodes: Sequence[str]) -> list[str]:
-    """The ``srun`` of one layout's step: one task per node, output labelled by task."""
+    """The ``srun`` of one layout's step: one task per node, output labelled by task, line by
+    line (no ``--unbuffered``: it labels each chunk a task writes, and cuts a long line in two
+    where a chunk ends; the ranks flush each line themselves)."""
     argv = [*_srun_base(cluster, name), "--nodes", str(len(nodes)), "--ntasks-per-node", "1",
             "--ntasks", str(len(nodes)), "--nodelist", ",".join(nodes), "--label",
-            "--kill-on-bad-exit=0", "--unbuffered"]
+            "--kill-on-bad-exit=0"]
     if cluster.container_image:
         argv += ["--container-image", cluster.container_image]
         if cluster.mounts:
@@ -359,17 +554,15 @@ class SlurmStep:
         for path in logs:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._logs.append(path.open("ab", buffering=0))
+        self.where = commands(cluster)
         script = step_script(specs, labels)
         try:
-            self.proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, env={**os.environ, SCRIPT_ENV: script},
-                start_new_session=True,
-            )
-        except OSError as exc:
+            self.proc = self.where.start(self.argv, f"cluster {cluster.name}",
+                                         {SCRIPT_ENV: script})
+        except SlurmError:
             for f in self._logs:
                 f.close()
-            raise HostError(f"cluster {cluster.name}: cannot start srun: {exc}") from None
+            raise
         self.stepid = ""
         self._lock = threading.Lock()
         self._stopped = False
@@ -378,7 +571,6 @@ class SlurmStep:
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.proc.stdout is not None
         other = self._logs[0]  # srun's own lines (no task label) go to node 0's log
         for raw in self.proc.stdout:
             m = _LABELLED.match(raw)
@@ -391,7 +583,8 @@ class SlurmStep:
                 self._logs[task].write(text)
             else:
                 other.write(raw)
-        self.proc.wait()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=30)
         for f in self._logs:
             with contextlib.suppress(OSError):
                 f.close()
@@ -406,7 +599,7 @@ class SlurmStep:
 
     def find_stepid(self) -> str:
         if not self.stepid:
-            for sid, name in steps_of(self.cluster.slurm_jobid):
+            for sid, name in steps_of(self.where, self.cluster.slurm_jobid):
                 if name == self.name:
                     self.stepid = sid
         return self.stepid
@@ -425,27 +618,27 @@ class SlurmStep:
                     time.sleep(0.1)
                 for sig, wait_s in (("TERM", grace_s), ("KILL", 15.0)):
                     if self.stepid:
-                        _slurm(["scancel", "--quiet", "--signal", sig, self.stepid], 30, what)
+                        self.where.run(["scancel", "--quiet", "--signal", sig, self.stepid], 30,
+                                       what)
                     elif sig == "KILL":
-                        with contextlib.suppress(ProcessLookupError):
-                            os.killpg(self.proc.pid, signal.SIGKILL)
+                        self.proc.kill("KILL")
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         self.proc.wait(timeout=wait_s)
                     if self.proc.poll() is not None:
                         break
                 if self.stepid and self.proc.poll() is None:
                     # the tasks are gone but srun still waits: cancel the step outright
-                    _slurm(["scancel", "--quiet", self.stepid], 30, what)
+                    self.where.run(["scancel", "--quiet", self.stepid], 30, what)
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         self.proc.wait(timeout=15)
                 if self.proc.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.kill("KILL")
                     self.proc.wait(timeout=10)
             self._reader.join(timeout=10)
             # proof: Slurm no longer lists the step (its tasks have all ended)
             deadline = time.monotonic() + 30
-            while any(name == self.name for _sid, name in steps_of(self.cluster.slurm_jobid)):
+            jobid = self.cluster.slurm_jobid
+            while any(name == self.name for _sid, name in steps_of(self.where, jobid)):
                 if time.monotonic() > deadline:
                     raise SlurmError(f"{what}: still listed by squeue --steps 30 s after SIGKILL")
                 time.sleep(0.2)
@@ -461,7 +654,7 @@ class SlurmStep:
                 "--ntasks-per-node", "1", "--ntasks", str(len(self.nodes)), "--nodelist",
                 ",".join(self.nodes), "--label", "sh", "-c", _SWEEP, "ppsweep-sweep",
                 f"{RUN_ENV}={self.run}", f"{CONFIG_ENV}={self.config}"]
-        res = _slurm(argv, 60, what)
+        res = self.where.run(argv, 60, what)
         found = [line for line in res.stdout.splitlines() if "survivor" in line]
         if found:
             raise SlurmError(f"{what}: processes of the layout outlived its step (killed now): "
@@ -493,9 +686,14 @@ class SlurmRank:
     def __repr__(self) -> str:
         return f"SlurmRank({self.group.name}, node{self.node_rank})"
 
+    @property
+    def task(self) -> int:
+        """The rank's task in its step (its position among the step's nodes)."""
+        return sorted(self.group.specs).index(self.node_rank)
+
     def poll(self) -> int | None:
         step = self.group.step
-        return None if step is None else step.poll(self.node_rank)
+        return None if step is None else step.poll(self.task)
 
     def stop(self, grace_s: float = 5.0) -> int | None:
         step = self.group.step
@@ -503,7 +701,7 @@ class SlurmRank:
             self.group.cancelled = True  # the step never starts
             return KILLED
         step.stop(grace_s)
-        return step.poll(self.node_rank)
+        return step.poll(self.task)
 
 
 class _Pending:
@@ -518,7 +716,8 @@ class _Pending:
 
 
 class SlurmLauncher:
-    """Starts each layout as one job step of the cluster's allocation."""
+    """Starts each layout as one job step of the cluster's allocation, on all of ``cluster``'s
+    nodes (the comm step's launcher gets the domain's nodes only)."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -547,26 +746,26 @@ class SlurmLauncher:
         return SlurmRank(group, spec.node_rank)
 
 
-def cancel(ident: str, what: str, grace_s: float = 5.0) -> list[str]:
+def cancel(where: Commands, ident: str, what: str, grace_s: float = 5.0) -> list[str]:
     """A leftover job or step of an earlier run cancelled (TERM, KILL after ``grace_s``);
     returns what could not be removed."""
     for sig, wait_s in (("TERM", grace_s), ("KILL", 30.0)):
-        _slurm(["scancel", "--quiet", "--signal", sig, ident], 30, what)
+        where.run(["scancel", "--quiet", "--signal", sig, ident], 30, what)
         if "." not in ident:
-            _slurm(["scancel", "--quiet", ident], 30, what)  # a job: end the allocation
+            where.run(["scancel", "--quiet", ident], 30, what)  # a job: end the allocation
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
-            if not _listed(ident):
+            if not _listed(where, ident):
                 return []
             time.sleep(0.2)
     return [f"{what}: still listed by squeue after SIGKILL"]
 
 
-def _listed(ident: str) -> bool:
+def _listed(where: Commands, ident: str) -> bool:
     job = ident.split(".", 1)[0]
     if "." in ident:
-        return any(sid == ident for sid, _name in steps_of(job))
-    return job in _queued_jobs([job])
+        return any(sid == ident for sid, _name in steps_of(where, job))
+    return job in _queued_jobs(where, [job])
 
 
 def check_pyxis(cluster: Cluster) -> list[str]:
@@ -574,7 +773,7 @@ def check_pyxis(cluster: Cluster) -> list[str]:
     SPANK plugin adds it to ``srun --help``); [] when it does or no image is asked for."""
     if not cluster.container_image:
         return []
-    res = _slurm(["srun", "--help"], 30, f"cluster {cluster.name}")
+    res = commands(cluster).run(["srun", "--help"], 30, f"cluster {cluster.name}")
     if "--container-image" in res.stdout + res.stderr:
         return []
     return [f"container_image {cluster.container_image!r}: expected srun with Pyxis "

@@ -219,7 +219,9 @@ def _node_specs(sweep: Sweep, cluster: Cluster, config: Config, domain: Domain,
 def _run_processes(sweep: Sweep, cluster: Cluster, config: Config, domain: Domain,
                    specs: Sequence[RankSpec], out_dir: Path, store: RunStore, registry: Registry,
                    timeout: float, status: Status) -> tuple[list[Path], bool]:
-    launcher = launcher_for(cluster, sweep, registry)
+    # the launcher of the domain's nodes: a Slurm step spans exactly them
+    launcher = launcher_for(replace(cluster, hosts=tuple(cluster.hosts[n] for n in domain.nodes)),
+                            sweep, registry)
     logs = [out_dir / f"node{n}.log" for n in domain.nodes]
     for path in logs:
         path.unlink(missing_ok=True)

@@ -5,6 +5,8 @@ downstream reads these and never the TOML."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,8 +19,10 @@ from pytest_ppsweep.matrix.schema import (
 )
 from pytest_ppsweep.matrix.slospec import SloSpec
 
-__all__ = ["Cluster", "Config", "Host", "MatrixError", "NoClusterFits", "ProfileSpec", "Sweep",
-           "Workload", "cluster_for"]
+__all__ = ["HEALTH_STALL_S", "Cluster", "Config", "Host", "MatrixError", "NoClusterFits",
+           "ProfileSpec", "Sweep", "Workload", "boot_groups", "cluster_for", "server_key"]
+
+HEALTH_STALL_S = 30.0  # default [sweep] health_stall_s: a rank ≥ 1 timing out this long is dead
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,8 @@ class Cluster:
     slurm_request_gpus: bool = True  # salloc --gpus-per-node <gpus_per_node>
     salloc_options: tuple[str, ...] = ()
     srun_options: tuple[str, ...] = ()
+    # the login node the Slurm commands run on, over SSH with the ssh_* keys ("": this host)
+    slurm_login: str = ""
     container_image: str = ""  # Pyxis: srun --container-image (mounts: --container-mounts)
 
     @property
@@ -121,6 +127,30 @@ class Config:
         ``ppN-tpM-epK`` (every axis point and workload of it); never a substring."""
         parts = self.layout_id.split("-")
         return selector in (self.id, parts[0], "-".join(parts[:2]), self.layout_id)
+
+
+def server_key(config: Config) -> str:
+    """The server configuration a point boots: everything of ``config`` that reaches the
+    launched ranks (layout, EP asked, its own server arguments and environment, its axis
+    values), its workload left out. Points with the same key run on one boot, one workload
+    after the other (run/boots.py); the sweep's own ``[server]``, ``[env]`` and image are the
+    same for every point. The one home of this rule: ``pp8-tp4-ep4-mbs1#<digest>``, readable
+    before the ``#`` (the id without the workload), exact after it."""
+    facts = {"pp": config.pp, "tp": config.tp, "ep": config.ep, "asked_ep": config.asked_ep,
+             "server": dict(config.server), "env": dict(config.env),
+             "axes": {k: v for k, v in config.axes.items() if k != "workload"},
+             "tags": list(config.tags)}
+    text = json.dumps(facts, sort_keys=True, default=str)
+    name = "-".join((config.layout_id, *config.tags))
+    return f"{name}#{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+def boot_groups(configs: Iterable[Config]) -> dict[str, str]:
+    """Each point's id → the id of the first point (in ``configs``' order) of its server
+    configuration (:func:`server_key`): the unit that is booted once (xdist's work unit, the
+    collection's order, the dry run's count of boots)."""
+    first: dict[str, str] = {}
+    return {c.id: first.setdefault(server_key(c), c.id) for c in configs}
 
 
 def select(configs: Iterable[Config], selector: str) -> list[Config]:
@@ -235,6 +265,9 @@ class Sweep:
     # Adaptive repeats: a point over the spread limit after its planned rounds gets more rounds
     # on the booted layout, up to this many in all (results/spread.py; 0: the default, 8).
     max_repeats: int = 0
+    # Real seconds a rank ≥ 1 may leave /health unanswered (a timeout, not a refusal) before the
+    # liveness watch calls the layout dead (service/liveness.py; a SIGSTOPped or hung rank).
+    health_stall_s: float = HEALTH_STALL_S
     # The profile window; None: no profile round (no [profile] table, no --ppsweep-profile).
     profile: ProfileSpec | None = None
     # The [comm] table (matrix.commspec): the all-reduce microbenchmark; None: not asked.

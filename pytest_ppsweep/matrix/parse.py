@@ -18,6 +18,7 @@ from typing import Any
 from pytest_ppsweep.matrix import axes as axes_mod
 from pytest_ppsweep.matrix.commspec import read_comm
 from pytest_ppsweep.matrix.model import (
+    HEALTH_STALL_S,
     Cluster,
     Config,
     Host,
@@ -261,6 +262,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         workload=workload,
         clusters=clusters,
         boot_timeout_s=sw.number("boot_timeout_s", default=1800.0, minimum=0.001),
+        health_stall_s=sw.number("health_stall_s", default=HEALTH_STALL_S, minimum=0.1),
         spread_threshold=sw.number("spread_threshold", default=0.02, minimum=0.0),
         min_repeats=sw.integer("min_repeats", default=workload.repeats, minimum=1),
         spread_rule=sw.choice("spread_rule", SPREAD_RULES, default="fail"),
@@ -551,7 +553,7 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             )
         hosts = _slurm_nodes(c) if kind == "slurm" else _hosts(c)
         slurm_only = ("nodes", "jobid", "partition", "account", "time", "request_gpus",
-                      "salloc_options", "srun_options", "container_image")
+                      "salloc_options", "srun_options", "container_image", "login")
         for key in slurm_only if kind != "slurm" else ():
             if c.raw(key) is not None:
                 raise MatrixError(
@@ -586,6 +588,7 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             salloc_options=tuple(c.str_list("salloc_options", default=[])),
             srun_options=tuple(c.str_list("srun_options", default=[])),
             container_image=c.text("container_image", default=""),
+            slurm_login=_optional(c, "login", _HOSTNAME, "a login node's host name or address"),
         )
     if not out:
         raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")

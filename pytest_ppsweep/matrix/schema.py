@@ -30,6 +30,7 @@ SWEEP_KEYS = (
     "ep_cap",
     "devices",
     "boot_timeout_s",
+    "health_stall_s",
     "spread_threshold",
     "min_repeats",
     "max_repeats",
@@ -94,6 +95,7 @@ CLUSTER_KEYS = (
     "salloc_options",
     "srun_options",
     "container_image",
+    "login",
 )
 HOST_KEYS = ("name", "address")
 # Flags the plugin derives from the layout and the cluster; a sweep file must not set them.

@@ -41,6 +41,11 @@ class ConfigRow:
         self._write(boot_ok=True, boot_s=boot_s, boot_error="",
                     pp_max_micro_batch_size=pp_max_micro_batch_size)
 
+    def boot_of(self, config_id: str) -> None:
+        """The point whose boot this point was measured on: itself, or a point of the same
+        server configuration with another workload (run/boots.py)."""
+        self._write(boot_of=config_id)
+
     def held(self, seconds: float) -> None:
         """The cluster time the layout took so far (real seconds)."""
         self._write(held_s=round(seconds, 3))

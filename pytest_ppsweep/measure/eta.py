@@ -28,9 +28,13 @@ def duration(seconds: float) -> str:
 class SweepClock:
     """The layouts this process will boot, in order, with the rounds each will run."""
 
-    def __init__(self, rounds: Mapping[str, int], clock: Callable[[], float] = time.monotonic
-                 ) -> None:
+    def __init__(self, rounds: Mapping[str, int], clock: Callable[[], float] = time.monotonic,
+                 groups: Mapping[str, str] | None = None) -> None:
+        """``groups``: each layout → the layout whose boot it runs on (one boot per server
+        configuration, ``matrix.model.boot_groups``); absent: each layout boots."""
         self.order: list[str] = list(rounds)
+        self.groups = dict(groups or {})
+        self._booted_groups: set[str] = set()
         self.rounds = dict(rounds)
         self.clock = clock
         self.boots: list[float] = []
@@ -52,6 +56,7 @@ class SweepClock:
     def boot_done(self, layout: str, seconds: float) -> None:
         self.boots.append(seconds)
         self.booted.add(layout)
+        self._booted_groups.add(self.groups.get(layout, layout))
         self._since = None
 
     def round_done(self, layout: str, seconds: float) -> None:
@@ -69,7 +74,8 @@ class SweepClock:
         measured."""
         if not self.boots or not self.round_s:
             return None
-        boots_left = sum(1 for x in self.order if x not in self.booted)
+        boots_left = len({self.groups.get(x, x) for x in self.order if x not in self.booted
+                          and self.groups.get(x, x) not in self._booted_groups})
         rounds_left = sum(max(self.rounds[x] - self.rounds_done.get(x, 0), 0) for x in self.order)
         left = (boots_left * statistics.mean(self.boots)
                 + rounds_left * statistics.mean(self.round_s))

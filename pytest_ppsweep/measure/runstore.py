@@ -81,6 +81,7 @@ CONFIG_COLUMNS = (
     "mem_worst_gpu",
     "cluster",
     "held_s",
+    "boot_of",
 )
 
 

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from xdist.scheduler import LoadGroupScheduling
 
-from pytest_ppsweep.matrix.model import Cluster, Sweep
+from pytest_ppsweep.matrix.model import Cluster, Sweep, boot_groups
 from pytest_ppsweep.pool.balance import Estimates, partition
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, Pool, fits
 
@@ -48,6 +48,12 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
         self._owner: dict[str, str] = {}  # work unit → worker id it is planned for
         self._rank: dict[str, int] = {}  # work unit → its place in its worker's plan
         self._started: dict[str, float] = {}  # work unit → monotonic time it was handed out
+        # A work unit is a server configuration (one boot): the points that differ only in
+        # their workload go to one worker together, named by their first point's id.
+        self._unit = boot_groups(sweep.configs)
+        self._members: dict[str, list[str]] = {}
+        for cid, unit in self._unit.items():
+            self._members.setdefault(unit, []).append(cid)
 
     def _split_scope(self, nodeid: str) -> str:
         # The point id inside the test id is the work unit. xdist's own "@<group>" suffix is
@@ -58,9 +64,15 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0]
             for cid in self._known:
                 if param == cid or param.startswith(cid + "-"):
-                    return cid
+                    return self._unit.get(cid, cid)
         match = _LAYOUT.search(nodeid.rsplit("[", 1)[-1]) if "[" in nodeid else None
         return match.group(0) if match else str(super()._split_scope(nodeid))
+
+    def _point_of(self, nodeid: str, scope: str) -> str:
+        """The point of work unit ``scope`` that test ``nodeid`` belongs to."""
+        param = nodeid.rsplit("[", 1)[-1].split("]", 1)[0] if "[" in nodeid else ""
+        members = sorted(self._members.get(scope, [scope]), key=len, reverse=True)
+        return next((m for m in members if param == m or param.startswith(m + "-")), scope)
 
     @property
     def _known(self) -> list[str]:
@@ -75,7 +87,9 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
     def _cost(self, scope: str) -> float:
         # Without estimates every layout weighs the same; other work units (tests outside any
         # layout) weigh nothing.
-        return self._expected.get(scope, 1.0 if self._is_layout(scope) else 0.0)
+        if not self._is_layout(scope):
+            return self._expected.get(scope, 0.0)
+        return sum(self._expected.get(m, 1.0) for m in self._members.get(scope, [scope]))
 
     def _remaining(self, worker: str) -> float:
         """Expected seconds until ``worker`` is through its plan (0 if it is gone)."""
@@ -176,10 +190,11 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
                       if not any(fits(self._sweep, s, c) for c in live)]:
             unit = self.workqueue.pop(scope)
             cfg = self._sweep.config(scope)
-            self._pool.not_run[scope] = (
-                f"it needs {cfg.gpus} GPUs and no worker with a cluster that size is left "
-                f"in the pool ({len(unit)} tests not run)"
-            )
+            for cid in self._members.get(scope, [scope]):
+                self._pool.not_run[cid] = (
+                    f"it needs {cfg.gpus} GPUs and no worker with a cluster that size is left "
+                    f"in the pool ({len(unit)} tests not run)"
+                )
 
     def _reschedule(self, node: Any) -> None:
         if node.shutting_down:
@@ -223,10 +238,12 @@ class PoolScheduling(LoadGroupScheduling):  # type: ignore[misc]
             pending = [nid for nid, done in unit.items() if not done]
             if pending:
                 crashed = crashed or pending[0]
-                self._pool.not_run[scope] = (
-                    f"worker {node.gateway.id} on cluster {node.workerinput[WORKER_CLUSTER]} "
-                    f"went down before finishing it ({len(pending)} tests not run)"
-                )
+                for cid in {self._point_of(nid, scope) for nid in pending}:
+                    self._pool.not_run[cid] = (
+                        f"worker {node.gateway.id} on cluster "
+                        f"{node.workerinput[WORKER_CLUSTER]} went down before finishing it "
+                        f"({len(pending)} tests not run)"
+                    )
         # What only its cluster fits waits: xdist may start a replacement worker, which
         # leases the same cluster; the others drop it as not run once they are through.
         for other in self.assigned_work:

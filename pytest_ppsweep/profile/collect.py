@@ -4,7 +4,8 @@ Traces are written on the node that runs the rank. On a ``local`` cluster the no
 machine's file system, so SGLang writes straight into the run folder. On ``ssh`` clusters
 (process or docker launcher) they are written into ``<output_dir>/<run_id>/<layout>`` on each
 node (bind-mounted into the containers, see :func:`with_profile_mounts`) and fetched over SFTP
-on the run's shared SSH connection. A node whose traces do not all appear within the timeout
+on the run's shared SSH connection; on ``slurm`` clusters likewise, read back in one step per
+node (``SlurmNodeHost.fetch_all``). A node whose traces do not all appear within the timeout
 is named with the ranks it lacks.
 """
 
@@ -144,13 +145,20 @@ def collect_traces(
     files: list[Path] = []
     for node in range(nnodes):
         mine = set(node_ranks(config.pp, config.tp, nnodes, node))
-        for name in sorted(seen[node]):
-            if not name.startswith(prefix) or rank_of(name, config.pp) not in mine:
-                continue
-            target = local / name
-            if cluster.kind != "local":
-                _fetch(host_for(node), f"{folder}/{name}", target, cluster.hosts[node].name)
-            files.append(target)
+        traces = [name for name in sorted(seen[node])
+                  if name.startswith(prefix) and rank_of(name, config.pp) in mine]
+        if cluster.kind != "local":
+            host, where = host_for(node), cluster.hosts[node].name
+            fetch_all = getattr(host, "fetch_all", None)
+            if fetch_all is not None:  # a Slurm node: all its traces read back in one step
+                try:
+                    fetch_all(folder, traces, local)
+                except (OSError, HostError) as exc:
+                    raise ProfileError(f"node {where}: cannot fetch its traces: {exc}") from None
+            else:
+                for name in traces:
+                    _fetch(host, f"{folder}/{name}", local / name, where)
+        files += [local / name for name in traces]
     return files
 
 

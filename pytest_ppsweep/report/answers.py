@@ -56,7 +56,10 @@ def paragraph(a: Answer) -> str:
     """One short paragraph: the status and answer, the evidence against the runner-up, what
     was excluded, the caveats and, when inconclusive, the command that would decide."""
     objective = ", then ".join(label(m) for m in a.objective)
-    if a.status == DECIDED:
+    own = str(a.extra.get("text", "")).strip()  # a kind that states its answer (the SLO's)
+    if own and a.status in (DECIDED, INCONCLUSIVE):
+        head = f"{a.status.upper()}: {own}"
+    elif a.status == DECIDED:
         head = f"DECIDED: {a.answer}"
         if a.kind == "axis" and "value" in a.extra:
             head += f" ({a.axis} = {_shown(a.extra['value'])})"
@@ -78,8 +81,7 @@ def paragraph(a: Answer) -> str:
     elif a.status == NO_VALID_POINT:
         head = "NO VALID POINT."
     else:  # a kind's own status (the SLO question's "no layout meets the SLO"), with its text
-        text = str(a.extra.get("text", "")).strip()
-        head = f"{a.status.upper()}." + (f" {text}" if text else "")
+        head = f"{a.status.upper()}." + (f" {own}" if own else "")
     parts = [head]
     noisy = [r for r in a.reasons if r.startswith(NOISY_NOTE)]
     parts += noisy

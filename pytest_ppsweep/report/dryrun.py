@@ -2,7 +2,8 @@
 
 For every point the run would boot: every node's exact launch command and environment, as
 :mod:`~pytest_ppsweep.cluster.rankspec` builds them for the launchers (secrets redacted); then
-the number of boots and an estimated cluster time:
+the number of boots (one per server configuration: the points that differ only in their
+workload share a boot) and an estimated cluster time:
 
 * from a fitted planner profile (``planner/profile.json`` of the newest earlier run of this
   sweep in the reports folder, written by ``python -m pytest_ppsweep fit``): each layout's
@@ -22,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_ppsweep.cluster.rankspec import rank_specs
-from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
 
-__all__ = ["ClusterTime", "cluster_time", "dry_run_lines", "fitted_profile"]
+__all__ = ["ClusterTime", "boots_line", "cluster_time", "dry_run_lines", "fitted_profile"]
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path) -> Clus
             fitted = None
         if fitted is not None:
             total = 0.0
+            booting = set(boot_groups(configs).values())  # one boot per server configuration
             for cfg in configs:
                 w = sweep.workload_of(cfg)
                 boot = 0.0
@@ -74,7 +76,7 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path) -> Clus
                     boot = pred.boot_s.value
                     per_request = w.input_len / max(pred.input_tps.value, 1e-9)
                     total += per_request * (w.num_requests * w.repeats + w.warmup_requests)
-                total += boot
+                total += boot if cfg.id in booting else 0.0
             return ClusterTime(total, f"fitted profile {profile}")
     from pytest_ppsweep.pool.balance import expected_durations
 
@@ -82,8 +84,9 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path) -> Clus
     earlier = expected_durations(reports, sweep.name, ids)
     if earlier.measured:
         return ClusterTime(sum(earlier.seconds.values()), earlier.describe())
-    return ClusterTime(len(configs) * sweep.boot_timeout_s,
-                       f"{len(configs)} boot(s) × boot_timeout_s {sweep.boot_timeout_s:g} s; "
+    boots = len(set(boot_groups(configs).values()))
+    return ClusterTime(boots * sweep.boot_timeout_s,
+                       f"{boots} boot(s) × boot_timeout_s {sweep.boot_timeout_s:g} s; "
                        "no fitted profile or earlier run of this sweep to estimate the rounds",
                        bound=True)
 
@@ -105,6 +108,17 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
         for spec in rank_specs(sweep, cluster, cfg):
             lines.append(f"  node{spec.node_rank} {spec.host} ({spec.address}): "
                          f"{spec.command_line()}")
-    lines.append(f"boots: {len(configs)} (one per point)")
+    lines.append(boots_line(configs))
     lines.append(f"estimated cluster time: {cluster_time(sweep, configs, reports).describe()}")
     return lines
+
+
+def boots_line(configs: Sequence[Config]) -> str:
+    """How many boots the run makes: one per server configuration (the points that differ
+    only in their workload share one, ``matrix.model.boot_groups``)."""
+    groups = boot_groups(configs)
+    boots = len(set(groups.values()))
+    if boots == len(configs):
+        return f"boots: {boots} (one per point)"
+    return (f"boots: {boots} (one per server configuration; {len(configs)} points, those that "
+            "differ only in their workload share a boot)")

@@ -5,9 +5,10 @@ two always show a value the same way).
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd  # only a type here: the plugin's start-up never pays pandas' import
 
 
 def num(value: Any, digits: int = 2, suffix: str = "") -> str:

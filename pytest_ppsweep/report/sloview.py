@@ -1,19 +1,22 @@
-"""The report's SLO block: the answers to the SLO question (gate/sloanswer.py), each layout's
-search with its probes, and the Pareto front (report/pareto.py)."""
+"""The report's SLO block: the answers to the SLO question (results/sloanswer.py), each layout's
+search with its probes, the searches charted (report/slocharts.py) and the Pareto front
+(report/pareto.py). On the terminal the answers are only in the Answers block
+(report/answers.py); this block adds the searches and the front."""
 
 from __future__ import annotations
 
 from html import escape
 from pathlib import Path
 
-from pytest_ppsweep.report import pareto
-from pytest_ppsweep.results.sloanswer import answer_lines, answers_of, read_outcomes
+from pytest_ppsweep.report import pareto, slocharts
+from pytest_ppsweep.results.sloanswer import answers_of, read_outcomes
 
 __all__ = ["html_section", "terminal_lines"]
 
 
 def html_section(run_dir: Path) -> str:
-    """The SLO answers, the searches and the Pareto chart ("" without an SLO search)."""
+    """The SLO answers, the searches (a table and their charts) and the Pareto chart (""
+    without an SLO search)."""
     outcomes = read_outcomes(run_dir)
     if not outcomes:
         return ""
@@ -31,14 +34,17 @@ def html_section(run_dir: Path) -> str:
             f"<ul class='ppsweep-slo-answers'>{items}</ul>"
             "<table><thead><tr><th>layout</th><th>search</th><th>highest load within the SLO "
             "(probes, precision, repeats)</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>" + pareto.section_html(run_dir))
+            f"<tbody>{rows}</tbody></table>" + slocharts.section_html(run_dir)
+            + pareto.section_html(run_dir))
 
 
 def terminal_lines(run_dir: Path) -> list[str]:
-    """The SLO answers and the front for the terminal summary ([] without an SLO search)."""
+    """Each layout's search and the front for the terminal summary ([] without an SLO
+    search); the answers themselves are the Answers block's (report/answers.py)."""
     outcomes = read_outcomes(run_dir)
     if not outcomes:
         return []
-    lines = ["Answers (SLO):", *answer_lines(answers_of(run_dir))]
+    slos = list(dict.fromkeys(str(o.get("slo")) for o in outcomes))
+    lines = [f"SLO searches (highest load within {' / '.join(slos)}):"]
     lines += [f"  {o['config_id']}: {o['text']}" for o in outcomes]
     return lines + pareto.terminal_lines(run_dir)

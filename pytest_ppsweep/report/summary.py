@@ -89,7 +89,8 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> R
         comm = comm_html(run_dir)
         slo = slo_html(run_dir)  # an SLO search alone (-k slo) still answers
         return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, comm) if x)],
-                        [note, *slo_lines(run_dir), *comm_terminal(run_dir)])
+                        [note, *slo_answer_lines(run_dir), *slo_lines(run_dir),
+                         *comm_terminal(run_dir)])
     data, summary, verdicts, rec = analysis
     return Rendered(
         html_summary(data, summary, verdicts, rec),
@@ -105,8 +106,18 @@ def slo_html(run_dir: Path) -> str:
     return html_section(run_dir)
 
 
+def slo_answer_lines(run_dir: Path) -> list[str]:
+    """The Answers block of a run with no sweep summary (an SLO search alone, ``-k slo``): its
+    SLO answers, as the Answers block shows every answer (report/answers.py)."""
+    from pytest_ppsweep.report.answers import terminal_lines
+    from pytest_ppsweep.results.sloanswer import answers_of
+
+    return terminal_lines(answers_of(run_dir), width=100)
+
+
 def slo_lines(run_dir: Path) -> list[str]:
-    """The SLO answers and the Pareto front, where the run searched an SLO."""
+    """Each layout's SLO search and the Pareto front, where the run searched an SLO (the
+    answers are the Answers block's)."""
     from pytest_ppsweep.report.sloview import terminal_lines
 
     return terminal_lines(run_dir)

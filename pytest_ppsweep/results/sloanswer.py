@@ -40,7 +40,7 @@ from pytest_ppsweep.results.answers import (
 )
 from pytest_ppsweep.results.noise import noise_pct
 
-__all__ = ["NO_LAYOUT", "answer_lines", "answers_of", "final_values", "number",
+__all__ = ["NO_LAYOUT", "answers_of", "final_values", "number",
            "read_outcomes", "read_probes", "slo_answers", "write_if_absent"]  # fmt: skip
 
 KIND = "slo"
@@ -261,13 +261,3 @@ def write_if_absent(run_dir: Path, run_id: str) -> Path | None:
     if not answers or (Path(run_dir) / FILE_NAME).is_file():
         return None
     return write_answers(run_dir, run_id, answers)
-
-
-def answer_lines(answers: Sequence[Answer]) -> list[str]:
-    """The terminal's SLO answers: one paragraph per answer."""
-    lines = []
-    for a in answers:
-        lines.append(f"SLO [{a.workload}] {a.question}: {a.status}. {a.extra.get('text', '')}")
-        if a.rerun:
-            lines.append(f"    to decide: {a.rerun}")
-    return lines

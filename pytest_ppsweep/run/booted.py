@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_ppsweep.matrix.model import Cluster, Config
@@ -23,11 +23,24 @@ class Booted:
     info: dict[str, Any]
     topology: Topology
     before: list[GpuMemory] = field(default_factory=list)
+    # The point measured on this boot when it is not the one that booted it: a point of the
+    # same server configuration with another workload (run/boots.py, matrix.model.server_key).
+    measures: Config | None = None
 
     @property
     def config(self) -> Config:
-        """The layout this service runs."""
-        return self.service.config
+        """The point measured on this service: the one that booted it, or the workload's point
+        that shares its boot."""
+        return self.measures if self.measures is not None else self.service.config
+
+    @property
+    def boot_id(self) -> str:
+        """The point whose boot this is (its service, logs and ranks are under its id)."""
+        return self.service.config.id
+
+    def for_point(self, config: Config) -> Booted:
+        """This boot, measuring ``config`` (a point of the same server configuration)."""
+        return self if config.id == self.boot_id else replace(self, measures=config)
 
     @property
     def nodes(self) -> int:

@@ -57,7 +57,7 @@ class ProfileStep:
         naming the node of a missing trace, ``trace.TraceError`` naming a file that cannot be
         parsed, ``LayoutDead`` when a rank dies meanwhile."""
         spec = self.sweep.profile or ProfileSpec()
-        cfg, cluster = booted.service.config, booted.cluster
+        cfg, cluster = booted.config, booted.cluster
         started = time.monotonic()
         booted.check_alive()
         conc = spec.concurrency or max(self.sweep.workload.concurrency)

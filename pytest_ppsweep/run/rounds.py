@@ -127,7 +127,7 @@ class Rounds:
 
     def run_rounds(self, booted: Booted, concurrency: int) -> list[RoundResult]:
         """All repeats of one concurrency; every round is on disk before the next starts."""
-        cfg = booted.service.config
+        cfg = booted.config
         scale = booted.topology.time_scale
         results: list[RoundResult] = []
         workload = self.sweep.workload_of(cfg)
@@ -247,9 +247,10 @@ class Rounds:
         return why
 
     def warm_up(self, booted: Booted) -> bool:
-        """Whether this round sends the warm-up requests: only the first round of a boot (the
-        server stays warm for the later rounds; each still starts with /flush_cache)."""
-        token = booted.service.boot_token
+        """Whether this round sends the warm-up requests: only the first round of a boot for
+        each workload (the server stays warm for the later rounds; each still starts with
+        /flush_cache), also when several workloads share the boot."""
+        token = f"{booted.service.boot_token}/{booted.config.workload}"
         if token in self._warmed:
             return False
         self._warmed.add(token)
@@ -272,9 +273,9 @@ class Rounds:
 
     def _aborted(self, booted: Booted, concurrency: int, repeat: int, t0: float) -> NoReturn:
         """A rank died during round ``repeat``: say so and fail with the cause."""
-        cid = booted.service.config.id
+        cid = booted.config.id
         reason = booted.dead
-        repeats = self.sweep.workload_of(booted.service.config).repeats
+        repeats = self.sweep.workload_of(booted.config).repeats
         self.progress(
             f"{cid} C={concurrency}: round {repeat}/{repeats} aborted after "
             f"{time.monotonic() - t0:.1f} s real: {reason}"

@@ -6,7 +6,10 @@ The probe policy is measure/slosearch.py (pure); the verdict of each probe is me
 booted service, through the same load generator as every round, and writes each one as it is
 produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's lock),
 ``raw/<layout>/slo-p<k>.jsonl`` (its requests, as they complete) and, at the end,
-``slo/<layout>.json`` (the outcome). A crash keeps every finished probe.
+``slo/<layout>.json`` (the outcome). A crash keeps every finished probe, and a resumed run
+(``--ppsweep-resume``) replays the layout's recorded probes into the policy before it measures
+anything, so it goes on from the first probe that did not finish (a finished search measures
+nothing again).
 
 A rate probe sends the workload's ``num_requests`` with bench_serving's ``--request-rate``
 semantics (measure/arrivals.py) under ``max_concurrency`` (0: no cap); a concurrency probe
@@ -33,6 +36,7 @@ from pytest_ppsweep.measure.slo import SloVerdict, evaluate
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
 from pytest_ppsweep.measure.workload import WorkloadSpec
 from pytest_ppsweep.results import cost
+from pytest_ppsweep.results.sloanswer import read_probes
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.live import LiveStatus, RoundBar
 from pytest_ppsweep.run.rounds import Rounds, Workloads
@@ -70,7 +74,7 @@ def probe_row(run_id: str, price: float | None, booted: Booted, workload: Worklo
               slo: SloSpec, probe: int, phase: str, load: float, spec: WorkloadSpec,
               concurrency: int, result: RoundResult, verdict: SloVerdict) -> dict[str, Any]:
     """One slo_probes.csv row (builtins; None for unknown)."""
-    cfg = booted.service.config
+    cfg = booted.config
     gpus = cfg.gpus
     return {
         "run_id": run_id, "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp,
@@ -100,6 +104,10 @@ def probe_row(run_id: str, price: float | None, booted: Booted, workload: Worklo
 def _append(store: RunStore, row: dict[str, Any]) -> None:
     path = store.dir / PROBES_CSV
     with store.locked():
+        if path.exists():  # a row torn by a kill is cut, so this one starts on its own line
+            data = path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                path.write_bytes(data[: data.rfind(b"\n") + 1])
         new = not path.exists() or path.stat().st_size == 0
         with path.open("a", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=PROBE_COLUMNS)
@@ -120,6 +128,24 @@ def new_search(workload: Workload) -> Search:
                   unit="req/s" if slo.search == "rate" else "C")
 
 
+def replay(search: Search, recorded: list[dict[str, str]], config_id: str) -> int:
+    """Feed the probes an interrupted run recorded for this layout (``slo_probes.csv`` rows, in
+    probe order) into ``search``, as if measured now; the number replayed. The policy is
+    deterministic, so each row must be the probe it asks next: one that is not (the search's
+    settings changed since) is an error naming it, never silently mixed in."""
+    for row in sorted(recorded, key=lambda r: int(r["probe"])):
+        step = search.next()
+        load = float(row["load"])
+        if step is None or step[1] != row["phase"] or not math.isclose(step[0], load,
+                                                                      rel_tol=1e-9):
+            raise ValueError(
+                f"{config_id}: {PROBES_CSV} probe {row['probe']} ({row['phase']} at {load}) is "
+                f"not the probe this search asks ({step}): its [workload.slo] changed since; "
+                "start a new run")
+        search.record(step[0], row["within"] == "True")
+    return len(recorded)
+
+
 class SloSearch:
     """The SLO search step of a run (what ``SweepRun.slo_search`` calls)."""
 
@@ -131,7 +157,7 @@ class SloSearch:
 
     def run(self, booted: Booted) -> SearchOutcome:
         """Search the highest load within the SLO of the layout's workload on ``booted``."""
-        cfg: Config = booted.service.config
+        cfg: Config = booted.config
         workload = self.sweep.workload_of(cfg)
         slo = workload.slo
         if slo is None:
@@ -142,6 +168,11 @@ class SloSearch:
         raw_dir = self.store.dir / "raw" / cfg.id
         raw_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        recorded = [r for r in read_probes(self.store.dir)
+                    if r["config_id"] == cfg.id and r["workload"] == (cfg.workload or "default")]
+        if replay(search, recorded, cfg.id):
+            self.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "
+                          "the interrupted run")
         while (step := search.next()) is not None:
             load, phase = step
             k = len(search.probes) + 1

@@ -22,6 +22,7 @@ from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.snapshots import GpuSnapshots
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
 from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.boots import Boots
 from pytest_ppsweep.run.comm_step import CommStep
 from pytest_ppsweep.run.lifecycle import Lifecycle
 from pytest_ppsweep.run.live import LiveStatus, NoStatus
@@ -73,6 +74,7 @@ class SweepRun:
         self.workloads = Workloads(sweep)
         self.lifecycle = Lifecycle(sweep, self.clusters, store, self.registry, self.snapshots,
                                    self.workloads, self.phases, progress, self.live)
+        self.boots = Boots(self.lifecycle, store, progress)  # one per server configuration
         self.rounds = Rounds(sweep, store, self.workloads, self.snapshots, self.phases,
                              progress, self.live, done)
         self.profiler = ProfileStep(sweep, store, self.registry, self.workloads.spec, progress,
@@ -134,6 +136,17 @@ class SweepRun:
     def boot(self, config: Config) -> Booted:
         """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
         return self.lifecycle.boot(config)
+
+    def acquire(self, config: Config) -> Booted:
+        """The boot ``config`` is measured on: one per server configuration
+        (``matrix.model.server_key``), shared by the points that differ only in their workload
+        (run/boots.py); raise BootFailed when it failed."""
+        return self.boots.acquire(config)
+
+    def release(self, config: Config) -> None:
+        """``config``'s tests are done: its boot stops after the last point of its server
+        configuration."""
+        self.boots.release(config)
 
     def slo_search(self, booted: Booted) -> SearchOutcome:
         """The highest load within the workload's SLO on this boot (run/slo_search.py): bounded

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     )
     from pytest_ppsweep.service.liveness import (
         HEALTH_EVERY_S,
-        HEALTH_STALL_S,
         POLL_S,
         REFUSED_TWICE,
         WATCH_HEALTH_TIMEOUT_S,
@@ -56,7 +55,6 @@ _NAMES = {
     "Service": "launch",
     "Death": "liveness",
     "HEALTH_EVERY_S": "liveness",
-    "HEALTH_STALL_S": "liveness",
     "LayoutDead": "liveness",
     "Liveness": "liveness",
     "POLL_S": "liveness",
@@ -91,7 +89,6 @@ __all__ = [
     "BOOT_TOKEN_HEADER",
     "FATAL_PATTERNS",
     "HEALTH_EVERY_S",
-    "HEALTH_STALL_S",
     "HEALTH_TIMEOUT_S",
     "MILESTONES",
     "POLL_S",

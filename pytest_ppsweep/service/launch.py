@@ -285,7 +285,7 @@ class Service:
         try:
             self.start()
             self.wait_ready(self.sweep.boot_timeout_s)
-            self.watch()
+            self.watch(health_stall_s=self.sweep.health_stall_s)
         except BaseException as exc:
             self.boot_error = str(exc)
             self.boot_s = time.monotonic() - start

@@ -33,12 +33,12 @@ from typing import Protocol
 
 import requests
 
+from pytest_ppsweep.matrix.model import HEALTH_STALL_S
 from pytest_ppsweep.service.logscan import Finding, LogFollower, LogScanner, root_cause
 
 POLL_S = 0.25  # exits and log lines
 HEALTH_EVERY_S = 1.0  # ranks ≥ 1's dummy /health
 WATCH_HEALTH_TIMEOUT_S = 2.0
-HEALTH_STALL_S = 30.0  # a rank ≥ 1 that times out (not refused) this long is dead
 REFUSED_TWICE = 2
 
 

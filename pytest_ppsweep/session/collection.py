@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep import continuity
+from pytest_ppsweep.matrix.model import boot_groups
 from pytest_ppsweep.measure.eta import SweepClock
 from pytest_ppsweep.measure.runjson import RunJson, run_id_of
 from pytest_ppsweep.session import options
@@ -19,6 +20,7 @@ from pytest_ppsweep.session.quiet import Quiet
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
+    from pytest_ppsweep.run.sweeprun import SweepRun
 
 __all__ = [
     "Collection",
@@ -34,6 +36,7 @@ class Collection(Quiet):
 
     baseline_ref: Path | None
     selected: dict[str, set[int]] | None
+    run: SweepRun
     _tests: dict[str, list[str]]
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
@@ -46,7 +49,10 @@ class Collection(Quiet):
             ids = [i for i in ids if spec is not None and spec.covers(i)]
         if metafunc.definition.get_closest_marker("ppsweep_slo"):
             ids = [i for i in ids if self._has_slo(i)]
-        params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(i)) for i in ids]
+        # One xdist group per server configuration: its points share one boot (run/boots.py).
+        groups = boot_groups(self.sweep.configs)
+        params = [pytest.param(i, id=i, marks=pytest.mark.xdist_group(groups.get(i, i)))
+                  for i in ids]
         metafunc.parametrize("ppsweep_config", params, indirect=True, scope="session")
         if "concurrency" in metafunc.fixturenames:
             conc = self.all_concurrencies()
@@ -120,6 +126,28 @@ class Collection(Quiet):
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
 
+    def keep_boots_together(self, items: list[pytest.Item]) -> None:
+        """After pytest's own ordering and -k/-m: the tests of one server configuration (the
+        points that share a boot, ``matrix.model.boot_groups``) run together, each point's in
+        its order, and its all-reduce tests (``ppsweep_comm``: the service stopped) after the
+        last of them. Which points of this process will use a boot is told to the run, so a
+        boot stops after the last one (run/boots.py)."""
+        groups = boot_groups(self.sweep.configs)
+        order: dict[str, int] = {}
+        keyed = []
+        for index, item in enumerate(items):
+            cid = _params(item).get("ppsweep_config")
+            group = groups.get(str(cid), "") if cid is not None else ""
+            rank = order.setdefault(group, len(order)) if group else len(order) + index
+            late = bool(item.get_closest_marker("ppsweep_comm"))
+            keyed.append(((rank, late, index), item))
+        items[:] = [item for _key, item in sorted(keyed, key=lambda k: k[0])]
+        uses = {str(_params(i)["ppsweep_config"]) for i in items
+                if "ppsweep_config" in _params(i)
+                and "ppsweep_service" in getattr(i, "fixturenames", ())
+                and not i.get_closest_marker("skip")}
+        self.run.boots.expect(self.sweep.config(cid) for cid in self.ids if cid in uses)
+
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
         points: dict[str, set[int]] = {}
@@ -140,7 +168,8 @@ class Collection(Quiet):
         and ETA."""
         return SweepClock({
             cid: len(points[cid]) * self.sweep.workload_of(self.sweep.config(cid)).repeats
-            for cid in self.ids if cid in points and cid not in self.plan.skip_configs})
+            for cid in self.ids if cid in points and cid not in self.plan.skip_configs},
+            groups=boot_groups(self.sweep.configs))
 
     def worker_collected(self, ids: list[str]) -> None:
         """xdist: the controller collects nothing; the first worker's test ids tell the layouts

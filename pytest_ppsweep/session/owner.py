@@ -51,6 +51,8 @@ from pytest_ppsweep.session.signals import Signals
 from pytest_ppsweep.session.xdist import Xdist, check_workers, is_worker
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pytest_ppsweep.matrix.model import Cluster, Sweep
     from pytest_ppsweep.pool.lease import Pool
     from pytest_ppsweep.run.adaptive import AdaptiveSweep
@@ -261,20 +263,27 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         connections, and put back the SIGTERM/SIGHUP handlers and the atexit net."""
         if SESSION_KEY in self.config.stash:
             del self.config.stash[SESSION_KEY]
-        self.progress.stop_following()
-        self.progress.clear_line()
-        self.registry.stop_ranks()
+        # Every step runs even when one before it raised: a terminal closed under the run (EIO
+        # on the first write) must not leave ranks up or the clusters claimed.
+        steps: list[Callable[[], None]] = [self.progress.stop_following, self.progress.clear_line,
+                                           self.registry.stop_ranks]
         # Nothing can have been started in a quiet run, nor by a controller before its claims
         # (a refused claim or preflight): then nothing is looked for on the nodes (an
         # unreachable node would be tried once more per node). A worker may have been stopped
         # half-way through its first launch: it always looks.
         if not self.quiet and (self.worker or self.claims):
-            self._reap_own()
-        self._release_claims()  # the cluster is free for the next sweep once nothing is left
-        self.registry.close()
-        self.registry.remove_atexit()
-        self._restore_signals()
-        self.remove_scratch()
+            steps.append(self._reap_own)
+        steps += [self._release_claims,  # the cluster is free once nothing is left on it
+                  self.registry.close, self.registry.remove_atexit, self._restore_signals,
+                  self.remove_scratch]
+        failed: Exception | None = None
+        for step in steps:
+            try:
+                step()
+            except Exception as exc:
+                failed = failed or exc
+        if failed is not None:
+            raise failed
         self._end_deferred()
 
 

@@ -16,6 +16,7 @@ from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.session import options
+from pytest_ppsweep.session.signals import stopping_as_ctrl_c
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
@@ -36,11 +37,17 @@ def allocate(
     try:
         jobid = options.get(config, "ppsweep_slurm_jobid") or ""
         reap = bool(config.getoption("ppsweep_reap")) and not is_worker(config)
-        pool = backends.prepare(pool, run_id, registry, jobid, reap)
+        # a SIGTERM while salloc waits ends the run like a Ctrl-C: the request is withdrawn
+        with stopping_as_ctrl_c():
+            pool = backends.prepare(pool, run_id, registry, jobid, reap)
     except (HostError, ValueError) as exc:
         registry.close()
         registry.remove_atexit()
         raise pytest.UsageError(f"{matrix}: {exc}") from None
+    except BaseException:
+        registry.close()
+        registry.remove_atexit()
+        raise
     return registry, pool
 
 

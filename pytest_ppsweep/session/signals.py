@@ -4,13 +4,15 @@ it and ends the process afterwards (a second one stops at once)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["REPORT_SIGNALS", "STOP_SIGNALS", "Signals"]
+__all__ = ["REPORT_SIGNALS", "STOP_SIGNALS", "Signals", "stopping_as_ctrl_c"]
 
 
 
@@ -24,6 +26,21 @@ STOP_SIGNALS = tuple(
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     # Turn the signal into pytest's Ctrl-C path so fixtures tear every rank down.
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def stopping_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP become a Ctrl-C inside the block (before the session's own handlers
+    exist: while a Slurm allocation is asked for), the handlers of before put back after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, _on_sigterm) for sig in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 # Once every layout is torn down only the report is left to write: a Ctrl-C, SIGTERM or SIGHUP

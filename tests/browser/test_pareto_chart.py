@@ -1,6 +1,8 @@
-"""The Pareto chart of an SLO run in real Chromium at 800 and 1280 px: measured points, the
-front, the SLO line and the planner's predictions (with intervals) for layouts not booted, all
-inside the chart, which fits the page and keeps its text readable. Screenshots go to tmp."""
+"""The charts of an SLO run in real Chromium at 800 and 1280 px. The Pareto chart: measured
+points, the front, the SLO line and the planner's predictions (with intervals) for layouts not
+booted, all inside the chart, which fits the page and keeps its text readable. The searches
+chart: each layout's TTFT against the load with the SLO line, no two labels overprinting.
+Screenshots go to tmp."""
 
 from __future__ import annotations
 
@@ -87,4 +89,50 @@ def test_the_pareto_chart_is_readable_and_complete(browser: Browser, slo_report:
     assert "pp8-tp4-ep4 carries the most load within TTFT p50 ≤ 30 s" in text
     pareto_csv = (slo_report.parent / "pareto.csv").read_text().splitlines()
     assert sum(",predicted," in line for line in pareto_csv) == 2
+    context.close()
+
+
+@pytest.mark.parametrize("width", [800, 1280])
+def test_the_searches_chart_shows_each_layout_against_the_slo_line(
+        browser: Browser, slo_report: Path, width: int, tmp_path: Path) -> None:
+    """The SLO searches charted (report/slocharts.py): TTFT against the load, one line per
+    searched layout, the SLO's limit as a line; inside the chart and no two labels overprint."""
+    context = browser.new_context(viewport={"width": width, "height": SCREEN_HEIGHT})
+    page, log = open_report(context, slo_report)
+    chart = page.locator("svg.ppsweep-slo-search")
+    assert chart.count() == 1  # the SLO limits one metric (TTFT p50), searched by rate
+    chart.scroll_into_view_if_needed()
+    chart.screenshot(path=str(tmp_path / f"slo-search-{width}.png"))
+    assert not log.problems(), log.problems()
+    assert not overflow_problems(page), overflow_problems(page)
+    box = chart.bounding_box()
+    assert box is not None and 600 <= box["width"] <= min(width, 720) + 0.5, box
+    found = page.evaluate("""() => { const s = document.querySelector('svg.ppsweep-slo-search');
+        const r = s.getBoundingClientRect(); const out = [], texts = [];
+        for (const e of s.querySelectorAll('text,circle,line,polyline')) {
+          const b = e.getBoundingClientRect();
+          if (b.width === 0 && b.height === 0) continue;
+          if (b.left < r.left - 1 || b.right > r.right + 1 || b.top < r.top - 1
+              || b.bottom > r.bottom + 1) out.push('outside: ' + e.tagName + ' '
+                                                   + (e.textContent || ''));
+          if (e.tagName === 'text') texts.push([e.textContent, b]);
+        }
+        for (let i = 0; i < texts.length; i++) for (let j = i + 1; j < texts.length; j++) {
+          const [ta, a] = texts[i], [tb, b] = texts[j];
+          if (a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1
+              && b.top < a.bottom - 1) out.push('overlap: ' + ta + ' / ' + tb);
+        }
+        return out; }""")
+    assert found == [], found
+    slo = chart.locator("line.slo-line")
+    assert slo.count() == 1
+    assert "SLO: TTFT p50 ≤ 30 s" in (chart.locator("text.slo-label").text_content() or "")
+    lines = chart.locator("polyline.p50")
+    assert sorted(lines.nth(i).get_attribute("data-layout") or "" for i in range(lines.count())
+                  ) == ["pp4-tp8-ep4", "pp8-tp4-ep4"]
+    assert chart.locator("circle.probe").count() == len(PROBES)  # one per layout × load
+    # the SLO line sits at 30 s: between pp8's 24 s (within) and 41 s (outside) probes
+    y = float(slo.get_attribute("y1") or "nan")
+    cy = {c.get_attribute("cy") for c in chart.locator("circle.probe").all()}
+    assert any(float(v or 0) < y for v in cy) and any(float(v or 0) > y for v in cy)
     context.close()

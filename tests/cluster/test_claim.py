@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.processes import wait_until
 
 from pytest_ppsweep.cluster.claim import CLAIM_DIR, Claim, ClusterBusy
 from pytest_ppsweep.matrix.model import Cluster, Host
@@ -141,3 +142,27 @@ def test_a_killed_holder_on_this_host_is_dead_at_once(cluster: Cluster) -> None:
     finally:
         taker.release()
         killed.release()
+
+
+def test_a_holder_that_exited_but_is_not_reaped_is_dead_at_once(cluster: Cluster) -> None:
+    """A pytest whose terminal was closed exits, but its parent went with the terminal and
+    nothing has reaped it yet: the zombie still answers kill(pid, 0), yet it is dead."""
+    child = subprocess.Popen(["true"])  # never waited for until the end: a zombie meanwhile
+    stat = Path(f"/proc/{child.pid}/stat")
+    try:
+        wait_until(lambda: stat.read_text().rpartition(")")[2].split()[0] == "Z", 10,
+                   "the child to exit unreaped")
+        dead = Claim(cluster, "hung-up-run", heartbeat_s=60)
+        dead.me = replace(dead.me, pid=child.pid)
+        dead.acquire()
+        dead._stop.set()
+        taker = Claim(cluster, "rerun", stale_s=3600)
+        try:
+            taker.acquire()
+            assert [w for w in taker.warnings if f"its process {child.pid} on this host is gone"
+                    in w], taker.warnings
+        finally:
+            taker.release()
+            dead.release()
+    finally:
+        child.wait(timeout=10)

@@ -15,6 +15,8 @@ from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.cluster.slurm import (
     SCRIPT_ENV,
+    cluster_of,
+    commands,
     job_name,
     run_of,
     salloc_argv,
@@ -76,7 +78,7 @@ def test_a_layout_is_one_step_and_with_pyxis_runs_in_the_image(tmp_path: Path) -
     assert srun_step_argv(cluster, name, ["gpu-a01", "gpu-a02"]) == [
         "srun", "--overlap", "--jobid", "4242", "--job-name", "ppsweep-r1+pp2-tp8-ep1+abc",
         "--export", "ALL", "--quiet", "--nodes", "2", "--ntasks-per-node", "1", "--ntasks", "2",
-        "--nodelist", "gpu-a01,gpu-a02", "--label", "--kill-on-bad-exit=0", "--unbuffered",
+        "--nodelist", "gpu-a01,gpu-a02", "--label", "--kill-on-bad-exit=0",
         "--mpi=none", "sh", "-c", f'eval "${SCRIPT_ENV}"',
     ]
     pyxis = replace(cluster, container_image="nvcr.io#lmsysorg/sglang:v0.5.23",
@@ -117,6 +119,21 @@ def test_names_carry_the_run_id() -> None:
     assert job_name("kimi-20261201-101500") == "ppsweep-kimi-20261201-101500"
     assert run_of("ppsweep-kimi-20261201-101500+pp2-tp8-ep1+abc") == "kimi-20261201-101500"
     assert run_of("ppsweep-cmd") == "" and run_of("interactive") == ""
+    # an allocation carries its cluster too: two slurm clusters of one run, two allocations
+    assert cluster_of("ppsweep-kimi-20261201-101500+a") == "a"
+    assert cluster_of("ppsweep-kimi-20261201-101500+pp2-tp8-ep1+abc") == ""
+
+
+def test_a_login_node_runs_the_commands_over_ssh_with_the_ssh_keys(tmp_path: Path) -> None:
+    text = SWEEP.replace('partition = "h200"', 'partition = "h200"\nlogin = "login1.example"\n'
+                         'ssh_user = "perf"\nssh_key = "~/.ssh/id_slurm"')
+    cluster = sweep_of(tmp_path, text).clusters["gpu"]
+    where = commands(cluster)
+    assert where.host is not None and where.where == "login node login1.example"
+    assert where.host.settings.user == "perf" and where.host.settings.key_filename.endswith(
+        "/.ssh/id_slurm")
+    assert commands(cluster) is where  # one connection per login node and settings
+    assert commands(sweep_of(tmp_path).clusters["gpu"]).host is None  # no login: this host
 
 
 @pytest.mark.parametrize(
@@ -127,6 +144,7 @@ def test_names_carry_the_run_id() -> None:
         (('time = "02:00:00"', 'time = "two hours"'), "a Slurm time limit"),
         (('kind = "slurm"', 'kind = "ssh"\nhosts = ["a", "b"]'), "only a slurm cluster takes it"),
         (('account = "perf"', 'jobid = "12a"'), "a Slurm job id"),
+        (('account = "perf"', 'login = "-oProxyCommand=x"'), "a login node's host name"),
     ],
 )
 def test_bad_slurm_keys_name_file_key_expected_and_found(

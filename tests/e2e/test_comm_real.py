@@ -87,12 +87,14 @@ def test_comm_with_gloo_on_four_loopback_nodes(tmp_path: Path, torch_python: str
         # load average of 20): on the median iteration (a preempted one moves the mean), 32 MiB
         # is the slowest size but for noise, costs several times 1 KiB (gloo on this machine's
         # loopback: ~4 ms at 1 KiB, ~9 ms at 4 MiB, ~60 ms at 32 MiB, bandwidth-bound), and the
-        # larger half of the sizes is slower than the smaller half
+        # bandwidth-bound sizes (8-32 MiB) are slower than the latency-bound ones (1-64 KiB).
+        # Between 64 KiB and 4 MiB gloo is still near its latency floor (4-9 ms), so under load
+        # those are not ordered (seen in CI: 6.3 ms at 8 KiB, 7.2 ms at 32 KiB, 7.7 ms at 1 MiB)
         times = [float(r["time_p50_us"]) for r in got]
         assert times[-1] >= 0.8 * max(times), times
         assert times[-1] > 3 * times[0], times
-        small, large = sorted(times[:7]), sorted(times[-7:])
-        assert large[3] > small[3], times
+        small, bandwidth_bound = sorted(times[:7]), sorted(times[-3:])
+        assert bandwidth_bound[1] > small[3], times
         assert 0 < max(float(r["busbw_gbs"]) for r in got) < 200, got
     # each node's output and the command beside the results
     logs = sorted(p.name for p in (run / "comm" / "pp1-tp4-ep1" / "tp4").iterdir())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import subprocess
 import sys
@@ -204,3 +206,83 @@ def test_bad_gate_options_fail_before_anything_boots(
 
 def run_dir_exists(reports: Path) -> bool:
     return reports.exists() and any(p.is_dir() for p in reports.iterdir())
+
+
+# A tiny SLO sweep on the gate's 16K prompts (8 a round, C=4, 2 repeats): each layout's
+# highest C within TTFT p50 ≤ 16 s, searched from 1 to 8 (then 2, then 4: brackets [1, 2),
+# [2, 4), [4, 8)), the final C repeated once more. On a loaded machine at this time scale one
+# layout's TTFT at one C moves by tens of % from one run to the next: brackets this coarse keep
+# the same server's pair within noise, and the 4× slower server falls far below them (a lone
+# prompt of it takes longer than the limit).
+SLO_GATE = GATE | {"vocab_size = 1000\n": """vocab_size = 1000
+
+[workload.slo]
+ttft_p50_s = 16.0
+search = "concurrency"
+min = 1
+max = 8
+precision = 4
+max_probes = 4
+"""}
+
+
+def probes(run: Path, config_id: str) -> list[dict[str, str]]:
+    return [r for r in rows(run / "slo_probes.csv") if r["config_id"] == config_id]
+
+
+def test_a_killed_search_resumes_and_the_gate_fails_a_fallen_load(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    """Three runs of one SLO sweep. (1) Killed during PP4's search, after PP8's finished;
+    (2) resumed: PP8 is not booted again nor any of its probes repeated, PP4's search goes on
+    from its recorded probes to its end; that run is the gate's reference. (3) PP8's server
+    4× slower (its own emulator profile): the gate fails PP8, whose highest C within the SLO
+    fell beyond noise (or to none), and passes PP4, searched again on the same server (a
+    within-noise pair).
+    """
+    folder = sweep_dir(TWO, scale=200, edits=SLO_GATE, net="127.0.58")
+    reports = tmp_path / "reports"
+    run = reports / "good"
+    cmd = [sys.executable, "-m", "pytest", str(folder), "--ppsweep-reports", str(reports),
+           "--ppsweep-run-id", "good", "-p", "no:cacheprovider"]
+    proc = subprocess.Popen(cmd, cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while (not probes(run, "pp4-tp8-ep4") and time.monotonic() < deadline
+               and proc.poll() is None):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)  # no cleanup at all: the resume must cope
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    pp8, pp4 = probes(run, "pp8-tp4-ep4"), probes(run, "pp4-tp8-ep4")
+    assert pp4 and (run / "slo" / "pp8-tp4-ep4.json").is_file(), "killed outside PP4's search"
+    assert not (run / "slo" / "pp4-tp8-ep4.json").exists(), "PP4's search ended before the kill"
+    resumed = sweep(pytester, folder, reports, "--ppsweep-resume", run)
+    assert resumed.ret == 0, resumed.stdout.str()[-4000:]
+    assert probes(run, "pp8-tp4-ep4") == pp8  # a finished search is not repeated
+    after = probes(run, "pp4-tp8-ep4")
+    assert after[:len(pp4)] == pp4 and len(after) > len(pp4)  # kept, then finished
+    assert [r["probe"] for r in after] == [str(k) for k in range(1, len(after) + 1)]
+    assert json.loads((run / "slo" / "pp4-tp8-ep4.json").read_text())["probes"] == sum(
+        r["phase"] == "search" for r in after)
+    log = (run / "progress.log").read_text()
+    assert log.count("pp8-tp4-ep4: booting on") == 1, "PP8 booted again"
+    assert f"pp4-tp8-ep4: SLO search resumed: {len(pp4)} probe(s) kept" in log
+
+    toml = folder / "ppsweep.toml"
+    toml.write_text(toml.read_text().replace(
+        "pp = 8\ntp = 4\n", f'pp = 8\ntp = 4\nenv = {{ PPSWEEP_SIM_PROFILE = '
+        f'"{slower_profile(tmp_path, 4.0)}" }}\n'))
+    result = sweep(pytester, folder, reports, "--ppsweep-compare", "good")
+    out = result.stdout.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, out[-4000:]
+    seen = outcomes(out)
+    assert seen["test_slo_no_regression[pp8-tp4-ep4]"] == "FAILED"
+    assert seen["test_slo_no_regression[pp4-tp8-ep4]"] == "PASSED"
+    assert seen["test_slo[pp8-tp4-ep4]"] == "PASSED"  # the slower server works, carries less
+    assert re.search(r"pp8-tp4-ep4: (highest load within TTFT p50 ≤ 16 s fell at least "
+                     r"[\d.]+ % \(noise [\d.]+ %\): now|no load within TTFT p50 ≤ 16 s any "
+                     r"more \(reference: ≥ )", out), out[-4000:]
+    assert "pp4-tp8-ep4: highest load within TTFT p50 ≤ 16 s fell" not in out

@@ -1,12 +1,15 @@
 """End-to-end sweeps on the real test Slurm (tests/support/slurm.py): the seeds' sweep cut to two
-layouts on four Slurm nodes (one allocation, one step per layout), and the faults: a step
-cancelled mid-round, a task killed, a node set DOWN, Ctrl-C during boot, SIGKILL of pytest then
---ppsweep-resume. After each test there are 0 allocations, 0 steps and 0 tasks (slurm_clean)."""
+layouts on four Slurm nodes (one allocation, one step per layout), preflight through Slurm, and an
+xdist pool of two Slurm clusters driven through the login node over SSH with the comm step and the
+profile window (the faults are in test_slurm_faults.py). After each test there are 0
+allocations, 0 steps and 0 tasks (slurm_clean)."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
+import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -120,3 +123,111 @@ def test_preflight_through_slurm_names_every_node_and_starts_nothing(
     sweep = load(toml)
     problems = check_pyxis(replace(sweep.clusters["slurm"], container_image="nvcr.io#x/y:1"))
     assert problems and "expected srun with Pyxis" in problems[0], problems
+
+
+LOGIN_MATRIX = """
+[sweep]
+name = "slurmlogin"
+model_path = "{model}"
+cluster = "{cluster}"
+ep_cap = 4
+boot_timeout_s = 90
+spread_rule = "warn"
+
+[server]
+chunked_prefill_size = 8192
+disable_radix_cache = true
+
+[[configs]]
+pp = 2
+tp = 8
+
+[[configs]]
+pp = 4
+tp = 4
+
+[workload]
+input_len = 1024
+output_len = 1
+concurrency = [4]
+num_requests = 4
+repeats = 1
+vocab_size = 1000
+"""
+COMM_PROFILE = """
+[comm]
+max_size = "256K"
+warmup_iters = 1
+iters = 2
+timeout_s = 30
+
+[profile]
+concurrency = 4
+timeout_s = 10
+output_dir = "{on_nodes}"
+"""
+
+
+def login_folder(tmp_path: Path, cluster: TestSlurm, names: tuple[str, ...],
+                 tables: str = "") -> Path:
+    """The two-layout sweep on 2-node Slurm clusters ``names`` whose Slurm commands run on the
+    login node over SSH."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    text = LOGIN_MATRIX.format(model=model, cluster=names[0]) + tables
+    for name in names:
+        state = tmp_path / f"simstate-{name}"
+        state.mkdir()
+        text += slurm_cluster_toml(name, state, nodes=2, extra=cluster.login_toml())
+    return sweep_folder(tmp_path / "sweep", text)
+
+
+def run_without_slurm_conf(folder: Path, reports: Path, *args: str) -> str:
+    """pytest on ``folder`` with this host's SLURM_CONF hidden: only the login node is a Slurm
+    client for it; its output, after asserting it passed."""
+    env = {k: v for k, v in os.environ.items() if k != "SLURM_CONF"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", str(folder), "-v", "-p", "no:cacheprovider",
+         "--ppsweep-reports", str(reports), *args],
+        capture_output=True, text=True, timeout=300, cwd=folder, env=env,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    return out
+
+
+def test_two_slurm_clusters_over_the_login_node_with_comm_step_and_profile_window(
+    slurm_clean: TestSlurm, tmp_path: Path
+) -> None:
+    """One run, the xdist pool of two Slurm clusters of 2 nodes each (two allocations of the one
+    partition, disjoint nodes; one worker each), every Slurm command on the login node over SSH
+    (this host's SLURM_CONF hidden), each layout with the comm step on its TP domains (one-node
+    steps) and the profile window (each rank's trace written on its node, read back through a
+    step)."""
+    on_nodes = tmp_path / "on-the-nodes"
+    folder = login_folder(tmp_path, slurm_clean, ("a", "b"), COMM_PROFILE.format(
+        on_nodes=on_nodes))
+    reports = tmp_path / "reports"
+    out = run_without_slurm_conf(folder, reports, "--ppsweep-cluster", "a,b", "-n", "2")
+    run = run_dir(reports)
+    layouts = {"pp2-tp8-ep4", "pp4-tp4-ep4"}
+    assert {r["config_id"] for r in rows(run / "results.csv")} == layouts, out[-6000:]
+    # each layout ran on its own cluster's nodes: the two allocations shared no node
+    used = {cid: {r["node"] for r in rows(run / "gpu" / cid / "healthy.csv")} for cid in layouts}
+    assert all(len(nodes) == 2 for nodes in used.values()), used
+    assert not used["pp2-tp8-ep4"] & used["pp4-tp4-ep4"], used
+    # the comm step: every size of every layout once
+    comm = rows(run / "comm.csv")
+    assert {r["config_id"] for r in comm} == layouts, out[-6000:]
+    for cid in layouts:
+        sizes = [r["size_bytes"] for r in comm if r["config_id"] == cid]
+        assert sizes and len(set(sizes)) == len(sizes), (cid, sizes)
+    # the profile window: written on the nodes (not into the run folder), then read back
+    for cid in layouts:
+        body = json.loads((run / "profile" / cid / "request.json").read_text())
+        assert body["output_dir"] == f"{on_nodes}/{run.name}/{cid}"
+        traces = sorted((run / "profile" / cid).glob("*.trace.json.gz"))
+        assert len(traces) == 16, (cid, traces)
+    leaked = [p for p in run.rglob("*") if p.is_file() and SECRET_TOKEN.encode() in p.read_bytes()]
+    assert not leaked, leaked

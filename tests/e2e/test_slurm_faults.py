@@ -57,15 +57,15 @@ vocab_size = 1000
 """
 
 
-def make_folder(tmp_path: Path, configs: str = "") -> Path:
+def make_folder(tmp_path: Path, configs: str = "", extra: str = "") -> Path:
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
     state = tmp_path / "simstate"
     state.mkdir()
     text = MATRIX.format(model=model, requests=300).replace("[workload]", configs + "[workload]")
-    return sweep_folder(tmp_path / "sweep",
-                        text + slurm_cluster_toml("slurm", state, nodes=2, scale=1000))
+    return sweep_folder(tmp_path / "sweep", text + slurm_cluster_toml(
+        "slurm", state, nodes=2, scale=1000, extra=extra))
 
 
 @pytest.fixture
@@ -215,7 +215,7 @@ def test_sigkill_of_pytest_then_resume(
             os.killpg(proc.pid, signal.SIGKILL)
     # the killed run left its allocation (named after it) on the cluster
     jobs = slurm("squeue", "--noheader", "--format", "%j").split()
-    assert f"ppsweep-{run.name}" in jobs, jobs
+    assert f"ppsweep-{run.name}+slurm" in jobs, jobs
     done_before = {(r["config_id"], r["repeat"]) for r in rows(run)}
     resumed = start(folder, reports, "--ppsweep-resume", str(run))
     out = finish(resumed, 240)
@@ -223,3 +223,32 @@ def test_sigkill_of_pytest_then_resume(
     after = [(r["config_id"], r["repeat"]) for r in rows(run)]
     assert len(after) == len(set(after)) == 4, after  # every round once: 2 layouts x 2 repeats
     assert done_before <= set(after)
+
+
+def test_sigterm_while_salloc_waits_withdraws_the_request(
+    slurm_clean: TestSlurm, tmp_path: Path
+) -> None:
+    """Every node is held by another job, so the run's salloc (on the login node over SSH)
+    stays pending; a SIGTERM to pytest alone (not its group: salloc is not told) must withdraw
+    the request before pytest exits, not leave it to be granted later or to the next reaper."""
+    folder = make_folder(tmp_path, extra=slurm_clean.login_toml())
+    got = subprocess.run(["salloc", "--no-shell", "--nodes", str(len(slurm_clean.nodes)),
+                          "--job-name", "holds-every-node"],
+                         capture_output=True, text=True, check=True, timeout=60)
+    held = got.stderr.split("Granted job allocation ")[1].split()[0]
+    proc = start(folder, tmp_path / "reports")
+    try:
+        wait_until(lambda: any(line.startswith("ppsweep-") and line.endswith(" PENDING")
+                               for line in slurm("squeue", "--noheader", "--format",
+                                                 "%j %T").splitlines()),
+                   60, "the run's allocation request, pending")
+        os.kill(proc.pid, signal.SIGTERM)
+        out = finish(proc, 90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        ours = slurm("squeue", "--noheader", "--format", "%j %T")
+        subprocess.run(["scancel", held], check=False, timeout=60)
+    assert proc.returncode != 0, out[-4000:]
+    # nothing of the run is queued: the request was withdrawn before pytest exited
+    assert "ppsweep-" not in ours, ours

@@ -16,7 +16,7 @@ from support.paths import REPO
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix import MatrixError, load
-from pytest_ppsweep.matrix.model import select
+from pytest_ppsweep.matrix.model import boot_groups, select
 from pytest_ppsweep.pool.scheduling import PoolScheduling
 from pytest_ppsweep.results import confound
 from pytest_ppsweep.session.collection import points_from_ids
@@ -210,12 +210,20 @@ def test_workload_name_is_checked(tmp_path: Path) -> None:
 def test_xdist_pool_and_selection_find_axis_ids() -> None:
     sweep = load(MATRIX / "a2a.toml")
     fake = SimpleNamespace(_sweep=sweep, _known=sorted((c.id for c in sweep.configs),
-                                                       key=len, reverse=True))
+                                                       key=len, reverse=True),
+                           _unit=boot_groups(sweep.configs))
     split = PoolScheduling._split_scope
     assert split(fake, "t.py::test_prefill[pp4-tp8-ep8-a2a_deepep-c8]") == (
         "pp4-tp8-ep8-a2a_deepep")
     assert split(fake, "t.py::test_topology[pp8-tp4-ep4]") == "pp8-tp4-ep4"
     assert split(fake, "t.py::test_prefill[pp8-tp4-ep4-c16]") == "pp8-tp4-ep4"
+    # two workloads of one server configuration are one xdist work unit (one boot)
+    two = load(MATRIX / "microbatch.toml")
+    unit = SimpleNamespace(_sweep=two, _known=sorted((c.id for c in two.configs), key=len,
+                                                     reverse=True), _unit=boot_groups(two.configs))
+    assert split(unit, "t.py::test_prefill[pp8-tp4-ep4-mbs1-decode-c8]") == (
+        "pp8-tp4-ep4-mbs1-prefill")
+    assert split(unit, "t.py::test_topology[pp8-tp4-ep4-decode]") == "pp8-tp4-ep4-prefill"
     ids = [c.id for c in sweep.configs]
     points = points_from_ids(["t.py::test_prefill[pp8-tp4-ep4-a2a_flashinfer-c16]",
                               "t.py::test_logs_clean[pp8-tp4-ep4]"], ids)

@@ -171,3 +171,11 @@ def test_exact_selector_never_matches_substring() -> None:
     assert [c.id for c in sweep.configs if c.matches("pp16")] == ["pp16-tp2-ep2"]
     assert [c.id for c in sweep.configs if c.matches("pp8-tp4")] == ["pp8-tp4-ep4"]
     assert not [c for c in sweep.configs if c.matches("pp")]
+
+
+def test_health_stall_has_a_default_a_value_and_a_bound(tmp_path: Path) -> None:
+    assert load(SEED).health_stall_s == 30.0
+    path = seed_with(tmp_path, "boot_timeout_s", "health_stall_s = 12\nboot_timeout_s")
+    assert load(path).health_stall_s == 12.0
+    bad = seed_with(tmp_path, "boot_timeout_s", "health_stall_s = 0\nboot_timeout_s")
+    refused(bad, re.escape("'sweep.health_stall_s'"), r"expected a value ≥ 0.1", r"found")

@@ -39,6 +39,17 @@ def test_position_and_eta_from_what_was_measured() -> None:
     assert sweep.position("other") == "" and sweep.describe("other") == ""
 
 
+def test_workloads_sharing_a_boot_count_one_boot() -> None:
+    clock = _Clock()
+    groups = {"pp1-prefill": "pp1-prefill", "pp1-decode": "pp1-prefill", "pp2-prefill":
+              "pp2-prefill", "pp2-decode": "pp2-prefill"}
+    sweep = SweepClock(dict.fromkeys(groups, 2), clock, groups=groups)
+    sweep.boot_done("pp1-prefill", 100.0)
+    sweep.round_done("pp1-prefill", 10.0)
+    # pp1's decode runs on pp1's boot: one boot left (pp2's), 7 rounds
+    assert sweep.eta_s() == pytest.approx(100.0 + 7 * 10.0)
+
+
 @pytest.mark.parametrize(("seconds", "shown"), [(12.4, "12 s"), (600, "10 min"),
                                                  (9000, "2.5 h")])
 def test_duration(seconds: float, shown: str) -> None:

@@ -8,17 +8,31 @@ Boots take 20-45 s each on 2 cores, so each test boots few layouts with a small 
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.real import marked_processes, messages, node_processes, outcomes
+from support.paths import ACCEPTANCE
+from support.real import (
+    READINESS_WORKAROUND,
+    Provisioned,
+    marked_processes,
+    messages,
+    node_processes,
+    outcomes,
+    sweep_toml,
+)
 from support.runs import rows, run_dir
 
 pytestmark = pytest.mark.slow
@@ -29,21 +43,19 @@ pp = 2
 tp = 2
 """
 
-# EP2 first (fails at boot: the CPU MoE path cannot take EP's -1 expert ids), then PP4 (one of
-# its ranks is killed during the benchmark), then TP4 (must still pass: the sweep goes on).
+# PP4 first (one of its ranks is killed during the benchmark), then EP2 (fails at boot: the CPU
+# MoE path cannot take EP's -1 expert ids): the sweep goes on after a dead layout, and a boot
+# failure fails only its own layout. (That a layout after a boot failure still passes is shown on
+# the emulator, tests/e2e/test_sweep_e2e.py: a third real boot costs a minute of CI.)
 FAILURES = """
-[[configs]]
-pp = 2
-tp = 2
-ep = 2
-
 [[configs]]
 pp = 4
 tp = 1
 
 [[configs]]
-pp = 1
-tp = 4
+pp = 2
+tp = 2
+ep = 2
 """
 
 
@@ -64,14 +76,62 @@ def _pytest_argv(folder: Path, reports: Path, junit: Path) -> list[str]:
             "-p", "no:cacheprovider"]  # fmt: skip
 
 
-def test_real_sweep_boots_measures_scans_and_tears_down(
-    pytester: pytest.Pytester, real_sweep_dir: Callable[..., Path], tmp_path: Path, mark: str
-) -> None:
-    folder = real_sweep_dir(configs=PP2_TP2, baseline="pp2", repeats=2, slo=SLO)
-    reports, junit = tmp_path / "reports", tmp_path / "junit.xml"
-    result = pytester.runpytest_subprocess(*_pytest_argv(folder, reports, junit), timeout=600)
+# The profile window on the same boot (issue 16's real check, sharing this run's boot): the extra
+# round is wrapped by SGLang's real /start_profile and /stop_profile, and every rank's
+# torch-profiler trace comes back into profile/<layout>/.
+PROFILE = """
+[profile]
+activities = ["CPU"]
+num_steps = 2
+num_requests = 4
+concurrency = 2
+timeout_s = 120
+"""
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """The one real PP2/TP2 run that test_real_sweep_* and test_real_profile_* read."""
+
+    out: str
+    seen: dict[str, str]
+    run: Path
+    left: list[tuple[int, str]]  # marked processes found after pytest exited
+
+
+@pytest.fixture(scope="module")
+def pp2_run(sglang_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
+        SweepRun]:
+    """One boot of PP2/TP2 with the benchmark (C=2 and 4, 2 repeats), the SLO search and the
+    profile window: one real boot serves the three checks (a real boot costs 20-45 s)."""
+    base = tmp_path_factory.mktemp("real-pp2")
+    mark = uuid.uuid4().hex[:12]
+    folder = base / "matrix"
+    folder.mkdir()
+    text = sweep_toml(sglang_cpu, port=42800, dist_port=42900, mark=mark, configs=PP2_TP2,
+                      baseline="pp2", repeats=2, slo=SLO)
+    (folder / "ppsweep.toml").write_text(text.replace("127.0.6.", "127.0.43.") + PROFILE)
+    (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
+    (folder / "conftest.py").write_text(READINESS_WORKAROUND)
+    reports, junit = base / "reports", base / "junit.xml"
+    done = subprocess.run([sys.executable, "-m", "pytest", *_pytest_argv(folder, reports, junit)],
+                          cwd=base, capture_output=True, text=True, timeout=600, check=False)
+    try:
+        left = marked_processes(mark)
+        yield SweepRun(done.stdout + done.stderr, outcomes(junit), run_dir(reports), left)
+    finally:
+        deadline = time.monotonic() + 2
+        while (left := marked_processes(mark)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for pid, _cmd in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not left, f"SGLang processes left running: {left}"
+
+
+def test_real_sweep_boots_measures_scans_and_tears_down(pp2_run: SweepRun) -> None:
     cid = "pp2-tp2-ep1"
-    seen = outcomes(junit)
+    seen, run = pp2_run.seen, pp2_run.run
     assert seen == {
         f"test_topology[{cid}]": "passed",
         f"test_prefill[{cid}-c2]": "passed",
@@ -81,8 +141,8 @@ def test_real_sweep_boots_measures_scans_and_tears_down(
         f"test_valid[{cid}-c4]": "passed",
         f"test_logs_clean[{cid}]": "passed",
         f"test_gpu_memory[{cid}]": "skipped",  # nvidia_smi = []: a cluster without GPUs
-    }, result.stdout.str()[-8000:]  # no test_no_regression: not collected without a reference
-    run = run_dir(reports)
+        f"test_profile[{cid}]": "passed",
+    }, pp2_run.out[-8000:]  # no test_no_regression: not collected without a reference
 
     # Topology from the real /server_info, with the effective micro-batch size.
     info = json.loads((run / "metadata" / f"{cid}.server_info.json").read_text())
@@ -137,7 +197,40 @@ def test_real_sweep_boots_measures_scans_and_tears_down(
     progress = (run / "progress.log").read_text()
     assert progress.count(f"{cid}: booting on 4 nodes of cpu") == 1
     assert f"{cid}: healthy after" in progress
-    assert not marked_processes(mark)  # teardown left nothing (also checked by the fixture)
+    assert not pp2_run.left  # teardown left nothing before pytest exited
+
+
+def test_real_profile_window_traces_every_rank(pp2_run: SweepRun) -> None:
+    cid, run = "pp2-tp2-ep1", pp2_run.run
+    assert pp2_run.seen.get(f"test_profile[{cid}]") == "passed", pp2_run.out[-8000:]
+
+    # The real ProfileReq that was sent, and SGLang's own log lines about it.
+    body = json.loads((run / "profile" / cid / "request.json").read_text())
+    assert body["activities"] == ["CPU"] and body["num_steps"] == 2
+    assert body["profile_prefix"] == cid and body["output_dir"] == str(run / "profile" / cid)
+    log0 = (run / "service" / cid / "node0.log").read_text(errors="replace")
+    assert "Profiling starts. Traces will be saved to:" in log0
+
+    # One trace per rank (TP-t-PP-p), written by SGLang's profiler, each with gloo collectives.
+    traces = sorted(p.name for p in (run / "profile" / cid).glob("*.trace.json.gz"))
+    assert [re.search(r"TP-\d-PP-\d", t).group(0) for t in traces] == [  # type: ignore[union-attr]
+        "TP-0-PP-0", "TP-0-PP-1", "TP-1-PP-0", "TP-1-PP-1"
+    ]
+    attribution = json.loads((run / "profile" / cid / "attribution.json").read_text())
+    assert len(attribution["per_rank"]) == 4 and len(attribution["stable"]) == 4
+    for rank in attribution["per_rank"]:
+        assert rank["source"] == "cpu"
+        assert rank["calls"].get("all_reduce", 0) > 0, rank  # the TP group's gloo all-reduce
+        assert rank["calls"].get("send_recv", 0) > 0, rank  # the PP hand-off
+        assert rank["cumulative_ms"]["all_reduce"] > 0 and rank["window_ms"] > 0
+
+    # The profile round is kept out of the medians: results.csv holds the benchmark only.
+    assert sorted((r["concurrency"], r["repeat"]) for r in rows(run / "results.csv")) == [
+        ("2", "1"), ("2", "2"), ("4", "1"), ("4", "2")]
+    with (run / "profile.csv").open() as fh:
+        table = {r["kind"]: r for r in csv.DictReader(fh) if r["config_id"] == cid}
+    assert float(table["all_reduce"]["calls"]) > 0 and float(table["send_recv"]["calls"]) > 0
+    assert "Where the time goes" in (run / "report.html").read_text()
 
 
 def _kill_node_during_benchmark(
@@ -169,7 +262,7 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
 ) -> None:
     folder = real_sweep_dir(
         configs=FAILURES,
-        baseline="pp1",
+        baseline="pp4",
         concurrency=[2],
         repeats=1,
         num_requests=24,
@@ -196,24 +289,7 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     run = run_dir(reports)
     configs = {r["config_id"]: r for r in rows(run / "configs.csv")}
 
-    # 1. EP2 on the MoE model: a real boot failure, every test of the layout fails with the
-    #    real Traceback lines; the layout was booted once.
-    ep2 = "pp2-tp2-ep2"
-    assert {t: o for t, o in seen.items() if ep2 in t} == {
-        f"test_topology[{ep2}]": "error",
-        f"test_prefill[{ep2}-c2]": "error",
-        f"test_valid[{ep2}-c2]": "error",
-        f"test_logs_clean[{ep2}]": "error",
-        f"test_gpu_memory[{ep2}]": "error",
-    }, text[-8000:]  # no test_no_regression: not collected without --ppsweep-compare
-    msg = why[f"test_topology[{ep2}]"]
-    assert f"{ep2}: boot failed" in msg
-    assert "Traceback (most recent call last)" in msg
-    assert "index -1 is out of bounds" in msg or "moe_forward_native" in msg, msg[-4000:]
-    assert configs[ep2]["boot_ok"] == "False" and configs[ep2]["boot_error"]
-    assert (run / "progress.log").read_text().count(f"{ep2}: booting on") == 1
-
-    # 2. PP4 with node 2's scheduler killed mid-benchmark: the liveness watch sees the rank
+    # 1. PP4 with node 2's scheduler killed mid-benchmark: the liveness watch sees the rank
     #    die, the round is cut at once (rank 0 would hang until its 300 s watchdog) and every
     #    later test of the layout fails with the same cause, naming node 2.
     pp4 = "pp4-tp1-ep1"
@@ -238,15 +314,23 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     raw = (run / "raw" / pp4 / "c2-r1.jsonl").read_text().splitlines()
     assert 1 <= len(raw) <= 24, raw  # the rest were cut, or refused once node 0 went down
 
-    # 3. The sweep went on: TP4 booted after both failures and passed.
-    tp4 = "pp1-tp4-ep1"
-    assert {t: o for t, o in seen.items() if tp4 in t} == {
-        f"test_topology[{tp4}]": "passed",
-        f"test_prefill[{tp4}-c2]": "passed",
-        f"test_valid[{tp4}-c2]": "passed",
-        f"test_logs_clean[{tp4}]": "passed",
-        f"test_gpu_memory[{tp4}]": "skipped",
-    }, text[-8000:]
-    tp4_rows = [r for r in result if r["config_id"] == tp4]
-    assert [(r["completed"], r["failed"]) for r in tp4_rows] == [("24", "0")]
+    # 2. The sweep went on to EP2 on the MoE model: a real boot failure, every test of the layout
+    #    fails with the real Traceback lines; the layout was booted once, after PP4's teardown.
+    ep2 = "pp2-tp2-ep2"
+    assert {t: o for t, o in seen.items() if ep2 in t} == {
+        f"test_topology[{ep2}]": "error",
+        f"test_prefill[{ep2}-c2]": "error",
+        f"test_valid[{ep2}-c2]": "error",
+        f"test_logs_clean[{ep2}]": "error",
+        f"test_gpu_memory[{ep2}]": "error",
+    }, text[-8000:]  # no test_no_regression: not collected without --ppsweep-compare
+    msg = why[f"test_topology[{ep2}]"]
+    assert f"{ep2}: boot failed" in msg
+    assert "Traceback (most recent call last)" in msg
+    assert "index -1 is out of bounds" in msg or "moe_forward_native" in msg, msg[-4000:]
+    assert configs[ep2]["boot_ok"] == "False" and configs[ep2]["boot_error"]
+    assert (run / "progress.log").read_text().count(f"{ep2}: booting on") == 1
+
+    progress = (run / "progress.log").read_text()
+    assert progress.index(f"{ep2}: booting on") > progress.index(f"{pp4}: booting on")
     assert not marked_processes(mark)

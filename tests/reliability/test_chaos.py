@@ -6,8 +6,8 @@ benchmarks/bench_chaos.py runs the whole matrix).
 Each cell: the expected verdict, the fault's evidence in the failure, nothing of the run left on
 this machine after teardown. Loopback 127.0.46.1-2 (emulator) and 127.0.46.21-22 (SGLang),
 ports 44000-44299. The faults that do not end a layout share one boot with a layout-ending one,
-so the emulator needs ten boots (about 0.5 s each, but the SIGSTOP waits for the 30 s health
-stall).
+so the emulator needs ten boots (about 0.5 s each, but the SIGSTOP waits for the sweep's 10 s
+health stall).
 """
 
 from __future__ import annotations

@@ -337,12 +337,15 @@ def test_node_info_and_preflight_ask_the_shim_with_the_clusters_emulator_env(
 def test_only_the_first_round_of_a_boot_is_warmed_up(tmp_path: Path) -> None:
     sweep = sweep_with(tmp_path, "[]")
     run = SweepRun(sweep, [sweep.cluster("local")], RunStore(tmp_path / "reports", "r"))
-    boot = lambda token: cast(  # noqa: E731
-        Booted, SimpleNamespace(service=SimpleNamespace(boot_token=token))
+    boot = lambda token, workload="": cast(  # noqa: E731
+        Booted, SimpleNamespace(service=SimpleNamespace(boot_token=token),
+                                config=SimpleNamespace(workload=workload))
     )
     first, rebooted = boot("a"), boot("b")
     warm_up = run.rounds.warm_up
     assert [warm_up(first), warm_up(first), warm_up(rebooted)] == [True, False, True]
+    # a second workload on the same boot (one boot per server configuration) warms up once
+    assert [warm_up(boot("a", "decode")), warm_up(boot("a", "decode"))] == [True, False]
 
 
 def test_the_prompts_are_made_while_the_first_layout_boots(tmp_path: Path) -> None:

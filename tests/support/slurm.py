@@ -26,19 +26,29 @@ LOCK = Path("/tmp/ppsweep-slurm.lock")
 
 @dataclass(frozen=True)
 class TestSlurm:
-    """The provisioned cluster: its slurm.conf and nodes (name, address)."""
+    """The provisioned cluster: its slurm.conf and nodes (name, address), and its login node
+    (an sshd in the first node's namespace: address, client key, known_hosts)."""
 
     __test__ = False
 
     conf: Path
     nodes: tuple[tuple[str, str], ...]
+    login: str = ""
+    ssh_key: str = ""
+    known_hosts: str = ""
 
     @classmethod
     def load(cls, root: Path = ROOT) -> TestSlurm:
         env = dict(line.split("=", 1) for line in (root / "slurm.env").read_text().splitlines()
                    if "=" in line)
         pairs = tuple(tuple(p.split("=", 1)) for p in env["NODES"].split(","))
-        return cls(Path(env["SLURM_CONF"]), pairs)  # type: ignore[arg-type]
+        return cls(Path(env["SLURM_CONF"]), pairs,  # type: ignore[arg-type]
+                   env.get("LOGIN", ""), env.get("SSH_KEY", ""), env.get("KNOWN_HOSTS", ""))
+
+    def login_toml(self) -> str:
+        """The cluster-table lines that run the Slurm commands on the login node over SSH."""
+        return "\n".join([f'login = "{self.login}"', 'ssh_user = "root"',
+                          f'ssh_key = "{self.ssh_key}"', f'known_hosts = "{self.known_hosts}"'])
 
     def netns_inodes(self) -> set[int]:
         return {os.stat(f"/run/netns/{name}").st_ino for name, _ in self.nodes}

@@ -1,0 +1,158 @@
+"""One boot per server configuration: the points that differ only in their workload
+(``matrix.model.server_key``) run on one boot of their layout, one workload after the other,
+and it is torn down once, after the last of them.
+
+The boot is made by the first point of its server configuration that needs it (the *boot id*;
+its service, logs, phases and boot time are under that point's id). Each later point of the
+same server configuration *joins* it: its configs.csv row says so (``boot_of``, no boot time of
+its own, so neither cluster time nor boot time is counted twice), its manifest is written as
+for a boot of its own (reuse and resume compare it the same way), and at teardown it gets the
+boot's log scan and memory facts. A failed boot fails every point of its server configuration
+without booting again. A point asks for its boot (:meth:`Boots.acquire`) and says when its
+tests are done (:meth:`Boots.release`); the boot stops when no point that still expects it
+(:meth:`Boots.expect`, this process's selected points) is left, before a boot of another
+server configuration, or at :meth:`Boots.close`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.matrix.model import Config, server_key
+from pytest_ppsweep.measure.configrow import ConfigRow
+from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.lifecycle import Lifecycle
+from pytest_ppsweep.service.readiness import BootFailed
+
+__all__ = ["Boots"]
+
+# The facts of a boot that every point measured on it shares (copied from the boot id's row).
+_AT_BOOT = ("boot_ok", "topology_ok", "pp_max_micro_batch_size", "cluster")
+_AT_TEARDOWN = ("log_clean", "log_findings", "mem_peak_mib", "mem_total_mib",
+                "mem_headroom_mib", "mem_worst_node", "mem_worst_gpu")
+
+
+@dataclass
+class _Up:
+    """The boot of one server configuration and the points measured on it so far."""
+
+    key: str
+    boot_id: str
+    booted: Booted | None
+    failure: BootFailed | None = None
+    points: list[str] = field(default_factory=list)
+
+
+class Boots:
+    """The boot this process holds, shared by the points of its server configuration."""
+
+    def __init__(self, lifecycle: Lifecycle, store: RunStore,
+                 progress: Callable[[str], None]) -> None:
+        self.lifecycle = lifecycle
+        self.store = store
+        self.progress = progress
+        self.current: _Up | None = None
+        # server key → the points still expected to run on its boot in this process
+        self._pending: dict[str, set[str]] = {}
+        self.count = 0  # boots made by this process (failed ones too)
+
+    def expect(self, configs: Iterable[Config]) -> None:
+        """The points this process will measure (each one's tests ask for its boot): a server
+        configuration's boot stays up until the last of its points is released."""
+        self._pending = {}
+        for config in configs:
+            self._pending.setdefault(server_key(config), set()).add(config.id)
+
+    def acquire(self, config: Config) -> Booted:
+        """The boot ``config`` is measured on: the one up for its server configuration, else a
+        new one (the boot of another server configuration is torn down first). Raises
+        :class:`BootFailed` when its server configuration's boot failed."""
+        key = server_key(config)
+        up = self.current
+        if up is not None and (up.key != key or (up.booted is not None and (
+                up.boot_id not in self.lifecycle.up or up.booted.dead is not None))):
+            # another server configuration, stopped already (test_comm), or a rank died: the
+            # next workload gets a boot of its own
+            self._end(up)
+            up = None
+        if up is None:
+            self.count += 1
+            try:
+                booted = self.lifecycle.boot(config)
+            except BootFailed as exc:
+                self.current = _Up(key, config.id, None, exc, [config.id])
+                raise
+            self.current = _Up(key, config.id, booted, points=[config.id])
+            ConfigRow(self.store, config.id).boot_of(config.id)
+            return booted
+        if config.id not in up.points:
+            up.points.append(config.id)
+            self._join(config, up)
+        if up.failure is not None:
+            raise up.failure
+        assert up.booted is not None
+        return up.booted.for_point(config)
+
+    def release(self, config: Config) -> None:
+        """``config``'s tests on its boot are done: the boot stops when no other point of its
+        server configuration is still expected."""
+        key = server_key(config)
+        left = self._pending.get(key, set())
+        left.discard(config.id)
+        up = self.current
+        if up is not None and up.key == key and not left:
+            self._end(up)
+
+    def close(self) -> None:
+        """The end of the session: the boot still up (if any) is torn down."""
+        if self.current is not None:
+            self._end(self.current)
+
+    def _join(self, config: Config, up: _Up) -> None:
+        """``config`` runs on ``up``'s boot: its row and manifest, and a progress line that
+        names the boot."""
+        row = ConfigRow(self.store, config.id)
+        row.planned(config)
+        row.boot_of(up.boot_id)
+        if up.failure is not None:
+            row.boot_failed(None, f"boot of {up.boot_id} (same server configuration) failed: "
+                                  f"{up.failure.reason}")
+            self.progress(f"{config.id}: not booted again: the boot of {up.boot_id} (same "
+                          "server configuration) failed")
+            return
+        assert up.booted is not None
+        cluster = up.booted.cluster
+        manifest.write(self.store.dir, config.id, manifest.build(
+            self.lifecycle.sweep, cluster, config))
+        self._copy(up.boot_id, config.id, _AT_BOOT)
+        self.progress(f"{config.id}: runs on the boot of {up.boot_id} (same server "
+                      f"configuration {key_name(up.key)}; no new boot)")
+
+    def _end(self, up: _Up) -> None:
+        """Tear ``up`` down once; every point measured on it gets the boot's log scan and
+        memory facts."""
+        self.current = None
+        if up.booted is None:
+            return
+        self.lifecycle.teardown(up.booted)  # a no-op when test_comm stopped it already
+        for cid in up.points[1:]:
+            self._copy(up.boot_id, cid, _AT_TEARDOWN)
+            self.lifecycle.held(cid, time.monotonic())  # its tests' time on the boot
+            # its own phases (rounds, …; no launch, boot or teardown: those are the boot's)
+            self.store.update_json("metadata/phases.json",
+                                   **{cid: self.lifecycle.phases.row(cid)})
+
+    def _copy(self, source: str, target: str, keys: tuple[str, ...]) -> None:
+        row = self.store.config_rows().get(source, {})
+        facts = {k: row[k] for k in keys if row.get(k, "") != ""}
+        if facts:
+            self.store.update_config(target, **facts)
+
+
+def key_name(key: str) -> str:
+    """The readable part of a server key (the point id without its workload)."""
+    return key.split("#", 1)[0]

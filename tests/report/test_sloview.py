@@ -1,0 +1,26 @@
+"""The terminal's SLO block (report/sloview.py via report/summary.py): the searches and the
+front, never the answers again; those are the Answers block's, also for a run that searched
+only (``-k slo``: no results.csv, no sweep summary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from support.slo import searched
+
+from pytest_ppsweep.report.summary import render
+
+
+def test_an_slo_answer_is_printed_once_in_the_answers_block(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    searched(run, "pp8-tp4-ep4", 0.45, 0.6)
+    searched(run, "pp4-tp8-ep4", 0.2, 0.3)
+    lines = render(run).terminal
+    text = "\n".join(lines)
+    answers, searches = lines.index("Answers"), lines.index(
+        "SLO searches (highest load within TTFT p50 ≤ 5 s):")
+    assert answers < searches and "Answers (SLO)" not in text
+    flat = " ".join(text.split())
+    said = "pp8-tp4-ep4 carries the most load within TTFT p50 ≤ 5 s: ≥ 0.45 req/s and < 0.6 req/s"
+    assert flat.count(said) == 1 and said in " ".join(" ".join(lines[:searches]).split())
+    assert "  pp4-tp8-ep4: ≥ 0.2 req/s and < 0.3 req/s" in lines[searches:]

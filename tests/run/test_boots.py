@@ -1,0 +1,114 @@
+"""run/boots.py without processes: the points of one server configuration share one boot
+(booted once, torn down once after the last expected point), a failed boot fails them all
+without booting again, and another server configuration tears the previous boot down first.
+The lifecycle is a recording stand-in; the run folder is real."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from pytest_ppsweep.matrix.model import Config, Sweep
+from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.measure.configrow import ConfigRow
+from pytest_ppsweep.measure.phases import PhaseClock
+from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.boots import Boots
+from pytest_ppsweep.run.lifecycle import Lifecycle
+from pytest_ppsweep.service.readiness import BootFailed
+
+MICROBATCH = Path(__file__).resolve().parents[2] / "test_matrix" / "microbatch.toml"
+
+
+class _Lifecycle:
+    """What Boots asks of Lifecycle: boot, teardown, up, held, phases, sweep."""
+
+    def __init__(self, sweep: Sweep, store: RunStore, fail: bool = False) -> None:
+        self.sweep, self.store, self.fail = sweep, store, fail
+        self.phases = PhaseClock()
+        self.up: dict[str, Any] = {}
+        self.calls: list[str] = []
+
+    def boot(self, config: Config) -> Booted:
+        self.calls.append(f"boot {config.id}")
+        if self.fail:
+            raise BootFailed(f"{config.id}: boot failed: OOM", reason="OOM")
+        ConfigRow(self.store, config.id).booted(12.0, 4)
+        ConfigRow(self.store, config.id).topology(True)
+        service = SimpleNamespace(config=config, dead=None)
+        booted = Booted(cast(Any, service), self.sweep.cluster("local"), {}, cast(Any, None))
+        self.up[config.id] = booted
+        return booted
+
+    def teardown(self, booted: Booted) -> None:
+        self.calls.append(f"teardown {booted.boot_id}")
+        self.up.pop(booted.boot_id, None)
+        ConfigRow(self.store, booted.boot_id).logs(0)
+
+    def held(self, config_id: str, started: float) -> None:
+        pass
+
+
+@pytest.fixture
+def sweep() -> Sweep:
+    return load(MICROBATCH, None)
+
+
+def _boots(sweep: Sweep, tmp_path: Path, fail: bool = False) -> tuple[Boots, _Lifecycle]:
+    store = RunStore(tmp_path / "reports", "r")
+    life = _Lifecycle(sweep, store, fail)
+    return Boots(cast(Lifecycle, life), store, lambda _m: None), life
+
+
+def test_one_boot_for_both_workloads(sweep: Sweep, tmp_path: Path) -> None:
+    boots, life = _boots(sweep, tmp_path)
+    prefill, decode = sweep.config("pp8-tp4-ep4-prefill"), sweep.config("pp8-tp4-ep4-decode")
+    capped = sweep.config("pp8-tp4-ep4-mbs1-prefill")
+    boots.expect([prefill, decode, capped])
+    assert boots.acquire(prefill).config is prefill
+    boots.release(prefill)  # the decode is still expected: the boot stays up
+    on = boots.acquire(decode)
+    assert on.config is decode and on.boot_id == prefill.id
+    boots.release(decode)
+    assert life.calls == [f"boot {prefill.id}", f"teardown {prefill.id}"]
+    rows = boots.store.config_rows()
+    assert rows[decode.id]["boot_of"] == prefill.id and rows[decode.id]["boot_s"] == ""
+    assert rows[decode.id]["topology_ok"] == rows[decode.id]["log_clean"] == "True"
+    boots.acquire(capped)  # another axis value: a boot of its own
+    boots.close()
+    assert life.calls[2:] == [f"boot {capped.id}", f"teardown {capped.id}"]
+
+
+def test_another_server_configuration_tears_the_boot_down_first(
+    sweep: Sweep, tmp_path: Path
+) -> None:
+    boots, life = _boots(sweep, tmp_path)
+    prefill, other = sweep.config("pp8-tp4-ep4-prefill"), sweep.config("pp4-tp8-ep4-prefill")
+    boots.expect([prefill, sweep.config("pp8-tp4-ep4-decode"), other])
+    boots.acquire(prefill)
+    boots.release(prefill)  # its decode was expected but never came (skipped at run time)
+    boots.acquire(other)
+    assert life.calls == [f"boot {prefill.id}", f"teardown {prefill.id}", f"boot {other.id}"]
+
+
+def test_a_failed_boot_fails_every_workload_without_booting_again(
+    sweep: Sweep, tmp_path: Path
+) -> None:
+    boots, life = _boots(sweep, tmp_path, fail=True)
+    prefill, decode = sweep.config("pp4-tp8-ep4-prefill"), sweep.config("pp4-tp8-ep4-decode")
+    boots.expect([prefill, decode])
+    with pytest.raises(BootFailed):
+        boots.acquire(prefill)
+    boots.release(prefill)
+    with pytest.raises(BootFailed, match="OOM"):
+        boots.acquire(decode)
+    boots.release(decode)
+    assert life.calls == [f"boot {prefill.id}"]
+    row = boots.store.config_rows()[decode.id]
+    assert row["boot_ok"] == "False" and row["boot_of"] == prefill.id
+    assert "boot of pp4-tp8-ep4-prefill (same server configuration) failed: OOM" in (
+        row["boot_error"])
