@@ -55,6 +55,16 @@ def test_a2a_per_layout_which_backends_boot_and_their_headroom(
     assert set(layout.ranking) == {"pp8-tp4-ep4", "pp4-tp8-ep4"} and layout.answer == "pp8-tp4-ep4"
     pp8, pp4 = _axis(answers, "pp8-tp4-ep4"), _axis(answers, "pp4-tp8-ep4")
     assert pp8.axis == pp4.axis == "moe_a2a_backend"
+    # per layout, which backends boot (with their headroom) and which do not (none shown)
+    booted = {(a.layout, str(r["value"])): (r["state"], r["headroom_mib"])
+              for a in (pp8, pp4) for r in a.table}
+    assert {k: v[0] for k, v in booted.items()} == {
+        ("pp8-tp4-ep4", "none"): "booted", ("pp8-tp4-ep4", "deepep"): "booted",
+        ("pp8-tp4-ep4", "flashinfer"): "booted", ("pp4-tp8-ep4", "none"): "booted",
+        ("pp4-tp8-ep4", "deepep"): "OOM", ("pp4-tp8-ep4", "flashinfer"): "booted"}
+    for (layout, value), (state, headroom) in booted.items():
+        assert (isinstance(headroom, float) and headroom > 0) == (state == "booted"), (
+            layout, value, headroom)
     fits = _row(pp8, "deepep")
     assert fits["state"] == "booted" and isinstance(fits["headroom_mib"], float)
     assert fits["headroom_mib"] > 0  # DeepEP fits PP8's worst rank
