@@ -10,7 +10,7 @@ the file's (2 %).
 
     python benchmarks/bench_decisions.py [--runs 1] [--no-busy] [--smoke]
 
-``--smoke``: the same code path on PP4 and PP8 only, 16 requests a round, time scale 200.
+``--smoke``: the same code path on PP4 and PP8 only, the file's 40 requests a round, time scale 200.
 
 Its figures must mean something, so the benchmark checks the rounds themselves (README, "Rounds
 long enough to measure"):
@@ -45,7 +45,7 @@ from pytest_ppsweep.sim.model.placement import Layout  # noqa: E402
 from pytest_ppsweep.sim.model.profile import load_profile  # noqa: E402
 from pytest_ppsweep.sim.model.vbench import make_scheduler, run_round  # noqa: E402
 
-SMOKE_REQUESTS = 16
+SMOKE_REQUESTS = 40
 MATRIX = REPO / "test_matrix" / "ppsweep.toml"
 PP8 = "pp8-tp4-ep4"
 MODEL_TOLERANCE = 0.10  # measured / model Input TPS within ±10 %
