@@ -10,13 +10,28 @@ the file's (2 %).
 
     python benchmarks/bench_decisions.py [--runs 1] [--no-busy] [--smoke]
 
-``--smoke``: the same code path on PP4 and PP8 only, 4 requests a round, time scale 1000.
+``--smoke``: the same code path on PP4 and PP8 only, the file's 40 requests a round, time scale 200.
+
+Its figures must mean something, so the benchmark checks the rounds themselves (README, "Rounds
+long enough to measure"):
+- ``shortest round (real ms)``: the emulator's timer is good to ~1 ms (epoll rounds its timeouts
+  to whole milliseconds), so ``MIN_ROUND_MS`` = 50 ms real is the shortest round whose spread
+  the timer alone keeps within 2 %. The earlier smoke (4 requests, time scale 1000) had PP8
+  rounds of ~13 ms: its INVALID spreads were the timer's;
+- ``PP8 Input TPS, measured / model``: the median Input TPS of PP8 at C=8 over the emulator's
+  model in virtual time (sim/model/vbench.py, the same workload, no clock): within
+  ``MODEL_TOLERANCE`` the emulator kept up with real time; far below it, the machine was too
+  busy for the time scale and the run measured the machine, not the layouts (at time scale
+  1000 on a loaded 2-core machine: ~2,000 for the model's ~8,900).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,8 +39,17 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from pytest_ppsweep.sim.model.placement import Layout  # noqa: E402
+from pytest_ppsweep.sim.model.profile import load_profile  # noqa: E402
+from pytest_ppsweep.sim.model.vbench import make_scheduler, run_round  # noqa: E402
+
+SMOKE_REQUESTS = 40
 MATRIX = REPO / "test_matrix" / "ppsweep.toml"
 PP8 = "pp8-tp4-ep4"
+MODEL_TOLERANCE = 0.10  # measured / model Input TPS within ±10 %
+MIN_ROUND_MS = 50.0  # the shortest round (real time) whose 2 % spread a ~1 ms timer can measure
 SLOWER = ("pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp16-tp2-ep2")
 
 
@@ -39,14 +63,26 @@ def _matrix(folder: Path) -> Path:
     return path
 
 
+def model_pp8_tps(num_requests: int) -> float:
+    """The model's Input TPS of PP8 at C=8 on the seeds' workload (virtual time, median of 3
+    seeded rounds)."""
+    profile = load_profile("kimi-k3-6000d")
+    return statistics.median(
+        run_round(make_scheduler(profile, Layout(pp=8, tp=4, ep=4, nnodes=4),
+                                 chunked_prefill_size=8192, seed=seed),
+                  prompt_tokens=16384, output_tokens=1, concurrency=8,
+                  num_requests=num_requests).input_tps
+        for seed in range(3))
+
+
 def one_run(folder: Path, run_id: str, smoke: bool, busy: bool) -> dict[str, object]:
     """One sweep; its exit status, wall time, extra rounds and layout answer."""
     args = [sys.executable, "-m", "pytest", "test_matrix", "-p", "no:cacheprovider", "-q",
             "--ppsweep-matrix", str(_matrix(folder)), "--ppsweep-reports", str(folder),
             "--ppsweep-run-id", run_id]
     if smoke:
-        args += ["--ppsweep-config", "pp4,pp8", "--ppsweep-requests", "4",
-                 "--ppsweep-time-scale", "1000"]
+        args += ["--ppsweep-config", "pp4,pp8", "--ppsweep-requests", str(SMOKE_REQUESTS),
+                 "--ppsweep-time-scale", "200"]
     hog = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None)
     t0 = time.monotonic()
     try:
@@ -60,9 +96,16 @@ def one_run(folder: Path, run_id: str, smoke: bool, busy: bool) -> dict[str, obj
     run_dir = folder / run_id
     answers = json.loads((run_dir / "answers.json").read_text(encoding="utf-8"))["answers"]
     layout = next((a for a in answers if a["kind"] == "layout"), {})
-    extra = sum(line.split(",")[-1].strip() == "True"
-                for line in (run_dir / "results.csv").read_text().splitlines()[1:])
-    return {"ret": done.returncode, "wall": wall, "extra": extra,
+    with (run_dir / "results.csv").open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    extra = sum(r["extra"] == "True" for r in rows)
+    # real milliseconds of the shortest round (duration_s is emulated: scaled by time_scale)
+    shortest = min((float(r["duration_s"]) / float(r["time_scale"] or 1) * 1e3 for r in rows
+                    if r["duration_s"]), default=float("nan"))
+    pp8 = [float(r["input_tps"]) for r in rows
+           if r["config_id"] == PP8 and r["concurrency"] == "8" and r["input_tps"]]
+    return {"ret": done.returncode, "wall": wall, "extra": extra, "shortest_ms": shortest,
+            "pp8_tps": statistics.median(pp8) if pp8 else math.nan,
             "status": layout.get("status"), "answer": layout.get("answer"),
             "rerun": layout.get("rerun"), "tail": done.stdout[-1500:]}
 
@@ -87,6 +130,9 @@ def main() -> int:
                  or (r["status"] == "inconclusive" and bool(r["rerun"])) for r in results)
     slower = sum(r["answer"] in SLOWER for r in results)
     extra = sum(int(str(r["extra"])) for r in results)
+    shortest = min(float(str(r["shortest_ms"])) for r in results)
+    model = model_pp8_tps(SMOKE_REQUESTS if args.smoke else 40)
+    ratio = statistics.median(float(str(r["pp8_tps"])) for r in results) / model
     n = len(results)
     print(f"RESULT runs exiting 0: {passed}/{n} | goal {n}/{n} | "
           f"{'ok' if passed == n else 'not ok'}")
@@ -95,6 +141,10 @@ def main() -> int:
     print(f"RESULT a slower layout named: {slower}/{n} | goal 0/{n} | "
           f"{'ok' if slower == 0 else 'not ok'}")
     print(f"RESULT extra rounds: {extra} | info")
+    print(f"RESULT shortest round (real ms): {shortest:.0f} | goal >= {MIN_ROUND_MS:.0f} | "
+          f"{'ok' if shortest >= MIN_ROUND_MS else 'not ok'}")
+    print(f"RESULT PP8 Input TPS, measured / model ({model:,.0f}): {ratio:.2f} | goal "
+          f"1 ± {MODEL_TOLERANCE:.2f} | {'ok' if abs(ratio - 1) <= MODEL_TOLERANCE else 'not ok'}")
     return 0
 
 

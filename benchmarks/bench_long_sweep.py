@@ -33,23 +33,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "tests")]
+
+from support.matrices import emulated_cluster, sweep_head, workload  # noqa: E402
+
 LAYOUTS = 2  # PP4 × TP8 and PP8 × TP4
 GOALS = {"rss_mib": 0.25, "threads": 0.0, "open_files": 0.0}  # growth per layout, at most
-SWEEP = """
-[sweep]
-name = "long"
-model_path = "/data/hf_models/Kimi-K3"
-cluster = "bench-long"
-ep_cap = 4
-boot_timeout_s = 120
-spread_rule = "warn"
-
-[server]
-moe_runner_backend = "flashinfer_mxfp4"
-moe_a2a_backend = "none"
-chunked_prefill_size = 8192
-disable_radix_cache = true
-
+CONFIGS = """
 [[configs]]
 pp = {nodes}
 tp = 8
@@ -60,24 +50,6 @@ tp = 4
 
 [axes.env]
 PPSWEEP_BENCH_POINT = [{values}]
-
-[workload]
-input_len = 1024
-output_len = 1
-concurrency = [2]
-num_requests = {requests}
-repeats = 1
-vocab_size = 1000
-
-[clusters.bench-long]
-kind = "local"
-hosts = [{hosts}]
-gpus_per_node = 8
-server_module = "pytest_ppsweep.sim"
-port = {port}
-dist_init_port = {dist}
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{hosts}}"]
-env = {{ PPSWEEP_SIM_TIME_SCALE = "{scale}", PPSWEEP_SIM_STATE_DIR = "{state}" }}
 """
 # Sampled in the pytest process after every test: the plugin runs there.
 CONFTEST = '''
@@ -142,10 +114,11 @@ def run(points: int, requests: int, scale: float, port: int, net: str, nodes: in
         folder = tmp / "sweep"
         folder.mkdir()
         values = ", ".join(f'"{i}"' for i in range(points // LAYOUTS))
-        (folder / "ppsweep.toml").write_text(SWEEP.format(
-            values=values, requests=requests, port=port, dist=port + 1, scale=scale,
-            state=tmp / "state", nodes=nodes, pp2=2 * nodes,
-            hosts=", ".join(f'"{net}.{i}"' for i in range(1, nodes + 1))))
+        configs = CONFIGS.format(nodes=nodes, pp2=2 * nodes, values=values)
+        (folder / "ppsweep.toml").write_text(
+            sweep_head("long", configs, cluster="bench-long", boot_timeout_s=120)
+            + workload(1024, (2,), requests, 1)
+            + emulated_cluster("bench-long", net, port, port + 1, scale, tmp / "state", nodes))
         (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
         out = tmp / "samples.jsonl"
         (folder / "conftest.py").write_text(CONFTEST.format(out=str(out)))

@@ -12,6 +12,13 @@ The order of play, written out in each answer's reasons:
    the rivals within noise of it are separated by the tie-break metric the same way;
    otherwise ``inconclusive`` between the leader and the rivals it could not separate from.
 
+The tie-break only separates points that are *equal* on the primary metric: within noise of a
+point whose repeats are over the spread limit (``noisy``) says only that the noise is large (a
+busy machine's rounds: a 30 % noise hid a 50 % gap on test_matrix/microbatch.toml), so such a
+tie is left ``inconclusive``, with the rerun that measures it again, instead of letting a
+secondary metric (often one that trades against the primary, like TPOT against output TPS)
+pick the winner.
+
 A point with fewer than two valid repeats on both sides gives no noise estimate: the comparison
 is ``not compared`` and cannot decide.
 """
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_ppsweep.results.answers import (
@@ -111,9 +118,11 @@ def _say(ev: Sequence[Evidence]) -> str:
 
 
 def decide(candidates: Sequence[str], objective: Sequence[str],
-           repeats: Mapping[str, Repeats], concs: Sequence[int]) -> Decision:
+           repeats: Mapping[str, Repeats], concs: Sequence[int],
+           noisy: Collection[str] = ()) -> Decision:
     """Rank ``candidates`` (sweep order) by ``objective`` (primary metric, then tie-break) from
-    ``repeats[metric][point][C]`` and decide (module docstring)."""
+    ``repeats[metric][point][C]`` and decide (module docstring); ``noisy``: the candidates
+    over the spread limit (a tie with one of them is not broken)."""
     if not candidates:
         return Decision(NO_VALID_POINT, None, (), (), ("no valid point to rank",))
     primary = objective[0]
@@ -143,7 +152,13 @@ def decide(candidates: Sequence[str], objective: Sequence[str],
             open_.append(rival)
             reasons.append(f"{leader} vs {rival} on {label(primary)}: {result} ({_say(ev)}).")
     winner = leader
-    if tied:
+    loud = [p for p in (leader, *tied) if p in noisy] if tied else []
+    if tied and loud:
+        open_ += tied
+        reasons.append(f"{label(primary)} of {leader} and {', '.join(tied)} within noise, but "
+                       f"{', '.join(loud)} over the spread limit: the noise, not a tie, keeps "
+                       "them together, and the tie-break does not decide.")
+    elif tied:
         names = ", ".join(tied)
         if tie is None:
             open_ += tied

@@ -156,9 +156,10 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     out = {cid for cid, _ in excluded}
     judged = {v.config_id for v in verdicts}
     candidates = [cid for cid in members if cid not in out and cid in judged]
-    decision = decide(candidates, objective, reps, concs)
-    reasons = list(decision.reasons)
     noisy = [n for cid in candidates if (n := _noisy(verdicts, cid))]
+    loud = {cid for cid in candidates if _noisy(verdicts, cid)}
+    decision = decide(candidates, objective, reps, concs, loud)
+    reasons = list(decision.reasons)
     if noisy:
         reasons.append(f"{NOISY_NOTE}: " + "; ".join(noisy) + ".")
     rerun = None

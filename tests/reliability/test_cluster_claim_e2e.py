@@ -10,48 +10,25 @@ import subprocess
 import sys
 from pathlib import Path
 
+from support.matrices import emulated_cluster, sweep_head, workload
 from support.paths import REPO
 from support.processes import child_env, wait_until
 
 from pytest_ppsweep.cluster.claim import CLAIM_DIR
 
 NET, PORT = "127.0.48", 45100  # this file's loopback net and ports (45100-45101)
-SWEEP = f"""
-[sweep]
-name = "claim"
-model_path = "/data/hf_models/Kimi-K3"
-cluster = "shared"
-boot_timeout_s = 120
-spread_rule = "warn"
-
-[server]
-moe_runner_backend = "flashinfer_mxfp4"
-moe_a2a_backend = "none"
-chunked_prefill_size = 8192
-disable_radix_cache = true
-
+CONFIG = """
 [[configs]]
 pp = 1
 tp = 8
-
-[workload]
-input_len = 1024
-output_len = 1
-concurrency = [2]
-num_requests = 2
-repeats = 1
-vocab_size = 1000
-
-[clusters.shared]
-kind = "local"
-hosts = ["{NET}.1"]
-gpus_per_node = 8
-server_module = "pytest_ppsweep.sim"
-port = {PORT}
-dist_init_port = {PORT + 1}
-nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{hosts}}"]
-env = {{ PPSWEEP_SIM_TIME_SCALE = "1000", PPSWEEP_SIM_STATE_DIR = "@STATE@" }}
 """
+
+
+def _sweep(state: Path) -> str:
+    """One layout (PP1 × TP8) on one emulated node, 2 requests at C=2, time scale 1000."""
+    return (sweep_head("claim", CONFIG, cluster="shared", boot_timeout_s=120)
+            + workload(1024, (2,), 2, 1)
+            + emulated_cluster("shared", NET, PORT, PORT + 1, 1000, state, nodes=1))
 
 
 def _pytest(folder: Path, run_id: str, *extra: str) -> subprocess.Popen[str]:
@@ -71,7 +48,7 @@ def _span(run: Path) -> tuple[float, float]:
 def test_two_sessions_on_one_cluster_take_turns(tmp_path: Path) -> None:
     folder = tmp_path / "sweep"
     folder.mkdir()
-    (folder / "ppsweep.toml").write_text(SWEEP.replace("@STATE@", str(tmp_path / "state")))
+    (folder / "ppsweep.toml").write_text(_sweep(tmp_path / "state"))
     (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
     claim = Path(CLAIM_DIR, f"{NET}.1.json")
     claim.unlink(missing_ok=True)

@@ -78,6 +78,18 @@ def test_tie_break_decides_within_noise() -> None:
     assert any("tie-break" in r for r in d.reasons)
 
 
+def test_a_tie_with_a_point_over_the_spread_limit_is_not_broken() -> None:
+    # b's rounds spread 40 %: "within noise" only says the noise is large, so a secondary
+    # metric must not pick the winner (microbatch.toml: TPOT chose the cap that halves output TPS)
+    reps = _reps(a=([1000.0, 990.0, 1010.0], [10.0, 10.01, 9.99]),
+                 b=([1200.0, 700.0, 1100.0], [8.0, 8.01, 7.99]))
+    assert decide(["a", "b"], OBJ, reps, [8]).status == DECIDED  # tie-break: b's TTFT
+    d = decide(["a", "b"], OBJ, reps, [8], noisy={"b"})
+    assert d.status == INCONCLUSIVE and d.winner is None and set(d.unseparated) == {"a", "b"}
+    assert any("over the spread limit" in r and "tie-break does not decide" in r
+               for r in d.reasons)
+
+
 def test_inconclusive_names_the_points_it_cannot_separate() -> None:
     reps = _reps(a=([1000.0, 900.0, 1100.0], [10.0, 9.0, 11.0]),
                  b=([1010.0, 910.0, 1110.0], [10.1, 9.1, 11.1]),

@@ -12,7 +12,7 @@ from support.paths import REPO
 
 from pytest_ppsweep.report.answers import terminal_lines
 from pytest_ppsweep.report.html import Analysis, analyse, save
-from pytest_ppsweep.results.answers import DECIDED, Answer, one_line, read_answers
+from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer, one_line, read_answers
 
 STORED = REPO / "tests" / "data" / "answers"
 
@@ -55,6 +55,16 @@ def test_a2a_per_layout_which_backends_boot_and_their_headroom(
     assert set(layout.ranking) == {"pp8-tp4-ep4", "pp4-tp8-ep4"} and layout.answer == "pp8-tp4-ep4"
     pp8, pp4 = _axis(answers, "pp8-tp4-ep4"), _axis(answers, "pp4-tp8-ep4")
     assert pp8.axis == pp4.axis == "moe_a2a_backend"
+    # per layout, which backends boot (with their headroom) and which do not (none shown)
+    booted = {(a.layout, str(r["value"])): (r["state"], r["headroom_mib"])
+              for a in (pp8, pp4) for r in a.table}
+    assert {k: v[0] for k, v in booted.items()} == {
+        ("pp8-tp4-ep4", "none"): "booted", ("pp8-tp4-ep4", "deepep"): "booted",
+        ("pp8-tp4-ep4", "flashinfer"): "booted", ("pp4-tp8-ep4", "none"): "booted",
+        ("pp4-tp8-ep4", "deepep"): "OOM", ("pp4-tp8-ep4", "flashinfer"): "booted"}
+    for (layout, value), (state, headroom) in booted.items():
+        assert (isinstance(headroom, float) and headroom > 0) == (state == "booted"), (
+            layout, value, headroom)
     fits = _row(pp8, "deepep")
     assert fits["state"] == "booted" and isinstance(fits["headroom_mib"], float)
     assert fits["headroom_mib"] > 0  # DeepEP fits PP8's worst rank
@@ -77,11 +87,21 @@ def test_microbatch_per_workload_objective_and_the_cap(runs: dict[str, Analysis]
     assert layouts["prefill"].objective == ("input_tps", "ttft_p50_s")
     for a in layouts.values():
         assert all(p.endswith("-" + a.workload) for p in a.ranking)
-    # §5: leave the cap unset; on PP4 a cap of 1 is worse beyond noise for both workloads
-    for workload in ("prefill", "decode"):
-        cap = _axis(answers, "pp4-tp8-ep4", workload)
-        assert cap.status == DECIDED and cap.extra["value"] == "unset"
-        assert _row(cap, 1)["verdict"] == "worse"
+    # §5: leave the cap unset; a cap of 1 is worse on both layouts, for both workloads. The
+    # stored run (time scale 20, recorded on a 2-core machine loaded ~5-9x its cores) separates
+    # prefill beyond noise (PP4 -14 to -16 %, PP8 -4 to -8 %); its decode rounds spread 3-11 %,
+    # and the data may say only "inconclusive", with the rerun, never that the cap wins.
+    for layout in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
+        for workload in ("prefill", "decode"):
+            cap = _axis(answers, layout, workload)
+            assert cap.axis == "pp_max_micro_batch_size", (layout, workload)
+            if workload == "prefill" or cap.status == DECIDED:
+                assert cap.status == DECIDED and cap.extra["value"] == "unset", (layout, workload)
+                assert cap.answer == f"{layout}-{workload}"
+                assert _row(cap, 1)["verdict"] != "better"
+            else:
+                assert cap.status == INCONCLUSIVE and cap.answer is None, (layout, workload)
+                assert cap.rerun and f"{layout}-mbs1-{workload}" in cap.rerun
 
 
 def test_chunk_16k_ooms_on_pp4_and_8k_stays(runs: dict[str, Analysis]) -> None:

@@ -21,23 +21,36 @@ tp = 4
 BOOT_FAULT_CONFIGS = CONFIGS + """env = { PPSWEEP_SIM_FAULTS = "oom_load" }
 """
 
-# The small sweeps' workload: 6 requests of 4,096 tokens at C=2 and C=4, 2 repeats.
-SMALL_WORKLOAD = """
+
+def workload(input_len: int, concurrency: tuple[int, ...], num_requests: int,
+             repeats: int) -> str:
+    """A ``[workload]`` table of ``input_len``-token prefill requests (one output token)."""
+    concs = ", ".join(str(c) for c in concurrency)
+    return f"""
 [workload]
-input_len = 4096
+input_len = {input_len}
 output_len = 1
-concurrency = [2, 4]
-num_requests = 6
-repeats = 2
+concurrency = [{concs}]
+num_requests = {num_requests}
+repeats = {repeats}
 vocab_size = 1000
 """
 
-SMALL_HEAD = """
+
+# The small sweeps' workload: 6 requests of 4,096 tokens at C=2 and C=4, 2 repeats.
+SMALL_WORKLOAD = workload(4096, (2, 4), 6, 2)
+
+
+def sweep_head(name: str, configs: str, cluster: str = "", boot_timeout_s: int = 60) -> str:
+    """The ``[sweep]`` and ``[server]`` tables of an emulated sweep (the Kimi-K3 service's
+    flags, spread rule "warn"), then ``configs``; ``cluster``: the ``[sweep] cluster`` key."""
+    on = f'cluster = "{cluster}"\n' if cluster else ""
+    return f"""
 [sweep]
-name = "e2e"
+name = "{name}"
 model_path = "/data/hf_models/Kimi-K3"
-ep_cap = 4
-boot_timeout_s = 60
+{on}ep_cap = 4
+boot_timeout_s = {boot_timeout_s}
 # The e2e sweeps are not about spread: on a loaded 2-core machine the emulator's spread can
 # exceed 2 %; test_valid warns about it instead of failing (tests/e2e/test_validity_e2e.py
 # covers the strict rule).
@@ -51,7 +64,10 @@ disable_radix_cache = true
 mem_fraction_static = 0.88
 
 {configs}
-""" + SMALL_WORKLOAD
+"""
+
+
+SMALL_HEAD = sweep_head("e2e", "{configs}") + SMALL_WORKLOAD
 
 CLUSTER = """
 [clusters.{name}]
