@@ -41,6 +41,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchkit.processes import exit_on_stop_signals  # noqa: E402
+
 from pytest_ppsweep.sim.model.placement import Layout  # noqa: E402
 from pytest_ppsweep.sim.model.profile import load_profile  # noqa: E402
 from pytest_ppsweep.sim.model.vbench import make_scheduler, run_round  # noqa: E402
@@ -116,6 +118,7 @@ def main() -> int:
     parser.add_argument("--no-busy", action="store_true", help="no busy core")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
+    exit_on_stop_signals()  # a killed benchmark stops its busy core and its sweep with it
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-decisions-") as tmp:
         for i in range(args.runs):

@@ -74,3 +74,15 @@ def zero_server(host: str, port: int, log: Path) -> Iterator[str]:
         yield url
     finally:
         stop_process(proc)
+
+
+def exit_on_stop_signals() -> None:
+    """SIGTERM and SIGHUP end the benchmark like an exception (exit status 128 + signal), so its
+    ``finally`` blocks and ``subprocess.run``'s own cleanup stop what it started (a busy-core
+    process, a sweep's pytest) instead of leaving them running after it."""
+
+    def stop(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, stop)
