@@ -268,3 +268,62 @@ def log2_line_chart(title: str, series: Sequence[tuple[str, Sequence[tuple[int, 
                      f'<text class="legend" x="{x + 14}" y="{y + 9}">{escape(name)}</text>')
     parts += items
     return "".join(parts) + "</svg>"
+
+
+@dataclass(frozen=True)
+class XYPlot:
+    """The frame of an x/y chart drawn elsewhere (report/pareto.py, report/slocharts.py): the
+    SVG element with its title, the scales from 0 to ``x_max``/``y_max`` (values clamped into
+    the plot), a 4 × 4 grid with tick labels, and the axis names."""
+
+    width: int
+    height: int
+    left: float
+    right: float
+    top: float
+    bottom: float
+    x_max: float
+    y_max: float
+
+    @property
+    def pw(self) -> float:
+        return self.width - self.left - self.right
+
+    @property
+    def ph(self) -> float:
+        return self.height - self.top - self.bottom
+
+    def x(self, v: float) -> float:
+        return self.left + self.pw * min(max(v, 0.0), self.x_max) / self.x_max
+
+    def y(self, v: float) -> float:
+        return self.top + self.ph * (1 - min(max(v, 0.0), self.y_max) / self.y_max)
+
+    def start(self, css: str, title: str, attrs: str = "") -> list[str]:
+        """The opening ``<svg>`` (class ``ppsweep-chart <css>``; ``viewBox`` scales it to the
+        page) and its title line."""
+        t = escape(title)
+        return [f'<svg xmlns="http://www.w3.org/2000/svg" class="ppsweep-chart {css}"{attrs} '
+                f'viewBox="0 0 {self.width} {self.height}" width="100%" '
+                f'style="max-width:{self.width}px" role="img" aria-label="{t}" '
+                f'font-family="sans-serif" font-size="12"><title>{t}</title>',
+                f'<text class="title" x="{self.left + self.pw / 2:.0f}" y="20" '
+                f'text-anchor="middle" font-size="14" font-weight="bold">{t}</text>']
+
+    def grid(self, y_tick: str = "{:.3g}") -> list[str]:
+        """Grid lines and tick labels: ``y_tick`` formats the y values, x values as 3 digits."""
+        out = []
+        for i in range(5):
+            gy, gx = self.y_max * i / 4, self.x_max * i / 4
+            out.append(f'<line x1="{self.left}" x2="{self.left + self.pw}" y1="{self.y(gy):.1f}" '
+                       f'y2="{self.y(gy):.1f}" stroke="#e4e4e4"/><text x="{self.left - 5}" '
+                       f'y="{self.y(gy) + 4:.1f}" text-anchor="end">{y_tick.format(gy)}</text>'
+                       f'<text x="{self.x(gx):.1f}" y="{self.top + self.ph + 16}" '
+                       f'text-anchor="middle">{gx:.3g}</text>')
+        return out
+
+    def axis_names(self, x_name: str, y_name: str) -> str:
+        mid = f"{self.top + self.ph / 2:.0f}"
+        return (f'<text x="{self.left + self.pw / 2:.0f}" y="{self.height - 12}" '
+                f'text-anchor="middle">{escape(x_name)}</text><text x="16" y="{mid}" '
+                f'text-anchor="middle" transform="rotate(-90 16 {mid})">{escape(y_name)}</text>')

@@ -20,7 +20,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,9 +27,9 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.report.charts import nice_max
+from pytest_ppsweep.report.charts import XYPlot, nice_max
 from pytest_ppsweep.results.cost import per_million
-from pytest_ppsweep.results.sloanswer import read_outcomes, read_probes
+from pytest_ppsweep.results.sloanswer import number, read_outcomes, read_probes
 
 __all__ = ["PARETO_CSV", "Point", "front", "pareto_svg", "points",
            "section_html", "terminal_lines", "write_pareto_csv"]  # fmt: skip
@@ -62,13 +61,6 @@ class Point:
         return self.source == "predicted"
 
 
-def _f(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
 
 def _median(values: Sequence[float | None]) -> float | None:
     good = [v for v in values if v is not None]
@@ -88,7 +80,7 @@ def _slo_limit(run_dir: Path, decode: bool) -> float | None:
     slo = (_run_json(run_dir).get("workload") or {}).get("slo") or {}
     for lim in slo.get("limits", []):
         if lim.get("metric") == ("tpot" if decode else "ttft") and lim.get("percentile") == 50:
-            return _f(lim.get("limit_s"))
+            return number(lim.get("limit_s"))
     return None
 
 
@@ -114,13 +106,13 @@ def points(run_dir: Path) -> list[Point]:
     probes: dict[tuple[str, str], list[dict[str, str]]] = {}
     for row in read_probes(run_dir):
         unit = "req/s" if row["search"] == "rate" else "C"
-        load = f"{_f(row['load']) or 0:.3g} {unit}" if unit == "req/s" else f"C={row['load']}"
+        load = f"{number(row['load']) or 0:.3g} {unit}" if unit == "req/s" else f"C={row['load']}"
         probes.setdefault((row["config_id"], load), []).append(row)
     for source, table in (("round", groups), ("probe", probes)):
         for (cid, load), rows in table.items():
             gpus = int(float(rows[0].get("gpus") or int(rows[0]["pp"]) * int(rows[0]["tp"])))
-            per_user = _median([1 / v if (v := _f(r.get(x_key))) else None for r in rows])
-            tps = _median([_f(r.get(y_key)) for r in rows])
+            per_user = _median([1 / v if (v := number(r.get(x_key))) else None for r in rows])
+            tps = _median([number(r.get(y_key)) for r in rows])
             if per_user is None or tps is None:
                 continue
             within = None
@@ -128,10 +120,10 @@ def points(run_dir: Path) -> list[Point]:
                 within = all(r["within"] == "True" for r in rows)
             elif limit is not None:
                 within = 1 / per_user <= limit
-            cost = _median([_f(r.get("usd_per_m_output" if decode else "usd_per_m_input"))
+            cost = _median([number(r.get("usd_per_m_output" if decode else "usd_per_m_input"))
                             for r in rows])
             if cost is None:  # a closed round: priced from run.json's gpu_hour_usd
-                cost = per_million(tps, gpus, _f(_run_json(run_dir).get("gpu_hour_usd")))
+                cost = per_million(tps, gpus, number(_run_json(run_dir).get("gpu_hour_usd")))
             out.append(Point(cid, gpus, source, load, per_user, tps / gpus, within,
                              usd_per_m=cost))
     return out
@@ -223,35 +215,13 @@ def pareto_svg(pts: Sequence[Point], *, decode: bool, limit: float | None, slo: 
     ys = [v for p in pts for v in (p.y, p.y_hi) if v is not None and v > 0]
     if limit:
         xs.append(1 / limit)
-    x_max = nice_max(max(xs or [1.0]) * 1.04)
-    y_max = nice_max(max(ys or [1.0]) * 1.04)
-    pw, ph = width - left - right, height - top - bottom
-
-    def X(v: float) -> float:
-        return left + pw * min(max(v, 0.0), x_max) / x_max
-
-    def Y(v: float) -> float:
-        return top + ph * (1 - min(max(v, 0.0), y_max) / y_max)
-
+    plot = XYPlot(width, height, left, right, top, bottom,
+                  nice_max(max(xs or [1.0]) * 1.04), nice_max(max(ys or [1.0]) * 1.04))
+    X, Y, pw, ph = plot.x, plot.y, plot.pw, plot.ph
     x_name = "output tok/s per user (1/TPOT p50)" if decode else "1/TTFT p50 (1/s per user)"
     title = "Pareto front: tokens/s per GPU vs per-user speed"
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="ppsweep-chart ppsweep-pareto" '
-             f'viewBox="0 0 {width} {height}" width="100%" style="max-width:{width}px" '
-             f'role="img" aria-label="{escape(title)}" font-family="sans-serif" '
-             f'font-size="12"><title>{escape(title)}</title>',
-             f'<text x="{left + pw / 2:.0f}" y="20" text-anchor="middle" font-size="14" '
-             f'font-weight="bold">{escape(title)}</text>']
-    for i in range(5):
-        gy, gx = y_max * i / 4, x_max * i / 4
-        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{Y(gy):.1f}" y2="{Y(gy):.1f}" '
-                     f'stroke="#e4e4e4"/><text x="{left - 5}" y="{Y(gy) + 4:.1f}" '
-                     f'text-anchor="end">{gy:,.0f}</text>'
-                     f'<text x="{X(gx):.1f}" y="{top + ph + 16}" text-anchor="middle">'
-                     f"{gx:.3g}</text>")
-    parts.append(f'<text x="{left + pw / 2:.0f}" y="{height - 12}" text-anchor="middle">'
-                 f"{escape(x_name)}</text>"
-                 f'<text x="16" y="{top + ph / 2:.0f}" text-anchor="middle" transform="rotate(-90 '
-                 f'16 {top + ph / 2:.0f})">{"output" if decode else "input"} tok/s per GPU</text>')
+    parts = [*plot.start("ppsweep-pareto", title), *plot.grid("{:,.0f}"),
+             plot.axis_names(x_name, f"{'output' if decode else 'input'} tok/s per GPU")]
     if limit:
         lx = X(1 / limit)
         parts.append(f'<line class="slo-line" x1="{lx:.1f}" x2="{lx:.1f}" y1="{top}" '

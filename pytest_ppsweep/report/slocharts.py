@@ -12,15 +12,13 @@ report (report/charts.py), sized by ``viewBox`` so it reads at 800 px and 1280 p
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
 
-from pytest_ppsweep.report.charts import PALETTE, nice_max
-from pytest_ppsweep.results.sloanswer import read_probes
+from pytest_ppsweep.report.charts import PALETTE, XYPlot, nice_max
+from pytest_ppsweep.results.sloanswer import number, read_probes
 
 __all__ = ["limits_by_metric", "search_svg", "section_html"]
 
@@ -30,13 +28,6 @@ NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2e": "E2E latency"}
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 360, 64, 176, 40, 52
 LEGEND_ROWS = 12
 
-
-def _f(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def limits_by_metric(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -50,7 +41,7 @@ def limits_by_metric(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     slo = ((run.get("workload") or {}) if isinstance(run, dict) else {}).get("slo") or {}
     out: dict[str, list[tuple[int, float]]] = {}
     for lim in slo.get("limits", []):
-        metric, pct, value = lim.get("metric"), lim.get("percentile"), _f(lim.get("limit_s"))
+        metric, pct, value = lim.get("metric"), lim.get("percentile"), number(lim.get("limit_s"))
         if metric in PERCENTILES and isinstance(pct, int) and value is not None:
             out.setdefault(metric, []).append((pct, value))
     return out or {"ttft": []}
@@ -63,7 +54,7 @@ def _series(probes: Sequence[Mapping[str, str]], metric: str
     workloads = {p.get("workload") for p in probes}
     by: dict[str, dict[float, list[Mapping[str, str]]]] = {}
     for p in probes:
-        load = _f(p.get("load"))
+        load = number(p.get("load"))
         if load is None:
             continue
         name = p["config_id"] + (f" [{p.get('workload')}]" if len(workloads) > 1 else "")
@@ -75,7 +66,7 @@ def _series(probes: Sequence[Mapping[str, str]], metric: str
             rows = loads[load]
             values = {}
             for pct in PERCENTILES[metric]:
-                got = [v for r in rows if (v := _f(r.get(f"{metric}_p{pct}_s"))) is not None]
+                got = [v for r in rows if (v := number(r.get(f"{metric}_p{pct}_s"))) is not None]
                 if got:
                     values[pct] = statistics.median(got)
             if values:
@@ -94,32 +85,11 @@ def search_svg(probes: Sequence[Mapping[str, str]], metric: str,
     xs = [load for pts in series.values() for load, _v, _w in pts]
     ys = [v for pts in series.values() for _l, vals, _w in pts for v in vals.values()]
     ys += [limit for _p, limit in limits]
-    x_max, y_max = nice_max(max(xs or [1.0]) * 1.05), nice_max(max(ys or [1.0]) * 1.08)
-    pw, ph = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def X(v: float) -> float:
-        return LEFT + pw * min(max(v, 0.0), x_max) / x_max
-
-    def Y(v: float) -> float:
-        return TOP + ph * (1 - min(max(v, 0.0), y_max) / y_max)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" class="ppsweep-chart ppsweep-slo-search" '
-             f'data-metric="{metric}" viewBox="0 0 {WIDTH} {HEIGHT}" width="100%" '
-             f'style="max-width:{WIDTH}px" role="img" aria-label="{escape(title)}" '
-             f'font-family="sans-serif" font-size="12"><title>{escape(title)}</title>',
-             f'<text class="title" x="{LEFT + pw / 2:.0f}" y="20" text-anchor="middle" '
-             f'font-size="14" font-weight="bold">{escape(title)}</text>']
-    for i in range(5):
-        gy, gx = y_max * i / 4, x_max * i / 4
-        parts.append(f'<line x1="{LEFT}" x2="{LEFT + pw}" y1="{Y(gy):.1f}" y2="{Y(gy):.1f}" '
-                     f'stroke="#e4e4e4"/><text x="{LEFT - 5}" y="{Y(gy) + 4:.1f}" '
-                     f'text-anchor="end">{gy:.3g} s</text>'
-                     f'<text x="{X(gx):.1f}" y="{TOP + ph + 16}" text-anchor="middle">'
-                     f"{gx:.3g}</text>")
-    parts.append(f'<text x="{LEFT + pw / 2:.0f}" y="{HEIGHT - 12}" text-anchor="middle">load '
-                 f'({escape(unit)})</text><text x="14" y="{TOP + ph / 2:.0f}" '
-                 f'text-anchor="middle" transform="rotate(-90 14 {TOP + ph / 2:.0f})">'
-                 f"{escape(name)} (s)</text>")
+    plot = XYPlot(WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM,
+                  nice_max(max(xs or [1.0]) * 1.05), nice_max(max(ys or [1.0]) * 1.08))
+    X, Y, pw = plot.x, plot.y, plot.pw
+    parts = [*plot.start("ppsweep-slo-search", title, f' data-metric="{metric}"'),
+             *plot.grid("{:.3g} s"), plot.axis_names(f"load ({unit})", f"{name} (s)")]
     for i, (pct, limit) in enumerate(limits):
         y = Y(limit)
         right = i % 2 == 0  # two limits of one metric: labels at opposite ends

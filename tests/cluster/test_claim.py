@@ -130,18 +130,24 @@ def test_a_killed_holder_on_this_host_is_dead_at_once(cluster: Cluster) -> None:
     """A pytest killed with SIGKILL leaves its claim with a fresh heartbeat; its process is gone
     from this host, so the next run takes over without waiting for the claim to go stale."""
     done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
-    killed = Claim(cluster, "killed-run", heartbeat_s=60)
-    killed.me = replace(killed.me, pid=int(done.stdout))  # a process that has ended
-    killed.acquire()
-    killed._stop.set()
+    _taken_over_at_once(cluster, int(done.stdout))  # a process that has ended
+
+
+def _taken_over_at_once(cluster: Cluster, pid: int) -> None:
+    """A claim held under ``pid`` with a fresh heartbeat is taken over without waiting for it
+    to go stale (stale_s of an hour), with the warning naming that process."""
+    dead = Claim(cluster, "dead-run", heartbeat_s=60)
+    dead.me = replace(dead.me, pid=pid)
+    dead.acquire()
+    dead._stop.set()
     taker = Claim(cluster, "rerun", stale_s=3600)
     try:
         taker.acquire()
-        assert [w for w in taker.warnings if f"its process {done.stdout.strip()} on this host "
-                "is gone: its run is dead" in w], taker.warnings
+        assert [w for w in taker.warnings
+                if f"its process {pid} on this host is gone: its run is dead" in w], taker.warnings
     finally:
         taker.release()
-        killed.release()
+        dead.release()
 
 
 def test_a_holder_that_exited_but_is_not_reaped_is_dead_at_once(cluster: Cluster) -> None:
@@ -152,17 +158,6 @@ def test_a_holder_that_exited_but_is_not_reaped_is_dead_at_once(cluster: Cluster
     try:
         wait_until(lambda: stat.read_text().rpartition(")")[2].split()[0] == "Z", 10,
                    "the child to exit unreaped")
-        dead = Claim(cluster, "hung-up-run", heartbeat_s=60)
-        dead.me = replace(dead.me, pid=child.pid)
-        dead.acquire()
-        dead._stop.set()
-        taker = Claim(cluster, "rerun", stale_s=3600)
-        try:
-            taker.acquire()
-            assert [w for w in taker.warnings if f"its process {child.pid} on this host is gone"
-                    in w], taker.warnings
-        finally:
-            taker.release()
-            dead.release()
+        _taken_over_at_once(cluster, child.pid)
     finally:
         child.wait(timeout=10)

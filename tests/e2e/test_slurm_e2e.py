@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from support.paths import sweep_folder
 from support.remote import SECRET_TOKEN, make_device_dir, seed_matrix
-from support.slurm import TestSlurm, slurm_cluster_toml
+from support.slurm import TestSlurm, slurm_cluster_toml, two_layout_sweep
 
 from pytest_ppsweep.cluster.slurm import check_pyxis
 from pytest_ppsweep.matrix.parse import load
@@ -125,35 +125,6 @@ def test_preflight_through_slurm_names_every_node_and_starts_nothing(
     assert problems and "expected srun with Pyxis" in problems[0], problems
 
 
-LOGIN_MATRIX = """
-[sweep]
-name = "slurmlogin"
-model_path = "{model}"
-cluster = "{cluster}"
-ep_cap = 4
-boot_timeout_s = 90
-spread_rule = "warn"
-
-[server]
-chunked_prefill_size = 8192
-disable_radix_cache = true
-
-[[configs]]
-pp = 2
-tp = 8
-
-[[configs]]
-pp = 4
-tp = 4
-
-[workload]
-input_len = 1024
-output_len = 1
-concurrency = [4]
-num_requests = 4
-repeats = 1
-vocab_size = 1000
-"""
 COMM_PROFILE = """
 [comm]
 max_size = "256K"
@@ -175,7 +146,8 @@ def login_folder(tmp_path: Path, cluster: TestSlurm, names: tuple[str, ...],
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    text = LOGIN_MATRIX.format(model=model, cluster=names[0]) + tables
+    text = two_layout_sweep("slurmlogin", model, names[0], input_len=1024, requests=4,
+                            repeats=1) + tables
     for name in names:
         state = tmp_path / f"simstate-{name}"
         state.mkdir()

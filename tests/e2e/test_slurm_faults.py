@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from support.paths import sweep_folder
 from support.processes import wait_until
-from support.slurm import TestSlurm, node_processes, slurm, slurm_cluster_toml
+from support.slurm import TestSlurm, node_processes, slurm, slurm_cluster_toml, two_layout_sweep
 
 from pytest_ppsweep.cluster.labels import CONFIG_ENV, NODE_RANK_ENV
 
@@ -26,35 +26,6 @@ pp = 8
 tp = 2
 
 """
-MATRIX = """
-[sweep]
-name = "slurmfault"
-model_path = "{model}"
-cluster = "slurm"
-ep_cap = 4
-boot_timeout_s = 90
-spread_rule = "warn"
-
-[server]
-chunked_prefill_size = 8192
-disable_radix_cache = true
-
-[[configs]]
-pp = 2
-tp = 8
-
-[[configs]]
-pp = 4
-tp = 4
-
-[workload]
-input_len = 4096
-output_len = 1
-concurrency = [4]
-num_requests = {requests}
-repeats = 2
-vocab_size = 1000
-"""
 
 
 def make_folder(tmp_path: Path, configs: str = "", extra: str = "") -> Path:
@@ -63,7 +34,8 @@ def make_folder(tmp_path: Path, configs: str = "", extra: str = "") -> Path:
     (model / "config.json").write_text("{}")
     state = tmp_path / "simstate"
     state.mkdir()
-    text = MATRIX.format(model=model, requests=300).replace("[workload]", configs + "[workload]")
+    text = two_layout_sweep("slurmfault", model, "slurm", input_len=4096, requests=300,
+                            repeats=2).replace("[workload]", configs + "[workload]")
     return sweep_folder(tmp_path / "sweep", text + slurm_cluster_toml(
         "slurm", state, nodes=2, scale=1000, extra=extra))
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,7 +12,7 @@ from support.paths import ACCEPTANCE
 from support.real import (
     READINESS_WORKAROUND,
     Provisioned,
-    marked_processes,
+    assert_none_left,
     sweep_toml,
 )
 
@@ -54,12 +51,4 @@ def real_sweep_dir(
 def no_leftover_sglang(mark: str) -> Iterator[None]:
     """Every real run must leave no SGLang process behind (checked in /proc by our mark)."""
     yield
-    deadline = time.monotonic() + 2  # the plugin waits for every group; 2 s for stragglers
-    while (left := marked_processes(mark)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for pid, _cmd in left:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-    assert not left, "SGLang processes left running:\n" + "\n".join(
-        f"{pid} {cmd}" for pid, cmd in left
-    )
+    assert_none_left(mark)

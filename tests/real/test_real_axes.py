@@ -7,21 +7,22 @@ each workload boots its layout again, which the CI budget does not allow here.""
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from support.paths import ACCEPTANCE
-from support.real import READINESS_WORKAROUND, Provisioned, marked_processes, sweep_toml
+from support.real import (
+    READINESS_WORKAROUND,
+    Provisioned,
+    assert_none_left,
+    sweep_toml,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -63,13 +64,7 @@ def real_axes(sglang_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory)
         assert len(runs) == 1, out.stdout[-4000:] + out.stderr[-2000:]
         yield out, runs[0]
     finally:
-        deadline = time.monotonic() + 2
-        while (left := marked_processes(mark)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid, _cmd in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        assert not left, f"SGLang processes left running: {left}"
+        assert_none_left(mark)
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

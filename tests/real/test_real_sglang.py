@@ -8,7 +8,6 @@ Boots take 20-45 s each on 2 cores, so each test boots few layouts with a small 
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
@@ -27,6 +26,7 @@ from support.paths import ACCEPTANCE
 from support.real import (
     READINESS_WORKAROUND,
     Provisioned,
+    assert_none_left,
     marked_processes,
     messages,
     node_processes,
@@ -120,13 +120,7 @@ def pp2_run(sglang_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory) -
         left = marked_processes(mark)
         yield SweepRun(done.stdout + done.stderr, outcomes(junit), run_dir(reports), left)
     finally:
-        deadline = time.monotonic() + 2
-        while (left := marked_processes(mark)) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        for pid, _cmd in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        assert not left, f"SGLang processes left running: {left}"
+        assert_none_left(mark)
 
 
 def test_real_sweep_boots_measures_scans_and_tears_down(pp2_run: SweepRun) -> None:

@@ -181,3 +181,20 @@ def messages(junit_xml: Path) -> dict[str, str]:
                 text = (child.get("message") or "") + "\n" + (child.text or "")
                 out[case.get("name", "")] = out.get(case.get("name", ""), "") + text
     return out
+
+
+def assert_none_left(mark: str, grace_s: float = 2.0) -> None:
+    """No process carrying ``mark`` is left: stragglers get ``grace_s`` (the plugin waits for
+    every group), then whatever is left is SIGKILLed and the check fails naming it."""
+    import contextlib
+    import signal
+    import time
+
+    deadline = time.monotonic() + grace_s
+    while (left := marked_processes(mark)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid, _cmd in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, "SGLang processes left running:\n" + "\n".join(
+        f"{pid} {cmd}" for pid, cmd in left)

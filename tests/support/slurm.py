@@ -144,3 +144,38 @@ def slurm_cluster_toml(name: str, state: Path, *, nodes: int = 4, scale: float =
         " }",
         extra,
     ]) + "\n"
+
+
+def two_layout_sweep(name: str, model: Path, cluster: str, *, input_len: int, requests: int,
+                     repeats: int) -> str:
+    """A sweep of PP2/TP8 and PP4/TP4 (16 GPUs: 2 emulated 8-GPU Slurm nodes) on ``cluster``,
+    without its cluster table (:func:`slurm_cluster_toml`)."""
+    return f"""
+[sweep]
+name = "{name}"
+model_path = "{model}"
+cluster = "{cluster}"
+ep_cap = 4
+boot_timeout_s = 90
+spread_rule = "warn"
+
+[server]
+chunked_prefill_size = 8192
+disable_radix_cache = true
+
+[[configs]]
+pp = 2
+tp = 8
+
+[[configs]]
+pp = 4
+tp = 4
+
+[workload]
+input_len = {input_len}
+output_len = 1
+concurrency = [4]
+num_requests = {requests}
+repeats = {repeats}
+vocab_size = 1000
+"""
