@@ -41,7 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchkit.processes import exit_on_stop_signals  # noqa: E402
+from benchkit.processes import exit_on_stop_signals, stop_process  # noqa: E402
 
 from pytest_ppsweep.sim.model.placement import Layout  # noqa: E402
 from pytest_ppsweep.sim.model.profile import load_profile  # noqa: E402
@@ -87,15 +87,22 @@ def one_run(folder: Path, run_id: str, smoke: bool, busy: bool) -> dict[str, obj
                  "--ppsweep-time-scale", "200"]
     hog = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None)
     t0 = time.monotonic()
+    sweep = subprocess.Popen(args, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
     try:
-        done = subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=1800,
-                              check=False)
+        out, err = sweep.communicate(timeout=1800)
     finally:
+        # stopped early (a signal, a timeout): SIGTERM lets the sweep tear its ranks down
+        stop_process(sweep, timeout_s=60)
         if hog is not None:
             hog.kill()
             hog.wait()
+    done = subprocess.CompletedProcess(args, sweep.returncode, out, err)
     wall = time.monotonic() - t0
     run_dir = folder / run_id
+    if not (run_dir / "answers.json").is_file():  # the sweep did not get as far as its answers
+        sys.exit(f"the sweep wrote no answers.json (exit {done.returncode}):\n"
+                 f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     answers = json.loads((run_dir / "answers.json").read_text(encoding="utf-8"))["answers"]
     layout = next((a for a in answers if a["kind"] == "layout"), {})
     with (run_dir / "results.csv").open(encoding="utf-8", newline="") as fh:

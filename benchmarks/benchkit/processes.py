@@ -78,8 +78,9 @@ def zero_server(host: str, port: int, log: Path) -> Iterator[str]:
 
 def exit_on_stop_signals() -> None:
     """SIGTERM and SIGHUP end the benchmark like an exception (exit status 128 + signal), so its
-    ``finally`` blocks and ``subprocess.run``'s own cleanup stop what it started (a busy-core
-    process, a sweep's pytest) instead of leaving them running after it."""
+    ``finally`` blocks stop what it started (a busy-core process; a sweep's pytest with
+    :func:`stop_process`, whose SIGTERM lets it tear its ranks down) instead of leaving them
+    running after it."""
 
     def stop(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)
