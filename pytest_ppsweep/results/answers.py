@@ -179,11 +179,12 @@ def one_line(answers: Sequence[dict[str, Any]]) -> str:
     """A run's answers in one line for ``runs``/``show`` (from answers.json's dicts)."""
     parts = []
     for a in answers:
-        where = str(a.get("workload") or "") + (f" {a['layout']}" if a.get("layout") else "")
+        where = " ".join(str(a[k]) for k in ("workload", "layout") if a.get(k))
         what = str(a.get("kind")) + (f" {a['axis']}" if a.get("axis") else "")
         status = str(a.get("status"))
         value = a.get("answer") if status == DECIDED else None
-        parts.append(f"{what}[{where}] " + (str(value) if value else status))
+        parts.append((f"{what}[{where}] " if where else f"{what} ")
+                     + (str(value) if value else status))
     return "; ".join(parts) if parts else "no answers"
 
 

@@ -188,7 +188,7 @@ def test_show_prints_the_plugins_summary(reports: Path) -> None:
     assert any(line.startswith("8 / 4 / 4") and line.endswith("VALID") for line in lines)
     text = " ".join(lines)
     assert "[layout] DECIDED: pp8-tp4-ep4, fallback pp4-tp8-ep4" in text
-    assert "answers: layout[] pp8-tp4-ep4" in text
+    assert "answers: layout pp8-tp4-ep4" in text
     gate_at = next(i for i, line in enumerate(lines) if "ppsweep gate (gate.csv)" in line)
     assert "regression" in lines[gate_at + 2]
     assert sum(line.startswith("REGRESSION pp") for line in lines) == 20

@@ -126,4 +126,4 @@ def test_answers_json_schema_and_one_line(runs: dict[str, Analysis], tmp_path: P
             assert {"delta_pct", "noise_pct", "verdict"} <= set(ev)
     assert read_answers(folder) == raw["answers"]
     line = one_line(read_answers(folder))
-    assert line.startswith("layout[] pp8-tp4-ep4; axis moe_a2a_backend[ pp8-tp4-ep4]")
+    assert line.startswith("layout pp8-tp4-ep4; axis moe_a2a_backend[pp8-tp4-ep4]")
