@@ -572,6 +572,11 @@ def run_boot(backend: Backend, faults: Sequence[str], say: Callable[[str], None]
         except BootFailed as exc:
             for r in results.values():
                 r.verdict, r.evidence = "boot failed", _first_lines(str(exc), 8)
+                hit = re.search(rf"^.*(?:{EVIDENCE[r.fault]}).*$", exc.details, flags=re.M)
+                if not r.evidence_ok and hit:  # the summary's root cause was another node's
+                    # consequence line; the fault's own words are in the run folder's
+                    # boot-failure.txt (every fatal line of every node)
+                    r.evidence += f" | boot-failure.txt: {hit.group(0).strip()[:200]}"
                 r.detected = r.expected == "boot failed"
                 r.seconds = time.monotonic() - t0
             return list(results.values())
