@@ -182,10 +182,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
                 baseline_from = baseline_ref(config, sweep, pool)
                 plan = setup.plan(config, sweep, pool, store, ids, reuse_ref)
             except BaseException:
-                registry.close()
-                registry.remove_atexit()
-                if made:
-                    shutil.rmtree(store.dir, ignore_errors=True)
+                _discard(registry, scratch or (store.dir if made else None))
                 raise
             nodes_known = nodes_known or not any(c.kind == "slurm" for c in pool)
             store.copy_matrix(matrix)
@@ -204,7 +201,11 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         if not session.worker:
             for note in plan.notes:
                 session.progress(note)
-        session._start_adaptive()
+        try:
+            session._start_adaptive()
+        except BaseException:
+            _discard(registry, scratch or (store.dir if made else None))
+            raise
         session._install_safety_net()
         config.stash[SESSION_KEY] = session
         return session
@@ -308,6 +309,15 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         if failed is not None:
             raise failed
         self._end_deferred()
+
+
+def _discard(registry: Registry, folder: Path | None) -> None:
+    """A set-up refused at configure: what it held goes (an allocation in the registry, the
+    run or scratch folder this process made); nothing else was started."""
+    registry.close()
+    registry.remove_atexit()
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 SESSION_KEY: pytest.StashKey[SweepSession] = pytest.StashKey()
