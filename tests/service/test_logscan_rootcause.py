@@ -4,6 +4,8 @@ exit, whatever order the lines and exits were read in (issue 28, point 3)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pytest_ppsweep.service.logscan import (
     Blame,
     Finding,
@@ -127,3 +129,22 @@ def test_settle_ends_once_every_rank_exited_or_the_logs_stop_growing_bounded() -
     assert run([(10, 1), (20, 1)]) == (0.625, 6)
     # logs that keep growing: the bound
     assert run([(n, 0) for n in range(100)]) == (2.0, 17)
+
+
+def test_real_sglang_node2_sigkilled_mid_round_is_named_over_its_peers_gloo_errors(
+    data_dir: Path,
+) -> None:
+    # tests/data/sglang/pp4-node2-sigkilled.node*.log: real SGLang 0.5.23 on CPU, PP4, node 2's
+    # scheduler SIGKILLed mid-round (tests/real/test_real_sglang.py): node 2 wrote nothing,
+    # nodes 0, 1 and 3 logged Gloo's "Connection closed by peer" / "Connection reset by peer"
+    # and their SIGQUIT cleanup, and every launcher ended -9.
+    scanner = LogScanner()
+    findings = [f for n in range(4) for f in scanner.scan_file(
+        data_dir / "sglang" / f"pp4-node2-sigkilled.node{n}.log")]
+    assert {f.kind for f in findings} == {"traceback", "consequence", "sigquit"}
+
+    def node(f: Finding) -> int:
+        return int(f.source.rsplit(".node", 1)[1].removesuffix(".log"))
+
+    every = [(0, -9), (1, -9), (2, -9), (3, -9)]
+    assert blame(findings, every, node) == Blame(2, None, -9)
