@@ -222,7 +222,8 @@ class Liveness:
         def look() -> tuple[object, bool]:
             self._read()
             exited = self.service.exited()
-            return (tuple(f.offset for f in self._followers), tuple(exited)), len(exited) >= n
+            # new fatal lines and exits, not log growth: a rank still serving keeps logging
+            return (len(self._findings), tuple(exited)), len(exited) >= n
 
         settle(look, limit_s=self.settle_s, sleep=self._stop.wait)
         if self._stop.is_set():

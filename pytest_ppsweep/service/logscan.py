@@ -136,11 +136,6 @@ class LogFollower:
         self._line_no += len(lines)
         return first, lines
 
-    @property
-    def offset(self) -> int:
-        """Bytes read so far."""
-        return self._offset
-
 
 # Which finding explains a failure best: a rank that dies takes its peers' connections down
 # with it, so "connection closed" or a bare Traceback is a consequence, an OOM is a cause. A line
@@ -238,8 +233,8 @@ def blame(findings: Sequence[Finding], exited: Sequence[tuple[int, int]],
     return None
 
 
-# Before a failure is named: the other nodes' last lines and exits are let in (a rank's own
-# fatal line may land after its peers' lines about it; a killed rank's exit after them).
+# Before a failure is named: the other nodes' last fatal lines and exits are let in (a rank's
+# own fatal line may land after its peers' lines about it; a killed rank's exit after them).
 SETTLE_S = 1.5
 SETTLE_QUIET_S = 0.4
 SETTLE_POLL_S = 0.05
@@ -249,9 +244,9 @@ def settle(look: Callable[[], tuple[object, bool]], *, limit_s: float = SETTLE_S
            quiet_s: float = SETTLE_QUIET_S, poll_s: float = SETTLE_POLL_S,
            clock: Callable[[], float] = time.monotonic,
            sleep: Callable[[float], object] = time.sleep) -> float:
-    """Poll ``look`` (what the logs and exits are now, and whether every rank has exited)
-    until every rank exited and nothing changed since the poll before, or nothing changed for
-    ``quiet_s``, or ``limit_s`` passed. Returns the seconds it waited."""
+    """Poll ``look`` (what was seen so far: the fatal lines read and the exits; and whether
+    every rank has exited) until every rank exited and nothing changed since the poll before,
+    or nothing changed for ``quiet_s``, or ``limit_s`` passed. Returns the seconds waited."""
     start = clock()
     state, _ = look()
     since = start

@@ -197,12 +197,16 @@ def _failed(service: Booting, followers: Sequence[LogFollower]) -> BootFailed:
     may land after its peers' lines about it), then the failure is named where it happened
     (:func:`~pytest_ppsweep.service.logscan.blame`)."""
     n = len(service.log_paths)
+    seen = 0  # fatal lines read while settling: the ordinary lines of a rank still running
+    # (request logs, a hang's heartbeat) do not hold the failure back
 
     def look() -> tuple[object, bool]:
-        for follower in followers:
-            follower.new_lines()
+        nonlocal seen
+        for i, follower in enumerate(followers):
+            first, lines = follower.new_lines()
+            seen += len(service.scanner.scan(lines, service.log_paths[i].name, first))
         exited = service.exited()
-        return (tuple(f.offset for f in followers), tuple(exited)), len(exited) >= n
+        return (seen, tuple(exited)), len(exited) >= n
 
     settle(look)
     findings = service.findings()

@@ -93,10 +93,10 @@ def test_an_own_fatal_line_outranks_every_exit() -> None:
 
 
 class _Ranks:
-    """What settle looks at: a log size and the exits, changed by the test between looks."""
+    """What settle looks at: the fatal lines read and the exits, changed between looks."""
 
     def __init__(self, script: list[tuple[int, int]]) -> None:
-        self.script = script  # (log bytes, ranks exited) at each look; the last one stays
+        self.script = script  # (fatal lines, ranks exited) at each look; the last one stays
         self.looks = 0
 
     def look(self) -> tuple[object, bool]:
@@ -116,7 +116,7 @@ class _Clock:
         self.t += s
 
 
-def test_settle_ends_once_every_rank_exited_or_the_logs_stop_growing_bounded() -> None:
+def test_settle_ends_once_every_rank_exited_or_no_new_fatal_line_came_bounded() -> None:
     def run(script: list[tuple[int, int]]) -> tuple[float, int]:
         clock, ranks = _Clock(), _Ranks(script)
         waited = settle(ranks.look, limit_s=2.0, quiet_s=0.5, poll_s=0.125, clock=clock,
@@ -125,9 +125,9 @@ def test_settle_ends_once_every_rank_exited_or_the_logs_stop_growing_bounded() -
 
     # every rank exited, and one look found nothing new: done
     assert run([(10, 1), (20, 1), (30, 2)]) == (0.375, 4)
-    # a rank that never exits: done once the logs were quiet for 0.5 s after their last growth
+    # a rank that never exits: done 0.5 s after the last new fatal line
     assert run([(10, 1), (20, 1)]) == (0.625, 6)
-    # logs that keep growing: the bound
+    # fatal lines that keep coming: the bound
     assert run([(n, 0) for n in range(100)]) == (2.0, 17)
 
 
