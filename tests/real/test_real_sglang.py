@@ -32,20 +32,23 @@ from support.shared_fixtures import CpuSweep
 
 pytestmark = pytest.mark.slow
 
-# PP4 first (one of its ranks is killed during the benchmark), then EP2 (fails at boot: the CPU
-# MoE path cannot take EP's -1 expert ids): the sweep goes on after a dead layout, and a boot
-# failure fails only its own layout. (That a layout after a boot failure still passes is shown on
-# the emulator, tests/e2e/test_sweep_e2e.py: a third real boot costs a minute of CI.)
+# On two of cpu.toml's nodes: PP2 first (node 1's rank is killed during the benchmark), then
+# TP2/EP2 (fails at boot: the CPU MoE path cannot take EP's -1 expert ids): the sweep goes on
+# after a dead layout, and a boot failure fails only its own layout. Two nodes are enough for
+# both (a death on a node other than rank 0's, the other node's consequence lines); four would
+# double every boot on 2 cores. (That a layout after a boot failure still passes is shown on the
+# emulator, tests/e2e/test_sweep_e2e.py: a third real boot costs a minute of CI.)
 FAILURES = """
 [[configs]]
-pp = 4
+pp = 2
 tp = 1
 
 [[configs]]
-pp = 2
+pp = 1
 tp = 2
 ep = 2
 """
+TWO_NODES = ["127.0.6.1", "127.0.6.2"]
 
 
 def _pytest_argv(folder: Path, reports: Path, junit: Path) -> list[str]:
@@ -191,7 +194,8 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
 ) -> None:
     folder = real_sweep_dir(
         configs=FAILURES,
-        baseline="pp4",
+        hosts=TWO_NODES,
+        baseline="pp2",
         concurrency=[2],
         repeats=1,
         num_requests=24,
@@ -207,7 +211,7 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        killed = _kill_node_during_benchmark(proc, reports, mark, "pp4-tp1-ep1", node_rank=2)
+        killed = _kill_node_during_benchmark(proc, reports, mark, "pp2-tp1-ep1", node_rank=1)
         out, _ = proc.communicate(timeout=600)
     finally:
         if proc.poll() is None:
@@ -218,36 +222,36 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     run = run_dir(reports)
     configs = {r["config_id"]: r for r in rows(run / "configs.csv")}
 
-    # 1. PP4 with node 2's scheduler killed mid-benchmark: the liveness watch sees the rank
+    # 1. PP2 with node 1's scheduler killed mid-benchmark: the liveness watch sees the rank
     #    die, the round is cut at once (rank 0 would hang until its 300 s watchdog) and every
-    #    later test of the layout fails with the same cause, naming node 2.
-    pp4 = "pp4-tp1-ep1"
-    assert seen[f"test_topology[{pp4}]"] == "passed", text[-8000:]
-    assert seen[f"test_prefill[{pp4}-c2]"] == "failed", f"killed {killed}\n{text[-8000:]}"
-    prefill = why[f"test_prefill[{pp4}-c2]"]
+    #    later test of the layout fails with the same cause, naming node 1.
+    pp2 = "pp2-tp1-ep1"
+    assert seen[f"test_topology[{pp2}]"] == "passed", text[-8000:]
+    assert seen[f"test_prefill[{pp2}-c2]"] == "failed", f"killed {killed}\n{text[-8000:]}"
+    prefill = why[f"test_prefill[{pp2}-c2]"]
     # Real SGLang takes every node down with the killed scheduler (all exit -9 at once), and
-    # the other nodes log the lost peer (Gloo's "Connection closed by peer", their SIGQUIT
-    # cleanup) before node 2's exit or its watchdog's line is seen: the cause names node 2,
+    # the other node logs the lost peer (Gloo's "Connection closed by peer", its SIGQUIT
+    # cleanup) before node 1's exit or its watchdog's line is seen: the cause names node 1,
     # killed by SIGKILL (service/logscan.blame, after the watch lets every node's exit in).
-    assert f"{pp4}: layout dead: node 2 (" in prefill, f"killed {killed}\n{prefill}"
+    assert f"{pp2}: layout dead: node 1 (" in prefill, f"killed {killed}\n{prefill}"
     cause = prefill.split("; round c2")[0]
     assert "-9 (SIGKILL)" in cause, f"killed {killed}\n{prefill}"
     assert "round c2 r1/1 aborted" in prefill
-    assert seen[f"test_logs_clean[{pp4}]"] == "error"
-    assert cause in why[f"test_logs_clean[{pp4}]"]
+    assert seen[f"test_logs_clean[{pp2}]"] == "error"
+    assert cause in why[f"test_logs_clean[{pp2}]"]
     # test_valid uses the service too: it ends with the same cause (its verdict would be INVALID)
-    assert seen[f"test_valid[{pp4}-c2]"] in ("error", "failed")
+    assert seen[f"test_valid[{pp2}-c2]"] in ("error", "failed")
     result = rows(run / "results.csv")
     # the cut round never counts as a complete result (a row, if the kill raced its last write,
     # is not N/N and its verdict is INVALID)
     assert not [r for r in result
-                if r["config_id"] == pp4 and r["completed"] == r["num_requests"]], result
-    raw = (run / "raw" / pp4 / "c2-r1.jsonl").read_text().splitlines()
+                if r["config_id"] == pp2 and r["completed"] == r["num_requests"]], result
+    raw = (run / "raw" / pp2 / "c2-r1.jsonl").read_text().splitlines()
     assert 1 <= len(raw) <= 24, raw  # the rest were cut, or refused once node 0 went down
 
-    # 2. The sweep went on to EP2 on the MoE model: a real boot failure, every test of the layout
-    #    fails with the real Traceback lines; the layout was booted once, after PP4's teardown.
-    ep2 = "pp2-tp2-ep2"
+    # 2. The sweep went on to TP2/EP2 on the MoE model: a real boot failure, every test of the
+    #    layout fails with the real Traceback lines; it was booted once, after PP2's teardown.
+    ep2 = "pp1-tp2-ep2"
     assert {t: o for t, o in seen.items() if ep2 in t} == {
         f"test_topology[{ep2}]": "error",
         f"test_prefill[{ep2}-c2]": "error",
@@ -263,5 +267,5 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     assert (run / "progress.log").read_text().count(f"{ep2}: booting on") == 1
 
     progress = (run / "progress.log").read_text()
-    assert progress.index(f"{ep2}: booting on") > progress.index(f"{pp4}: booting on")
+    assert progress.index(f"{ep2}: booting on") > progress.index(f"{pp2}: booting on")
     assert not marked_processes(mark)
