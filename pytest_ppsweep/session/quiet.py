@@ -9,7 +9,8 @@ only after collection: the run folder made at configure is removed at the end an
 report object is unregistered, so it writes nothing into it. A run stopped by a usage error
 before anything ran (its claim on a cluster refused, a node refused by the preflight, its slurm
 allocation not granted) is treated the same: the error alone, no summary, no report, no run
-folder. Only a folder this process made is removed: a resumed run's, or an earlier folder named
+folder; so is one interrupted (Ctrl-C, SIGTERM) while it waited for its claim or allocation.
+Only a folder this process made is removed: a resumed run's, or an earlier folder named
 again by ``--ppsweep-run-id``, is kept as it was (nothing is closed or summarised into it).
 
 The dry run prints, per selected point, every node's
@@ -76,12 +77,13 @@ class Quiet(SessionState):
 
     @contextmanager
     def refusal(self) -> Iterator[None]:
-        """A usage error inside (a refused claim or node, an allocation not granted) stops the
-        run before anything ran: no summary and no report (a resumed run's report.html stays
+        """A usage error inside (a refused claim or node, an allocation not granted), or a
+        Ctrl-C/SIGTERM while it waits (a pending slurm allocation, a claim waited for), stops
+        the run before anything ran: no summary and no report (a resumed run's report.html stays
         as it was); the run folder this process made goes."""
         try:
             yield
-        except pytest.UsageError:
+        except (pytest.UsageError, KeyboardInterrupt):
             self.refused = True
             if not self.quiet and self.made_folder:
                 self._forget_folder()

@@ -224,3 +224,7 @@ def test_sigterm_while_salloc_waits_withdraws_the_request(
     assert proc.returncode != 0, out[-4000:]
     # nothing of the run is queued: the request was withdrawn before pytest exited
     assert "ppsweep-" not in ours, ours
+    # nothing ran: no summary of missing files, no run folder left for `runs` to list
+    assert "no summary" not in out, out[-4000:]
+    reports = tmp_path / "reports"
+    assert not reports.is_dir() or not any(reports.iterdir()), list(reports.iterdir())
