@@ -40,7 +40,7 @@ def test_real_gloo_trace_counts_each_collective_by_kind() -> None:
 
 def test_real_sglang_cpu_trace_has_gloo_collectives_on_every_rank() -> None:
     # SGLang 0.5.23 on CPU, PP2/TP2 over 4 loopback nodes, /start_profile with num_steps=2
-    # (tests/real/test_real_sglang.py, test_real_profile_window_traces_every_rank, captured it; see tests/data/traces/README.md).
+    # (the profile window of test_matrix/cpu.toml captured it; see tests/data/traces/README.md).
     files = trace_files(TRACES / "sglang-cpu-pp2-tp2")
     ranks = [parse(f) for f in files]
     assert sorted(r.rank for r in ranks) == ["TP-0-PP-0", "TP-0-PP-1", "TP-1-PP-0", "TP-1-PP-1"]
