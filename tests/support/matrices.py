@@ -1,4 +1,5 @@
-"""Sweep-file (ppsweep.toml) text of the small end-to-end sweeps on emulated clusters."""
+"""Sweep-file (ppsweep.toml) text of the small end-to-end sweeps on emulated clusters, and the
+seed sweep (test_matrix/ppsweep.toml) as one self-contained file the tests can edit."""
 
 from __future__ import annotations
 
