@@ -169,7 +169,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             else:  # nothing boots (dry run, collect-only, empty selection): no allocation
                 registry = Registry()
             plan = setup.plan(config, sweep, pool, store, ids, reuse_ref)
-            store.copy_matrix(matrix)
+            store.copy_matrix(matrix, sweep.shared_files)
             RunJson(store).create(sweep, pool, ids)
             if (scratch is None and config.pluginmanager.hasplugin("html")
                     and not config.getoption("htmlpath", None)):
