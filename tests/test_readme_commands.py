@@ -13,16 +13,15 @@ reports folder of the test's. A command added to the README without a way to run
 from __future__ import annotations
 
 import csv
-import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.commands import activated
 from support.paths import REPO
-from support.real import ProvisionImpossible, provision
+from support.shared_fixtures import CpuSweep
 
 README = REPO / "README.md"
 WALKTHROUGH = REPO / "docs" / "WALKTHROUGH.md"
@@ -39,9 +38,6 @@ NOISE_RULE_WORDS = "5 × the median distance of a repeat from its own run's medi
 # that short are noisy on a busy machine, so their spread is a warning (an exploratory run).
 EMULATED_CUT = ("--ppsweep-requests", "8", "--ppsweep-repeats", "2", "--ppsweep-time-scale", "400",
                 "--ppsweep-spread-rule", "warn")
-REAL_CUT = ("--ppsweep-requests", "4", "--ppsweep-repeats", "1", "--ppsweep-config", "pp2-tp2",
-            "--ppsweep-spread-rule", "warn")
-
 # Shown in the README but not run here, and why.
 NOT_RUN = {
     "pytest test_matrix --ppsweep-matrix test_matrix/ppsweep.toml --ppsweep-config "
@@ -106,14 +102,6 @@ def readme_commands(text: str) -> list[str]:
         if span.startswith(PREFIXES):
             found.append(span.strip())
     return list(dict.fromkeys(c for c in found if c.startswith(PREFIXES)))
-
-
-def activated() -> dict[str, str]:
-    """The environment after ``source .venv/bin/activate``: the venv's bin folder (this
-    interpreter's, with its ``pytest`` and ``python``) first on PATH."""
-    venv_bin = Path(sys.executable).parent
-    return {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
-            "VIRTUAL_ENV": str(venv_bin.parent)}
 
 
 def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None
@@ -353,14 +341,11 @@ def test_several_clusters_at_once(reports: Path) -> None:
 
 @runs("bash scripts/provision_sglang_cpu.sh",
       "pytest test_matrix --ppsweep-matrix test_matrix/cpu.toml")
-def test_real_sglang_on_cpu(reports: Path) -> None:
-    try:
-        provision()  # bash scripts/provision_sglang_cpu.sh, from the repository root
-    except ProvisionImpossible as exc:
-        pytest.skip(f"real SGLang cannot be provisioned here: {exc}")
-    command = "pytest test_matrix --ppsweep-matrix test_matrix/cpu.toml"
-    out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports), *REAL_CUT),
-                   timeout=900), command)
+def test_real_sglang_on_cpu(cpu_sweep: CpuSweep) -> None:
+    """The command runs once per session (support.shared_fixtures.cpu_sweep: the fixture
+    ``sglang_cpu`` runs the provisioning script first, from the repository root), cut to one
+    layout and two repeats; tests/real/test_real_sglang.py checks the run folder it left."""
+    out = _ok(cpu_sweep.done, cpu_sweep.command)
     assert "ppsweep summary" in out
     assert "SIMULATED" not in out
 

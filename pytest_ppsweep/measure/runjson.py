@@ -18,6 +18,9 @@ __all__ = ["RUN_JSON", "RunJson", "axis_fields", "run_id_of"]
 RUN_JSON = "metadata/run.json"
 
 
+LEARNT_AT_BOOT = ("sglang_version", "time_scale", "simulated")  # from the first boot's server info
+
+
 class RunJson:
     """``metadata/run.json`` of one run folder: created once, then merged into."""
 
@@ -29,11 +32,18 @@ class RunJson:
         return self.store.dir / RUN_JSON
 
     def create(self, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]) -> None:
-        """What the report needs to know about the run (updated at each boot)."""
+        """What the report needs to know about the run (updated at each boot). A resumed run's
+        run.json keeps what it recorded (the selection, what its boots learnt: the server's
+        version and time scale) until this run records it anew: a resume that boots nothing,
+        or is refused before its first boot, loses none of it."""
         simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
+        try:
+            kept = self.read() if self.path.is_file() else {}
+        except ValueError:  # a torn file: written anew
+            kept = {}
         self.store.write_json(
             RUN_JSON,
-            {
+            kept | {
                 "run_id": self.store.run_id,
                 "sweep": sweep.name,
                 "baseline": sweep.baseline,
@@ -54,7 +64,7 @@ class RunJson:
                 "gpu_hour_usd": sweep.gpu_hour_usd,
                 "sglang_version": None,
                 **axis_fields(sweep),
-            },
+            } | {key: kept[key] for key in LEARNT_AT_BOOT if key in kept},
         )
 
     def read(self) -> dict[str, Any]:

@@ -113,6 +113,12 @@ class SweepRun:
         """The spec and prompt set of the workload ``config`` measures."""
         return self.workloads.workload_for(config)
 
+    def use_clusters(self, clusters: Sequence[Cluster]) -> None:
+        """The clusters once their nodes are known (a slurm cluster's, from its allocation,
+        made after the run was set up: session/setup.py)."""
+        self.clusters = tuple(clusters)
+        self.lifecycle.clusters = self.clusters
+
     @property
     def cluster(self) -> Cluster:
         """The first (under xdist: the only) cluster of this process."""

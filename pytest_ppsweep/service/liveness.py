@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +34,15 @@ from typing import Protocol
 import requests
 
 from pytest_ppsweep.matrix.model import HEALTH_STALL_S
-from pytest_ppsweep.service.logscan import Finding, LogFollower, LogScanner, root_cause
+from pytest_ppsweep.service.logscan import (
+    SETTLE_S,
+    Finding,
+    LogFollower,
+    LogScanner,
+    blame,
+    exit_text,
+    settle,
+)
 
 POLL_S = 0.25  # exits and log lines
 HEALTH_EVERY_S = 1.0  # ranks ≥ 1's dummy /health
@@ -85,20 +93,11 @@ class LayoutDead(RuntimeError):
         self.death = death
 
 
-def _pick(exited: Sequence[tuple[int, int]], findings: Sequence[Finding]) -> int:
-    """Which of several ranks found ended in one poll died first: one killed by a signal (its
-    peers exit on their own when they lose it), else the one whose log holds the root cause,
-    else the highest node rank (a rank ≥ 1 that dies takes rank 0 down with it)."""
-    killed = [r for r, rc in exited if rc < 0]
-    if killed:
-        return killed[0]
-    root = root_cause(list(findings))
-    ranks = [r for r, _ in exited]
-    if root is not None:
-        for r in ranks:
-            if root.source == f"node{r}.log":
-                return r
-    return max(ranks)
+def _node_of(finding: Finding) -> int | None:
+    """The node whose log (``node<k>.log``, as the followers name it) holds ``finding``."""
+    name = finding.source.rsplit("/", 1)[-1]
+    digits = name.removeprefix("node").removesuffix(".log")
+    return int(digits) if name.startswith("node") and digits.isdigit() else None
 
 
 class Liveness:
@@ -115,6 +114,7 @@ class Liveness:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         probe: Callable[[str, float], int | str] | None = None,
+        settle_s: float = SETTLE_S,
     ) -> None:
         if not 0 < interval_s <= 5.0:
             raise ValueError(f"liveness poll interval must be in (0, 5] s: {interval_s}")
@@ -125,6 +125,7 @@ class Liveness:
         self.health_stall_s = health_stall_s
         self.clock, self.wall = clock, wall
         self.probe = probe or probe_health
+        self.settle_s = settle_s
         self.died = threading.Event()
         self.death: Death | None = None
         self._stop = threading.Event()
@@ -165,12 +166,14 @@ class Liveness:
                 pass
             self._stop.wait(self.interval_s)
 
-    def _dead(self, node_rank: int, what: str) -> Death | None:
+    def _dead(self, node_rank: int, what: str, when: tuple[float, float] | None = None
+              ) -> Death | None:
+        wall, now = when if when is not None else (self.wall(), self.clock())
         with self._lock:
             if self.death is None and not self._stop.is_set():  # teardown's stop is no death
                 self.death = Death(
-                    node_rank, self.service.address(node_rank), what, self.wall(),
-                    self.clock() - self._started,
+                    node_rank, self.service.address(node_rank), what, wall,
+                    now - self._started,
                 )
                 self.died.set()
             return self.death
@@ -187,23 +190,12 @@ class Liveness:
         if self.death is not None or self._stop.is_set():
             return self.death
         svc = self.service
-        for i, follower in enumerate(self._followers):
-            first, lines = follower.new_lines()
-            self._findings += svc.scanner.scan(lines, svc.log_paths[i].name, first)
+        self._read()
         exited = svc.exited()
         if self._stop.is_set():
             return None
-        if exited:
-            r = _pick(exited, self._findings)
-            rc = dict(exited)[r]
-            others = [f"node {o} code {c}" for o, c in exited if o != r]
-            also = f" (also ended: {', '.join(others)})" if others else ""
-            return self._dead(r, f"rank exited with code {rc}{also}")
-        if self._findings:
-            root = root_cause(self._findings) or self._findings[0]
-            r = int(root.source.removeprefix("node").removesuffix(".log") or 0)
-            return self._dead(r, f"fatal log line {root.source}:{root.line_no}: "
-                                 f"[{root.kind}] {root.line.strip()[:200]}")
+        if exited or self._findings:
+            return self._name_death()
         now = self.clock()
         # The probes of ranks ≥ 1 run beside the poll: a node that times out must not hold
         # back the next look at exits and log lines.
@@ -212,6 +204,44 @@ class Liveness:
             self._last_health = now
             self._health = self._pool.submit(self._check_health, now)
         return self.death
+
+    def _read(self) -> None:
+        svc = self.service
+        for i, follower in enumerate(self._followers):
+            first, lines = follower.new_lines()
+            self._findings += svc.scanner.scan(lines, svc.log_paths[i].name, first)
+
+    def _name_death(self) -> Death | None:
+        """A rank exited or a fatal line was logged: the death is dated now, then the other
+        nodes' last lines and exits are let in (logscan.settle: a rank's own line may land after
+        its peers' lines about it, a killed rank's exit after them) and the death is named
+        where it happened (logscan.blame)."""
+        when = (self.wall(), self.clock())
+        n = len(self._followers)
+
+        def look() -> tuple[object, bool]:
+            self._read()
+            exited = self.service.exited()
+            # new fatal lines and exits, not log growth: a rank still serving keeps logging
+            return (len(self._findings), tuple(exited)), len(exited) >= n
+
+        settle(look, limit_s=self.settle_s, sleep=self._stop.wait)
+        if self._stop.is_set():
+            return None
+        exited = self.service.exited()
+        who = blame(self._findings, exited, _node_of)
+        if who is None:
+            return None
+        parts = []
+        if who.code is not None:
+            others = [f"node {o} code {exit_text(c)}" for o, c in exited if o != who.node]
+            also = f" (also ended: {', '.join(others)})" if others else ""
+            parts.append(f"rank exited with code {exit_text(who.code)}{also}")
+        if who.finding is not None:
+            f = who.finding
+            parts.append(f"fatal log line {f.source}:{f.line_no}: [{f.kind}] "
+                         f"{f.line.strip()[:200]}")
+        return self._dead(who.node, "; ".join(parts), when)
 
     def _check_health(self, now: float) -> Death | None:
         for r in range(1, len(self._followers)):

@@ -8,11 +8,25 @@ benchmark (every node's log must be free of them).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+import signal
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
+    # First: a line that reports another process's failure (a consequence): a peer's connection
+    # gone (Gloo's "Connection closed by peer" inside a RuntimeError, a reset, an HTTP "other
+    # side closed"), "Rank N scheduler is dead", "… of rank N exited", NCCL's "remote process
+    # exiting". It names where to look, not what went wrong there.
+    (
+        "consequence",
+        r"[Cc]onnection (closed|reset) by peer|other side closed|[Rr]ank \d+ scheduler is dead"
+        r"|(of|node_)\s?rank \d+ exited|remote process exit",
+    ),
+    # A node's own subprocess killed by a signal (SGLang's subprocess watchdog:
+    # "Subprocess scheduler_0 (pid=…) crashed with exit code -9"): the OOM killer, a kill -9.
+    ("killed", r"crashed with exit code -\d+"),
     (
         "cuda-oom",
         r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
@@ -34,9 +48,12 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
     ("watchdog", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
     (
         "engine",
-        r"scheduler is dead|Initialization failed|Received sigquit|SIGQUIT received"
-        r"|Capture cuda graph failed|custom_all_reduce\.cuh|Health check failed",
+        r"Initialization failed|Capture cuda graph failed|custom_all_reduce\.cuh"
+        r"|Health check failed",
     ),
+    # A launcher's echo of its own children's failure (SGLang's SIGQUIT cleanup): the line that
+    # says what failed is beside it.
+    ("sigquit", r"Received sigquit|SIGQUIT received|crashed with exit code \d+"),
     ("connection-refused", r"Connection refused|ConnectionRefusedError"),
     # Last: the generic error lines, so a specific kind above wins.
     ("exception", r"hit an exception|^\s*(RuntimeError|ValueError|AssertionError|KeyError)\b"),
@@ -121,17 +138,128 @@ class LogFollower:
 
 
 # Which finding explains a failure best: a rank that dies takes its peers' connections down
-# with it, so "connection closed" or a bare Traceback is a consequence, an OOM is a cause.
-_CAUSE_ORDER = ("cuda-oom", "watchdog", "nccl", "rdma", "rendezvous", "exception", "engine", "gloo",
-                "traceback", "connection-refused")
+# with it, so "connection closed" or a bare Traceback is a consequence, an OOM is a cause. A line
+# that reports another process's failure, and a launcher's echo of its children's, come last:
+# the failing rank's own lines, or its process exit (:func:`blame`), outrank them.
+_CAUSE_ORDER = ("cuda-oom", "killed", "watchdog", "nccl", "rdma", "rendezvous", "exception",
+                "engine", "gloo", "traceback", "connection-refused", "sigquit", "consequence")
+CONSEQUENCES = frozenset({"sigquit", "consequence"})
+
+
+def _consequences(findings: Sequence[Finding]) -> set[int]:
+    """Indexes of the findings that only tell of a failure elsewhere: the consequence kinds, and
+    a Traceback header whose record ends in one (the next finding of its log is a consequence:
+    ``Traceback … RuntimeError: [gloo/…/pair.cc:534] Connection closed by peer``)."""
+    out = {i for i, f in enumerate(findings) if f.kind in CONSEQUENCES}
+    nxt: dict[str, int] = {}  # the next finding of each log, walking backwards
+    for i in sorted(range(len(findings)), key=lambda i: (findings[i].source,
+                                                         -findings[i].line_no)):
+        f = findings[i]
+        after = nxt.get(f.source)
+        if f.kind == "traceback" and after is not None and findings[after].kind == "consequence":
+            out.add(i)
+        nxt[f.source] = i
+    return out
 
 
 def root_cause(findings: Sequence[Finding]) -> Finding | None:
-    """The most telling finding (first of the highest-ranked kind)."""
+    """The most telling finding: the first of the highest-ranked kind, a consequence (a line
+    about another process's failure, or the Traceback that ends in one) only when nothing
+    else was found."""
     if not findings:
         return None
     rank = {k: i for i, k in enumerate(_CAUSE_ORDER)}
-    return min(findings, key=lambda f: rank.get(f.kind, -1))
+    late = _consequences(findings)
+    best = min(range(len(findings)),
+               key=lambda i: (i in late, rank.get(findings[i].kind, -1), i))
+    return findings[best]
+
+
+def is_consequence(finding: Finding, findings: Sequence[Finding]) -> bool:
+    """Whether ``finding`` (one of ``findings``) only tells of a failure elsewhere."""
+    late = _consequences(findings)
+    return any(f is finding for i, f in enumerate(findings) if i in late)
+
+
+_SIGNALS = {int(s): s.name for s in signal.Signals}
+
+
+def exit_text(code: int) -> str:
+    """``-9 (SIGKILL)`` for a process ended by a signal, else the code."""
+    name = _SIGNALS.get(-code) if code < 0 else None
+    return f"{code} ({name})" if name else str(code)
+
+
+@dataclass(frozen=True)
+class Blame:
+    """Where a failure happened: the node, the line of its own log that says what (None: its
+    process ended without one), and its exit code (None: still running)."""
+
+    node: int
+    finding: Finding | None
+    code: int | None
+
+
+def blame(findings: Sequence[Finding], exited: Sequence[tuple[int, int]],
+          node_of: Callable[[Finding], int | None]) -> Blame | None:
+    """The node a failure is named on, from every node's fatal lines and process exits
+    (``(node, code)``); the one home of that rule (boot failures and the liveness watch).
+
+    1. The root cause (:func:`root_cause`) when it is a node's own line (not a consequence):
+       a rank's own fatal line outranks a peer's line about it and every process exit.
+    2. Else a node whose process ended (non-zero) with no fatal line of its own: it died
+       without a word (a SIGKILL writes none) and the others' lines are about it. Killed by a
+       signal first, then the highest node rank (a rank ≥ 1 that dies takes rank 0 down).
+    3. Else the consequence line's node; else the exit: a signal first, the highest node.
+    """
+    codes = dict(exited)
+    root = root_cause(findings)
+    if root is not None and not is_consequence(root, findings):
+        node = node_of(root)
+        node = 0 if node is None else node
+        return Blame(node, root, codes.get(node))
+    speaking = {node_of(f) for f in findings}
+    silent = [(r, rc) for r, rc in exited if rc != 0 and r not in speaking]
+    if silent:
+        r, rc = min(silent, key=lambda e: (e[1] >= 0, -e[0]))
+        return Blame(r, None, rc)
+    if root is not None:
+        node = node_of(root)
+        node = 0 if node is None else node
+        return Blame(node, root, codes.get(node))
+    if exited:
+        r, rc = min(exited, key=lambda e: (e[1] >= 0, e[1] == 0, -e[0]))
+        return Blame(r, None, rc)
+    return None
+
+
+# Before a failure is named: the other nodes' last fatal lines and exits are let in (a rank's
+# own fatal line may land after its peers' lines about it; a killed rank's exit after them).
+SETTLE_S = 1.5
+SETTLE_QUIET_S = 0.4
+SETTLE_POLL_S = 0.05
+
+
+def settle(look: Callable[[], tuple[object, bool]], *, limit_s: float = SETTLE_S,
+           quiet_s: float = SETTLE_QUIET_S, poll_s: float = SETTLE_POLL_S,
+           clock: Callable[[], float] = time.monotonic,
+           sleep: Callable[[float], object] = time.sleep) -> float:
+    """Poll ``look`` (what was seen so far: the fatal lines read and the exits; and whether
+    every rank has exited) until every rank exited and nothing changed since the poll before,
+    or nothing changed for ``quiet_s``, or ``limit_s`` passed. Returns the seconds waited."""
+    start = clock()
+    state, _ = look()
+    since = start
+    while clock() - start < limit_s:
+        sleep(poll_s)
+        now_state, all_exited = look()
+        now = clock()
+        if now_state != state:
+            state, since = now_state, now
+            continue
+        if all_exited or now - since >= quiet_s:
+            break
+    return clock() - start
 
 
 def tail(path: Path, lines: int = 30) -> str:

@@ -25,7 +25,16 @@ from pathlib import Path
 from typing import Protocol
 
 from pytest_ppsweep.matrix.model import Config
-from pytest_ppsweep.service.logscan import Finding, LogFollower, LogScanner, root_cause
+from pytest_ppsweep.service.logscan import (
+    Blame,
+    Finding,
+    LogFollower,
+    LogScanner,
+    blame,
+    exit_text,
+    root_cause,
+    settle,
+)
 from pytest_ppsweep.service.probe import health_and_token
 
 
@@ -142,8 +151,12 @@ def _section(tails: str, name: str) -> list[str]:
     return out
 
 
-def boot_failure(service: Booting, reason: str, findings: Sequence[Finding] = ()) -> BootFailed:
-    root = root_cause(findings)
+def boot_failure(service: Booting, reason: str, findings: Sequence[Finding] = (),
+                 blamed: Blame | None = None) -> BootFailed:
+    """The one home of a boot failure's message: ``reason``, the root-cause line (``blamed``'s,
+    else :func:`~pytest_ppsweep.service.logscan.root_cause` of ``findings``), the tail of the
+    node named (``blamed``'s, else the one whose log holds the root cause, else node 0)."""
+    root = blamed.finding if blamed is not None else root_cause(findings)
     cause = f": {root.line.strip()[:200]}" if root else ""
     head = f"{service.config.id}: boot failed: {reason}{cause}"
     ordered = ([root] if root else []) + [f for f in findings if f is not root]
@@ -164,7 +177,9 @@ def boot_failure(service: Booting, reason: str, findings: Sequence[Finding] = ()
                   for f in ordered[:_SHOWN_FINDINGS]]
         if len(ordered) > _SHOWN_FINDINGS:
             lines.append(f"  … {len(ordered) - _SHOWN_FINDINGS} more")
-    where = node_of(service, root) if root else None
+    where = blamed.node if blamed is not None else node_of(service, root) if root else None
+    if where is not None and not 0 <= where < len(service.log_paths):
+        where = None
     path = service.log_paths[where if where is not None else 0] if service.log_paths else None
     if path is not None:
         tail_lines = _section(service.log_tail(_TAIL_LINES), path.name)
@@ -176,11 +191,36 @@ def boot_failure(service: Booting, reason: str, findings: Sequence[Finding] = ()
                       details=details, evidence_path=saved)
 
 
-def _fail_on_exit(service: Booting) -> None:
-    dead = service.exited()
-    if dead:
-        desc = ", ".join(f"node{r} exited with code {rc}" for r, rc in dead)
-        raise boot_failure(service, desc, service.findings())
+def _failed(service: Booting, followers: Sequence[LogFollower]) -> BootFailed:
+    """A boot that showed a fatal line or a rank exit: the other nodes' last lines and exits
+    are let in first (:func:`~pytest_ppsweep.service.logscan.settle`: a rank's own fatal line
+    may land after its peers' lines about it), then the failure is named where it happened
+    (:func:`~pytest_ppsweep.service.logscan.blame`)."""
+    n = len(service.log_paths)
+    seen = 0  # fatal lines read while settling: the ordinary lines of a rank still running
+    # (request logs, a hang's heartbeat) do not hold the failure back
+
+    def look() -> tuple[object, bool]:
+        nonlocal seen
+        for i, follower in enumerate(followers):
+            first, lines = follower.new_lines()
+            seen += len(service.scanner.scan(lines, service.log_paths[i].name, first))
+        exited = service.exited()
+        return (seen, tuple(exited)), len(exited) >= n
+
+    settle(look)
+    findings = service.findings()
+    exited = service.exited()
+    who = blame(findings, exited, lambda f: node_of(service, f))
+    if who is None:  # nothing to name (a log that went away): as seen
+        return boot_failure(service, "fatal line or rank exit", findings)
+    ends = [f"node{r} exited with code {exit_text(rc)}"
+            for r, rc in sorted(exited, key=lambda e: (e[0] != who.node, e[0]))]
+    if who.code is not None:
+        reason = ", ".join(ends)
+    else:
+        reason = f"fatal line in node{who.node}'s log" + (f" ({', '.join(ends)})" if ends else "")
+    return boot_failure(service, reason, findings, who)
 
 
 def wait_until_ready(
@@ -208,25 +248,22 @@ def wait_until_ready(
     while True:
         for i, follower in enumerate(followers):
             first, lines = follower.new_lines()
-            found = service.scanner.scan(lines, service.log_paths[i].name, first)
-            if found:
-                # Every node's log so far: the root cause may be on another node, and the
-                # node named is the one whose log holds it.
-                every = service.findings() or found
-                root = root_cause(every)
-                at = node_of(service, root) if root is not None else None
-                raise boot_failure(service, f"fatal line in node{i if at is None else at}'s log",
-                                   every)
+            if service.scanner.scan(lines, service.log_paths[i].name, first):
+                # The root cause may be on another node, its line not written yet: _failed
+                # waits a moment for every node's last lines and exits, then names the node.
+                raise _failed(service, followers)
             for line in lines:
                 mark = milestone(line)
                 if mark is not None and MILESTONES.index(mark) > reached:
                     reached, newest = MILESTONES.index(mark), f"node{i}: {mark}"
-        _fail_on_exit(service)
+        if service.exited():
+            raise _failed(service, followers)
         answers = [health_and_token(service.url(r), timeout=HEALTH_TIMEOUT_S) for r in range(n)]
         codes = [code for code, _token in answers]
         # Before any answer is believed: a rank that exited meanwhile fails the boot, and an
         # answer from a process that is not the launched rank is a stale server.
-        _fail_on_exit(service)
+        if service.exited():
+            raise _failed(service, followers)
         for r, (code, token) in enumerate(answers):
             who = service.impostor(r, token) if code is not None else None
             if who:

@@ -17,6 +17,7 @@ from pytest_ppsweep.measure.eta import SweepClock
 from pytest_ppsweep.measure.runjson import RunJson, run_id_of
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.quiet import Quiet
+from pytest_ppsweep.session.setup import Nodes
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-class Collection(Quiet):
+class Collection(Quiet, Nodes):
     """The session's collection hooks and the selection they make."""
 
     baseline_ref: Path | None
@@ -190,6 +191,9 @@ class Collection(Quiet):
             self.nothing_selected()
             if self.quiet and not self.dry_run:
                 return
+        elif not self.quiet:  # the run uses its clusters: a slurm cluster's allocation, now
+            with self.refusal():
+                self.allocate_nodes()
         fields, notes = selection_fields(
             self.sweep, self.pool, self.ids, points, self.run_dir_for_lookups(), self.baseline_ref
         )

@@ -20,6 +20,7 @@ the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the ha
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,6 +119,9 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         self.dry_run = False  # --ppsweep-dry-run: print the plan, run nothing
         self.plan_lines: list[str] = []  # what the dry run prints
         self.preflown = False  # the preflight ran (once)
+        self.nodes_known = True  # the pool's slurm clusters hold their nodes (session.setup)
+        self.made_folder = False  # this process made the run folder (session.quiet)
+        self.refused = False  # stopped by a usage error before anything ran (session.quiet)
 
     @staticmethod
     def of(config: pytest.Config) -> SweepSession | None:
@@ -149,28 +153,42 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         compare_ref = options.reference(config, "ppsweep_compare")
         thresholds = options.thresholds(config, sweep)
         baseline_from: Path | None = None
+        registry = Registry()
+        # The run folder was made by this process (not a resumed or earlier one): a run that
+        # records nothing removes it (session.quiet).
+        made = False
         if is_worker(config):
             winput = config.workerinput  # type: ignore[attr-defined]
             # Workers re-parse the command line, where --dist may be absent: group the layouts
             # (xdist suffixes node ids with @<xdist_group>) as the controller's scheduler expects.
             config.option.loadgroup = True
             pool = tuple(c for c in pool if c.name == winput[WORKER_CLUSTER])
-            store = setup.open_store(config, sweep, winput[WORKER_RUN_ID])
-            registry, pool = setup.allocate(config, matrix, pool, store.run_id)
+            store, _ = setup.open_store(config, sweep, winput[WORKER_RUN_ID])
             plan = continuity.Plan.from_builtin(winput[WORKER_PLAN])
+            nodes_known = not any(c.kind == "slurm" for c in pool)  # else at its first test
         else:
             check_workers(config, pool)
             reuse_ref = options.reference(config, "ppsweep_reuse")
-            baseline_from = baseline_ref(config, sweep, pool)
-            store = (RunStore(scratch, new_run_id(sweep.name)) if scratch is not None
-                     else setup.open_store(config, sweep, None))
-            if scratch is None:
-                registry, pool = setup.allocate(config, matrix, pool, store.run_id)
-            else:  # nothing boots (dry run, collect-only, empty selection): no allocation
-                registry = Registry()
-            plan = setup.plan(config, sweep, pool, store, ids, reuse_ref)
+            if scratch is not None:
+                store = RunStore(scratch, new_run_id(sweep.name))
+            else:
+                store, made = setup.open_store(config, sweep, None)
+            # A slurm allocation is asked for once the selection holds a point (setup.Nodes),
+            # unless the set-up compares manifests that name the nodes; never in a quiet run.
+            nodes_known = scratch is None and setup.nodes_needed_at_start(config)
+            try:
+                if nodes_known:
+                    pool = setup.allocate(config, matrix, pool, store.run_id, registry)
+                baseline_from = baseline_ref(config, sweep, pool)
+                plan = setup.plan(config, sweep, pool, store, ids, reuse_ref)
+            except BaseException:
+                _discard(registry, scratch or (store.dir if made else None))
+                raise
+            nodes_known = nodes_known or not any(c.kind == "slurm" for c in pool)
             store.copy_matrix(matrix, sweep.shared_files)
             RunJson(store).create(sweep, pool, ids)
+            if nodes_known:
+                setup.record_nodes(store, pool)
             if (scratch is None and config.pluginmanager.hasplugin("html")
                     and not config.getoption("htmlpath", None)):
                 config.option.htmlpath = str(store.dir / "report.html")
@@ -179,10 +197,15 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
                       registry)
         session.baseline_ref = baseline_from
         session.scratch, session.dry_run = scratch, dry_run
+        session.nodes_known, session.made_folder = nodes_known, made
         if not session.worker:
             for note in plan.notes:
                 session.progress(note)
-        session._start_adaptive()
+        try:
+            session._start_adaptive()
+        except BaseException:
+            _discard(registry, scratch or (store.dir if made else None))
+            raise
         session._install_safety_net()
         config.stash[SESSION_KEY] = session
         return session
@@ -229,7 +252,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         benchmark.json, gate.csv; then the baseline, when every test passed."""
         from pytest_ppsweep.run import close as close_folder
 
-        if self.worker or self.rendered is not None or self.quiet:
+        if self.worker or self.rendered is not None or self.quiet or self.refused:
             return
         self.defer_signals()
         self.progress.stop_following()  # the workers' last lines come before the summary
@@ -270,8 +293,9 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         # Nothing can have been started in a quiet run, nor by a controller before its claims
         # (a refused claim or preflight): then nothing is looked for on the nodes (an
         # unreachable node would be tried once more per node). A worker may have been stopped
-        # half-way through its first launch: it always looks.
-        if not self.quiet and (self.worker or self.claims):
+        # half-way through its first launch: it looks, once it knows its nodes (a slurm
+        # worker takes its allocation at its first test: before that it launched nothing).
+        if not self.quiet and ((self.worker and self.nodes_known) or self.claims):
             steps.append(self._reap_own)
         steps += [self._release_claims,  # the cluster is free once nothing is left on it
                   self.registry.close, self.registry.remove_atexit, self._restore_signals,
@@ -285,6 +309,15 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         if failed is not None:
             raise failed
         self._end_deferred()
+
+
+def _discard(registry: Registry, folder: Path | None) -> None:
+    """A set-up refused at configure: what it held goes (an allocation in the registry, the
+    run or scratch folder this process made); nothing else was started."""
+    registry.close()
+    registry.remove_atexit()
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 SESSION_KEY: pytest.StashKey[SweepSession] = pytest.StashKey()

@@ -35,9 +35,13 @@ class Preflight(Claims, Quiet):
         nothing (:mod:`.quiet`)."""
         if self.worker or self.config.option.collectonly or self.quiet or self.preflown:
             return
-        if self.selected is None:  # an xdist controller before its workers' collection
+        if not self.selected:  # an xdist controller before its workers' collection, or empty
             return
         self.preflown = True
+        with self.refusal():  # a refused claim or node: no run folder is left (session.quiet)
+            self._preflight()
+
+    def _preflight(self) -> None:
         from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 
         self._claim_clusters()  # one sweep per cluster: before anything looks at the nodes

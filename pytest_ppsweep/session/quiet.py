@@ -1,12 +1,18 @@
-"""Runs in which nothing boots: ``--ppsweep-dry-run``, ``--collect-only`` and a selection that
-matches no point. They read the sweep file and the reports folder, and nothing else: no node is
-connected to (no preflight, no final reap) and no run folder is left behind (issue 28).
+"""Runs in which nothing boots: ``--ppsweep-dry-run``, ``--collect-only``, a selection that
+matches no point, and a run refused before its first boot. The first three read the sweep file
+and the reports folder, and nothing else: no node is connected to (no preflight, no slurm
+allocation, no final reap) and no run folder is left behind (issue 28).
 
 ``--collect-only`` and the dry run are known at configure: the run's files go to a scratch
 folder, removed at the end, and pytest-html is given no report path. An empty selection is known
 only after collection: the run folder made at configure is removed at the end and pytest-html's
-report object is unregistered, so it writes nothing into it. A resumed run's folder, or one named
-by ``--ppsweep-run-id``, is never removed. The dry run prints, per selected point, every node's
+report object is unregistered, so it writes nothing into it. A run stopped by a usage error
+before anything ran (its claim on a cluster refused, a node refused by the preflight, its slurm
+allocation not granted) is treated the same: the error alone, no summary, no report, no run
+folder. Only a folder this process made is removed: a resumed run's, or an earlier folder named
+again by ``--ppsweep-run-id``, is kept as it was (nothing is closed or summarised into it).
+
+The dry run prints, per selected point, every node's
 launch command and environment (:mod:`pytest_ppsweep.report.dryrun`) and the selection's notes;
 on a local cluster it first checks the server flags against the module's own parser
 (``cluster.preflight.local_flags``: a process on this machine, no connection).
@@ -16,6 +22,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +56,8 @@ class Quiet(SessionState):
 
     scratch: Path | None
     dry_run: bool
+    made_folder: bool  # this process made the run folder (not a resumed or earlier one)
+    refused: bool  # a usage error stopped the run before its first boot
     plan_lines: list[str]
     baseline_ref: Path | None
 
@@ -58,13 +68,32 @@ class Quiet(SessionState):
 
     def nothing_selected(self) -> None:
         """The selection matches no point: nothing will boot. A run folder this process made
-        (not a resumed one, not one named by --ppsweep-run-id) is removed at the end (under
-        xdist by the controller, once its workers ended), and pytest-html writes no report
-        into it."""
-        if self.quiet or options.get(self.config, "ppsweep_resume") or options.get(
-                self.config, "ppsweep_run_id"):
+        is removed at the end (under xdist by the controller, once its workers ended), and
+        pytest-html writes no report into it."""
+        if self.quiet or not self.made_folder:
             return
+        self._forget_folder()
+
+    @contextmanager
+    def refusal(self) -> Iterator[None]:
+        """A usage error inside (a refused claim or node, an allocation not granted) stops the
+        run before anything ran: no summary and no report (a resumed run's report.html stays
+        as it was); the run folder this process made goes."""
+        try:
+            yield
+        except pytest.UsageError:
+            self.refused = True
+            if not self.quiet and self.made_folder:
+                self._forget_folder()
+            self._no_report()
+            raise
+
+    def _forget_folder(self) -> None:
         self.scratch = self.store.dir
+        self._no_report()
+
+    def _no_report(self) -> None:
+        """pytest-html writes nothing (its report object unregistered)."""
         if self.config.pluginmanager.hasplugin("html"):
             from pytest_html.basereport import BaseReport
 
@@ -100,7 +129,10 @@ class Quiet(SessionState):
         self.plan_lines += notes
 
     def quiet_terminal(self, reporter: Any) -> None:
-        """What a quiet run shows at the end: the dry run's plan, or nothing at all."""
+        """What a quiet run shows at the end: the dry run's plan, the folder a refused run
+        kept, or nothing at all."""
+        if self.refused and not self.quiet:
+            reporter.write_line(f"run folder {self.store.dir}: kept as it was (nothing ran)")
         if self.plan_lines:
             reporter.write_sep("=", "ppsweep dry run")
         for line in self.plan_lines:

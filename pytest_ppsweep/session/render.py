@@ -35,7 +35,7 @@ class Render(Quiet):
         if self.worker:
             return
         self.progress.clear_line()
-        if self.quiet:  # nothing ran: the dry run's plan, or nothing at all
+        if self.quiet or self.refused:  # nothing ran: the dry run's plan, or the folder kept
             self.quiet_terminal(reporter)
             return
         for config_id, why in self.leases.not_run.items() if self.leases else ():

@@ -1,10 +1,20 @@
 """Run set-up before the first test (controller, and the worker's view of it): the run folder
 (new, the controller's, or a resumed one), the slurm clusters' allocations and the reuse/resume
 plan. Options are read by
-:mod:`.options`; this module only acts on them."""
+:mod:`.options`; this module only acts on them.
+
+When the allocation is made (:class:`Nodes`): a slurm allocation holds nodes of a shared
+cluster, so it is asked for only once the run is known to use them. The controller allocates
+once the selection holds a point (after collection; under xdist after the first worker's
+collection, before any test is scheduled), never for an empty selection, --collect-only or a
+dry run. Only a run whose set-up compares the layouts' manifests, which name the nodes, before
+collection (--ppsweep-resume, --ppsweep-reuse, --ppsweep-baseline-from: the plan skips tests as
+they are collected) allocates at configure. A worker takes the controller's allocation, read
+from run.json (``slurm_jobs``), at its first test: it never asks for one of its own."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,29 +24,56 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.signals import stopping_as_ctrl_c
+from pytest_ppsweep.session.state import SessionState
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
+    from pytest_ppsweep.run.sweeprun import SweepRun
 
-__all__ = ["allocate", "open_store", "plan"]
+__all__ = ["Nodes", "allocate", "nodes_needed_at_start", "open_store", "plan", "record_nodes"]
+
+SLURM_JOBS = "slurm_jobs"  # run.json: the controller's allocation of each slurm cluster
+
+
+def nodes_needed_at_start(config: pytest.Config) -> bool:
+    """The set-up itself needs the nodes: a resume, a reuse or --ppsweep-baseline-from compare
+    manifests, which name the nodes, before collection."""
+    return any(options.get(config, key) for key in (
+        "ppsweep_resume", "ppsweep_reuse", "ppsweep_baseline_from"))
+
+
+def record_nodes(store: RunStore, pool: tuple[Cluster, ...]) -> None:
+    """run.json: the pool's nodes, and each slurm cluster's allocation (its workers take it)."""
+    RunJson(store).update(hosts=[h.address for c in pool for h in c.hosts], **{
+        SLURM_JOBS: {c.name: c.slurm_jobid for c in pool if c.kind == "slurm"}})
 
 
 def allocate(
-    config: pytest.Config, matrix: Path, pool: tuple[Cluster, ...], run_id: str
-) -> tuple[Registry, tuple[Cluster, ...]]:
-    """The run's registry, and the pool with the nodes of its slurm clusters (an allocation
-    made here lives in the registry, released when it closes: at the end, on a failure, on
-    Ctrl-C/SIGTERM/SIGHUP and at interpreter exit)."""
+    config: pytest.Config, matrix: Path, pool: tuple[Cluster, ...], run_id: str,
+    registry: Registry, taken: dict[str, str] | None = None,
+) -> tuple[Cluster, ...]:
+    """The pool with the nodes of its slurm clusters (an allocation made here lives in
+    ``registry``, released when it closes: at the end, on a failure, on Ctrl-C/SIGTERM/SIGHUP
+    and at interpreter exit). ``taken``: a worker's, the controller's allocation of each slurm
+    cluster (run.json); a worker never asks for one of its own."""
     from pytest_ppsweep.session.xdist import is_worker
 
-    registry = Registry()
     registry.install_atexit()
     try:
         jobid = options.get(config, "ppsweep_slurm_jobid") or ""
         reap = bool(config.getoption("ppsweep_reap")) and not is_worker(config)
+        if taken is not None:
+            missing = [c.name for c in pool if c.kind == "slurm" and not (
+                jobid or c.slurm_jobid or taken.get(c.name))]
+            if missing:
+                raise ValueError(f"expected the controller's allocation of slurm cluster(s) "
+                                 f"{', '.join(missing)} in run.json ({SLURM_JOBS}), found none")
+            pool = tuple(replace(c, slurm_jobid=c.slurm_jobid or taken[c.name])
+                         if c.kind == "slurm" and not jobid else c for c in pool)
         # a SIGTERM while salloc waits ends the run like a Ctrl-C: the request is withdrawn
         with stopping_as_ctrl_c():
             pool = backends.prepare(pool, run_id, registry, jobid, reap)
@@ -48,7 +85,31 @@ def allocate(
         registry.close()
         registry.remove_atexit()
         raise
-    return registry, pool
+    return pool
+
+
+class Nodes(SessionState):
+    """The session's allocation of its slurm clusters, made when the run is known to use them
+    (this module's docstring)."""
+
+    matrix: Path
+    run: SweepRun
+    nodes_known: bool  # the pool's nodes are its allocation's (or it has no slurm cluster)
+
+    def allocate_nodes(self) -> None:
+        """Once: the pool's slurm clusters with their allocation's nodes (the controller's
+        made now and recorded in run.json; a worker's taken from there)."""
+        if self.nodes_known:
+            return
+        taken: dict[str, str] | None = None
+        if self.worker:
+            taken = dict(RunJson(self.store).read().get(SLURM_JOBS) or {})
+        self.pool = allocate(self.config, self.matrix, self.pool, self.store.run_id,
+                             self.registry, taken)
+        self.nodes_known = True
+        self.run.use_clusters(self.pool)
+        if not self.worker:
+            record_nodes(self.store, self.pool)
 
 
 def plan(
@@ -71,8 +132,9 @@ def plan(
     return plan
 
 
-def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunStore:
-    """The run folder: a new one, the controller's (xdist workers), or a resumed one."""
+def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> tuple[RunStore, bool]:
+    """The run folder: a new one, the controller's (xdist workers), or a resumed one; and
+    whether it was made now (it did not exist before)."""
     resumed = options.get(config, "ppsweep_resume")
     if resumed and not run_id:
         folder = options.path_arg(config, resumed)
@@ -83,10 +145,12 @@ def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> RunSt
                 f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
                 f"found none at {folder}"
             )
-        return RunStore(folder.parent, folder.name)
+        return RunStore(folder.parent, folder.name), False
     if resumed and run_id:
         folder = options.path_arg(config, resumed)
         root = folder.parent if folder.is_dir() else options.reports_root(config)
-        return RunStore(root, run_id)
+    else:
+        root = options.reports_root(config)
     rid = run_id or options.get(config, "ppsweep_run_id") or new_run_id(sweep.name)
-    return RunStore(options.reports_root(config), rid)
+    made = not (root / rid).exists()
+    return RunStore(root, rid), made

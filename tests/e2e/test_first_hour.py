@@ -7,6 +7,7 @@ connection to the sweep's unreachable cluster would show there (and take seconds
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,24 @@ def test_a_node_0_that_cannot_be_reached_is_a_usage_error_naming_it(
     assert "cannot take the run's claim on its cluster: host 601 (127.0.60.1): SSH " in err, err
     assert "nothing was launched" in err and "cleanup of cluster" not in err, err
     assert "INTERNALERROR" not in out + err and "Traceback" not in out + err, out[-2000:] + err
+    # the error alone: no summary, and no run folder (nothing was recorded)
+    assert "no summary" not in out and not any((tmp_path / "reports").iterdir()), out[-2000:]
+
+    # A resumed run refused the same way keeps its folder as it was: nothing recorded is lost
+    # (what its boots learnt stays in run.json), nothing is closed or summarised into it.
+    kept = tmp_path / "reports" / "kept"
+    (kept / "metadata").mkdir(parents=True)
+    learnt = {"time_scale": 20.0, "sglang_version": "0.5.4"}
+    (kept / "metadata" / "run.json").write_text(json.dumps({"run_id": "kept", **learnt}))
+    (kept / "results.csv").write_text("config_id,concurrency,repeat\n")
+    (kept / "report.html").write_text("<html>the interrupted run's report</html>")
+    before = {p: p.read_bytes() for p in kept.rglob("*") if p.is_file() and p.name != "run.json"}
+    result = _run(pytester, folder, tmp_path / "reports", "-k", "pp8", "--ppsweep-resume", "kept")
+    out, err = result.stdout.str(), result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out[-2000:] + err
+    assert "cannot take the run's claim on its cluster" in err and "no summary" not in out, err
+    assert {p: p.read_bytes() for p in before} == before
+    recorded = json.loads((kept / "metadata" / "run.json").read_text())
+    assert {k: recorded.get(k) for k in learnt} == learnt, recorded
+    assert not (kept / "summary.csv").exists() and not (kept / "benchmark.json").exists()
+    assert f"run folder {kept}: kept as it was (nothing ran)" in out, out[-2000:]

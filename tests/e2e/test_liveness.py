@@ -61,6 +61,7 @@ def watch(svc: FakeService, answers: dict[int, int | str] | None = None, **kw: o
     def probe(url: str, _timeout: float) -> int | str:
         return answers.get(int(url.split("//")[1].split(":")[0].rsplit(".", 1)[1]) - 1, 200)
 
+    kw.setdefault("settle_s", 0.0)  # the settling before a death is named: tests/service
     return Liveness(svc, probe=probe, wall=lambda: 0.0, **kw)  # type: ignore[arg-type]
 
 
@@ -71,9 +72,10 @@ def test_an_exit_is_a_death_naming_the_node_its_code_and_when(tmp_path: Path) ->
     clock.t += 12.5
     svc.codes[2] = -9
     death = w.check()
-    assert death == Death(2, "127.0.62.3", "rank exited with code -9", 0.0, 12.5)
+    assert death == Death(2, "127.0.62.3", "rank exited with code -9 (SIGKILL)", 0.0, 12.5)
     assert str(death) == (
-        "node 2 (127.0.62.3) rank exited with code -9 at 00:00:00 UTC (12.5 s after healthy)"
+        "node 2 (127.0.62.3) rank exited with code -9 (SIGKILL) at 00:00:00 UTC "
+        "(12.5 s after healthy)"
     )
     assert w.died.is_set()
     svc.codes[0] = 1  # what follows does not replace the first death
@@ -87,7 +89,10 @@ def test_of_several_exits_in_one_poll_the_root_cause_names_the_rank(tmp_path: Pa
     svc.codes.update({0: 1, 2: 1})
     death = watch(svc).check()
     assert death is not None and death.node_rank == 2
-    assert death.what == "rank exited with code 1 (also ended: node 0 code 1)"
+    assert death.what == (
+        "rank exited with code 1 (also ended: node 0 code 1); fatal log line node2.log:2: "
+        "[exception] RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
     (tmp_path / "b").mkdir()
     svc2 = FakeService(tmp_path / "b")
     svc2.codes.update({0: 1, 3: -9})  # no log: the one killed by a signal
@@ -280,8 +285,8 @@ def _run_killed(
 
 
 DEAD = re.compile(
-    r"pp4-tp8-ep4: layout dead: node 2 \(127\.0\.62\.3\) rank exited with code -9"
-    r"(?: \(also ended: [^)]*\))? at "
+    r"pp4-tp8-ep4: layout dead: node 2 \(127\.0\.62\.3\) rank exited with code -9 \(SIGKILL\)"
+    r"(?: \(also ended: (?:[^()]|\(SIG[A-Z]+\))*\))? at "
     r"\d\d:\d\d:\d\d UTC \([\d.]+ s after healthy\)"
 )
 

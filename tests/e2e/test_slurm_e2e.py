@@ -18,7 +18,7 @@ import pytest
 from support.matrices import replace_once
 from support.paths import sweep_folder
 from support.remote import SECRET_TOKEN, make_device_dir, seed_matrix
-from support.slurm import TestSlurm, slurm_cluster_toml, two_layout_sweep
+from support.slurm import TestSlurm, allocations_granted, slurm_cluster_toml, two_layout_sweep
 
 from pytest_ppsweep.cluster.slurm import check_pyxis
 from pytest_ppsweep.matrix.parse import load
@@ -106,12 +106,23 @@ def test_seed_sweep_on_four_slurm_nodes(
 def test_preflight_through_slurm_names_every_node_and_starts_nothing(
     pytester: pytest.Pytester, slurm_clean: TestSlurm, seed_folder: Path, tmp_path: Path
 ) -> None:
+    reports = tmp_path / "r"
+    # A selection that matches nothing asks Slurm for nothing: no allocation, no run folder.
+    granted = allocations_granted()
+    result = pytester.runpytest_subprocess(
+        str(seed_folder), "-k", "nomatch", "--ppsweep-reports", str(reports), timeout=120)
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret in (0, pytest.ExitCode.NO_TESTS_COLLECTED), out[-4000:]
+    assert allocations_granted() == granted, "an empty selection allocated on the cluster"
+    assert not reports.exists() or not any(reports.iterdir()), sorted(reports.rglob("*"))
+    assert "no summary" not in out, out[-4000:]
+
     toml = seed_folder / "ppsweep.toml"
     text = toml.read_text()
     toml.write_text(replace_once(text, f'python = "{sys.executable}"',
                                  'python = "/nowhere/python3"'))
     result = pytester.runpytest_subprocess(
-        str(seed_folder), "--ppsweep-config", TWO, "--ppsweep-reports", str(tmp_path / "r"),
+        str(seed_folder), "--ppsweep-config", TWO, "--ppsweep-reports", str(reports),
         timeout=300,
     )
     out = result.stdout.str() + result.stderr.str()
@@ -120,6 +131,10 @@ def test_preflight_through_slurm_names_every_node_and_starts_nothing(
     for name, address in slurm_clean.nodes:
         assert f"{name} ({address}): /nowhere/python3 cannot run" in out, out[-4000:]
     assert "booting" not in out
+    # a run that uses the cluster allocates (the count above can tell); refused by the
+    # preflight, it leaves the error alone: no summary, no run folder
+    assert allocations_granted() == granted + 1
+    assert "no summary" not in out and not any(reports.iterdir()), out[-4000:]
     # slurm_clean: the allocation made for the run was released, no step is left
 
     # Pyxis: a container image asks srun for --container-image, which this Slurm lacks

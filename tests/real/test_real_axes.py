@@ -1,9 +1,10 @@
-"""An axis sweep on real SGLang 0.5.23 (CPU, 4 loopback nodes 127.0.40.1-4, tiny random MoE):
-PP2/TP2 × chunked_prefill_size 256 vs 512 on a short decode workload (512 prompt tokens, two
-chunks at 256, then 16 output tokens). Two boots (20-45 s each on a quiet 2-core machine), one
-run shared by the asserts: topology, N/N, decode metrics and the confounding check against the
-real server. Several workloads per sweep are run on the emulator (tests/e2e/test_axes_e2e.py):
-each workload boots its layout again, which the CI budget does not allow here."""
+"""An axis sweep on real SGLang 0.5.23 (CPU, one loopback node 127.0.40.1, tiny random MoE):
+TP1 × chunked_prefill_size 256 vs 512 on a short decode workload (512 prompt tokens, two chunks
+at 256, then 16 output tokens). Two boots of one rank each, one run shared by the asserts:
+topology, N/N, decode metrics and the confounding check against the real server. A layout across
+nodes on real SGLang is booted by tests/real/test_real_sglang.py; this test is about the axis,
+and a one-rank boot costs a third of a four-node one on 2 cores. Several workloads per sweep are
+run on the emulator (tests/e2e/test_axes_e2e.py)."""
 
 from __future__ import annotations
 
@@ -28,20 +29,22 @@ pytestmark = pytest.mark.slow
 
 AXES = """
 [[configs]]
-pp = 2
-tp = 2
+pp = 1
+tp = 1
 
 [axes]
 chunked_prefill_size = [256, 512]
 """
-CHUNK256, CHUNK512 = "pp2-tp2-ep1", "pp2-tp2-ep1-chunk512"
+CHUNK256, CHUNK512 = "pp1-tp1-ep1", "pp1-tp1-ep1-chunk512"
 
 
 def _axis_toml(prov: Provisioned, mark: str) -> str:
     text = sweep_toml(prov, port=41200, dist_port=41300, mark=mark, configs=AXES,
                       num_requests=4, repeats=1, output_len=16, concurrency=[2],
                       baseline=CHUNK256)
-    return text.replace("127.0.6.", "127.0.40.")
+    hosts = 'hosts = ["127.0.6.1", "127.0.6.2", "127.0.6.3", "127.0.6.4"]'
+    assert hosts in text, text
+    return text.replace(hosts, 'hosts = ["127.0.40.1"]')
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +88,7 @@ def test_axis_points_boot_with_their_topology_and_complete(
     for cid, chunk in ((CHUNK256, 256), (CHUNK512, 512)):
         info = json.loads((run / "metadata" / f"{cid}.server_info.json").read_text())
         assert (info["chunked_prefill_size"], info["version"]) == (chunk, "0.5.23")
-        assert (info["pp_size"], info["tp_size"], info["ep_size"]) == (2, 2, 1)
+        assert (info["pp_size"], info["tp_size"], info["ep_size"]) == (1, 1, 1)
 
 
 def test_decode_workload_metrics(real_axes: tuple[subprocess.CompletedProcess[str],

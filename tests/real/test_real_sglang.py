@@ -1,9 +1,10 @@
 """The plugin's whole flow on real SGLang 0.5.23 (CPU, 4 loopback nodes, tiny random models).
 
-Each test runs a sweep of test_matrix/cpu.toml (adapted to this machine) in a pytest subprocess,
-like tests/e2e/test_sweep_e2e.py does on the emulator, and checks what the run left: test
-outcomes, the run folder, the real server info and logs, and no SGLang process in /proc.
-Boots take 20-45 s each on 2 cores, so each test boots few layouts with a small workload.
+The first two tests read the README's command (support.shared_fixtures.cpu_sweep: cpu.toml as
+shipped, one layout); the others run a sweep of test_matrix/cpu.toml adapted to the case in a
+pytest subprocess, like tests/e2e/test_sweep_e2e.py does on the emulator. Each checks what the run
+left: test outcomes, the run folder, the real server info and logs, and no SGLang process in
+/proc. Boots take 20-45 s each on 2 cores, so each test boots few layouts with a small workload.
 """
 
 from __future__ import annotations
@@ -16,32 +17,20 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.paths import ACCEPTANCE
 from support.real import (
-    READINESS_WORKAROUND,
-    Provisioned,
-    assert_none_left,
     marked_processes,
     messages,
     node_processes,
     outcomes,
-    sweep_toml,
 )
 from support.runs import rows, run_dir
+from support.shared_fixtures import CpuSweep
 
 pytestmark = pytest.mark.slow
-
-PP2_TP2 = """
-[[configs]]
-pp = 2
-tp = 2
-"""
 
 # PP4 first (one of its ranks is killed during the benchmark), then EP2 (fails at boot: the CPU
 # MoE path cannot take EP's -1 expert ids): the sweep goes on after a dead layout, and a boot
@@ -59,73 +48,18 @@ ep = 2
 """
 
 
-# The SLO search on the same boot (issue 26): a target every rate of the range meets on 2 cores,
-# so the search is short and its outcome stable: min, then max, then max repeated. Gaps of
-# 125-500 ms leave the client's schedule tolerance (half a gap) far above a busy loop's jitter.
-SLO = """
-[workload.slo]
-ttft_p50_s = 5.0
-min = 2.0
-max = 8.0
-max_probes = 3
-"""
-
-
 def _pytest_argv(folder: Path, reports: Path, junit: Path) -> list[str]:
     return [str(folder), "-v", "--ppsweep-reports", str(reports), f"--junitxml={junit}",
             "-p", "no:cacheprovider"]  # fmt: skip
 
 
-# The profile window on the same boot (issue 16's real check, sharing this run's boot): the extra
-# round is wrapped by SGLang's real /start_profile and /stop_profile, and every rank's
-# torch-profiler trace comes back into profile/<layout>/.
-PROFILE = """
-[profile]
-activities = ["CPU"]
-num_steps = 2
-num_requests = 4
-concurrency = 2
-timeout_s = 120
-"""
-
-
-@dataclass(frozen=True)
-class SweepRun:
-    """The one real PP2/TP2 run that test_real_sweep_* and test_real_profile_* read."""
-
-    out: str
-    seen: dict[str, str]
-    run: Path
-    left: list[tuple[int, str]]  # marked processes found after pytest exited
-
-
-@pytest.fixture(scope="module")
-def pp2_run(sglang_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
-        SweepRun]:
-    """One boot of PP2/TP2 with the benchmark (C=2 and 4, 2 repeats), the SLO search and the
-    profile window: one real boot serves the three checks (a real boot costs 20-45 s)."""
-    base = tmp_path_factory.mktemp("real-pp2")
-    mark = uuid.uuid4().hex[:12]
-    folder = base / "matrix"
-    folder.mkdir()
-    text = sweep_toml(sglang_cpu, port=42800, dist_port=42900, mark=mark, configs=PP2_TP2,
-                      baseline="pp2", repeats=2, slo=SLO)
-    (folder / "ppsweep.toml").write_text(text.replace("127.0.6.", "127.0.43.") + PROFILE)
-    (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
-    (folder / "conftest.py").write_text(READINESS_WORKAROUND)
-    reports, junit = base / "reports", base / "junit.xml"
-    done = subprocess.run([sys.executable, "-m", "pytest", *_pytest_argv(folder, reports, junit)],
-                          cwd=base, capture_output=True, text=True, timeout=600, check=False)
-    try:
-        left = marked_processes(mark)
-        yield SweepRun(done.stdout + done.stderr, outcomes(junit), run_dir(reports), left)
-    finally:
-        assert_none_left(mark)
-
-
-def test_real_sweep_boots_measures_scans_and_tears_down(pp2_run: SweepRun) -> None:
+def test_real_sweep_boots_measures_scans_and_tears_down(cpu_sweep: CpuSweep) -> None:
+    """The README's command (test_matrix/cpu.toml cut to PP2/TP2 and two repeats, shared with
+    tests/test_readme_commands.py): one real boot serves the sweep, the SLO search and the
+    profile window."""
     cid = "pp2-tp2-ep1"
-    seen, run = pp2_run.seen, pp2_run.run
+    seen, run = cpu_sweep.seen, cpu_sweep.run
+    assert run is not None, cpu_sweep.out[-8000:]
     assert seen == {
         f"test_topology[{cid}]": "passed",
         f"test_prefill[{cid}-c2]": "passed",
@@ -136,7 +70,7 @@ def test_real_sweep_boots_measures_scans_and_tears_down(pp2_run: SweepRun) -> No
         f"test_logs_clean[{cid}]": "passed",
         f"test_gpu_memory[{cid}]": "skipped",  # nvidia_smi = []: a cluster without GPUs
         f"test_profile[{cid}]": "passed",
-    }, pp2_run.out[-8000:]  # no test_no_regression: not collected without a reference
+    }, cpu_sweep.out[-8000:]  # no test_no_regression: not collected without a reference
 
     # Topology from the real /server_info, with the effective micro-batch size.
     info = json.loads((run / "metadata" / f"{cid}.server_info.json").read_text())
@@ -191,12 +125,13 @@ def test_real_sweep_boots_measures_scans_and_tears_down(pp2_run: SweepRun) -> No
     progress = (run / "progress.log").read_text()
     assert progress.count(f"{cid}: booting on 4 nodes of cpu") == 1
     assert f"{cid}: healthy after" in progress
-    assert not pp2_run.left  # teardown left nothing before pytest exited
+    assert not cpu_sweep.left  # teardown left nothing before pytest exited
 
 
-def test_real_profile_window_traces_every_rank(pp2_run: SweepRun) -> None:
-    cid, run = "pp2-tp2-ep1", pp2_run.run
-    assert pp2_run.seen.get(f"test_profile[{cid}]") == "passed", pp2_run.out[-8000:]
+def test_real_profile_window_traces_every_rank(cpu_sweep: CpuSweep) -> None:
+    cid, run = "pp2-tp2-ep1", cpu_sweep.run
+    assert run is not None, cpu_sweep.out[-8000:]
+    assert cpu_sweep.seen.get(f"test_profile[{cid}]") == "passed", cpu_sweep.out[-8000:]
 
     # The real ProfileReq that was sent, and SGLang's own log lines about it.
     body = json.loads((run / "profile" / cid / "request.json").read_text())
@@ -290,13 +225,13 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
     assert seen[f"test_topology[{pp4}]"] == "passed", text[-8000:]
     assert seen[f"test_prefill[{pp4}-c2]"] == "failed", f"killed {killed}\n{text[-8000:]}"
     prefill = why[f"test_prefill[{pp4}-c2]"]
-    # Real SGLang takes every node down with the killed scheduler (all exit -9 at once): the
-    # cause names one of them and lists the others, node 2 among them. A SIGKILL writes no log
-    # line: when another node's consequence line (its gloo error, "Received sigquit") is read
-    # before node 2's exit is seen, the cause is that fatal line (seen in CI under load).
-    assert f"{pp4}: layout dead: node " in prefill, f"killed {killed}\n{prefill}"
+    # Real SGLang takes every node down with the killed scheduler (all exit -9 at once), and
+    # the other nodes log the lost peer (Gloo's "Connection closed by peer", their SIGQUIT
+    # cleanup) before node 2's exit or its watchdog's line is seen: the cause names node 2,
+    # killed by SIGKILL (service/logscan.blame, after the watch lets every node's exit in).
+    assert f"{pp4}: layout dead: node 2 (" in prefill, f"killed {killed}\n{prefill}"
     cause = prefill.split("; round c2")[0]
-    assert "node 2" in cause or "fatal log line" in cause, f"killed {killed}\n{prefill}"
+    assert "-9 (SIGKILL)" in cause, f"killed {killed}\n{prefill}"
     assert "round c2 r1/1 aborted" in prefill
     assert seen[f"test_logs_clean[{pp4}]"] == "error"
     assert cause in why[f"test_logs_clean[{pp4}]"]

@@ -2,7 +2,7 @@
 answers fails at once (real SGLang echoes no boot token, so the launched rank must own the
 listening socket), and a launched rank 0 that exits (its rendezvous port is taken) fails the
 boot at once although something answers 200 on its HTTP port and nothing can tell whose it is
-(about 80 s for both on 2 cores).
+(two-node TP2 boots).
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from pytest_ppsweep.service.readiness import BootFailed
 
 pytestmark = pytest.mark.slow
 
-TP4 = """
+# Two nodes are enough for both cases (rank 0 takes the rendezvous port only when there is more
+# than one node); four would add two more real ranks' start-up to each boot on 2 cores.
+TP2 = """
 [[configs]]
 pp = 1
-tp = 4
+tp = 2
 """
 
 
@@ -68,8 +70,12 @@ def squatters() -> Iterator[Callable[[str, int, bool], None]]:
 
 def _sweep(tmp_path: Path, prov: Provisioned, mark: str, offset: int) -> Sweep:
     port = 37000 + (os.getpid() % 90) * 10 + offset
-    text = sweep_toml(prov, port=port, dist_port=port + 1, mark=mark, configs=TP4)
-    text = text.replace('"127.0.6.', '"127.0.61.')  # addresses of this module's runs only
+    text = sweep_toml(prov, port=port, dist_port=port + 1, mark=mark, configs=TP2,
+                      baseline="pp1-tp2")
+    hosts = 'hosts = ["127.0.6.1", "127.0.6.2", "127.0.6.3", "127.0.6.4"]'
+    assert hosts in text, text
+    # two nodes, at addresses of this module's runs only
+    text = text.replace(hosts, 'hosts = ["127.0.61.1", "127.0.61.2"]')
     path = tmp_path / f"cpu-{offset}.toml"
     path.write_text(text)
     return load(path)

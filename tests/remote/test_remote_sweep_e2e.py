@@ -167,8 +167,9 @@ def test_failing_preflight_lists_every_problem_and_boots_nothing(
     for name, address in (("h601", "10.200.0.101"), ("h604", "10.200.0.104")):
         assert f"{name} ({address}): image local/not-here:1 is not present" in err
         assert f"{name} ({address}): model path {missing} does not exist" in err
-    service = run_dir(reports) / "service"
-    assert not service.exists() or not any(service.iterdir()), "a layout was booted"
+    # the error alone: no summary line, and no run folder (nothing was recorded, nothing booted)
+    assert "no summary" not in result.stdout.str(), result.stdout.str()[-2000:]
+    assert not reports.exists() or not any(reports.iterdir()), sorted(reports.rglob("*"))
 
 
 

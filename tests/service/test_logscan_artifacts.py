@@ -85,8 +85,19 @@ def test_real_failed_boot_is_found_with_its_traceback(data_dir: Path) -> None:
         ("misc/ibvwrap.cc:123 NCCL WARN Call to ibv_create_qp failed", "nccl"),
         (
             "[2026-08-21] Rank 0 scheduler is dead. Please check if there are relevant logs.",
-            "engine",
+            "consequence",
         ),
+        # a peer's failure reported (the emulator's and Gloo's words): a consequence, not a cause
+        ("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed "
+         "by peer [node_rank 1 exited]", "consequence"),
+        ("ConnectionResetError: [Errno 104] Connection reset by peer", "consequence"),
+        # SGLang's subprocess watchdog (sglang/srt/utils/watchdog.py): killed by a signal is a
+        # cause; a non-zero exit is the echo of the child's own error line
+        ("[2026-11-29 16:12:10] Subprocess scheduler_0 (pid=746) crashed with exit code -9. "
+         "Triggering SIGQUIT for cleanup...", "killed"),
+        ("[2026-11-29 16:12:10] Subprocess scheduler_0 (pid=746) crashed with exit code 1. "
+         "Triggering SIGQUIT for cleanup...", "sigquit"),
+        ("Exception: Capture cuda graph failed: invalid argument", "engine"),
         ("ConnectionRefusedError: [Errno 111] Connection refused", "connection-refused"),
     ],
 )

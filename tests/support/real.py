@@ -93,7 +93,11 @@ def sweep_toml(
     """test_matrix/cpu.toml with this machine's paths, private ports, a process mark, and
     optionally other layouts (``configs``: TOML ``[[configs]]`` blocks), workload values and a
     ``[workload.slo]`` table (``slo``: its TOML text)."""
+    # cpu.toml's SLO search and profile window run only where a test asks for them (the shared
+    # run of its README command, support.shared_fixtures.cpu_sweep): each costs real rounds.
     text = CPU_TOML.read_text(encoding="utf-8")
+    for table in ("workload.slo", "profile"):
+        text = _drop_table(text, table)
     subs = [
         (r'^python = ".*"$', f"python = {json.dumps(prov.python)}"),
         (r'^model_path = ".*"$', f"model_path = {json.dumps(prov.models[model])}"),
@@ -115,6 +119,18 @@ def sweep_toml(
     # Every rank (and every child it forks) inherits this, so /proc tells our ranks apart.
     text = text.replace("[clusters.cpu.env]\n", f'[clusters.cpu.env]\n{MARK_VAR} = "{mark}"\n')
     return text
+
+
+def _drop_table(text: str, name: str) -> str:
+    """``text`` without the TOML table ``[name]`` and the comment lines just above it."""
+    lines = text.splitlines(keepends=True)
+    start = lines.index(f"[{name}]\n")  # ValueError: cpu.toml no longer has it
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
+    while end > start + 1 and (lines[end - 1].startswith("#") or not lines[end - 1].strip()):
+        end -= 1  # the next table's own comment stays with it
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    return "".join(lines[:start] + lines[end:])
 
 
 def marked_processes(mark: str) -> list[tuple[int, str]]:
@@ -183,9 +199,9 @@ def messages(junit_xml: Path) -> dict[str, str]:
     return out
 
 
-def assert_none_left(mark: str, grace_s: float = 2.0) -> None:
-    """No process carrying ``mark`` is left: stragglers get ``grace_s`` (the plugin waits for
-    every group), then whatever is left is SIGKILLed and the check fails naming it."""
+def kill_marked(mark: str, grace_s: float = 2.0) -> list[tuple[int, str]]:
+    """The processes carrying ``mark`` still there after ``grace_s`` (the plugin waits for every
+    group), SIGKILLed; empty when none was left."""
     import contextlib
     import signal
     import time
@@ -196,5 +212,12 @@ def assert_none_left(mark: str, grace_s: float = 2.0) -> None:
     for pid, _cmd in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def assert_none_left(mark: str, grace_s: float = 2.0) -> None:
+    """No process carrying ``mark`` is left: stragglers get ``grace_s``, then whatever is left
+    is SIGKILLed and the check fails naming it."""
+    left = kill_marked(mark, grace_s)
     assert not left, "SGLang processes left running:\n" + "\n".join(
         f"{pid} {cmd}" for pid, cmd in left)

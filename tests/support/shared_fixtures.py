@@ -4,20 +4,36 @@ run collecting tests/real, tests/remote and tests/e2e provisions each thing once
 * ``sglang_cpu``: SGLang 0.5.23 for CPU and the tiny models (scripts/provision_sglang_cpu.sh);
 * ``test_hosts``: h601-h604, real sshd and dockerd in network namespaces
   (scripts/provision_test_hosts.sh --docker, scripts/build_sim_image.sh), torn down at the end
-  unless PPSWEEP_KEEP_TEST_HOSTS=1.
+  unless PPSWEEP_KEEP_TEST_HOSTS=1;
+* ``cpu_sweep``: the README's real-SGLang command (test_matrix/cpu.toml, PP2/TP2 with its SLO
+  search and profile window), run once: tests/real/test_real_sglang.py checks what it left and
+  tests/test_readme_commands.py that it works as written (one real boot serves both).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import shlex
+import subprocess
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from support.real import Provisioned, ProvisionImpossible, provision
+from support.commands import activated
+from support.paths import REPO
+from support.real import (
+    MARK_VAR,
+    Provisioned,
+    ProvisionImpossible,
+    kill_marked,
+    outcomes,
+    provision,
+)
 
 if TYPE_CHECKING:  # support.remote imports docker: only a run that uses the hosts pays for it
     from support.remote import TestHosts
@@ -82,3 +98,42 @@ def test_hosts() -> Iterator[TestHosts]:
         if not os.environ.get("PPSWEEP_KEEP_TEST_HOSTS"):
             took, _out = run_script("teardown_test_hosts.sh")
             _TIMINGS.append(f"torn down in {took:.1f} s")
+
+
+CPU_COMMAND = "pytest test_matrix --ppsweep-matrix test_matrix/cpu.toml"
+# One layout of cpu.toml, two repeats (the medians and the spread need two); its 16 requests at
+# C = 2 and 4, SLO search and profile window as the file has them.
+CPU_CUT = ("--ppsweep-config", "pp2-tp2", "--ppsweep-repeats", "2")
+
+
+@dataclass(frozen=True)
+class CpuSweep:
+    """What the README's real-SGLang command left: its output, the junit outcomes, the run
+    folder, and the processes of its ranks found after it exited."""
+
+    command: str
+    done: subprocess.CompletedProcess[str]
+    seen: dict[str, str]
+    run: Path | None
+    left: list[tuple[int, str]]
+
+    @property
+    def out(self) -> str:
+        return self.done.stdout + self.done.stderr
+
+
+@pytest.fixture(scope="session")
+def cpu_sweep(sglang_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> CpuSweep:
+    """The README's command on real SGLang, verbatim from the repository root in the activated
+    environment, with the cut above and a reports folder of its own. Every rank inherits a mark
+    in its environment, so /proc tells whether one was left (and it is killed at once)."""
+    base = tmp_path_factory.mktemp("cpu-sweep")
+    reports, junit, mark = base / "reports", base / "junit.xml", uuid.uuid4().hex[:12]
+    argv = [*shlex.split(CPU_COMMAND), "-p", "no:cacheprovider", "--ppsweep-reports",
+            str(reports), f"--junitxml={junit}", *CPU_CUT]  # fmt: skip
+    done = subprocess.run(argv, cwd=REPO, env={**activated(), MARK_VAR: mark},
+                          capture_output=True, text=True, timeout=900, check=False)
+    left = kill_marked(mark)
+    runs = [p for p in reports.iterdir() if p.is_dir()] if reports.is_dir() else []
+    seen = outcomes(junit) if junit.is_file() else {}
+    return CpuSweep(CPU_COMMAND, done, seen, runs[0] if len(runs) == 1 else None, left)

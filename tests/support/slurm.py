@@ -85,6 +85,12 @@ def test_slurm() -> Iterator[TestSlurm]:
             run_script("teardown_slurm.sh")
 
 
+def allocations_granted() -> int:
+    """How many allocations slurmctld has granted so far (its log: one line per salloc)."""
+    log = ROOT / "ctld" / "slurmctld.log"
+    return log.read_text(errors="replace").count("_slurm_rpc_allocate_resources")
+
+
 def node_processes(cluster: TestSlurm) -> list[str]:
     """Labelled (PPSWEEP_RUN) processes inside the Slurm nodes' namespaces."""
     inodes = cluster.netns_inodes()
