@@ -56,12 +56,17 @@ SLOWER = ("pp1-tp32-ep4", "pp2-tp16-ep4", "pp4-tp8-ep4", "pp16-tp2-ep2")
 
 
 def _matrix(folder: Path) -> Path:
-    text = MATRIX.read_text(encoding="utf-8")
+    """The seeds' sweep file and the cluster.toml it extends, the emulated clusters moved to
+    addresses and ports of the benchmark's own."""
+    text = (MATRIX.parent / "cluster.toml").read_text(encoding="utf-8")
     text = text.replace("127.0.6.", "127.0.63.").replace("127.0.7.", "127.0.64.")
     text = text.replace("port = 30000", "port = 30630").replace(
         "dist_init_port = 20000", "dist_init_port = 20630")
+    if "127.0.63." not in text or "port = 30630" not in text:
+        raise SystemExit("test_matrix/cluster.toml changed shape: no emulated cluster to move")
+    (folder / "cluster.toml").write_text(text, encoding="utf-8")
     path = folder / "ppsweep.toml"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(MATRIX.read_text(encoding="utf-8"), encoding="utf-8")
     return path
 
 

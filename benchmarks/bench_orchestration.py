@@ -41,6 +41,10 @@ from pathlib import Path
 from benchkit.results import Result, add_smoke, finish, goal, info
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+
+from support.matrices import seed_text  # noqa: E402
+
 CLUSTER = """
 [clusters.bench-orch]
 kind = "local"
@@ -78,7 +82,8 @@ def sweep_folder(tmp: Path, net: str, port: int, tree: Path) -> Path:
     one_call = "HOSTS_PLACEHOLDER" in (tree / "pytest_ppsweep/measure/gpu.py").read_text()
     folder = tmp / ("sweep" if one_call else "sweep-per-node")
     folder.mkdir(exist_ok=True)
-    text = (REPO / "test_matrix" / "ppsweep.toml").read_text()
+    # self-contained (cluster.toml's tables inlined): a tree from before `extends` reads it too
+    text = seed_text()
     # each tree's emulator its own GPU state files: their format may differ between trees
     state = tmp / f"sim-state-{zlib.crc32(str(tree.resolve()).encode()):08x}"
     text += CLUSTER.format(net=net, port=port, dist_port=port + 100, state=state)

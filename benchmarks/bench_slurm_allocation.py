@@ -171,6 +171,7 @@ def main() -> None:
         text = text.replace('devices = ["/dev/infiniband"]', "devices = []")
         text += CLUSTER.format(python=sys.executable, state=state, scale=args.time_scale)
         (folder / "ppsweep.toml").write_text(text)
+        (folder / "cluster.toml").write_text((REPO / "test_matrix" / "cluster.toml").read_text())
         (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
         common = ["--ppsweep-requests", str(args.requests), "--ppsweep-repeats",
                   str(args.repeats), "--ppsweep-config", ",".join(layouts)]

@@ -98,6 +98,7 @@ def main() -> int:
                                    dist_port=args.port - 10000,
                                    state=Path(tmp) / "sim-state")
         (folder / "ppsweep.toml").write_text(text)
+        (folder / "cluster.toml").write_text((REPO / "test_matrix" / "cluster.toml").read_text())
         (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
         base = [sys.executable, "-m", "pytest", str(folder), "-q", "-p", "no:cacheprovider",
                 "--ppsweep-requests", str(args.requests), "--ppsweep-repeats", str(args.repeats),

@@ -200,6 +200,10 @@ def test_command_1_installs_and_runs_the_sweep(reports: Path) -> None:
                     "-p", "no:cacheprovider", *EMULATED_CUT], timeout=600), "sweep.sh -k pp8")
     assert "ppsweep summary" in out and "report: " in out
     assert re.search(r"\b\d+ passed\b", out)
+    # the evidence holds the sweep file and the cluster.toml it extends, as they were
+    meta = _runs(reports)[-1] / "metadata"
+    assert [(meta / n).read_text() for n in ("ppsweep.toml", "cluster.toml")] == [
+        (REPO / "test_matrix" / n).read_text() for n in ("ppsweep.toml", "cluster.toml")]
 
 
 @runs(

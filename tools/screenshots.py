@@ -49,15 +49,19 @@ def _env() -> dict[str, str]:
 
 
 def sweep_matrix(folder: Path) -> Path:
-    """test_matrix/ppsweep.toml with the emulated cluster moved to loopback addresses and ports
-    of its own, so that a test run on the same machine cannot answer this sweep's requests."""
+    """test_matrix/ppsweep.toml and the cluster.toml it extends, with the emulated cluster moved
+    to loopback addresses and ports of its own, so that a test run on the same machine cannot
+    answer this sweep's requests."""
     n = 100 + os.getpid() % 100
-    text = (ROOT / "test_matrix" / "ppsweep.toml").read_text(encoding="utf-8")
+    text = (ROOT / "test_matrix" / "cluster.toml").read_text(encoding="utf-8")
     text = text.replace('"127.0.6.', f'"127.0.{n}.')
     text = text.replace("port = 30000", f"port = {36000 + n}", 1)
     text = text.replace("dist_init_port = 20000", f"dist_init_port = {26000 + n}", 1)
+    if f'"127.0.{n}.' not in text or f"port = {36000 + n}" not in text:
+        raise SystemExit("test_matrix/cluster.toml changed shape: no emulated cluster to move")
+    (folder / "cluster.toml").write_text(text, encoding="utf-8")
     path = folder / "ppsweep.toml"
-    path.write_text(text, encoding="utf-8")
+    shutil.copyfile(ROOT / "test_matrix" / "ppsweep.toml", path)
     return path
 
 

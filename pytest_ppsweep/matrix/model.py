@@ -285,6 +285,12 @@ class Sweep:
         named = self.workloads or {"default": self.workload}
         return {name: w for name, w in named.items() if w.slo is not None}
 
+    @property
+    def shared_files(self) -> tuple[Path, ...]:
+        """The shared files (``extends``) that gave this sweep keys, in the order read."""
+        own = str(self.path)
+        return tuple(dict.fromkeys(Path(f) for _, f in self.origins if f != own))
+
     def file_of(self, key: str) -> Path:
         """The file that holds the dotted ``key`` (``server.chunked_prefill_size``,
         ``clusters.gpu.hosts[2]``): a shared file it came from, else the sweep file."""

@@ -14,7 +14,7 @@ import io
 import json
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -141,10 +141,18 @@ class RunStore:
             data.update(fields)
             _atomic_write(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
-    def copy_matrix(self, matrix: Path) -> None:
-        """The sweep file as evidence, with the values of secret-looking keys redacted."""
-        text = matrix.read_text(encoding="utf-8")
-        _atomic_write(self.dir / "metadata" / matrix.name, redact_toml(text))
+    def copy_matrix(self, matrix: Path, shared: Iterable[Path] = ()) -> None:
+        """The sweep file as evidence, and beside it the ``shared`` files its ``extends`` took
+        tables from (each under its own name, so a copy of ``extends = "cluster.toml"`` reads
+        as the sweep did; a name taken already gets an ``extends-<n>-`` prefix), with the
+        values of secret-looking keys redacted."""
+        copies = {matrix.name: matrix}
+        for path in shared:
+            name = path.name if path.name not in copies else f"extends-{len(copies)}-{path.name}"
+            copies[name] = path
+        for name, path in copies.items():
+            text = path.read_text(encoding="utf-8")
+            _atomic_write(self.dir / "metadata" / name, redact_toml(text))
 
     def append_result(self, row: Mapping[str, Any]) -> None:
         """One round, flushed to disk before returning."""

@@ -185,7 +185,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
                 _discard(registry, scratch or (store.dir if made else None))
                 raise
             nodes_known = nodes_known or not any(c.kind == "slurm" for c in pool)
-            store.copy_matrix(matrix)
+            store.copy_matrix(matrix, sweep.shared_files)
             RunJson(store).create(sweep, pool, ids)
             if nodes_known:
                 setup.record_nodes(store, pool)

@@ -14,7 +14,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.paths import ACCEPTANCE, REPO, SEED
+from support.matrices import replace_all, seed_text
+from support.paths import ACCEPTANCE, REPO
 
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.comm.runner import CommFailed, run_comm
@@ -35,11 +36,11 @@ SEED_92 = {"pp8-tp4-ep4": (4.93, 40.85, 41.00, "same node, same PCIe/NUMA island
 
 
 def _matrix(tmp_path: Path) -> Path:
-    text = SEED.read_text()
+    text = seed_text()
     for old, new in (("127.0.6.", "127.0.42."), ("127.0.7.", "127.0.42.1"),
                      ("port = 30000", "port = 42100"), ("dist_init_port = 20000",
                                                          "dist_init_port = 42110")):
-        text = text.replace(old, new)
+        text = replace_all(text, old, new)
     path = tmp_path / "ppsweep.toml"
     path.write_text(text)
     return path

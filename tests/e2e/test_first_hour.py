@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas  # noqa: F401  (loaded before pytester snapshots sys.modules: numpy loads once)
 import pytest
-from support.paths import SEED, sweep_folder
+from support.matrices import replace_all, replace_once, seed_text
+from support.paths import sweep_folder
 
 SECRET = "hf_firsthoursecret42"
 
@@ -37,7 +38,7 @@ def connects(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 @pytest.fixture
 def folder(pytester: pytest.Pytester) -> Path:
     """The seeds' sweep (its ssh cluster pro6000 is unreachable from here), with a secret."""
-    text = SEED.read_text().replace('[env]\n', f'[env]\nHF_TOKEN = "{SECRET}"\n', 1)
+    text = replace_once(seed_text(), '[env]\n', f'[env]\nHF_TOKEN = "{SECRET}"\n')
     return sweep_folder(pytester.path / "matrix", text)
 
 
@@ -98,7 +99,7 @@ def test_dry_run_checks_the_flags_against_a_local_servers_parser(
 ) -> None:
     """On a local cluster (here the emulator) the module's own parser is on this machine: the
     dry run checks the flags against it, as the preflight does on node 0, with "did you mean"."""
-    text = SEED.read_text().replace("chunked_prefill_size = 8192", "chunked_prefil_size = 8192", 1)
+    text = replace_once(seed_text(), "chunked_prefill_size = 8192", "chunked_prefil_size = 8192")
     folder = sweep_folder(pytester.path / "typo", text)
     reports = tmp_path / "reports"
     result = _run(pytester, folder, reports, "--ppsweep-dry-run", "--ppsweep-cluster", "local")
@@ -115,7 +116,7 @@ def test_a_node_0_that_cannot_be_reached_is_a_usage_error_naming_it(
     """The run's claim on the cluster is taken on node 0 first: a node that refuses SSH stops
     the run with a usage error naming it (no INTERNALERROR, no paramiko traceback, no cleanup
     tried on nodes where nothing was started)."""
-    text = SEED.read_text().replace('address = "174.1.60.', 'address = "127.0.60.')
+    text = replace_all(seed_text(), 'address = "174.1.60.', 'address = "127.0.60.')
     folder = sweep_folder(pytester.path / "refused", text)
     result = _run(pytester, folder, tmp_path / "reports", "-k", "pp8")
     out, err = result.stdout.str(), result.stderr.str()

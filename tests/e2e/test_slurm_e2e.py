@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.matrices import replace_once
 from support.paths import sweep_folder
 from support.remote import SECRET_TOKEN, make_device_dir, seed_matrix
 from support.slurm import TestSlurm, allocations_granted, slurm_cluster_toml, two_layout_sweep
@@ -47,9 +48,10 @@ def seed_folder(tmp_path: Path) -> Path:
     state.mkdir()
     text = seed_matrix("slurm", model, make_device_dir(tmp_path / "dev"))
     # a short workload: the seeds' 40 requests of 16k tokens are not what is tested here
-    text = text.replace("num_requests = 40", "num_requests = 6").replace(
-        "concurrency = [8, 16]", "concurrency = [8]").replace("repeats = 3", "repeats = 2")
-    text = text.replace("boot_timeout_s = 1800", "boot_timeout_s = 90")
+    for old, new in (("num_requests = 40", "num_requests = 6"),
+                     ("concurrency = [8, 16]", "concurrency = [8]"), ("repeats = 3", "repeats = 2"),
+                     ("boot_timeout_s = 1800", "boot_timeout_s = 90")):
+        text = replace_once(text, old, new)
     return sweep_folder(tmp_path / "sweep", text + "\n" + slurm_cluster_toml("slurm", state))
 
 
@@ -117,7 +119,8 @@ def test_preflight_through_slurm_names_every_node_and_starts_nothing(
 
     toml = seed_folder / "ppsweep.toml"
     text = toml.read_text()
-    toml.write_text(text.replace(f'python = "{sys.executable}"', 'python = "/nowhere/python3"'))
+    toml.write_text(replace_once(text, f'python = "{sys.executable}"',
+                                 'python = "/nowhere/python3"'))
     result = pytester.runpytest_subprocess(
         str(seed_folder), "--ppsweep-config", TWO, "--ppsweep-reports", str(reports),
         timeout=300,

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support.matrices import emulated_cluster
-from support.paths import ACCEPTANCE, SEED
+from support.matrices import emulated_cluster, replace_once, seed_text
+from support.paths import ACCEPTANCE
 from support.processes import sim_processes
 from support.runs import rows, run_dir
 
@@ -26,7 +26,7 @@ def pool_sweep(folder: Path, tmp_path: Path, scale: int = 1000) -> Path:
     """The seeds' matrix plus two emulated clusters a (127.0.12.x) and b (127.0.13.x)."""
     folder.mkdir(parents=True)
     port = 32000 + os.getpid() % 500
-    text = SEED.read_text().replace("spread_threshold = 0.02", "spread_threshold = 1.0")
+    text = replace_once(seed_text(), "spread_threshold = 0.02", "spread_threshold = 1.0")
     for name, net in (("a", "127.0.12"), ("b", "127.0.13")):
         text += emulated_cluster(name, net, port, port + 600, scale, tmp_path / "sim-state")
     (folder / "ppsweep.toml").write_text(text)
@@ -170,9 +170,10 @@ def test_each_layout_runs_only_on_a_cluster_of_its_size(tmp_path: Path) -> None:
     folder = pool_sweep(tmp_path / "sweep", tmp_path)
     text = (folder / "ppsweep.toml").read_text()
     # Cluster b becomes two nodes (16 GPUs).
-    text = text.replace('"127.0.13.1", "127.0.13.2", "127.0.13.3", "127.0.13.4"',
+    text = replace_once(text, '"127.0.13.1", "127.0.13.2", "127.0.13.3", "127.0.13.4"',
                         '"127.0.13.1", "127.0.13.2"')
-    text = text.replace('baseline = "pp1"', 'baseline = "pp4-tp8-ep4"')  # "pp1" is ambiguous now
+    # "pp1" is ambiguous now
+    text = replace_once(text, 'baseline = "pp1"', 'baseline = "pp4-tp8-ep4"')
     (folder / "ppsweep.toml").write_text(text + HALF_CONFIGS)
     res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "2",
                      "--ppsweep-config", "pp4-tp8-ep4,pp8-tp4-ep4,pp2-tp8-ep4,pp1-tp16-ep4")

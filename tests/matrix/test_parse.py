@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.matrices import replace_once, seed_text
 
 from pytest_ppsweep.matrix.model import MatrixError
 from pytest_ppsweep.matrix.parse import load
@@ -22,9 +23,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def seed_with(tmp_path: Path, old: str, new: str) -> Path:
-    text = SEED.read_text()
-    assert old in text, f"fixture text {old!r} not in the seed matrix"
-    return write(tmp_path, text.replace(old, new, 1))
+    """The seed sweep, self-contained, with its one ``old`` edited into ``new``."""
+    return write(tmp_path, replace_once(seed_text(), old, new))
 
 
 def refused(path: Path, *patterns: str, cluster: str | None = None) -> str:
@@ -123,7 +123,7 @@ def test_baseline_not_in_sweep(tmp_path: Path) -> None:
 
 
 def test_empty_sweep(tmp_path: Path) -> None:
-    text = SEED.read_text()
+    text = seed_text()
     start = text.index("[[configs]]")
     end = text.index("[workload]")
     path = write(tmp_path, text[:start] + text[end:])

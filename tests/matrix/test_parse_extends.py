@@ -8,9 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.paths import REPO
+from support.matrices import seed_text
+from support.paths import DATA, REPO, SEED
 
 from pytest_ppsweep.cluster.serverflags import ServerFlags, check
+from pytest_ppsweep.matrix.model import Sweep
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.matrix.schema import MatrixError
 
@@ -111,11 +113,35 @@ def test_the_flag_check_names_the_shared_file(tmp_path: Path) -> None:
         f"--chunked-prefil-size, which its argument parser does not accept"]
 
 
+def _resolved(sweep: Sweep) -> Sweep:
+    """The sweep as it runs: not where it was read from, nor which file held which key."""
+    return replace(sweep, path=Path("ppsweep.toml"), origins=())
+
+
+def test_the_seed_sweep_takes_the_shared_file_and_reads_as_it_did_whole(tmp_path: Path) -> None:
+    """ppsweep.toml takes its clusters, [server] and [env] from cluster.toml and resolves to the
+    very sweep it was when it held them itself (tests/data/ppsweep-whole.toml, its text then);
+    seed_text(), the self-contained text the tests edit, reads as the same sweep."""
+    seed = load(SEED)
+    assert re.findall(r"^\[(server|env|clusters\.[^\]]*)\]", SEED.read_text(), flags=re.M) == []
+    assert seed.file_of("clusters.local.hosts") == (MATRIX / "cluster.toml").resolve()
+    assert seed.file_of("server.chunked_prefill_size") == (MATRIX / "cluster.toml").resolve()
+    whole = load(DATA / "ppsweep-whole.toml")
+    assert _resolved(seed) == _resolved(whole)
+    for part in ("clusters", "server", "env"):  # in the same order too
+        assert list(getattr(seed, part).items()) == list(getattr(whole, part).items())
+    (tmp_path / "ppsweep.toml").write_text(seed_text())
+    inlined = load(tmp_path / "ppsweep.toml")
+    assert inlined.origins == () and _resolved(inlined) == _resolved(seed)
+    for part in ("clusters", "server", "env"):
+        assert list(getattr(inlined, part).items()) == list(getattr(seed, part).items())
+
+
 @pytest.mark.parametrize("name", ["a2a.toml", "chunk.toml", "microbatch.toml", "slo.toml"])
 def test_the_example_sweeps_share_the_shipped_cluster_file(name: str) -> None:
     """test_matrix/cluster.toml holds the clusters, [server] and [env] the examples share; they
-    read as ppsweep.toml's (which holds its own, whole)."""
-    seed, sweep = load(MATRIX / "ppsweep.toml"), load(MATRIX / name)
+    read as the seed sweep's (as it was whole: tests/data/ppsweep-whole.toml)."""
+    seed, sweep = load(DATA / "ppsweep-whole.toml"), load(MATRIX / name)
     text = (MATRIX / name).read_text()
     clusters = dict(sweep.clusters)
     if name == "microbatch.toml":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.matrices import seed_text
 from support.paths import REPO
 
 from pytest_ppsweep.matrix.model import MatrixError
@@ -15,7 +16,7 @@ SEED = REPO / "test_matrix" / "ppsweep.toml"
 
 def _with_profile(tmp_path: Path, table: str) -> Path:
     path = tmp_path / "ppsweep.toml"
-    path.write_text(SEED.read_text() + "\n[profile]\n" + table)
+    path.write_text(seed_text() + "\n[profile]\n" + table)
     return path
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from support.matrices import replace_once, seed_text
 from support.paths import REPO, SEED
 
 from pytest_ppsweep.matrix.parse import load
@@ -14,8 +15,8 @@ from pytest_ppsweep.report.dryrun import cluster_time, dry_run_lines
 
 def _seed_with_secret(tmp_path: Path) -> Path:
     path = tmp_path / "ppsweep.toml"
-    path.write_text(SEED.read_text().replace(
-        '[env]\n', '[env]\nHF_TOKEN = "hf_dryrunsecret123"\n', 1))
+    path.write_text(replace_once(seed_text(), '[env]\n',
+                                 '[env]\nHF_TOKEN = "hf_dryrunsecret123"\n'))
     return path
 
 

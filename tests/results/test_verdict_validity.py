@@ -11,6 +11,7 @@ from types import ModuleType, SimpleNamespace
 from typing import Any, cast
 
 import pytest
+from support.matrices import replace_once, seed_text
 from support.runs import PROMPT_TOKENS, Point, config_row, rounds, write_run
 
 from pytest_ppsweep.check import validity_problems
@@ -122,12 +123,12 @@ def test_topology_and_missing_rounds_are_reasons(tmp_path: Path) -> None:
 
 
 def test_sweep_file_spread_rule(tmp_path: Path) -> None:
-    seed = (REPO / "test_matrix" / "ppsweep.toml").read_text()
+    seed = seed_text()
     assert load(REPO / "test_matrix" / "ppsweep.toml").spread_rule == "fail"  # strict default
     path = tmp_path / "ppsweep.toml"
-    path.write_text(seed.replace("[sweep]\n", '[sweep]\nspread_rule = "warn"\n', 1))
+    path.write_text(replace_once(seed, "[sweep]\n", '[sweep]\nspread_rule = "warn"\n'))
     assert load(path).spread_rule == "warn"
-    path.write_text(seed.replace("[sweep]\n", '[sweep]\nspread_rule = "ignore"\n', 1))
+    path.write_text(replace_once(seed, "[sweep]\n", '[sweep]\nspread_rule = "ignore"\n'))
     with pytest.raises(MatrixError) as info:
         load(path)
     assert str(info.value) == (f"{path}: key 'sweep.spread_rule': expected one of 'fail', "

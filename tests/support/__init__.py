@@ -6,7 +6,9 @@ conftest.py files; these modules hold no fixtures.
 
 * :mod:`support.paths` — where the repository, the seed matrix and tests/data are;
 * :mod:`support.runs` — run folders: reading them, and the synthetic-run factory;
-* :mod:`support.matrices` — sweep-file (``ppsweep.toml``) text for the emulated clusters;
+* :mod:`support.matrices` — sweep-file (``ppsweep.toml``) text for the emulated clusters, the
+  seed sweep as one self-contained file (``seed_text``) and edits of it that fail loudly when
+  their target is gone (``replace_once``);
 * :mod:`support.processes` — bounded waits and /proc lookups;
 * :mod:`support.outcomes` — what a pytester run printed;
 * :mod:`support.fakes` — a fake SGLang server for the load-generator tests;

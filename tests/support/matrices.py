@@ -1,10 +1,45 @@
-"""Sweep-file (ppsweep.toml) text of the small end-to-end sweeps on emulated clusters."""
+"""Sweep-file (ppsweep.toml) text of the small end-to-end sweeps on emulated clusters, and the
+seed sweep (test_matrix/ppsweep.toml) as one self-contained file the tests can edit."""
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
 
-from support.paths import REPO
+from support.paths import REPO, SEED
+
+# The line of test_matrix/ppsweep.toml that takes its [server], [env] and clusters from the
+# shared test_matrix/cluster.toml.
+SEED_EXTENDS = 'extends = "cluster.toml"\n'
+
+
+def replace_once(text: str, old: str, new: str) -> str:
+    """``text`` with its one ``old`` replaced by ``new``; raises when ``old`` is absent or
+    occurs more than once, so that an edit of a sweep file whose shape changed fails instead of
+    silently testing less."""
+    found = text.count(old)
+    if found != 1:
+        raise ValueError(f"expected {old!r} once in the sweep text, found it {found} times")
+    return text.replace(old, new)
+
+
+def replace_all(text: str, old: str, new: str) -> str:
+    """``text`` with every ``old`` replaced by ``new``; raises when there is none."""
+    if old not in text:
+        raise ValueError(f"expected {old!r} in the sweep text, found it 0 times")
+    return text.replace(old, new)
+
+
+def seed_text() -> str:
+    """test_matrix/ppsweep.toml as one self-contained file: the tables of the shared
+    test_matrix/cluster.toml (its [server], [env] and clusters, without its head comment) in
+    place of the ``extends`` line. Equal in meaning (tests/matrix/test_parse_extends.py checks
+    it): a test writes it into any folder and edits any of its tables in place."""
+    shared = (SEED.parent / "cluster.toml").read_text(encoding="utf-8")
+    tables = shared[shared.index("\n\n") + 2:]  # the head comment ends at the first blank line
+    text = replace_once(SEED.read_text(encoding="utf-8"), SEED_EXTENDS, tables + "\n")
+    tomllib.loads(text)  # a table both files hold would be a duplicate: fail here, not later
+    return text
 
 # Two 32-GPU layouts (4 nodes x 8 GPUs): the small sweeps of the e2e tests.
 CONFIGS = """
