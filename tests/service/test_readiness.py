@@ -6,53 +6,20 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.booting import TwoNodeBoot
 
-from pytest_ppsweep.matrix.model import Config
-from pytest_ppsweep.service.logscan import LogScanner, tail
 from pytest_ppsweep.service.readiness import SUMMARY_LINES, BootFailed, wait_until_ready
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.33 GiB"
 
 
-class _TwoNodes:
+class _TwoNodes(TwoNodeBoot):
     """node0's log has a secondary fatal line (a traceback after its peer went away); node1's
     has the out-of-memory root cause, 8 times, and many lines of noise after."""
 
     def __init__(self, folder: Path) -> None:
-        folder.mkdir()
-        self.config = Config(pp=2, tp=1, ep=1)
-        self.scanner = LogScanner()
-        self._logs = [folder / "node0.log", folder / "node1.log"]
-        self._logs[0].write_text("booting\nTraceback (most recent call last):\n  File x\n")
-        self._logs[1].write_text("booting\n" + f"{OOM}\n" * 8 + "".join(
-            f"noise {i}\n" for i in range(60)))
-
-    @property
-    def specs(self) -> list[object]:
-        return [object(), object()]
-
-    @property
-    def log_paths(self) -> list[Path]:
-        return self._logs
-
-    def url(self, node_rank: int) -> str:
-        return "http://127.0.0.1:9"  # refused: nobody is healthy
-
-    def exited(self) -> list[tuple[int, int]]:
-        return []
-
-    def impostor(self, node_rank: int, token: str | None) -> str | None:
-        return None
-
-    def findings(self) -> list[object]:
-        return [f for p in self._logs for f in self.scanner.scan_file(p)]
-
-    def log_tail(self, lines: int = 25) -> str:
-        return "\n".join(f"--- {p.name} (last {lines} lines) ---\n{tail(p, lines)}"
-                         for p in self._logs)
-
-    def progress(self, message: str) -> None:
-        pass
+        super().__init__(folder, "booting\nTraceback (most recent call last):\n  File x\n",
+                         "booting\n" + f"{OOM}\n" * 8 + "".join(f"noise {i}\n" for i in range(60)))
 
 
 def test_the_root_cause_node_is_the_one_whose_log_holds_it(tmp_path: Path) -> None:

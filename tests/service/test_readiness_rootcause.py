@@ -7,9 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.booting import TwoNodeBoot
 
-from pytest_ppsweep.matrix.model import Config
-from pytest_ppsweep.service.logscan import Finding, LogScanner, tail
 from pytest_ppsweep.service.readiness import BootFailed, wait_until_ready
 from pytest_ppsweep.sim.launch.faultlog import (
     SIGQUIT_LINE,
@@ -20,31 +19,16 @@ from pytest_ppsweep.sim.launch.faultlog import (
 DEAD = "Rank 1 scheduler is dead. Please check if there are relevant logs."
 
 
-class _LateCulprit:
+class _LateCulprit(TwoNodeBoot):
     """Two nodes: node 0's log already tells of node 1's death; node 1's own fatal line and
     both exits come only at the ``late``-th look at the exits (what a loaded machine does:
     node 1's last lines not flushed or read yet when node 0's were)."""
 
     def __init__(self, folder: Path, late: int, own: str, code: int) -> None:
-        folder.mkdir()
-        self.config = Config(pp=2, tp=1, ep=1)
-        self.scanner = LogScanner()
-        self._logs = [folder / "node0.log", folder / "node1.log"]
-        self._logs[0].write_text("booting\n" + "\n".join(
-            [peer_lost_error("node_rank 1 exited"), DEAD, SIGQUIT_LINE, "Killed"]) + "\n")
-        self._logs[1].write_text("booting\nCapture cuda graph begin\n")
+        super().__init__(folder, "booting\n" + "\n".join(
+            [peer_lost_error("node_rank 1 exited"), DEAD, SIGQUIT_LINE, "Killed"]) + "\n",
+            "booting\nCapture cuda graph begin\n")
         self.late, self.own, self.code, self.looks = late, own, code, 0
-
-    @property
-    def specs(self) -> list[object]:
-        return [object(), object()]
-
-    @property
-    def log_paths(self) -> list[Path]:
-        return self._logs
-
-    def url(self, node_rank: int) -> str:
-        return "http://127.0.0.1:9"
 
     def exited(self) -> list[tuple[int, int]]:
         self.looks += 1
@@ -54,19 +38,6 @@ class _LateCulprit:
             with self._logs[1].open("a") as fh:
                 fh.write(self.own)
         return [(0, 1), (1, self.code)]
-
-    def impostor(self, node_rank: int, token: str | None) -> str | None:
-        return None
-
-    def findings(self) -> list[Finding]:
-        return [f for p in self._logs for f in self.scanner.scan_file(p)]
-
-    def log_tail(self, lines: int = 25) -> str:
-        return "\n".join(f"--- {p.name} (last {lines} lines) ---\n{tail(p, lines)}"
-                         for p in self._logs)
-
-    def progress(self, message: str) -> None:
-        pass
 
 
 def test_node1s_own_line_read_after_node0s_consequence_names_node1(tmp_path: Path) -> None:
