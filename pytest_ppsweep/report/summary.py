@@ -146,7 +146,7 @@ def planner_lines(run_dir: Path) -> list[str]:
 def lift_answers(html_path: str | None) -> None:
     """pytest-html's page, once written: the answers (and the SIMULATED banner) moved above
     its title and environment (report/answers.py)."""
-    from pytest_ppsweep.report.answers import lift
+    if html_path:  # (a run without a page imports nothing: pandas costs ~0.5 s a process)
+        from pytest_ppsweep.report.answers import lift
 
-    if html_path:
         lift(Path(html_path))

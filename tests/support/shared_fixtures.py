@@ -101,9 +101,9 @@ def test_hosts() -> Iterator[TestHosts]:
 
 
 CPU_COMMAND = "pytest test_matrix --ppsweep-matrix test_matrix/cpu.toml"
-# One layout of cpu.toml, two repeats (the medians and the spread need two); its 16 requests at
-# C = 2 and 4, SLO search and profile window as the file has them.
-CPU_CUT = ("--ppsweep-config", "pp2-tp2", "--ppsweep-repeats", "2")
+# One layout of cpu.toml, two repeats (the medians and the spread need two), 8 requests a round
+# (of its 16), at C = 2 and 4; its SLO search and profile window as the file has them.
+CPU_CUT = ("--ppsweep-config", "pp2-tp2", "--ppsweep-repeats", "2", "--ppsweep-requests", "8")
 
 
 @dataclass(frozen=True)
