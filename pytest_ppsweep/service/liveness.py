@@ -41,6 +41,7 @@ from pytest_ppsweep.service.logscan import (
     LogScanner,
     blame,
     exit_text,
+    node_of_log,
     settle,
 )
 
@@ -91,13 +92,6 @@ class LayoutDead(RuntimeError):
     def __init__(self, message: str, death: Death | None = None) -> None:
         super().__init__(message)
         self.death = death
-
-
-def _node_of(finding: Finding) -> int | None:
-    """The node whose log (``node<k>.log``, as the followers name it) holds ``finding``."""
-    name = finding.source.rsplit("/", 1)[-1]
-    digits = name.removeprefix("node").removesuffix(".log")
-    return int(digits) if name.startswith("node") and digits.isdigit() else None
 
 
 class Liveness:
@@ -229,7 +223,7 @@ class Liveness:
         if self._stop.is_set():
             return None
         exited = self.service.exited()
-        who = blame(self._findings, exited, _node_of)
+        who = blame(self._findings, exited, lambda f: node_of_log(self.service.log_paths, f))
         if who is None:
             return None
         parts = []

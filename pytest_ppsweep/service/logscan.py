@@ -162,23 +162,30 @@ def _consequences(findings: Sequence[Finding]) -> set[int]:
     return out
 
 
-def root_cause(findings: Sequence[Finding]) -> Finding | None:
-    """The most telling finding: the first of the highest-ranked kind, a consequence (a line
-    about another process's failure, or the Traceback that ends in one) only when nothing
-    else was found."""
+def _root(findings: Sequence[Finding], late: set[int]) -> Finding | None:
+    """The first finding of the highest-ranked kind, those of ``late`` (consequences) last."""
     if not findings:
         return None
     rank = {k: i for i, k in enumerate(_CAUSE_ORDER)}
-    late = _consequences(findings)
     best = min(range(len(findings)),
                key=lambda i: (i in late, rank.get(findings[i].kind, -1), i))
     return findings[best]
 
 
-def is_consequence(finding: Finding, findings: Sequence[Finding]) -> bool:
-    """Whether ``finding`` (one of ``findings``) only tells of a failure elsewhere."""
-    late = _consequences(findings)
-    return any(f is finding for i, f in enumerate(findings) if i in late)
+def root_cause(findings: Sequence[Finding]) -> Finding | None:
+    """The most telling finding: the first of the highest-ranked kind, a consequence (a line
+    about another process's failure, or the Traceback that ends in one) only when nothing
+    else was found."""
+    return _root(findings, _consequences(findings))
+
+
+def node_of_log(log_paths: Sequence[Path], finding: Finding) -> int | None:
+    """The node whose log holds ``finding`` (by its log file: a follower names the file, a
+    scan its path), None when not one of ``log_paths``."""
+    for i, path in enumerate(log_paths):
+        if finding.source in (path.name, str(path)):
+            return i
+    return None
 
 
 _SIGNALS = {int(s): s.name for s in signal.Signals}
@@ -213,8 +220,9 @@ def blame(findings: Sequence[Finding], exited: Sequence[tuple[int, int]],
     3. Else the consequence line's node; else the exit: a signal first, the highest node.
     """
     codes = dict(exited)
-    root = root_cause(findings)
-    if root is not None and not is_consequence(root, findings):
+    late = _consequences(findings)
+    root = _root(findings, late)
+    if root is not None and not any(findings[i] is root for i in late):
         node = node_of(root)
         node = 0 if node is None else node
         return Blame(node, root, codes.get(node))

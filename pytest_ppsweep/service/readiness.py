@@ -32,6 +32,7 @@ from pytest_ppsweep.service.logscan import (
     LogScanner,
     blame,
     exit_text,
+    node_of_log,
     root_cause,
     settle,
 )
@@ -126,11 +127,8 @@ EVIDENCE_FILE = "boot-failure.txt"
 
 
 def node_of(service: Booting, finding: Finding) -> int | None:
-    """The node whose log holds ``finding`` (by its log file), None when not one of them."""
-    for i, path in enumerate(service.log_paths):  # a follower names the file, a scan its path
-        if finding.source in (path.name, str(path)):
-            return i
-    return None
+    """The node whose log holds ``finding``, None when not one of them."""
+    return node_of_log(service.log_paths, finding)
 
 
 def _cut(line: str, width: int = 200) -> str:
