@@ -58,6 +58,10 @@ METRICS: dict[str, tuple[str, str, str, bool]] = {
     "e2e_p50": ("e2e_p50_s", "E2E p50", " s", False),
 }
 DEFAULT_THRESHOLDS = ("input_tps:-3%", "ttft_p50:+5%")
+THRESHOLD_RANGE = (0.0, 100.0)
+"""A threshold's size in %, exclusive: 0 % gates on noise alone (no threshold at all), and a
+drop of 100 % or more cannot happen to a throughput (a rise that large of a latency is no
+regression gate a person means)."""
 DECODE_GATED = ("output_tps", "tpot_p50", "tpot_p99", "itl_p50", "itl_p99", "e2e_p50")
 
 
@@ -123,6 +127,17 @@ def _parse_one(token: str) -> Threshold:
                              f"found {value.strip()!r}") from None
     if not math.isfinite(pct):
         raise ThresholdError(f"threshold {token!r}: expected a finite percentage")
+    if not value.strip().endswith("%"):
+        # A bare number could be a fraction (0.03) or a percentage (3): which one was meant
+        # cannot be told, so the unit is required.
+        raise ThresholdError(f"threshold {token!r}: expected a percentage with its unit, e.g. "
+                             f"{name}:{raw}%; found {value.strip()!r} without '%'")
+    if not THRESHOLD_RANGE[0] < abs(pct) < THRESHOLD_RANGE[1]:
+        raise ThresholdError(
+            f"threshold {token!r}: expected a size between {THRESHOLD_RANGE[0]:g} % and "
+            f"{THRESHOLD_RANGE[1]:g} % (exclusive), found {abs(pct):g} %"
+            + (" (a metric cannot drop by 100 % or more)" if abs(pct) >= 100 else "")
+        )
     higher = METRICS[name][3]
     signed = raw[:1] in "+-"
     if signed and (pct > 0 if higher else pct < 0):

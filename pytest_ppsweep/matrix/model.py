@@ -5,6 +5,8 @@ downstream reads these and never the TOML."""
 
 from __future__ import annotations
 
+import difflib
+
 import hashlib
 import json
 import math
@@ -296,21 +298,28 @@ class Sweep:
         ``clusters.gpu.hosts[2]``): a shared file it came from, else the sweep file."""
         return file_of(self.origins, key, self.path)
 
-    def cluster(self, name: str | None) -> Cluster:
+    def cluster(self, name: str | None, source: str = "") -> Cluster:
+        """The cluster ``name`` (default: ``[sweep] cluster``). ``source`` says where the name
+        came from when not from the sweep file (``--ppsweep-cluster``): the error names it."""
         chosen = name or self.default_cluster
         if chosen not in self.clusters:
-            raise MatrixError(
-                f"{self.path}: unknown cluster {chosen!r}; expected one of "
-                f"{', '.join(sorted(self.clusters))}"
-            )
+            near = difflib.get_close_matches(chosen, list(self.clusters), n=1)
+            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            where = (f"{source}: unknown cluster {chosen!r}{hint}; expected one of the "
+                     f"clusters of {self.path}: " if source else
+                     f"{self.path}: key 'sweep.cluster': unknown cluster {chosen!r}{hint}; "
+                     "expected one of ")
+            raise MatrixError(where + ", ".join(sorted(self.clusters)))
         return self.clusters[chosen]
 
     def pool(self, names: str | None) -> tuple[Cluster, ...]:
-        """The clusters of a comma-separated list (default: ``[sweep] cluster``)."""
+        """The clusters of a comma-separated list (``--ppsweep-cluster``; default: ``[sweep]
+        cluster``)."""
+        source = "--ppsweep-cluster" if names else ""
         chosen = [n.strip() for n in (names or self.default_cluster).split(",") if n.strip()]
         if len(set(chosen)) != len(chosen):
-            raise MatrixError(f"{self.path}: cluster pool {chosen} names a cluster twice")
-        return tuple(self.cluster(n) for n in chosen)
+            raise MatrixError(f"{source or self.path}: cluster pool {chosen} names a cluster twice")
+        return tuple(self.cluster(n, source) for n in chosen)
 
     def config(self, config_id: str) -> Config:
         return next(c for c in self.configs if c.id == config_id)

@@ -42,11 +42,11 @@ def test_default_thresholds() -> None:
 
 
 def test_thresholds_override_add_and_unsigned() -> None:
-    got = parse_thresholds(["input_tps:-1.5%", "ttft_p95_s:8, ttft_p50:+2%"])
+    got = parse_thresholds(["input_tps:-1.5%", "ttft_p95_s:8%, ttft_p50:+2%"])
     assert got["input_tps"].pct == -1.5
     assert got["ttft_p95"] == Threshold("ttft_p95", 8.0)  # unsigned: taken in the worse direction
     assert got["ttft_p50"].pct == 2.0
-    assert parse_thresholds(["input_tps:4"])["input_tps"].pct == -4.0
+    assert parse_thresholds(["input_tps:4%"])["input_tps"].pct == -4.0
 
 
 @pytest.mark.parametrize(("token", "expected"), [
@@ -58,6 +58,11 @@ def test_thresholds_override_add_and_unsigned() -> None:
     ("input_tps:+3%", r"Input TPS is higher-is-better, so its threshold is a drop"),
     ("ttft_p50:-5%", r"TTFT p50 is lower-is-better, so its threshold is a rise"),
     ("ttft_p50:nan%", r"expected a finite percentage"),
+    ("input_tps:-3", r"'input_tps:-3': expected a percentage with its unit, e.g. "
+                     r"input_tps:-3%; found '-3' without '%'"),
+    ("input_tps:-300%", r"expected a size between 0 % and 100 % \(exclusive\), found 300 % "
+                        r"\(a metric cannot drop by 100 % or more\)"),
+    ("ttft_p50:+0%", r"expected a size between 0 % and 100 % \(exclusive\), found 0 %"),
 ])
 def test_threshold_errors_name_the_token(token: str, expected: str) -> None:
     with pytest.raises(ThresholdError, match=expected):

@@ -150,6 +150,12 @@ def test_unknown_cluster(tmp_path: Path) -> None:
     refused(SEED, r"unknown cluster 'h100'", r"local, local-b, pro6000", cluster="h100")
 
 
+def test_unknown_cluster_names_the_option_and_suggests() -> None:
+    msg = refused(SEED, r"^--ppsweep-cluster: unknown cluster 'locl' \(did you mean 'local'\?\); "
+                  r"expected one of the clusters of .*: local, local-b, pro6000$", cluster="locl")
+    assert not msg.startswith(str(SEED)), "the name came from the command line, not the file"
+
+
 def test_plugin_owned_flag_in_server(tmp_path: Path) -> None:
     path = seed_with(
         tmp_path, "mem_fraction_static = 0.88", "mem_fraction_static = 0.88\ntp_size = 8"
