@@ -6,7 +6,6 @@ downstream reads these and never the TOML."""
 from __future__ import annotations
 
 import difflib
-
 import hashlib
 import json
 import math
