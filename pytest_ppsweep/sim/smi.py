@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .launch.gpustate import DEFAULT_STATE_DIR, GPU_FACTS, gpu_facts, read_state
+from .launch.gpustate import GPU_FACTS, gpu_facts, read_state, state_dir_of
 
 TYPE_CHECKING = False  # typing's, without importing typing (see gpustate)
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if "-q" in args and "--host" in args:  # `nvidia-smi -q` of the node --host names
         host = args[args.index("--host") + 1].split(",")[0].strip()
-        state_dir = Path(os.environ.get("PPSWEEP_SIM_STATE_DIR") or DEFAULT_STATE_DIR)
+        state_dir = state_dir_of(os.environ)
         profile = os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d"
         sys.stdout.write(render_q(node_gpus(host, state_dir, profile)))
         return 0
@@ -274,7 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def node_main(ns: argparse.Namespace, host: str) -> int:
     """What nvidia-smi prints on the node ``host`` for the parsed arguments ``ns``."""
-    state_dir = Path(os.environ.get("PPSWEEP_SIM_STATE_DIR") or DEFAULT_STATE_DIR)
+    state_dir = state_dir_of(os.environ)
     profile = os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d"
     gpus = node_gpus(host, state_dir, profile)
     if ns.id is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -18,12 +19,35 @@ from pathlib import Path
 # interpreter per call, imports this module
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from ..model.profile import GpuSpec
 
-# Where the state files are without PPSWEEP_SIM_STATE_DIR (settings reads the variable).
+# Where the state files are without PPSWEEP_SIM_STATE_DIR (settings reads the variable): a
+# folder per user and network namespace under it (default_state_dir).
 DEFAULT_STATE_DIR = "/tmp/ppsweep-sim"
+STATE_DIR_ENV = "PPSWEEP_SIM_STATE_DIR"
+
+
+def default_state_dir() -> Path:
+    """``/tmp/ppsweep-sim-<uid>-<netns>``: the nodes of one user in one network namespace.
+
+    Node addresses are only unique within a network namespace (two test-host namespaces, or two
+    users' loopback clusters, both have a 127.0.6.1), and a folder one user made cannot be
+    written by another: one shared folder let one user's ranks read as another's GPUs, and a
+    root-owned folder turned every other user's writes into silent no-ops."""
+    try:
+        netns = os.stat("/proc/self/ns/net").st_ino
+    except OSError:
+        netns = 0
+    return Path(f"{DEFAULT_STATE_DIR}-{os.getuid()}-{netns}")
+
+
+def state_dir_of(env: Mapping[str, str]) -> Path:
+    """``$PPSWEEP_SIM_STATE_DIR``, else :func:`default_state_dir`."""
+    given = env.get(STATE_DIR_ENV, "")
+    return Path(given) if given else default_state_dir()
 # What a state file says of its node's GPUs besides their use (gpu_facts).
 GPU_FACTS = ("gpu_count", "gpu_name", "memory_total_mib", "driver_version", "idle_used_mib")
 
@@ -60,6 +84,7 @@ class GpuStatePublisher:
         self.path = state_path(state_dir, host)
         self.pid = pid
         self.gpu_info = gpu_info
+        self.warned = False  # a write failed and the log said so
 
     def publish(self, gpus: list[GpuUse], utilization: int = 0) -> None:
         """Replace the node's state atomically."""
@@ -73,12 +98,17 @@ class GpuStatePublisher:
 
     def _write(self, doc: dict[str, Any]) -> None:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = self.path.with_name(f".{self.path.name}.{self.pid}.tmp")
             tmp.write_text(json.dumps(doc))
             os.replace(tmp, self.path)
-        except OSError:
-            pass  # GPU state is diagnostics only; never take the rank down for it
+        except OSError as exc:
+            # GPU state is diagnostics only: the rank stays up, but says once in its log why
+            # nvidia-smi will read its node as idle.
+            if not self.warned:
+                self.warned = True
+                sys.stderr.write(f"ppsweep-sim: cannot publish GPU state to {self.path}: "
+                                 f"{exc} (nvidia-smi will show this node idle)\n")
 
     def release(self) -> None:
         """The rank is gone: leave the node's facts only (no pid, no GPU use: an idle node),

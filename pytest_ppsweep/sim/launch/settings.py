@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..model.profile import DEFAULT_PROFILE
 from .faults import FaultSet, parse_faults
-from .gpustate import DEFAULT_STATE_DIR
+from .gpustate import state_dir_of
 
 DEFAULT_TIME_SCALE = 100.0
 # A value unique to one boot, given by the plugin to every rank: the emulator echoes it in the
@@ -40,7 +40,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         time_scale=scale,
         profile=env.get("PPSWEEP_SIM_PROFILE", "") or DEFAULT_PROFILE,
         faults=parse_faults(env.get("PPSWEEP_SIM_FAULTS")),
-        state_dir=Path(env.get("PPSWEEP_SIM_STATE_DIR", "") or DEFAULT_STATE_DIR),
+        state_dir=state_dir_of(env),
         seed=int(env.get("PPSWEEP_SIM_SEED", "") or 0),
         boot_token=env.get(BOOT_TOKEN_ENV, ""),
     )
