@@ -14,11 +14,13 @@ lets an idle cluster take a layout another cluster has not started (see
 from __future__ import annotations
 
 import csv
+import json
 import math
 import re
 import statistics
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 # Beyond this many search nodes the best plan found so far is kept (it is never worse than
@@ -42,19 +44,60 @@ class Estimates:
         return f"expected durations from run(s) {', '.join(self.sources)}{extra}"
 
 
-def _runs(root: Path, sweep_name: str, exclude: str | None) -> list[Path]:
-    """Earlier run folders of ``sweep_name`` in ``root``, newest first."""
-    stamp = re.compile(re.escape(sweep_name) + r"-\d{8}-\d{6}")
+def _sweep_of(run: Path) -> str | None:
+    """The sweep name a run folder's metadata/run.json records (None: not a readable run)."""
+    try:
+        doc = json.loads((run / "metadata" / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = doc.get("sweep") if isinstance(doc, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def earlier_runs(root: Path, sweep_name: str, exclude: str | None = None,
+                 holding: str = "configs.csv") -> list[Path]:
+    """Earlier run folders of ``sweep_name`` in ``root`` that hold the file ``holding``, newest
+    first: every folder whose run.json names the sweep, whatever its run id
+    (``--ppsweep-run-id`` included); a folder without a readable run.json counts when its name
+    is ``<sweep>-YYYYmmdd-HHMMSS``."""
     if not root.is_dir():
         return []
-    found = [
-        p for p in root.iterdir()
-        if stamp.fullmatch(p.name) and p.name != exclude and (p / "configs.csv").is_file()
-    ]
-    return sorted(found, key=lambda p: p.name, reverse=True)
+    stamp = re.compile(re.escape(sweep_name) + r"-\d{8}-\d{6}")
+
+    def of_sweep(p: Path) -> bool:
+        name = _sweep_of(p)
+        return name == sweep_name if name is not None else bool(stamp.fullmatch(p.name))
+
+    found = [p for p in root.iterdir()
+             if p.name != exclude and (p / holding).is_file() and of_sweep(p)]
+    return sorted(found, key=lambda p: ((p / holding).stat().st_mtime, p.name), reverse=True)
 
 
-def _held(configs_csv: Path) -> dict[str, float]:
+_STAMP = re.compile(r"^\[ppsweep (\d\d):(\d\d):(\d\d)[\] ]")
+
+
+def outside_layouts_s(run: Path) -> float | None:
+    """The seconds of an earlier run spent outside every layout's cluster time (collection, the
+    preflight, the waits between tests, the close): the span of its progress.log (its first
+    line's local time to the file's last write) less the ``held_s`` of its layouts. None when
+    the log cannot tell."""
+    log = run / "progress.log"
+    try:
+        with log.open(encoding="utf-8", errors="replace") as fh:
+            first = _STAMP.match(fh.readline())
+        end = datetime.fromtimestamp(log.stat().st_mtime)
+    except OSError:
+        return None
+    if first is None:
+        return None
+    h, m, sec = (int(g) for g in first.groups())
+    span = (end - end.replace(hour=h, minute=m, second=sec, microsecond=0)).total_seconds()
+    span %= 86400  # a run that crossed midnight
+    held = sum(_held(run / "configs.csv", booted_only=False).values())
+    return max(span - held, 0.0)
+
+
+def _held(configs_csv: Path, booted_only: bool = True) -> dict[str, float]:
     try:
         with configs_csv.open(newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
@@ -67,7 +110,7 @@ def _held(configs_csv: Path) -> dict[str, float]:
         except ValueError:
             continue
         # A boot that failed held the cluster briefly; it says nothing about a healthy run.
-        if value > 0 and row.get("boot_ok") == "True":
+        if value > 0 and (row.get("boot_ok") == "True" or not booted_only):
             held[row["config_id"]] = value
     return held
 
@@ -83,7 +126,7 @@ def expected_durations(
     this run skips (reused from a reference or finished before a resume)."""
     seconds: dict[str, float] = {}
     sources: list[str] = []
-    for run in _runs(root, sweep_name, exclude):
+    for run in earlier_runs(root, sweep_name, exclude):
         missing = [i for i in ids if i not in seconds]
         if not missing:
             break

@@ -9,9 +9,13 @@ workload share a boot) and an estimated cluster time:
   sweep in the reports folder, written by ``python -m pytest_ppsweep fit``): each layout's
   predicted boot, plus each round (requests × input tokens / predicted Input TPS) times the
   repeats and the warm-up;
-* else from earlier runs of this sweep (each layout's measured cluster time, ``held_s``);
+* else from earlier runs of this sweep, whatever their run id (each layout's measured cluster
+  time, ``held_s``);
+* else, for a model of the seeds' class (Kimi-K3), from the seeds' own figures: 338-538 s per
+  boot and 3,258-8,824 tok/s of Input TPS for the rounds (an emulated cluster at its time
+  scale), given as a range with the boot bound beside it;
 * else from the sweep's own boot bound: every boot at most ``boot_timeout_s`` (the rounds
-  cannot be estimated without a profile or a run; said so).
+  cannot be estimated without a profile, a run or a reference; said so).
 
 Plain Python: it opens no connection and writes nothing (the plugin prints these lines).
 """
@@ -19,42 +23,111 @@ Plain Python: it opens no connection and writes nothing (the plugin prints these
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
 
-__all__ = ["ClusterTime", "boots_line", "cluster_time", "dry_run_lines", "fitted_profile"]
+__all__ = ["SEEDS", "ClusterTime", "Reference", "boots_line", "cluster_time", "dry_run_lines",
+           "fitted_profile"]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a model class's own measurements say a boot and a round take (the source named)."""
+
+    boot_s: tuple[float, float]
+    input_tps: tuple[float, float]
+    source: str
+
+    def applies(self, model_path: str) -> bool:
+        return "kimi-k3" in model_path.lower()
+
+
+SEEDS = Reference(
+    boot_s=(338.0, 538.0),
+    input_tps=(3257.96, 8824.12),
+    source="the seeds' Kimi-K3 cluster (4 × 8 RTX 6000D): 338-538 s per boot, Input TPS "
+           "3,258-8,824 tok/s at 16K prompts (PP1…PP8)",
+)
+"""The seeds' figures: boots of 338-538 s measured on their cluster (issue 37's report of the
+users' runs), and the Input TPS medians of the seeds' §3 table (PP1 slowest, PP8 fastest)."""
+EMULATOR_TIME_SCALE = 100.0
+"""The emulator's default time scale (sim/launch/settings.py; the plugin does not import the
+emulator): emulated seconds per real second unless the cluster's env sets another."""
 
 
 @dataclass(frozen=True)
 class ClusterTime:
-    """An estimate of the cluster time of a run: seconds (an upper bound when ``bound``) and
-    where it comes from."""
+    """An estimate of the cluster time of a run: seconds (an upper bound when ``bound``; the
+    upper end of a range when ``low`` is set) and where it comes from; ``at_most``: the boot
+    bound beside a range."""
 
     seconds: float
     source: str
     bound: bool = False
+    low: float | None = None
+    at_most: str = ""
 
     def describe(self) -> str:
         held = duration(self.seconds)
-        return (f"at most {held} of boots ({self.source})" if self.bound
-                else f"about {held} ({self.source})")
+        if self.bound:
+            return f"at most {held} of boots ({self.source})"
+        if self.low is not None:
+            bound = f"; {self.at_most}" if self.at_most else ""
+            return f"about {_span(self.low)} to {_span(self.seconds)} ({self.source}){bound}"
+        return f"about {held} ({self.source})"
+
+
+def _span(seconds: float) -> str:
+    """A range's end: seconds up to 3 min (``88 s``, not ``1 min``), else as :func:`duration`."""
+    return f"{max(seconds, 0):.0f} s" if seconds < 180 else duration(seconds)
 
 
 def fitted_profile(reports: Path, sweep_name: str) -> Path | None:
-    """The newest earlier run of ``sweep_name`` in ``reports`` that holds a fitted profile."""
-    if not reports.is_dir():
+    """The newest earlier run of ``sweep_name`` in ``reports`` that holds a fitted profile
+    (whatever its run id)."""
+    from pytest_ppsweep.pool.balance import earlier_runs
+
+    found = earlier_runs(reports, sweep_name, holding="planner/profile.json")
+    return found[0] / "planner" / "profile.json" if found else None
+
+
+def _time_scale(cluster: Cluster | None) -> float:
+    """Emulated seconds per real second of ``cluster`` (1 for a real engine)."""
+    if cluster is None or not cluster.server_module.startswith("pytest_ppsweep.sim"):
+        return 1.0
+    try:
+        return float(cluster.env.get("PPSWEEP_SIM_TIME_SCALE", "") or EMULATOR_TIME_SCALE)
+    except ValueError:
+        return EMULATOR_TIME_SCALE
+
+
+def _from_reference(sweep: Sweep, configs: Sequence[Config], cluster: Cluster | None,
+                    bound: ClusterTime) -> ClusterTime | None:
+    """The range the model class's reference gives, or None when it has none."""
+    if not SEEDS.applies(sweep.model_path):
         return None
-    found = sorted((p for p in reports.glob(f"{sweep_name}-*/planner/profile.json")),
-                   key=lambda p: p.parent.parent.name, reverse=True)
-    return found[0] if found else None
+    scale = _time_scale(cluster)
+    boots = len(set(boot_groups(configs).values()))
+    requests = 0.0
+    for cfg in configs:
+        w = sweep.workload_of(cfg)
+        requests += len(w.concurrency) * (w.num_requests * w.repeats + w.warmup_requests) \
+            * w.input_len
+    low = (boots * SEEDS.boot_s[0] + requests / SEEDS.input_tps[1]) / scale
+    high = (boots * SEEDS.boot_s[1] + requests / SEEDS.input_tps[0]) / scale
+    at = f", at the emulator's time scale {scale:g}" if scale != 1.0 else ""
+    return ClusterTime(high, f"{SEEDS.source}{at}", low=low,
+                       at_most=f"at most {duration(bound.seconds)} of boots ({bound.source})")
 
 
-def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path) -> ClusterTime:
-    """The estimated cluster time of booting and measuring ``configs`` (see the module)."""
+def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
+                 cluster: Cluster | None = None) -> ClusterTime:
+    """The estimated cluster time of booting and measuring ``configs`` on ``cluster`` (see the
+    module)."""
     from pytest_ppsweep.planner.data import PlannerError
 
     profile = fitted_profile(reports, sweep.name)
@@ -78,17 +151,25 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path) -> Clus
                     total += per_request * (w.num_requests * w.repeats + w.warmup_requests)
                 total += boot if cfg.id in booting else 0.0
             return ClusterTime(total, f"fitted profile {profile}")
-    from pytest_ppsweep.pool.balance import expected_durations
+    from pytest_ppsweep.pool.balance import expected_durations, outside_layouts_s
 
     ids = [c.id for c in configs]
     earlier = expected_durations(reports, sweep.name, ids)
     if earlier.measured:
-        return ClusterTime(sum(earlier.seconds.values()), earlier.describe())
+        # what the newest of those runs spent outside its layouts (collection, preflight, the
+        # close) is spent again
+        extra = outside_layouts_s(reports / earlier.sources[0]) or 0.0
+        plus = f", plus {extra:.0f} s outside the layouts as in {earlier.sources[0]}" \
+            if extra >= 0.5 else ""
+        return ClusterTime(sum(earlier.seconds.values()) + extra, earlier.describe() + plus)
     boots = len(set(boot_groups(configs).values()))
-    return ClusterTime(boots * sweep.boot_timeout_s,
-                       f"{boots} boot(s) × boot_timeout_s {sweep.boot_timeout_s:g} s; "
-                       "no fitted profile or earlier run of this sweep to estimate the rounds",
-                       bound=True)
+    bound = ClusterTime(boots * sweep.boot_timeout_s,
+                        f"{boots} boot(s) × boot_timeout_s {sweep.boot_timeout_s:g} s; "
+                        "no fitted profile, earlier run of this sweep or reference for its "
+                        "model to estimate the rounds", bound=True)
+    ref = _from_reference(sweep, configs, cluster, replace(
+        bound, source=f"{boots} boot(s) × boot_timeout_s {sweep.boot_timeout_s:g} s"))
+    return ref if ref is not None else bound
 
 
 def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
@@ -109,7 +190,8 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
             lines.append(f"  node{spec.node_rank} {spec.host} ({spec.address}): "
                          f"{spec.command_line()}")
     lines.append(boots_line(configs))
-    lines.append(f"estimated cluster time: {cluster_time(sweep, configs, reports).describe()}")
+    lines.append("estimated cluster time: "
+                 f"{cluster_time(sweep, configs, reports, cluster).describe()}")
     return lines
 
 

@@ -68,7 +68,10 @@ def test_dry_run_prints_every_launch_and_touches_nothing(
                    and "HF_TOKEN=" in n for n in nodes)
     assert "pp1-tp32-ep4: PP/TP/EP" not in out  # -k selects the points of the dry run
     assert "boots: 2 (one per point)" in lines
-    assert any(line.startswith("estimated cluster time: at most 60 min of boots") for line in lines)
+    # no earlier run: the seeds' figures for the model, with the boot bound beside them
+    assert any(line.startswith("estimated cluster time: about 26 min to 58 min (the seeds' ")
+               and line.endswith("; at most 60 min of boots (2 boot(s) × boot_timeout_s 1800 s)")
+               for line in lines), [ln for ln in lines if ln.startswith("estimated")]
 
 
 # Under xdist (a worker for the unreachable ssh cluster) the controller learns the selection

@@ -3,14 +3,16 @@ environment per point (redacted), the boots and an estimated cluster time."""
 
 from __future__ import annotations
 
+import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from support.matrices import replace_once, seed_text
 from support.paths import REPO, SEED
 
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.report.dryrun import cluster_time, dry_run_lines
+from pytest_ppsweep.report.dryrun import SEEDS, cluster_time, dry_run_lines
 
 
 def _seed_with_secret(tmp_path: Path) -> Path:
@@ -36,9 +38,12 @@ def test_every_node_of_every_point_with_its_command_and_redacted_env(tmp_path: P
     assert "--chunked-prefill-size 8192 --disable-radix-cache" in lines[pp8 + 2]
     assert "NCCL_SOCKET_IFNAME=bond0" in lines[pp8 + 2]
     assert lines[-2] == "boots: 5 (one per point)"
-    assert lines[-1] == ("estimated cluster time: at most 2.5 h of boots (5 boot(s) × "
-                         "boot_timeout_s 1800 s; no fitted profile or earlier run of this sweep "
-                         "to estimate the rounds)")
+    # no earlier run: the seeds' figures for a Kimi-K3 model at the emulator's time scale (5
+    # boots of 338-538 s, 5 × 2 C × 121 requests of 16,384 tokens at 8,824-3,258 tok/s, ÷ 100)
+    assert lines[-1] == ("estimated cluster time: about 39 s to 88 s (the seeds' Kimi-K3 cluster "
+                         "(4 × 8 RTX 6000D): 338-538 s per boot, Input TPS 3,258-8,824 tok/s at "
+                         "16K prompts (PP1…PP8), at the emulator's time scale 100); at most 2.5 h "
+                         "of boots (5 boot(s) × boot_timeout_s 1800 s)")
     assert not (tmp_path / "reports").exists()
 
 
@@ -58,7 +63,31 @@ def test_the_estimate_comes_from_a_fitted_profile_where_one_exists(tmp_path: Pat
     one = cluster_time(sweep, sweep.configs[:1], reports)
     assert 0 < one.seconds < est.seconds
     shutil.rmtree(profile.parent)
-    assert cluster_time(sweep, sweep.configs, reports).bound
+    seeds = cluster_time(sweep, sweep.configs, reports)
+    assert seeds.low is not None and seeds.source == SEEDS.source and not seeds.bound
+    # a model the tool has no reference for: the boot bound alone, said so
+    other = replace(sweep, model_path="/data/hf_models/Some-Other-Model")
+    bound = cluster_time(other, sweep.configs, reports)
+    assert bound.bound and bound.describe() == (
+        "at most 2.5 h of boots (5 boot(s) × boot_timeout_s 1800 s; no fitted profile, earlier "
+        "run of this sweep or reference for its model to estimate the rounds)")
+
+
+def test_earlier_runs_are_found_by_their_sweep_whatever_their_id(tmp_path: Path) -> None:
+    from pytest_ppsweep.pool.balance import earlier_runs, expected_durations
+
+    reports = tmp_path / "reports"
+    for rid, sweep_name in (("my-own-id", "kimi3-pp"), ("kimi3-pp-20261201-090000", "other"),
+                            ("broken", None)):
+        meta = reports / rid / "metadata"
+        meta.mkdir(parents=True)
+        (reports / rid / "configs.csv").write_text(
+            "config_id,boot_ok,held_s\npp8-tp4-ep4,True,42.5\n")
+        (meta / "run.json").write_text(
+            json.dumps({"sweep": sweep_name}) if sweep_name else "{torn")
+    assert [p.name for p in earlier_runs(reports, "kimi3-pp")] == ["my-own-id"]
+    est = expected_durations(reports, "kimi3-pp", ["pp8-tp4-ep4"])
+    assert est.seconds == {"pp8-tp4-ep4": 42.5} and est.sources == ("my-own-id",)
 
 
 def test_a_docker_cluster_names_the_image(tmp_path: Path) -> None:
