@@ -58,6 +58,11 @@ class Backend:
     reaps_by_label: ClassVar[bool] = True
     # the server flags can be checked on this machine without a connection (the dry run)
     flags_here: ClassVar[bool] = False
+    # where the preflight checks the server flags against the engine's own parser ("": it
+    # cannot before launch, see flags_unchecked)
+    flags_where: ClassVar[str] = ""
+    # why the flags cannot be checked before launch (when flags_where is "")
+    flags_unchecked: ClassVar[str] = "this kind has no way to read the server's parser"
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -143,6 +148,19 @@ class Backend:
         if self.in_containers:
             return [f"each command runs in a container of image {sweep.image} on its node"]
         return []
+
+
+    def flag_check_line(self) -> str | None:
+        """The dry run's word on the server-flag check where the dry run itself cannot make it
+        (it connects to nothing): where the preflight makes it, or why nothing can before
+        launch. None where the dry run checks them here (``flags_here``)."""
+        if self.flags_here:
+            return None
+        where = f"cluster {self.cluster.name!r}: server flags"
+        if self.flags_where:
+            return (f"{where} are not checked by the dry run (it connects to nothing); the "
+                    f"preflight checks them {self.flags_where}")
+        return f"{where} cannot be checked before launch: {self.flags_unchecked}"
 
 
 def remote_listing(host: CommandHost, folder: str) -> dict[str, int]:

@@ -65,6 +65,7 @@ class LocalDockerBackend(Backend):
     launcher_name = "docker"
     on_this_machine = True
     in_containers = True
+    flags_where = "in the image on this machine's dockerd (a throwaway container)"
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         return LocalHost(host.name, host.address)

@@ -17,6 +17,7 @@ class SlurmBackend(Backend):
     kind = "slurm"
     launcher_name = "process"
     nodes_from_allocation = True
+    flags_where = "in a step on node 0 of the allocation"
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         # a one-task step on the node, in the run's allocation (cluster/slurm.py)
@@ -53,6 +54,11 @@ class SlurmBackend(Backend):
 
 class SlurmPyxisBackend(SlurmBackend):
     """Slurm steps in ``container_image`` through Pyxis."""
+
+    flags_where = ""
+    flags_unchecked = ("the server module is in the container image, which only a step opens "
+                       "(Pyxis); the preflight checks Pyxis itself, and a flag mistake fails at "
+                       "boot")
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         # the module lives in the image, which only a step can open: Pyxis is checked (once,

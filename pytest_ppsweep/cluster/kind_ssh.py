@@ -33,6 +33,7 @@ class _SshBackend(Backend):
 class SshProcessBackend(_SshBackend):
     launcher_name = "process"
     start_check = "module"
+    flags_where = "over SSH on node 0, with the ranks' interpreter and environment"
 
     def launcher(self, sweep: Sweep | None = None, registry: Registry | None = None) -> Launcher:
         from pytest_ppsweep.cluster.ssh import SshSettings, shared_host
@@ -48,6 +49,7 @@ class SshDockerBackend(_SshBackend):
     launcher_name = "docker"
     in_containers = True
     start_check = "image"
+    flags_where = "in the image on node 0 (a throwaway container, over SSH)"
 
     def daemons(self, registry: Registry) -> Any:
         """Each node's dockerd, over ``ssh://`` with the cluster's key and known_hosts."""

@@ -110,6 +110,9 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
                          f"{spec.command_line()}")
     lines.append(boots_line(configs))
     lines.append(f"estimated cluster time: {cluster_time(sweep, configs, reports).describe()}")
+    flags = backend_of(cluster).flag_check_line()
+    if flags is not None:  # never silently skipped: where it is made, or why it cannot be
+        lines.append(flags)
     return lines
 
 

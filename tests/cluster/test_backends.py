@@ -82,3 +82,28 @@ def test_the_dry_run_says_where_commands_run() -> None:
     assert backend_of(LOCAL).dry_run_lines(sweep) == []
     assert backend_of(replace(LOCAL, launcher="docker")).dry_run_lines(sweep) == [
         f"each command runs in a container of image {sweep.image} on its node"]
+
+
+def test_the_dry_run_says_where_the_server_flags_are_checked(tmp_path: Path) -> None:
+    """Never silently skipped: the dry run checks them here (local processes), or says where
+    the preflight does, or why nothing can before launch (Slurm + Pyxis)."""
+    from support.paths import REPO
+
+    from pytest_ppsweep.matrix.parse import load
+    from pytest_ppsweep.report.dryrun import dry_run_lines
+
+    sweep = load(REPO / "test_matrix" / "ppsweep.toml", cluster="pro6000")
+    pro = sweep.cluster("pro6000")
+    lines = dry_run_lines(sweep, pro, sweep.configs[:1], tmp_path)
+    assert lines[-1] == ("cluster 'pro6000': server flags are not checked by the dry run (it "
+                         "connects to nothing); the preflight checks them in the image on node "
+                         "0 (a throwaway container, over SSH)")
+    assert lines[-2].startswith("estimated cluster time: ")
+    assert backend_of(LOCAL).flag_check_line() is None
+    pyxis = backend_of(replace(LOCAL, kind="slurm", container_image="img.sqsh"))
+    assert (pyxis.flag_check_line() or "").startswith(
+        "cluster 'box': server flags cannot be checked before launch: the server module is in "
+        "the container image")
+    for kind, launcher in BACKENDS:
+        backend = backend_of(replace(LOCAL, kind=kind, launcher=launcher))
+        assert backend.flags_here or backend.flag_check_line()
