@@ -1,65 +1,76 @@
-"""Which host and launcher a cluster uses: the one place that maps ``kind``/``launcher`` to code.
+"""Which backend a cluster uses: the one place that maps ``(kind, launcher)`` to code.
 
-Every backend offers the same small surface, so launch.py and run/ never branch on the
-cluster kind:
+Each kind is one module with one :class:`~pytest_ppsweep.cluster.backend.Backend` (or a
+factory choosing among variants, as Slurm with or without Pyxis), registered in
+:data:`BACKENDS` below; a new kind is a new module and its line here (and its row of the sweep
+file's table of kinds, matrix/kinds.py, which tests/cluster/test_backends.py keeps equal to
+this one). Every backend offers the same surface, so the rest of the package never branches on
+the cluster kind:
 
 * a *host* runs short commands: ``run(argv, timeout) -> CommandResult`` (nvidia-smi, preflight);
 * a *launcher* starts one rank per node and returns a handle with ``poll()`` and ``stop()``; the
-  rank's output must end up in the local ``log_path`` while it runs (remote launchers stream it).
+  rank's output must end up in the local ``log_path`` while it runs (remote launchers stream it);
+* the rest of its capabilities: see :class:`~pytest_ppsweep.cluster.backend.Backend`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
+from pytest_ppsweep.cluster.backend import Backend
 from pytest_ppsweep.cluster.base import CommandHost, Launcher
-from pytest_ppsweep.cluster.hosts import LocalHost, LocalLauncher
+from pytest_ppsweep.cluster.kind_local import LocalProcessBackend
+from pytest_ppsweep.cluster.kind_local_docker import LocalDockerBackend
+from pytest_ppsweep.cluster.kind_slurm import slurm_backend
+from pytest_ppsweep.cluster.kind_ssh import SshDockerBackend, SshProcessBackend
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
-SLURM = "slurm"  # the kind whose nodes come from an allocation (prepare)
+# (kind, launcher) → the backend of a cluster of that kind
+BACKENDS: Mapping[tuple[str, str], Callable[[Cluster], Backend]] = {
+    ("local", "process"): LocalProcessBackend,
+    ("local", "docker"): LocalDockerBackend,
+    ("ssh", "process"): SshProcessBackend,
+    ("ssh", "docker"): SshDockerBackend,
+    ("slurm", "process"): slurm_backend,
+}
+
+
+def backend_of(cluster: Cluster) -> Backend:
+    """The backend of ``cluster``'s kind and launcher."""
+    make = BACKENDS.get((cluster.kind, cluster.launcher))
+    if make is None:
+        raise NotImplementedError(
+            f"cluster {cluster.name!r}: {cluster.kind} + {cluster.launcher} has no backend in "
+            "this version"
+        )
+    return make(cluster)
 
 
 def prepare(
     pool: tuple[Cluster, ...], run_id: str, registry: Registry, jobid: str = "",
     reap: bool = False,
 ) -> tuple[Cluster, ...]:
-    """The pool with every slurm cluster's nodes taken from its allocation (taken by jobid, or
-    made now and kept in ``registry``: closing the registry releases it); other kinds as they
-    are. ``jobid``: --ppsweep-slurm-jobid (one slurm cluster in the pool); ``reap``:
+    """The pool with every cluster's nodes known: those of an allocation taken by jobid, or
+    made now and kept in ``registry`` (closing the registry releases it); other kinds as they
+    are. ``jobid``: --ppsweep-slurm-jobid (one such cluster in the pool); ``reap``:
     --ppsweep-reap (allocations of earlier runs are cancelled before a new one is asked for)."""
-    slurm = [c for c in pool if c.kind == SLURM]
-    if not slurm:
+    allocated = [c for c in pool if backend_of(c).nodes_from_allocation]
+    if not allocated:
         return pool
-    from pytest_ppsweep.cluster.slurm import resolve
-
-    if jobid and len(slurm) > 1:
+    if jobid and len(allocated) > 1:
         raise ValueError(
             f"--ppsweep-slurm-jobid {jobid}: expected one slurm cluster in the pool, found "
-            f"{len(slurm)}: {', '.join(c.name for c in slurm)} (give each its 'jobid' key)"
+            f"{len(allocated)}: {', '.join(c.name for c in allocated)} (give each its 'jobid' "
+            "key)"
         )
-    return tuple(resolve(c, run_id, registry, jobid, reap) if c.kind == SLURM else c for c in pool)
+    return tuple(backend_of(c).prepare(run_id, registry, jobid, reap) for c in pool)
 
 
 def host_for(cluster: Cluster, host: Host, registry: Registry | None = None) -> CommandHost:
     """The command runner of one node of ``cluster`` (ssh: the registry's shared connection
     of the node; without a registry, a connection of its own)."""
-    if cluster.kind == "local":
-        return LocalHost(host.name, host.address)
-    if cluster.kind == "ssh":
-        # fabric/paramiko are imported only when a cluster is reached over SSH.
-        from pytest_ppsweep.cluster.ssh import SshHost, SshSettings, shared_host
-
-        settings = SshSettings.from_cluster(cluster)
-        if registry is None:
-            return SshHost(host.name, host.address, settings)
-        return shared_host(registry, host.name, host.address, settings)
-    if cluster.kind == "slurm":
-        # a one-task step on the node, in the run's allocation (cluster/slurm.py)
-        from pytest_ppsweep.cluster.slurm import SlurmNodeHost
-
-        return SlurmNodeHost(cluster, host)
-    raise NotImplementedError(
-        f"cluster {cluster.name!r}: kind {cluster.kind!r} has no host backend in this version"
-    )
+    return backend_of(cluster).host(host, registry)
 
 
 def launcher_for(
@@ -68,28 +79,4 @@ def launcher_for(
     """The rank launcher of ``cluster``. The docker launcher takes image, model path and devices
     from ``sweep``; built without one it only validates the cluster (and cannot start ranks).
     Remote launchers take their connections from ``registry`` (a fresh one when None)."""
-    registry = registry if registry is not None else Registry()
-    if cluster.kind == "local" and cluster.launcher == "process":
-        return LocalLauncher()
-    if cluster.kind == "ssh" and cluster.launcher == "process":
-        from pytest_ppsweep.cluster.ssh import SshSettings, shared_host
-        from pytest_ppsweep.cluster.ssh_launcher import SshProcessLauncher
-
-        settings = SshSettings.from_cluster(cluster)
-        return SshProcessLauncher({h.address: shared_host(registry, h.name, h.address, settings)
-                                   for h in cluster.hosts})
-    if cluster.kind == "ssh" and cluster.launcher == "docker":
-        from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
-
-        if sweep is None:
-            return DockerLauncher(cluster, registry=registry)
-        return DockerLauncher(cluster, sweep.image, sweep.model_path, sweep.devices, registry)
-    if cluster.kind == "slurm" and cluster.launcher == "process":
-        # one job step per layout in the run's allocation (cluster/slurm.py)
-        from pytest_ppsweep.cluster.slurm import SlurmLauncher
-
-        return SlurmLauncher(cluster)
-    raise NotImplementedError(
-        f"cluster {cluster.name!r}: {cluster.kind} + {cluster.launcher} has no launcher in this "
-        "version"
-    )
+    return backend_of(cluster).launcher(sweep, registry)

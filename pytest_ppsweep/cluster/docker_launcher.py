@@ -1,4 +1,5 @@
-"""Ranks as Docker containers on the nodes, driven by the docker SDK over ``ssh://``.
+"""Ranks as Docker containers on the nodes, driven by the docker SDK over ``ssh://`` (or on this
+machine's socket: cluster/kind_local_docker.py gives the launcher its own :class:`Daemons`).
 
 One client per node talks to that node's dockerd through SSH (``docker system dial-stdio``),
 with the cluster's key and host-key checking (not ``~/.ssh/config``, which is all the SDK's own
@@ -22,7 +23,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import docker
 import paramiko
@@ -145,6 +146,32 @@ def shared_client(
         ("docker", address, settings), lambda: connect_docker(name, address, settings, timeout)
     )
     return client
+
+
+class Daemons(Protocol):
+    """Where each node's dockerd is: what differs between Docker over SSH and Docker here."""
+
+    def client(self, name: str, address: str) -> Any:
+        """The docker client of the node ``name`` at ``address``."""
+        ...
+
+    def target(self, address: str) -> str:
+        """The ``DOCKER_HOST`` of that node, for the ``docker run`` line written beside a log."""
+        ...
+
+
+class SshDaemons:
+    """Each node's dockerd over ``ssh://`` with the cluster's key and host-key checking."""
+
+    def __init__(self, settings: SshSettings, registry: Registry) -> None:
+        self.settings = settings
+        self.registry = registry
+
+    def client(self, name: str, address: str) -> Any:
+        return shared_client(self.registry, name, address, self.settings)
+
+    def target(self, address: str) -> str:
+        return f"ssh://{self.settings.user}@{address}"
 
 
 def container_name(labels: Mapping[str, str]) -> str:
@@ -302,7 +329,8 @@ class DockerRank:
 
 
 class DockerLauncher:
-    """Starts each rank as a container on its node (``launcher = "docker"``)."""
+    """Starts each rank as a container on its node (``launcher = "docker"``), through the
+    nodes' dockerd that ``daemons`` reaches (over SSH, or this machine's)."""
 
     def __init__(
         self,
@@ -311,16 +339,19 @@ class DockerLauncher:
         model_path: str = "",
         devices: Sequence[str] = (),
         registry: Registry | None = None,
+        daemons: Daemons | None = None,
     ) -> None:
         self.cluster = cluster
         self.image = image
         self.model_path = model_path
         self.devices = tuple(devices)
-        self.settings = SshSettings.from_cluster(cluster)
         self.registry = registry if registry is not None else Registry()
+        # the nodes' dockerd: over ssh:// unless the backend says where (Docker here)
+        self.daemons: Daemons = daemons if daemons is not None else SshDaemons(
+            SshSettings.from_cluster(cluster), self.registry)
 
     def client(self, name: str, address: str) -> Any:
-        return shared_client(self.registry, name, address, self.settings)
+        return self.daemons.client(name, address)
 
     def run_kwargs(self, spec: RankSpec, labels: Mapping[str, str]) -> dict[str, Any]:
         """Everything ``containers.run`` gets besides image and command."""
@@ -363,7 +394,7 @@ class DockerLauncher:
 
     def write_docker_run(self, spec: RankSpec, labels: Mapping[str, str], log_path: Path) -> Path:
         path = log_path.parent / f"node{spec.node_rank}.docker-run.sh"
-        target = f"ssh://{self.settings.user}@{spec.address}"
+        target = self.daemons.target(spec.address)
         path.write_text(
             f"# node{spec.node_rank} ({spec.host}): DOCKER_HOST={target}\n"
             f"{self.docker_run_line(spec, labels)}\n",

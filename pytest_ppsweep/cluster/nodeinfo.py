@@ -10,11 +10,11 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.rankspec import local_path, rank_specs
 from pytest_ppsweep.cluster.registry import Registry, temporary
-from pytest_ppsweep.cluster.ssh import SshSettings, on_all
+from pytest_ppsweep.cluster.ssh import on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 from pytest_ppsweep.redact import is_secret_key, scrub
 
@@ -79,10 +79,8 @@ def smi_command(cluster: Cluster, address: str, extra: Sequence[str] = ()) -> li
 
 
 def docker_for(cluster: Cluster, host: Host, registry: Registry) -> Any:
-    """The registry's docker client of one node."""
-    from pytest_ppsweep.cluster.docker_launcher import shared_client
-
-    return shared_client(registry, host.name, host.address, SshSettings.from_cluster(cluster))
+    """The registry's docker client of one node (over SSH, or this machine's daemon)."""
+    return backend_of(cluster).docker_client(host, registry)
 
 
 def _gpus(cluster: Cluster, host: Host, registry: Registry) -> list[dict[str, Any]]:
@@ -165,7 +163,7 @@ def _node_metadata(
         node["gpus"] = _gpus(cluster, host, registry)
         drivers = sorted({g["driver_version"] for g in node["gpus"]})
         node["driver_version"] = drivers[0] if len(drivers) == 1 else drivers
-        if cluster.kind == "ssh" and cluster.launcher == "docker":
+        if backend_of(cluster).in_containers:
             node.update(_versions_in_container(cluster, host, sweep.image, registry))
         else:
             node.update(_versions_on_host(sweep, cluster, host, registry))
@@ -176,14 +174,15 @@ def _node_metadata(
 
 def metadata(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> dict[str, Any]:
     """What the nodes are (all nodes asked at once); JSON-serialisable."""
-    hosts = cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
+    backend = backend_of(cluster)
+    hosts = backend.nodes_to_ask()
     with temporary(registry) as reg:
         nodes = on_all(hosts, lambda h: _node_metadata(sweep, cluster, h, reg))
     return {
         "cluster": cluster.name,
         "kind": cluster.kind,
         "launcher": cluster.launcher,
-        "image": sweep.image if cluster.launcher == "docker" else None,
+        "image": sweep.image if backend.in_containers else None,
         "server_module": cluster.server_module,
         "nodes": nodes,
     }

@@ -27,9 +27,11 @@ from __future__ import annotations
 import re
 import shlex
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
-from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.backend import NodeCheck
+from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.nodeinfo import (
     docker_for,
@@ -64,7 +66,7 @@ def _port_open(address: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
-def _check_image(cluster: Cluster, host: Host, image: str, registry: Registry) -> list[str]:
+def check_image(cluster: Cluster, host: Host, image: str, registry: Registry) -> list[str]:
     from docker.errors import DockerException, ImageNotFound
 
     if not image:  # matrix.parse refuses a docker cluster without one; nothing to ask
@@ -78,7 +80,7 @@ def _check_image(cluster: Cluster, host: Host, image: str, registry: Registry) -
     return []
 
 
-def _check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry,
+def check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry,
                   rank0: bool = False) -> list[str]:
     """The server module is importable in every rank environment; on node 0 the same start of
     the interpreter reads its argument list and checks the sweep's flags against it
@@ -112,7 +114,7 @@ def _check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry
     return []
 
 
-def _check_paths(cluster: Cluster, host: Host, sweep: Sweep, registry: Registry) -> list[str]:
+def check_paths(cluster: Cluster, host: Host, sweep: Sweep, registry: Registry) -> list[str]:
     from pytest_ppsweep.cluster.docker_launcher import device_host_path
 
     wanted = [("model path", sweep.model_path)] if sweep.model_path else []
@@ -130,7 +132,7 @@ def _check_paths(cluster: Cluster, host: Host, sweep: Sweep, registry: Registry)
     ]
 
 
-def _check_gpus(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
+def check_gpus(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     if not cluster.nvidia_smi:
         return []
     res = host_for(cluster, host, registry).run(smi_command(cluster, host.address, APPS_QUERY), 60)
@@ -171,7 +173,7 @@ def _remote_owner(cluster: Cluster, host: Host, port: int, registry: Registry) -
     return ", ".join(f"pid {pid} ({name})" for name, pid in users)
 
 
-def _check_ports(cluster: Cluster, host: Host, rank0: bool, registry: Registry) -> list[str]:
+def check_ports(cluster: Cluster, host: Host, rank0: bool, registry: Registry) -> list[str]:
     problems = []
     for what, port in _ports_of(cluster, rank0):
         if _port_open(host.address, port):
@@ -181,7 +183,7 @@ def _check_ports(cluster: Cluster, host: Host, rank0: bool, registry: Registry) 
     return problems
 
 
-def _check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
+def check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
     """This machine: the listening process is read from /proc (else a connect tells)."""
     from pytest_ppsweep.cluster.ports import listeners
 
@@ -196,7 +198,7 @@ def _check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
     return problems
 
 
-def _check_image_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> list[str]:
+def check_image_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> list[str]:
     """Server flags, ``[axes]`` keys and enumerated values against the parser of the server
     module in the image (:mod:`~pytest_ppsweep.cluster.serverflags`)."""
     from pytest_ppsweep.cluster import serverflags
@@ -207,41 +209,34 @@ def _check_image_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> li
     return serverflags.check(sweep, flags) if flags is not None else []
 
 
+def _pyxis(cluster: Cluster) -> list[str]:
+    from pytest_ppsweep.cluster.slurm import check_pyxis
+
+    return check_pyxis(cluster)
+
+
+# what each check a backend names does (backend.NodeCheck): (sweep, cluster, host, registry,
+# rank0) → problems
+CHECKS: Mapping[NodeCheck, Callable[[Sweep, Cluster, Host, Registry, bool], list[str]]] = {
+    "module": lambda s, c, h, r, rank0: check_module(s, c, h, r, rank0),
+    "image": lambda s, c, h, r, rank0: check_image(c, h, s.image, r),
+    "image_flags": lambda s, c, h, r, rank0: check_image_flags(s, c, r),
+    "pyxis": lambda s, c, h, r, rank0: _pyxis(c),
+    "paths": lambda s, c, h, r, rank0: check_paths(c, h, s, r),
+    "gpus": lambda s, c, h, r, rank0: check_gpus(c, h, r),
+    "ports": lambda s, c, h, r, rank0: check_ports(c, h, rank0, r),
+    "local_ports": lambda s, c, h, r, rank0: check_local_ports(c, h, rank0),
+}
+
+
 def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> list[str]:
     def strip(exc: HostError) -> str:
         text = str(exc)
         return text.split(": ", 1)[1] if text.startswith(f"host {host.name}") else text
 
-    checks: list[Callable[[], list[str]]]
     rank0 = host == cluster.rank0()
-    if cluster.kind == "local":
-        checks = [lambda: _check_local_ports(cluster, host, rank0)]
-        if rank0:  # one machine: the module is looked for once
-            checks.insert(0, lambda: _check_module(sweep, cluster, host, registry, rank0))
-    elif cluster.kind == "slurm" and cluster.container_image:
-        # Pyxis: the module lives in the image, which only a step can open: Pyxis is checked
-        # (once, on node 0's line) instead; paths, GPUs and ports as on any node
-        from pytest_ppsweep.cluster.slurm import check_pyxis
-
-        checks = [
-            lambda: check_pyxis(cluster) if rank0 else [],
-            lambda: _check_paths(cluster, host, sweep, registry),
-            lambda: _check_gpus(cluster, host, registry),
-            lambda: _check_ports(cluster, host, rank0, registry),
-        ]
-    else:
-        checks = [
-            (
-                (lambda: _check_image(cluster, host, sweep.image, registry))
-                if cluster.launcher == "docker"
-                else (lambda: _check_module(sweep, cluster, host, registry, rank0))
-            ),
-            lambda: _check_paths(cluster, host, sweep, registry),
-            lambda: _check_gpus(cluster, host, registry),
-            lambda: _check_ports(cluster, host, rank0, registry),
-        ]
-    if rank0 and cluster.launcher == "docker":  # the server's own argument list, once
-        checks.insert(1, lambda: _check_image_flags(sweep, cluster, registry))
+    checks = [partial(CHECKS[name], sweep, cluster, host, registry, rank0)
+              for name in backend_of(cluster).node_checks(rank0)]
     problems: list[str] = []
     for one in checks:
         try:
@@ -267,14 +262,14 @@ def check(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> l
 
 def local_flags(sweep: Sweep, cluster: Cluster) -> list[str]:
     """The server flags checked against the server module's own parser where that needs no
-    connection (a local cluster: the module on this machine, e.g. the emulator), as the
-    preflight's node-0 check does; [] for other kinds. The dry run's flag check."""
-    if cluster.kind != "local":
+    connection (the backend says where: a local cluster's module on this machine, e.g. the
+    emulator), as the preflight's node-0 check does; [] elsewhere. The dry run's flag check."""
+    if not backend_of(cluster).flags_here:
         return []
     host = cluster.rank0()
     with temporary(None) as reg:
         return [f"{host.name} ({host.address}): {p}"
-                for p in _check_module(sweep, cluster, host, reg, rank0=True)]
+                for p in check_module(sweep, cluster, host, reg, rank0=True)]
 
 
 def message(cluster: Cluster, problems: Sequence[str]) -> str:

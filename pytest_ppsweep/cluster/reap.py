@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.labels import (
     CLUSTER_ENV,
@@ -38,7 +38,7 @@ from pytest_ppsweep.cluster.labels import (
     RUN_LABEL,
 )
 from pytest_ppsweep.cluster.registry import Registry, temporary
-from pytest_ppsweep.cluster.ssh import SshSettings, on_all
+from pytest_ppsweep.cluster.ssh import on_all
 from pytest_ppsweep.cluster.ssh_launcher import stop_script
 from pytest_ppsweep.matrix.model import Cluster, Host
 
@@ -103,7 +103,7 @@ def _processes(
         if len(parts) != 6:
             continue
         _pid, pgid, run, cl, config, rank = parts
-        if cluster.kind == "local" and cl != cluster.name:
+        if backend_of(cluster).on_this_machine and cl != cluster.name:
             continue  # this machine is shared: only this cluster's ranks
         item = Leftover(host.name, host.address, "process", pgid, run, cl, config, rank, "running")
         groups.setdefault(pgid, item)
@@ -111,9 +111,7 @@ def _processes(
 
 
 def _client(cluster: Cluster, host: Host, registry: Registry) -> Any:
-    from pytest_ppsweep.cluster.docker_launcher import shared_client
-
-    return shared_client(registry, host.name, host.address, SshSettings.from_cluster(cluster))
+    return backend_of(cluster).docker_client(host, registry)
 
 
 def _containers(
@@ -124,6 +122,8 @@ def _containers(
     label = f"{RUN_LABEL}={run_id}" if run_id else RUN_LABEL
     try:
         found = _client(cluster, host, registry).containers.list(all=True, filters={"label": label})
+        if backend_of(cluster).on_this_machine:  # this machine is shared: only this cluster's
+            found = [c for c in found if (c.labels or {}).get(CLUSTER_LABEL) == cluster.name]
     except DockerException as exc:
         raise HostError(f"host {host.name}: cannot list containers: {exc}") from None
     out = []
@@ -147,7 +147,7 @@ def _containers(
 
 def _hosts(cluster: Cluster) -> tuple[Host, ...]:
     # loopback "nodes" are one machine: look once
-    return cluster.hosts[:1] if cluster.kind == "local" else cluster.hosts
+    return backend_of(cluster).nodes_to_ask()
 
 
 def find(
@@ -169,7 +169,8 @@ def find(
 def _find(
     cluster: Cluster, run_id: str | None, errors: list[str] | None, registry: Registry
 ) -> list[Leftover]:
-    docker = cluster.kind == "ssh" and cluster.launcher == "docker"
+    backend = backend_of(cluster)
+    docker = backend.in_containers
 
     def one(host: Host) -> list[Leftover] | str:
         try:
@@ -182,7 +183,7 @@ def _find(
             return str(exc)
 
     found: list[Leftover] = []
-    if cluster.kind == "slurm":
+    if backend.nodes_from_allocation:
         try:
             found += _slurm_leftovers(cluster, run_id)
         except HostError as exc:
@@ -196,6 +197,16 @@ def _find(
         else:
             found += result
     return found
+
+
+def earlier(cluster: Cluster, run_id: str, registry: Registry) -> list[Leftover]:
+    """What the preflight reports of earlier runs: every labelled rank on the nodes (a node
+    that cannot be asked is left to the preflight's node checks, which report it), or, where
+    the backend does not reap by label (local processes: this machine is shared), the ranks of
+    other runs that collide with this cluster's addresses and ports."""
+    if not backend_of(cluster).reaps_by_label:
+        return find_blocking(cluster, exclude_run=run_id)
+    return find(cluster, errors=[], registry=registry)
 
 
 def remove(

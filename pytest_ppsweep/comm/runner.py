@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.cluster.backends import host_for, launcher_for
+from pytest_ppsweep.cluster.backends import backend_of, host_for, launcher_for
 from pytest_ppsweep.cluster.base import HostError, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.nodeinfo import hide_secrets, smi_command
@@ -104,8 +104,8 @@ def worker_argv(spec: CommSpec, domain: Domain, cluster: Cluster, node_index: in
 
 
 def _python(cluster: Cluster) -> str:
-    return local_path(cluster, cluster.python) or (sys.executable if cluster.kind == "local"
-                                                   else "python3")
+    return local_path(cluster, cluster.python) or (
+        sys.executable if backend_of(cluster).shares_files else "python3")
 
 
 def _ship_worker(cluster: Cluster, registry: Registry, run_id: str, nodes: Sequence[int]) -> str:
@@ -265,11 +265,11 @@ def run_domain(sweep: Sweep, spec: CommSpec, cluster: Cluster, config: Config, d
     python = _python(cluster)
     if simulated:
         launch = [python, "-m", "pytest_ppsweep.sim.comm"]
-    elif cluster.kind == "local":
+    elif backend_of(cluster).shares_files:
         launch = [python, str(WORKER)]
     else:
         launch = [python, _ship_worker(cluster, registry, store.run_id, domain.nodes)]
-        if cluster.launcher == "docker":
+        if backend_of(cluster).in_containers:
             remote = launch[1]
             cluster = replace(cluster, mounts=(*cluster.mounts, f"{remote}:{remote}:ro"))
     argvs = [worker_argv(spec, domain, cluster, i, port, launch) for i in range(len(domain.nodes))]

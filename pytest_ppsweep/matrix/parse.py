@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_ppsweep.matrix import axes as axes_mod
 from pytest_ppsweep.matrix.commspec import read_comm
+from pytest_ppsweep.matrix.kinds import CLUSTER_KINDS, LAUNCHERS, NEEDS_IMAGE, owner_of
 from pytest_ppsweep.matrix.model import (
     HEALTH_STALL_S,
     Cluster,
@@ -543,22 +544,22 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             )
         c = tab.table(name, required=True)
         c.only(CLUSTER_KEYS)
-        kind = c.choice("kind", ("local", "ssh", "slurm"), required=True)
-        launcher = c.choice("launcher", ("process", "docker"), default="process")
-        if kind in ("local", "slurm") and launcher != "process":
+        kind = c.choice("kind", tuple(CLUSTER_KINDS), required=True)
+        spec = CLUSTER_KINDS[kind]
+        launcher = c.choice("launcher", LAUNCHERS, default="process")
+        if launcher not in spec.launchers:
+            expected = " or ".join(repr(x) for x in spec.launchers)
             raise MatrixError(
-                f"{c.path}: key '{c.where}.launcher': a {kind} cluster starts processes "
-                f"(slurm: steps, in a container with container_image); expected 'process', "
-                f"found {launcher!r}"
+                f"{c.path}: key '{c.where}.launcher': a {kind} cluster starts "
+                f"{spec.launchers_hint}; expected {expected}, found {launcher!r}"
             )
-        hosts = _slurm_nodes(c) if kind == "slurm" else _hosts(c)
-        slurm_only = ("nodes", "jobid", "partition", "account", "time", "request_gpus",
-                      "salloc_options", "srun_options", "container_image", "login")
-        for key in slurm_only if kind != "slurm" else ():
-            if c.raw(key) is not None:
+        hosts = _NODES[spec.nodes](c)
+        for key in (k for other in CLUSTER_KINDS.values() for k in other.own_keys):
+            if key not in spec.own_keys and c.raw(key) is not None:
+                owner = owner_of(key)
                 raise MatrixError(
-                    f"{c.path}: key '{c.where}.{key}': only a slurm cluster takes it; expected "
-                    f"kind = \"slurm\", found kind = {kind!r}"
+                    f"{c.path}: key '{c.where}.{key}': only a {owner} cluster takes it; "
+                    f"expected kind = \"{owner}\", found kind = {kind!r}"
                 )
         out[name] = Cluster(
             name=name,
@@ -642,6 +643,10 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
     return tuple(hosts)
 
 
+# where a kind's nodes come from (matrix/kinds.py: ClusterKind.nodes)
+_NODES = {"hosts": _hosts, "count": _slurm_nodes}
+
+
 def _optional(r: Reader, key: str, pattern: re.Pattern[str], what: str) -> str:
     """An optional text key: "" when absent, else it must match ``pattern``."""
     if r.raw(key) is None:
@@ -711,11 +716,12 @@ def _patterns(sw: Reader) -> tuple[str, ...]:
 
 
 def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:
-    docker = [c.name for c in pool if c.launcher == "docker"]
+    docker = [c for c in pool if NEEDS_IMAGE[c.launcher]]
     if docker and not sweep.image:  # once, here, not once per node at preflight
         raise MatrixError(
             f"{sweep.path}: key 'sweep.image': expected an image reference (cluster "
-            f"{docker[0]!r} has launcher = 'docker'; or give --ppsweep-image), found nothing"
+            f"{docker[0].name!r} has launcher = {docker[0].launcher!r}; or give "
+            "--ppsweep-image), found nothing"
         )
     for cfg in sweep.configs:
         world = cfg.gpus

@@ -8,13 +8,12 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.nodeinfo import smi_command
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster
 from pytest_ppsweep.measure.gpu import (
-    HOSTS_PLACEHOLDER,
     QUERY_ARGS,
     GpuMemory,
     parse_query_gpu,
@@ -132,8 +131,4 @@ class GpuSnapshots:
 def one_call(cluster: Cluster) -> bool:
     """Whether one nvidia-smi call answers for every node: a local cluster (its nodes are
     this machine) of several nodes whose ``nvidia_smi`` takes ``{hosts}``."""
-    return (
-        cluster.kind == "local"
-        and len(cluster.hosts) > 1
-        and any(HOSTS_PLACEHOLDER in a for a in cluster.nvidia_smi)
-    )
+    return backend_of(cluster).one_smi_call()

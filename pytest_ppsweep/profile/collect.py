@@ -1,22 +1,23 @@
 """Every node's traces into the run folder (``profile/<layout>/``), with a bounded wait.
 
-Traces are written on the node that runs the rank. On a ``local`` cluster the nodes share this
-machine's file system, so SGLang writes straight into the run folder. On ``ssh`` clusters
-(process or docker launcher) they are written into ``<output_dir>/<run_id>/<layout>`` on each
-node (bind-mounted into the containers, see :func:`with_profile_mounts`) and fetched over SFTP
-on the run's shared SSH connection; on ``slurm`` clusters likewise, read back in one step per
-node (``SlurmNodeHost.fetch_all``). A node whose traces do not all appear within the timeout
-is named with the ranks it lacks.
+Traces are written on the node that runs the rank; the cluster's backend says where and how
+they come back (``backend_of(cluster)``: ``trace_dir``, ``list_files``, ``fetch_files``). Ranks
+that share this machine's file system (local processes) write straight into the run folder;
+elsewhere they are written into ``<output_dir>/<run_id>/<layout>`` on each node (bind-mounted
+into the containers, see :func:`with_profile_mounts`) and fetched: over SFTP on the run's shared
+SSH connection, in one step per node on Slurm (``SlurmNodeHost.fetch_all``), by a copy for
+containers on this machine. A node whose traces do not all appear within the timeout is named
+with the ranks it lacks.
 """
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.base import CommandHost, HostError
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 
@@ -30,10 +31,9 @@ class ProfileError(RuntimeError):
 
 
 def remote_dir(cluster: Cluster, root: str, run_id: str, config_id: str, local: Path) -> str:
-    """Where the ranks of ``cluster`` write their traces (``local`` on a local cluster)."""
-    if cluster.kind == "local":
-        return str(local)
-    return f"{root.rstrip('/')}/{run_id}/{config_id}"
+    """Where the ranks of ``cluster`` write their traces (``local`` where they share this
+    machine's files)."""
+    return backend_of(cluster).trace_dir(root, run_id, config_id, local)
 
 
 def with_profile_mounts(sweep: Sweep) -> Sweep:
@@ -45,34 +45,11 @@ def with_profile_mounts(sweep: Sweep) -> Sweep:
     mount = f"{spec.output_dir}:{spec.output_dir}:rw"
     clusters = {
         name: replace(c, mounts=(*c.mounts, mount))
-        if c.launcher == "docker" and mount not in c.mounts
+        if backend_of(c).in_containers and mount not in c.mounts
         else c
         for name, c in sweep.clusters.items()
     }
     return replace(sweep, clusters=clusters)
-
-
-def _listing(host: CommandHost, folder: str) -> dict[str, int]:
-    """File name → size in ``folder`` on the node (empty when the folder is not there yet)."""
-    script = f"find {shlex.quote(folder)} -maxdepth 1 -type f -printf '%s %f\\n' 2>/dev/null"
-    res = host.run(["sh", "-c", script + " || true"], timeout=30)
-    out: dict[str, int] = {}
-    for line in res.stdout.splitlines():
-        size, _, name = line.strip().partition(" ")
-        if name and size.isdigit():
-            out[name] = int(size)
-    return out
-
-
-def _local_listing(folder: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for p in folder.iterdir():
-        try:
-            if p.is_file():
-                out[p.name] = p.stat().st_size
-        except OSError:
-            continue  # renamed or removed meanwhile
-    return out
 
 
 def _complete(
@@ -116,16 +93,14 @@ def collect_traces(
     Raises :class:`ProfileError` naming each node whose traces are missing, with the ranks.
     """
     nnodes = len(cluster.hosts)
+    backend = backend_of(cluster)
     local.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + timeout_s
     pending = set(range(nnodes))
     seen: dict[int, dict[str, int]] = {}
     while True:
         for node in sorted(pending):
-            if cluster.kind == "local":
-                names = _local_listing(local)
-            else:
-                names = _listing(host_for(node), folder)
+            names = backend.list_files(host_for(node), folder)
             before, seen[node] = seen.get(node), names
             if _complete(names, before, config, nnodes, node, prefix):
                 pending.discard(node)
@@ -147,27 +122,9 @@ def collect_traces(
         mine = set(node_ranks(config.pp, config.tp, nnodes, node))
         traces = [name for name in sorted(seen[node])
                   if name.startswith(prefix) and rank_of(name, config.pp) in mine]
-        if cluster.kind != "local":
-            host, where = host_for(node), cluster.hosts[node].name
-            fetch_all = getattr(host, "fetch_all", None)
-            if fetch_all is not None:  # a Slurm node: all its traces read back in one step
-                try:
-                    fetch_all(folder, traces, local)
-                except (OSError, HostError) as exc:
-                    raise ProfileError(f"node {where}: cannot fetch its traces: {exc}") from None
-            else:
-                for name in traces:
-                    _fetch(host, f"{folder}/{name}", local / name, where)
+        try:
+            backend.fetch_files(host_for(node), folder, traces, local)
+        except (OSError, HostError) as exc:
+            raise ProfileError(f"node {cluster.hosts[node].name}: {exc}") from None
         files += [local / name for name in traces]
     return files
-
-
-def _fetch(host: CommandHost, remote: str, target: Path, node: str) -> None:
-    """SFTP over the host's fabric connection (``SshHost.connection``)."""
-    connection = getattr(host, "connection", None)
-    if connection is None:
-        raise ProfileError(f"node {node}: cannot fetch {remote}: the host has no SSH connection")
-    try:
-        connection().get(remote, str(target))
-    except (OSError, HostError) as exc:
-        raise ProfileError(f"node {node}: cannot fetch {remote} over SFTP: {exc}") from None

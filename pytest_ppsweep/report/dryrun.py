@@ -26,6 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
@@ -181,8 +182,7 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines = [f"ppsweep dry run of {sweep.path} on cluster {cluster.name!r} ({cluster.kind}, "
              f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); nothing is started, "
              "connected or written"]
-    if cluster.launcher == "docker":
-        lines.append(f"each command runs in a container of image {sweep.image} on its node")
+    lines += backend_of(cluster).dry_run_lines(sweep)
     for cfg in configs:
         cs = sorted((concurrencies or {}).get(cfg.id) or sweep.workload_of(cfg).concurrency)
         lines.append(f"{cfg.id}: PP/TP/EP {cfg.label} at C = {', '.join(map(str, cs))}")
@@ -192,6 +192,9 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines.append(boots_line(configs))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
+    flags = backend_of(cluster).flag_check_line()
+    if flags is not None:  # never silently skipped: where it is made, or why it cannot be
+        lines.append(flags)
     return lines
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from pytest_ppsweep.cluster.backends import launcher_for
+from pytest_ppsweep.cluster.backends import backend_of, launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import rank_specs
@@ -194,12 +194,9 @@ class Service:
             if held is not False:
                 return None
             why = f"{where} is held by another process"
-        if self.cluster.kind == "local":
-            from pytest_ppsweep.cluster.ports import listeners
-
-            found = listeners(self.cluster.port, address)
-            if found:
-                why += f": {found[0].describe()}"
+        holder = backend_of(self.cluster).port_holder(address, self.cluster.port)
+        if holder:
+            why += f": {holder}"
         return why
 
     def findings(self) -> list[Finding]:

@@ -165,7 +165,8 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             pool = tuple(c for c in pool if c.name == winput[WORKER_CLUSTER])
             store, _ = setup.open_store(config, sweep, winput[WORKER_RUN_ID])
             plan = continuity.Plan.from_builtin(winput[WORKER_PLAN])
-            nodes_known = not any(c.kind == "slurm" for c in pool)  # else at its first test
+            nodes_known = not any(backends.backend_of(c).nodes_from_allocation
+                                  for c in pool)  # else at its first test
         else:
             check_workers(config, pool)
             reuse_ref = options.reference(config, "ppsweep_reuse")
@@ -184,7 +185,8 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             except BaseException:
                 _discard(registry, scratch or (store.dir if made else None))
                 raise
-            nodes_known = nodes_known or not any(c.kind == "slurm" for c in pool)
+            nodes_known = nodes_known or not any(backends.backend_of(c).nodes_from_allocation
+                                                 for c in pool)
             store.copy_matrix(matrix, sweep.shared_files)
             RunJson(store).create(sweep, pool, ids)
             if nodes_known:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.claims import Claims
 from pytest_ppsweep.session.quiet import Quiet
@@ -46,14 +47,12 @@ class Preflight(Claims, Quiet):
 
         self._claim_clusters()  # one sweep per cluster: before anything looks at the nodes
         for cluster in self.pool:
-            if cluster.kind in ("ssh", "slurm"):
-                # a node that cannot be asked is left to the preflight, which reports it
-                leftovers = reap.find(cluster, errors=[], registry=self.registry)
+            # labelled ranks on the nodes (a node that cannot be asked is left to the
+            # preflight, which reports it); on local processes' shared machine only the ranks
+            # of other runs that collide with this cluster's addresses and ports
+            leftovers = reap.earlier(cluster, self.store.run_id, self.registry)
+            if backend_of(cluster).reaps_by_label:
                 leftovers = self._stop_own_leftovers(cluster, leftovers)
-            else:
-                # this machine is shared: only the ranks of other runs that collide with this
-                # cluster's addresses and ports (a busy port is then refused by the preflight)
-                leftovers = reap.find_blocking(cluster, exclude_run=self.store.run_id)
             if leftovers:
                 if self.config.getoption("ppsweep_reap"):
                     failed = reap.remove(cluster, leftovers, registry=self.registry)
@@ -111,7 +110,7 @@ class Preflight(Claims, Quiet):
         from pytest_ppsweep.cluster import reap
 
         for cluster in self.pool:
-            if cluster.kind not in ("ssh", "slurm"):
+            if not backend_of(cluster).reaps_by_label:
                 continue
             errors: list[str] = []
             left = reap.find(

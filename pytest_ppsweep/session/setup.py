@@ -49,7 +49,8 @@ def nodes_needed_at_start(config: pytest.Config) -> bool:
 def record_nodes(store: RunStore, pool: tuple[Cluster, ...]) -> None:
     """run.json: the pool's nodes, and each slurm cluster's allocation (its workers take it)."""
     RunJson(store).update(hosts=[h.address for c in pool for h in c.hosts], **{
-        SLURM_JOBS: {c.name: c.slurm_jobid for c in pool if c.kind == "slurm"}})
+        SLURM_JOBS: {c.name: c.slurm_jobid for c in pool
+                     if backends.backend_of(c).nodes_from_allocation}})
 
 
 def allocate(
@@ -67,13 +68,15 @@ def allocate(
         jobid = options.get(config, "ppsweep_slurm_jobid") or ""
         reap = bool(config.getoption("ppsweep_reap")) and not is_worker(config)
         if taken is not None:
-            missing = [c.name for c in pool if c.kind == "slurm" and not (
+            missing = [c.name for c in pool if backends.backend_of(c).nodes_from_allocation
+                       and not (
                 jobid or c.slurm_jobid or taken.get(c.name))]
             if missing:
                 raise ValueError(f"expected the controller's allocation of slurm cluster(s) "
                                  f"{', '.join(missing)} in run.json ({SLURM_JOBS}), found none")
             pool = tuple(replace(c, slurm_jobid=c.slurm_jobid or taken[c.name])
-                         if c.kind == "slurm" and not jobid else c for c in pool)
+                         if backends.backend_of(c).nodes_from_allocation and not jobid else c
+                         for c in pool)
         # a SIGTERM while salloc waits ends the run like a Ctrl-C: the request is withdrawn
         with stopping_as_ctrl_c():
             pool = backends.prepare(pool, run_id, registry, jobid, reap)

@@ -325,7 +325,7 @@ def test_node_info_and_preflight_ask_the_shim_with_the_clusters_emulator_env(
     GpuStatePublisher(tmp_path / "sim-state", host.address, 4242, facts).publish([GpuUse(0, 99)])
     registry = Registry()
     try:
-        problems = preflight._check_gpus(cluster, host, registry)
+        problems = preflight.check_gpus(cluster, host, registry)
     finally:
         registry.close()
     assert problems == ["GPUs are not idle: 1 compute process(es): pid 4242 python3 on 1 GPU(s)"]

@@ -1,0 +1,200 @@
+"""What one cluster kind is: the :class:`Backend` every kind module subclasses.
+
+A backend answers every question the rest of the package used to answer by testing
+``cluster.kind`` or ``cluster.launcher``: how to run a command on a node (``host``), how to start
+a rank (``launcher``), where the nodes come from (an allocation or the sweep file), how leftovers
+of earlier runs are found, where the profiler's traces are written and how they come back,
+whether one nvidia-smi call answers for every node, what the preflight checks on a node, where
+the server flags can be checked without a connection, and what the dry run says about it.
+The code that does the checking lives in the modules that use the answers (cluster/preflight.py,
+reap.py, nodeinfo.py import this one, never the other way).
+
+One module per kind subclasses it (``kind_local``, ``kind_ssh``, ``kind_slurm``,
+``kind_local_docker``) and :mod:`~pytest_ppsweep.cluster.backends` registers each under its
+``(kind, launcher)``: that is the one place that maps a cluster to its code. Outside
+``cluster/`` nothing branches on a kind: it asks ``backend_of(cluster).<capability>``
+(tests/test_no_kind_branches.py keeps it so).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
+from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+
+HOSTS_PLACEHOLDER = "{hosts}"
+
+# one preflight check of a node (cluster/preflight.py: CHECKS): the server module imports (and,
+# on node 0, takes the sweep's flags), the image is there, the server flags in the image, Pyxis
+# works, the model path and devices exist, the GPUs are idle, the ports are free (asked of the
+# node, or read from this machine's /proc)
+NodeCheck = Literal["module", "image", "image_flags", "pyxis", "paths", "gpus", "ports",
+                    "local_ports"]
+
+
+class Backend:
+    """One cluster kind's code, bound to one cluster (``backend_of(cluster)``)."""
+
+    kind: ClassVar[str]
+    launcher_name: ClassVar[str]
+    # the nodes come from an allocation taken at the start of the run (slurm): not known from
+    # the sweep file alone, and recorded in run.json for the workers
+    nodes_from_allocation: ClassVar[bool] = False
+    # every node is this machine (loopback "nodes"): one look answers for all of them
+    on_this_machine: ClassVar[bool] = False
+    # the ranks see this machine's files at the same paths (local processes): the traces are
+    # written straight into the run folder, the comm worker runs from the package
+    shares_files: ClassVar[bool] = False
+    # each rank is a container of the sweep's image
+    in_containers: ClassVar[bool] = False
+    # leftovers are every labelled rank on the nodes; False: only the labelled ranks of other
+    # runs that would collide with this cluster's ports (a machine others share, whose ranks
+    # die with this process: local processes)
+    reaps_by_label: ClassVar[bool] = True
+    # the server flags can be checked on this machine without a connection (the dry run)
+    flags_here: ClassVar[bool] = False
+    # where the preflight checks the server flags against the engine's own parser ("": it
+    # cannot before launch, see flags_unchecked)
+    flags_where: ClassVar[str] = ""
+    # why the flags cannot be checked before launch (when flags_where is "")
+    flags_unchecked: ClassVar[str] = "this kind has no way to read the server's parser"
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.cluster.name!r})"
+
+    # -- running things ----------------------------------------------------------------------
+
+    def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
+        """The command runner of one node."""
+        raise NotImplementedError
+
+    def launcher(self, sweep: Sweep | None = None, registry: Registry | None = None) -> Launcher:
+        """The rank launcher (built without a sweep it only validates the cluster)."""
+        raise NotImplementedError
+
+    def docker_client(self, host: Host, registry: Registry) -> Any:
+        """The registry's docker client of one node (container kinds only)."""
+        raise HostError(f"cluster {self.cluster.name!r}: {self.kind} + {self.launcher_name} "
+                        "has no docker daemon")
+
+    def prepare(self, run_id: str, registry: Registry, jobid: str = "",
+                reap: bool = False) -> Cluster:
+        """The cluster with its nodes known (an allocation's: ``nodes_from_allocation``)."""
+        return self.cluster
+
+    def nodes_to_ask(self) -> tuple[Host, ...]:
+        """The nodes to ask what runs there or what they are: one when they are one machine."""
+        return self.cluster.hosts[:1] if self.on_this_machine else self.cluster.hosts
+
+    # -- profile traces ----------------------------------------------------------------------
+
+    def trace_dir(self, root: str, run_id: str, config_id: str, local: Path) -> str:
+        """Where the ranks write their profiler traces (``local``: the run folder's)."""
+        if self.shares_files:
+            return str(local)
+        return f"{root.rstrip('/')}/{run_id}/{config_id}"
+
+    def list_files(self, host: CommandHost, folder: str) -> dict[str, int]:
+        """File name → size in ``folder`` of a node (empty when the folder is not there yet)."""
+        if self.shares_files:
+            return local_listing(Path(folder))
+        return remote_listing(host, folder)
+
+    def fetch_files(self, host: CommandHost, folder: str, names: Sequence[str],
+                    local: Path) -> None:
+        """The named files of ``folder`` on a node copied into ``local``; a HostError (or
+        OSError) says what could not be fetched."""
+        if self.shares_files:
+            return
+        for name in names:
+            sftp_get(host, f"{folder}/{name}", local / name)
+
+    # -- GPUs ---------------------------------------------------------------------------------
+
+    def one_smi_call(self) -> bool:
+        """Whether one nvidia-smi call answers for every node: nodes that are this machine, of
+        several nodes, whose ``nvidia_smi`` takes ``{hosts}``."""
+        c = self.cluster
+        return (self.on_this_machine and len(c.hosts) > 1
+                and any(HOSTS_PLACEHOLDER in a for a in c.nvidia_smi))
+
+    def port_holder(self, address: str, port: int) -> str:
+        """Who listens on ``address:port`` where that can be read without a connection
+        (this machine's /proc); "" elsewhere."""
+        if not self.on_this_machine:
+            return ""
+        from pytest_ppsweep.cluster.ports import listeners
+
+        found = listeners(port, address)
+        return found[0].describe() if found else ""
+
+    # -- preflight and the dry run -------------------------------------------------------------
+
+    def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
+        """What the preflight checks on one node, in order (cluster/preflight.py runs them:
+        ``preflight.CHECKS``)."""
+        raise NotImplementedError
+
+    def dry_run_lines(self, sweep: Sweep) -> list[str]:
+        """What the dry run says about this kind beyond the rank commands."""
+        if self.in_containers:
+            return [f"each command runs in a container of image {sweep.image} on its node"]
+        return []
+
+
+    def flag_check_line(self) -> str | None:
+        """The dry run's word on the server-flag check where the dry run itself cannot make it
+        (it connects to nothing): where the preflight makes it, or why nothing can before
+        launch. None where the dry run checks them here (``flags_here``)."""
+        if self.flags_here:
+            return None
+        where = f"cluster {self.cluster.name!r}: server flags"
+        if self.flags_where:
+            return (f"{where} are not checked by the dry run (it connects to nothing); the "
+                    f"preflight checks them {self.flags_where}")
+        return f"{where} cannot be checked before launch: {self.flags_unchecked}"
+
+
+def remote_listing(host: CommandHost, folder: str) -> dict[str, int]:
+    """File name → size in ``folder`` on the node, through its command runner."""
+    script = f"find {shlex.quote(folder)} -maxdepth 1 -type f -printf '%s %f\\n' 2>/dev/null"
+    res = host.run(["sh", "-c", script + " || true"], timeout=30)
+    out: dict[str, int] = {}
+    for line in res.stdout.splitlines():
+        size, _, name = line.strip().partition(" ")
+        if name and size.isdigit():
+            out[name] = int(size)
+    return out
+
+
+def local_listing(folder: Path) -> dict[str, int]:
+    """File name → size in ``folder`` of this machine."""
+    out: dict[str, int] = {}
+    if not folder.is_dir():
+        return out
+    for p in folder.iterdir():
+        try:
+            if p.is_file():
+                out[p.name] = p.stat().st_size
+        except OSError:
+            continue  # renamed or removed meanwhile
+    return out
+
+
+def sftp_get(host: CommandHost, remote: str, target: Path) -> None:
+    """SFTP over the host's fabric connection (``SshHost.connection``)."""
+    connection = getattr(host, "connection", None)
+    if connection is None:
+        raise HostError(f"cannot fetch {remote}: the host has no SSH connection")
+    try:
+        connection().get(remote, str(target))
+    except (OSError, HostError) as exc:
+        raise HostError(f"cannot fetch {remote} over SFTP: {exc}") from None

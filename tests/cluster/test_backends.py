@@ -1,0 +1,109 @@
+"""One backend per cluster kind: the registry of cluster/backends.py says the same (kind,
+launcher) pairs as the sweep file's table of kinds (matrix/kinds.py, which cannot import
+cluster/), and each backend answers for its kind."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_ppsweep.cluster.backends import BACKENDS, backend_of
+from pytest_ppsweep.cluster.hosts import LocalHost, LocalLauncher
+from pytest_ppsweep.cluster.kind_local_docker import LocalDockerBackend
+from pytest_ppsweep.cluster.kind_slurm import SlurmBackend, SlurmPyxisBackend
+from pytest_ppsweep.matrix import kinds
+from pytest_ppsweep.matrix.model import Cluster, Host
+
+LOCAL = Cluster(
+    name="box", kind="local", launcher="process",
+    hosts=(Host("127.0.0.1", "n0"), Host("127.0.0.2", "n1")), gpus_per_node=8,
+    server_module="pytest_ppsweep.sim", port=30000, dist_init_port=20000,
+    nvidia_smi=("smi", "--hosts", "{hosts}"),
+)
+
+
+def test_the_registry_and_the_sweep_files_table_name_the_same_pairs() -> None:
+    assert set(BACKENDS) == kinds.pairs()
+    for kind, launcher in BACKENDS:
+        backend = backend_of(replace(LOCAL, kind=kind, launcher=launcher))
+        assert (backend.kind, backend.launcher_name) == (kind, launcher)
+        assert kinds.NEEDS_IMAGE[launcher] is backend.in_containers
+
+
+def test_an_unknown_pair_has_no_backend() -> None:
+    with pytest.raises(NotImplementedError, match="box': local \\+ podman has no backend"):
+        backend_of(replace(LOCAL, launcher="podman"))
+
+
+def test_slurm_with_a_container_image_is_pyxis() -> None:
+    slurm = replace(LOCAL, kind="slurm")
+    assert type(backend_of(slurm)) is SlurmBackend
+    assert type(backend_of(replace(slurm, container_image="img.sqsh"))) is SlurmPyxisBackend
+    assert backend_of(slurm).nodes_from_allocation
+    assert backend_of(slurm).node_checks(rank0=True)[0] == "module"
+    assert backend_of(replace(slurm, container_image="i")).node_checks(rank0=False) == (
+        "paths", "gpus", "ports")
+
+
+def test_local_kinds_are_this_machine(tmp_path: Path) -> None:
+    proc, dock = backend_of(LOCAL), backend_of(replace(LOCAL, launcher="docker"))
+    assert isinstance(dock, LocalDockerBackend)
+    for b in (proc, dock):
+        assert b.on_this_machine and not b.nodes_from_allocation and b.one_smi_call()
+        assert b.nodes_to_ask() == LOCAL.hosts[:1]
+        assert isinstance(b.host(LOCAL.hosts[1]), LocalHost)
+    assert isinstance(proc.launcher(), LocalLauncher)
+    # processes write their traces into the run folder; containers into the mounted output_dir
+    assert proc.trace_dir("/srv/p", "r1", "pp2", tmp_path) == str(tmp_path)
+    assert dock.trace_dir("/srv/p/", "r1", "pp2", tmp_path) == "/srv/p/r1/pp2"
+    assert not proc.reaps_by_label and dock.reaps_by_label  # containers outlive a killed run
+    assert proc.flags_here and not dock.flags_here
+    assert dock.node_checks(rank0=True) == ("image", "image_flags", "paths", "gpus",
+                                            "local_ports")
+    # a container's traces are copied from the folder it wrote them in
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / "a.trace.json").write_text("x")
+    assert dock.list_files(LocalHost("n0", "127.0.0.1"), str(remote)) == {"a.trace.json": 1}
+    local = tmp_path / "local"
+    local.mkdir()
+    dock.fetch_files(LocalHost("n0", "127.0.0.1"), str(remote), ["a.trace.json"], local)
+    assert (local / "a.trace.json").read_text() == "x"
+
+
+def test_the_dry_run_says_where_commands_run() -> None:
+    from support.paths import REPO
+
+    from pytest_ppsweep.matrix.parse import load
+
+    sweep = load(REPO / "test_matrix" / "ppsweep.toml")
+    assert backend_of(LOCAL).dry_run_lines(sweep) == []
+    assert backend_of(replace(LOCAL, launcher="docker")).dry_run_lines(sweep) == [
+        f"each command runs in a container of image {sweep.image} on its node"]
+
+
+def test_the_dry_run_says_where_the_server_flags_are_checked(tmp_path: Path) -> None:
+    """Never silently skipped: the dry run checks them here (local processes), or says where
+    the preflight does, or why nothing can before launch (Slurm + Pyxis)."""
+    from support.paths import REPO
+
+    from pytest_ppsweep.matrix.parse import load
+    from pytest_ppsweep.report.dryrun import dry_run_lines
+
+    sweep = load(REPO / "test_matrix" / "ppsweep.toml", cluster="pro6000")
+    pro = sweep.cluster("pro6000")
+    lines = dry_run_lines(sweep, pro, sweep.configs[:1], tmp_path)
+    assert lines[-1] == ("cluster 'pro6000': server flags are not checked by the dry run (it "
+                         "connects to nothing); the preflight checks them in the image on node "
+                         "0 (a throwaway container, over SSH)")
+    assert lines[-2].startswith("estimated cluster time: ")
+    assert backend_of(LOCAL).flag_check_line() is None
+    pyxis = backend_of(replace(LOCAL, kind="slurm", container_image="img.sqsh"))
+    assert (pyxis.flag_check_line() or "").startswith(
+        "cluster 'box': server flags cannot be checked before launch: the server module is in "
+        "the container image")
+    for kind, launcher in BACKENDS:
+        backend = backend_of(replace(LOCAL, kind=kind, launcher=launcher))
+        assert backend.flags_here or backend.flag_check_line()

@@ -1,0 +1,239 @@
+"""Docker on this machine (``kind = "local"``, ``launcher = "docker"``) against a real dockerd:
+a test host's daemon on its local socket (no SSH), the emulator image. The launcher's
+containers are asserted as the Docker-over-SSH ones are (tests/remote/test_launchers.py), then
+a whole sweep runs on one 8-GPU "machine": pytest itself inside the host's network namespace,
+talking to that host's dockerd through ``DOCKER_HOST``; the profile window's traces come back
+from the bind-mounted output folder. Nothing may be left on any host (conftest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from support.matrices import SMALL_WORKLOAD
+from support.paths import ACCEPTANCE
+from support.processes import wait_until
+from support.remote import IMAGE, SECRET_TOKEN, TestHosts, containers, make_device_dir
+
+from pytest_ppsweep.cluster.backends import backend_of
+from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
+from pytest_ppsweep.cluster.kind_local_docker import LocalDaemon
+from pytest_ppsweep.cluster.labels import rank_labels
+from pytest_ppsweep.cluster.rankspec import RankSpec
+from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.matrix.model import Cluster, Host
+
+TICKER = (
+    "import os, signal, subprocess, time\n"
+    "child = subprocess.Popen(['sleep', '300'])\n"
+    "print('env', os.environ.get('GREETING'), os.environ.get('PPSWEEP_RUN'), flush=True)\n"
+    "print('sigint', signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)\n"
+    "for i in range(3000):\n"
+    "    print('tick', i, flush=True)\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+def labels(run: str, node: int) -> dict[str, str]:
+    return rank_labels(run, "box", "pp4-tp8-ep4", node)
+
+
+def box(**extra: object) -> Cluster:
+    return Cluster(
+        name="box", kind="local", launcher="docker",
+        hosts=(Host(address="127.0.0.1", name="n0"), Host(address="127.0.0.2", name="n1")),
+        gpus_per_node=8, server_module="pytest_ppsweep.sim", port=30000, dist_init_port=20000,
+        nvidia_smi=(), **extra,  # type: ignore[arg-type]
+    )
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def daemon(test_hosts: TestHosts, monkeypatch: pytest.MonkeyPatch) -> str:
+    """h602's dockerd stands for this machine's: DOCKER_HOST names its socket."""
+    sock = test_hosts.sockets["h602"]
+    monkeypatch.setenv("DOCKER_HOST", sock)
+    return sock
+
+
+def test_the_local_docker_backend_launches_through_this_machines_daemon(daemon: str) -> None:
+    launcher = backend_of(box()).launcher(registry=Registry())
+    assert isinstance(launcher, DockerLauncher) and isinstance(launcher.daemons, LocalDaemon)
+    assert launcher.daemons.target("127.0.0.1") == daemon
+
+
+def test_local_container_rank_has_the_requested_shape(daemon: str, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    devices = make_device_dir(tmp_path / "dev")
+    state = tmp_path / "state"
+    state.mkdir()
+    registry = Registry()
+    launcher = DockerLauncher(box(shm_size="1g", mounts=(str(state),)), IMAGE, str(model),
+                              [f"{devices}:/dev/infiniband", "/dev/null"], registry,
+                              daemons=LocalDaemon(registry))
+    code = (
+        "import os\n"
+        "print(sorted(os.listdir('/dev/infiniband')), os.path.isdir("
+        + repr(str(model))
+        + "))\n"
+        + TICKER
+    )
+    env = {"GREETING": "hi there", "HF_TOKEN": SECRET_TOKEN}
+    spec = RankSpec(1, "n1", "127.0.0.2", ("python3", "-c", code), env)
+    log = tmp_path / "service" / "node1.log"
+    rank = launcher.start(spec, log, labels("local-docker", 1))
+    try:
+        wait_until(lambda: len(lines(log)) >= 10, 30, "10 streamed log lines")
+        assert lines(log)[:3] == ["['uverbs0'] True", "env hi there None", "sigint True"]
+        assert rank.poll() is None
+        attrs = rank.container.client.api.inspect_container(rank.name)
+        host_config, config = attrs["HostConfig"], attrs["Config"]
+        assert rank.name == "ppsweep-local-docker-pp4-tp8-ep4-node1"
+        assert labels("local-docker", 1).items() <= config["Labels"].items()
+        assert host_config["NetworkMode"] == "host" and host_config["IpcMode"] == "host"
+        assert host_config["ShmSize"] == 1024**3 and host_config["Init"] is True
+        assert host_config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+        assert host_config["DeviceRequests"][0]["Count"] == -1
+        assert {(d["PathOnHost"], d["PathInContainer"]) for d in host_config["Devices"]} == {
+            (str(devices), "/dev/infiniband"),
+            ("/dev/null", "/dev/null"),
+        }
+        assert f"{model}:{model}:ro" in host_config["Binds"]
+        assert f"{state}:{state}:rw" in host_config["Binds"]
+        assert f"HF_TOKEN={SECRET_TOKEN}" in config["Env"]  # the rank gets its environment
+        assert config["Cmd"] == ["python3", "-c", code]
+    finally:
+        t0 = time.monotonic()
+        rc = rank.stop(grace_s=5)
+    assert rc == 143 and time.monotonic() - t0 < 5  # init=True: SIGTERM reaches python at once
+    assert rank.stop() == 143
+    # the equivalent docker run line, next to the log, secrets redacted; no ssh:// anywhere
+    line = (log.parent / "node1.docker-run.sh").read_text()
+    assert f"DOCKER_HOST={daemon}" in line and "ssh://" not in line
+    for part in (
+        "docker run -d --name ppsweep-local-docker-pp4-tp8-ep4-node1",
+        "--label ppsweep.run=local-docker",
+        "--init --network host --ipc host --shm-size 1g --gpus all",
+        f"--device {devices}:/dev/infiniband:rwm",
+        f"-v {model}:{model}:ro",
+        "-e 'HF_TOKEN=<redacted>'",
+        f"{IMAGE} python3 -c",
+    ):
+        assert part in line, f"{part!r} not in {line}"
+    assert SECRET_TOKEN not in line
+
+
+def test_local_container_rank_that_exits_and_a_missing_image(
+    daemon: str, tmp_path: Path
+) -> None:
+    launcher = backend_of(box()).launcher(registry=Registry())
+    assert isinstance(launcher, DockerLauncher)
+    launcher.image = IMAGE
+    spec = RankSpec(0, "n0", "127.0.0.1", ("sh", "-c", "echo last words; exit 3"), {})
+    log = tmp_path / "node0.log"
+    rank = launcher.start(spec, log, labels("local-docker-exit", 0))
+    wait_until(lambda: rank.poll() is not None, 30, "the container's exit")
+    assert rank.poll() == 3 and lines(log) == ["last words"]
+    # a container of ours left under the same name (an earlier attempt) is replaced
+    again = launcher.start(spec, tmp_path / "again.log", labels("local-docker-exit", 0))
+    assert again.name == rank.name
+    assert again.stop() is not None and rank.stop() == 3
+    launcher.image = "local/not-here:1"
+    with pytest.raises(HostError, match="host n0: image local/not-here:1 is not present"):
+        launcher.start(spec, log, labels("local-docker-missing", 0))
+
+
+ONE_MACHINE = """
+[[configs]]
+pp = 1
+tp = 8
+
+[[configs]]
+pp = 2
+tp = 4
+"""
+
+
+def test_a_sweep_on_one_machine_through_its_own_dockerd(
+    test_hosts: TestHosts, tmp_path: Path
+) -> None:
+    """pytest runs inside h601's network namespace (its address is this machine's) and starts
+    the ranks through h601's dockerd on its socket: one 8-GPU box, two layouts."""
+    name, address = test_hosts.hosts[0]
+    sock = test_hosts.sockets[name]
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    state = tmp_path / "simstate"
+    state.mkdir()
+    traces = tmp_path / "traces"
+    smi = (f'["env", "PPSWEEP_SIM_STATE_DIR={state}", "{sys.executable}", "-m", '
+           '"pytest_ppsweep.sim.smi", "--host", "{host}"]')
+    matrix = (
+        f'[sweep]\nname = "box"\nmodel_path = "{model}"\ncluster = "box"\nep_cap = 4\n'
+        'boot_timeout_s = 60\nspread_rule = "warn"\n\n'
+        "[server]\nchunked_prefill_size = 8192\ndisable_radix_cache = true\n"
+        f"{ONE_MACHINE}{SMALL_WORKLOAD}"
+        f'\n[profile]\noutput_dir = "{traces}"\ntimeout_s = 30\n\n'
+        "[clusters.box]\n"
+        'kind = "local"\nlauncher = "docker"\n'
+        f'hosts = [{{ name = "{name}", address = "{address}" }}]\n'
+        'gpus_per_node = 8\nserver_module = "pytest_ppsweep.sim"\npython = "python3"\n'
+        f'nvidia_smi = {smi}\nshm_size = "1g"\nmounts = ["{state}"]\n'
+        "env = { "
+        f'PPSWEEP_SIM_TIME_SCALE = "1000", PPSWEEP_SIM_STATE_DIR = "{state}", '
+        f'PPSWEEP_SIM_PROFILE = "kimi-k3-6000d", HF_TOKEN = "{SECRET_TOKEN}"'
+        " }\n"
+    )
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "ppsweep.toml").write_text(matrix)
+    (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
+    reports = tmp_path / "reports"
+    done = subprocess.run(
+        ["nsenter", f"--net=/run/netns/{name}", sys.executable, "-m", "pytest", str(folder),
+         "-v", "-p", "no:cacheprovider", "--ppsweep-image", IMAGE, "--ppsweep-reports",
+         str(reports)],
+        cwd=tmp_path, env={**os.environ, "DOCKER_HOST": sock}, capture_output=True, text=True,
+        timeout=600, check=False,
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-6000:]
+    summary = out.strip().splitlines()[-1]
+    # the acceptance tests of two layouts (7 each) and their profile windows
+    assert summary.startswith("16 passed,") or "= 16 passed," in summary, out[-6000:]
+    assert " failed" not in summary and " error" not in summary, out[-6000:]
+    run = next(p for p in reports.iterdir() if p.is_dir())
+    configs = {r.split(",")[0] for r in (run / "configs.csv").read_text().splitlines()[1:]}
+    assert configs == {"pp1-tp8-ep4", "pp2-tp4-ep4"}
+    for cid in sorted(configs):
+        service = run / "service" / cid
+        assert sorted(p.name for p in service.iterdir()) == [
+            "launch.sh", "node0.docker-run.sh", "node0.log"]
+        log = (service / "node0.log").read_text()
+        assert "SIMULATED SGLang" in log and f"'host': '{address}'" in log
+        line = (service / "node0.docker-run.sh").read_text()
+        assert f"DOCKER_HOST={sock}" in line and f"--label ppsweep.run={run.name}" in line
+        assert "--network host --ipc host --shm-size 1g" in line and "--gpus all" in line
+        assert f"-v {traces}:{traces}:rw" in line  # the profile window's folder
+        assert f"test_profile[{cid}] PASSED" in out, out[-6000:]
+        # every rank's trace came back from the mounted folder into the run folder
+        assert len(list((run / "profile" / cid).glob("*.trace.json.gz"))) == 8
+        assert sorted(p.stem for p in (run / "gpu" / cid).iterdir()) == [
+            "after", "before", "cleaned", "healthy"]
+    nodes = json.loads((run / "metadata" / "nodes-box.json").read_text())
+    assert (nodes["kind"], nodes["launcher"], nodes["image"]) == ("local", "docker", IMAGE)
+    assert [n["name"] for n in nodes["nodes"]] == [name]
+    assert all(n["image_id"].startswith("sha256:") for n in nodes["nodes"])
+    assert not containers(test_hosts)  # every container stopped and removed
+    assert SECRET_TOKEN not in out
