@@ -110,7 +110,7 @@ def test_more_gpus_per_node_than_the_node_has(tmp_path: Path) -> None:
     assert "Init torch distributed begin." not in r.stdout
 
 
-def test_a_layout_that_uses_part_of_each_node_boots(tmp_path: Path) -> None:
+def test_a_layout_on_part_of_each_node_takes_tp_x_pp_over_nnodes_gpus(tmp_path: Path) -> None:
     # the example on a 2-node launch of the kimi profile (8 GPUs per node): tp 4 x pp 2
     # over 2 nodes takes 4 GPUs per node (SGLang's tp x pp / nnodes), not 8
     from pytest_ppsweep.sim.launch.config import resolve
