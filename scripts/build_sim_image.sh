@@ -13,6 +13,8 @@
 #   <tag>-<hash>.tar       the saved image; <hash> covers the rootfs, the wheels and the source
 # A host whose dockerd already has the tag with the same hash label is left alone.
 set -euo pipefail
+# shellcheck source=lib/apt_install.sh
+. "$(dirname "$0")/lib/apt_install.sh"
 
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 TAG=local/ppsweep-sim:test
@@ -47,11 +49,9 @@ mkdir -p "$CACHE/wheels"
 t0=$(date +%s.%N)
 say() { printf 'build_sim_image: %s (%.1f s)\n' "$1" "$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{print b-a}')"; }
 
-if ! command -v debootstrap >/dev/null 2>&1; then
-  say "installing debootstrap (apt-get)"
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends debootstrap >/dev/null
-fi
+# what it uses: debootstrap, and the docker client (it talks to the hosts' dockerds)
+apt_install build_sim_image.sh debootstrap command -v debootstrap || exit 1
+apt_install build_sim_image.sh docker.io command -v docker || exit 1
 
 # 1. the Debian root with python3 (cached)
 ROOTFS_TAR=$CACHE/rootfs-$SUITE.tar

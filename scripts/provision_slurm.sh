@@ -18,9 +18,15 @@
 #   ssh/                  client key and known_hosts for the login node
 #   slurm.env             KEY=VALUE summary read by the tests (SLURM_CONF, NODES, LOGIN, ...)
 # No cgroups: proctrack/linuxproc, task/none; select/linear (whole nodes, steps --overlap).
+# It installs every package it uses (scripts/lib/apt_install.sh), and when it fails after
+# starting or creating anything, it tears the cluster down (scripts/teardown_slurm.sh): no
+# slurmctld, slurmd or namespace is left behind by a failed run.
 set -euo pipefail
+HERE=$(dirname "$0")
 # shellcheck source=lib/netns.sh
-. "$(dirname "$0")/lib/netns.sh"
+. "$HERE/lib/netns.sh"
+# shellcheck source=lib/apt_install.sh
+. "$HERE/lib/apt_install.sh"
 if [ "$(id -u)" != 0 ]; then
   echo "provision_slurm.sh: needs root (network namespaces, munged, slurmd)" >&2
   exit 77
@@ -32,9 +38,28 @@ NET=10.201.0
 CPUS=${SLURM_NODE_CPUS:-2}
 t0=$(date +%s.%N)
 say() { printf 'provision_slurm: %s\n' "$*"; }
-for c in slurmctld slurmd munged srun; do
-  command -v "$c" >/dev/null 2>&1 || { echo "provision_slurm.sh: $c missing (run scripts/install_slurm.sh)" >&2; exit 1; }
-done
+# -- packages: everything used below ------------------------------------------------------------
+need() { apt_install provision_slurm.sh "$@" || exit 1; }
+need slurmctld command -v slurmctld
+need slurmd command -v slurmd
+need slurm-client command -v srun
+need munge command -v munged
+need openssh-server test -x "$(command -v sshd || echo /usr/sbin/sshd)"
+need openssh-client command -v ssh-keygen
+need iproute2 command -v ip
+need util-linux command -v nsenter
+need python3 command -v python3
+
+# -- on failure, tear down what this run started ----------------------------------------------
+STARTED=0
+on_exit() {
+  local rc=$?
+  if [ "$rc" != 0 ] && { [ "$STARTED" = 1 ] || [ "$NETNS_STARTED" = 1 ]; }; then
+    echo "provision_slurm.sh: failed (exit $rc) after starting part of the cluster; tearing it down" >&2
+    bash "$HERE/teardown_slurm.sh" >&2 || true
+  fi
+}
+trap on_exit EXIT
 mkdir -p "$ROOT/munge" "$ROOT/ctld" "$ROOT/nodes"
 chmod 755 "$ROOT"
 
@@ -46,6 +71,7 @@ if ! alive "$ROOT/munge/munged.pid"; then
   munged --force --key-file="$ROOT/munge/munge.key" --socket="$ROOT/munge/munge.socket" \
     --pid-file="$ROOT/munge/munged.pid" --log-file="$ROOT/munge/munged.log" \
     --seed-file="$ROOT/munge/munged.seed"
+  STARTED=1
   say "munged started (pid $(cat "$ROOT/munge/munged.pid"))"
 fi
 chmod 711 "$ROOT/munge"
@@ -109,6 +135,7 @@ if alive "$ROOT/ctld/slurmctld.pid" && [ "$changed" = 1 ]; then
 fi
 if ! alive "$ROOT/ctld/slurmctld.pid"; then
   rm -rf "$ROOT/ctld/state"; mkdir -p "$ROOT/ctld/state"
+  STARTED=1
   slurmctld -c -f "$SLURM_CONF" </dev/null >"$ROOT/ctld/slurmctld.out" 2>&1
   say "slurmctld started"
 fi
@@ -130,6 +157,7 @@ for n in $NODES; do
       sh -c "hostname $n && mount -t tmpfs -o mode=1777,size=1g shm /dev/shm && \
              exec python3 -c '$INIT' slurmd -D -N $n -f $SLURM_CONF" </dev/null >"$d/node.out" 2>&1 &
     echo $! > "$d/node.pid"
+    STARTED=1
     say "slurmd of $n started (pid $!)"
   fi
 done

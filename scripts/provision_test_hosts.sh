@@ -21,9 +21,13 @@
 #   /sys/fs/cgroup: "Devices cgroup isn't mounted").
 # - a no-op nvidia-container-runtime-hook on dockerd's PATH makes GPU device requests succeed.
 # - no default route in the namespaces: traffic stays on 10.200.0.0/24.
+# It installs every package it uses, and when it fails after starting or creating anything it
+# tears the hosts down (scripts/teardown_test_hosts.sh).
 set -euo pipefail
 # shellcheck source=lib/netns.sh
 . "$(dirname "$0")/lib/netns.sh"
+# shellcheck source=lib/apt_install.sh
+. "$(dirname "$0")/lib/apt_install.sh"
 
 WITH_DOCKER=0
 for arg in "$@"; do
@@ -46,21 +50,27 @@ SUDO_USER_NAME=ppsweep-test
 t0=$(date +%s.%N)
 say() { printf 'provision: %s\n' "$*"; }
 
-# -- packages -------------------------------------------------------------------------------
-need=()
-command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
-command -v sudo >/dev/null 2>&1 || need+=(sudo)
-command -v ip >/dev/null 2>&1 || need+=(iproute2)
-command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+# -- packages: everything used below (scripts/lib/apt_install.sh) ----------------------------
+need() { apt_install provision_test_hosts.sh "$@" || exit 1; }
+need openssh-server test -x "$(command -v sshd || echo /usr/sbin/sshd)"
+need openssh-client command -v ssh-keygen
+need sudo command -v sudo
+need iproute2 command -v ip
+need util-linux command -v nsenter
 if [ "$WITH_DOCKER" = 1 ]; then
-  command -v dockerd >/dev/null 2>&1 || need+=(docker.io)
+  need docker.io command -v dockerd
 fi
-if [ "${#need[@]}" -gt 0 ]; then
-  say "installing ${need[*]} (apt-get)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+
+# -- on failure, tear down what this run started (scripts/teardown_test_hosts.sh) -------------
+STARTED=0
+on_exit() {
+  local rc=$?
+  if [ "$rc" != 0 ] && { [ "$STARTED" = 1 ] || [ "$NETNS_STARTED" = 1 ]; }; then
+    echo "provision_test_hosts.sh: failed (exit $rc) after starting part of the hosts; tearing them down" >&2
+    bash "$(dirname "$0")/teardown_test_hosts.sh" >&2 || true
+  fi
+}
+trap on_exit EXIT
 
 mkdir -p "$ROOT/ssh" "$ROOT/hosts" "$ROOT/sudo" /run/sshd
 chmod 700 "$ROOT/ssh" "$ROOT/sudo"
@@ -125,6 +135,7 @@ for ns in $NS_LIST; do
            -H unix://$dk/docker.sock --pidfile $dk/dockerd.pid \
            --iptables=false --ip6tables=false --bridge=none" </dev/null >"$dk/dockerd.log" 2>&1 &
       echo $! > "$dk/dockerd.bgpid"
+      STARTED=1
       say "dockerd of $ns started (pid $(cat "$dk/dockerd.bgpid"))"
     fi
   fi

@@ -1,11 +1,15 @@
-"""One sweep per cluster at a time: a claim (a lease with a heartbeat) on the cluster's node 0.
+"""One sweep per cluster at a time: a claim (a lease with a heartbeat) on every node of it.
 
 Two sweeps on the same nodes corrupt each other's measurements, and between two layouts of a run
 nothing is bound, so a port check alone cannot see the other run. Before its preflight a run
-takes the cluster's claim: a small JSON file on node 0 (``CLAIM_DIR/<node 0 address>.json``,
-written through the node's command host: ``sh`` locally, over SSH otherwise), naming the run
-id, user, host, pid and start time. A thread touches it every ``heartbeat_s`` while the run
-holds it; the file's modification time, read with the node's own clock, is the heartbeat. A
+takes the cluster's claim: one small JSON file per node, on that node
+(``CLAIM_DIR/<node address>.json``, written through the node's command host: ``sh`` locally,
+over SSH or as a Slurm step otherwise), naming the run id, user, host, pid and start time. The
+claim is keyed on the cluster's *set of nodes*: each node's address resolved (a host name and
+its IP are one node), sorted, so two clusters that share any node meet there, whatever name,
+node order or subset each sweep file has. All of the files are taken, in that order, or none
+(a busy node gives back those taken). A thread touches them every ``heartbeat_s`` while the
+run holds them; a file's modification time, read with the node's own clock, is the heartbeat. A
 second run waits for it (``wait_s``) or is refused before anything is launched:
 
     cluster 'prod' is in use by run kimi3-pp-20261201-093100 of alice@h601 since 09:31
@@ -14,9 +18,12 @@ second run waits for it (``wait_s``) or is refused before anything is launched:
 A claim whose heartbeat is older than ``stale_s`` belongs to a dead run (killed, its machine
 gone), and so does one whose holder ran on this very host in a process that no longer exists
 (a killed pytest): it is taken over, with a warning. Every change is a compare-and-swap under
-``flock`` on node 0 (the content read before must still be there), so two runs that start
-together cannot both win, and a run whose claim was taken over finds out at its next heartbeat
-(``lost``).
+``flock`` on the node (the content read before must still be there), written in place: so two
+runs that start together cannot both win, and another user can take over a dead run's claim.
+``CLAIM_DIR`` is made mode 0777 without the sticky bit, each file and lock 0666 (in a sticky
+directory only a file's owner may replace or remove it). A run whose claim was taken over
+finds out at its next heartbeat (``lost``, ``lost_since``: the last heartbeat that still found
+it its own, and ``on_lost``, which the session uses to mark what was measured since INVALID).
 
 This is the cluster-level lock, across pytest sessions; ``pytest_ppsweep.pool.lease`` hands
 the clusters of one session's pool to its xdist workers, on top of it (the controller claims
@@ -41,38 +48,47 @@ from pathlib import Path
 from pytest_ppsweep.cluster.backends import host_for
 from pytest_ppsweep.cluster.base import CommandHost, HostError
 from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.matrix.model import Cluster
+from pytest_ppsweep.matrix.model import Cluster, Host
 
-__all__ = ["CLAIM_DIR", "Claim", "ClusterBusy", "Holder", "busy_message", "claim_all"]
+__all__ = ["CLAIM_DIR", "CLAIM_DIR_MODE", "CLAIM_LOST", "Claim", "ClusterBusy", "Holder",
+           "busy_message", "claim_all", "node_keys"]
 
 CLAIM_DIR = "/tmp/ppsweep-claims"
+CLAIM_DIR_MODE = "0777"  # no sticky bit: another user may take a dead run's claim over
+# The run folder's record of claims lost mid-run (the session writes it, results/verdict.py
+# marks the rounds measured since INVALID): {cluster: {"since": epoch of the last heartbeat
+# that found the claim this run's, "why": who took it over}}.
+CLAIM_LOST = "metadata/claim_lost.json"
 HEARTBEAT_S = 5.0
 STALE_S = 60.0  # no heartbeat for this long: the holder is dead
 POLL_S = 1.0
 
 # $1 op (read | put | touch | drop), $2 file stem, $3 the content expected there now ("" =
 # none), $4 the new content (put). Prints "<ok|changed> <node now> <mtime or ->", then the
-# content after the operation. Every operation holds the directory's lock.
+# content after the operation. Every operation holds the file's lock; writes are in place (no
+# rename: a file of another user in a sticky directory cannot be replaced) and an empty file is
+# a free claim (drop removes it where it may, else empties it).
 _SCRIPT = r"""
 op=$1; key=$2; exp=$3; new=$4; d=__DIR__; f="$d/$key.json"
-mkdir -p "$d" 2>/dev/null; chmod 1777 "$d" 2>/dev/null
+umask 000
+mkdir -p "$d" 2>/dev/null; chmod __MODE__ "$d" 2>/dev/null
 exec 9>>"$d/$key.lock" || exit 74
 chmod 666 "$d/$key.lock" 2>/dev/null
 flock -w 20 9 || exit 75
-cur=; [ -f "$f" ] && cur=$(cat "$f")
+cur=; [ -s "$f" ] && cur=$(cat "$f")
 st=ok
 if [ "$op" != read ]; then
   if [ "$cur" != "$exp" ]; then st=changed
-  elif [ "$op" = put ]; then printf '%s' "$new" > "$f.tmp.$$" && mv -f "$f.tmp.$$" "$f" || exit 73
+  elif [ "$op" = put ]; then printf '%s' "$new" > "$f" || exit 73
   elif [ "$op" = touch ]; then touch "$f" || exit 73
-  elif [ "$op" = drop ]; then rm -f "$f" || exit 73
+  elif [ "$op" = drop ]; then rm -f "$f" 2>/dev/null || : > "$f" || exit 73
   fi
 fi
-mt=-; [ -f "$f" ] && mt=$(stat -c %Y "$f")
+mt=-; [ -s "$f" ] && mt=$(stat -c %Y "$f")
 printf '%s %s %s\n' "$st" "$(date +%s)" "$mt"
-[ -f "$f" ] && cat "$f"
+[ -s "$f" ] && cat "$f"
 true
-""".replace("__DIR__", CLAIM_DIR)
+""".replace("__DIR__", CLAIM_DIR).replace("__MODE__", CLAIM_DIR_MODE)
 
 
 class ClusterBusy(RuntimeError):
@@ -117,47 +133,79 @@ class _State:
         return math.inf if self.mtime is None else max(0.0, self.now - self.mtime)
 
 
-def busy_message(cluster: str, holder: Holder | None, age_s: float) -> str:
+def busy_message(cluster: str, holder: Holder | None, age_s: float, node: str = "") -> str:
     """``cluster 'prod' is in use by run … of alice@host since 09:31 (heartbeat 3 s ago)``."""
     if holder is None:
-        return f"cluster '{cluster}' is in use by another run (unreadable claim on node 0)"
+        return (f"cluster '{cluster}' is in use by another run (unreadable claim on node "
+                f"{node or '0'})")
     since = time.strftime("%H:%M", time.localtime(holder.started))
     return (f"cluster '{cluster}' is in use by run {holder.run_id} of {holder.user}@"
             f"{holder.host} since {since} (heartbeat {age_s:.0f} s ago)")
 
 
-def _key(cluster: Cluster) -> str:
-    """The claim file's stem: node 0's address (the nodes are what is shared, whatever name
-    each sweep file gives the cluster)."""
-    return "".join(c if c.isalnum() or c in ".-_" else "_" for c in cluster.rank0().address)
+def _resolved(address: str) -> str:
+    """The node's address as the claim knows it: a host name resolved (its first IPv4 address,
+    else its first address), an address or an unresolvable name as written."""
+    try:
+        infos = socket.getaddrinfo(address, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return address
+    found = [str(info[4][0]) for info in infos]
+    v4 = [a for a in found if a.count(".") == 3 and ":" not in a]
+    return (v4 or found or [address])[0]
+
+
+def _stem(address: str) -> str:
+    return "".join(c if c.isalnum() or c in ".-_" else "_" for c in address)
+
+
+def node_keys(cluster: Cluster) -> list[tuple[str, Host]]:
+    """The claim files' stems of the cluster's nodes (resolved addresses, sorted, each once)
+    with a node of each: the order every run takes them in."""
+    keys: dict[str, Host] = {}
+    for node in cluster.hosts:
+        keys.setdefault(_stem(_resolved(node.address)), node)
+    return sorted(keys.items())
+
+
+@dataclass
+class _Node:
+    key: str
+    host: CommandHost
 
 
 class Claim:
-    """A run's claim on one cluster: :meth:`acquire`, heartbeat thread, :meth:`release`."""
+    """A run's claim on one cluster (every node of it): :meth:`acquire`, heartbeat thread,
+    :meth:`release`."""
 
     def __init__(self, cluster: Cluster, run_id: str, registry: Registry | None = None, *,
                  heartbeat_s: float = HEARTBEAT_S, stale_s: float = STALE_S,
-                 host: CommandHost | None = None) -> None:
+                 host: CommandHost | None = None,
+                 on_lost: Callable[[Claim], None] | None = None) -> None:
+        """``host``: the command host of every node (tests); ``on_lost(claim)`` is called from
+        the heartbeat thread when the claim is found taken over (``lost``, ``lost_since``)."""
         self.cluster = cluster
-        self.host = host or host_for(cluster, cluster.rank0(), registry)
-        self.key = _key(cluster)
+        self.nodes = [_Node(key, host or host_for(cluster, node, registry))
+                      for key, node in node_keys(cluster)]
         self.heartbeat_s = heartbeat_s
         self.stale_s = stale_s
         self.me = Holder(run_id, _user(), socket.gethostname(), os.getpid(), time.time(),
                          cluster.name, uuid.uuid4().hex)
         self.held = False
         self.lost: str | None = None  # why the claim was lost while held (taken over)
+        self.lost_since: float | None = None  # epoch: the last heartbeat that found it ours
+        self.on_lost = on_lost
         self.warnings: list[str] = []
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
 
-    def _call(self, op: str, expected: str = "", new: str = "") -> _State:
-        argv = ["sh", "-c", _SCRIPT, "ppsweep-claim", op, self.key, expected, new]
-        res = self.host.run(argv, 40)
+    def _call(self, node: _Node, op: str, expected: str = "", new: str = "") -> _State:
+        argv = ["sh", "-c", _SCRIPT, "ppsweep-claim", op, node.key, expected, new]
+        res = node.host.run(argv, 40)
         lines = res.stdout.split("\n", 1)
         head = lines[0].split()
         if not res.ok or len(head) != 3:
-            raise HostError(f"host {self.host.name}: cannot {op} the claim of cluster "
+            raise HostError(f"host {node.host.name}: cannot {op} the claim of cluster "
                             f"'{self.cluster.name}' in {CLAIM_DIR} (exit {res.exit_status}): "
                             f"{res.stderr.strip()[:300]}")
         mtime = None if head[2] == "-" else float(head[2])
@@ -165,32 +213,54 @@ class Claim:
                       lines[1] if len(lines) > 1 else "")
 
     def try_acquire(self) -> str | None:
-        """Take the claim if it is free or its holder is dead; None when held now, else the
-        busy message. A dead holder's claim taken over is noted in ``warnings``."""
+        """Take every node's claim if each is free, this run's, or its holder dead; None when
+        held now, else the busy message (and no node's claim is kept). A dead holder's claim
+        taken over is noted in ``warnings``."""
         mine = self.me.text()
         while True:
-            state = self._call("read")
-            holder = Holder.parse(state.content) if state.mtime is not None else None
-            if state.mtime is not None and holder is not None and holder.token == self.me.token:
+            taken: list[_Node] = []
+            warnings: dict[str, str] = {}  # one per dead holder (its token), not per node
+            busy: str | None = None
+            for node in self.nodes:
+                got = self._take(node, mine, warnings)
+                if got is None:
+                    taken.append(node)
+                    continue
+                busy = got
+                break
+            if busy is None:
+                self.warnings += list(warnings.values())
                 self._held()
                 return None
-            dead = state.mtime is not None and (state.age_s > self.stale_s
-                                                or _gone(holder, self.me.host))
-            if state.mtime is not None and not dead:
-                return busy_message(self.cluster.name, holder, state.age_s)
-            put = self._call("put", state.content if state.mtime is not None else "", mine)
-            if not put.ok:
-                continue  # another run changed it in between: look again
-            if dead:
-                who = (f"run {holder.run_id} of {holder.user}@{holder.host}" if holder
-                       else "an unreadable claim")
-                why = (f"its process {holder.pid} on this host is gone" if _gone(
-                    holder, self.me.host) and holder is not None else
-                    f"no heartbeat for {state.age_s:.0f} s, more than {self.stale_s:g} s")
-                self.warnings.append(f"cluster '{self.cluster.name}': took over the claim of "
-                                     f"{who} ({why}: its run is dead)")
-            self._held()
+            for node in taken:  # all or none
+                with contextlib.suppress(HostError):
+                    self._call(node, "drop", mine)
+            if busy != _RACED:
+                return busy
+
+    def _take(self, node: _Node, mine: str, warnings: dict[str, str]) -> str | None:
+        """Take one node's claim: None when it is this run's now, _RACED when another run
+        changed it in between, else the busy message."""
+        state = self._call(node, "read")
+        holder = Holder.parse(state.content) if state.mtime is not None else None
+        if state.mtime is not None and holder is not None and holder.token == self.me.token:
             return None
+        dead = state.mtime is not None and (state.age_s > self.stale_s
+                                            or _gone(holder, self.me.host))
+        if state.mtime is not None and not dead:
+            return busy_message(self.cluster.name, holder, state.age_s, node.key)
+        put = self._call(node, "put", state.content if state.mtime is not None else "", mine)
+        if not put.ok:
+            return _RACED
+        if dead:
+            who = (f"run {holder.run_id} of {holder.user}@{holder.host}" if holder
+                   else "an unreadable claim")
+            why = (f"its process {holder.pid} on this host is gone" if _gone(
+                holder, self.me.host) and holder is not None else
+                f"no heartbeat for {state.age_s:.0f} s, more than {self.stale_s:g} s")
+            warnings.setdefault(holder.token if holder else "", f"cluster '{self.cluster.name}'"
+                                f": took over the claim of {who} ({why}: its run is dead)")
+        return None
 
     def acquire(self, wait_s: float = 0.0,
                 on_wait: Callable[[str, float], None] | None = None,
@@ -214,6 +284,7 @@ class Claim:
 
     def _held(self) -> None:
         self.held = True
+        self.lost_since = None
         if self._beat is None:
             self._stop.clear()
             self._beat = threading.Thread(target=self._heartbeat, daemon=True,
@@ -222,30 +293,42 @@ class Claim:
 
     def _heartbeat(self) -> None:
         mine = self.me.text()
+        last_ok = time.time()  # the claim was found ours when taken
         while not self._stop.wait(self.heartbeat_s):
-            try:
-                state = self._call("touch", mine)
-            except HostError:
-                continue  # node 0 unreachable for a moment: the next beat tries again
-            if not state.ok:
-                holder = Holder.parse(state.content)
-                self.lost = ("the claim was taken over by "
-                             + (f"run {holder.run_id} of {holder.user}@{holder.host}"
-                                if holder else "another run"))
-                self.held = False
-                return
+            beat = time.time()
+            for node in self.nodes:
+                try:
+                    state = self._call(node, "touch", mine)
+                except HostError:
+                    continue  # a node unreachable for a moment: the next beat tries again
+                if not state.ok:
+                    self._lost(last_ok, Holder.parse(state.content))
+                    return
+            last_ok = beat
+
+    def _lost(self, since: float, holder: Holder | None) -> None:
+        """The claim was found taken over: what was measured since ``since`` shared the
+        cluster with another run."""
+        self.lost = ("the claim was taken over by "
+                     + (f"run {holder.run_id} of {holder.user}@{holder.host}"
+                        if holder else "another run"))
+        self.lost_since = since
+        self.held = False
+        if self.on_lost is not None:
+            self.on_lost(self)
 
     def release(self) -> None:
-        """Stop the heartbeat and remove the claim if it is still this run's (idempotent)."""
+        """Stop the heartbeat and remove the claim where it is still this run's (idempotent)."""
         self._stop.set()
         if self._beat is not None:
             self._beat.join(timeout=60)
             self._beat = None
-        if self.held:
+        if self.held or self.lost:  # a lost claim: the nodes still this run's (compare-and-swap)
             self.held = False
-            # unreachable: the claim goes stale and is taken over later
-            with contextlib.suppress(HostError):
-                self._call("drop", self.me.text())
+            for node in self.nodes:
+                # unreachable: that node's claim goes stale and is taken over later
+                with contextlib.suppress(HostError):
+                    self._call(node, "drop", self.me.text())
 
     def __enter__(self) -> Claim:
         self.acquire()
@@ -253,6 +336,9 @@ class Claim:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+_RACED = "\0raced"  # another run changed a node's claim between the read and the put
 
 
 def _gone(holder: Holder | None, here: str) -> bool:
@@ -282,14 +368,15 @@ def _zombie(pid: int) -> bool:
 
 def claim_all(clusters: Sequence[Cluster], run_id: str, registry: Registry | None = None, *,
               wait_s: float = 0.0, on_wait: Callable[[str, float], None] | None = None,
-              say: Callable[[str], None] = lambda _m: None) -> list[Claim]:
+              say: Callable[[str], None] = lambda _m: None,
+              on_lost: Callable[[Claim], None] | None = None) -> list[Claim]:
     """Claims on every cluster (a pool's), in order; a cluster still held after ``wait_s``
     raises :class:`ClusterBusy` after the claims already taken are released. ``say`` gets
     the takeover warnings."""
     held: list[Claim] = []
     try:
         for cluster in clusters:
-            claim = Claim(cluster, run_id, registry)
+            claim = Claim(cluster, run_id, registry, on_lost=on_lost)
             claim.acquire(wait_s, on_wait)
             held.append(claim)
             for warning in claim.warnings:

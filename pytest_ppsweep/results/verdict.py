@@ -13,13 +13,16 @@ a warning of a VALID verdict instead of a failure; the default ``"fail"`` is str
 from __future__ import annotations
 
 import hashlib
+import json
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from pytest_ppsweep.cluster.claim import CLAIM_LOST
 from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
@@ -134,6 +137,7 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
     limit = meta.spread_threshold * 100.0
     selected = meta.selected
     primary = _primary_spreads(data)
+    shared = _shared_rounds(data, configs)
     verdicts = []
     for cid in summary.order:
         base = _config_failures(configs.get(cid), pending)
@@ -153,11 +157,39 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
                     named = "" if metric == "input_tps" else f"({label(metric)}) "
                     text = "spread " + named + _pct_pair(spread, limit)
                     (warnings if meta.spread_rule == "warn" else failures).append(text)
+                if (cid, conc) in shared:
+                    failures.append(shared[(cid, conc)])
                 if int(row["repeats"]) < meta.min_repeats:
                     failures.append(f"{int(row['repeats'])} repeat(s) < {meta.min_repeats} "
                                     "required")
             verdicts.append(Verdict(cid, conc, not failures, tuple(failures), tuple(warnings)))
     return tuple(verdicts)
+
+
+def _shared_rounds(data: RunData, configs: dict[Any, dict[str, Any]]) -> (
+        dict[tuple[str, int], str]):
+    """The points with a round measured since the run lost its claim on the layout's cluster
+    (CLAIM_LOST; a round's raw file is written to its end, so its modification time is when
+    it was last measured), each with the failure that names it."""
+    try:
+        lost = json.loads((data.run_dir / CLAIM_LOST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out: dict[tuple[str, int], str] = {}
+    for r in data.results.to_dict("records"):
+        cid, conc, repeat = str(r["config_id"]), int(r["concurrency"]), r["repeat"]
+        cluster = _text(configs.get(cid, {}).get("cluster"))
+        fact = lost.get(cluster) or (next(iter(lost.values())) if len(lost) == 1 else None)
+        raw = data.run_dir / "raw" / cid / f"c{conc}-r{repeat}.jsonl"
+        try:
+            measured = raw.stat().st_mtime
+        except OSError:
+            continue
+        if fact is not None and measured >= float(fact["since"]):
+            since = time.strftime("%H:%M:%S", time.localtime(float(fact["since"])))
+            out.setdefault((cid, conc), f"the cluster was shared: {fact['why']} "
+                           f"(rounds measured since {since} are not this run's alone)")
+    return out
 
 
 def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
@@ -185,7 +217,7 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
 # The files a verdict is judged from (load_run); the newest folder's judgement is kept with the
 # digest of their bytes: test_valid asks once per C of a layout, with nothing written in between,
 # and each judgement reads and summarizes the whole folder (pandas, ~30 ms).
-_JUDGED_FILES = ("results.csv", "configs.csv", "metadata/run.json")
+_JUDGED_FILES = ("results.csv", "configs.csv", "metadata/run.json", CLAIM_LOST)
 _last_judged: list[tuple[Path, bytes, tuple[Verdict, ...], tuple[str, ...]]] = []
 
 

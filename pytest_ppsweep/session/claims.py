@@ -31,7 +31,7 @@ class Claims(SessionState):
     claims: list[Claim]  # set by the owner's __init__ (empty until the preflight)
 
     def _claim_clusters(self) -> None:
-        from pytest_ppsweep.cluster.claim import ClusterBusy, claim_all
+        from pytest_ppsweep.cluster.claim import CLAIM_LOST, ClusterBusy, claim_all
 
         wait_s = options.wait_cluster_s(self.config)
         bound = "" if wait_s == float("inf") else f" of {wait_s:g}"
@@ -40,9 +40,14 @@ class Claims(SessionState):
             self.progress.status(STATUS_KEY, f"waiting ({waited:.0f} s{bound}): {message}",
                                  state=message.split(" (heartbeat")[0])
 
+        def lost(claim: Claim) -> None:  # the verdicts mark the rounds since INVALID
+            self.store.update_json(CLAIM_LOST, **{claim.cluster.name: {
+                "since": claim.lost_since, "why": claim.lost}})
+
         try:
             self.claims = claim_all(self.pool, self.store.run_id, self.registry,
-                                    wait_s=wait_s, on_wait=waiting, say=self.progress)
+                                    wait_s=wait_s, on_wait=waiting, say=self.progress,
+                                    on_lost=lost)
         except ClusterBusy as exc:
             raise pytest.UsageError(f"{exc}; nothing was launched (wait for it with "
                                     "--ppsweep-wait-cluster [SECONDS])") from None
@@ -58,6 +63,7 @@ class Claims(SessionState):
         for claim in self.claims:
             if claim.lost:
                 sys.stderr.write(f"ppsweep: WARNING: cluster {claim.cluster.name}: "
-                                 f"{claim.lost} during this run\n")
+                                 f"{claim.lost} during this run (the rounds measured since "
+                                 "are INVALID: the cluster was shared)\n")
             claim.release()
         self.claims = []

@@ -1,5 +1,8 @@
 # Sourced by the provision_*.sh scripts: network-namespace "hosts" on a bridge, and an sshd as
 # PID 1 of its own PID namespace in one of them. Messages go through the caller's `say`.
+# NETNS_STARTED=1 once any of them created or started something (the caller's failure trap
+# tears down only when it is set).
+NETNS_STARTED=0
 
 # alive PIDFILE: the pid file's process runs (a zombie does not count: this init may not reap
 # orphans)
@@ -12,6 +15,7 @@ alive() {
 bridge_up() {
   if ! ip link show "$1" >/dev/null 2>&1; then
     ip link add "$1" type bridge
+    NETNS_STARTED=1
     say "bridge $1 created"
   fi
   ip addr replace "$2" dev "$1"
@@ -25,6 +29,7 @@ netns_up() {
   local ns=$1 addr=$2 bridge=$3 hv=$4 nv=$5
   ip netns list | grep -qw "^$ns" && return 0
   ip netns add "$ns"
+  NETNS_STARTED=1
   ip link del "$hv" 2>/dev/null || true  # a pair left by a namespace still going away
   ip link add "$hv" type veth peer name "$nv"
   ip link set "$hv" master "$bridge" up
@@ -81,6 +86,7 @@ CONF
       sh -c "hostname $ns && mount -t tmpfs -o mode=1777,size=1g shm /dev/shm && \
              exec $sshd -D -f $d/sshd_config -E $d/sshd.log" </dev/null >"$d/host.out" 2>&1 &
     echo $! > "$d/host.pid"
+    NETNS_STARTED=1
     say "sshd of $ns started (pid $(cat "$d/host.pid"))"
   fi
 }

@@ -1,23 +1,43 @@
 """The cluster claim (cluster/claim.py) on a local cluster: one holder at a time, even when many
 try at once; a busy message naming the holder; waiting; a dead holder's claim taken over with a
-warning, and that holder finding out at its next heartbeat."""
+warning, and that holder finding out at its next heartbeat; clusters sharing a node meet; another
+user takes a dead run's claim over; a claim lost mid-run makes the rounds since INVALID."""
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
 import re
+import shutil
+import stat
 import subprocess
 import threading
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from support.processes import wait_until
+from support.runs import Point, config_row, rounds, write_run
 
-from pytest_ppsweep.cluster.claim import CLAIM_DIR, Claim, ClusterBusy
+from pytest_ppsweep.cluster.base import CommandResult
+from pytest_ppsweep.cluster.claim import (
+    CLAIM_DIR,
+    CLAIM_DIR_MODE,
+    CLAIM_LOST,
+    Claim,
+    ClusterBusy,
+    Holder,
+    node_keys,
+)
+from pytest_ppsweep.cluster.hosts import LocalHost
 from pytest_ppsweep.matrix.model import Cluster, Host
+from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.results.aggregate import load_run, summarize_run
+from pytest_ppsweep.results.verdict import judge, point_verdict
 
 
 @pytest.fixture
@@ -161,3 +181,167 @@ def test_a_holder_that_exited_but_is_not_reaped_is_dead_at_once(cluster: Cluster
         _taken_over_at_once(cluster, child.pid)
     finally:
         child.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- a claim on the set of nodes
+
+
+def _local(name: str, *addresses: str) -> Cluster:
+    return Cluster(name=name, kind="local", launcher="process",
+                   hosts=tuple(Host(address=a, name=f"n{i}") for i, a in enumerate(addresses)),
+                   gpus_per_node=1, server_module="x", port=1, dist_init_port=2, nvidia_smi=())
+
+
+@pytest.fixture
+def nodes() -> Iterator[list[str]]:
+    """Three addresses no other test uses; their claim files are removed afterwards."""
+    net = f"127.{10 + os.getpid() % 200}.{uuid.uuid4().int % 250 + 1}"
+    addresses = [f"{net}.{i}" for i in (1, 2, 3)]
+    yield addresses
+    for address in addresses:
+        for suffix in ("json", "lock"):
+            Path(CLAIM_DIR, f"{address}.{suffix}").unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("other", ["subset", "other node 0", "overlap"])
+def test_clusters_that_share_a_node_meet(nodes: list[str], other: str) -> None:
+    a, b, c = nodes
+    theirs = {"subset": (b,), "other node 0": (b, a), "overlap": (c, b)}[other]
+    with Claim(_local("prod", a, b), "first", heartbeat_s=5):
+        with pytest.raises(ClusterBusy, match=r"cluster 'dev' is in use by run first of "):
+            Claim(_local("dev", *theirs), "second").acquire()
+        # all or none: the nodes it could take were given back
+        assert not Path(CLAIM_DIR, f"{c}.json").exists()
+    with Claim(_local("dev", *theirs), "second"):
+        pass
+
+
+def test_a_host_name_and_its_address_are_one_node() -> None:
+    assert node_keys(_local("x", "localhost"))[0][0] == "127.0.0.1"
+    assert [k for k, _ in node_keys(_local("x", "127.0.0.2", "127.0.0.1", "localhost"))] == [
+        "127.0.0.1", "127.0.0.2"]
+
+
+def test_one_file_per_node_and_none_left(nodes: list[str]) -> None:
+    claim = Claim(_local("prod", *nodes), "run", heartbeat_s=5)
+    claim.acquire()
+    try:
+        docs = [json.loads(Path(CLAIM_DIR, f"{a}.json").read_text()) for a in nodes]
+        assert {d["token"] for d in docs} == {claim.me.token}
+        mode = Path(CLAIM_DIR).stat().st_mode
+        assert stat.S_IMODE(mode) == int(CLAIM_DIR_MODE, 8) and not mode & stat.S_ISVTX
+    finally:
+        claim.release()
+    assert not [a for a in nodes if Path(CLAIM_DIR, f"{a}.json").exists()]
+
+
+# ---------------------------------------------------------------- two users
+
+
+class _AsUser(LocalHost):
+    """The local host, every command run as ``user`` (runuser)."""
+
+    def __init__(self, user: str) -> None:
+        super().__init__("local", "127.0.0.1")
+        self.user = user
+
+    def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult:
+        return super().run(["runuser", "-u", self.user, "--", *argv], timeout)
+
+
+SECOND_USER = "ppsweep-claim2"
+
+
+@pytest.fixture
+def two_users() -> tuple[str, str]:
+    if os.geteuid() != 0 or not shutil.which("runuser"):
+        pytest.skip("two users need root (runuser, useradd)")
+    if subprocess.run(["id", SECOND_USER], capture_output=True, check=False).returncode:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        SECOND_USER], check=True)
+    return "nobody", SECOND_USER
+
+
+def test_another_user_takes_over_a_dead_runs_claim(nodes: list[str],
+                                                   two_users: tuple[str, str]) -> None:
+    """The issue's probe: a claim put by one user, its heartbeat 10 minutes old, taken over by
+    another user (no ``mv: Operation not permitted``, exit 73, nor a ``.tmp`` file left)."""
+    first, second = two_users
+    cluster = _local("prod", *nodes[:2])
+    dead = Claim(cluster, "dead-run", heartbeat_s=3600, host=_AsUser(first))
+    dead.acquire()
+    dead._stop.set()
+    for address in nodes[:2]:
+        path = Path(CLAIM_DIR, f"{address}.json")
+        assert path.stat().st_uid == pwd.getpwnam(first).pw_uid
+        old = time.time() - 600
+        os.utime(path, (old, old))
+    taker = Claim(cluster, "rerun", host=_AsUser(second))
+    try:
+        taker.acquire()
+        assert taker.held and len(taker.warnings) == 1, taker.warnings
+        for address in nodes[:2]:
+            doc = json.loads(Path(CLAIM_DIR, f"{address}.json").read_text())
+            assert doc["run_id"] == "rerun"
+        assert not [p for p in Path(CLAIM_DIR).iterdir() if ".tmp" in p.name]
+    finally:
+        taker.release()
+        dead.release()
+    assert not [a for a in nodes[:2] if Path(CLAIM_DIR, f"{a}.json").exists()]
+
+
+# ---------------------------------------------------------------- a claim lost mid-run
+
+
+def test_a_claim_lost_mid_run_marks_the_rounds_since_invalid(nodes: list[str],
+                                                              tmp_path: Path) -> None:
+    """A laptop asleep past the stale time: another run took the claim over. The next heartbeat
+    finds it, the session records it (session/claims.py does what on_lost does here), and every
+    point with a round measured since the last good heartbeat is INVALID."""
+    cluster = _local("prod", *nodes[:2])
+    run = write_run(tmp_path / "run", rounds(EARLY) + rounds(LATE),
+                    [config_row("early", 1, 2, 1, 0, 1000), config_row("late", 2, 1, 1, 1, 1000)])
+    store = RunStore(tmp_path, "run")
+    seen: list[Claim] = []
+
+    def lost(claim: Claim) -> None:
+        store.update_json(CLAIM_LOST, **{claim.cluster.name: {"since": claim.lost_since,
+                                                                "why": claim.lost}})
+        seen.append(claim)
+
+    mine = Claim(cluster, "asleep", heartbeat_s=0.1, on_lost=lost)
+    mine.acquire()
+    try:
+        old = time.time() - 120
+        for repeat in (1, 2, 3):  # the rounds' raw files, as the run writes them: measured
+            raw = store.raw_path("early", EARLY.concurrency, repeat)  # before (2 min ago)
+            raw.write_text("{}\n")
+            os.utime(raw, (old, old))
+        assert judge_all(run) == {"early": True, "late": True}
+        thief = Holder("other-run", "bob", "h9", 1, time.time(), "prod", "t0k3n").text()
+        Path(CLAIM_DIR, f"{nodes[1]}.json").write_text(thief)  # taken over meanwhile
+        for repeat in (1, 2, 3):  # measured while the other run had the nodes
+            store.raw_path("late", LATE.concurrency, repeat).write_text("{}\n")
+        wait_until(lambda: bool(seen), 10, "the heartbeat to find the claim lost")
+        assert mine.lost == "the claim was taken over by run other-run of bob@h9"
+        assert mine.lost_since is not None and mine.lost_since <= time.time()
+        assert not mine.held
+        verdicts = {v.config_id: v for v in judge(load_run(run), summarize_run(load_run(run)))}
+        assert verdicts["early"].valid
+        assert not verdicts["late"].valid
+        assert any(f.startswith("the cluster was shared: the claim was taken over by run "
+                                "other-run of bob@h9") for f in verdicts["late"].failures)
+        assert not point_verdict(run, "late", LATE.concurrency).valid
+    finally:
+        mine.release()
+    assert Path(CLAIM_DIR, f"{nodes[1]}.json").exists()  # not ours: left to its holder
+    assert not Path(CLAIM_DIR, f"{nodes[0]}.json").exists()
+
+
+EARLY = Point("early", 1, 2, 1, 4, 1000.0, 1.0, 1.2)
+LATE = Point("late", 2, 1, 1, 4, 1000.0, 1.0, 1.2)
+
+
+def judge_all(run: Path) -> dict[str, bool]:
+    data = load_run(run)
+    return {v.config_id: v.valid for v in judge(data, summarize_run(data))}

@@ -1,7 +1,8 @@
 """One sweep per cluster (cluster/claim.py), end to end: two pytest sessions started together on
 the same emulated cluster never overlap and both finish with correct results (the second waits,
 --ppsweep-wait-cluster); a third without the option is refused before anything is launched,
-naming the holder, and leaves no run folder. The SSH hosts' twin is
+naming the holder, and leaves no run folder; a run whose claim is taken over mid-run fails
+the rounds measured since. The SSH hosts' twin is
 tests/remote/test_cluster_claim_remote.py."""
 
 from __future__ import annotations
@@ -82,3 +83,39 @@ def test_two_sessions_on_one_cluster_take_turns(tmp_path: Path) -> None:
         rows = (reports / run / "results.csv").read_text().splitlines()
         assert len(rows) == 2 and ",2,2,0," in rows[1], rows  # one round, 2/2 completed
     assert not claim.exists(), "the claim outlived both runs"
+
+
+LOST_NET, LOST_PORT = "127.0.49", 45110  # the lost-claim test's loopback net and ports
+
+
+def test_a_claim_taken_over_mid_run_fails_the_rounds_measured_since(tmp_path: Path) -> None:
+    """A run whose claim another run takes over (its machine asleep past the stale time: here
+    the claim file is overwritten by a holder that is not this run) finds out at its next
+    heartbeat: it records the loss, and every point with a round measured since is INVALID
+    ("the cluster was shared"), so its tests fail."""
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    (folder / "ppsweep.toml").write_text(
+        sweep_head("lost", CONFIG, cluster="asleep", boot_timeout_s=120)
+        + workload(1024, (2, 4), 8, 3)
+        + emulated_cluster("asleep", LOST_NET, LOST_PORT, LOST_PORT + 1, 100, tmp_path / "st",
+                           nodes=1))
+    (folder / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
+    claim = Path(CLAIM_DIR, f"{LOST_NET}.1.json")
+    claim.unlink(missing_ok=True)
+    run = _pytest(folder, "run-asleep")
+    try:
+        wait_until(claim.exists, 60, "the run's claim")
+        thief = json.loads(claim.read_text()) | {"run_id": "run-thief", "user": "bob",
+                                                 "host": "h9", "token": "thief"}
+        claim.write_text(json.dumps(thief))
+        out, _ = run.communicate(timeout=300)
+    finally:
+        if run.poll() is None:
+            run.kill()
+        claim.unlink(missing_ok=True)
+    lost = json.loads((folder / "reports" / "run-asleep" / "metadata" / "claim_lost.json")
+                      .read_text())
+    assert lost["asleep"]["why"] == "the claim was taken over by run run-thief of bob@h9", lost
+    assert run.returncode == 1, out[-3000:]
+    assert "the cluster was shared: the claim was taken over by run run-thief" in out, out[-3000:]

@@ -1,4 +1,4 @@
-"""One sweep per cluster on the SSH test hosts (cluster/claim.py: the claim file on node 0,
+"""One sweep per cluster on the SSH test hosts (cluster/claim.py: a claim file on each node,
 written over SSH): two pytest sessions started together on the same four hosts take turns, never
 overlap, and both finish with N/N results. The emulator cluster's twin (with the refused third
 run) is tests/reliability/test_cluster_claim_e2e.py."""

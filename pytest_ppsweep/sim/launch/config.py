@@ -21,7 +21,9 @@ DEFAULT_DIST_TIMEOUT_S = 600.0  # emulated; PyTorch's default store timeout scal
 # Without --dist-timeout the wait also lasts at least this many *real* seconds: process start-up
 # is real time, and on a loaded machine 600 emulated s (0.3 s at 2000x) is shorter than that.
 DEFAULT_DIST_TIMEOUT_REAL_FLOOR_S = 10.0
-SERVER_ARGS_PY = "/usr/local/lib/python3.12/dist-packages/sglang/srt/server_args.py"
+SITE_PY = "/usr/local/lib/python3.12/dist-packages"
+SERVER_ARGS_PY = f"{SITE_PY}/sglang/srt/server_args.py"
+VALIDATION_HOOK_PY = f"{SITE_PY}/sglang/srt/arg_groups/validation_hook.py"
 
 
 class LaunchError(Exception):
@@ -32,7 +34,12 @@ class LaunchError(Exception):
         self.text = text
 
 
-def _assert_fail(code: str, message: str, exc: str = "AssertionError") -> LaunchError:
+def _assert_fail(
+    line: int, code: str, message: str, exc: str = "AssertionError"
+) -> LaunchError:
+    """An assertion of SGLang 0.5.23's ``check_server_args`` (validation_hook.py, ``line``),
+    as launch_server prints it: the outer and inner frames of the real traceback (the middle
+    ones left out), then ``exc: message``."""
     frames = [
         (
             "<frozen runpy>",
@@ -40,13 +47,15 @@ def _assert_fail(code: str, message: str, exc: str = "AssertionError") -> Launch
             "_run_module_as_main",
             "return _run_code(code, main_globals, None,",
         ),
+        (f"{SITE_PY}/sglang/launch_server.py", 84, "<module>", "run_server(server_args)"),
         (
-            "/usr/local/lib/python3.12/dist-packages/sglang/launch_server.py",
-            71,
-            "<module>",
-            "server_args = prepare_server_args(sys.argv[1:])",
+            f"{SITE_PY}/sglang/srt/entrypoints/engine.py",
+            1165,
+            "_launch_subprocesses",
+            "server_args.check_server_args()",
         ),
-        (SERVER_ARGS_PY, 4159, "check_server_args", code),
+        (SERVER_ARGS_PY, 511, "check_server_args", "check_server_args(self)"),
+        (VALIDATION_HOOK_PY, line, "check_server_args", code),
     ]
     return LaunchError("\n".join(traceback_lines(frames, f"{exc}: {message}")))
 
@@ -82,38 +91,44 @@ class SimConfig:
             return scaled
         return max(scaled, DEFAULT_DIST_TIMEOUT_REAL_FLOOR_S)
 
-    @property
-    def world_on_hosts(self) -> int:
-        """GPUs the launch occupies: nnodes x the profile's GPUs per node."""
-        return self.args.nnodes * self.profile.gpu.gpus_per_node
-
 
 def check_args(args: ServerArgs) -> None:
     """SGLang's argument checks that fail before anything starts."""
     if (args.tp_size * args.pp_size) % args.nnodes != 0:
         raise _assert_fail(
-            'assert (self.tp_size * self.pp_size) % self.nnodes == 0, "tp_size must be divisible by number of nodes"',  # noqa: E501
+            179,
+            "assert (cfg.tp_size * cfg.pp_size) % cfg.nnodes == 0, (",
             "tp_size must be divisible by number of nodes",
         )
     if args.node_rank >= args.nnodes or args.node_rank < 0:
+        # the emulator's own refusal: SGLang 0.5.23's check_server_args lets it pass (it fails
+        # later, not modelled); tests/sim/launch/test_refusals.py lists which refusals are real
         raise _assert_fail(
+            179,
             "assert self.node_rank < self.nnodes",
             f"node_rank ({args.node_rank}) must be in [0, nnodes={args.nnodes})",
         )
     if args.nnodes > 1 and not args.dist_init_addr:
+        # the emulator's own refusal: SGLang 0.5.23's check_server_args lets it pass (it fails
+        # later, not modelled); tests/sim/launch/test_refusals.py lists which refusals are real
         raise _assert_fail(
+            179,
             "assert self.dist_init_addr is not None",
             "--dist-init-addr is required when --nnodes > 1",
         )
     if args.dp_size > 1 and args.nnodes != 1:
         raise _assert_fail(
-            "assert not (self.dp_size > 1 and self.nnodes != 1 and not self.enable_dp_attention)",
-            "multi-node data parallel is not supported unless dp attention!",
+            199,
+            "assert not (cfg.dp_size > 1 and cfg.nnodes != 1), (",
+            "multi-node data-parallel replicas are not supported; use attention DP "
+            "(--attn-dp-size) across nodes",
         )
     if args.pp_max_micro_batch_size is not None and args.pp_max_micro_batch_size < 1:
         raise _assert_fail(
-            "assert self.pp_max_micro_batch_size is None or self.pp_max_micro_batch_size >= 1",
-            "pp_max_micro_batch_size must be >= 1",
+            183,
+            "assert cfg.pp_max_micro_batch_size is None or cfg.pp_max_micro_batch_size >= 1, (",
+            "pp_max_micro_batch_size must be a positive integer or None (for auto-compute). "
+            f"Got: {args.pp_max_micro_batch_size}",
         )
     if (
         args.chunked_prefill_size is not None
@@ -121,11 +136,12 @@ def check_args(args: ServerArgs) -> None:
         and args.chunked_prefill_size % args.page_size != 0
     ):
         raise _assert_fail(
-            "assert self.chunked_prefill_size % self.page_size == 0",
+            244,
+            "assert cfg.chunked_prefill_size % cfg.page_size == 0, (",
             "chunked_prefill_size must be divisible by page_size",
         )
     ep = args.tp_size if args.moe_a2a_backend in EP_SPANNING_A2A else args.ep_size
-    if ep > args.tp_size or ep < 1:
+    if ep > args.tp_size or ep < 1:  # an older SGLang's failure: 0.5.23 passes the check
         raise LaunchError(
             "\n".join(
                 traceback_lines(
@@ -149,7 +165,9 @@ def check_args(args: ServerArgs) -> None:
             )
         )
     if args.tp_size % ep != 0:
+        # the emulator's own refusal (see node_rank above)
         raise _assert_fail(
+            179,
             "assert self.tp_size % self.ep_size == 0",
             f"tp_size ({args.tp_size}) must be divisible by ep_size ({ep})",
         )

@@ -55,6 +55,41 @@ def nccl_init_error(rank: int) -> str:
     )
 
 
+def invalid_device_context(gpu_id: int, tp_rank: int, tp_size: int) -> str:
+    """The warning ModelRunner logs when ``set_device`` fails (sglang/srt/model_executor/
+    model_runner.py, 0.5.23), before the exception."""
+    return (
+        f"Context: self.device='cuda' get_device().gpu_id={gpu_id} "
+        f"os.environ.get('CUDA_VISIBLE_DEVICES')=None get_parallel().tp_rank={tp_rank} "
+        f"get_parallel().tp_size={tp_size}"
+    )
+
+
+def invalid_device_error() -> str:
+    """A scheduler whose GPU index is past the node's GPUs: ``torch.cuda.set_device`` fails."""
+    return scheduler_exception(
+        [
+            (
+                f"{SITE}/sglang/srt/model_executor/model_runner.py",
+                455,
+                "__init__",
+                "torch.get_device_module(self.device).set_device(get_device().gpu_id)",
+            ),
+            (
+                f"{SITE}/torch/cuda/__init__.py",
+                689,
+                "set_device",
+                "torch._C._cuda_setDevice(device)",
+            ),
+        ],
+        "torch.AcceleratorError: CUDA error: invalid device ordinal\n"
+        "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+        "stacktrace below might be incorrect.\n"
+        "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.",
+    )
+
+
 def oom_error(gpu: int, total_gib: float, free_gib: float) -> str:
     """CUDA OOM while loading weights."""
     return scheduler_exception(
@@ -134,22 +169,6 @@ def not_enough_memory_error() -> str:
             )
         ],
         "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
-    )
-
-
-def world_size_error(world: int, tp: int, pp: int) -> str:
-    """torch.distributed world size does not match tp x pp."""
-    return scheduler_exception(
-        [
-            (
-                f"{SITE}/sglang/srt/distributed/parallel_state.py",
-                2646,
-                "initialize_model_parallel",
-                "raise RuntimeError(",
-            )
-        ],
-        f"RuntimeError: world_size ({world}) is not equal to tensor_model_parallel_size ({tp}) x "
-        f"pipeline_model_parallel_size ({pp})",
     )
 
 

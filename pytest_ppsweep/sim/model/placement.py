@@ -40,6 +40,14 @@ class Layout:
         """TP ranks of one stage hosted by one node."""
         return self.tp // self.nnodes_per_pp_rank
 
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs the launch takes on every node: ``pp_per_node x tp_per_node``, which is SGLang's
+        tp x pp / nnodes (its check_server_args asserts the division), GPUs ``0 .. n-1``
+        (``gpu_id = base_gpu_id + (pp_rank % pp_per_node) * tp_per_node + tp_rank % tp_per_node``,
+        sglang/srt/entrypoints/engine.py). The rest of the node's GPUs stay idle."""
+        return self.pp_per_node * self.tp_per_node
+
 
 @dataclass(frozen=True)
 class LocalScheduler:

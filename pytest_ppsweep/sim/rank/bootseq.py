@@ -101,6 +101,25 @@ def a2a_buffers_fit(rp: RankProcess) -> bool:
     return False
 
 
+def _devices_exist(rp: RankProcess) -> bool:
+    """Whether every local scheduler's GPU exists on this node (the profile's gpus_per_node).
+
+    SGLang takes tp x pp / nnodes GPUs per node (Layout.gpus_per_node); a scheduler whose index
+    is past the node's GPUs fails in ``torch.cuda.set_device`` before torch distributed starts,
+    and the node exits. Logged by each such scheduler, like SGLang.
+    """
+    have = rp.cfg.profile.gpu.gpus_per_node
+    missing = [s for s in rp.schedulers if s.gpu_index >= have]
+    for sched in missing:
+        prefix = sched.prefix(rp.cfg.layout)
+        rp.log.line(faultlog.invalid_device_context(sched.gpu_index, sched.tp_rank,
+                                                    rp.cfg.layout.tp), prefix)
+        rp.log.line(faultlog.invalid_device_error(), prefix)
+    if missing:
+        rp.exit_failed()
+    return not missing
+
+
 async def boot(rp: RankProcess) -> Phases | None:
     """Boot this rank up to ``max_total_num_tokens``; its phase clock, or None after a failure.
 
@@ -111,16 +130,15 @@ async def boot(rp: RankProcess) -> Phases | None:
     phases = Phases(rp)
     slow = rp.faults.get("slow_start", rp.rank)
     await phases.wait(plan.launch_s + (slow.number() if slow else 0.0))
-    slog.each("Init torch distributed begin.")
-    if cfg.layout.world_size != cfg.world_on_hosts:
-        rp.fail(faultlog.world_size_error(cfg.world_on_hosts, cfg.layout.tp, cfg.layout.pp))
+    if not _devices_exist(rp):
         return None
+    slog.each("Init torch distributed begin.")
     if not await rendezvous(rp):
         return None
     phases.restart()
     if rp.faults.get("nccl_init", rp.rank):
         await phases.wait(plan.dist_init_s / 2)
-        rp.fail(faultlog.nccl_init_error(rp.rank * cfg.profile.gpu.gpus_per_node))
+        rp.fail(faultlog.nccl_init_error(rp.rank * cfg.layout.gpus_per_node))
         return None
     await phases.wait(plan.dist_init_s)
     rp.publish("init")

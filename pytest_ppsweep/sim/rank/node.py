@@ -93,6 +93,10 @@ class RankProcess:
             self.slog.each(record)
         else:
             self.slog.first(record)
+        self.exit_failed()
+
+    def exit_failed(self) -> None:
+        """Exit 1 after a failure already logged (SIGQUIT to the launcher, like SGLang)."""
         self.log.line("Received sigquit from a child process. It usually means the child failed.")
         self.finish(1)
 

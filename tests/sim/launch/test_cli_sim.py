@@ -95,18 +95,35 @@ def test_tp_ep_messages(tp: int, ep: int, needle: str) -> None:
     assert needle in r.stderr
 
 
-def test_world_size_check(tmp_path: Path) -> None:
-    # tiny profile: 2 GPUs per node, so tp=4 on one node cannot match
+def test_more_gpus_per_node_than_the_node_has(tmp_path: Path) -> None:
+    # tiny profile: 2 GPUs per node; tp=4 on one node takes GPUs 0-3, so TP2 and TP3 fail in
+    # torch.cuda.set_device like SGLang on a 2-GPU node
     r = run_sim(
         ["--model-path", "m", "--tp-size", "4", "--host", "127.0.9.1", "--port", "39991"],
         env={"PPSWEEP_SIM_STATE_DIR": str(tmp_path)},
     )
     assert r.returncode == 1
-    assert (
-        "RuntimeError: world_size (2) is not equal to tensor_model_parallel_size (4) x "
-        "pipeline_model_parallel_size (1)" in r.stdout
-    )
-    assert "Scheduler hit an exception: Traceback (most recent call last):" in r.stdout
+    assert "CUDA error: invalid device ordinal" in r.stdout
+    assert r.stdout.count("Scheduler hit an exception: Traceback (most recent call last):") == 2
+    assert "get_device().gpu_id=2" in r.stdout and "get_device().gpu_id=3" in r.stdout
+    assert "get_device().gpu_id=1 " not in r.stdout
+    assert "Init torch distributed begin." not in r.stdout
+
+
+def test_a_layout_on_part_of_each_node_takes_tp_x_pp_over_nnodes_gpus(tmp_path: Path) -> None:
+    # the example on a 2-node launch of the kimi profile (8 GPUs per node): tp 4 x pp 2
+    # over 2 nodes takes 4 GPUs per node (SGLang's tp x pp / nnodes), not 8
+    from pytest_ppsweep.sim.launch.config import resolve
+    from pytest_ppsweep.sim.launch.settings import load_settings
+    from pytest_ppsweep.sim.model.placement import local_schedulers
+    from pytest_ppsweep.sim.model.profile import load_profile
+
+    args = parse_args(["--model-path", "m", "--tp-size", "4", "--pp-size", "2", "--nnodes", "2",
+                       "--dist-init-addr", "127.0.9.1:39990"])  # fmt: skip
+    cfg = resolve(args, (), load_settings({}), load_profile("kimi-k3-6000d"))
+    assert cfg.layout.gpus_per_node == 4
+    for node in (0, 1):
+        assert [s.gpu_index for s in local_schedulers(cfg.layout, node)] == [0, 1, 2, 3]
 
 
 def test_bad_fault_spec_is_rejected() -> None:
