@@ -38,10 +38,8 @@ class Adaptive(SessionState):
                 "to boot after each one), found pytest-xdist -n; drop -n or the option")
         from pytest_ppsweep.run.adaptive import AdaptiveSweep
 
-        cluster = self.pool[0]
-        self.adaptive = AdaptiveSweep(self.sweep, self.ids, self.store.dir, cluster.gpus,
-                                      cluster.gpus_per_node, tolerance, self.progress)
-        self.run.third_repeat = self.adaptive.third_repeat
+        self.adaptive = AdaptiveSweep.of(self.run.context, self.ids, tolerance)
+        self.run.rounds.third_repeat = self.adaptive.third_repeat
         # a point whose third repeat the planner skipped has two: the verdict accepts them
         RunJson(self.store).adaptive(min_repeats=min(self.sweep.min_repeats, 2))
         self.progress(f"adaptive: the planner orders the layouts and stops when the best is "

@@ -228,7 +228,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             return
         if call.when == "call":
             if "ppsweep_service" in getattr(item, "fixturenames", ()):
-                self.run.worked(cid, call.duration)
+                self.run.context.cluster_time.worked(cid, call.duration)
             report.user_properties.append(("ppsweep_config", cid))
             if "concurrency" in params:
                 report.user_properties.append(("concurrency", params["concurrency"]))

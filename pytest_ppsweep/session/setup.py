@@ -107,7 +107,7 @@ class Nodes(SessionState):
         self.pool = allocate(self.config, self.matrix, self.pool, self.store.run_id,
                              self.registry, taken)
         self.nodes_known = True
-        self.run.use_clusters(self.pool)
+        self.run.context.clusters.use(self.pool)
         if not self.worker:
             record_nodes(self.store, self.pool)
 
