@@ -19,6 +19,7 @@ from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.measure.gpu import GpuMemory, not_released, worst_rank
 from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.redact import redact
+from pytest_ppsweep.results.runstatus import INTERRUPTED_BOOT
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import boot_status
@@ -93,6 +94,11 @@ class Lifecycle:
             self.ctx.live.took(sid, "failed", service.boot_s)
             row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), exc.reason)
             self._given_up(service.cluster, sid, before, started)
+            raise
+        except KeyboardInterrupt:
+            # Ctrl-C/SIGTERM/SIGHUP during the boot: the layout was interrupted, not failed (a
+            # resume boots it again)
+            row.boot_failed(None, INTERRUPTED_BOOT)
             raise
         self.ctx.live.took(sid, "boot", service.boot_s)
 

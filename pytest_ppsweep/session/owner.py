@@ -23,6 +23,7 @@ every rank, reap, restore the handlers).
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
 from pytest_ppsweep.profile import summary as profile_summary
 from pytest_ppsweep.report import summary
+from pytest_ppsweep.results import runstatus
 from pytest_ppsweep.session import options, setup
 from pytest_ppsweep.session.adaptive import Adaptive
 from pytest_ppsweep.session.claims import Claims
@@ -242,6 +244,7 @@ class SweepSession:
         """The preflight, once; measuring starts right after it."""
         if self.preflight.run():
             self.state.running()
+            RunJson(self.store).run_status(self.state.run_status(all_measured=False))
 
     def measuring(self) -> None:
         """The ``ppsweep`` fixture, in the process that boots: an xdist worker takes its
@@ -288,24 +291,49 @@ class SweepSession:
 
         if not self.state.finishes:
             return
-        self.state.finished()
+        self.state.finished(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
         self.signals.defer()
         self.progress.stop_following()  # the workers' last lines come before the summary
         self.adaptive.finish()
         not_run = self.xdist.not_run
         self._finish_profile()
+        status = self._run_status()
         closed = close_folder.close(
-            self.store, self.ids, not_run, self.compare_ref, self.thresholds
+            self.store, self.ids, not_run, self.compare_ref, self.thresholds, status
         )
         rendered = self.render.rendered = summary.render(closed.run_dir, closed.analysis,
                                                          closed.note)
         if self.compare_ref is not None and closed.gate is not None:
             summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, rendered)
+        rendered.terminal += status.lines()
         name = options.get(self.config, "ppsweep_save_baseline")
         if name:
             self.render.baseline = close_folder.save_baseline(
                 self.store, name, options.reports_root(self.config), exitstatus
             )
+
+    def _run_status(self) -> runstatus.RunStatus:
+        """The run's status at its end (the state machine's word) with the points measured and
+        missing, where it was interrupted and the command that resumes it."""
+        meta = RunJson(self.store).read()
+        chosen = meta.get("selected")
+        wanted: dict[str, Any] = dict(chosen) if isinstance(chosen, dict) else {
+            cid: self.sweep.workload_of(self.sweep.config(cid)).concurrency for cid in self.ids}
+        predicted = set(meta.get("adaptive_skipped") or {})  # the planner's, by design
+        rounds = []
+        for row in self.store.result_rows():
+            with contextlib.suppress(KeyError, ValueError):
+                rounds.append((row["config_id"], int(row["concurrency"])))
+        measured, missing = runstatus.measured_points(
+            [c for c in self.ids if c not in predicted], wanted, rounds)
+        word = self.state.run_status(all_measured=not missing)
+        at: str | None = None
+        if word == runstatus.INTERRUPTED:  # the last selected point that started, unfinished
+            started = self.store.config_rows()
+            at = next((c for c in reversed(missing) if c in wanted and c in started), None)
+        resume = None if word == runstatus.COMPLETE else runstatus.resume_command(
+            [str(a) for a in self.config.invocation_params.args], self.store.run_id)
+        return runstatus.RunStatus(word, tuple(measured), tuple(missing), at, resume)
 
     def _finish_profile(self) -> None:
         """profile.csv once more from every profiled layout's attribution.json (under xdist

@@ -21,6 +21,9 @@ and the legitimate short paths:
 - a session that ends early (a collection error, a Ctrl-C before the selection):
   ``… → closed`` from any state.
 
+The run's status in run.json and the answers (``running``, ``complete``, ``partial``,
+``interrupted``: :meth:`RunState.run_status`) comes from here.
+
 Every decision the session used to spread over flags (``quiet``, ``refused``, ``made_folder``,
 ``nodes_known``, ``preflown``, ``dry_run``, ``selected is None``) is a query here. A transition
 that the table below does not list raises :class:`IllegalTransition`.
@@ -89,6 +92,7 @@ class RunState:
         self._passed: list[Phase] = [Phase.CONFIGURED]
         self.quiet_because: Quiet | None = None
         self.selection: dict[str, set[int]] | None = None
+        self.interrupted = False  # the session ended by Ctrl-C, SIGTERM or SIGHUP
 
     def __repr__(self) -> str:
         return f"RunState({' → '.join(p.value for p in self._passed)})"
@@ -140,9 +144,11 @@ class RunState:
         """A usage error or a Ctrl-C/SIGTERM before the first boot stopped the run."""
         self._to(Phase.REFUSED)
 
-    def finished(self) -> None:
-        """The controller closed the run folder (pytest_sessionfinish)."""
+    def finished(self, interrupted: bool = False) -> None:
+        """The controller closes the run folder (pytest_sessionfinish); ``interrupted``: the
+        session ended by Ctrl-C, SIGTERM or SIGHUP."""
         self._to(Phase.FINISHED)
+        self.interrupted = interrupted
 
     def closed(self) -> None:
         """pytest_unconfigure: everything is stopped and released."""
@@ -199,6 +205,18 @@ class RunState:
         or refused run, nor one finished already."""
         return not (self.worker or self.quiet or self.is_refused
                     or self.passed(Phase.FINISHED) or self.phase is Phase.CLOSED)
+
+    def run_status(self, all_measured: bool) -> str:
+        """The run's status (issue 39): ``running`` while it measures, then ``interrupted``
+        (the session was), ``complete`` (every selected point measured: ``all_measured``) or
+        ``partial``."""
+        if self.phase is Phase.RUNNING:
+            return "running"
+        if not self.passed(Phase.FINISHED):
+            raise IllegalTransition(f"run state: no run status in {self.phase.value}")
+        if self.interrupted:
+            return "interrupted"
+        return "complete" if all_measured else "partial"
 
     @property
     def measuring(self) -> bool:

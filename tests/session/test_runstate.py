@@ -159,3 +159,23 @@ def test_selected_twice_raises() -> None:
     state.select(POINTS)
     with pytest.raises(IllegalTransition, match="selected twice"):
         state.select(POINTS)
+
+
+def test_the_run_status_comes_from_the_state() -> None:
+    state = RunState()
+    state.allocated()
+    state.select(POINTS)
+    with pytest.raises(IllegalTransition, match="no run status"):
+        state.run_status(all_measured=True)
+    state.preflown()
+    state.running()
+    assert state.run_status(all_measured=False) == "running"
+    state.finished()
+    assert [state.run_status(True), state.run_status(False)] == ["complete", "partial"]
+    stopped = RunState()
+    stopped.allocated()
+    stopped.select(POINTS)
+    stopped.preflown()
+    stopped.running()
+    stopped.finished(interrupted=True)
+    assert stopped.run_status(all_measured=True) == "interrupted"
