@@ -1,7 +1,8 @@
 """An interrupted run says so (issue 39, point 1): the seeds' sweep (test_matrix/ppsweep.toml on
 the emulator) SIGTERMed in a real process once its first layout finished is ``interrupted`` in
 run.json, decides nothing in answers.json nor on the terminal, and prints the exact command
-that resumes it; the resumed run measures the rest and is ``complete``."""
+that resumes it; the resumed run measures the rest, is ``complete`` and answers as an
+uninterrupted run does."""
 
 from __future__ import annotations
 
@@ -99,3 +100,17 @@ def test_a_sigterm_after_the_first_layout_is_an_interrupted_run_that_resumes(
     layout = next(a for a in final if a["kind"] == "layout")
     assert layout["status"] in ("decided", "inconclusive"), layout
     assert "run status: COMPLETE, 5 of 5 layouts measured" in resumed.stdout
+
+    # ... and answers as an uninterrupted run of the same sweep does.
+    whole = tmp_path / "whole"
+    straight = subprocess.run(
+        [sys.executable, "-m", "pytest", *args[:2], str(whole), *args[3:]], cwd=tmp_path,
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert straight.returncode == 0, straight.stdout[-4000:]
+    assert _meta(run_dir(whole))["run_status"] == "complete"
+    uninterrupted = json.loads((run_dir(whole) / "answers.json").read_text())["answers"]
+    # (the order of points within noise of each other is the machine's noise at 1000x)
+    same = ("kind", "workload", "status", "answer", "excluded")
+    assert [({k: a[k] for k in same}, sorted(a["ranking"])) for a in final] == [
+        ({k: a[k] for k in same}, sorted(a["ranking"])) for a in uninterrupted]
