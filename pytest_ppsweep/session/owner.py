@@ -52,7 +52,12 @@ from pytest_ppsweep.session.collection import (
 )
 from pytest_ppsweep.session.preflight import Preflight
 from pytest_ppsweep.session.progress import Progress
-from pytest_ppsweep.session.quiet import QuietRun, dry_run_requested, scratch_folder
+from pytest_ppsweep.session.quiet import (
+    QuietRun,
+    dry_run_requested,
+    quiet_at_start,
+    scratch_folder,
+)
 from pytest_ppsweep.session.render import Render
 from pytest_ppsweep.session.runstate import RunState
 from pytest_ppsweep.session.signals import Signals
@@ -85,13 +90,12 @@ class SweepSession:
         registry: Registry | None = None,
         *,
         scratch: Path | None = None,
-        dry_run: bool = False,
         baseline_from: Path | None = None,
     ) -> None:
         """``pool``: the clusters this process may boot on (a worker: its leased one); ``state``:
-        the run's life so far (configured, its nodes maybe known); ``scratch``: where a run known
-        to be quiet at configure keeps its files; ``baseline_from``: --ppsweep-baseline-from,
-        checked at start."""
+        the run's life so far (configured, its nodes maybe known, maybe quiet); ``scratch``:
+        where a run known to be quiet at configure keeps its files; ``baseline_from``:
+        --ppsweep-baseline-from, checked at start."""
         self.config = config
         self.matrix = matrix
         self.sweep = sweep
@@ -118,7 +122,7 @@ class SweepSession:
             live=self.progress,
         )
         ctx = self.run.context
-        self.quiet = QuietRun(config, state, store, scratch, dry_run)
+        self.quiet = QuietRun(config, state, store, scratch)
         self.nodes = setup.Nodes(config, matrix, ctx, state)
         self.selection = Selection(config, self.run, ids, plan, compare_ref, baseline_from, state,
                                    self.quiet, self.nodes, self.progress)
@@ -204,9 +208,9 @@ class SweepSession:
         state = RunState(worker=is_worker(config), made_folder=made)
         if nodes_known:
             state.allocated()
+        quiet_at_start(state, scratch, dry_run)
         session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds,
-                      state, registry, scratch=scratch, dry_run=dry_run,
-                      baseline_from=baseline_from)
+                      state, registry, scratch=scratch, baseline_from=baseline_from)
         if not session.worker:
             for note in plan.notes:
                 session.progress(note)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pytest_ppsweep.measure.runstore import RunStore
     from pytest_ppsweep.run.context import RunContext
 
-__all__ = ["QuietRun", "dry_run_requested", "scratch_folder"]
+__all__ = ["QuietRun", "dry_run_requested", "quiet_at_start", "scratch_folder"]
 
 
 def dry_run_requested(config: pytest.Config) -> bool:
@@ -56,19 +56,24 @@ def scratch_folder(config: pytest.Config, worker: bool) -> Path | None:
     return Path(tempfile.mkdtemp(prefix="ppsweep-quiet-"))
 
 
+def quiet_at_start(state: RunState, scratch: Path | None, dry_run: bool) -> None:
+    """A run known at configure to boot nothing (a scratch folder: --collect-only or the dry
+    run) is quiet from the start."""
+    if scratch is not None:
+        state.go_quiet(Quiet.DRY_RUN if dry_run else Quiet.COLLECT_ONLY)
+
+
 class QuietRun:
     """The session's handling of a run in which nothing boots. ``scratch``: the folder a run
     known to be quiet at configure keeps its files in (None otherwise)."""
 
     def __init__(self, config: pytest.Config, state: RunState, store: RunStore,
-                 scratch: Path | None, dry_run: bool) -> None:
+                 scratch: Path | None) -> None:
         self.config = config
         self.state = state
         self.store = store
         self.scratch = scratch
         self.plan_lines: list[str] = []  # what the dry run prints
-        if scratch is not None:
-            state.go_quiet(Quiet.DRY_RUN if dry_run else Quiet.COLLECT_ONLY)
 
     def nothing_selected(self) -> None:
         """The selection matches no point: nothing will boot. A run folder this process made
