@@ -54,7 +54,7 @@ def ppsweep(request: pytest.FixtureRequest) -> Iterator[SweepRun]:
             "no sweep file: pass --ppsweep-matrix PATH or run pytest on a folder that holds "
             "ppsweep.toml (e.g. `pytest test_matrix`)"
         )
-    session.allocate_nodes()  # an xdist worker takes its controller's slurm allocation now
+    session.measuring()  # an xdist worker takes its controller's slurm allocation now
     try:
         yield session.run
     finally:

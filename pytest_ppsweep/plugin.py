@@ -87,32 +87,32 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             f"{metafunc.definition.nodeid}: uses the sweep fixtures but no sweep file was found; "
             "pass --ppsweep-matrix PATH or run pytest on a folder that holds ppsweep.toml"
         )
-    session.parametrize(metafunc)
+    session.selection.parametrize(metafunc)
 
 
 @pytest.hookimpl(tryfirst=True)  # a test this run does not have is never collected nor counted
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object
                               ) -> list[pytest.Item] | None:
     session = SweepSession.of(collector.config)
-    return [] if session is not None and session.not_collected(obj) else None
+    return [] if session is not None and session.selection.not_collected(obj) else None
 
 
 @pytest.hookimpl(tryfirst=True)  # every layout's tests, before -k/-m deselect any
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if (session := SweepSession.of(config)) is not None:
-        session.collected(items)
+        session.selection.collected(items)
 
 
 @pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")  # after -k/-m
 def pytest_collection_modifyitems_last(config: pytest.Config, items: list[pytest.Item]) -> None:
     if (session := SweepSession.of(config)) is not None:
-        session.keep_boots_together(items)
+        session.selection.keep_boots_together(items)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # after -k/-m deselection: which layouts are in this run (not called on an xdist controller)
     if (sweep := SweepSession.of(session.config)) is not None:
-        sweep.collection_finished(session.items)
+        sweep.selection.collection_finished(session.items)
 
 
 # After collection: the preflight (the selection is known: an empty one connects to nothing;
@@ -121,8 +121,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtestloop(session: pytest.Session) -> None:
     if (sweep := SweepSession.of(session.config)) is not None:
-        sweep.preflight()
-        sweep.adaptive_order(session.items)
+        sweep.begin(session.items)
 
 
 @pytest.hookimpl(wrapper=True)  # --ppsweep-adaptive: after a layout, refit and choose the next
@@ -130,14 +129,14 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
         None, object, object]:
     result = yield
     if (session := SweepSession.of(item.config)) is not None:
-        session.adaptive_after(item, nextitem)
+        session.adaptive.after(item, nextitem)
     return result
 
 
 @pytest.hookimpl(tryfirst=True)  # --ppsweep-adaptive: a skipped layout is not booted
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if (session := SweepSession.of(item.config)) is not None:
-        session.adaptive_skip(item)
+        session.adaptive.skip(item)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -164,7 +163,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     if (session := SweepSession.of(config)) is not None:
-        session.terminal(terminalreporter)
+        session.render.terminal(terminalreporter)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-html and the others: it may end the process
@@ -210,22 +209,21 @@ class XdistHooks:
 
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         session = SweepSession.of(config)
-        return session.scheduler(log) if session is not None else None
+        return session.xdist.scheduler(log) if session is not None else None
 
     def pytest_configure_node(self, node: Any) -> None:
         if (session := SweepSession.of(node.config)) is not None:
-            session.configure_node(node)
+            session.xdist.configure_node(node)
 
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         # Before any test is scheduled: the selection is known, the preflight runs (not for an
         # empty one: that run connects to nothing and leaves no run folder, session.quiet).
         if (session := SweepSession.of(node.config)) is not None:
             session.worker_collected(ids)
-            session.preflight()
 
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         if (session := SweepSession.of(node.config)) is not None:
-            session.node_down(node, error)
+            session.xdist.node_down(node, error)
 
 
 class HtmlHooks:
@@ -236,7 +234,7 @@ class HtmlHooks:
         self, prefix: list[str], summary: list[str], postfix: list[str], session: pytest.Session
     ) -> None:
         if (sweep := SweepSession.of(session.config)) is not None:
-            sweep.html_summary(prefix)
+            sweep.render.html_summary(prefix)
 
     @pytest.hookimpl(trylast=True)  # pytest-html wrote its page at session finish
     def pytest_unconfigure(self, config: pytest.Config) -> None:

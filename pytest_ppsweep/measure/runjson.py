@@ -83,6 +83,12 @@ class RunJson:
         """--ppsweep-adaptive: a point whose third repeat the planner skipped has two."""
         self.update(adaptive=True, min_repeats=min_repeats)
 
+    def run_status(self, status: str, detail: Mapping[str, Any] | None = None) -> None:
+        """The run's status (``running``, then ``complete``, ``partial`` or ``interrupted``)
+        and its detail (results/runstatus.RunStatus.detail: the points measured and missing,
+        where it was interrupted, the resume command); None while it runs."""
+        self.update(run_status=status, run_status_detail=dict(detail) if detail else None)
+
     def drop_skipped(self, skipped: Mapping[str, str]) -> None:
         """The layouts the adaptive sweep predicted but did not measure leave the selection."""
         chosen = self.read().get("selected")

@@ -69,7 +69,7 @@ def _excluded(verdicts: Sequence[Verdict], cid: str) -> str:
         for f in v.failures:
             if not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX):
                 why.setdefault(f, []).append(v.concurrency)
-    boot = [f for f in why if f.startswith(("boot failed", "no configs.csv row"))]
+    boot = [f for f in why if f.startswith(("boot failed", "no configs.csv row", "interrupted"))]
     if boot:
         return boot[0] if len(boot[0]) <= 140 else boot[0][:139] + "…"
     return "; ".join(f"{f} (C={'/'.join(map(str, cs))})" if "C=" not in f else f

@@ -106,7 +106,9 @@ def _config_failures(row: dict[str, Any] | None, pending: frozenset[str] = froze
             failures.append(f"{what} not recorded")
         elif not state and column == "boot_ok":
             error = _text(row.get("boot_error"))
-            failures.append(f"boot failed: {error}" if error else "boot failed")
+            # a boot stopped by Ctrl-C/SIGTERM (runstatus.INTERRUPTED_BOOT) did not fail
+            failures.append(error if error.startswith("interrupted")
+                            else f"boot failed: {error}" if error else "boot failed")
         elif not state and column == "topology_ok":
             failures.append("topology not as requested")
         elif not state:

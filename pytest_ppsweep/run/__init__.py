@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from pytest_ppsweep.run.booted import Booted
     from pytest_ppsweep.run.lifecycle import GpuMemoryWarning
     from pytest_ppsweep.run.live import LiveStatus, boot_status, round_bar
-    from pytest_ppsweep.run.rounds import workload_spec
     from pytest_ppsweep.run.sweeprun import SweepRun
+    from pytest_ppsweep.run.workloads import workload_spec
 
 _NAMES = {
     "AdaptiveSweep": "adaptive",
@@ -28,7 +28,7 @@ _NAMES = {
     "SweepRun": "sweeprun",
     "boot_status": "live",
     "round_bar": "live",
-    "workload_spec": "rounds",
+    "workload_spec": "workloads",
 }
 __getattr__ = lazy(__name__, _NAMES)
 __all__ = [

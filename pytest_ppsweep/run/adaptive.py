@@ -25,6 +25,7 @@ from pytest_ppsweep.planner.adaptive import skip_third_repeat as _skip_third
 from pytest_ppsweep.planner.data import PlannerError, load_run_folder
 from pytest_ppsweep.planner.fitting import Fitted, fit, prior_only
 from pytest_ppsweep.planner.model import Hardware
+from pytest_ppsweep.run.context import RunContext
 
 __all__ = ["AdaptiveSweep"]
 
@@ -51,6 +52,14 @@ class AdaptiveSweep:
         self.booted: list[str] = []
         self.decided: str | None = None
         self.log: list[dict[str, Any]] = []
+
+    @classmethod
+    def of(cls, ctx: RunContext, ids: Sequence[str], tolerance: float) -> AdaptiveSweep:
+        """The adaptive sweep of a run: its sweep, run folder, progress lines and the first
+        cluster's GPUs from the run's context."""
+        cluster = ctx.clusters.first()
+        return cls(ctx.sweep, ids, ctx.store.dir, cluster.gpus, cluster.gpus_per_node,
+                   tolerance, ctx.progress)
 
     def _candidates(self, ids: Sequence[str]) -> list[Candidate]:
         configs: dict[str, Config] = {c.id: c for c in self.sweep.configs}

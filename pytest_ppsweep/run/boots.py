@@ -17,14 +17,14 @@ server configuration, or at :meth:`Boots.close`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.model import Config, server_key
 from pytest_ppsweep.measure.configrow import ConfigRow
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.lifecycle import Lifecycle
 from pytest_ppsweep.service.readiness import BootFailed
 
@@ -50,11 +50,9 @@ class _Up:
 class Boots:
     """The boot this process holds, shared by the points of its server configuration."""
 
-    def __init__(self, lifecycle: Lifecycle, store: RunStore,
-                 progress: Callable[[str], None]) -> None:
+    def __init__(self, ctx: RunContext, lifecycle: Lifecycle) -> None:
+        self.ctx = ctx
         self.lifecycle = lifecycle
-        self.store = store
-        self.progress = progress
         self.current: _Up | None = None
         # server key → the points still expected to run on its boot in this process
         self._pending: dict[str, set[str]] = {}
@@ -87,7 +85,7 @@ class Boots:
                 self.current = _Up(key, config.id, None, exc, [config.id])
                 raise
             self.current = _Up(key, config.id, booted, points=[config.id])
-            ConfigRow(self.store, config.id).boot_of(config.id)
+            ConfigRow(self.ctx.store, config.id).boot_of(config.id)
             return booted
         if config.id not in up.points:
             up.points.append(config.id)
@@ -115,21 +113,21 @@ class Boots:
     def _join(self, config: Config, up: _Up) -> None:
         """``config`` runs on ``up``'s boot: its row and manifest, and a progress line that
         names the boot."""
-        row = ConfigRow(self.store, config.id)
+        row = ConfigRow(self.ctx.store, config.id)
         row.planned(config)
         row.boot_of(up.boot_id)
         if up.failure is not None:
             row.boot_failed(None, f"boot of {up.boot_id} (same server configuration) failed: "
                                   f"{up.failure.reason}")
-            self.progress(f"{config.id}: not booted again: the boot of {up.boot_id} (same "
+            self.ctx.progress(f"{config.id}: not booted again: the boot of {up.boot_id} (same "
                           "server configuration) failed")
             return
         assert up.booted is not None
         cluster = up.booted.cluster
-        manifest.write(self.store.dir, config.id, manifest.build(
-            self.lifecycle.sweep, cluster, config))
+        manifest.write(self.ctx.store.dir, config.id, manifest.build(
+            self.ctx.sweep, cluster, config))
         self._copy(up.boot_id, config.id, _AT_BOOT)
-        self.progress(f"{config.id}: runs on the boot of {up.boot_id} (same server "
+        self.ctx.progress(f"{config.id}: runs on the boot of {up.boot_id} (same server "
                       f"configuration {key_name(up.key)}; no new boot)")
 
     def _end(self, up: _Up) -> None:
@@ -143,14 +141,14 @@ class Boots:
             self._copy(up.boot_id, cid, _AT_TEARDOWN)
             self.lifecycle.held(cid, time.monotonic())  # its tests' time on the boot
             # its own phases (rounds, …; no launch, boot or teardown: those are the boot's)
-            self.store.update_json("metadata/phases.json",
-                                   **{cid: self.lifecycle.phases.row(cid)})
+            self.ctx.store.update_json("metadata/phases.json",
+                                   **{cid: self.ctx.phases.row(cid)})
 
     def _copy(self, source: str, target: str, keys: tuple[str, ...]) -> None:
-        row = self.store.config_rows().get(source, {})
+        row = self.ctx.store.config_rows().get(source, {})
         facts = {k: row[k] for k in keys if row.get(k, "") != ""}
         if facts:
-            self.store.update_config(target, **facts)
+            self.ctx.store.update_config(target, **facts)
 
 
 def key_name(key: str) -> str:

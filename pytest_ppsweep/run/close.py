@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ppsweep.measure.configrow import ConfigRow
+from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.results.runstatus import RunStatus, qualify
 
 if TYPE_CHECKING:
     from pytest_ppsweep.gate.comparison import Comparison
@@ -38,9 +40,11 @@ def close(
     not_run: Mapping[str, str],
     compare_ref: Path | None,
     thresholds: dict[str, Any],
+    status: RunStatus | None = None,
 ) -> Closed:
-    """Close the run folder: not-run layouts, sweep order, benchmark.json, summary.csv and,
-    with a reference run, gate.csv with the fields each point differs in."""
+    """Close the run folder: not-run layouts, sweep order, benchmark.json, the run's status in
+    run.json, summary.csv and answers.json (qualified by the status: results/runstatus.py)
+    and, with a reference run, gate.csv with the fields each point differs in."""
     from pytest_ppsweep import gate
     from pytest_ppsweep.gate import benchjson, differs
     from pytest_ppsweep.results.sloanswer import write_if_absent
@@ -51,7 +55,9 @@ def close(
     if store.results_csv.exists():
         benchjson.write_benchmark_json(store.dir)
     write_if_absent(store.dir, store.run_id)  # the SLO answers, unless every kind's were written
-    analysis, note = summarize(store.dir)
+    if status is not None:
+        RunJson(store).run_status(status.status, status.detail())
+    analysis, note = summarize(store.dir, status)
     rows = None
     if compare_ref is not None:
         rows = gate.compare(store.dir, compare_ref, thresholds)
@@ -60,9 +66,10 @@ def close(
     return Closed(store.dir, analysis, note, rows)
 
 
-def summarize(run_dir: Path) -> tuple[Analysis | None, str]:
-    """Aggregate the run folder, write summary.csv and answers.json; without rounds to
-    aggregate, None and the note that says why."""
+def summarize(run_dir: Path, status: RunStatus | None = None) -> tuple[Analysis | None, str]:
+    """Aggregate the run folder, write summary.csv and answers.json (an interrupted or partial
+    run's answers qualified by its ``status``); without rounds to aggregate, None and the note
+    that says why."""
     from pytest_ppsweep.report.html import analyse, save
     from pytest_ppsweep.results.aggregate import RunFolderError
 
@@ -70,6 +77,9 @@ def summarize(run_dir: Path) -> tuple[Analysis | None, str]:
         analysis = analyse(run_dir)
     except RunFolderError as exc:
         return None, f"no summary: {exc}"
+    if status is not None:
+        data, summary, verdicts, answers = analysis
+        analysis = (data, summary, verdicts, qualify(answers, status))
     save(analysis[0], analysis[1], analysis[3])
     return analysis, ""
 

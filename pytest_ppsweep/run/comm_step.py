@@ -4,14 +4,11 @@ stopped: torn down first if it is up, never booted otherwise."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.matrix.model import Config, Sweep
-from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.matrix.model import Config
+from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.lifecycle import Lifecycle
-from pytest_ppsweep.run.live import LiveStatus
 
 if TYPE_CHECKING:
     from pytest_ppsweep.comm.runner import DomainRun
@@ -22,21 +19,9 @@ __all__ = ["CommStep"]
 class CommStep:
     """The all-reduce benchmark of the layouts of one run."""
 
-    def __init__(
-        self,
-        sweep: Sweep,
-        store: RunStore,
-        registry: Registry,
-        lifecycle: Lifecycle,
-        progress: Callable[[str], None],
-        live: LiveStatus,
-    ) -> None:
-        self.sweep = sweep
-        self.store = store
-        self.registry = registry
+    def __init__(self, ctx: RunContext, lifecycle: Lifecycle) -> None:
+        self.ctx = ctx
         self.lifecycle = lifecycle
-        self.progress = progress
-        self.live = live
 
     def comm(self, config: Config) -> list[DomainRun]:
         """The all-reduce benchmark on each TP domain of ``config`` (seeds §9.2), with its
@@ -48,26 +33,26 @@ class CommStep:
 
         sid = config.id
         if sid in self.lifecycle.up:
-            self.progress(f"{sid}: service stopped for the all-reduce benchmark")
+            self.ctx.progress(f"{sid}: service stopped for the all-reduce benchmark")
             self.lifecycle.teardown(self.lifecycle.up[sid])
         cluster = self.lifecycle.cluster_for(config)
         started = time.monotonic()
-        self.progress(f"{sid}: all-reduce benchmark on {cluster.name}")
+        self.ctx.progress(f"{sid}: all-reduce benchmark on {cluster.name}")
         try:
             runs, notes = run_comm(
-                self.sweep, cluster, config, self.store, self.registry,
-                status=lambda text: self.live.status(sid, f"{sid} comm {text}", state="comm"),
+                self.ctx.sweep, cluster, config, self.ctx.store, self.ctx.registry,
+                status=lambda text: self.ctx.live.status(sid, f"{sid} comm {text}", state="comm"),
             )
         finally:
-            self.live.end(sid)
+            self.ctx.live.end(sid)
             self.lifecycle.held(sid, started)
         for note in notes:
-            self.progress(f"{sid}: {note}")
+            self.ctx.progress(f"{sid}: {note}")
         for run in runs:
             by = {int(r["size_bytes"]): r for r in run.rows}
             big = by.get(max(by)) if by else None
             if big is not None:
-                self.progress(
+                self.ctx.progress(
                     f"{sid}: all-reduce {run.domain.name} ({run.domain.label}): "
                     f"{len(run.rows)} sizes, {size_label(int(big['size_bytes']))} in "
                     f"{float(big['time_us']) / 1000:.3f} ms, busbw {float(big['busbw_gbs']):.2f} "

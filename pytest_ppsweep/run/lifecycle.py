@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Sequence
 from concurrent.futures import wait as futures_wait
 from typing import Any
 
@@ -14,19 +13,16 @@ import requests
 
 from pytest_ppsweep.check import topology_problems
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, cluster_for
+from pytest_ppsweep.matrix.model import Cluster, Config
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.measure.gpu import GpuMemory, not_released, worst_rank
-from pytest_ppsweep.measure.phases import PhaseClock
 from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore
-from pytest_ppsweep.measure.snapshots import GpuSnapshots
 from pytest_ppsweep.redact import redact
+from pytest_ppsweep.results.runstatus import INTERRUPTED_BOOT
 from pytest_ppsweep.run.booted import Booted
-from pytest_ppsweep.run.live import LiveStatus, boot_status
-from pytest_ppsweep.run.rounds import Workloads
+from pytest_ppsweep.run.context import RunContext
+from pytest_ppsweep.run.live import boot_status
 from pytest_ppsweep.service.launch import Service
 from pytest_ppsweep.service.logscan import Finding, simulated_time_scale
 from pytest_ppsweep.service.probe import Topology, server_info, topology
@@ -43,40 +39,20 @@ class Lifecycle:
     """Boots and tears down the layouts of one sweep on its clusters; keeps the layouts that
     are up and the cluster time each one held."""
 
-    def __init__(
-        self,
-        sweep: Sweep,
-        clusters: Sequence[Cluster],
-        store: RunStore,
-        registry: Registry,
-        snapshots: GpuSnapshots,
-        workloads: Workloads,
-        phases: PhaseClock,
-        progress: Callable[[str], None],
-        live: LiveStatus,
-    ) -> None:
-        self.sweep = sweep
-        self.clusters = tuple(clusters)
-        self.store = store
-        self.registry = registry
-        self.snapshots = snapshots
-        self.workloads = workloads
-        self.phases = phases
-        self.progress = progress
-        self.live = live
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
         self.up: dict[str, Booted] = {}  # layouts booted and not yet torn down (comm stops one)
-        self._busy: dict[str, float] = {}  # config id → seconds of cluster time so far
 
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
-        return cluster_for(self.clusters, config)
+        return self.ctx.clusters.cluster_for(config)
 
     # -- boot -----------------------------------------------------------------------------------
 
     def boot(self, config: Config) -> Booted:
         """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
         started = time.monotonic()
-        row = ConfigRow(self.store, config.id)
+        row = ConfigRow(self.ctx.store, config.id)
         service, before = self._launch(config, row)
         self._wait(service, before, row, started)
         info, topo = self._server_info(service, before, row, started)
@@ -89,37 +65,42 @@ class Lifecycle:
         cluster = self.cluster_for(config)
         row.placed(cluster.name)
         # Written before the boot, so a resumed or reusing run compares like with like.
-        manifest.write(self.store.dir, sid, manifest.build(self.sweep, cluster, config))
-        before = self.snapshots.take(cluster, sid, "before")
+        manifest.write(self.ctx.store.dir, sid, manifest.build(self.ctx.sweep, cluster, config))
+        before = self.ctx.snapshots.take(cluster, sid, "before")
         service = Service(
-            self.sweep,
+            self.ctx.sweep,
             cluster,
             config,
-            self.store.service_dir(sid),
-            progress=self.progress,
-            run_id=self.store.run_id,
-            registry=self.registry,
+            self.ctx.store.service_dir(sid),
+            progress=self.ctx.progress,
+            run_id=self.ctx.store.run_id,
+            registry=self.ctx.registry,
             on_status=lambda status: self._booting(config, status),
         )
-        self.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
+        self.ctx.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
         return service, before
 
     def _wait(self, service: Service, before: list[GpuMemory], row: ConfigRow,
               started: float) -> None:
         """Every rank started and healthy; a boot failure is recorded and cleaned up."""
         sid = service.config.id
-        self.live.begin(sid)
+        self.ctx.live.begin(sid)
         try:
             try:
                 self._enter(service)
             finally:
-                self.live.end(sid)
+                self.ctx.live.end(sid)
         except BootFailed as exc:
-            self.live.took(sid, "failed", service.boot_s)
+            self.ctx.live.took(sid, "failed", service.boot_s)
             row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), exc.reason)
             self._given_up(service.cluster, sid, before, started)
             raise
-        self.live.took(sid, "boot", service.boot_s)
+        except KeyboardInterrupt:
+            # Ctrl-C/SIGTERM/SIGHUP during the boot: the layout was interrupted, not failed (a
+            # resume boots it again)
+            row.boot_failed(None, INTERRUPTED_BOOT)
+            raise
+        self.ctx.live.took(sid, "boot", service.boot_s)
 
     def _server_info(self, service: Service, before: list[GpuMemory], row: ConfigRow,
                      started: float) -> tuple[dict[str, Any], Topology]:
@@ -127,7 +108,7 @@ class Lifecycle:
         ``healthy`` snapshot meanwhile); anything wrong stops the layout."""
         sid, config, cluster = service.config.id, service.config, service.cluster
         info_started = time.perf_counter()
-        healthy = self.snapshots.aside(cluster, sid, "healthy")  # alongside the server info
+        healthy = self.ctx.snapshots.aside(cluster, sid, "healthy")  # alongside the server info
         try:
             try:
                 info = server_info(service.base_url)
@@ -139,15 +120,15 @@ class Lifecycle:
                                       service.findings())
                 row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), failed.reason)
                 raise failed from None
-            self.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
+            self.ctx.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
             topo = topology(info)
             # The plugin's own record of the checks that resume and the report rely on; the
             # user's tests assert what they like.
-            server = self.sweep.server_args(config)
+            server = self.ctx.sweep.server_args(config)
             wrong = topology_problems(config, server, topo, len(cluster.hosts))
             row.topology(not wrong)
-            RunJson(self.store).server(topo.version, topo.simulated, topo.time_scale)
-            self.phases.add(sid, "server info", time.perf_counter() - info_started)
+            RunJson(self.ctx.store).server(topo.version, topo.simulated, topo.time_scale)
+            self.ctx.phases.add(sid, "server info", time.perf_counter() - info_started)
             healthy.result()
         except BaseException:
             futures_wait([healthy])  # the snapshot ends before the ranks stop
@@ -163,7 +144,7 @@ class Lifecycle:
         # Emulated seconds on the emulator, as every time of results.csv (held_s stays real).
         boot_s = _scaled(service.boot_s, topo.time_scale)
         if topo.simulated and boot_s is not None and service.boot_s is not None:
-            self.progress(
+            self.ctx.progress(
                 f"{sid}: startup {boot_s:.0f} s emulated ({service.boot_s:.1f} s real "
                 f"× {topo.time_scale:g})"
             )
@@ -185,7 +166,7 @@ class Lifecycle:
         sid = service.config.id
         wall, t0 = time.time(), time.perf_counter()
         healthy = False
-        self.snapshots.changed(service.cluster)
+        self.ctx.snapshots.changed(service.cluster)
         try:
             service.__enter__()
             healthy = True
@@ -193,27 +174,28 @@ class Lifecycle:
             took = time.perf_counter() - t0
             # healthy: boot_s is the boot wait alone; failed: the whole attempt counts as boot
             waited = min(took, service.boot_s) if healthy and service.boot_s is not None else took
-            self.phases.add(sid, "boot", waited)
-            self.phases.add(sid, "launch", took - waited)
-            self.phases.mark(sid, wall, wall + took)
+            self.ctx.phases.add(sid, "boot", waited)
+            self.ctx.phases.add(sid, "launch", took - waited)
+            self.ctx.phases.mark(sid, wall, wall + took)
 
     def _booting(self, config: Config, status: BootStatus) -> None:
         """Every poll of the boot wait: the status, and the workload made meanwhile (after the
         launch, whose process starts it would slow)."""
-        self.workloads.prepare(config)
+        self.ctx.workloads.prepare(config)
         text, state = boot_status(status)
-        self.live.status(status.config_id, text, state=state)
+        self.ctx.live.status(status.config_id, text, state=state)
 
     # -- teardown -------------------------------------------------------------------------------
 
     def _stop(self, service: Service) -> None:
-        self.snapshots.changed(service.cluster)
-        with self.phases.timed(service.config.id, "teardown"):
+        self.ctx.snapshots.changed(service.cluster)
+        with self.ctx.phases.timed(service.config.id, "teardown"):
             service.stop()
 
     def _write_phases(self, config_id: str) -> None:
         """The layout's phases so far into ``metadata/phases.json`` (measure.phases)."""
-        self.store.update_json("metadata/phases.json", **{config_id: self.phases.row(config_id)})
+        self.ctx.store.update_json("metadata/phases.json",
+                                   **{config_id: self.ctx.phases.row(config_id)})
 
     def teardown(self, booted: Booted) -> None:
         """Record what the layout's logs and GPU memory show after its tests, then stop it."""
@@ -225,27 +207,28 @@ class Lifecycle:
         ranks = len(booted.service.specs)
         try:
             try:
-                self.live.status(sid, f"{sid} log scan | {ranks} rank logs", state="log scan")
-                with self.phases.timed(sid, "log scan"):
+                self.ctx.live.status(sid, f"{sid} log scan | {ranks} rank logs", state="log scan")
+                with self.ctx.phases.timed(sid, "log scan"):
                     self.record_logs(sid, booted.service.findings())
                 if booted.cluster.nvidia_smi:
-                    self.record_memory(sid, self.snapshots.take(booted.cluster, sid, "after"))
+                    self.record_memory(sid, self.ctx.snapshots.take(booted.cluster, sid, "after"))
             except (HostError, ValueError, OSError) as exc:
                 warnings.warn(
                     f"{sid}: no record after the tests: {exc}", GpuMemoryWarning, stacklevel=2
                 )
             finally:
-                self.live.status(sid, f"{sid} teardown | stopping {ranks} ranks", state="teardown")
+                self.ctx.live.status(sid, f"{sid} teardown | stopping {ranks} ranks",
+                                     state="teardown")
                 self._stop(booted.service)
             self.after_stop(booted.cluster, booted.service.config.id, booted.before)
         finally:
-            self.live.end(sid)
+            self.ctx.live.end(sid)
         self.held(booted.service.config.id, started)
         self._write_phases(sid)
 
     def after_stop(self, cluster: Cluster, config_id: str, before: list[GpuMemory]) -> None:
         try:
-            cleaned = self.snapshots.take(cluster, config_id, "cleaned")
+            cleaned = self.ctx.snapshots.take(cluster, config_id, "cleaned")
         except (HostError, ValueError, OSError) as exc:  # OSError: the run folder's disk full
             warnings.warn(
                 f"{config_id}: no GPU snapshot after cleanup: {exc}", GpuMemoryWarning, stacklevel=2
@@ -262,26 +245,22 @@ class Lifecycle:
 
     # -- what the layout cost and left ----------------------------------------------------------
 
-    def worked(self, config_id: str, seconds: float) -> None:
-        """A test of ``config_id`` used its service for ``seconds``."""
-        self._busy[config_id] = self._busy.get(config_id, 0.0) + seconds
-
     def held(self, config_id: str, started: float) -> None:
         """The cluster time a layout needs: its boot, its tests and its teardown, without the
         waits between them (an xdist worker may idle with a layout still up). A later run's
         pool plan is made from it (pytest_ppsweep.pool.balance). Real seconds, on the emulator
         too: it is what the layout costs the cluster, unlike boot_s (emulated there)."""
-        self.worked(config_id, time.monotonic() - started)
-        ConfigRow(self.store, config_id).held(self._busy[config_id])
+        self.ctx.cluster_time.worked(config_id, time.monotonic() - started)
+        ConfigRow(self.ctx.store, config_id).held(self.ctx.cluster_time.of(config_id))
 
     def record_logs(self, config_id: str, findings: list[Finding]) -> None:
-        ConfigRow(self.store, config_id).logs(len(findings))
+        ConfigRow(self.ctx.store, config_id).logs(len(findings))
 
     def record_memory(self, config_id: str, gpus: list[GpuMemory]) -> None:
         worst = worst_rank(gpus)
         if worst is None:
             return
-        ConfigRow(self.store, config_id).memory(worst)
+        ConfigRow(self.ctx.store, config_id).memory(worst)
 
 
 def _scaled(seconds: float | None, time_scale: float) -> float | None:

@@ -7,19 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.cluster.backends import host_for
-from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.matrix.model import ProfileSpec, Sweep
+from pytest_ppsweep.matrix.model import ProfileSpec
 from pytest_ppsweep.measure import bench
-from pytest_ppsweep.measure.runstore import RunStore
-from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
+from pytest_ppsweep.measure.workload import generate_prompts
 from pytest_ppsweep.profile import attribution, collect, summary, trace, window
 from pytest_ppsweep.run.booted import Booted
+from pytest_ppsweep.run.context import RunContext
 
 __all__ = ["WINDOW_END_S", "ProfileStep"]
 
@@ -31,23 +29,8 @@ WINDOW_END_S = 15.0
 class ProfileStep:
     """The profile window of the layouts of one run."""
 
-    def __init__(
-        self,
-        sweep: Sweep,
-        store: RunStore,
-        registry: Registry,
-        spec: WorkloadSpec,
-        progress: Callable[[str], None],
-        worked: Callable[[str, float], None],
-    ) -> None:
-        """``spec``: the sweep's workload (the window's round is made from it); ``worked``:
-        where the window's cluster time goes (the lifecycle's account)."""
-        self.sweep = sweep
-        self.store = store
-        self.registry = registry
-        self.spec = spec
-        self.progress = progress
-        self.worked = worked
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
 
     def profile_round(self, booted: Booted) -> attribution.LayoutProfile:
         """One extra round wrapped by SGLang's /start_profile and /stop_profile, kept out of the
@@ -56,22 +39,22 @@ class ProfileStep:
         attributed (``attribution.json``, ``profile.csv``). Raises ``collect.ProfileError``
         naming the node of a missing trace, ``trace.TraceError`` naming a file that cannot be
         parsed, ``LayoutDead`` when a rank dies meanwhile."""
-        spec = self.sweep.profile or ProfileSpec()
+        spec = self.ctx.sweep.profile or ProfileSpec()
         cfg, cluster = booted.config, booted.cluster
         started = time.monotonic()
         booted.check_alive()
-        conc = spec.concurrency or max(self.sweep.workload.concurrency)
-        local = summary.layout_dir(self.store.dir, cfg.id)
+        conc = spec.concurrency or max(self.ctx.sweep.workload.concurrency)
+        local = summary.layout_dir(self.ctx.store.dir, cfg.id)
         local.mkdir(parents=True, exist_ok=True)
-        folder = collect.remote_dir(cluster, spec.output_dir, self.store.run_id, cfg.id, local)
+        folder = collect.remote_dir(cluster, spec.output_dir, self.ctx.store.run_id, cfg.id, local)
         profile_id = f"{time.time():.6f}"  # SGLang's own default is str(time.time())
         body = window.request_body(spec, folder, cfg.id, profile_id)
-        self.store.write_json(f"profile/{cfg.id}/request.json", body)
-        round_spec = replace(self.spec, warmup_requests=0,
-                             num_requests=spec.num_requests or self.spec.num_requests)
+        self.ctx.store.write_json(f"profile/{cfg.id}/request.json", body)
+        round_spec = replace(self.ctx.workloads.spec, warmup_requests=0,
+                             num_requests=spec.num_requests or self.ctx.workloads.spec.num_requests)
         prompts = generate_prompts(round_spec)
         url, scale = booted.service.base_url, booted.topology.time_scale
-        self.progress(f"{cfg.id}: profile window: {spec.num_steps} steps per rank, "
+        self.ctx.progress(f"{cfg.id}: profile window: {spec.num_steps} steps per rank, "
                       f"C={conc}, {round_spec.num_requests} requests, traces to {folder}")
         window.start(url, body, cfg.id)
         try:
@@ -94,7 +77,7 @@ class ProfileStep:
         def traces(timeout_s: float) -> list[Path]:
             return collect.collect_traces(
                 cluster, cfg, folder, local, f"{cfg.id}-{profile_id}",
-                host_for=lambda n: host_for(cluster, cluster.hosts[n], self.registry),
+                host_for=lambda n: host_for(cluster, cluster.hosts[n], self.ctx.registry),
                 timeout_s=timeout_s,
             )
 
@@ -109,14 +92,15 @@ class ProfileStep:
             stopped = window.stop(url, cfg.id)
             files = traces(spec.timeout_s)
         lp = attribution.aggregate(cfg.id, [trace.parse(f) for f in files])
-        summary.write_layout(self.store.dir, lp)
-        summary.write_table(self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs])
+        summary.write_layout(self.ctx.store.dir, lp)
+        summary.write_table(self.ctx.store.dir, self.ctx.sweep.baseline,
+                            [c.id for c in self.ctx.sweep.configs])
         ar = lp.calls.get("all_reduce", 0)
-        self.progress(
+        self.ctx.progress(
             f"{cfg.id}: profile window {'stopped' if stopped else 'ended after num_steps'}, "
             f"{result.completed}/{result.num_requests} requests, {len(files)} traces: "
             f"all-reduce {ar:g} calls {lp.cumulative_ms.get('all_reduce', 0.0):,.1f} ms, "
             f"exposed comm {lp.exposed_share:.1%}, overlap {lp.overlap_ratio:.1%}"
         )
-        self.worked(cfg.id, time.monotonic() - started)
+        self.ctx.cluster_time.worked(cfg.id, time.monotonic() - started)
         return lp

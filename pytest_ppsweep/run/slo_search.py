@@ -23,11 +23,10 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from pytest_ppsweep.matrix.model import Config, Sweep, Workload
+from pytest_ppsweep.matrix.model import Config, Workload
 from pytest_ppsweep.matrix.slospec import SloSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.metrics import RoundResult
@@ -38,8 +37,9 @@ from pytest_ppsweep.measure.workload import WorkloadSpec
 from pytest_ppsweep.results import cost
 from pytest_ppsweep.results.sloanswer import read_probes
 from pytest_ppsweep.run.booted import Booted
-from pytest_ppsweep.run.live import LiveStatus, RoundBar
-from pytest_ppsweep.run.rounds import Rounds, Workloads
+from pytest_ppsweep.run.context import RunContext
+from pytest_ppsweep.run.live import RoundBar
+from pytest_ppsweep.run.rounds import Rounds
 
 __all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path"]
 
@@ -149,29 +149,26 @@ def replay(search: Search, recorded: list[dict[str, str]], config_id: str) -> in
 class SloSearch:
     """The SLO search step of a run (what ``SweepRun.slo_search`` calls)."""
 
-    def __init__(self, sweep: Sweep, store: RunStore, workloads: Workloads, rounds: Rounds,
-                 progress: Callable[[str], None], live: LiveStatus,
-                 worked: Callable[[str, float], None]) -> None:
-        self.sweep, self.store, self.workloads, self.rounds = sweep, store, workloads, rounds
-        self.progress, self.live, self.worked = progress, live, worked
+    def __init__(self, ctx: RunContext, rounds: Rounds) -> None:
+        self.ctx, self.rounds = ctx, rounds
 
     def run(self, booted: Booted) -> SearchOutcome:
         """Search the highest load within the SLO of the layout's workload on ``booted``."""
         cfg: Config = booted.config
-        workload = self.sweep.workload_of(cfg)
+        workload = self.ctx.sweep.workload_of(cfg)
         slo = workload.slo
         if slo is None:
             raise ValueError(f"{cfg.id}: its workload has no SLO")
-        base, prompts = self.workloads.workload_for(cfg)
+        base, prompts = self.ctx.workloads.workload_for(cfg)
         scale = booted.topology.time_scale
         search = new_search(workload)
-        raw_dir = self.store.dir / "raw" / cfg.id
+        raw_dir = self.ctx.store.dir / "raw" / cfg.id
         raw_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        recorded = [r for r in read_probes(self.store.dir)
+        recorded = [r for r in read_probes(self.ctx.store.dir)
                     if r["config_id"] == cfg.id and r["workload"] == (cfg.workload or "default")]
         if replay(search, recorded, cfg.id):
-            self.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "
+            self.ctx.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "
                           "the interrupted run")
         while (step := search.next()) is not None:
             load, phase = step
@@ -184,7 +181,7 @@ class SloSearch:
             booted.check_alive()
             what = (f"SLO {phase} {k} (probe {search.spent + (phase == 'search')}/"
                     f"{slo.max_probes}) at {load_text(load, search.integer)} {search.unit}")
-            bar = RoundBar(self.live, cfg.id, what, spec.num_requests, scale)
+            bar = RoundBar(self.ctx.live, cfg.id, what, spec.num_requests, scale)
             with (raw_dir / f"slo-p{k}.jsonl").open("w", encoding="utf-8") as raw:
 
                 def write(record: dict[str, Any], raw: Any = raw, bar: RoundBar = bar) -> None:
@@ -201,20 +198,20 @@ class SloSearch:
                     booted.check_alive()
                     raise
                 finally:
-                    self.live.end(cfg.id)
+                    self.ctx.live.end(cfg.id)
             verdict = evaluate(result, slo)
-            _append(self.store, probe_row(self.store.run_id, self.sweep.gpu_hour_usd, booted,
-                                          workload, slo, k, phase, load, spec, conc, result,
-                                          verdict))
+            _append(self.ctx.store, probe_row(self.ctx.store.run_id, self.ctx.sweep.gpu_hour_usd,
+                                              booted, workload, slo, k, phase, load, spec, conc,
+                                              result, verdict))
             search.record(load, verdict.within)
-            self.progress(f"{cfg.id}: {what}: {'within' if verdict.within else 'outside'} the "
+            self.ctx.progress(f"{cfg.id}: {what}: {'within' if verdict.within else 'outside'} the "
                           f"SLO ({slo.text()})" + ("" if verdict.within else
                                                     f": {'; '.join(verdict.reasons)}"))
         outcome = search.outcome()
-        self.store.write_json(outcome_path(cfg.id), outcome_json(cfg, workload, outcome))
-        self.progress(f"{cfg.id}: highest load within {slo.text()}: {outcome.text()} "
+        self.ctx.store.write_json(outcome_path(cfg.id), outcome_json(cfg, workload, outcome))
+        self.ctx.progress(f"{cfg.id}: highest load within {slo.text()}: {outcome.text()} "
                       f"({time.monotonic() - started:.1f} s real)")
-        self.worked(cfg.id, time.monotonic() - started)
+        self.ctx.cluster_time.worked(cfg.id, time.monotonic() - started)
         return outcome
 
 

@@ -9,29 +9,29 @@ benchmark. Every step writes its evidence into the run folder
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, cluster_for
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.measure.gpu import GpuMemory
 from pytest_ppsweep.measure.metrics import RoundResult
-from pytest_ppsweep.measure.phases import PhaseClock
 from pytest_ppsweep.measure.runstore import RunStore
-from pytest_ppsweep.measure.snapshots import GpuSnapshots
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.boots import Boots
 from pytest_ppsweep.run.comm_step import CommStep
+from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.lifecycle import Lifecycle
-from pytest_ppsweep.run.live import LiveStatus, NoStatus
+from pytest_ppsweep.run.live import LiveStatus
 from pytest_ppsweep.run.profile_step import ProfileStep
-from pytest_ppsweep.run.rounds import Rounds, ThirdRepeat, Workloads
+from pytest_ppsweep.run.rounds import Rounds
 from pytest_ppsweep.run.slo_search import SloSearch
-from pytest_ppsweep.service.logscan import Finding
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pytest_ppsweep.comm.runner import DomainRun
     from pytest_ppsweep.measure.slosearch import SearchOutcome
     from pytest_ppsweep.profile.attribution import LayoutProfile
@@ -59,85 +59,54 @@ class SweepRun:
         without one has its own, closed by :meth:`close`); ``done``: rounds finished before a
         resume; ``compare_ref`` and ``thresholds``: the gate's reference and thresholds;
         ``live`` shows each layout's status while it boots, runs a round and stops."""
-        self.sweep = sweep
-        # The clusters this process may boot on: the pool, or under xdist the leased one.
-        self.clusters = tuple(clusters)
-        self.store = store
-        self.progress = progress
-        self.live: LiveStatus = live if live is not None else NoStatus()
         self._own_registry = registry is None
-        self.registry = registry if registry is not None else Registry()
+        # What every step shares, built once (run/context.py).
+        self.context = RunContext.build(
+            sweep, clusters, store, registry if registry is not None else Registry(), progress,
+            live)
         self.compare_ref = compare_ref
         self.thresholds: dict[str, Any] = dict(thresholds or {})
-        self.phases = PhaseClock()  # where each layout's cluster time goes (metadata/phases.json)
-        self.snapshots = GpuSnapshots(store, self.phases, self.registry)
-        self.workloads = Workloads(sweep)
-        self.lifecycle = Lifecycle(sweep, self.clusters, store, self.registry, self.snapshots,
-                                   self.workloads, self.phases, progress, self.live)
-        self.boots = Boots(self.lifecycle, store, progress)  # one per server configuration
-        self.rounds = Rounds(sweep, store, self.workloads, self.snapshots, self.phases,
-                             progress, self.live, done)
-        self.profiler = ProfileStep(sweep, store, self.registry, self.workloads.spec, progress,
-                                    self.lifecycle.worked)
-        self.comm_step = CommStep(sweep, store, self.registry, self.lifecycle, progress,
-                                  self.live)
-        self.slo = SloSearch(sweep, store, self.workloads, self.rounds, progress, self.live,
-                             self.lifecycle.worked)
+        ctx = self.context
+        self.lifecycle = Lifecycle(ctx)
+        self.boots = Boots(ctx, self.lifecycle)  # one per server configuration
+        self.rounds = Rounds(ctx, done)
+        self.profiler = ProfileStep(ctx)
+        self.comm_step = CommStep(ctx, self.lifecycle)
+        self.slo = SloSearch(ctx, self.rounds)
 
-    # -- what the run measures ------------------------------------------------------------------
+    # -- what a sweep's tests read ------------------------------------------------------------
 
     @property
-    def done(self) -> frozenset[tuple[str, int, int]]:
-        """The rounds finished before a resume (kept, not run again)."""
-        return self.rounds.done
+    def sweep(self) -> Sweep:
+        return self.context.sweep
 
     @property
-    def third_repeat(self) -> ThirdRepeat | None:
-        """--ppsweep-adaptive: (config id, C, Input TPS of 2 repeats) -> why the 3rd is skipped."""
-        return self.rounds.third_repeat
-
-    @third_repeat.setter
-    def third_repeat(self, gate: ThirdRepeat | None) -> None:
-        self.rounds.third_repeat = gate
-
-    @property
-    def spec(self) -> WorkloadSpec:
-        """The sweep's workload as the load generator takes it."""
-        return self.workloads.spec
-
-    @property
-    def prompts(self) -> PromptSet:
-        return self.workloads.prompts
-
-    def workload_for(self, config: Config) -> tuple[WorkloadSpec, PromptSet]:
-        """The spec and prompt set of the workload ``config`` measures."""
-        return self.workloads.workload_for(config)
-
-    def use_clusters(self, clusters: Sequence[Cluster]) -> None:
-        """The clusters once their nodes are known (a slurm cluster's, from its allocation,
-        made after the run was set up: session/setup.py)."""
-        self.clusters = tuple(clusters)
-        self.lifecycle.clusters = self.clusters
+    def store(self) -> RunStore:
+        return self.context.store
 
     @property
     def cluster(self) -> Cluster:
         """The first (under xdist: the only) cluster of this process."""
-        return self.clusters[0]
+        return self.context.clusters.first()
 
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
-        return cluster_for(self.clusters, config)
+        return self.context.clusters.cluster_for(config)
+
+    def workload_for(self, config: Config) -> tuple[WorkloadSpec, PromptSet]:
+        """The spec and prompt set of the workload ``config`` measures."""
+        return self.context.workloads.workload_for(config)
 
     def server_args(self, config: Config) -> dict[str, Any]:
         """The server arguments ``config`` boots with (``Sweep.server_args``)."""
-        return self.sweep.server_args(config)
+        return self.context.sweep.server_args(config)
 
     # -- the steps ------------------------------------------------------------------------------
 
     def snapshot_gpus(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory]:
         """nvidia-smi on every node at once; written to ``gpu/<config>/<moment>.csv``
         (``measure.snapshots``)."""
-        return self.snapshots.take(cluster, config_id, moment)
+        return self.context.snapshots.take(cluster, config_id, moment)
 
     def boot(self, config: Config) -> Booted:
         """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
@@ -163,14 +132,6 @@ class SweepRun:
         """Record what the layout's logs and GPU memory show after its tests, then stop it."""
         self.lifecycle.teardown(booted)
 
-    def after_stop(self, cluster: Cluster, config_id: str, before: list[GpuMemory]) -> None:
-        """The GPUs after cleanup, with a warning when they are not back to ``before``."""
-        self.lifecycle.after_stop(cluster, config_id, before)
-
-    def worked(self, config_id: str, seconds: float) -> None:
-        """A test of ``config_id`` used its service for ``seconds``."""
-        self.lifecycle.worked(config_id, seconds)
-
     def run_rounds(self, booted: Booted, concurrency: int) -> list[RoundResult]:
         """All repeats of one concurrency; every round is on disk before the next starts."""
         return self.rounds.run_rounds(booted, concurrency)
@@ -183,13 +144,7 @@ class SweepRun:
         """The all-reduce benchmark on each TP domain of ``config`` (``run.comm_step``)."""
         return self.comm_step.comm(config)
 
-    def record_logs(self, config_id: str, findings: list[Finding]) -> None:
-        self.lifecycle.record_logs(config_id, findings)
-
-    def record_memory(self, config_id: str, gpus: list[GpuMemory]) -> None:
-        self.lifecycle.record_memory(config_id, gpus)
-
     def close(self) -> None:
         """Stop what is left and close the connections, when the run owns its registry."""
         if self._own_registry:
-            self.registry.close()
+            self.context.registry.close()

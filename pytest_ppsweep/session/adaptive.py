@@ -11,22 +11,28 @@ import pytest
 from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.collection import _params
-from pytest_ppsweep.session.state import SessionState
 
 if TYPE_CHECKING:
+    from pytest_ppsweep import continuity
     from pytest_ppsweep.run.adaptive import AdaptiveSweep
     from pytest_ppsweep.run.sweeprun import SweepRun
 
 __all__ = ["Adaptive"]
 
 
-class Adaptive(SessionState):
+class Adaptive:
     """The session's side of --ppsweep-adaptive (serial runs only)."""
 
-    run: SweepRun
-    adaptive: AdaptiveSweep | None
+    def __init__(self, config: pytest.Config, run: SweepRun, ids: list[str],
+                 plan: continuity.Plan, worker: bool) -> None:
+        self.config = config
+        self.run = run
+        self.ids = ids
+        self.plan = plan
+        self.worker = worker
+        self.planner: AdaptiveSweep | None = None  # set by start() with --ppsweep-adaptive
 
-    def _start_adaptive(self) -> None:
+    def start(self) -> None:
         """With --ppsweep-adaptive: the planner decides the order of the layouts and which to
         skip (serial runs only: one process must see every layout's rounds)."""
         tolerance = options.adaptive_tolerance(self.config)
@@ -38,19 +44,18 @@ class Adaptive(SessionState):
                 "to boot after each one), found pytest-xdist -n; drop -n or the option")
         from pytest_ppsweep.run.adaptive import AdaptiveSweep
 
-        cluster = self.pool[0]
-        self.adaptive = AdaptiveSweep(self.sweep, self.ids, self.store.dir, cluster.gpus,
-                                      cluster.gpus_per_node, tolerance, self.progress)
-        self.run.third_repeat = self.adaptive.third_repeat
+        ctx = self.run.context
+        self.planner = AdaptiveSweep.of(ctx, self.ids, tolerance)
+        self.run.rounds.third_repeat = self.planner.third_repeat
         # a point whose third repeat the planner skipped has two: the verdict accepts them
-        RunJson(self.store).adaptive(min_repeats=min(self.sweep.min_repeats, 2))
-        self.progress(f"adaptive: the planner orders the layouts and stops when the best is "
-                      f"decided (tolerance {tolerance:.0%})")
+        RunJson(ctx.store).adaptive(min_repeats=min(ctx.sweep.min_repeats, 2))
+        ctx.progress(f"adaptive: the planner orders the layouts and stops when the best is "
+                     f"decided (tolerance {tolerance:.0%})")
 
-    def adaptive_order(self, items: list[pytest.Item], start: int = 0) -> None:
+    def order(self, items: list[pytest.Item], start: int = 0) -> None:
         """Put the layout the planner boots next at ``items[start:]``'s front; refit first
         when a layout was just measured (``start`` > 0)."""
-        if self.adaptive is None or self.config.option.collectonly:
+        if self.planner is None or self.config.option.collectonly:
             return
         blocks: dict[str, list[pytest.Item]] = {}
         others: list[pytest.Item] = []
@@ -60,44 +65,45 @@ class Adaptive(SessionState):
         if not blocks:
             return
         if start > 0:
-            self.adaptive.refit()
-        chosen = self.adaptive.next_layout(list(blocks))
+            self.planner.refit()
+        chosen = self.planner.next_layout(list(blocks))
         for cid in blocks:
-            why = self.adaptive.skip_reason(cid)
+            why = self.planner.skip_reason(cid)
             if why:
                 self.plan.skip_configs[cid] = why
         order = [*([chosen] if chosen else []), *(c for c in blocks if c != chosen)]
         items[start:] = others + [item for cid in order for item in blocks[cid]]
 
-    def adaptive_after(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    def after(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """After a layout's last test: refit and choose the next layout."""
-        if self.adaptive is None:
+        if self.planner is None:
             return
         cid = _params(item).get("ppsweep_config")
         if cid is None or (nextitem is not None
                            and _params(nextitem).get("ppsweep_config") == cid):
             return
-        if self.adaptive.skip_reason(str(cid)):
+        if self.planner.skip_reason(str(cid)):
             return
         items = item.session.items
         if item in items:
-            self.adaptive_order(items, items.index(item) + 1)
+            self.order(items, items.index(item) + 1)
 
-    def adaptive_skip(self, item: pytest.Item) -> None:
+    def skip(self, item: pytest.Item) -> None:
         """A test of a layout the planner skipped is skipped with the reason."""
-        if self.adaptive is None:
+        if self.planner is None:
             return
         cid = _params(item).get("ppsweep_config")
-        why = self.adaptive.skip_reason(str(cid)) if cid is not None else None
+        why = self.planner.skip_reason(str(cid)) if cid is not None else None
         if why:
             pytest.skip(f"{cid}: {why}")
 
-    def _finish_adaptive(self) -> None:
+    def finish(self) -> None:
         """The last fit, the plan, and the skipped layouts out of the judged selection."""
-        if self.adaptive is None:
+        if self.planner is None:
             return
-        skipped = self.adaptive.finish()
+        skipped = self.planner.finish()
         if skipped:
-            self.progress(f"adaptive: {len(skipped)} layout(s) predicted, not measured: "
-                          f"{', '.join(skipped)} (planner/plan.csv)")
-            RunJson(self.store).drop_skipped(self.adaptive.skipped)
+            self.run.context.progress(
+                f"adaptive: {len(skipped)} layout(s) predicted, not measured: "
+                f"{', '.join(skipped)} (planner/plan.csv)")
+            RunJson(self.run.context.store).drop_skipped(self.planner.skipped)

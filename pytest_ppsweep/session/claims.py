@@ -14,23 +14,29 @@ import pytest
 
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.session import options
-from pytest_ppsweep.session.state import SessionState
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.claim import Claim
+    from pytest_ppsweep.run.context import RunContext
+    from pytest_ppsweep.session.progress import Progress
 
 __all__ = ["Claims"]
 
 STATUS_KEY = "cluster claim"
 
 
-class Claims(SessionState):
+class Claims:
     """Take the run's claims on its clusters, and give them back."""
 
-    matrix: Path
-    claims: list[Claim]  # set by the owner's __init__ (empty until the preflight)
+    def __init__(self, config: pytest.Config, matrix: Path, ctx: RunContext,
+                 progress: Progress) -> None:
+        self.config = config
+        self.matrix = matrix
+        self.ctx = ctx
+        self.progress = progress
+        self.held: list[Claim] = []  # this run's claims (controller; empty until the preflight)
 
-    def _claim_clusters(self) -> None:
+    def claim(self) -> None:
         from pytest_ppsweep.cluster.claim import CLAIM_LOST, ClusterBusy, claim_all
 
         wait_s = options.wait_cluster_s(self.config)
@@ -41,13 +47,13 @@ class Claims(SessionState):
                                  state=message.split(" (heartbeat")[0])
 
         def lost(claim: Claim) -> None:  # the verdicts mark the rounds since INVALID
-            self.store.update_json(CLAIM_LOST, **{claim.cluster.name: {
+            self.ctx.store.update_json(CLAIM_LOST, **{claim.cluster.name: {
                 "since": claim.lost_since, "why": claim.lost}})
 
         try:
-            self.claims = claim_all(self.pool, self.store.run_id, self.registry,
-                                    wait_s=wait_s, on_wait=waiting, say=self.progress,
-                                    on_lost=lost)
+            self.held = claim_all(self.ctx.clusters.all, self.ctx.store.run_id,
+                                  self.ctx.registry, wait_s=wait_s, on_wait=waiting,
+                                  say=self.progress, on_lost=lost)
         except ClusterBusy as exc:
             raise pytest.UsageError(f"{exc}; nothing was launched (wait for it with "
                                     "--ppsweep-wait-cluster [SECONDS])") from None
@@ -57,13 +63,13 @@ class Claims(SessionState):
         finally:
             self.progress.end(STATUS_KEY)
 
-    def _release_claims(self) -> None:
+    def release(self) -> None:
         """Give the claims back (the ranks stopped and reaped first); a claim another run
         took over meanwhile (this run looked dead) is said on stderr."""
-        for claim in self.claims:
+        for claim in self.held:
             if claim.lost:
                 sys.stderr.write(f"ppsweep: WARNING: cluster {claim.cluster.name}: "
                                  f"{claim.lost} during this run (the rounds measured since "
                                  "are INVALID: the cluster was shared)\n")
             claim.release()
-        self.claims = []
+        self.held = []

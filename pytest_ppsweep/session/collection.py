@@ -16,15 +16,17 @@ from pytest_ppsweep.matrix.model import boot_groups
 from pytest_ppsweep.measure.eta import SweepClock
 from pytest_ppsweep.measure.runjson import RunJson, run_id_of
 from pytest_ppsweep.session import options
-from pytest_ppsweep.session.quiet import Quiet
-from pytest_ppsweep.session.setup import Nodes
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
     from pytest_ppsweep.run.sweeprun import SweepRun
+    from pytest_ppsweep.session.progress import Progress
+    from pytest_ppsweep.session.quiet import QuietRun
+    from pytest_ppsweep.session.runstate import RunState
+    from pytest_ppsweep.session.setup import Nodes
 
 __all__ = [
-    "Collection",
+    "Selection",
     "baseline_manifest",
     "baseline_ref",
     "points_from_ids",
@@ -32,13 +34,35 @@ __all__ = [
 ]
 
 
-class Collection(Quiet, Nodes):
-    """The session's collection hooks and the selection they make."""
+class Selection:
+    """The session's collection hooks and the selection they make (the controller's; a worker
+    only parametrises and notes its tests)."""
 
-    baseline_ref: Path | None
-    selected: dict[str, set[int]] | None
-    run: SweepRun
-    _tests: dict[str, list[str]]
+    def __init__(
+        self,
+        config: pytest.Config,
+        run: SweepRun,
+        ids: list[str],
+        plan: continuity.Plan,
+        compare_ref: Path | None,
+        baseline_ref: Path | None,
+        state: RunState,
+        quiet: QuietRun,
+        nodes: Nodes,
+        progress: Progress,
+    ) -> None:
+        self.config = config
+        self.run = run
+        self.sweep = run.sweep
+        self.ids = ids
+        self.plan = plan
+        self.compare_ref = compare_ref
+        self.baseline_ref = baseline_ref  # --ppsweep-baseline-from, checked at start
+        self.state = state
+        self.quiet = quiet
+        self.nodes = nodes
+        self.progress = progress
+        self.tests: dict[str, list[str]] = {}  # config id → its tests, as collected
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         """One session-scoped ``ppsweep_config`` per selected layout; ``concurrency`` per C. A
@@ -118,7 +142,7 @@ class Collection(Quiet, Nodes):
             if cid is None:
                 continue
             if _counts_for_resume(item):
-                self._tests.setdefault(cid, []).append(item.nodeid)
+                self.tests.setdefault(cid, []).append(item.nodeid)
             if item.get_closest_marker("ppsweep_always"):
                 continue
             why = plan.skip_configs.get(cid)
@@ -175,7 +199,7 @@ class Collection(Quiet, Nodes):
     def worker_collected(self, ids: list[str]) -> None:
         """xdist: the controller collects nothing; the first worker's test ids tell the layouts
         (``test_x[<layout>]``, ``test_x[<layout>-c<C>]``)."""
-        if self.selected is not None:
+        if self.state.selected:
             return
         self.selection(points_from_ids(ids, self.ids))
 
@@ -184,24 +208,25 @@ class Collection(Quiet, Nodes):
         judges only those; when the baseline is not among them, which earlier run's baseline
         the deltas use (``--ppsweep-baseline-from``, else the newest matching run in the
         reports folder), or why there is none."""
-        if self.worker or self.selected is not None:
+        if self.state.worker or self.state.selected:
             return
-        self.selected = points
+        self.state.select(points)
         if not points:
-            self.nothing_selected()
-            if self.quiet and not self.dry_run:
+            self.quiet.nothing_selected()
+            if self.state.quiet and not self.state.dry_run:
                 return
-        elif not self.quiet:  # the run uses its clusters: a slurm cluster's allocation, now
-            with self.refusal():
-                self.allocate_nodes()
+        elif not self.state.quiet:  # the run uses its clusters: a slurm cluster's allocation
+            with self.quiet.refusal():
+                self.nodes.allocate()
+        ctx = self.run.context
         fields, notes = selection_fields(
-            self.sweep, self.pool, self.ids, points, self.run_dir_for_lookups(), self.baseline_ref
+            self.sweep, ctx.clusters.all, self.ids, points, self.quiet.run_dir_for_lookups(),
+            self.baseline_ref
         )
         for note in notes:
             self.progress(note)
-        RunJson(self.store).update(**fields)
-        self.plan_dry_run(points, notes)
-
+        RunJson(ctx.store).update(**fields)
+        self.quiet.plan_dry_run(ctx, self.ids, points, notes)
 
 
 def _params(item: pytest.Item) -> dict[str, Any]:

@@ -1,25 +1,29 @@
 """The one object that owns a sweep run inside pytest (pytest's junitxml habit: one owner under
 one typed stash key, created in ``pytest_configure``, closed in ``pytest_unconfigure``).
 
-:class:`SweepSession` holds everything the run needs: the loaded sweep, the cluster pool, the
-selected layouts, the run folder, the continuity plan, the gate's reference and thresholds, the
-progress reporter, the :class:`~pytest_ppsweep.run.sweeprun.SweepRun`, the registry of live
-ranks and connections, the pool leases (xdist controller), the signal handlers it installed
-and, once the session finished, what the render hooks show. plugin.py only forwards hooks to it.
-Each concern of the session is a module of this package, mixed into the owner: collection,
-preflight, signals, xdist, render and adaptive; set-up is :mod:`.setup`.
+:class:`SweepSession` holds the loaded sweep, the selected layouts' ids, the run folder, the
+continuity plan, the gate's reference and thresholds, the progress reporter, the registry of
+live ranks and connections, the :class:`~pytest_ppsweep.run.sweeprun.SweepRun` (whose
+:class:`~pytest_ppsweep.run.context.RunContext` holds the pool), the run's life
+(:class:`~pytest_ppsweep.session.runstate.RunState`) and one object per concern, each given
+what it needs (as pytest-xdist's DSession holds its scheduler): ``quiet`` (runs in which nothing
+boots, quiet.py), ``nodes`` (the slurm allocation, setup.py), ``selection`` (collection and the
+selection, collection.py), ``preflight`` (claims, leftovers, node checks, the final reap),
+``signals``, ``xdist`` (the controller's leases and scheduler), ``adaptive`` (the planner's
+order) and ``render`` (what the terminal and pytest-html show). plugin.py only forwards hooks.
 
-Its life: :meth:`start` (configure: load, check the launchers, open the run folder, plan reuse
-or resume), :meth:`preflight` (session start, controller: leftovers, node checks, metadata),
-:meth:`selection` (collection finished, controller: the layouts and Cs left after -k/-m, and
-where the baseline's numbers come from when it is not among them), :meth:`record` (each test
-report: cluster time, resume bookkeeping), :meth:`finish` (session
-finish, controller: not-run layouts, sorted results, summary.csv, benchmark.json, gate.csv,
-the baseline), :meth:`close` (unconfigure: stop every rank, reap, restore the handler).
+Its life (session/runstate.py): :meth:`start` (configure: load, check the launchers, open the
+run folder, plan reuse or resume), the selection (collection finished, controller: the layouts
+and Cs left after -k/-m, and where the baseline's numbers come from when it is not among them),
+:meth:`begin` (the preflight, then measuring), :meth:`record` (each test report: cluster time,
+resume bookkeeping), :meth:`finish` (session finish, controller: not-run layouts, sorted
+results, summary.csv, benchmark.json, gate.csv, the baseline), :meth:`close` (unconfigure: stop
+every rank, reap, restore the handlers).
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,10 +39,12 @@ from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
 from pytest_ppsweep.profile import summary as profile_summary
 from pytest_ppsweep.report import summary
+from pytest_ppsweep.results import runstatus
 from pytest_ppsweep.session import options, setup
 from pytest_ppsweep.session.adaptive import Adaptive
+from pytest_ppsweep.session.claims import Claims
 from pytest_ppsweep.session.collection import (
-    Collection,
+    Selection,
     _counts_for_resume,
     _params,
     baseline_ref,
@@ -46,8 +52,14 @@ from pytest_ppsweep.session.collection import (
 )
 from pytest_ppsweep.session.preflight import Preflight
 from pytest_ppsweep.session.progress import Progress
-from pytest_ppsweep.session.quiet import Quiet, dry_run_requested, scratch_folder
+from pytest_ppsweep.session.quiet import (
+    QuietRun,
+    dry_run_requested,
+    quiet_at_start,
+    scratch_folder,
+)
 from pytest_ppsweep.session.render import Render
+from pytest_ppsweep.session.runstate import RunState
 from pytest_ppsweep.session.signals import Signals
 from pytest_ppsweep.session.xdist import Xdist, check_workers, is_worker
 
@@ -55,14 +67,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pytest_ppsweep.matrix.model import Cluster, Sweep
-    from pytest_ppsweep.pool.lease import Pool
-    from pytest_ppsweep.run.adaptive import AdaptiveSweep
     from pytest_ppsweep.run.sweeprun import SweepRun
 
 __all__ = ["SESSION_KEY", "SweepSession"]
 
 
-class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quiet):
+class SweepSession:
     """Owner of one sweep run in one pytest process (the controller, or an xdist worker)."""
 
     def __init__(
@@ -76,18 +86,26 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         plan: continuity.Plan,
         compare_ref: Path | None,
         thresholds: dict[str, Any],
+        state: RunState,
         registry: Registry | None = None,
+        *,
+        scratch: Path | None = None,
+        baseline_from: Path | None = None,
     ) -> None:
+        """``pool``: the clusters this process may boot on (a worker: its leased one); ``state``:
+        the run's life so far (configured, its nodes maybe known, maybe quiet); ``scratch``:
+        where a run known to be quiet at configure keeps its files; ``baseline_from``:
+        --ppsweep-baseline-from, checked at start."""
         self.config = config
         self.matrix = matrix
         self.sweep = sweep
-        self.pool = pool  # the clusters this process may boot on (a worker: its leased one)
         self.ids = ids
         self.store = store
         self.plan = plan
         self.compare_ref = compare_ref
         self.thresholds = thresholds
-        self.worker = is_worker(config)
+        self.worker = state.worker
+        self.state = state
         self.progress = Progress(config, store.dir / "progress.log")
         self.registry = registry if registry is not None else Registry()
         from pytest_ppsweep.run.sweeprun import SweepRun  # measuring stack: only when a sweep runs
@@ -103,25 +121,19 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             thresholds=thresholds,
             live=self.progress,
         )
-        self.leases: Pool | None = None  # xdist controller: which worker holds which cluster
-        self.rendered: summary.Rendered | None = None  # set by finish()
-        self.baseline: list[str] = []  # what saving the baseline said
-        self._tests: dict[str, list[str]] = {}  # config id → its tests, as collected
+        ctx = self.run.context
+        self.quiet = QuietRun(config, state, store, scratch)
+        self.nodes = setup.Nodes(config, matrix, ctx, state)
+        self.selection = Selection(config, self.run, ids, plan, compare_ref, baseline_from, state,
+                                   self.quiet, self.nodes, self.progress)
+        self.preflight = Preflight(config, ctx, state, self.quiet,
+                                   Claims(config, matrix, ctx, self.progress), self.progress)
+        self.signals = Signals()
+        self.xdist = Xdist(config, ctx, ids, plan, self.progress)
+        self.adaptive = Adaptive(config, self.run, ids, plan, self.worker)
+        self.render = Render(config, state, self.quiet, self.xdist, store, compare_ref,
+                             self.progress)
         self._started: set[str] = set()  # layouts whose outcomes this process records
-        self.baseline_ref: Path | None = None  # --ppsweep-baseline-from, checked at start
-        self.selected: dict[str, set[int]] | None = None  # set by selection()
-        self._previous_handlers: dict[int, Any] = {}
-        self._report_handlers: dict[int, Any] = {}  # while the report is written (finish)
-        self._deferred: int | None = None  # a stop signal received while the report is written
-        self.adaptive: AdaptiveSweep | None = None  # --ppsweep-adaptive (set by start)
-        self.claims = []  # this run's claims on its clusters (controller, session/claims.py)
-        self.scratch: Path | None = None  # nothing boots: where the run's files go (session.quiet)
-        self.dry_run = False  # --ppsweep-dry-run: print the plan, run nothing
-        self.plan_lines: list[str] = []  # what the dry run prints
-        self.preflown = False  # the preflight ran (once)
-        self.nodes_known = True  # the pool's slurm clusters hold their nodes (session.setup)
-        self.made_folder = False  # this process made the run folder (session.quiet)
-        self.refused = False  # stopped by a usage error before anything ran (session.quiet)
 
     @staticmethod
     def of(config: pytest.Config) -> SweepSession | None:
@@ -195,16 +207,17 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
                     and not config.getoption("htmlpath", None)):
                 config.option.htmlpath = str(store.dir / "report.html")
                 config.option.self_contained_html = True
+        state = RunState(worker=is_worker(config), made_folder=made)
+        if nodes_known:
+            state.allocated()
+        quiet_at_start(state, scratch, dry_run)
         session = cls(config, matrix, sweep, pool, ids, store, plan, compare_ref, thresholds,
-                      registry)
-        session.baseline_ref = baseline_from
-        session.scratch, session.dry_run = scratch, dry_run
-        session.nodes_known, session.made_folder = nodes_known, made
+                      state, registry, scratch=scratch, baseline_from=baseline_from)
         if not session.worker:
             for note in plan.notes:
                 session.progress(note)
         try:
-            session._start_adaptive()
+            session.adaptive.start()
         except BaseException:
             _discard(registry, scratch or (store.dir if made else None))
             raise
@@ -216,7 +229,35 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         # SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down); an exit without unconfigure
         # still stops every rank this process started.
         self.registry.install_atexit()
-        self._install_signals()
+        self.signals.install()
+
+    # -- before the first test ----------------------------------------------------------------
+
+    def begin(self, items: list[pytest.Item]) -> None:
+        """pytest_runtestloop (controller): the preflight once the selection is known, then
+        measuring; with --ppsweep-adaptive, the first layout the planner boots."""
+        self.preflight_and_run()
+        self.adaptive.order(items)
+
+    def worker_collected(self, ids: list[str]) -> None:
+        """xdist controller, a worker's collection finished: the selection (the first one's),
+        then the preflight, before any test is scheduled (not for an empty selection: that
+        run connects to nothing and leaves no run folder, session.quiet)."""
+        self.selection.worker_collected(ids)
+        self.preflight_and_run()
+
+    def preflight_and_run(self) -> None:
+        """The preflight, once; measuring starts right after it."""
+        if self.preflight.run():
+            self.state.running()
+            RunJson(self.store).run_status(self.state.run_status(all_measured=False))
+
+    def measuring(self) -> None:
+        """The ``ppsweep`` fixture, in the process that boots: an xdist worker takes its
+        controller's slurm allocation now, and starts measuring."""
+        self.nodes.allocate()
+        if self.worker and not self.state.measuring:
+            self.state.running()
 
     # -- each test (pytest_runtest_makereport, in the process that runs it) -------------------
 
@@ -230,7 +271,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             return
         if call.when == "call":
             if "ppsweep_service" in getattr(item, "fixturenames", ()):
-                self.run.worked(cid, call.duration)
+                self.run.context.cluster_time.worked(cid, call.duration)
             report.user_properties.append(("ppsweep_config", cid))
             if "concurrency" in params:
                 report.user_properties.append(("concurrency", params["concurrency"]))
@@ -239,7 +280,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
             return
         if cid not in self._started:
             self._started.add(cid)
-            outcomes.start(self.store, cid, self._tests.get(cid, [item.nodeid]))
+            outcomes.start(self.store, cid, self.selection.tests.get(cid, [item.nodeid]))
         if report.failed or (call.when == "call" or report.skipped):
             outcomes.record(self.store, cid, item.nodeid, report.outcome)
 
@@ -254,24 +295,51 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         benchmark.json, gate.csv; then the baseline, when every test passed."""
         from pytest_ppsweep.run import close as close_folder
 
-        if self.worker or self.rendered is not None or self.quiet or self.refused:
+        if not self.state.finishes:
             return
-        self.defer_signals()
+        self.state.finished(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
+        self.signals.defer()
         self.progress.stop_following()  # the workers' last lines come before the summary
-        self._finish_adaptive()
-        not_run = dict(self.leases.not_run) if self.leases else {}
+        self.adaptive.finish()
+        not_run = self.xdist.not_run
         self._finish_profile()
+        status = self._run_status()
         closed = close_folder.close(
-            self.store, self.ids, not_run, self.compare_ref, self.thresholds
+            self.store, self.ids, not_run, self.compare_ref, self.thresholds, status
         )
-        self.rendered = summary.render(closed.run_dir, closed.analysis, closed.note)
+        rendered = self.render.rendered = summary.render(closed.run_dir, closed.analysis,
+                                                         closed.note)
         if self.compare_ref is not None and closed.gate is not None:
-            summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, self.rendered)
+            summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, rendered)
+        rendered.terminal += status.lines()
         name = options.get(self.config, "ppsweep_save_baseline")
         if name:
-            self.baseline = close_folder.save_baseline(
+            self.render.baseline = close_folder.save_baseline(
                 self.store, name, options.reports_root(self.config), exitstatus
             )
+
+    def _run_status(self) -> runstatus.RunStatus:
+        """The run's status at its end (the state machine's word) with the points measured and
+        missing, where it was interrupted and the command that resumes it."""
+        meta = RunJson(self.store).read()
+        chosen = meta.get("selected")
+        wanted: dict[str, Any] = dict(chosen) if isinstance(chosen, dict) else {
+            cid: self.sweep.workload_of(self.sweep.config(cid)).concurrency for cid in self.ids}
+        predicted = set(meta.get("adaptive_skipped") or {})  # the planner's, by design
+        rounds = []
+        for row in self.store.result_rows():
+            with contextlib.suppress(KeyError, ValueError):
+                rounds.append((row["config_id"], int(row["concurrency"])))
+        measured, missing = runstatus.measured_points(
+            [c for c in self.ids if c not in predicted], wanted, rounds)
+        word = self.state.run_status(all_measured=not missing)
+        at: str | None = None
+        if word == runstatus.INTERRUPTED:  # the last selected point that started, unfinished
+            started = self.store.config_rows()
+            at = next((c for c in reversed(missing) if c in wanted and c in started), None)
+        resume = None if word == runstatus.COMPLETE else runstatus.resume_command(
+            [str(a) for a in self.config.invocation_params.args], self.store.run_id)
+        return runstatus.RunStatus(word, tuple(measured), tuple(missing), at, resume)
 
     def _finish_profile(self) -> None:
         """profile.csv once more from every profiled layout's attribution.json (under xdist
@@ -297,11 +365,13 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
         # unreachable node would be tried once more per node). A worker may have been stopped
         # half-way through its first launch: it looks, once it knows its nodes (a slurm
         # worker takes its allocation at its first test: before that it launched nothing).
-        if not self.quiet and ((self.worker and self.nodes_known) or self.claims):
-            steps.append(self._reap_own)
-        steps += [self._release_claims,  # the cluster is free once nothing is left on it
-                  self.registry.close, self.registry.remove_atexit, self._restore_signals,
-                  self.remove_scratch]
+        state = self.state
+        if not state.quiet and ((self.worker and state.nodes_known) or self.preflight.claims.held):
+            steps.append(self.preflight.reap_own)
+        steps += [self.preflight.claims.release,  # the cluster is free once nothing is left on it
+                  self.registry.close, self.registry.remove_atexit, self.signals.restore,
+                  self.quiet.remove_scratch]
+        state.closed()
         failed: Exception | None = None
         for step in steps:
             try:
@@ -310,7 +380,7 @@ class SweepSession(Collection, Preflight, Adaptive, Xdist, Render, Signals, Quie
                 failed = failed or exc
         if failed is not None:
             raise failed
-        self._end_deferred()
+        self.signals.end_deferred()
 
 
 def _discard(registry: Registry, folder: Path | None) -> None:

@@ -13,49 +13,58 @@ import pytest
 
 from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.session import options
-from pytest_ppsweep.session.claims import Claims
-from pytest_ppsweep.session.quiet import Quiet
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster
+    from pytest_ppsweep.run.context import RunContext
+    from pytest_ppsweep.session.claims import Claims
+    from pytest_ppsweep.session.progress import Progress
+    from pytest_ppsweep.session.quiet import QuietRun
+    from pytest_ppsweep.session.runstate import RunState
 
 __all__ = ["Preflight"]
 
 
-class Preflight(Claims, Quiet):
+class Preflight:
     """The session's checks before the first boot, and its cleanup after the last."""
 
-    preflown: bool
-    selected: dict[str, set[int]] | None
+    def __init__(self, config: pytest.Config, ctx: RunContext, state: RunState,
+                 quiet: QuietRun, claims: Claims, progress: Progress) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.state = state
+        self.quiet = quiet
+        self.claims = claims
+        self.progress = progress
 
-    def preflight(self) -> None:
+    def run(self) -> bool:
         """Leftovers of earlier runs (ssh clusters: by label; local clusters: labelled ranks on
         this cluster's addresses and ports) are reported, or removed with --ppsweep-reap; then
         every node of every cluster is checked at once (free ports included). Any problem is a
         usage error listing all of them, and nothing is booted. Once; never in a run that boots
-        nothing (:mod:`.quiet`)."""
-        if self.worker or self.config.option.collectonly or self.quiet or self.preflown:
-            return
-        if not self.selected:  # an xdist controller before its workers' collection, or empty
-            return
-        self.preflown = True
-        with self.refusal():  # a refused claim or node: no run folder is left (session.quiet)
+        nothing (:mod:`.quiet`), nor by an xdist controller before its workers' collection.
+        True when it ran now."""
+        if self.config.option.collectonly or not self.state.may_preflight:
+            return False
+        self.state.preflown()
+        with self.quiet.refusal():  # a refused claim or node: no run folder is left
             self._preflight()
+        return True
 
     def _preflight(self) -> None:
         from pytest_ppsweep.cluster import nodeinfo, preflight, reap
 
-        self._claim_clusters()  # one sweep per cluster: before anything looks at the nodes
-        for cluster in self.pool:
+        self.claims.claim()  # one sweep per cluster: before anything looks at the nodes
+        for cluster in self.ctx.clusters.all:
             # labelled ranks on the nodes (a node that cannot be asked is left to the
             # preflight, which reports it); on local processes' shared machine only the ranks
             # of other runs that collide with this cluster's addresses and ports
-            leftovers = reap.earlier(cluster, self.store.run_id, self.registry)
+            leftovers = reap.earlier(cluster, self.ctx.store.run_id, self.ctx.registry)
             if backend_of(cluster).reaps_by_label:
                 leftovers = self._stop_own_leftovers(cluster, leftovers)
             if leftovers:
                 if self.config.getoption("ppsweep_reap"):
-                    failed = reap.remove(cluster, leftovers, registry=self.registry)
+                    failed = reap.remove(cluster, leftovers, registry=self.ctx.registry)
                     if failed:
                         raise pytest.UsageError(
                             f"--ppsweep-reap: cluster {cluster.name}: could not remove:\n"
@@ -71,12 +80,12 @@ class Preflight(Claims, Quiet):
                         f"runs are still on the nodes (remove them with --ppsweep-reap):\n"
                         + reap.describe(leftovers)
                     )
-            problems = preflight.check(self.sweep, cluster, self.registry)
+            problems = preflight.check(self.ctx.sweep, cluster, self.ctx.registry)
             if problems:
                 raise pytest.UsageError(preflight.message(cluster, problems))
-            self.store.write_json(
+            self.ctx.store.write_json(
                 f"metadata/nodes-{cluster.name}.json",
-                nodeinfo.metadata(self.sweep, cluster, self.registry),
+                nodeinfo.metadata(self.ctx.sweep, cluster, self.ctx.registry),
             )
 
     def _stop_own_leftovers(self, cluster: Cluster, leftovers: list[Any]) -> list[Any]:
@@ -89,10 +98,10 @@ class Preflight(Claims, Quiet):
 
         if not options.get(self.config, "ppsweep_resume"):
             return leftovers
-        own = [x for x in leftovers if x.run == self.store.run_id]
+        own = [x for x in leftovers if x.run == self.ctx.store.run_id]
         if not own:
             return leftovers
-        failed = reap.remove(cluster, own, registry=self.registry)
+        failed = reap.remove(cluster, own, registry=self.ctx.registry)
         if failed:
             raise pytest.UsageError(
                 f"--ppsweep-resume: cluster {cluster.name}: could not stop the ranks the "
@@ -100,22 +109,22 @@ class Preflight(Claims, Quiet):
             )
         self.progress(
             f"cluster {cluster.name}: stopped {len(own)} rank(s) left by the interrupted run "
-            f"{self.store.run_id}:\n" + reap.describe(own)
+            f"{self.ctx.store.run_id}:\n" + reap.describe(own)
         )
-        return [x for x in leftovers if x.run != self.store.run_id]
+        return [x for x in leftovers if x.run != self.ctx.store.run_id]
 
-    def _reap_own(self) -> None:
+    def reap_own(self) -> None:
         # Whatever this run still has on the nodes of an ssh cluster (a rank whose start was
         # interrupted, a worker that crashed) is removed by its run label.
         from pytest_ppsweep.cluster import reap
 
-        for cluster in self.pool:
+        for cluster in self.ctx.clusters.all:
             if not backend_of(cluster).reaps_by_label:
                 continue
             errors: list[str] = []
             left = reap.find(
-                cluster, run_id=self.store.run_id, errors=errors, registry=self.registry
+                cluster, run_id=self.ctx.store.run_id, errors=errors, registry=self.ctx.registry
             )
-            failed = reap.remove(cluster, left, registry=self.registry) if left else []
+            failed = reap.remove(cluster, left, registry=self.ctx.registry) if left else []
             for problem in errors + failed:
                 sys.stderr.write(f"ppsweep: cleanup of cluster {cluster.name}: {problem}\n")

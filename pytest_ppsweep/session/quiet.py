@@ -26,14 +26,18 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_ppsweep.session import options
-from pytest_ppsweep.session.state import SessionState
+from pytest_ppsweep.session.runstate import Quiet, RunState
 
-__all__ = ["Quiet", "dry_run_requested", "scratch_folder"]
+if TYPE_CHECKING:
+    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.run.context import RunContext
+
+__all__ = ["QuietRun", "dry_run_requested", "quiet_at_start", "scratch_folder"]
 
 
 def dry_run_requested(config: pytest.Config) -> bool:
@@ -52,28 +56,33 @@ def scratch_folder(config: pytest.Config, worker: bool) -> Path | None:
     return Path(tempfile.mkdtemp(prefix="ppsweep-quiet-"))
 
 
-class Quiet(SessionState):
-    """The session's handling of a run in which nothing boots."""
+def quiet_at_start(state: RunState, scratch: Path | None, dry_run: bool) -> None:
+    """A run known at configure to boot nothing (a scratch folder: --collect-only or the dry
+    run) is quiet from the start."""
+    if scratch is not None:
+        state.go_quiet(Quiet.DRY_RUN if dry_run else Quiet.COLLECT_ONLY)
 
-    scratch: Path | None
-    dry_run: bool
-    made_folder: bool  # this process made the run folder (not a resumed or earlier one)
-    refused: bool  # a usage error stopped the run before its first boot
-    plan_lines: list[str]
-    baseline_ref: Path | None
 
-    @property
-    def quiet(self) -> bool:
-        """Nothing boots in this run (--collect-only, a dry run, an empty selection)."""
-        return self.scratch is not None
+class QuietRun:
+    """The session's handling of a run in which nothing boots. ``scratch``: the folder a run
+    known to be quiet at configure keeps its files in (None otherwise)."""
+
+    def __init__(self, config: pytest.Config, state: RunState, store: RunStore,
+                 scratch: Path | None) -> None:
+        self.config = config
+        self.state = state
+        self.store = store
+        self.scratch = scratch
+        self.plan_lines: list[str] = []  # what the dry run prints
 
     def nothing_selected(self) -> None:
         """The selection matches no point: nothing will boot. A run folder this process made
         is removed at the end (under xdist by the controller, once its workers ended), and
         pytest-html writes no report into it."""
-        if self.quiet or not self.made_folder:
+        if self.state.quiet or not self.state.made_folder:
             return
-        self._forget_folder()
+        self.state.go_quiet(Quiet.EMPTY)
+        self._no_report()
 
     @contextmanager
     def refusal(self) -> Iterator[None]:
@@ -84,15 +93,9 @@ class Quiet(SessionState):
         try:
             yield
         except (pytest.UsageError, KeyboardInterrupt):
-            self.refused = True
-            if not self.quiet and self.made_folder:
-                self._forget_folder()
+            self.state.refused()
             self._no_report()
             raise
-
-    def _forget_folder(self) -> None:
-        self.scratch = self.store.dir
-        self._no_report()
 
     def _no_report(self) -> None:
         """pytest-html writes nothing (its report object unregistered)."""
@@ -107,33 +110,35 @@ class Quiet(SessionState):
     def run_dir_for_lookups(self) -> Path:
         """Where earlier runs are looked for: beside this run's folder, in the reports folder
         also when this run's files are in a scratch folder."""
-        if self.scratch is not None and self.scratch != self.store.dir:
+        if self.scratch is not None:
             return options.reports_root(self.config) / self.store.run_id
         return self.store.dir
 
-    def plan_dry_run(self, points: dict[str, set[int]], notes: list[str]) -> None:
+    def plan_dry_run(self, ctx: RunContext, ids: list[str], points: dict[str, set[int]],
+                     notes: list[str]) -> None:
         """The dry run's lines for the selected points, on every cluster of the pool."""
-        if not self.dry_run:
+        if not self.state.dry_run:
             return
         from pytest_ppsweep.cluster import preflight
         from pytest_ppsweep.report.dryrun import dry_run_lines
 
-        chosen = [self.sweep.config(i) for i in self.ids if i in points]
-        for cluster in self.pool:
+        sweep = ctx.sweep
+        chosen = [sweep.config(i) for i in ids if i in points]
+        for cluster in ctx.clusters.all:
             # A flag typo is found before any boot: against the module's parser where reading
             # it needs no connection (a local cluster); the others' at the run's preflight.
-            problems = preflight.local_flags(self.sweep, cluster)
+            problems = preflight.local_flags(sweep, cluster)
             if problems:
                 found = preflight.message(cluster, problems)
                 raise pytest.UsageError(f"--ppsweep-dry-run: {found}")
-            self.plan_lines += dry_run_lines(self.sweep, cluster, chosen,
+            self.plan_lines += dry_run_lines(sweep, cluster, chosen,
                                              options.reports_root(self.config), points)
         self.plan_lines += notes
 
-    def quiet_terminal(self, reporter: Any) -> None:
+    def terminal(self, reporter: Any) -> None:
         """What a quiet run shows at the end: the dry run's plan, the folder a refused run
         kept, or nothing at all."""
-        if self.refused and not self.quiet:
+        if self.state.is_refused and not self.state.quiet:
             reporter.write_line(f"run folder {self.store.dir}: kept as it was (nothing ran)")
         if self.plan_lines:
             reporter.write_sep("=", "ppsweep dry run")
@@ -141,6 +146,10 @@ class Quiet(SessionState):
             reporter.write_line(line)
 
     def remove_scratch(self) -> None:
-        """At close: the scratch folder (or the unused run folder) goes."""
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        """At close: the scratch folder (or the run folder this process made and the run did
+        not use) goes."""
+        folder = self.scratch
+        if folder is None and self.state.forgets_folder:
+            folder = self.store.dir
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)

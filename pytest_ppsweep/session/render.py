@@ -6,11 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_ppsweep.report import summary
-from pytest_ppsweep.session.quiet import Quiet
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.pool.lease import Pool
+    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.session.progress import Progress
+    from pytest_ppsweep.session.quiet import QuietRun
+    from pytest_ppsweep.session.runstate import RunState
+    from pytest_ppsweep.session.xdist import Xdist
 
 __all__ = ["NO_HTML", "Render"]
 
@@ -20,25 +25,34 @@ NO_HTML = (
 )
 
 
-class Render(Quiet):
-    """The render hooks: they show what :meth:`finish` computed."""
+class Render:
+    """The render hooks: they show what the session's finish computed (``rendered``, and what
+    saving the baseline said)."""
 
-    leases: Pool | None
-    rendered: summary.Rendered | None
-    baseline: list[str]
+    def __init__(self, config: pytest.Config, state: RunState, quiet: QuietRun, xdist: Xdist,
+                 store: RunStore, compare_ref: Path | None, progress: Progress) -> None:
+        self.config = config
+        self.state = state
+        self.quiet = quiet
+        self.xdist = xdist
+        self.store = store
+        self.compare_ref = compare_ref
+        self.progress = progress
+        self.rendered: summary.Rendered | None = None  # set by the session's finish
+        self.baseline: list[str] = []  # what saving the baseline said
 
     def html_summary(self, prefix: list[str]) -> None:
         if self.rendered is not None:
             prefix.extend(self.rendered.html)
 
     def terminal(self, reporter: Any) -> None:
-        if self.worker:
+        if self.state.worker:
             return
         self.progress.clear_line()
-        if self.quiet or self.refused:  # nothing ran: the dry run's plan, or the folder kept
-            self.quiet_terminal(reporter)
+        if self.state.quiet or self.state.is_refused:  # nothing ran: the dry run's plan, or
+            self.quiet.terminal(reporter)               # the folder kept
             return
-        for config_id, why in self.leases.not_run.items() if self.leases else ():
+        for config_id, why in self.xdist.not_run.items():
             reporter.write_line(f"NOT RUN {config_id}: {why}", red=True)
         result = self.rendered or summary.Rendered(terminal=["no summary: the run did not end"])
         reporter.write_sep("=", f"ppsweep summary: {self.store.run_id}")
@@ -56,4 +70,3 @@ class Render(Quiet):
             reporter.write_line(f"report: {Path(html).resolve()}")
         for line in self.baseline:
             reporter.write_line(line)
-

@@ -27,12 +27,12 @@ from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.session import options
+from pytest_ppsweep.session.runstate import RunState
 from pytest_ppsweep.session.signals import stopping_as_ctrl_c
-from pytest_ppsweep.session.state import SessionState
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
-    from pytest_ppsweep.run.sweeprun import SweepRun
+    from pytest_ppsweep.run.context import RunContext
 
 __all__ = ["Nodes", "allocate", "nodes_needed_at_start", "open_store", "plan", "record_nodes"]
 
@@ -91,28 +91,32 @@ def allocate(
     return pool
 
 
-class Nodes(SessionState):
+class Nodes:
     """The session's allocation of its slurm clusters, made when the run is known to use them
     (this module's docstring)."""
 
-    matrix: Path
-    run: SweepRun
-    nodes_known: bool  # the pool's nodes are its allocation's (or it has no slurm cluster)
+    def __init__(self, config: pytest.Config, matrix: Path, ctx: RunContext,
+                 state: RunState) -> None:
+        self.config = config
+        self.matrix = matrix
+        self.ctx = ctx
+        self.state = state
 
-    def allocate_nodes(self) -> None:
+    def allocate(self) -> None:
         """Once: the pool's slurm clusters with their allocation's nodes (the controller's
         made now and recorded in run.json; a worker's taken from there)."""
-        if self.nodes_known:
+        if self.state.nodes_known:
             return
+        store = self.ctx.store
         taken: dict[str, str] | None = None
-        if self.worker:
-            taken = dict(RunJson(self.store).read().get(SLURM_JOBS) or {})
-        self.pool = allocate(self.config, self.matrix, self.pool, self.store.run_id,
-                             self.registry, taken)
-        self.nodes_known = True
-        self.run.use_clusters(self.pool)
-        if not self.worker:
-            record_nodes(self.store, self.pool)
+        if self.state.worker:
+            taken = dict(RunJson(store).read().get(SLURM_JOBS) or {})
+        pool = allocate(self.config, self.matrix, self.ctx.clusters.all, store.run_id,
+                        self.ctx.registry, taken)
+        self.state.allocated()
+        self.ctx.clusters.use(pool)
+        if not self.state.worker:
+            record_nodes(store, pool)
 
 
 def plan(

@@ -15,7 +15,6 @@ from typing import Any
 __all__ = ["REPORT_SIGNALS", "STOP_SIGNALS", "Signals", "stopping_as_ctrl_c"]
 
 
-
 # SIGTERM (kill, a CI timeout) and SIGHUP (the terminal closed, the SSH session dropped) end the
 # run like a Ctrl-C: fixtures tear every rank down and the session stops what is left.
 STOP_SIGNALS = tuple(
@@ -49,23 +48,24 @@ def stopping_as_ctrl_c() -> Iterator[None]:
 REPORT_SIGNALS = (signal.SIGINT, *STOP_SIGNALS)
 
 
-
 class Signals:
     """The session's handlers: installed at start, deferred for the report, put back at close."""
 
-    _previous_handlers: dict[int, Any]
-    _report_handlers: dict[int, Any]  # while the report is written (finish)
-    _deferred: int | None  # a stop signal received while the report is written
+    def __init__(self) -> None:
+        self._previous_handlers: dict[int, Any] = {}
+        self._report_handlers: dict[int, Any] = {}  # while the report is written (finish)
+        self._deferred: int | None = None  # a stop signal received while the report is written
 
-    def _install_signals(self) -> None:
-        # SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down).
+    def install(self) -> None:
+        """SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down)."""
         if threading.current_thread() is threading.main_thread():
             for sig in STOP_SIGNALS:
                 self._previous_handlers[sig] = signal.signal(sig, _on_sigterm)
 
-    def defer_signals(self) -> None:
+    def defer(self) -> None:
         """From pytest_sessionfinish on (every rank is stopped): a stop signal lets the report
-        be written and ends the process afterwards (:meth:`close`); a second one stops now."""
+        be written and ends the process afterwards (:meth:`end_deferred`); a second one stops
+        now."""
         if threading.current_thread() is not threading.main_thread():
             return
         for sig in REPORT_SIGNALS:
@@ -86,15 +86,14 @@ class Signals:
             signal.signal(sig, previous if previous is not None else signal.SIG_DFL)
         self._report_handlers = {}
 
-    def _end_deferred(self) -> None:
+    def end_deferred(self) -> None:
         """End the process with the signal that waited for the report, if one did."""
         if self._deferred is not None:
             sig, self._deferred = self._deferred, None
             signal.signal(sig, signal.SIG_DFL)
             signal.raise_signal(sig)
 
-
-    def _restore_signals(self) -> None:
+    def restore(self) -> None:
         """Put back the report's and the run's SIGTERM/SIGHUP handlers."""
         self._restore_report_handlers()  # first: they put back the run's own handlers
         if self._previous_handlers and threading.current_thread() is threading.main_thread():

@@ -9,18 +9,19 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
-from pytest_ppsweep.session.state import SessionState
 
 if TYPE_CHECKING:
+    from pytest_ppsweep import continuity
     from pytest_ppsweep.matrix.model import Cluster
     from pytest_ppsweep.pool.lease import Pool
+    from pytest_ppsweep.run.context import RunContext
+    from pytest_ppsweep.session.progress import Progress
 
 __all__ = ["Xdist", "check_workers", "is_worker"]
 
 
 def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
-
 
 
 def check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
@@ -45,20 +46,29 @@ def check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
     config.option.dist = "loadgroup"
 
 
-class Xdist(SessionState):
+class Xdist:
     """The xdist controller's side of the session."""
 
-    leases: Pool | None
+    def __init__(self, config: pytest.Config, ctx: RunContext, ids: list[str],
+                 plan: continuity.Plan, progress: Progress) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.ids = ids
+        self.plan = plan
+        self.progress = progress
+        self.leases: Pool | None = None  # which worker holds which cluster
+
+    @property
+    def not_run(self) -> dict[str, str]:
+        """The layouts no worker could run (none fitted its cluster), and why."""
+        return dict(self.leases.not_run) if self.leases else {}
 
     def lease_pool(self) -> Pool:
         if self.leases is None:
             from pytest_ppsweep.pool.lease import Pool
 
-            self.leases = Pool({c.name: c for c in self.pool})
+            self.leases = Pool({c.name: c for c in self.ctx.clusters.all})
         return self.leases
-
-    def auto_workers(self) -> int:
-        return len(self.pool)
 
     def scheduler(self, log: Any) -> Any:
         """One worker per cluster: layouts go only to workers whose cluster fits them, planned
@@ -67,15 +77,15 @@ class Xdist(SessionState):
         from pytest_ppsweep.pool.scheduling import PoolScheduling
 
         expected = expected_durations(
-            self.store.dir.parent,
-            self.sweep.name,
+            self.ctx.store.dir.parent,
+            self.ctx.sweep.name,
             self.ids,
-            self.store.run_id,
+            self.ctx.store.run_id,
             skipped=self.plan.skip_configs,  # reused or finished before a resume
         )
         self.progress(f"pool plan: {expected.describe()}")
         return PoolScheduling(
-            self.config, log, self.sweep, self.lease_pool(), expected, self.progress
+            self.config, log, self.ctx.sweep, self.lease_pool(), expected, self.progress
         )
 
     def configure_node(self, node: Any) -> None:
@@ -84,7 +94,7 @@ class Xdist(SessionState):
         self.progress.follow_workers()
         cluster = self.lease_pool().lease(node.gateway.id)
         node.workerinput[WORKER_CLUSTER] = cluster.name
-        node.workerinput[WORKER_RUN_ID] = self.store.run_id
+        node.workerinput[WORKER_RUN_ID] = self.ctx.store.run_id
         node.workerinput[WORKER_PLAN] = self.plan.as_builtin()
 
     def node_down(self, node: Any, error: Any) -> None:
@@ -93,7 +103,7 @@ class Xdist(SessionState):
         if error and cluster is not None:
             from pytest_ppsweep.cluster.reap import reap_local
 
-            pids = reap_local(self.store.run_id, cluster.name)
+            pids = reap_local(self.ctx.store.run_id, cluster.name)
             self.progress(
                 f"worker {node.gateway.id} crashed; cluster {cluster.name} back in the pool; "
                 f"stopped {len(pids)} leftover rank process(es)"

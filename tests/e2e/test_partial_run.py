@@ -17,7 +17,8 @@ from support.runs import rows, seed_run
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.session.owner import SweepSession
+from pytest_ppsweep.session.collection import Selection
+from pytest_ppsweep.session.runstate import RunState
 
 PP1 = "pp1-tp32-ep4"
 
@@ -59,9 +60,9 @@ def _points(lines: list[str]) -> dict[str, str]:
 
 def test_xdist_worker_ids_tell_the_selected_layouts_and_cs() -> None:
     seen: list[dict[str, set[int]]] = []
-    fake = SimpleNamespace(ids=["pp1-tp32-ep4", "pp1-tp32-ep4-x", "pp8-tp4-ep4"], selected=None,
-                           selection=seen.append)
-    SweepSession.worker_collected(cast(Any, fake), [
+    fake = SimpleNamespace(ids=["pp1-tp32-ep4", "pp1-tp32-ep4-x", "pp8-tp4-ep4"],
+                           state=RunState(), selection=seen.append)
+    Selection.worker_collected(cast(Any, fake), [
         "test_sweep.py::test_topology[pp8-tp4-ep4]",
         "test_sweep.py::test_prefill[pp8-tp4-ep4-c16]@pp8-tp4-ep4",
         "test_sweep.py::test_prefill[pp1-tp32-ep4-x-c8]",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -22,7 +21,7 @@ from pytest_ppsweep.matrix.model import (
 )
 from pytest_ppsweep.matrix.parse import _check_against_pool, load
 from pytest_ppsweep.pool.lease import fits
-from pytest_ppsweep.run.sweeprun import SweepRun
+from pytest_ppsweep.run.context import Clusters
 
 SEED = Path(__file__).resolve().parents[2] / "test_matrix" / "ppsweep.toml"
 
@@ -51,8 +50,7 @@ def test_every_user_asks_cluster_fits(sweep: Sweep) -> None:
         fitting = [c for c in pool if c.fits(cfg)]
         if fitting:
             assert cluster_for(pool, cfg) is fitting[0]
-            run = SimpleNamespace(clusters=pool)
-            assert SweepRun.cluster_for(run, cfg) is fitting[0]  # type: ignore[arg-type]
+            assert Clusters(pool).cluster_for(cfg) is fitting[0]  # the run's (run/context.py)
             assert continuity_plan._cluster_for(pool, cfg) is fitting[0]
             _check_against_pool(replace(sweep, configs=(cfg,)), pool)
         else:
@@ -60,7 +58,7 @@ def test_every_user_asks_cluster_fits(sweep: Sweep) -> None:
                                r"fits: small \(16 GPUs\), local \(32 GPUs\)"):
                 cluster_for(pool, cfg)
             with pytest.raises(ValueError, match="no cluster fits"):
-                SweepRun.cluster_for(SimpleNamespace(clusters=pool), cfg)  # type: ignore[arg-type]
+                Clusters(pool).cluster_for(cfg)
             with pytest.raises(MatrixError, match=r"expected PP × TP = 16 .* or 32 .*= 9"):
                 _check_against_pool(replace(sweep, configs=(cfg,)), pool)
 

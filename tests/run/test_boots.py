@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Config, Sweep
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.measure.configrow import ConfigRow
@@ -18,6 +19,7 @@ from pytest_ppsweep.measure.phases import PhaseClock
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.boots import Boots
+from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.lifecycle import Lifecycle
 from pytest_ppsweep.service.readiness import BootFailed
 
@@ -25,7 +27,7 @@ MICROBATCH = Path(__file__).resolve().parents[2] / "test_matrix" / "microbatch.t
 
 
 class _Lifecycle:
-    """What Boots asks of Lifecycle: boot, teardown, up, held, phases, sweep."""
+    """What Boots asks of Lifecycle: boot, teardown, up, held."""
 
     def __init__(self, sweep: Sweep, store: RunStore, fail: bool = False) -> None:
         self.sweep, self.store, self.fail = sweep, store, fail
@@ -61,7 +63,8 @@ def sweep() -> Sweep:
 def _boots(sweep: Sweep, tmp_path: Path, fail: bool = False) -> tuple[Boots, _Lifecycle]:
     store = RunStore(tmp_path / "reports", "r")
     life = _Lifecycle(sweep, store, fail)
-    return Boots(cast(Lifecycle, life), store, lambda _m: None), life
+    ctx = RunContext.build(sweep, [sweep.cluster("local")], store, Registry())
+    return Boots(ctx, cast(Lifecycle, life)), life
 
 
 def test_one_boot_for_both_workloads(sweep: Sweep, tmp_path: Path) -> None:
@@ -75,7 +78,7 @@ def test_one_boot_for_both_workloads(sweep: Sweep, tmp_path: Path) -> None:
     assert on.config is decode and on.boot_id == prefill.id
     boots.release(decode)
     assert life.calls == [f"boot {prefill.id}", f"teardown {prefill.id}"]
-    rows = boots.store.config_rows()
+    rows = boots.ctx.store.config_rows()
     assert rows[decode.id]["boot_of"] == prefill.id and rows[decode.id]["boot_s"] == ""
     assert rows[decode.id]["topology_ok"] == rows[decode.id]["log_clean"] == "True"
     boots.acquire(capped)  # another axis value: a boot of its own
@@ -108,7 +111,7 @@ def test_a_failed_boot_fails_every_workload_without_booting_again(
         boots.acquire(decode)
     boots.release(decode)
     assert life.calls == [f"boot {prefill.id}"]
-    row = boots.store.config_rows()[decode.id]
+    row = boots.ctx.store.config_rows()[decode.id]
     assert row["boot_ok"] == "False" and row["boot_of"] == prefill.id
     assert "boot of pp4-tp8-ep4-prefill (same server configuration) failed: OOM" in (
         row["boot_error"])

@@ -204,18 +204,18 @@ def test_a_loopback_cluster_is_snapshotted_in_one_call_and_reused_when_nothing_r
     assert store.gpu_path("pp8-tp4-ep4", "before").read_text() == store.gpu_path(
         "pp4-tp8-ep4", "cleaned").read_text()
     # a round (or a boot, a stop) in between: asked again
-    run.snapshots.changed(cluster)
+    run.context.snapshots.changed(cluster)
     run.snapshot_gpus(cluster, "pp8-tp4-ep4", "after")
     run.snapshot_gpus(cluster, "pp8-tp4-ep4", "cleaned")
     assert calls() == 6
     # "after" of another layout, or an old snapshot, is not reused
     run.snapshot_gpus(cluster, "pp4-tp8-ep4", "after")
     assert calls() == 7
-    latest = run.snapshots._latest
+    latest = run.context.snapshots._latest
     latest[cluster.name] = (*latest[cluster.name][:3], time.monotonic() - 3600)
     run.snapshot_gpus(cluster, "pp4-tp8-ep4", "after")
     assert calls() == 8
-    assert run.phases.row("pp4-tp8-ep4")["snapshots"] > 0
+    assert run.context.phases.row("pp4-tp8-ep4")["snapshots"] > 0
 
 
 def test_a_snapshot_aside_gives_its_gpus_or_its_error_where_it_is_waited_for(
@@ -229,11 +229,11 @@ def test_a_snapshot_aside_gives_its_gpus_or_its_error_where_it_is_waited_for(
     sweep = sweep_with(tmp_path, counting_smi(count))
     cluster = sweep.cluster("local")
     run = SweepRun(sweep, [cluster], RunStore(tmp_path / "reports", "r"))
-    aside = run.snapshots.aside(cluster, "pp4-tp8-ep4", "healthy").result(timeout=60)
+    aside = run.context.snapshots.aside(cluster, "pp4-tp8-ep4", "healthy").result(timeout=60)
     assert [g.node for g in aside] == [h.name for h in cluster.hosts]
     assert run.store.gpu_path("pp4-tp8-ep4", "healthy").read_text().count("GPU") == 4
     failing = sweep_with(tmp_path, '["sh", "-c", "echo no GPU >&2; exit 3"]').cluster("local")
-    future = run.snapshots.aside(failing, "pp8-tp4-ep4", "healthy")
+    future = run.context.snapshots.aside(failing, "pp8-tp4-ep4", "healthy")
     with pytest.raises(HostError, match="nvidia-smi exited 3: no GPU"):
         future.result(timeout=60)
 
@@ -352,14 +352,14 @@ def test_the_prompts_are_made_while_the_first_layout_boots(tmp_path: Path) -> No
     sweep = sweep_with(tmp_path, "[]")
     run = SweepRun(sweep, [sweep.cluster("local")], RunStore(tmp_path / "reports", "r"))
     config = sweep.configs[0]
-    run.workloads.prepare(config)
+    run.context.workloads.prepare(config)
     for thread in [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]:
         thread.join(timeout=60)
     spec, prompts = run.workload_for(config)
     # made once, by the thread
-    assert prompts is run.workloads._prompts and prompts.bodies(spec, None)
+    assert prompts is run.context.workloads._prompts and prompts.bodies(spec, None)
     assert (True, spec.api, spec.output_len, None) in prompts._bodies  # the warm-up's too
-    run.workloads.prepare(config)  # the next layout: nothing to make
+    run.context.workloads.prepare(config)  # the next layout: nothing to make
     assert not [t for t in threading.enumerate() if t.name.startswith("ppsweep-prompts-")]
 
 

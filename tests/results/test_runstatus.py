@@ -1,0 +1,73 @@
+"""results/runstatus.py: which points count as measured, the resume command, and answers
+qualified by an interrupted or partial run (never ``decided`` about the whole question)."""
+
+from __future__ import annotations
+
+from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer
+from pytest_ppsweep.results.runstatus import (
+    COMPLETE,
+    INTERRUPTED,
+    PARTIAL,
+    RunStatus,
+    measured_points,
+    qualify,
+    resume_command,
+)
+
+IDS = ["pp1", "pp2", "pp4", "pp8", "pp16"]
+
+
+def _answer(status: str = DECIDED, answer: str | None = "pp8", **extra: str) -> Answer:
+    return Answer("layout", "default", "which layout", ("input_tps",), status, answer=answer,
+                  fallback="pp4" if answer else None, ranking=("pp8", "pp4"), extra=dict(extra))
+
+
+def test_a_point_is_measured_at_every_c_of_its_selection() -> None:
+    wanted = {"pp1": [8, 16], "pp2": [8, 16], "pp4": [], "pp8": [8]}
+    rounds = [("pp1", 8), ("pp1", 16), ("pp2", 8), ("pp4", 8), ("pp8", 8), ("pp16", 8)]
+    measured, missing = measured_points(IDS, wanted, rounds)
+    # pp2 lacks C=16; pp4 names no C (any round); pp16 was deselected
+    assert (measured, missing) == (["pp1", "pp4", "pp8"], ["pp2", "pp16"])
+    assert measured_points(IDS, {cid: [8] for cid in IDS}, []) == ([], IDS)
+
+
+def test_the_resume_command_replaces_the_run_id_options() -> None:
+    args = ["test_matrix", "-k", "pp8 or pp4", "--ppsweep-run-id", "mine", "--ppsweep-resume=x"]
+    assert resume_command(args, "mine") == (
+        "pytest test_matrix -k 'pp8 or pp4' --ppsweep-resume mine")
+
+
+def test_an_interrupted_run_decides_nothing() -> None:
+    status = RunStatus(INTERRUPTED, ("pp1",), ("pp2", "pp4", "pp8", "pp16"), "pp2", "pytest x")
+    (a,) = qualify([_answer()], status)
+    assert a.status == "interrupted" and a.answer is None and a.fallback is None
+    assert a.extra["text"] == "interrupted after 1 of 5 layouts: pp1 measured; nothing compared"
+    assert a.extra["status_before"] == DECIDED and a.extra["leader"] == "pp8"
+    (b,) = qualify([_answer(INCONCLUSIVE, None)], status)  # every answer says it
+    assert b.status == "interrupted"
+    many = RunStatus(INTERRUPTED, ("pp1", "pp2", "pp8"), ("pp4", "pp16"), None, "pytest x")
+    (c,) = qualify([_answer(text="own words")], many)
+    assert c.extra["text"] == ("interrupted after 3 of 5 layouts: pp8 leads among pp1, pp2, pp8; "
+                               "pp4 and pp16 not run. own words")
+    assert status.lines() == [
+        "run status: INTERRUPTED during pp2, after 1 of 5 layouts; not measured: pp2, pp4, pp8, "
+        "pp16", "resume: pytest x"]
+
+
+def test_a_partial_run_names_what_is_missing() -> None:
+    status = RunStatus(PARTIAL, ("pp1", "pp4", "pp8"), ("pp2", "pp16"), None, "pytest y")
+    decided, unsure = qualify([_answer(), _answer(INCONCLUSIVE, None)], status)
+    assert decided.status == "partial" and decided.answer is None
+    assert decided.extra["text"] == "decided among 3 of 5 layouts: pp8; pp2 and pp16 not run"
+    assert unsure.status == INCONCLUSIVE  # it claims nothing about the whole question
+    (one,) = qualify([_answer()], RunStatus(PARTIAL, ("pp8",), ("pp1", "pp2", "pp4", "pp16")))
+    assert one.extra["text"] == "1 of 5 layouts: pp8 measured; nothing compared"
+
+
+def test_a_complete_run_keeps_its_answers() -> None:
+    answers = [_answer()]
+    status = RunStatus(COMPLETE, tuple(IDS), ())
+    assert qualify(answers, status) == answers
+    assert status.lines() == ["run status: COMPLETE, 5 of 5 layouts measured"]
+    assert status.detail() == {"measured": IDS, "missing": [], "interrupted_at": None,
+                               "resume": None}
