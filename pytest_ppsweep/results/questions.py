@@ -40,7 +40,13 @@ from pytest_ppsweep.results.answers import (
     Evidence,
 )
 from pytest_ppsweep.results.decide import Decision, decide, judge, outcome
-from pytest_ppsweep.results.objective import PREFILL, label, run_json, workload_objectives
+from pytest_ppsweep.results.objective import (
+    PREFILL,
+    higher_is_better,
+    label,
+    run_json,
+    workload_objectives,
+)
 from pytest_ppsweep.results.stats import DEFAULT_RULE, Rule, repeats_for
 from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 
@@ -201,10 +207,17 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     fallback = (decision.ranking[1] if decision.status == DECIDED and len(decision.ranking) > 1
                 else _roomiest(given, decision.unseparated) if decision.status == EQUIVALENT
                 else None)
+    faster = _faster_excluded(decision, excluded, objective[0], reps, concs)
+    if faster:
+        extra.setdefault("extra", {})["faster_excluded"] = [cid for cid, _, _ in faster]
     answer = Answer(kind=kind, workload=workload, question=question, objective=objective,
                     status=decision.status, answer=decision.winner, fallback=fallback,
                     ranking=decision.ranking, evidence=decision.evidence, rerun=rerun,
-                    reasons=tuple(reasons), excluded=tuple(excluded), **extra)
+                    reasons=tuple(reasons), excluded=tuple(excluded),
+                    caveats=tuple(f"{decision.status} among valid points only: {cid} is "
+                                  f"{gain:.0f} % faster on {label(objective[0])} in its valid "
+                                  f"rounds but was excluded ({why}): fix it or rerun it"
+                                  for cid, gain, why in faster), **extra)
     return answer, decision
 
 
@@ -235,6 +248,30 @@ def _repeats_needed(decision: Decision, metric: str,
     need = max(repeats_for(gap, sigma, rule, family), have + 1)
     return need, (f"{need} repeats each give 90 % power for a {gap:.2f} % gap at the measured "
                   f"σ {sigma:.2f} % per repeat")
+
+
+def _faster_excluded(decision: Decision, excluded: Sequence[tuple[str, str]], metric: str,
+                     reps: dict[str, dict[str, dict[int, list[float]]]],
+                     concs: Sequence[int]) -> list[tuple[str, float, str]]:
+    """Excluded points whose valid rounds are faster than the answer (or the leader) on the
+    primary metric, by the mean over the common Cs of the ratio of medians: (point, gain in
+    %, why excluded). A failed round is evidence, not a silent exclusion (issue 37, point 5)."""
+    best = decision.winner or (decision.ranking[0] if decision.ranking else None)
+    values = reps.get(metric, {})
+    if best is None or best not in values:
+        return []
+    up = higher_is_better(metric)
+    out = []
+    for cid, why in excluded:
+        ratios = []
+        for c in concs:
+            mine, theirs = values.get(cid, {}).get(c), values[best].get(c)
+            if mine and theirs and statistics.median(theirs) and statistics.median(mine):
+                r = statistics.median(mine) / statistics.median(theirs)
+                ratios.append(r if up else 1.0 / r)
+        if ratios and (gain := (statistics.fmean(ratios) - 1.0) * 100.0) > 0:
+            out.append((cid, gain, why))
+    return out
 
 
 def _roomiest(given: AnswerInput, points: Sequence[str]) -> str | None:
@@ -278,7 +315,7 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
                                    given.verdicts, reps, concs)
         caveats = _confounded(given.data.run_dir, decision.winner, members)
         if caveats:
-            answer = _with(answer, caveats=tuple(caveats))
+            answer = _with(answer, caveats=answer.caveats + tuple(caveats))
         out.append(answer)
     return out
 

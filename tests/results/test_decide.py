@@ -180,3 +180,31 @@ def test_single_repeats_cannot_decide_and_nothing_is_no_valid_point() -> None:
     # issue 39: a decision needs at least two measured points; one alone is measured
     only = decide(["a"], OBJ, _reps(a=([1.0, 1.0], [1.0, 1.0])), [8])
     assert only.status == MEASURED and only.winner == "a" and "nothing compared" in only.reasons[0]
+
+
+def test_alpha_is_split_with_a_tie_break() -> None:
+    """With a tie-break the primary family gets 0.8 α (the tie-break's 0.2 α): a p-value
+    between 0.04 and 0.05 decides on the primary metric alone, not with a tie-break behind it."""
+    b = [1000.0, 1010.0, 990.0, 1005.0]
+    scale = next(k / 10000 for k in range(10100, 10300)
+                 if (f := interval([v * k / 10000 for v in b], b)) and 0.04 < f.p_value < 0.05)
+    a = [v * scale for v in b]
+    alone = decide(["a", "b"], ("input_tps",), {"input_tps": {"a": {8: a}, "b": {8: b}}}, [8])
+    assert alone.status == DECIDED and alone.winner == "a"
+    both = decide(["a", "b"], OBJ, {"input_tps": {"a": {8: a}, "b": {8: b}},
+                                    "ttft_p50_s": {"a": {8: [1.0, 1.1]}, "b": {8: [1.0, 1.1]}}},
+                  [8])
+    assert both.status == INCONCLUSIVE and both.winner is None
+
+
+def test_an_excluded_point_the_data_shows_faster_is_named() -> None:
+    """Issue 37 point 5: one 39/40 round excluded PP8 at every C and the answer read "decided
+    pp4 (the only valid point)"; its valid rounds are 21 % faster and the answer says so."""
+    from pytest_ppsweep.results.questions import _faster_excluded
+
+    reps = {"input_tps": {"pp4": {8: [7150.0, 7160.0, 7140.0]},
+                          "pp8": {8: [8650.0, 8660.0]}, "pp1": {8: [3250.0, 3260.0]}}}
+    d = decide(["pp4"], ("input_tps",), reps, [8])
+    got = _faster_excluded(d, [("pp8", "r3 39/40 (C=8)"), ("pp1", "topology")], "input_tps",
+                           reps, [8])
+    assert [(cid, round(gain), why) for cid, gain, why in got] == [("pp8", 21, "r3 39/40 (C=8)")]

@@ -99,3 +99,17 @@ def test_repeats_for_a_stated_power() -> None:
     assert 6 <= n <= 8
     assert repeats_for(2.0, 1.0, DEFAULT_RULE, family=4) > n  # Holm's α / 4
     assert repeats_for(1.0, 1.0) > repeats_for(2.0, 1.0) > repeats_for(5.0, 1.0)
+
+
+def test_answer_lines_for_the_new_statuses() -> None:
+    from pytest_ppsweep.results.answers import EQUIVALENT, MEASURED, Answer, one_line
+
+    same = Answer(kind="layout", workload="", question="q", objective=("input_tps",),
+                  status=EQUIVALENT, ranking=("pp4", "pp8"),
+                  extra={"equivalent": ["pp4", "pp8"], "text": "pp4 and pp8 are equivalent"})
+    assert same.line == "layout[]: equivalent pp4, pp8"
+    one = Answer(kind="layout", workload="", question="q", objective=("input_tps",),
+                 status=MEASURED, answer="pp8", ranking=("pp8",))
+    assert one.line == "layout[]: measured pp8"
+    assert one_line([same.as_dict(), one.as_dict()]) == (
+        "layout equivalent pp4 = pp8; layout measured pp8")
