@@ -208,3 +208,19 @@ def test_an_excluded_point_the_data_shows_faster_is_named() -> None:
     got = _faster_excluded(d, [("pp8", "r3 39/40 (C=8)"), ("pp1", "topology")], "input_tps",
                            reps, [8])
     assert [(cid, round(gain), why) for cid, gain, why in got] == [("pp8", 21, "r3 39/40 (C=8)")]
+
+
+def test_equivalent_points_fall_back_by_memory_headroom() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    import pandas as pd
+
+    from pytest_ppsweep.results.questions import _roomiest
+
+    configs = pd.DataFrame({"config_id": ["pp4", "pp8", "pp8"],
+                            "mem_headroom_mib": [9000.0, 4000.0, 12000.0]})
+    given = cast(Any, SimpleNamespace(data=SimpleNamespace(configs=configs)))
+    assert _roomiest(given, ("pp4", "pp8")) == "pp8"  # its last boot's headroom
+    assert _roomiest(given, ("pp4", "pp16")) is None  # not known for every point
+    assert _roomiest(given, ("pp4",)) is None
