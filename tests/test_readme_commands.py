@@ -58,6 +58,8 @@ NOT_RUN = {
         "tests/browser/test_screenshots_script.py runs this path on a small run folder",
     "python benchmarks/bench_xdist_pool.py": "a benchmark (minutes of sweeps); "
         "tests/e2e/test_benchmark_smoke.py runs its --smoke",
+    "python benchmarks/bench_statistics.py": "a benchmark (2,000 trials a figure, minutes on "
+        "a busy machine); tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "
         "tests/e2e/test_benchmark_smoke.py runs its --smoke (3 sweeps, temporary folders)",
     "python benchmarks/bench_planner.py": "a benchmark (10 hidden profiles, minutes); "

@@ -1,9 +1,9 @@
 """Gate a run against a reference run: per configuration × C, is a metric worse beyond noise?
 
-Noise rule: the noise of a point's metric is the larger of the two runs' spreads, (max − min) /
-median of that metric over the valid repeats, in % (PEERS §4: with three repeats a confidence
-interval is wider than the effect, so report the spread). A delta whose size exceeds the noise
-is *significant*. Each metric row gets one of three tiers:
+Noise rule: gate/noise.py (its home: results/noise.py), 5 × the median distance of a repeat
+from its own run's median over both runs' valid repeats, in %: calibrated for two runs two boots
+apart, so the gate keeps it rather than the decisions' within-run interval (results/stats.py).
+A delta whose size exceeds the noise is *significant*. Each metric row gets one of three tiers:
 
 * ``regression``: worse than its threshold and significant (fails the gate);
 * ``significant``: significant but not beyond the threshold (either direction): shown and

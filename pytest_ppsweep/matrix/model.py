@@ -259,6 +259,10 @@ class Sweep:
     # ``[compare] baseline``: the axis values that make a point its comparison group's
     # baseline (results/confound.py); the axes named are those under study.
     compare_baseline: Mapping[str, Any] = field(default_factory=dict)
+    # ``[compare] alpha`` / ``min_effect_pct``: the decision rule's significance level
+    # (family-wise over a question) and equivalence margin in % (results/stats.py).
+    compare_alpha: float = 0.05
+    compare_min_effect_pct: float = 1.0
     axis_names: tuple[str, ...] = ()
     # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
     # "warn": it is a warning only (exploratory runs).

@@ -273,6 +273,8 @@ def _build(top: Reader, path: Path) -> Sweep:
         profile=_profile(top, configs, workload) if "profile" in top.data else None,
         workloads=workloads if len(workloads) > 1 else {},
         compare_baseline=_compare(top, axis_names),
+        compare_alpha=_alpha(top),
+        compare_min_effect_pct=_min_effect(top),
         axis_names=axis_names,
         comm=read_comm(top),
         gpu_hour_usd=_price(sw),
@@ -350,6 +352,28 @@ def _compare(top: Reader, axis_names: tuple[str, ...]) -> dict[str, Any]:
                 f"{top.path}: key 'compare.baseline.{key}': expected one of the sweep's axes "
                 f"({', '.join(axis_names) or 'none'}), found {key!r}")
     return dict(base.data)
+
+
+def _alpha(top: Reader) -> float:
+    """``[compare] alpha``: the decisions' significance level, family-wise over a question
+    (results/stats.py; default 0.05)."""
+    tab = top.table("compare")
+    value = tab.number("alpha", default=0.05)
+    if not 0.0 < value <= 0.5:
+        raise MatrixError(f"{top.path}: key 'compare.alpha': expected a significance level in "
+                          f"(0, 0.5], e.g. 0.05, found {value!r}")
+    return value
+
+
+def _min_effect(top: Reader) -> float:
+    """``[compare] min_effect_pct``: the equivalence margin in % (results/stats.py; default
+    1)."""
+    tab = top.table("compare")
+    value = tab.number("min_effect_pct", default=1.0)
+    if not 0.0 < value < 100.0:
+        raise MatrixError(f"{top.path}: key 'compare.min_effect_pct': expected a margin in % in "
+                          f"(0, 100), e.g. 1, found {value!r}")
+    return value
 
 
 def _server_table(tab: Reader, where: str) -> dict[str, Any]:

@@ -60,6 +60,9 @@ class RunJson:
                 "min_repeats": sweep.min_repeats,
                 "spread_rule": sweep.spread_rule,
                 "max_repeats": sweep.max_repeats,
+                # the decision rule's parameters (results/questions.rule_of reads them)
+                "compare": {"alpha": sweep.compare_alpha,
+                            "min_effect_pct": sweep.compare_min_effect_pct},
                 "workload": json.loads(json.dumps(sweep.workload.as_json())),
                 "gpu_hour_usd": sweep.gpu_hour_usd,
                 "sglang_version": None,

@@ -5,12 +5,15 @@ A question is found from the sweep's points by a **finder**: a function of an
 built-in finders (results/questions.py) ask the layout question of each workload and the axis
 question of each layout × axis; another kind of question plugs in with one line in
 ``results/finders.py`` (or :func:`register` at run time). Every finder compares points through
-``results.decide`` (the noise rule of ``results/noise.py``, the gate's rule), so an answer's
-evidence always means the same thing.
+``results.decide`` (the decision rule of ``results/stats.py``: a Welch interval on each
+comparison, Holm over the question, TOST for equivalence), so an answer's evidence always means
+the same thing.
 
-Statuses: ``decided`` (the winner beats every rival beyond noise, or the tie-break decides
-among rivals within noise of each other), ``inconclusive`` (the data cannot separate the top
-points: ``rerun`` says what to run) and ``no valid point``.
+Statuses (one vocabulary with the run status of issue 39): ``decided`` (the winner beats every
+rival beyond noise, or the tie-break decides among rivals shown equivalent to it), ``equivalent``
+(the top points are shown equivalent within ``[compare] min_effect_pct`` and nothing separates
+them), ``inconclusive`` (the data cannot separate the top points: ``rerun`` says what to run),
+``measured`` (a single valid point: nothing was compared) and ``no valid point``.
 
 ``answers.json``: ``{"format": "ppsweep-answers/1", "run_id": ..., "answers": [<Answer>...]}``,
 each answer as :meth:`Answer.as_dict` writes it (README: "answers.json").
@@ -34,14 +37,17 @@ FILE_NAME = "answers.json"
 
 KINDS = ("layout", "axis", "slo")
 DECIDED = "decided"
+EQUIVALENT = "equivalent"
 INCONCLUSIVE = "inconclusive"
+MEASURED = "measured"
 NO_VALID_POINT = "no valid point"
-STATUSES = (DECIDED, INCONCLUSIVE, NO_VALID_POINT)
+STATUSES = (DECIDED, EQUIVALENT, INCONCLUSIVE, MEASURED, NO_VALID_POINT)
 
 # Verdicts of one comparison (Evidence.verdict), from the first point's side.
 BETTER = "better"
 WORSE = "worse"
-WITHIN_NOISE = "within noise"
+WITHIN_NOISE = "within noise"  # neither different nor shown equivalent
+# (EQUIVALENT, "equivalent", is also a comparison's verdict: inside ±min_effect by TOST)
 NOT_COMPARED = "not compared"
 
 
@@ -49,10 +55,12 @@ NOT_COMPARED = "not compared"
 class Evidence:
     """One comparison inside a decision: ``point`` against ``versus`` at one C on one metric.
 
-    ``delta_pct``: point vs versus in % of versus's median (the metric's own sign: + is more);
-    ``noise_pct``: the noise rule on the two points' valid repeats of this run; ``verdict``:
-    ``better``/``worse``/``within noise`` for ``point`` given the metric's direction, or
-    ``not compared`` (``note`` says why)."""
+    ``delta_pct``: point vs versus, the ratio of their geometric means − 1 in % (the metric's
+    own sign: + is more); ``noise_pct``: the half-width of its (1 − α) Welch interval, in %
+    (``low_pct``..``high_pct``: the interval itself); ``p_value``: two-sided, before Holm;
+    ``verdict``: ``better``/``worse`` (beyond noise after Holm), ``equivalent`` (TOST within
+    ±min_effect) or ``within noise`` for ``point`` given the metric's direction, or ``not
+    compared`` (``note`` says why)."""
 
     point: str
     versus: str
@@ -63,13 +71,17 @@ class Evidence:
     verdict: str
     repeats: tuple[int, int] = (0, 0)
     note: str = ""
+    low_pct: float = float("nan")
+    high_pct: float = float("nan")
+    p_value: float = float("nan")
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (NaN as null)."""
         return {"point": self.point, "versus": self.versus, "concurrency": self.concurrency,
                 "metric": self.metric, "delta_pct": _num(self.delta_pct),
-                "noise_pct": _num(self.noise_pct), "verdict": self.verdict,
-                "repeats": list(self.repeats), "note": self.note}
+                "noise_pct": _num(self.noise_pct), "low_pct": _num(self.low_pct),
+                "high_pct": _num(self.high_pct), "p_value": _num(self.p_value),
+                "verdict": self.verdict, "repeats": list(self.repeats), "note": self.note}
 
 
 @dataclass(frozen=True)
@@ -108,8 +120,12 @@ class Answer:
         what = self.kind + (f" {self.axis}" if self.axis else "")
         if self.status == DECIDED:
             tail = f"{self.answer}" + (f" (fallback {self.fallback})" if self.fallback else "")
+        elif self.status == MEASURED:
+            tail = f"{self.answer}"
         elif self.status == INCONCLUSIVE:
             tail = "between " + ", ".join(self.ranking[:2])
+        elif self.status == EQUIVALENT:
+            tail = ", ".join(self.extra.get("equivalent") or self.ranking[:2])
         else:
             tail = ""
         return f"{what}[{where}]: {self.status}" + (f" {tail}" if tail else "")
@@ -183,6 +199,11 @@ def one_line(answers: Sequence[dict[str, Any]]) -> str:
         what = str(a.get("kind")) + (f" {a['axis']}" if a.get("axis") else "")
         status = str(a.get("status"))
         value = a.get("answer") if status == DECIDED else None
+        if status == EQUIVALENT:
+            value = "equivalent " + " = ".join(str(p) for p in a.get("equivalent") or
+                                               a.get("ranking", [])[:2])
+        elif status == MEASURED:
+            value = f"measured {a.get('answer') or ''}".strip()
         parts.append((f"{what}[{where}] " if where else f"{what} ")
                      + (str(value) if value else status))
     return "; ".join(parts) if parts else "no answers"

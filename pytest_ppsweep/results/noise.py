@@ -1,5 +1,11 @@
 """The gate's noise rule: how large a change of a point's median must be to be more than noise.
 
+Who uses it: the gate (gate/comparison.py, through gate/noise.py) and the SLO answer's per-GPU
+check. Decisions inside one run do not: they use the interval of results/stats.py, which
+narrows with repeats and states its error rate. The gate keeps this calibrated rule because it
+compares two runs, two boots apart: the drift between boots is in neither run's repeats, and an
+interval built from one boot's rounds would be too narrow for it (K = 5 was set against it).
+
 Rule (stated in the README): the noise of a point's metric, in % of the reference median, is
 
     noise = K × median of { |v − m_run| / m_run × 100 : every valid repeat v of either run,

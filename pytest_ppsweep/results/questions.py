@@ -7,10 +7,11 @@
   else the axis's default).
 
 No question ranks points of different workloads, or an axis's variants as layouts. Each is
-ranked by its workload's objective (results/objective.py) through ``results.decide``. Points
-that failed N/N, the topology check, the log scan or their boot are excluded with the reason;
-a point whose only failure is the spread rule stays a candidate (its repeats carry the noise,
-and the noise rule judges it like any other).
+ranked by its workload's objective (results/objective.py) through ``results.decide`` with the
+sweep's ``[compare] alpha`` and ``min_effect_pct`` (run.json ``compare``; results/stats.py).
+Points that failed N/N, the topology check, the log scan or their boot are excluded with the
+reason; a point whose only failure is the spread rule stays a candidate (its repeats carry the
+noise, and the decision rule judges it like any other).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,21 +31,44 @@ from pytest_ppsweep.results import confound
 from pytest_ppsweep.results.aggregate import round_counts
 from pytest_ppsweep.results.answers import (
     DECIDED,
+    EQUIVALENT,
     INCONCLUSIVE,
+    MEASURED,
     NO_VALID_POINT,
     Answer,
     AnswerInput,
     Evidence,
 )
-from pytest_ppsweep.results.decide import Decision, compare, decide, outcome
-from pytest_ppsweep.results.objective import PREFILL, label, run_json, workload_objectives
+from pytest_ppsweep.results.decide import Decision, decide, judge, outcome
+from pytest_ppsweep.results.objective import (
+    PREFILL,
+    higher_is_better,
+    label,
+    run_json,
+    workload_objectives,
+)
+from pytest_ppsweep.results.stats import DEFAULT_RULE, Rule, repeats_for
 from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 
 # A verdict's failures that leave the point a candidate: the spread rule and the repeat count
 # (its repeats still feed the noise rule, which then decides or says inconclusive).
 _KEPT = ("spread ", )
 _REPEATS_SUFFIX = "required"
-NOISY_NOTE = "Over the spread limit, kept and judged by the noise rule"
+NOISY_NOTE = "Over the spread limit, kept and judged by the decision rule"
+
+
+def rule_of(raw: dict[str, Any]) -> Rule:
+    """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``; the
+    defaults for a run folder written before them)."""
+    given = raw.get("compare")
+    if not isinstance(given, dict):
+        return DEFAULT_RULE
+    try:
+        return Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
+                    min_effect_pct=float(given.get("min_effect_pct",
+                                                   DEFAULT_RULE.min_effect_pct)))
+    except (TypeError, ValueError):
+        return DEFAULT_RULE
 
 
 def objectives(run_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -157,26 +182,112 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     judged = {v.config_id for v in verdicts}
     candidates = [cid for cid in members if cid not in out and cid in judged]
     noisy = [n for cid in candidates if (n := _noisy(verdicts, cid))]
-    loud = {cid for cid in candidates if _noisy(verdicts, cid)}
-    decision = decide(candidates, objective, reps, concs, loud)
+    rule = rule_of(run_json(given.data.run_dir))
+    decision = decide(candidates, objective, reps, concs, rule)
     reasons = list(decision.reasons)
     if noisy:
         reasons.append(f"{NOISY_NOTE}: " + "; ".join(noisy) + ".")
+    reasons.append(f"Rule: {rule.text}.")
     rerun = None
     if decision.status == INCONCLUSIVE:
-        have = max((len(v) for p in decision.unseparated
-                    for v in reps.get(objective[0], {}).get(p, {}).values()), default=3)
-        rerun = rerun_command(given, decision.unseparated, max(2 * have, 5))
-        reasons.append(f"To separate them: {rerun}")
+        need, why = _repeats_needed(decision, objective[0], reps, concs, rule)
+        rerun = rerun_command(given, decision.unseparated, need)
+        reasons.append(f"To separate them ({why}): {rerun}")
     if decision.status == NO_VALID_POINT and excluded:
         reasons.append("Every point was excluded.")
+    if decision.status == MEASURED:
+        extra["extra"] = {"text": decision.reasons[0]}
+    if decision.status == EQUIVALENT:
+        same = decision.unseparated
+        pick = _roomiest(given, same)
+        extra["extra"] = {"equivalent": list(same), "text": (
+            f"{' and '.join(same)} are equivalent within ±{rule.min_effect_pct:g} % on "
+            f"{label(objective[0])}" + (f"; fallback by memory headroom: {pick}" if pick else
+                                         "; pick by memory headroom or cost") + ".")}
     fallback = (decision.ranking[1] if decision.status == DECIDED and len(decision.ranking) > 1
+                else _roomiest(given, decision.unseparated) if decision.status == EQUIVALENT
                 else None)
+    faster = _faster_excluded(decision, excluded, objective[0], reps, concs)
+    if faster:
+        extra.setdefault("extra", {})["faster_excluded"] = [cid for cid, _, _ in faster]
     answer = Answer(kind=kind, workload=workload, question=question, objective=objective,
                     status=decision.status, answer=decision.winner, fallback=fallback,
                     ranking=decision.ranking, evidence=decision.evidence, rerun=rerun,
-                    reasons=tuple(reasons), excluded=tuple(excluded), **extra)
+                    reasons=tuple(reasons), excluded=tuple(excluded),
+                    caveats=tuple(f"{decision.status} among valid points only: {cid} is "
+                                  f"{gain:.0f} % faster on {label(objective[0])} in its valid "
+                                  f"rounds but was excluded ({why}): fix it or rerun it"
+                                  for cid, gain, why in faster), **extra)
     return answer, decision
+
+
+def _repeats_needed(decision: Decision, metric: str,
+                    reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
+                    rule: Rule) -> tuple[int, str]:
+    """Repeats per point that the rerun needs to separate the unseparated points with 90 %
+    power, computed from this run's measured gap (at least ``min_effect_pct``) and per-repeat
+    noise, in the question's Holm family; never fewer than one more than measured."""
+    values = reps.get(metric, {})
+    lead = decision.unseparated[0] if decision.unseparated else None
+    have = max((len(v) for p in decision.unseparated for v in values.get(p, {}).values()),
+               default=3)
+    gaps, sigmas = [], []
+    for e in decision.evidence:
+        if e.metric != metric or e.point != lead or e.versus not in decision.unseparated:
+            continue
+        if not math.isnan(e.delta_pct):
+            gaps.append(max(abs(e.delta_pct), rule.min_effect_pct))
+        for p in (e.point, e.versus):
+            logs = [math.log(v) for v in values.get(p, {}).get(e.concurrency, ()) if v > 0]
+            if len(logs) >= 2:
+                sigmas.append(math.expm1(statistics.stdev(logs)) * 100.0)
+    if not gaps or not sigmas:
+        return max(2 * have, 5), "twice the repeats: too few to estimate the noise"
+    gap, sigma = min(gaps), max(statistics.median(sigmas), 1e-6)
+    family = max(1, (len(decision.ranking) - 1) * len(concs))
+    need = max(repeats_for(gap, sigma, rule, family), have + 1)
+    return need, (f"{need} repeats each give 90 % power for a {gap:.2f} % gap at the measured "
+                  f"σ {sigma:.2f} % per repeat")
+
+
+def _faster_excluded(decision: Decision, excluded: Sequence[tuple[str, str]], metric: str,
+                     reps: dict[str, dict[str, dict[int, list[float]]]],
+                     concs: Sequence[int]) -> list[tuple[str, float, str]]:
+    """Excluded points whose valid rounds are faster than the answer (or the leader) on the
+    primary metric, by the mean over the common Cs of the ratio of medians: (point, gain in
+    %, why excluded). A failed round is evidence, not a silent exclusion (issue 37, point 5)."""
+    best = decision.winner or (decision.ranking[0] if decision.ranking else None)
+    values = reps.get(metric, {})
+    if best is None or best not in values:
+        return []
+    up = higher_is_better(metric)
+    out = []
+    for cid, why in excluded:
+        ratios = []
+        for c in concs:
+            mine, theirs = values.get(cid, {}).get(c), values[best].get(c)
+            if mine and theirs and statistics.median(theirs) and statistics.median(mine):
+                r = statistics.median(mine) / statistics.median(theirs)
+                ratios.append(r if up else 1.0 / r)
+        if ratios and (gain := (statistics.fmean(ratios) - 1.0) * 100.0) > 0:
+            out.append((cid, gain, why))
+    return out
+
+
+def _roomiest(given: AnswerInput, points: Sequence[str]) -> str | None:
+    """Among equivalent ``points``, the one with the most memory headroom (configs.csv), or
+    None when it is not known for all of them."""
+    configs = given.data.configs
+    if configs.empty or "mem_headroom_mib" not in configs.columns or len(points) < 2:
+        return None
+    room = {}
+    for cid in points:
+        rows = configs[configs["config_id"] == cid]
+        value = pd.to_numeric(rows["mem_headroom_mib"], errors="coerce").dropna()
+        if value.empty:
+            return None
+        room[cid] = float(value.iloc[-1])
+    return max(points, key=lambda p: room[p])
 
 
 def _workloads(facts: dict[str, dict[str, Any]]) -> list[str]:
@@ -204,7 +315,7 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
                                    given.verdicts, reps, concs)
         caveats = _confounded(given.data.run_dir, decision.winner, members)
         if caveats:
-            answer = _with(answer, caveats=tuple(caveats))
+            answer = _with(answer, caveats=answer.caveats + tuple(caveats))
         out.append(answer)
     return out
 
@@ -272,7 +383,7 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
             answer, _ = _answer(given, "axis", w, what, objective, members, given.verdicts,
                                 reps, concs, layout=layout, axis=axis)
             table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
-                                          configs, answer)
+                                          configs, answer, rule_of(run_json(given.data.run_dir)))
             value = (json.loads(_value(facts[answer.answer], axis))
                      if answer.answer else None)
             seen = {(e.point, e.versus, e.concurrency, e.metric) for e in answer.evidence}
@@ -280,7 +391,7 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                         if (e.point, e.versus, e.concurrency, e.metric) not in seen and
                         (e.versus, e.point, e.concurrency, e.metric) not in seen)
             answer = _with(answer, table=tuple(table), evidence=answer.evidence + new,
-                           extra={"baseline_point": base, "value": value,
+                           extra={**answer.extra, "baseline_point": base, "value": value,
                                   "baseline_value": json.loads(base_value)})
             out.append(answer)
     return out
@@ -289,22 +400,26 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
 def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: str,
                 base: str | None, metric: str,
                 reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
-                configs: dict[Any, dict[str, Any]], answer: Answer) -> tuple[
+                configs: dict[Any, dict[str, Any]], answer: Answer,
+                rule: Rule = DEFAULT_RULE) -> tuple[
                     list[dict[str, Any]], list[Evidence]]:
     rows, evidence = [], []
     excluded = dict(answer.excluded)
     values = reps.get(metric, {})
+    compared = [cid for cid in members if base is not None and cid != base
+                and cid not in excluded and base not in excluded]
+    # Every value against the baseline value at every C: one Holm family (results/stats.py).
+    judged = judge([(cid, str(base), c, metric, values.get(cid, {}).get(c, ()),
+                     values.get(str(base), {}).get(c, ())) for cid in compared for c in concs],
+                   rule)
     for cid in members:
         row = configs.get(cid)
         state = _boot_state(row)
         if state == "booted" and cid in excluded:
             state = "invalid"
         headroom = row.get("mem_headroom_mib") if row else None
-        ev: list[Evidence] = []
-        if base is not None and cid != base and cid not in excluded and base not in excluded:
-            ev = [compare(cid, base, c, metric, values.get(cid, {}).get(c, ()),
-                          values.get(base, {}).get(c, ())) for c in concs]
-            evidence += ev
+        ev = [e for e in judged if e.point == cid]
+        evidence += ev
         rows.append({
             "value": json.loads(_value(facts[cid], axis)), "point": cid,
             "runs": facts[cid].get("runs", ""), "state": state,

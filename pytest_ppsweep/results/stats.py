@@ -1,0 +1,256 @@
+"""The decision rule's statistics, once: an interval on each comparison that narrows as repeats
+grow, an equivalence test, and Holm's step-down over a question's comparisons.
+
+**Interval.** Each comparison is two points' valid repeats of one metric at one C. Throughputs
+and latencies are ratios at heart (a layout is "8 % faster"), and their round-to-round noise
+is multiplicative, so the rule works on the logarithm of each repeat: the comparison's estimate
+is the difference of the two points' mean log values, i.e. the log of the ratio of their
+geometric means, with a **Welch t-interval** (unequal variances, Welch-Satterthwaite degrees of
+freedom). Its half-width is t × √(s₁²/n₁ + s₂²/n₂): it shrinks as 1/√n, where the earlier
+spread threshold (5 × the median deviation of the repeats) did not shrink at all. Why Welch's t
+and not a bootstrap or a rank test: with 2-8 repeats a percentile bootstrap under-covers badly
+(it cannot see beyond the few values it resamples), and a Mann-Whitney test cannot reach
+p < 0.05 at all with three repeats a side (its smallest two-sided p is 0.1) and gives no
+interval of the effect. The t-interval on logs is exact for log-normal noise and close to it
+for the symmetric round noise measured here (bench_statistics.py checks the error rates it
+states on synthetic truths).
+
+**Equivalence (TOST).** Two one-sided tests at level α against the margin ±``min_effect_pct``
+(on the log scale, ±log(1 + m)): the difference is ``equivalent`` when the (1 − 2α) interval
+lies inside the margin. An equivalence over several Cs needs each C equivalent (an
+intersection-union test, valid at α without correction).
+
+**Family.** The p-values of every rival × every C of one question go through Holm's step-down
+at α (:func:`holm`): the chance of any false "better"/"worse" in the question is at most α, so
+adding concurrencies does not inflate false decisions (the earlier rule: 2.1 % false decisions
+at 1 C, 11.6 % at 6).
+
+**Two metrics, one α.** With a tie-break metric the question has two families: the primary
+metric's comparisons and the tie-break's (reached only between points shown equivalent on the
+primary). α is split between them (weighted Bonferroni, :data:`TIE_SHARE` to the tie-break):
+the primary family at 0.8 α, the tie-break's at 0.2 α, so a false decision through either is
+at most α in all. Without a tie-break the primary family has the whole α.
+
+**A point's own interval.** A point with fewer than two valid repeats has no variance: nothing is
+compared with it (either side, not both). A point whose own (1 − α) interval of its mean is
+wider than ± :data:`MAX_HALFWIDTH_PCT` cannot win beyond noise (three rounds of 1300, 1000,
+1400 are ±55 %: whatever they beat, they do not show it).
+
+No dependency: the Student t distribution is computed here (regularised incomplete beta by
+continued fraction; quantiles by bisection), checked against scipy's values in
+tests/results/test_stats.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+DEFAULT_ALPHA = 0.05
+DEFAULT_MIN_EFFECT_PCT = 1.0
+# A point whose own (1 − α) interval of its mean is wider than ± this (in % of the mean)
+# cannot win a comparison beyond noise.
+MAX_HALFWIDTH_PCT = 10.0
+TIE_SHARE = 0.2
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The decision rule's parameters (``[compare] alpha``, ``[compare] min_effect_pct``)."""
+
+    alpha: float = DEFAULT_ALPHA
+    min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT
+    max_halfwidth_pct: float = MAX_HALFWIDTH_PCT
+    # With a tie-break metric, α is split (weighted Bonferroni) between the primary metric's
+    # Holm family, α × (1 − tie_share), and the tie-break's, α × tie_share: a decision through
+    # either stays within α in all.
+    tie_share: float = TIE_SHARE
+
+    @property
+    def text(self) -> str:
+        """How the rule is stated in an answer's reasons."""
+        return (f"Welch t on log values, α = {self.alpha:g} family-wise (Holm), equivalent "
+                f"within ±{self.min_effect_pct:g} % (TOST)")
+
+
+DEFAULT_RULE = Rule()
+
+
+# --- the Student t distribution -------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > tiny else tiny)
+        c = 1.0 + aa / c if abs(1.0 + aa / c) > tiny else tiny
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+                     + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_sf(t: float, df: float) -> float:
+    """P(T > t) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(t):
+        return 0.0 if t > 0 else 1.0
+    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
+    return tail if t >= 0 else 1.0 - tail
+
+
+def _t_pdf(t: float, df: float) -> float:
+    return math.exp(math.lgamma((df + 1.0) / 2.0) - math.lgamma(df / 2.0)
+                    - 0.5 * math.log(df * math.pi)
+                    - (df + 1.0) / 2.0 * math.log1p(t * t / df))
+
+
+@functools.lru_cache(maxsize=4096)
+def t_ppf(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t with ``df`` degrees of freedom (Newton's method on
+    the survival function, kept inside a bisection bracket)."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile {q!r} outside (0, 1)")
+    if q < 0.5:
+        return -t_ppf(1.0 - q, df)
+    target = 1.0 - q
+    lo, hi = 0.0, 1.0
+    while t_sf(hi, df) > target:
+        lo, hi = hi, hi * 2.0
+    x = (lo + hi) / 2.0
+    for _ in range(100):
+        f = t_sf(x, df) - target  # decreasing in x
+        if f > 0:
+            lo = x
+        else:
+            hi = x
+        step = f / _t_pdf(x, df)
+        nxt = x + step
+        if not lo < nxt < hi:
+            nxt = (lo + hi) / 2.0
+        if abs(nxt - x) < 1e-13 * max(1.0, abs(x)):
+            return nxt
+        x = nxt
+    return x
+
+
+# --- one comparison ---------------------------------------------------------------------------
+
+def _logs(values: Sequence[float]) -> list[float]:
+    return [math.log(v) for v in values if v > 0 and math.isfinite(v)]
+
+
+def _pct(log_ratio: float) -> float:
+    return math.expm1(log_ratio) * 100.0
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One comparison of ``mine`` against ``theirs``: ``delta_pct`` the ratio of their
+    geometric means − 1 in %; ``low_pct``/``high_pct`` its (1 − α) Welch interval;
+    ``p_value`` two-sided (no difference); ``p_equiv`` the TOST p-value (difference inside
+    ±min_effect); ``df`` the Welch degrees of freedom."""
+
+    delta_pct: float
+    low_pct: float
+    high_pct: float
+    p_value: float
+    p_equiv: float
+    df: float
+
+    @property
+    def half_width_pct(self) -> float:
+        """Half the interval's width, in % (the ± an answer prints)."""
+        return (self.high_pct - self.low_pct) / 2.0
+
+
+def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAULT_RULE) -> (
+        Interval | None):
+    """The Welch interval of log(mine) − log(theirs), or None when either side has fewer than
+    two positive finite values (no variance to estimate)."""
+    a, b = _logs(mine), _logs(theirs)
+    if len(a) < 2 or len(b) < 2:
+        return None
+    diff = statistics.fmean(a) - statistics.fmean(b)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    se = math.sqrt(va + vb)
+    margin = math.log1p(rule.min_effect_pct / 100.0)
+    if se <= 1e-12 * max(1.0, abs(diff)):  # no variance on either side: the data is exact
+        p = 0.0 if diff else 1.0
+        inside = abs(diff) < margin
+        return Interval(_pct(diff), _pct(diff), _pct(diff), p, 0.0 if inside else 1.0, math.inf)
+    df = (va + vb) ** 2 / ((va * va / (len(a) - 1) if va else 0.0)
+                           + (vb * vb / (len(b) - 1) if vb else 0.0))
+    t = diff / se
+    p = min(1.0, 2.0 * t_sf(abs(t), df))
+    half = t_ppf(1.0 - rule.alpha / 2.0, df) * se
+    p_equiv = max(t_sf((diff + margin) / se, df), 1.0 - t_sf((diff - margin) / se, df))
+    return Interval(_pct(diff), _pct(diff - half), _pct(diff + half), p, p_equiv, df)
+
+
+def half_width_pct(values: Sequence[float], rule: Rule = DEFAULT_RULE) -> float:
+    """A point's own (1 − α) interval of its geometric mean, as ± % (inf with fewer than two
+    values)."""
+    logs = _logs(values)
+    if len(logs) < 2:
+        return math.inf
+    se = statistics.stdev(logs) / math.sqrt(len(logs))
+    return _pct(t_ppf(1.0 - rule.alpha / 2.0, len(logs) - 1) * se)
+
+
+def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
+    """Holm's step-down: which hypotheses are rejected with family-wise error ≤ ``alpha``
+    (NaN p-values: not tested, never rejected, not counted in the family)."""
+    tested = sorted((p, i) for i, p in enumerate(p_values) if not math.isnan(p))
+    out = [False] * len(p_values)
+    m = len(tested)
+    for k, (p, i) in enumerate(tested):
+        if p > alpha / (m - k):
+            break
+        out[i] = True
+    return out
+
+
+def repeats_for(gap_pct: float, sigma_pct: float, rule: Rule = DEFAULT_RULE,
+                family: int = 1, power: float = 0.9) -> int:
+    """Repeats per point that separate a true ``gap_pct`` at noise ``sigma_pct`` per repeat
+    with ``power``, in a family of ``family`` comparisons (Holm's first step, the strictest:
+    α / family), by the normal approximation refined with t's degrees of freedom."""
+    if gap_pct <= 0 or sigma_pct <= 0:
+        return 2
+    delta, sigma = math.log1p(abs(gap_pct) / 100.0), math.log1p(sigma_pct / 100.0)
+    level = rule.alpha / max(1, family)
+    for n in range(2, 1000):
+        df = 2.0 * (n - 1)
+        need = (t_ppf(1.0 - level / 2.0, df) + t_ppf(power, df)) * sigma * math.sqrt(2.0 / n)
+        if need <= delta:
+            return n
+    return 1000
