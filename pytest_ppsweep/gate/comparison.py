@@ -31,12 +31,12 @@ from typing import Any
 
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import GATE_CSV as GATE_CSV
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.gate.noise import noise_pct
 from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
 from pytest_ppsweep.results.aggregate import RunData, round_problems
 
-GATE_CSV = "gate.csv"
 VERDICTS = ("regression", "significant", "improvement", "within noise", "only in current",
             "only in reference", "broken")
 FAILING = frozenset({"regression", "broken"})

@@ -21,6 +21,8 @@ from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV
+
 # Beyond this many search nodes the best plan found so far is kept (it is never worse than
 # longest-first greedy, which is the search's first leaf).
 SEARCH_BUDGET = 200_000
@@ -49,7 +51,7 @@ def _runs(root: Path, sweep_name: str, exclude: str | None) -> list[Path]:
         return []
     found = [
         p for p in root.iterdir()
-        if stamp.fullmatch(p.name) and p.name != exclude and (p / "configs.csv").is_file()
+        if stamp.fullmatch(p.name) and p.name != exclude and (p / CONFIGS_CSV).is_file()
     ]
     return sorted(found, key=lambda p: p.name, reverse=True)
 
@@ -87,7 +89,7 @@ def expected_durations(
         missing = [i for i in ids if i not in seconds]
         if not missing:
             break
-        held = _held(run / "configs.csv")
+        held = _held(run / CONFIGS_CSV)
         taken = {i: held[i] for i in missing if i in held}
         if taken:
             seconds.update(taken)

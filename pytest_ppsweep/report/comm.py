@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_ppsweep.comm.smiq import node_line
 from pytest_ppsweep.comm.table import curves, summary_rows
+from pytest_ppsweep.folder.runfolder import COMM_CSV, COMM_SUMMARY_CSV
 from pytest_ppsweep.report.charts import log2_line_chart
 
 __all__ = ["COMM_TITLE", "comm_html", "comm_rows", "comm_terminal", "smi_lines"]
@@ -19,7 +20,7 @@ COMM_TITLE = "Communication: all-reduce per TP domain (§9.2)"
 
 
 def comm_rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "comm.csv"
+    path = Path(run_dir) / COMM_CSV
     if not path.is_file():
         return []
     with path.open(newline="", encoding="utf-8") as fh:
@@ -74,7 +75,8 @@ def comm_html(run_dir: Path) -> str:
             "iterations, averaged over the ranks; every sum was checked. "
             + ("SIMULATED: the emulator answers from its profile's bus bandwidths. "
                if simulated else "")
-            + '<a href="comm.csv">comm.csv</a> | <a href="comm_summary.csv">comm_summary.csv'
+            + f'<a href="{COMM_CSV}">{COMM_CSV}</a> | '
+            f'<a href="{COMM_SUMMARY_CSV}">{COMM_SUMMARY_CSV}'
             "</a> | comm/&lt;layout&gt;/ (node logs, topo -m, nvidia-smi -q)</p>")
     gpus = smi_lines(run_dir)
     if gpus:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
 
@@ -48,7 +49,7 @@ def fitted_profile(reports: Path, sweep_name: str) -> Path | None:
     """The newest earlier run of ``sweep_name`` in ``reports`` that holds a fitted profile."""
     if not reports.is_dir():
         return None
-    found = sorted((p for p in reports.glob(f"{sweep_name}-*/planner/profile.json")),
+    found = sorted((p for p in reports.glob(f"{sweep_name}-*/{PLANNER_PROFILE_JSON}")),
                    key=lambda p: p.parent.parent.name, reverse=True)
     return found[0] if found else None
 

@@ -16,6 +16,8 @@ from urllib.parse import quote, unquote
 
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import EVIDENCE as FOLDER_EVIDENCE
+from pytest_ppsweep.folder.runfolder import GPU_DIR, RAW_DIR, REBUILT_HTML, SERVICE_DIR
 from pytest_ppsweep.report import plannerview, sloview
 from pytest_ppsweep.report.answers import html_block, reasons_html
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
@@ -32,8 +34,8 @@ from pytest_ppsweep.results.aggregate import (
 from pytest_ppsweep.results.answers import DECIDED, Answer, write_answers
 from pytest_ppsweep.results.verdict import Verdict, judge
 
-REBUILT_NAME = "report-rebuilt.html"
-EVIDENCE = ("results.csv", "summary.csv", "configs.csv", "service/", "raw/", "gpu/", "metadata/")
+REBUILT_NAME = REBUILT_HTML
+EVIDENCE = FOLDER_EVIDENCE
 # The style of the summary, also in pytest-html's page: there its body{min-width:800px} plus the
 # body's 8 px margins would scroll an 800 px window sideways, so narrow windows lift it, and let
 # the cells of its results table (long test ids) wrap.
@@ -174,7 +176,7 @@ def _memory(data: RunData, summary: Summary) -> str:
                      escape(f"{_plain(r['mem_worst_node'])} / GPU {_plain(r['mem_worst_gpu'])}"),
                      num(r["boot_s"], 0, " s"),
                      " ".join(_link(data.run_dir, f"{sub}/{cid}/", sub)
-                              for sub in ("service", "raw", "gpu"))])
+                              for sub in (SERVICE_DIR, RAW_DIR, GPU_DIR))])
     headers = ["PP / TP / EP", "Config", *(["Cluster"] if pooled else []), "Worst-rank peak",
                "GPU total", "Headroom", "Worst node / GPU", "Startup", "Evidence"]
     return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(

@@ -27,6 +27,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import PARETO_CSV as PARETO_CSV
+from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON, RESULTS_CSV, RUN_JSON
 from pytest_ppsweep.report.charts import XYPlot, nice_max
 from pytest_ppsweep.results.cost import per_million
 from pytest_ppsweep.results.sloanswer import number, read_outcomes, read_probes
@@ -34,7 +36,6 @@ from pytest_ppsweep.results.sloanswer import number, read_outcomes, read_probes
 __all__ = ["PARETO_CSV", "Point", "front", "pareto_svg", "points",
            "section_html", "terminal_lines", "write_pareto_csv"]  # fmt: skip
 
-PARETO_CSV = "pareto.csv"
 COLUMNS = ("config_id", "gpus", "source", "load", "x_tps_per_user", "x_lo", "x_hi",
            "y_tps_per_gpu", "y_lo", "y_hi", "within_slo", "on_front", "usd_per_m_tokens")
 
@@ -69,7 +70,7 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 def _run_json(run_dir: Path) -> dict[str, Any]:
     try:
-        run = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
+        run = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return run if isinstance(run, dict) else {}
@@ -95,7 +96,7 @@ def points(run_dir: Path) -> list[Point]:
     limit = _slo_limit(run_dir, decode)
     x_key, y_key = ("tpot_p50_s", "output_tps") if decode else ("ttft_p50_s", "input_tps")
     out: list[Point] = []
-    results = run_dir / "results.csv"
+    results = run_dir / RESULTS_CSV
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     if results.is_file():
         with results.open(newline="", encoding="utf-8") as fh:
@@ -139,7 +140,7 @@ def front(pts: Sequence[Point]) -> list[Point]:
 def predictions(run_dir: Path, measured: Sequence[Point]) -> tuple[list[Point], list[str]]:
     """The planner's points for the cluster's layouts not booted, at the Cs measured, and the
     misfit lines (non-empty: no predictions). ([], []) without a fitted profile."""
-    path = Path(run_dir) / "planner" / "profile.json"
+    path = Path(run_dir) / PLANNER_PROFILE_JSON
     if not path.is_file() or _decode(Path(run_dir)):  # the planner models prefill rounds
         return [], []
     from pytest_ppsweep.planner.fitting import load_fitted

@@ -13,10 +13,12 @@ import json
 from html import escape
 from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import PLAN_CSV, PLANNER_PROFILE_JSON
+
 __all__ = ["html_section", "terminal_lines"]
 
-PLAN = Path("planner") / "plan.csv"
-PROFILE = Path("planner") / "profile.json"
+PLAN = Path(PLAN_CSV)
+PROFILE = Path(PLANNER_PROFILE_JSON)
 MISFIT = ("Planner: misfit. The fitted cost model cannot reproduce these measured points, so no "
           "prediction is shown:")
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import RUN_JSON
 from pytest_ppsweep.report.charts import PALETTE, XYPlot, nice_max
 from pytest_ppsweep.results.sloanswer import number, read_probes
 
@@ -35,7 +36,7 @@ def limits_by_metric(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     metadata/run.json; ``{"ttft": []}`` when it limits no percentile (per-request limits only:
     TTFT is still what the reader wants to see against the load)."""
     try:
-        run = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
+        run = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         run = {}
     slo = ((run.get("workload") or {}) if isinstance(run, dict) else {}).get("slo") or {}

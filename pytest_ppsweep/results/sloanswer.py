@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import SLO_DIR, SLO_PROBES_CSV
 from pytest_ppsweep.results.answers import (
     BETTER,
     DECIDED,
@@ -48,7 +49,7 @@ KIND = "slo"
 
 def read_probes(run_dir: Path) -> list[dict[str, str]]:
     """``slo_probes.csv`` as rows of strings (empty without one)."""
-    path = Path(run_dir) / "slo_probes.csv"
+    path = Path(run_dir) / SLO_PROBES_CSV
     if not path.is_file():
         return []
     with path.open(newline="", encoding="utf-8") as fh:
@@ -57,7 +58,7 @@ def read_probes(run_dir: Path) -> list[dict[str, str]]:
 
 def read_outcomes(run_dir: Path) -> list[dict[str, Any]]:
     """Every ``slo/<layout>.json`` of the run folder, in file-name order."""
-    folder = Path(run_dir) / "slo"
+    folder = Path(run_dir) / SLO_DIR
     out = []
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
         try:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, JUDGED_FILES
 from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
@@ -92,7 +93,7 @@ def _config_failures(row: dict[str, Any] | None, pending: frozenset[str] = froze
         list[str]):
     # ``pending``: columns not recorded yet by design (the log scan is recorded at teardown).
     if row is None:
-        return ["no configs.csv row"]
+        return [f"no {CONFIGS_CSV} row"]
     failures = []
     checks = (("boot_ok", "boot"), ("topology_ok", "topology check"), ("log_clean", "log scan"))
     for column, what in checks:
@@ -185,7 +186,7 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
 # The files a verdict is judged from (load_run); the newest folder's judgement is kept with the
 # digest of their bytes: test_valid asks once per C of a layout, with nothing written in between,
 # and each judgement reads and summarizes the whole folder (pandas, ~30 ms).
-_JUDGED_FILES = ("results.csv", "configs.csv", "metadata/run.json")
+_JUDGED_FILES = JUDGED_FILES
 _last_judged: list[tuple[Path, bytes, tuple[Verdict, ...], tuple[str, ...]]] = []
 
 
@@ -222,7 +223,7 @@ def point_verdict(run_dir: Path, config_id: str, concurrency: int) -> Verdict:
         if verdict.config_id == config_id and verdict.concurrency == concurrency:
             return verdict
     if config_id not in order:
-        return Verdict(config_id, concurrency, False, ("no rounds and no configs.csv row",))
+        return Verdict(config_id, concurrency, False, (f"no rounds and no {CONFIGS_CSV} row",))
     return Verdict(config_id, concurrency, False, (f"no rounds at C={concurrency}",))
 
 

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import PHASES_JSON
 from pytest_ppsweep.matrix.model import Config, server_key
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.measure.runstore import RunStore
@@ -143,7 +144,7 @@ class Boots:
             self._copy(up.boot_id, cid, _AT_TEARDOWN)
             self.lifecycle.held(cid, time.monotonic())  # its tests' time on the boot
             # its own phases (rounds, …; no launch, boot or teardown: those are the boot's)
-            self.store.update_json("metadata/phases.json",
+            self.store.update_json(PHASES_JSON,
                                    **{cid: self.lifecycle.phases.row(cid)})
 
     def _copy(self, source: str, target: str, keys: tuple[str, ...]) -> None:

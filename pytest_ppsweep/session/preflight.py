@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_ppsweep.folder.runfolder import nodes_json
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.claims import Claims
 from pytest_ppsweep.session.quiet import Quiet
@@ -76,7 +77,7 @@ class Preflight(Claims, Quiet):
             if problems:
                 raise pytest.UsageError(preflight.message(cluster, problems))
             self.store.write_json(
-                f"metadata/nodes-{cluster.name}.json",
+                nodes_json(cluster.name),
                 nodeinfo.metadata(self.sweep, cluster, self.registry),
             )
 
