@@ -36,12 +36,12 @@ from typing import Any
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.folder.runfolder import (
     CONFIG_COLUMNS,
-    CONFIGS_CSV,
     GPU_DIR,
     RAW_DIR,
     RESULT_COLUMNS,
     RESULTS_CSV,
     SERVICE_DIR,
+    RunFolder,
     RunStore,
     manifest_json,
 )
@@ -259,8 +259,7 @@ def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]
             and cand.get("image_id") == ref.get("image_id")):
         cand["sglang_version"] = ref.get("sglang_version")
     reasons = differences(ref, cand)
-    configs = {r["config_id"]: r for r in _read_rows(Path(ref_run_dir) / CONFIGS_CSV)}
-    facts = configs.get(config_id, {})
+    facts = RunFolder(ref_run_dir).config_rows().get(config_id, {})
     for column, what in (("boot_ok", "did not boot"), ("topology_ok", "had a wrong topology"),
                          ("log_clean", "had fatal log lines")):
         if facts.get(column, "").lower() in ("false", "0"):
@@ -295,7 +294,7 @@ def adopt(ref_run_dir: Path, store: RunStore, config_id: str, manifest: dict[str
     rows = reused_rows(ref, config_id, store.run_id)
     for row in rows:
         store.append_result(row)
-    facts = {r["config_id"]: r for r in _read_rows(ref / CONFIGS_CSV)}.get(config_id, {})
+    facts = RunFolder(ref).config_rows().get(config_id, {})
     # held_s is the cluster time this run spent on the layout: none (a later pool plan reads
     # the reference's own measurement from the reference run).
     store.update_config(config_id, **{k: v for k, v in facts.items() if k in CONFIG_COLUMNS

@@ -8,8 +8,11 @@ this or an older plugin); :class:`RunStore` writes one as the run produces it, a
 
 Every result is written the moment it is produced, so a crash or Ctrl-C keeps every finished
 round: ``results.csv`` gains one flushed row per round (appended under the folder's ``flock``),
-raw per-request JSONL lines are appended as requests complete, and ``configs.csv`` is rewritten
-atomically whenever a fact about a configuration is learnt.
+raw per-request JSONL lines are appended as requests complete, and each fact about a
+configuration is appended to ``metadata/configs.facts.jsonl`` as it is learnt; ``configs.csv`` is
+folded from it (rewritten atomically) once a phase of a layout ends and when the run closes, and
+a reader of the folder sees the facts a crash left in the journal only (configs.csv plus the
+journal is every fact learnt).
 """
 
 from __future__ import annotations
@@ -71,6 +74,10 @@ SLO_DIR = "slo"
 SUBDIRS = (METADATA_DIR, SERVICE_DIR, RAW_DIR, GPU_DIR, BENCH_DIR)
 
 RUN_JSON = f"{METADATA_DIR}/run.json"
+# each configs.csv fact as it is learnt, one JSON line each (append-only, the crash-safe copy of
+# the facts not in configs.csv yet): folded into configs.csv when a phase of a layout ends and
+# when the run closes
+CONFIG_FACTS_JSONL = f"{METADATA_DIR}/configs.facts.jsonl"
 PHASES_JSON = f"{METADATA_DIR}/phases.json"
 BASELINE_JSON = f"{METADATA_DIR}/baseline.json"
 PLAN_CSV_NAME = "plan.csv"
@@ -301,8 +308,30 @@ class RunFolder:
         return _csv_rows(self.results_csv)
 
     def config_rows(self) -> dict[str, dict[str, Any]]:
-        """configs.csv as {config id: row}."""
-        return {row["config_id"]: row for row in _csv_rows(self.configs_csv, whole=False)}
+        """configs.csv as {config id: row}, with the facts learnt since it was last written
+        (``metadata/configs.facts.jsonl``: a run that crashed keeps every fact it learnt). The
+        cells are strings, as the CSV has them."""
+        rows: dict[str, dict[str, Any]] = {
+            row["config_id"]: row for row in _csv_rows(self.configs_csv, whole=False)}
+        for facts in self._config_facts():
+            cid = str(facts.get("config_id", ""))
+            rows.setdefault(cid, {"config_id": cid}).update(facts)
+        return rows
+
+    def _config_facts(self) -> Iterator[dict[str, str]]:
+        """The facts journal's lines in the order they were learnt (a torn last line, being
+        appended when the run stopped, left out)."""
+        path = self.dir / CONFIG_FACTS_JSONL
+        if not path.is_file():
+            return
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    facts = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(facts, dict) and facts.get("config_id"):
+                    yield facts
 
     def recorded_run_id(self) -> str:
         """The run id in run.json (a named baseline keeps its run's), else the folder's name."""
@@ -394,16 +423,30 @@ class RunStore(RunFolder):
             header = next(csv.reader(fh), [])
         return tuple(header) if header else RESULT_COLUMNS
 
-    def update_config(self, config_id: str, **facts: Any) -> None:
-        """Merge facts about a configuration into ``configs.csv`` (rewritten atomically)."""
+    def note_config(self, config_id: str, **facts: Any) -> None:
+        """Facts about a configuration, learnt: one line appended to the facts journal (no
+        rewrite of configs.csv; :meth:`fold_configs` writes it when the layout's phase ends)."""
         unknown = set(facts) - set(CONFIG_COLUMNS)
         if unknown:
             raise ValueError(f"{CONFIGS_CSV}: unknown columns {sorted(unknown)}")
+        line = {"config_id": config_id, **{k: _text(_cell(v)) for k, v in facts.items()}}
+        path = self.dir / CONFIG_FACTS_JSONL
+        with self.locked(), path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, sort_keys=True) + "\n")
+
+    def fold_configs(self) -> None:
+        """``configs.csv`` written once with every fact learnt so far (rewritten atomically);
+        the journal then starts anew (it holds the facts not yet in configs.csv)."""
+        journal = self.dir / CONFIG_FACTS_JSONL
         with self.locked():
-            rows = self.config_rows()
-            row = rows.setdefault(config_id, {"config_id": config_id})
-            row.update({k: _cell(v) for k, v in facts.items()})
-            self._write_configs(rows)
+            if journal.exists():
+                self._write_configs(self.config_rows())
+                journal.unlink()
+
+    def update_config(self, config_id: str, **facts: Any) -> None:
+        """Merge facts about a configuration into ``configs.csv`` now (noted, then folded)."""
+        self.note_config(config_id, **facts)
+        self.fold_configs()
 
     def _write_configs(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
         ordered = sorted(rows.values(), key=lambda r: _order_key(r.get("order")))
@@ -454,6 +497,11 @@ def _cell(value: Any) -> Any:
     if isinstance(value, float):
         return f"{value:.6g}" if abs(value) < 1e-3 and value != 0 else round(value, 6)
     return value
+
+
+def _text(cell: Any) -> str:
+    """A cell as csv writes it (and reads it back)."""
+    return "" if cell is None else str(cell)
 
 
 def _order_key(value: Any) -> int:

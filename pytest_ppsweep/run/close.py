@@ -47,6 +47,7 @@ def close(
 
     for config_id, why in not_run.items():
         ConfigRow(store, config_id).not_run(why)
+    store.fold_configs()  # every fact the run's processes learnt, in configs.csv
     store.sort_results(order)
     if store.results_csv.exists():
         benchjson.write_benchmark_json(store.dir)
