@@ -25,6 +25,7 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -336,6 +337,81 @@ class RunFolder:
     def recorded_run_id(self) -> str:
         """The run id in run.json (a named baseline keeps its run's), else the folder's name."""
         return str(self.read_run_json().get("run_id") or self.dir.name)
+
+
+    def slo_probes(self) -> list[dict[str, str]]:
+        """``slo_probes.csv`` as rows of strings (empty without one; a line being appended is
+        left out)."""
+        return _csv_rows(self.dir / SLO_PROBES_CSV)
+
+    def slo_outcomes(self) -> list[dict[str, Any]]:
+        """Every ``slo/<layout>.json`` of the folder, in file-name order (unreadable ones and
+        ones without a layout left out)."""
+        folder = self.dir / SLO_DIR
+        out = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("config_id"):
+                out.append(data)
+        return out
+
+    def comm_rows(self) -> list[dict[str, str]]:
+        """``comm.csv`` (test_comm) as rows of strings ([] without one)."""
+        return _csv_rows(self.dir / COMM_CSV, whole=False)
+
+    def smi_texts(self) -> dict[str, str]:
+        """Per node, the ``nvidia-smi -q`` the comm step saved (``comm/<layout>/smi-q-node<r>
+        .txt``; the first layout that has it)."""
+        texts: dict[str, str] = {}
+        for path in sorted(self.dir.glob(f"{COMM_DIR}/*/smi-q-node*.txt")):
+            node = path.stem.removeprefix("smi-q-")
+            texts.setdefault(node, path.read_text(encoding="utf-8", errors="replace"))
+        return texts
+
+    def plan_rows(self) -> list[dict[str, str]]:
+        """``planner/plan.csv`` as rows of strings ([] without a plan)."""
+        return _csv_rows(self.dir / PLAN_CSV, whole=False)
+
+    def planner_profile(self) -> dict[str, Any] | None:
+        """``planner/profile.json`` parsed (None when absent, unreadable or not an object)."""
+        try:
+            raw = json.loads((self.dir / PLANNER_PROFILE_JSON).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return raw if isinstance(raw, dict) else None
+
+    def files(self) -> FolderFiles:
+        """The files the report's views show, each read once (:class:`FolderFiles`)."""
+        return FolderFiles(self.dir, self.read_run_json(), self.slo_probes(),
+                           self.slo_outcomes(), self.comm_rows(), self.smi_texts(),
+                           self.plan_rows(), self.planner_profile())
+
+
+@dataclass(frozen=True)
+class FolderFiles:
+    """What the report's views show of a run folder besides its results (results/pipeline.py
+    reads those), each file read once: the views get this, not a folder to parse."""
+
+    dir: Path
+    meta: dict[str, Any]  # metadata/run.json ({} when missing or broken)
+    probes: list[dict[str, str]]  # slo_probes.csv
+    outcomes: list[dict[str, Any]]  # slo/<layout>.json
+    comm: list[dict[str, str]]  # comm.csv
+    smi: dict[str, str]  # per node: comm/<layout>/smi-q-node<r>.txt
+    plan: list[dict[str, str]]  # planner/plan.csv
+    planner_profile: dict[str, Any] | None  # planner/profile.json
+
+    @classmethod
+    def of(cls, source: Path | str | FolderFiles) -> FolderFiles:
+        """``source`` itself when read already, else its files read now."""
+        return source if isinstance(source, FolderFiles) else RunFolder(source).files()
+
+
+# A view's argument: the files read already, or a run folder to read them from.
+FolderSource = Path | FolderFiles
 
 
 def _csv_rows(path: Path, whole: bool = True) -> list[dict[str, str]]:

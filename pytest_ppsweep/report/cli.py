@@ -42,7 +42,7 @@ from pytest_ppsweep.folder.runfolder import (
 )
 from pytest_ppsweep.gate.comparison import DEFAULT_THRESHOLDS
 from pytest_ppsweep.planner.data import PlannerError
-from pytest_ppsweep.report.html import analyse, rebuild_report
+from pytest_ppsweep.report.html import rebuild_report
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
     RunFolderError,
@@ -52,6 +52,7 @@ from pytest_ppsweep.results.aggregate import (
     write_compare,
 )
 from pytest_ppsweep.results.answers import one_line
+from pytest_ppsweep.results.pipeline import analyse
 
 if TYPE_CHECKING:
     from pytest_ppsweep.planner.trust import FitTrust

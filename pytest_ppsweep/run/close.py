@@ -15,7 +15,7 @@ from pytest_ppsweep.measure.runstore import RunStore
 
 if TYPE_CHECKING:
     from pytest_ppsweep.gate.comparison import Comparison
-    from pytest_ppsweep.report.html import Analysis
+    from pytest_ppsweep.results.pipeline import Analysis
 
 __all__ = ["Closed", "close", "save_baseline", "summarize"]
 
@@ -64,15 +64,9 @@ def close(
 def summarize(run_dir: Path) -> tuple[Analysis | None, str]:
     """Aggregate the run folder, write summary.csv and answers.json; without rounds to
     aggregate, None and the note that says why."""
-    from pytest_ppsweep.report.html import analyse, save
-    from pytest_ppsweep.results.aggregate import RunFolderError
+    from pytest_ppsweep.results.pipeline import run_pipeline
 
-    try:
-        analysis = analyse(run_dir)
-    except RunFolderError as exc:
-        return None, f"no summary: {exc}"
-    save(analysis[0], analysis[1], analysis[3])
-    return analysis, ""
+    return run_pipeline(run_dir)
 
 
 def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:
