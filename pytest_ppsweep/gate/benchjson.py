@@ -195,9 +195,10 @@ def machine_info(run: RunData) -> dict[str, Any]:
     }
 
 
-def benchmark_json(run_dir: Path) -> dict[str, Any]:
-    """The pytest-benchmark document of ``run_dir`` (see the module docstring)."""
-    run = load(Path(run_dir))
+def benchmark_json(run_dir: Path, run: RunData | None = None) -> dict[str, Any]:
+    """The pytest-benchmark document of ``run_dir`` (see the module docstring); ``run``: what
+    was read of it already."""
+    run = load(Path(run_dir)) if run is None else run
     benches, empty = [], []
     for (cid, conc), rows in points(run.results).items():
         if valid_mask(rows).any():
@@ -223,9 +224,10 @@ def atomic_text(path: Path, text: str) -> Path:
     return tmp.replace(path)
 
 
-def write_benchmark_json(run_dir: Path, filename: str = BENCHMARK_JSON) -> Path:
+def write_benchmark_json(run_dir: Path, filename: str = BENCHMARK_JSON,
+                         run: RunData | None = None) -> Path:
     """Write ``<run_dir>/benchmark.json`` (or ``filename``) atomically and return its path."""
-    doc = benchmark_json(run_dir)
+    doc = benchmark_json(run_dir, run)
     # ensure_ascii and indent=4 like pytest-benchmark's own FileStorage.save.
     return atomic_text(Path(run_dir) / filename, json.dumps(doc, ensure_ascii=True, indent=4)
                         + "\n")

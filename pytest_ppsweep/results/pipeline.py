@@ -27,10 +27,10 @@ Analysis = tuple[RunData, Summary, tuple[Verdict, ...], list[Answer]]
 """A run folder aggregated and judged: its data, summary, verdicts and answers."""
 
 
-def analyse(run_dir: Path) -> Analysis:
-    """Load a run folder, aggregate it, judge each point and answer its questions
-    (results/finders.py)."""
-    data = load_run(run_dir)
+def analyse(run_dir: Path, data: RunData | None = None) -> Analysis:
+    """Load a run folder (unless ``data`` is what was read of it already), aggregate it, judge
+    each point and answer its questions (results/finders.py)."""
+    data = load_run(run_dir) if data is None else data
     summary = summarize_run(data)
     verdicts = judge(data, summary)
     return data, summary, verdicts, answer_all(answer_input(data, summary, verdicts))
@@ -42,11 +42,11 @@ def save(data: RunData, summary: Summary, answers: Sequence[Answer]) -> None:
     write_answers(data.run_dir, data.meta.run_id, answers)
 
 
-def run_pipeline(run_dir: Path) -> tuple[Analysis | None, str]:
-    """The run folder analysed and its summary.csv and answers.json written; without rounds to
-    aggregate, None and the note that says why."""
+def run_pipeline(run_dir: Path, data: RunData | None = None) -> tuple[Analysis | None, str]:
+    """The run folder analysed (``data``: what was read of it already) and its summary.csv and
+    answers.json written; without rounds to aggregate, None and the note that says why."""
     try:
-        analysis = analyse(run_dir)
+        analysis = analyse(run_dir, data)
     except RunFolderError as exc:
         return None, f"no summary: {exc}"
     save(analysis[0], analysis[1], analysis[3])

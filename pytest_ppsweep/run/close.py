@@ -15,6 +15,7 @@ from pytest_ppsweep.measure.runstore import RunStore
 
 if TYPE_CHECKING:
     from pytest_ppsweep.gate.comparison import Comparison
+    from pytest_ppsweep.results.aggregate import RunData
     from pytest_ppsweep.results.pipeline import Analysis
 
 __all__ = ["Closed", "close", "save_baseline", "summarize"]
@@ -40,33 +41,37 @@ def close(
     thresholds: dict[str, Any],
 ) -> Closed:
     """Close the run folder: not-run layouts, sweep order, benchmark.json, summary.csv and,
-    with a reference run, gate.csv with the fields each point differs in."""
+    with a reference run, gate.csv with the fields each point differs in. The folder's results
+    are read once, then handed to each of them."""
     from pytest_ppsweep import gate
     from pytest_ppsweep.gate import benchjson, differs
+    from pytest_ppsweep.results.aggregate import load_run
     from pytest_ppsweep.results.sloanswer import write_if_absent
 
     for config_id, why in not_run.items():
         ConfigRow(store, config_id).not_run(why)
     store.fold_configs()  # every fact the run's processes learnt, in configs.csv
     store.sort_results(order)
+    data = None
     if store.results_csv.exists():
-        benchjson.write_benchmark_json(store.dir)
+        data = load_run(store.dir)
+        benchjson.write_benchmark_json(store.dir, run=data)
     write_if_absent(store.dir, store.run_id)  # the SLO answers, unless every kind's were written
-    analysis, note = summarize(store.dir)
+    analysis, note = summarize(store.dir, data)
     rows = None
     if compare_ref is not None:
-        rows = gate.compare(store.dir, compare_ref, thresholds)
+        rows = gate.compare(store.dir, compare_ref, thresholds, current=data)
         gate.write_comparison_csv(store.dir, rows)
         differs.add_differs_column(store.dir, compare_ref)  # gate.csv's ``differs`` column
     return Closed(store.dir, analysis, note, rows)
 
 
-def summarize(run_dir: Path) -> tuple[Analysis | None, str]:
-    """Aggregate the run folder, write summary.csv and answers.json; without rounds to
-    aggregate, None and the note that says why."""
+def summarize(run_dir: Path, data: RunData | None = None) -> tuple[Analysis | None, str]:
+    """Aggregate the run folder (``data``: what was read of it already), write summary.csv and
+    answers.json; without rounds to aggregate, None and the note that says why."""
     from pytest_ppsweep.results.pipeline import run_pipeline
 
-    return run_pipeline(run_dir)
+    return run_pipeline(run_dir, data)
 
 
 def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:
