@@ -23,6 +23,7 @@ PACKAGE = "pytest_ppsweep"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("_exports", "redact"),
     ("matrix",),
+    ("folder",),
     ("cluster",),
     ("service",),
     ("measure",),
@@ -177,7 +178,7 @@ def test_the_checker_sees_a_cycle_and_an_upward_import() -> None:
     assert find_cycle(graph) == [f"{PACKAGE}.cluster.hosts", f"{PACKAGE}.matrix.model",
                                  f"{PACKAGE}.cluster.hosts"]
     assert upward_imports(graph) == [
-        f"{PACKAGE}.matrix.model (layer 1) imports {PACKAGE}.cluster.hosts (layer 2)"
+        f"{PACKAGE}.matrix.model (layer 1) imports {PACKAGE}.cluster.hosts (layer 3)"
     ]
 
 

@@ -50,7 +50,7 @@ from pytest_ppsweep.cluster.base import CommandHost, HostError
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host
 
-__all__ = ["CLAIM_DIR", "CLAIM_DIR_MODE", "CLAIM_LOST", "Claim", "ClusterBusy", "Holder",
+__all__ = ["CLAIM_DIR", "CLAIM_DIR_MODE", "Claim", "ClusterBusy", "Holder",
            "busy_message", "claim_all", "node_keys"]
 
 CLAIM_DIR = "/tmp/ppsweep-claims"
@@ -58,7 +58,6 @@ CLAIM_DIR_MODE = "0777"  # no sticky bit: another user may take a dead run's cla
 # The run folder's record of claims lost mid-run (the session writes it, results/verdict.py
 # marks the rounds measured since INVALID): {cluster: {"since": epoch of the last heartbeat
 # that found the claim this run's, "why": who took it over}}.
-CLAIM_LOST = "metadata/claim_lost.json"
 HEARTBEAT_S = 5.0
 STALE_S = 60.0  # no heartbeat for this long: the holder is dead
 POLL_S = 1.0

@@ -46,9 +46,9 @@ from pytest_ppsweep.comm.ncclperf import NcclPerfError, parse_all_reduce_perf
 from pytest_ppsweep.comm.records import read_output
 from pytest_ppsweep.comm.table import SUMMARY_COLUMNS, summary_rows
 from pytest_ppsweep.comm.topo import GpuTopology, TopoError, parse_topo
+from pytest_ppsweep.folder.runfolder import COMM_CSV, COMM_SUMMARY_CSV, RunStore
 from pytest_ppsweep.matrix.commspec import CommSpec, size_label
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.redact import redact
 
 __all__ = ["COMM_COLUMNS", "WORKER", "CommFailed", "DomainRun", "run_comm", "save_smi_q",
@@ -253,7 +253,7 @@ def _where(cluster: Cluster, domain: Domain) -> list[str]:
 def run_domain(sweep: Sweep, spec: CommSpec, cluster: Cluster, config: Config, domain: Domain,
                store: RunStore, registry: Registry, status: Status) -> DomainRun:
     """Benchmark one domain; its rows are in comm.csv when this returns; CommFailed if not."""
-    out_dir = store.dir / "comm" / config.id / domain.name
+    out_dir = store.comm_dir(config.id) / domain.name
     out_dir.mkdir(parents=True, exist_ok=True)
     world = domain.tp
     port = spec.master_port or cluster.dist_init_port + 1
@@ -353,7 +353,7 @@ def _row(store: RunStore, config: Config, domain: Domain, tool: str, r: dict[str
 
 def _append(store: RunStore, rows: list[dict[str, Any]]) -> None:
     """comm.csv gains the domain's rows; comm_summary.csv (§9.2) is rebuilt from it."""
-    path = store.dir / "comm.csv"
+    path = store.dir / COMM_CSV
     with store.locked():
         new = not path.is_file()
         with path.open("a", newline="", encoding="utf-8") as fh:
@@ -367,7 +367,7 @@ def _append(store: RunStore, rows: list[dict[str, Any]]) -> None:
         writer = csv.DictWriter(out, fieldnames=SUMMARY_COLUMNS)
         writer.writeheader()
         writer.writerows(summary_rows(every))
-        (store.dir / "comm_summary.csv").write_text(out.getvalue(), encoding="utf-8")
+        (store.dir / COMM_SUMMARY_CSV).write_text(out.getvalue(), encoding="utf-8")
 
 
 def _failure(config: Config, domain: Domain, cluster: Cluster, problems: list[str],
@@ -393,10 +393,10 @@ def run_comm(sweep: Sweep, cluster: Cluster, config: Config, store: RunStore,
     notes: list[str] = []
     # the nodes of the TP groups that stay on one node (their island label needs topo -m)
     single = list(range(len(cluster.hosts))) if 1 < config.tp <= cluster.gpus_per_node else []
-    topos = read_topologies(cluster, single, registry, store.dir / "comm" / config.id, notes)
+    topos = read_topologies(cluster, single, registry, store.comm_dir(config.id), notes)
     domains = tp_domains(config, cluster, topos)
     save_smi_q(cluster, sorted({n for d in domains for n in d.nodes}), registry,
-               store.dir / "comm" / config.id, notes)
+               store.comm_dir(config.id), notes)
     runs = []
     for domain in domains:
 

@@ -34,9 +34,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.folder.runfolder import (
+    CONFIG_COLUMNS,
+    GPU_DIR,
+    RAW_DIR,
+    RESULT_COLUMNS,
+    RESULTS_CSV,
+    SERVICE_DIR,
+    RunFolder,
+    RunStore,
+    manifest_json,
+)
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.measure.completion import count, row_problems
-from pytest_ppsweep.measure.runstore import CONFIG_COLUMNS, RESULT_COLUMNS, RunStore
 from pytest_ppsweep.redact import redact, redact_argv
 
 SCHEMA = 1
@@ -76,7 +86,7 @@ def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None =
 
 def path(run_dir: Path, config_id: str) -> Path:
     """``<run_dir>/metadata/<config>.manifest.json``."""
-    return Path(run_dir) / "metadata" / f"{config_id}.manifest.json"
+    return Path(run_dir) / manifest_json(config_id)
 
 
 def write(run_dir: Path, config_id: str, manifest: dict[str, Any]) -> Path:
@@ -205,7 +215,7 @@ def _read_rows(csv_path: Path) -> list[dict[str, str]]:
 def finished_rounds(run_dir: Path) -> set[tuple[str, int, int]]:
     """(config id, concurrency, repeat) of every round recorded in ``results.csv``."""
     done = set()
-    for row in _read_rows(Path(run_dir) / "results.csv"):
+    for row in _read_rows(Path(run_dir) / RESULTS_CSV):
         try:
             done.add((row["config_id"], int(row["concurrency"]), int(row["repeat"])))
         except (KeyError, ValueError):
@@ -218,7 +228,7 @@ def repair_torn_tail(run_dir: Path) -> bool:
 
     Call before resuming into the folder; True when something was cut.
     """
-    csv_path = Path(run_dir) / "results.csv"
+    csv_path = Path(run_dir) / RESULTS_CSV
     if not csv_path.is_file():
         return False
     data = csv_path.read_bytes()
@@ -249,15 +259,14 @@ def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]
             and cand.get("image_id") == ref.get("image_id")):
         cand["sglang_version"] = ref.get("sglang_version")
     reasons = differences(ref, cand)
-    configs = {r["config_id"]: r for r in _read_rows(Path(ref_run_dir) / "configs.csv")}
-    facts = configs.get(config_id, {})
+    facts = RunFolder(ref_run_dir).config_rows().get(config_id, {})
     for column, what in (("boot_ok", "did not boot"), ("topology_ok", "had a wrong topology"),
                          ("log_clean", "had fatal log lines")):
         if facts.get(column, "").lower() in ("false", "0"):
             reasons.append(f"{config_id} {what} in the reference run ({column} = False)")
     workload = manifest.get("workload") or {}
     n, repeats = int(workload.get("num_requests", 0)), int(workload.get("repeats", 0))
-    rows = [r for r in _read_rows(Path(ref_run_dir) / "results.csv")
+    rows = [r for r in _read_rows(Path(ref_run_dir) / RESULTS_CSV)
             if r["config_id"] == config_id]
     for conc in workload.get("concurrency") or []:
         ok = {int(r["repeat"]) for r in rows if r["concurrency"] == str(conc) and _valid(r, n)}
@@ -272,7 +281,7 @@ def reused_rows(ref_run_dir: Path, config_id: str, run_id: str) -> list[dict[str
     """The reference's results.csv rows of ``config_id`` as rows of run ``run_id``, marked
     ``reused``."""
     return [{**{k: row.get(k, "") for k in RESULT_COLUMNS}, "run_id": run_id, "reused": "True"}
-            for row in _read_rows(Path(ref_run_dir) / "results.csv")
+            for row in _read_rows(Path(ref_run_dir) / RESULTS_CSV)
             if row["config_id"] == config_id]
 
 
@@ -285,12 +294,12 @@ def adopt(ref_run_dir: Path, store: RunStore, config_id: str, manifest: dict[str
     rows = reused_rows(ref, config_id, store.run_id)
     for row in rows:
         store.append_result(row)
-    facts = {r["config_id"]: r for r in _read_rows(ref / "configs.csv")}.get(config_id, {})
+    facts = RunFolder(ref).config_rows().get(config_id, {})
     # held_s is the cluster time this run spent on the layout: none (a later pool plan reads
     # the reference's own measurement from the reference run).
     store.update_config(config_id, **{k: v for k, v in facts.items() if k in CONFIG_COLUMNS
                                       and k not in ("config_id", "order", "held_s")})
-    for sub in ("service", "raw", "gpu"):
+    for sub in (SERVICE_DIR, RAW_DIR, GPU_DIR):
         if (ref / sub / config_id).is_dir():
             shutil.copytree(ref / sub / config_id, store.dir / sub / config_id, dirs_exist_ok=True)
     write(store.dir, config_id, {**manifest, "reused_from": str(ref.resolve())})

@@ -18,13 +18,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.folder.runfolder import RunStore, tests_json
 
 __all__ = ["finished", "record", "start"]
 
 
 def _path(run_dir: Path, config_id: str) -> Path:
-    return run_dir / "metadata" / "tests" / f"{config_id}.json"
+    return run_dir / tests_json(config_id)
 
 
 def _read(path: Path) -> dict[str, Any]:

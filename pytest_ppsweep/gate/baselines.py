@@ -12,6 +12,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import BASELINE_FILES, BASELINE_JSON, METADATA_DIR, RESULTS_CSV
 from pytest_ppsweep.gate.benchjson import atomic_text, load, write_benchmark_json
 from pytest_ppsweep.results.aggregate import RunFolderError
 
@@ -21,7 +22,7 @@ BASELINES = "baselines"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-_COPIED = ("results.csv", "configs.csv", "summary.csv")
+_COPIED = BASELINE_FILES
 
 
 class BaselineError(ValueError):
@@ -52,8 +53,8 @@ def save_baseline(run_dir: Path, name: str, root: Path, *, replace: bool = False
     for file in _COPIED:
         if (run_dir / file).is_file():
             shutil.copyfile(run_dir / file, tmp / file)
-    shutil.copytree(run_dir / "metadata", tmp / "metadata")
-    atomic_text(tmp / "metadata" / "baseline.json", json.dumps(
+    shutil.copytree(run_dir / METADATA_DIR, tmp / METADATA_DIR)
+    atomic_text(tmp / BASELINE_JSON, json.dumps(
         {"name": name, "source_run": str(run_dir.resolve()),
          "saved": datetime.now(UTC).isoformat()}, indent=2) + "\n")
     write_benchmark_json(tmp, baseline_file(dest).name)
@@ -76,10 +77,10 @@ def resolve(ref: str | Path, reports_root: Path) -> Path:
     for cand in candidates:
         folder = cand.parent if cand.is_file() and cand.suffix == ".json" else cand
         tried.append(str(cand))
-        if (folder / "results.csv").is_file():
+        if (folder / RESULTS_CSV).is_file():
             return folder
         if folder.is_dir():
-            raise RunFolderError(f"reference {text!r}: {folder} has no results.csv")
+            raise RunFolderError(f"reference {text!r}: {folder} has no {RESULTS_CSV}")
     raise BaselineError(
         f"reference {text!r}: no run folder or baseline found; looked for {', '.join(tried)}"
     )

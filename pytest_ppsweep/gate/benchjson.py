@@ -41,10 +41,10 @@ from typing import Any, cast
 
 import pandas as pd
 
-from pytest_ppsweep.measure.runstore import RESULT_COLUMNS
+from pytest_ppsweep.folder.runfolder import BENCHMARK_JSON as BENCHMARK_JSON
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, RESULT_COLUMNS, RESULTS_CSV, RUN_JSON
 from pytest_ppsweep.results.aggregate import RunData, RunMeta, load_run, round_counts
 
-BENCHMARK_JSON = "benchmark.json"
 PB_VERSION = "5.3.1"  # the storage format written; read by pytest-benchmark 4.x and 5.x
 TEST_NODE = "test_matrix/test_sweep.py::test_prefill"
 
@@ -86,7 +86,7 @@ def stats(values: Sequence[float]) -> dict[str, Any]:
 
 
 def _run_json(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / "metadata" / "run.json"
+    path = run_dir / RUN_JSON
     raw = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     return raw if isinstance(raw, dict) else {}
 
@@ -96,9 +96,9 @@ def load(run_dir: Path) -> RunData:
     results.csv was never created) loads with no rows instead of failing: the gate must call
     such a run broken, not crash on it."""
     run_dir = Path(run_dir)
-    if run_dir.is_dir() and not (run_dir / "results.csv").exists():
-        configs = (pd.read_csv(run_dir / "configs.csv", dtype={"config_id": str})
-                   if (run_dir / "configs.csv").is_file() else pd.DataFrame(columns=["config_id"]))
+    if run_dir.is_dir() and not (run_dir / RESULTS_CSV).exists():
+        configs = (pd.read_csv(run_dir / CONFIGS_CSV, dtype={"config_id": str})
+                   if (run_dir / CONFIGS_CSV).is_file() else pd.DataFrame(columns=["config_id"]))
         return RunData(run_dir, RunMeta.from_dict(_run_json(run_dir), run_dir.name),
                        pd.DataFrame(columns=list(RESULT_COLUMNS)), configs)
     return load_run(run_dir)
@@ -195,9 +195,10 @@ def machine_info(run: RunData) -> dict[str, Any]:
     }
 
 
-def benchmark_json(run_dir: Path) -> dict[str, Any]:
-    """The pytest-benchmark document of ``run_dir`` (see the module docstring)."""
-    run = load(Path(run_dir))
+def benchmark_json(run_dir: Path, run: RunData | None = None) -> dict[str, Any]:
+    """The pytest-benchmark document of ``run_dir`` (see the module docstring); ``run``: what
+    was read of it already."""
+    run = load(Path(run_dir)) if run is None else run
     benches, empty = [], []
     for (cid, conc), rows in points(run.results).items():
         if valid_mask(rows).any():
@@ -223,9 +224,10 @@ def atomic_text(path: Path, text: str) -> Path:
     return tmp.replace(path)
 
 
-def write_benchmark_json(run_dir: Path, filename: str = BENCHMARK_JSON) -> Path:
+def write_benchmark_json(run_dir: Path, filename: str = BENCHMARK_JSON,
+                         run: RunData | None = None) -> Path:
     """Write ``<run_dir>/benchmark.json`` (or ``filename``) atomically and return its path."""
-    doc = benchmark_json(run_dir)
+    doc = benchmark_json(run_dir, run)
     # ensure_ascii and indent=4 like pytest-benchmark's own FileStorage.save.
     return atomic_text(Path(run_dir) / filename, json.dumps(doc, ensure_ascii=True, indent=4)
                         + "\n")

@@ -31,12 +31,12 @@ from typing import Any
 
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import GATE_CSV as GATE_CSV
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.gate.noise import noise_pct
 from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
 from pytest_ppsweep.results.aggregate import RunData, round_problems
 
-GATE_CSV = "gate.csv"
 VERDICTS = ("regression", "significant", "improvement", "within noise", "only in current",
             "only in reference", "broken")
 FAILING = frozenset({"regression", "broken"})
@@ -230,10 +230,13 @@ def _boot_failed(run: RunData, cid: str) -> str | None:
 
 
 def compare(cur_run_dir: Path, ref_run_dir: Path,
-            thresholds: Mapping[str, Threshold] | None = None) -> list[Comparison]:
-    """Every configuration × C of either run, per gated metric, with its verdict."""
+            thresholds: Mapping[str, Threshold] | None = None,
+            current: RunData | None = None) -> list[Comparison]:
+    """Every configuration × C of either run, per gated metric, with its verdict (``current``:
+    what was read of the current run already)."""
     ths = dict(thresholds) if thresholds is not None else parse_thresholds([])
-    cur, ref = load(Path(cur_run_dir)), load(Path(ref_run_dir))
+    cur = load(Path(cur_run_dir)) if current is None else current
+    ref = load(Path(ref_run_dir))
     cur_groups, ref_groups = points(cur.results), points(ref.results)
     keys = list(dict.fromkeys([*ref_groups, *cur_groups]))
     out: list[Comparison] = []

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import GATE_CSV
 
 __all__ = ["add_differs_column", "config_differences", "differs_html", "differs_lines"]
 
@@ -61,7 +62,7 @@ def differs_html(cur_dir: Path, ref_dir: Path, config_ids: Iterable[str]) -> str
             "</tbody></table>")
 
 
-def add_differs_column(run_dir: Path, ref_dir: Path, name: str = "gate.csv") -> Path:
+def add_differs_column(run_dir: Path, ref_dir: Path, name: str = GATE_CSV) -> Path:
     """gate.csv with a ``differs`` column: the point's manifest differences (``;``-joined)."""
     path = Path(run_dir) / name
     with path.open(newline="", encoding="utf-8") as fh:

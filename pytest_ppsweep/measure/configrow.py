@@ -1,5 +1,8 @@
-"""configs.csv's row of one layout, written as each fact is learnt: every column the run writes
-is named here, once (the columns themselves are ``runstore.CONFIG_COLUMNS``)."""
+"""configs.csv's row of one layout: every column the run writes is named here, once (the columns
+themselves are ``folder.runfolder.CONFIG_COLUMNS``). Each fact is noted as it is learnt (one line
+of the run folder's facts journal, the crash-safe copy); configs.csv is written once a phase of
+the layout ends: its boot (``held`` follows a boot, a failed one too), a test that stopped the
+service (``held``), its teardown (``held``), a boot failure, a layout that never ran."""
 
 from __future__ import annotations
 
@@ -20,6 +23,10 @@ class ConfigRow:
         self.config_id = config_id
 
     def _write(self, **facts: Any) -> None:
+        self.store.note_config(self.config_id, **facts)
+
+    def _write_now(self, **facts: Any) -> None:
+        """The last fact of a phase: configs.csv gets the layout's row as known now."""
         self.store.update_config(self.config_id, **facts)
 
     def planned(self, config: Config) -> None:
@@ -31,7 +38,7 @@ class ConfigRow:
         self._write(cluster=cluster)
 
     def boot_failed(self, boot_s: float | None, reason: str) -> None:
-        self._write(boot_s=boot_s, boot_error=reason)
+        self._write_now(boot_s=boot_s, boot_error=reason)
 
     def topology(self, ok: bool) -> None:
         """Whether the server reports the topology the matrix asked for."""
@@ -48,7 +55,7 @@ class ConfigRow:
 
     def held(self, seconds: float) -> None:
         """The cluster time the layout took so far (real seconds)."""
-        self._write(held_s=round(seconds, 3))
+        self._write_now(held_s=round(seconds, 3))
 
     def logs(self, findings: int) -> None:
         """What the log scan found after the layout's tests."""
@@ -66,4 +73,4 @@ class ConfigRow:
 
     def not_run(self, why: str) -> None:
         """The layout never ran (its worker's cluster left the pool)."""
-        self._write(boot_error=f"not run: {why}")
+        self._write_now(boot_error=f"not run: {why}")

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import COMM_CSV, RESULTS_CSV, RUN_JSON, server_info_candidates
+
 __all__ = ["CommPoint", "Measured", "Observation", "PlannerError", "load_measured",
            "read_comm_csv", "read_points_file"]
 
@@ -158,8 +160,7 @@ def _one(where: Any, key: str, values: set[str]) -> None:
 
 def _server_of(run_dir: Path, config_id: str) -> dict[str, Any]:
     """The resolved server info of a layout (metadata/), where the run wrote one."""
-    for name in (f"metadata/{config_id}.json", f"metadata/server_info/{config_id}.json",
-                 f"metadata/{config_id}/server_info.json"):
+    for name in server_info_candidates(config_id):
         path = run_dir / name
         if path.is_file():
             try:
@@ -193,7 +194,7 @@ def load_run_folder(run_dir: Path) -> Measured:
     from pytest_ppsweep.results.aggregate import load_run
 
     data = load_run(run_dir)
-    raw = json.loads((run_dir / "metadata" / "run.json").read_text(encoding="utf-8"))
+    raw = json.loads((run_dir / RUN_JSON).read_text(encoding="utf-8"))
     workload = raw.get("workload") if isinstance(raw.get("workload"), dict) else {}
     output_len = int(workload.get("output_len") or 1)
     res = data.results
@@ -212,7 +213,7 @@ def load_run_folder(run_dir: Path) -> Measured:
             float(grp["ttft_p95_s"].astype(float).median()), len(grp),
             float((tps.max() - tps.min()) / med) if med > 0 else 0.0, str(run_dir)))
     if not points:
-        raise PlannerError(f"{run_dir}/results.csv: no valid point: expected at least one round "
+        raise PlannerError(f"{run_dir}/{RESULTS_CSV}: no valid point: expected at least one round "
                            f"with every request completed and none failed, found "
                            f"{len(res)} round(s), none valid")
     facts: list[LayoutFacts] = []
@@ -234,7 +235,7 @@ def load_run_folder(run_dir: Path) -> Measured:
     chunk = int(raw.get("chunked_prefill_size") or 8192)
     return Measured(tuple(points), tuple(facts), str(raw.get("model_path") or ""),
                     str(raw.get("image") or ""), (str(run_dir),), output_len, chunk,
-                    read_comm_csv(run_dir / "comm.csv"))
+                    read_comm_csv(run_dir / COMM_CSV))
 
 
 def load_measured(paths: list[Path]) -> Measured:

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON, PROFILE_JSON_NAME
 from pytest_ppsweep.planner.data import CommPoint, Measured, PlannerError
 from pytest_ppsweep.planner.model import (
     BOOT_PARAMS,
@@ -327,7 +328,7 @@ def _lin_from(raw: dict[str, Any]) -> Linear:
 def load_fitted(path: Path) -> Fitted:
     """A fitted profile written by :meth:`Fitted.write` (``planner/profile.json``)."""
     if path.is_dir():
-        path = path / "planner" / "profile.json"
+        path = path / PLANNER_PROFILE_JSON
     if not path.is_file():
         raise PlannerError(f"{path}: expected a fitted profile (python -m pytest_ppsweep fit "
                            f"RUN writes RUN/planner/profile.json), found none")
@@ -338,7 +339,7 @@ def load_fitted(path: Path) -> Fitted:
     return fitted_from_json(raw, str(path))
 
 
-def fitted_from_json(raw: Any, where: str = "profile.json") -> Fitted:
+def fitted_from_json(raw: Any, where: str = PROFILE_JSON_NAME) -> Fitted:
     """A fitted profile from its parsed JSON (:meth:`Fitted.to_json`); ``where`` names it in
     errors."""
     if not isinstance(raw, dict) or raw.get("format") != FORMAT:

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, PROGRESS_LOG, RUN_JSON
+
 # Beyond this many search nodes the best plan found so far is kept (it is never worse than
 # longest-first greedy, which is the search's first leaf).
 SEARCH_BUDGET = 200_000
@@ -47,7 +49,7 @@ class Estimates:
 def _sweep_of(run: Path) -> str | None:
     """The sweep name a run folder's metadata/run.json records (None: not a readable run)."""
     try:
-        doc = json.loads((run / "metadata" / "run.json").read_text(encoding="utf-8"))
+        doc = json.loads((run / RUN_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     name = doc.get("sweep") if isinstance(doc, dict) else None
@@ -55,7 +57,7 @@ def _sweep_of(run: Path) -> str | None:
 
 
 def earlier_runs(root: Path, sweep_name: str, exclude: str | None = None,
-                 holding: str = "configs.csv") -> list[Path]:
+                 holding: str = CONFIGS_CSV) -> list[Path]:
     """Earlier run folders of ``sweep_name`` in ``root`` that hold the file ``holding``, newest
     first: every folder whose run.json names the sweep, whatever its run id
     (``--ppsweep-run-id`` included); a folder without a readable run.json counts when its name
@@ -81,7 +83,7 @@ def outside_layouts_s(run: Path) -> float | None:
     preflight, the waits between tests, the close): the span of its progress.log (its first
     line's local time to the file's last write) less the ``held_s`` of its layouts. None when
     the log cannot tell."""
-    log = run / "progress.log"
+    log = run / PROGRESS_LOG
     try:
         with log.open(encoding="utf-8", errors="replace") as fh:
             first = _STAMP.match(fh.readline())
@@ -93,7 +95,7 @@ def outside_layouts_s(run: Path) -> float | None:
     h, m, sec = (int(g) for g in first.groups())
     span = (end - end.replace(hour=h, minute=m, second=sec, microsecond=0)).total_seconds()
     span %= 86400  # a run that crossed midnight
-    held = sum(_held(run / "configs.csv", booted_only=False).values())
+    held = sum(_held(run / CONFIGS_CSV, booted_only=False).values())
     return max(span - held, 0.0)
 
 
@@ -130,7 +132,7 @@ def expected_durations(
         missing = [i for i in ids if i not in seconds]
         if not missing:
             break
-        held = _held(run / "configs.csv")
+        held = _held(run / CONFIGS_CSV)
         taken = {i: held[i] for i in missing if i in held}
         if taken:
             seconds.update(taken)

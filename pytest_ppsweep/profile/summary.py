@@ -16,20 +16,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import ATTRIBUTION_JSON, PROFILE_CSV, PROFILE_DIR
+
 from .attribution import LayoutProfile, table_rows
 
-CSV_NAME = "profile.csv"
+CSV_NAME = PROFILE_CSV
 COLUMNS = ("config_id", "kind", "calls", "cumulative_ms", "p50_ms", "overlap_ratio",
            "exposed_share", "compute_share", "idle_share", "window_ms", "ranks", "stable_ranks",
            "calls_delta", "cumulative_delta", "p50_delta", "baseline")
 
 
 def layout_dir(run_dir: Path, config_id: str) -> Path:
-    return run_dir / "profile" / config_id
+    return run_dir / PROFILE_DIR / config_id
 
 
 def write_layout(run_dir: Path, lp: LayoutProfile) -> Path:
-    path = layout_dir(run_dir, lp.config_id) / "attribution.json"
+    path = layout_dir(run_dir, lp.config_id) / ATTRIBUTION_JSON
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(lp.as_dict(), indent=1), encoding="utf-8")
@@ -40,10 +42,10 @@ def write_layout(run_dir: Path, lp: LayoutProfile) -> Path:
 def load_layouts(run_dir: Path, order: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
     """Every profiled layout's attribution.json, in ``order`` first, then by name."""
     found: dict[str, dict[str, Any]] = {}
-    root = run_dir / "profile"
+    root = run_dir / PROFILE_DIR
     if not root.is_dir():
         return found
-    for path in sorted(root.glob("*/attribution.json")):
+    for path in sorted(root.glob(f"*/{ATTRIBUTION_JSON}")):
         try:
             found[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):

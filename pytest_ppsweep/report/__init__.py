@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from pytest_ppsweep.report.html import (
         EVIDENCE,
         REBUILT_NAME,
-        analyse,
         build_report,
         html_summary,
         rebuild_report,
@@ -114,7 +113,6 @@ _NAMES = {
     "records": "format",
     "EVIDENCE": "html",
     "REBUILT_NAME": "html",
-    "analyse": "html",
     "build_report": "html",
     "html_summary": "html",
     "rebuild_report": "html",
@@ -148,7 +146,6 @@ __all__ = [
     "Rendered",
     "RunLine",
     "Spread",
-    "analyse",
     "axis_sweep_html",
     "bar_chart",
     "build_parser",

@@ -31,9 +31,18 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import (
+    PLAN_CSV,
+    PLAN_CSV_NAME,
+    PLANNER_DIR,
+    PLANNER_PROFILE_JSON,
+    REPORT_HTML,
+    RUN_JSON,
+    SUMMARY_CSV,
+)
 from pytest_ppsweep.gate.comparison import DEFAULT_THRESHOLDS
 from pytest_ppsweep.planner.data import PlannerError
-from pytest_ppsweep.report.html import analyse, rebuild_report
+from pytest_ppsweep.report.html import rebuild_report
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
     RunFolderError,
@@ -43,6 +52,7 @@ from pytest_ppsweep.results.aggregate import (
     write_compare,
 )
 from pytest_ppsweep.results.answers import one_line
+from pytest_ppsweep.results.pipeline import analyse
 
 if TYPE_CHECKING:
     from pytest_ppsweep.planner.trust import FitTrust
@@ -56,7 +66,7 @@ _STAMP = re.compile(r"(\d{8})-(\d{6})$")
 def _cmd_report(args: argparse.Namespace) -> int:
     path, summary, verdicts, rec = rebuild_report(resolve_run(str(args.run_dir), args.reports))
     print(f"report: {path}")
-    print(f"summary: {path.parent / 'summary.csv'}")
+    print(f"summary: {path.parent / SUMMARY_CSV}")
     print("\n".join(terminal_summary(summary, verdicts, rec, width=_WIDTH)))
     return 0
 
@@ -159,7 +169,7 @@ def run_date(run_dir: Path) -> datetime | None:
             return datetime.strptime("".join(stamp.groups()), "%Y%m%d%H%M%S")
         except ValueError:
             pass
-    manifest = run_dir / "metadata" / "run.json"
+    manifest = run_dir / RUN_JSON
     return datetime.fromtimestamp(manifest.stat().st_mtime) if manifest.is_file() else None
 
 
@@ -183,7 +193,7 @@ def read_run_line(run_dir: Path) -> RunLine:
     """The ``runs`` line of one run folder (RunFolderError when it has no readable manifest)."""
     import json
 
-    manifest = run_dir / "metadata" / "run.json"
+    manifest = run_dir / RUN_JSON
     if not manifest.is_file():
         raise RunFolderError(f"missing file: {manifest}")
     try:
@@ -397,8 +407,8 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
             raise RunFolderError(f"{run_dir / GATE_CSV}: unreadable ({exc})") from exc
         lines += [_sep(f"ppsweep gate ({GATE_CSV})", width), *gate]
     lines.append(f"run folder: {run_dir}")
-    report = run_dir / "report.html"
-    lines.append(f"report: {report}" if report.is_file() else "report: (no report.html)")
+    report = run_dir / REPORT_HTML
+    lines.append(f"report: {report}" if report.is_file() else f"report: (no {REPORT_HTML})")
     return lines
 
 
@@ -564,7 +574,7 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             for r in args.runs]
     fitted = fit(load_measured(runs))
     first_dir = next((r for r in runs if r.is_dir()), None)
-    out = args.out or (first_dir / "planner" / "profile.json" if first_dir else None)
+    out = args.out or (first_dir / PLANNER_PROFILE_JSON if first_dir else None)
     if out is None:
         raise PlannerError("fit: no run folder among the inputs: expected --out PATH for the "
                            "fitted profile, found none")
@@ -583,14 +593,14 @@ def _cmd_fit(args: argparse.Namespace) -> int:
     if not trust.trusted:
         _print_misfit(trust)
         if first_dir is not None:  # no predictions from a fit that misses its own points
-            (first_dir / "planner" / "plan.csv").unlink(missing_ok=True)
+            (first_dir / PLAN_CSV).unlink(missing_ok=True)
         return 1
     if first_dir is not None:
         from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
 
         run_layouts = [(str(f["config_id"]), int(f["pp"]), int(f["tp"]), int(f["ep"]))
                        for f in fitted.layouts]
-        plan = write_plan_csv(first_dir / "planner" / "plan.csv",
+        plan = write_plan_csv(first_dir / PLAN_CSV,
                               plan_rows(fitted, layouts=run_layouts or None))
         print(f"predicted vs measured: {plan} (the report's planner section)")
     return 0
@@ -613,8 +623,8 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     rows = plan_rows(fitted, workloads)
     for line in plan_lines(rows, width=None if args.all else _WIDTH):
         print(line)
-    where = path / "planner" if path.is_dir() else path.parent
-    print(f"plan: {write_plan_csv(args.csv or where / 'plan.csv', rows)}")
+    where = path / PLANNER_DIR if path.is_dir() else path.parent
+    print(f"plan: {write_plan_csv(args.csv or where / PLAN_CSV_NAME, rows)}")
     return 0
 
 

@@ -4,13 +4,12 @@ busbw-vs-size chart with one line per domain, from the run folder's comm.csv."""
 
 from __future__ import annotations
 
-import csv
 from html import escape
-from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.comm.smiq import node_line
 from pytest_ppsweep.comm.table import curves, summary_rows
+from pytest_ppsweep.folder.runfolder import COMM_CSV, COMM_SUMMARY_CSV, FolderFiles, FolderSource
 from pytest_ppsweep.report.charts import log2_line_chart
 
 __all__ = ["COMM_TITLE", "comm_html", "comm_rows", "comm_terminal", "smi_lines"]
@@ -18,23 +17,16 @@ __all__ = ["COMM_TITLE", "comm_html", "comm_rows", "comm_terminal", "smi_lines"]
 COMM_TITLE = "Communication: all-reduce per TP domain (§9.2)"
 
 
-def comm_rows(run_dir: Path) -> list[dict[str, Any]]:
-    path = Path(run_dir) / "comm.csv"
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
+def comm_rows(source: FolderSource) -> list[dict[str, Any]]:
+    """comm.csv's rows ([] without one)."""
+    return list(FolderFiles.of(source).comm)
 
 
-def smi_lines(run_dir: Path) -> list[str]:
+def smi_lines(source: FolderSource) -> list[str]:
     """``node0: 1 × NVIDIA H200 (143771 MiB), driver …`` from the ``nvidia-smi -q`` the comm step
     saved (``comm/<layout>/smi-q-node<r>.txt``), one line per node (the first layout that has
     it); [] when none was saved."""
-    texts: dict[str, str] = {}
-    for path in sorted(Path(run_dir).glob("comm/*/smi-q-node*.txt")):
-        node = path.stem.removeprefix("smi-q-")
-        texts.setdefault(node, path.read_text(encoding="utf-8", errors="replace"))
-    return node_line(texts)
+    return node_line(FolderFiles.of(source).smi)
 
 
 def _cell(value: Any, digits: int = 2, unit: str = "") -> str:
@@ -59,9 +51,10 @@ HEADERS = ["Layout", "Domain", "Topology", "128 MiB latency", "128 MiB busbw",
            "128/256 MiB mean busbw", "max busbw (sizes run)", "tool"]
 
 
-def comm_html(run_dir: Path) -> str:
+def comm_html(source: FolderSource) -> str:
     """The section, or "" when the run has no comm.csv."""
-    rows = comm_rows(run_dir)
+    files = FolderFiles.of(source)
+    rows = comm_rows(files)
     if not rows:
         return ""
     simulated = any(str(r.get("simulated")) == "True" for r in rows)
@@ -74,9 +67,10 @@ def comm_html(run_dir: Path) -> str:
             "iterations, averaged over the ranks; every sum was checked. "
             + ("SIMULATED: the emulator answers from its profile's bus bandwidths. "
                if simulated else "")
-            + '<a href="comm.csv">comm.csv</a> | <a href="comm_summary.csv">comm_summary.csv'
+            + f'<a href="{COMM_CSV}">{COMM_CSV}</a> | '
+            f'<a href="{COMM_SUMMARY_CSV}">{COMM_SUMMARY_CSV}'
             "</a> | comm/&lt;layout&gt;/ (node logs, topo -m, nvidia-smi -q)</p>")
-    gpus = smi_lines(run_dir)
+    gpus = smi_lines(files)
     if gpus:
         note += ('<p class="ppsweep-comm-gpus">nvidia-smi -q: '
                  + "; ".join(escape(line) for line in gpus) + "</p>")
@@ -85,9 +79,9 @@ def comm_html(run_dir: Path) -> str:
             f'<div class="charts">{chart}</div>{note}')
 
 
-def comm_terminal(run_dir: Path) -> list[str]:
+def comm_terminal(source: FolderSource) -> list[str]:
     """The table as text lines for the terminal summary ([] without comm.csv)."""
-    rows = comm_rows(run_dir)
+    rows = comm_rows(source)
     if not rows:
         return []
     table = [HEADERS[:-2], *[r[:-2] for r in _table_rows(rows)]]

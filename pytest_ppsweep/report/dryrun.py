@@ -28,6 +28,7 @@ from pathlib import Path
 
 from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
 
@@ -92,8 +93,8 @@ def fitted_profile(reports: Path, sweep_name: str) -> Path | None:
     (whatever its run id)."""
     from pytest_ppsweep.pool.balance import earlier_runs
 
-    found = earlier_runs(reports, sweep_name, holding="planner/profile.json")
-    return found[0] / "planner" / "profile.json" if found else None
+    found = earlier_runs(reports, sweep_name, holding=PLANNER_PROFILE_JSON)
+    return found[0] / PLANNER_PROFILE_JSON if found else None
 
 
 def _time_scale(cluster: Cluster | None) -> float:

@@ -16,6 +16,14 @@ from urllib.parse import quote, unquote
 
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import EVIDENCE as FOLDER_EVIDENCE
+from pytest_ppsweep.folder.runfolder import (
+    GPU_DIR,
+    RAW_DIR,
+    REBUILT_HTML,
+    SERVICE_DIR,
+    FolderFiles,
+)
 from pytest_ppsweep.report import plannerview, sloview
 from pytest_ppsweep.report.answers import html_block, reasons_html
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
@@ -25,15 +33,13 @@ from pytest_ppsweep.report.profile import profile_section
 from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
-    load_run,
-    summarize_run,
-    write_summary,
 )
-from pytest_ppsweep.results.answers import DECIDED, Answer, write_answers
-from pytest_ppsweep.results.verdict import Verdict, judge
+from pytest_ppsweep.results.answers import DECIDED, Answer
+from pytest_ppsweep.results.pipeline import analyse, save
+from pytest_ppsweep.results.verdict import Verdict
 
-REBUILT_NAME = "report-rebuilt.html"
-EVIDENCE = ("results.csv", "summary.csv", "configs.csv", "service/", "raw/", "gpu/", "metadata/")
+REBUILT_NAME = REBUILT_HTML
+EVIDENCE = FOLDER_EVIDENCE
 # The style of the summary, also in pytest-html's page: there its body{min-width:800px} plus the
 # body's 8 px margins would scroll an 800 px window sideways, so narrow windows lift it, and let
 # the cells of its results table (long test ids) wrap.
@@ -174,7 +180,7 @@ def _memory(data: RunData, summary: Summary) -> str:
                      escape(f"{_plain(r['mem_worst_node'])} / GPU {_plain(r['mem_worst_gpu'])}"),
                      num(r["boot_s"], 0, " s"),
                      " ".join(_link(data.run_dir, f"{sub}/{cid}/", sub)
-                              for sub in ("service", "raw", "gpu"))])
+                              for sub in (SERVICE_DIR, RAW_DIR, GPU_DIR))])
     headers = ["PP / TP / EP", "Config", *(["Cluster"] if pooled else []), "Worst-rank peak",
                "GPU total", "Headroom", "Worst node / GPU", "Startup", "Evidence"]
     return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(
@@ -341,20 +347,22 @@ def _charts(summary: Summary) -> str:
 
 
 def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
-                 answers: Sequence[Answer]) -> list[str]:
+                 answers: Sequence[Answer], files: FolderFiles | None = None) -> list[str]:
     """HTML fragments for ``pytest_html_results_summary`` (extend ``prefix`` or ``summary``).
-    Links are relative to the run folder, where report.html lives."""
+    Links are relative to the run folder, where report.html lives. ``files``: the folder's
+    other files the views show, read once (read here when not given)."""
+    files = files or FolderFiles.of(data.run_dir)
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     evidence = " | ".join(_link(data.run_dir, target) for target in EVIDENCE)
     # The first screen answers the question (which layout, by how much, can it be trusted);
     # the tables, charts and evidence that back the answer come after it.
-    body = [sloview.html_section(data.run_dir), *_axis_sections(data, summary),
+    body = [sloview.html_section(files), *_axis_sections(data, summary),
             reasons_html(answers), _medians(summary, by_key), _charts(summary),
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),
-            comm_html(data.run_dir),
+            comm_html(files),
             _memory(data, summary), _steps(summary), _comparisons(summary),
             _verdicts(verdicts), _metadata(data),
-            plannerview.html_section(data.run_dir),
+            plannerview.html_section(files),
             f"<h3>Evidence</h3><p>{evidence}</p>"]
     # The banner and the answers lead; in pytest-html's page, report.answers.lift moves them
     # above its own title and environment once the page is written.
@@ -377,28 +385,6 @@ def _comparisons(summary: Summary) -> str:
     from pytest_ppsweep.report.axes import comparisons_html
 
     return comparisons_html(summary.comparisons)
-
-
-Analysis = tuple[RunData, Summary, tuple[Verdict, ...], list[Answer]]
-"""A run folder aggregated and judged: its data, summary, verdicts and answers."""
-
-
-def analyse(run_dir: Path) -> Analysis:
-    """Load a run folder, aggregate it, judge each point and answer its questions
-    (results/finders.py)."""
-    from pytest_ppsweep.results.finders import answer_all
-    from pytest_ppsweep.results.questions import answer_input
-
-    data = load_run(run_dir)
-    summary = summarize_run(data)
-    verdicts = judge(data, summary)
-    return data, summary, verdicts, answer_all(answer_input(data, summary, verdicts))
-
-
-def save(data: RunData, summary: Summary, answers: Sequence[Answer]) -> None:
-    """summary.csv (with comparisons.csv) and answers.json of the run folder."""
-    write_summary(data.run_dir, summary)
-    write_answers(data.run_dir, data.meta.run_id, answers)
 
 
 def build_report(run_dir: Path) -> Path:

@@ -19,22 +19,26 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
-from typing import Any
 
+from pytest_ppsweep.folder.runfolder import PARETO_CSV as PARETO_CSV
+from pytest_ppsweep.folder.runfolder import (
+    PLANNER_PROFILE_JSON,
+    RESULTS_CSV,
+    FolderFiles,
+    FolderSource,
+)
 from pytest_ppsweep.report.charts import XYPlot, nice_max
 from pytest_ppsweep.results.cost import per_million
-from pytest_ppsweep.results.sloanswer import number, read_outcomes, read_probes
+from pytest_ppsweep.results.sloanswer import number
 
 __all__ = ["PARETO_CSV", "Point", "front", "pareto_svg", "points",
            "section_html", "terminal_lines", "write_pareto_csv"]  # fmt: skip
 
-PARETO_CSV = "pareto.csv"
 COLUMNS = ("config_id", "gpus", "source", "load", "x_tps_per_user", "x_lo", "x_hi",
            "y_tps_per_gpu", "y_lo", "y_hi", "within_slo", "on_front", "usd_per_m_tokens")
 
@@ -67,35 +71,28 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(good) if good else None
 
 
-def _run_json(run_dir: Path) -> dict[str, Any]:
-    try:
-        run = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return run if isinstance(run, dict) else {}
-
-
-def _slo_limit(run_dir: Path, decode: bool) -> float | None:
+def _slo_limit(files: FolderFiles, decode: bool) -> float | None:
     """The SLO's p50 limit of the x metric (TPOT for decode, TTFT for prefill), seconds."""
-    slo = (_run_json(run_dir).get("workload") or {}).get("slo") or {}
+    slo = (files.meta.get("workload") or {}).get("slo") or {}
     for lim in slo.get("limits", []):
         if lim.get("metric") == ("tpot" if decode else "ttft") and lim.get("percentile") == 50:
             return number(lim.get("limit_s"))
     return None
 
 
-def _decode(run_dir: Path) -> bool:
-    return int((_run_json(run_dir).get("workload") or {}).get("output_len") or 1) > 1
+def _decode(files: FolderFiles) -> bool:
+    return int((files.meta.get("workload") or {}).get("output_len") or 1) > 1
 
 
-def points(run_dir: Path) -> list[Point]:
+def points(folder: FolderSource) -> list[Point]:
     """Every measured point of the run folder (rounds and probes)."""
-    run_dir = Path(run_dir)
-    decode = _decode(run_dir)
-    limit = _slo_limit(run_dir, decode)
+    files = FolderFiles.of(folder)
+    run_dir = files.dir
+    decode = _decode(files)
+    limit = _slo_limit(files, decode)
     x_key, y_key = ("tpot_p50_s", "output_tps") if decode else ("ttft_p50_s", "input_tps")
     out: list[Point] = []
-    results = run_dir / "results.csv"
+    results = run_dir / RESULTS_CSV
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
     if results.is_file():
         with results.open(newline="", encoding="utf-8") as fh:
@@ -104,7 +101,7 @@ def points(run_dir: Path) -> list[Point]:
                     continue
                 groups.setdefault((row["config_id"], f"C={row['concurrency']}"), []).append(row)
     probes: dict[tuple[str, str], list[dict[str, str]]] = {}
-    for row in read_probes(run_dir):
+    for row in files.probes:
         unit = "req/s" if row["search"] == "rate" else "C"
         load = f"{number(row['load']) or 0:.3g} {unit}" if unit == "req/s" else f"C={row['load']}"
         probes.setdefault((row["config_id"], load), []).append(row)
@@ -123,7 +120,7 @@ def points(run_dir: Path) -> list[Point]:
             cost = _median([number(r.get("usd_per_m_output" if decode else "usd_per_m_input"))
                             for r in rows])
             if cost is None:  # a closed round: priced from run.json's gpu_hour_usd
-                cost = per_million(tps, gpus, number(_run_json(run_dir).get("gpu_hour_usd")))
+                cost = per_million(tps, gpus, number(files.meta.get("gpu_hour_usd")))
             out.append(Point(cid, gpus, source, load, per_user, tps / gpus, within,
                              usd_per_m=cost))
     return out
@@ -136,11 +133,13 @@ def front(pts: Sequence[Point]) -> list[Point]:
         q.x >= p.x and q.y >= p.y and (q.x > p.x or q.y > p.y) for q in measured)]
 
 
-def predictions(run_dir: Path, measured: Sequence[Point]) -> tuple[list[Point], list[str]]:
+def predictions(source: FolderSource, measured: Sequence[Point]
+                ) -> tuple[list[Point], list[str]]:
     """The planner's points for the cluster's layouts not booted, at the Cs measured, and the
     misfit lines (non-empty: no predictions). ([], []) without a fitted profile."""
-    path = Path(run_dir) / "planner" / "profile.json"
-    if not path.is_file() or _decode(Path(run_dir)):  # the planner models prefill rounds
+    files = FolderFiles.of(source)
+    path = files.dir / PLANNER_PROFILE_JSON
+    if not path.is_file() or _decode(files):  # the planner models prefill rounds
         return [], []
     from pytest_ppsweep.planner.fitting import load_fitted
     from pytest_ppsweep.planner.plan import cluster_layouts
@@ -273,23 +272,25 @@ def pareto_svg(pts: Sequence[Point], *, decode: bool, limit: float | None, slo: 
     return "".join(parts) + "</svg>"
 
 
-def chart_data(run_dir: Path) -> tuple[list[Point], list[str], bool, float | None, str]:
+def chart_data(source: FolderSource
+               ) -> tuple[list[Point], list[str], bool, float | None, str]:
     """(points measured and predicted, misfit lines, decode?, SLO x limit, SLO text)."""
-    run_dir = Path(run_dir)
-    measured = points(run_dir)
-    predicted, misfit = predictions(run_dir, measured) if measured else ([], [])
-    decode = _decode(run_dir)
-    outcomes = read_outcomes(run_dir)
+    files = FolderFiles.of(source)
+    measured = points(files)
+    predicted, misfit = predictions(files, measured) if measured else ([], [])
+    decode = _decode(files)
+    outcomes = files.outcomes
     slo = str(outcomes[0].get("slo")) if outcomes else ""
-    return [*measured, *predicted], misfit, decode, _slo_limit(run_dir, decode), slo
+    return [*measured, *predicted], misfit, decode, _slo_limit(files, decode), slo
 
 
-def section_html(run_dir: Path) -> str:
+def section_html(source: FolderSource) -> str:
     """The report's Pareto section ("" when the run has no SLO search)."""
-    if not read_outcomes(run_dir):
+    files = FolderFiles.of(source)
+    if not files.outcomes:
         return ""
-    pts, misfit, decode, limit, slo = chart_data(run_dir)
-    write_pareto_csv(run_dir, pts)
+    pts, misfit, decode, limit, slo = chart_data(files)
+    write_pareto_csv(files.dir, pts)
     note = ("<p class='ppsweep-misfit'><b>Planner misfit:</b> the fitted profile does not "
             "reproduce its own training points, so no prediction is drawn: "
             + escape("; ".join(misfit)) + "</p>") if misfit else ""
@@ -304,11 +305,12 @@ def section_html(run_dir: Path) -> str:
             f"<p>{escape(caption)}</p>{note}")
 
 
-def terminal_lines(run_dir: Path) -> list[str]:
+def terminal_lines(source: FolderSource) -> list[str]:
     """The front in a few terminal lines ([] without an SLO search)."""
-    if not read_outcomes(run_dir):
+    files = FolderFiles.of(source)
+    if not files.outcomes:
         return []
-    pts, misfit, decode, _limit, _slo = chart_data(run_dir)
+    pts, misfit, decode, _limit, _slo = chart_data(files)
     lines = ["Pareto front (tok/s per GPU vs " + ("1/TPOT" if decode else "1/TTFT") + "):"]
     for p in sorted(front(pts), key=lambda p: p.x):
         lines.append(f"  {p.config_id} {p.load}: {p.y:,.0f} tok/s/GPU at {p.x:.3g}/s per user"

@@ -8,37 +8,23 @@ reproduce its own measured points (``misfit`` in planner/profile.json, planner/t
 
 from __future__ import annotations
 
-import csv
-import json
 from html import escape
-from pathlib import Path
+
+from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
 
 __all__ = ["html_section", "terminal_lines"]
 
-PLAN = Path("planner") / "plan.csv"
-PROFILE = Path("planner") / "profile.json"
 MISFIT = ("Planner: misfit. The fitted cost model cannot reproduce these measured points, so no "
           "prediction is shown:")
 
 
-def _misfits(run_dir: Path) -> list[str]:
+def _misfits(files: FolderFiles) -> list[str]:
     """The saved profile's ``misfit`` lines ([] when trusted, absent or unreadable)."""
-    try:
-        raw = json.loads((run_dir / PROFILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []
-    found = raw.get("misfit") if isinstance(raw, dict) else None
+    raw = files.planner_profile
+    found = raw.get("misfit") if raw is not None else None
     return [str(x) for x in found] if isinstance(found, list) else []
 HEADERS = ("Layout", "C", "Input TPS predicted [90 %]", "measured", "TTFT p50 s predicted "
            "[90 %]", "measured", "Worst-rank MiB [90 %]", "State")
-
-
-def _rows(run_dir: Path) -> list[dict[str, str]]:
-    path = run_dir / PLAN
-    if not path.is_file():
-        return []
-    with path.open(encoding="utf-8", newline="") as fh:
-        return list(csv.DictReader(fh))
 
 
 def _band(row: dict[str, str], key: str, fmt: str) -> str:
@@ -67,14 +53,15 @@ def _cells(row: dict[str, str]) -> list[str]:
             _band(row, "mem_peak_mib", ",.0f"), state]
 
 
-def html_section(run_dir: Path) -> str:
+def html_section(source: FolderSource) -> str:
     """The HTML section, or "" when the run folder has no plan."""
-    misfits = _misfits(run_dir)
+    files = FolderFiles.of(source)
+    misfits = _misfits(files)
     if misfits:
         items = "".join(f"<li>{escape(m)}</li>" for m in misfits)
         return (f'<h3 id="ppsweep-planner">Planner: misfit</h3><p>{escape(MISFIT)}</p>'
                 f'<ul class="ppsweep-misfit">{items}</ul>')
-    rows = _rows(run_dir)
+    rows = files.plan
     if not rows:
         return ""
     head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
@@ -86,12 +73,13 @@ def html_section(run_dir: Path) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
-def terminal_lines(run_dir: Path) -> list[str]:
+def terminal_lines(source: FolderSource) -> list[str]:
     """The same table for the terminal summary ([] without a plan)."""
-    misfits = _misfits(run_dir)
+    files = FolderFiles.of(source)
+    misfits = _misfits(files)
     if misfits:
         return [MISFIT, *(f"  misfit: {m}" for m in misfits)]
-    rows = _rows(run_dir)
+    rows = files.plan
     if not rows:
         return []
     table = [list(HEADERS), *(_cells(r) for r in rows)]

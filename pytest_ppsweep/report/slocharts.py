@@ -11,14 +11,13 @@ report (report/charts.py), sized by ``viewBox`` so it reads at 800 px and 1280 p
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from html import escape
-from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
 from pytest_ppsweep.report.charts import PALETTE, XYPlot, nice_max
-from pytest_ppsweep.results.sloanswer import number, read_probes
+from pytest_ppsweep.results.sloanswer import number
 
 __all__ = ["limits_by_metric", "search_svg", "section_html"]
 
@@ -30,15 +29,12 @@ LEGEND_ROWS = 12
 
 
 
-def limits_by_metric(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+def limits_by_metric(source: FolderSource) -> dict[str, list[tuple[int, float]]]:
     """The SLO's percentile limits, ``{metric: [(percentile, seconds), ...]}``, from the run's
     metadata/run.json; ``{"ttft": []}`` when it limits no percentile (per-request limits only:
     TTFT is still what the reader wants to see against the load)."""
-    try:
-        run = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        run = {}
-    slo = ((run.get("workload") or {}) if isinstance(run, dict) else {}).get("slo") or {}
+    run = FolderFiles.of(source).meta
+    slo = (run.get("workload") or {}).get("slo") or {}
     out: dict[str, list[tuple[int, float]]] = {}
     for lim in slo.get("limits", []):
         metric, pct, value = lim.get("metric"), lim.get("percentile"), number(lim.get("limit_s"))
@@ -137,17 +133,18 @@ def search_svg(probes: Sequence[Mapping[str, str]], metric: str,
     return "".join(parts) + "</svg>"
 
 
-def section_html(run_dir: Path) -> str:
+def section_html(source: FolderSource) -> str:
     """The report's charts of the SLO searches ("" without a probe): one per metric the SLO
     limits by a percentile and per kind of load searched (rate, concurrency)."""
-    probes = read_probes(run_dir)
+    files = FolderFiles.of(source)
+    probes = files.probes
     if not probes:
         return ""
     charts = []
     for search in sorted({p.get("search") or "rate" for p in probes}):
         mine = [p for p in probes if (p.get("search") or "rate") == search]
         unit = "req/s" if search == "rate" else "C"
-        for metric, limits in limits_by_metric(run_dir).items():
+        for metric, limits in limits_by_metric(files).items():
             charts.append(search_svg(mine, metric, limits, unit))
     boxes = "".join(f'<div class="ppsweep-slo-search-box" style="max-width:100%;'
                     f'overflow-x:auto">{svg}</div>' for svg in charts)

@@ -6,21 +6,22 @@ search with its probes, the searches charted (report/slocharts.py) and the Paret
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
 from pytest_ppsweep.report import pareto, slocharts
-from pytest_ppsweep.results.sloanswer import answers_of, read_outcomes
+from pytest_ppsweep.results.sloanswer import answers_of
 
 __all__ = ["html_section", "terminal_lines"]
 
 
-def html_section(run_dir: Path) -> str:
+def html_section(source: FolderSource) -> str:
     """The SLO answers, the searches (a table and their charts) and the Pareto chart (""
     without an SLO search)."""
-    outcomes = read_outcomes(run_dir)
+    files = FolderFiles.of(source)
+    outcomes = files.outcomes
     if not outcomes:
         return ""
-    answers = answers_of(run_dir)
+    answers = answers_of(files)
     items = "".join(
         f"<li><b>{escape(a.question)}</b> [{escape(a.workload)}]: "
         f"<span class='ppsweep-status'>{escape(a.status)}</span>. "
@@ -34,17 +35,18 @@ def html_section(run_dir: Path) -> str:
             f"<ul class='ppsweep-slo-answers'>{items}</ul>"
             "<table><thead><tr><th>layout</th><th>search</th><th>highest load within the SLO "
             "(probes, precision, repeats)</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>" + slocharts.section_html(run_dir)
-            + pareto.section_html(run_dir))
+            f"<tbody>{rows}</tbody></table>" + slocharts.section_html(files)
+            + pareto.section_html(files))
 
 
-def terminal_lines(run_dir: Path) -> list[str]:
+def terminal_lines(source: FolderSource) -> list[str]:
     """Each layout's search and the front for the terminal summary ([] without an SLO
     search); the answers themselves are the Answers block's (report/answers.py)."""
-    outcomes = read_outcomes(run_dir)
+    files = FolderFiles.of(source)
+    outcomes = files.outcomes
     if not outcomes:
         return []
     slos = list(dict.fromkeys(str(o.get("slo")) for o in outcomes))
     lines = [f"SLO searches (highest load within {' / '.join(slos)}):"]
     lines += [f"  {o['config_id']}: {o['text']}" for o in outcomes]
-    return lines + pareto.terminal_lines(run_dir)
+    return lines + pareto.terminal_lines(files)

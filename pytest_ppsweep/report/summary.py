@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
+
 if TYPE_CHECKING:
-    from pytest_ppsweep.report.html import Analysis
+    from pytest_ppsweep.results.pipeline import Analysis
 
 TABLE_HEADER = [
     '<th class="sortable" data-column-type="config">Configuration</th>',
@@ -73,40 +75,43 @@ class Rendered:
 
 def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> Rendered:
     """The HTML and terminal summary of a run folder, from its analysis (the one
-    ``run.close`` computed, else made here) or the note that says why there is none."""
+    ``run.close`` computed, else made here) or the note that says why there is none. The
+    folder's other files are read once here and handed to every view."""
     from pytest_ppsweep.report.comm import comm_html, comm_terminal
-    from pytest_ppsweep.report.html import analyse, html_summary
+    from pytest_ppsweep.report.html import html_summary
     from pytest_ppsweep.report.terminal import terminal_summary
     from pytest_ppsweep.results.aggregate import RunFolderError
+    from pytest_ppsweep.results.pipeline import analyse
 
     if analysis is None and not note:
         try:
             analysis = analyse(run_dir)
         except RunFolderError as exc:
             note = f"no summary: {exc}"
+    files = FolderFiles.of(run_dir)
     if analysis is None:
         # test_comm alone (the service never booted): the §9.2 section is still the report's
-        comm = comm_html(run_dir)
-        slo = slo_html(run_dir)  # an SLO search alone (-k slo) still answers
+        comm = comm_html(files)
+        slo = slo_html(files)  # an SLO search alone (-k slo) still answers
         return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, comm) if x)],
-                        [note, *slo_answer_lines(run_dir), *slo_lines(run_dir),
-                         *comm_terminal(run_dir)])
+                        [note, *slo_answer_lines(files), *slo_lines(files),
+                         *comm_terminal(files)])
     data, summary, verdicts, rec = analysis
     return Rendered(
-        html_summary(data, summary, verdicts, rec),
-        terminal_summary(summary, verdicts, rec, width=100) + slo_lines(run_dir)
-        + planner_lines(run_dir) + comm_terminal(run_dir),
+        html_summary(data, summary, verdicts, rec, files),
+        terminal_summary(summary, verdicts, rec, width=100) + slo_lines(files)
+        + planner_lines(files) + comm_terminal(files),
     )
 
 
-def slo_html(run_dir: Path) -> str:
+def slo_html(run_dir: FolderSource) -> str:
     """The report's SLO block ("" without an SLO search)."""
     from pytest_ppsweep.report.sloview import html_section
 
     return html_section(run_dir)
 
 
-def slo_answer_lines(run_dir: Path) -> list[str]:
+def slo_answer_lines(run_dir: FolderSource) -> list[str]:
     """The Answers block of a run with no sweep summary (an SLO search alone, ``-k slo``): its
     SLO answers, as the Answers block shows every answer (report/answers.py)."""
     from pytest_ppsweep.report.answers import terminal_lines
@@ -115,7 +120,7 @@ def slo_answer_lines(run_dir: Path) -> list[str]:
     return terminal_lines(answers_of(run_dir), width=100)
 
 
-def slo_lines(run_dir: Path) -> list[str]:
+def slo_lines(run_dir: FolderSource) -> list[str]:
     """Each layout's SLO search and the Pareto front, where the run searched an SLO (the
     answers are the Answers block's)."""
     from pytest_ppsweep.report.sloview import terminal_lines
@@ -136,7 +141,7 @@ def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -
     rendered.gate += differs.differs_lines(run_dir, ref, ids)
 
 
-def planner_lines(run_dir: Path) -> list[str]:
+def planner_lines(run_dir: FolderSource) -> list[str]:
     """The planner's predicted-vs-measured table, where the run folder has a plan."""
     from pytest_ppsweep.report.plannerview import terminal_lines
 

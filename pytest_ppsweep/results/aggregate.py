@@ -17,6 +17,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import (
+    COMPARISONS_CSV,
+    CONFIGS_CSV,
+    RESULTS_CSV,
+    RUN_JSON,
+    SUMMARY_CSV,
+)
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
 from pytest_ppsweep.results.spread import spread_pct
 
@@ -162,11 +169,11 @@ def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunFolderError(f"missing run folder: {run_dir}")
-    results = _read_csv(run_dir / "results.csv", REQUIRED_RESULT_COLUMNS, OPTIONAL_RESULT_COLUMNS)
+    results = _read_csv(run_dir / RESULTS_CSV, REQUIRED_RESULT_COLUMNS, OPTIONAL_RESULT_COLUMNS)
     results = results.dropna(subset=["concurrency"])
     results["concurrency"] = results["concurrency"].astype(int)
-    configs = _read_csv(run_dir / "configs.csv", REQUIRED_CONFIG_COLUMNS, OPTIONAL_CONFIG_COLUMNS)
-    meta_path = run_dir / "metadata" / "run.json"
+    configs = _read_csv(run_dir / CONFIGS_CSV, REQUIRED_CONFIG_COLUMNS, OPTIONAL_CONFIG_COLUMNS)
+    meta_path = run_dir / RUN_JSON
     if not meta_path.is_file():
         raise RunFolderError(f"missing file: {meta_path}")
     try:
@@ -441,8 +448,8 @@ def write_summary(run_dir: Path, summary: Summary) -> Path:
     """Write ``<run_dir>/summary.csv`` (one row per configuration x C) atomically, and
     ``comparisons.csv`` when the comparisons were computed."""
     if summary.comparisons is not None:
-        _atomic_csv(summary.comparisons, Path(run_dir) / "comparisons.csv")
-    return _atomic_csv(summary.table, Path(run_dir) / "summary.csv")
+        _atomic_csv(summary.comparisons, Path(run_dir) / COMPARISONS_CSV)
+    return _atomic_csv(summary.table, Path(run_dir) / SUMMARY_CSV)
 
 
 def compare_runs(a: Summary, b: Summary) -> pd.DataFrame:

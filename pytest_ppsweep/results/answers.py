@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_ppsweep.folder.runfolder import ANSWERS_JSON
+
 if TYPE_CHECKING:
     from pytest_ppsweep.results.aggregate import RunData, Summary
     from pytest_ppsweep.results.verdict import Verdict
 
 FORMAT = "ppsweep-answers/1"
-FILE_NAME = "answers.json"
+FILE_NAME = ANSWERS_JSON
 
 KINDS = ("layout", "axis", "slo")
 DECIDED = "decided"

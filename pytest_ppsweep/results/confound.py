@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV, RUN_JSON
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -62,7 +63,7 @@ _IDENTITY = ("config_id",)
 
 def load_points(run_dir: Path) -> dict[str, dict[str, Any]]:
     """run.json ``points`` (matrix/axes.point_facts), ``{}`` for a sweep without axes."""
-    path = Path(run_dir) / "metadata" / "run.json"
+    path = Path(run_dir) / RUN_JSON
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -74,7 +75,7 @@ def load_points(run_dir: Path) -> dict[str, dict[str, Any]]:
 
 def _run_json(run_dir: Path) -> dict[str, Any]:
     try:
-        raw = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
+        raw = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return {}
     return raw if isinstance(raw, dict) else {}
@@ -332,7 +333,7 @@ def axis_table(table: pd.DataFrame, configs: pd.DataFrame, run_dir: Path) -> lis
 
 def write_comparisons(run_dir: Path, frame: pd.DataFrame) -> Path:
     """``<run_dir>/comparisons.csv``: every comparison with its differing fields."""
-    path = Path(run_dir) / "comparisons.csv"
+    path = Path(run_dir) / COMPARISONS_CSV
     tmp = path.with_name(f".{path.name}.tmp")
     frame.to_csv(tmp, index=False, float_format="%.4f")
     tmp.replace(path)

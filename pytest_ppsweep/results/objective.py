@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import RUN_JSON
 from pytest_ppsweep.matrix.schema import OBJECTIVE_METRICS
 
 PREFILL = ("input_tps", "ttft_p50_s")
@@ -50,7 +51,7 @@ def objective_of(workload: dict[str, Any] | None) -> tuple[str, ...]:
 def run_json(run_dir: Path) -> dict[str, Any]:
     """metadata/run.json as a dict ({} when missing or broken)."""
     try:
-        raw = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
+        raw = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return {}
     return raw if isinstance(raw, dict) else {}

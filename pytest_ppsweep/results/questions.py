@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV
 from pytest_ppsweep.results import confound
 from pytest_ppsweep.results.aggregate import round_counts
 from pytest_ppsweep.results.answers import (
@@ -94,7 +95,7 @@ def _excluded(verdicts: Sequence[Verdict], cid: str) -> str:
         for f in v.failures:
             if not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX):
                 why.setdefault(f, []).append(v.concurrency)
-    boot = [f for f in why if f.startswith(("boot failed", "no configs.csv row", "interrupted"))]
+    boot = [f for f in why if f.startswith(("boot failed", f"no {CONFIGS_CSV} row", "interrupted"))]
     if boot:
         return boot[0] if len(boot[0]) <= 140 else boot[0][:139] + "…"
     return "; ".join(f"{f} (C={'/'.join(map(str, cs))})" if "C=" not in f else f

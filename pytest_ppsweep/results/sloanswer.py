@@ -19,14 +19,13 @@ layout's search). Statuses:
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource, RunFolder
 from pytest_ppsweep.results.answers import (
     BETTER,
     DECIDED,
@@ -47,26 +46,13 @@ KIND = "slo"
 
 
 def read_probes(run_dir: Path) -> list[dict[str, str]]:
-    """``slo_probes.csv`` as rows of strings (empty without one)."""
-    path = Path(run_dir) / "slo_probes.csv"
-    if not path.is_file():
-        return []
-    with path.open(newline="", encoding="utf-8") as fh:
-        return [r for r in csv.DictReader(fh) if None not in r.values()]
+    """``slo_probes.csv`` as rows of strings (empty without one): RunFolder.slo_probes."""
+    return RunFolder(run_dir).slo_probes()
 
 
 def read_outcomes(run_dir: Path) -> list[dict[str, Any]]:
     """Every ``slo/<layout>.json`` of the run folder, in file-name order."""
-    folder = Path(run_dir) / "slo"
-    out = []
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict) and data.get("config_id"):
-            out.append(data)
-    return out
+    return RunFolder(run_dir).slo_outcomes()
 
 
 def number(value: Any) -> float | None:
@@ -232,10 +218,12 @@ def _gpu_answer(workload: str, slo: str, entries: list[dict[str, Any]],
                          "best": best["layout"]})
 
 
-def answers_of(run_dir: Path) -> list[Answer]:
-    """The SLO answers of a run folder, two per workload with an SLO (the most load, the most
-    tokens/s per GPU); empty when no layout was searched."""
-    outcomes, probes = read_outcomes(run_dir), read_probes(run_dir)
+def answers_of(source: FolderSource) -> list[Answer]:
+    """The SLO answers of a run folder's files (read already, or read here), two per workload
+    with an SLO (the most load, the most tokens/s per GPU); empty when no layout was
+    searched."""
+    files = FolderFiles.of(source)
+    outcomes, probes = files.outcomes, files.probes
     answers = []
     for workload in dict.fromkeys(str(o.get("workload")) for o in outcomes):
         mine = [o for o in outcomes if str(o.get("workload")) == workload]

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from pytest_ppsweep.cluster.claim import CLAIM_LOST
+from pytest_ppsweep.folder.runfolder import CLAIM_LOST_JSON, CONFIGS_CSV, JUDGED_FILES
 from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
@@ -95,7 +95,7 @@ def _config_failures(row: dict[str, Any] | None, pending: frozenset[str] = froze
         list[str]):
     # ``pending``: columns not recorded yet by design (the log scan is recorded at teardown).
     if row is None:
-        return ["no configs.csv row"]
+        return [f"no {CONFIGS_CSV} row"]
     failures = []
     checks = (("boot_ok", "boot"), ("topology_ok", "topology check"), ("log_clean", "log scan"))
     for column, what in checks:
@@ -171,10 +171,10 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
 def _shared_rounds(data: RunData, configs: dict[Any, dict[str, Any]]) -> (
         dict[tuple[str, int], str]):
     """The points with a round measured since the run lost its claim on the layout's cluster
-    (CLAIM_LOST; a round's raw file is written to its end, so its modification time is when
+    (CLAIM_LOST_JSON; a round's raw file is written to its end, so its modification time is when
     it was last measured), each with the failure that names it."""
     try:
-        lost = json.loads((data.run_dir / CLAIM_LOST).read_text(encoding="utf-8"))
+        lost = json.loads((data.run_dir / CLAIM_LOST_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     out: dict[tuple[str, int], str] = {}
@@ -219,7 +219,7 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
 # The files a verdict is judged from (load_run); the newest folder's judgement is kept with the
 # digest of their bytes: test_valid asks once per C of a layout, with nothing written in between,
 # and each judgement reads and summarizes the whole folder (pandas, ~30 ms).
-_JUDGED_FILES = ("results.csv", "configs.csv", "metadata/run.json", CLAIM_LOST)
+_JUDGED_FILES = JUDGED_FILES
 _last_judged: list[tuple[Path, bytes, tuple[Verdict, ...], tuple[str, ...]]] = []
 
 
@@ -256,7 +256,7 @@ def point_verdict(run_dir: Path, config_id: str, concurrency: int) -> Verdict:
         if verdict.config_id == config_id and verdict.concurrency == concurrency:
             return verdict
     if config_id not in order:
-        return Verdict(config_id, concurrency, False, ("no rounds and no configs.csv row",))
+        return Verdict(config_id, concurrency, False, (f"no rounds and no {CONFIGS_CSV} row",))
     return Verdict(config_id, concurrency, False, (f"no rounds at C={concurrency}",))
 
 

@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import ADAPTIVE_JSON, PLAN_CSV, PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Config, Sweep
 from pytest_ppsweep.planner.adaptive import Candidate, Decision, Workload, decide
 from pytest_ppsweep.planner.adaptive import skip_third_repeat as _skip_third
@@ -111,7 +112,7 @@ class AdaptiveSweep:
                            self.workload, self.tolerance)
 
     def _write(self) -> None:
-        path = self.run_dir / "planner" / "adaptive.json"
+        path = self.run_dir / ADAPTIVE_JSON
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"tolerance": self.tolerance, "booted": self.booted,
                                     "skipped": self.skipped, "decided": self.decided,
@@ -123,13 +124,13 @@ class AdaptiveSweep:
         from pytest_ppsweep.planner.trust import fit_trust
 
         self.refit()
-        self.fitted.write(self.run_dir / "planner" / "profile.json")
+        self.fitted.write(self.run_dir / PLANNER_PROFILE_JSON)
         trust = fit_trust(self.fitted)
         if not trust.trusted:  # no prediction is written where the fit misses its own points
             self.say(f"adaptive: {trust.summary()}")
             for line in trust.misfits:
                 self.say(f"adaptive: misfit: {line}")
-            (self.run_dir / "planner" / "plan.csv").unlink(missing_ok=True)
+            (self.run_dir / PLAN_CSV).unlink(missing_ok=True)
             self._write()
             return list(self.skipped)
         configs = {c.id: c for c in self.sweep.configs}
@@ -138,6 +139,6 @@ class AdaptiveSweep:
         # booted but without a valid round (a boot failure, every round short): say so
         rows = [replace(r, state="booted, no valid round (prediction only)")
                 if r.layout in self.booted and r.measured is None else r for r in rows]
-        write_plan_csv(self.run_dir / "planner" / "plan.csv", rows)
+        write_plan_csv(self.run_dir / PLAN_CSV, rows)
         self._write()
         return list(self.skipped)

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import PHASES_JSON
 from pytest_ppsweep.matrix.model import Config, server_key
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.run.booted import Booted
@@ -141,8 +142,7 @@ class Boots:
             self._copy(up.boot_id, cid, _AT_TEARDOWN)
             self.lifecycle.held(cid, time.monotonic())  # its tests' time on the boot
             # its own phases (rounds, …; no launch, boot or teardown: those are the boot's)
-            self.ctx.store.update_json("metadata/phases.json",
-                                   **{cid: self.ctx.phases.row(cid)})
+            self.ctx.store.update_json(PHASES_JSON, **{cid: self.ctx.phases.row(cid)})
 
     def _copy(self, source: str, target: str, keys: tuple[str, ...]) -> None:
         row = self.ctx.store.config_rows().get(source, {})

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.measure.runstore import RunStore
-from pytest_ppsweep.results.runstatus import RunStatus, qualify
+from pytest_ppsweep.results.runstatus import RunStatus
 
 if TYPE_CHECKING:
     from pytest_ppsweep.gate.comparison import Comparison
-    from pytest_ppsweep.report.html import Analysis
+    from pytest_ppsweep.results.aggregate import RunData
+    from pytest_ppsweep.results.pipeline import Analysis
 
 __all__ = ["Closed", "close", "save_baseline", "summarize"]
 
@@ -44,44 +45,41 @@ def close(
 ) -> Closed:
     """Close the run folder: not-run layouts, sweep order, benchmark.json, the run's status in
     run.json, summary.csv and answers.json (qualified by the status: results/runstatus.py)
-    and, with a reference run, gate.csv with the fields each point differs in."""
+    and, with a reference run, gate.csv with the fields each point differs in. The folder's
+    results are read once, then handed to each of them."""
     from pytest_ppsweep import gate
     from pytest_ppsweep.gate import benchjson, differs
+    from pytest_ppsweep.results.aggregate import load_run
     from pytest_ppsweep.results.sloanswer import write_if_absent
 
     for config_id, why in not_run.items():
         ConfigRow(store, config_id).not_run(why)
+    store.fold_configs()  # every fact the run's processes learnt, in configs.csv
     store.sort_results(order)
+    data = None
     if store.results_csv.exists():
-        benchjson.write_benchmark_json(store.dir)
+        data = load_run(store.dir)
+        benchjson.write_benchmark_json(store.dir, run=data)
     write_if_absent(store.dir, store.run_id)  # the SLO answers, unless every kind's were written
     if status is not None:
         RunJson(store).run_status(status.status, status.detail())
-    analysis, note = summarize(store.dir, status)
+    analysis, note = summarize(store.dir, data, status)
     rows = None
     if compare_ref is not None:
-        rows = gate.compare(store.dir, compare_ref, thresholds)
+        rows = gate.compare(store.dir, compare_ref, thresholds, current=data)
         gate.write_comparison_csv(store.dir, rows)
         differs.add_differs_column(store.dir, compare_ref)  # gate.csv's ``differs`` column
     return Closed(store.dir, analysis, note, rows)
 
 
-def summarize(run_dir: Path, status: RunStatus | None = None) -> tuple[Analysis | None, str]:
-    """Aggregate the run folder, write summary.csv and answers.json (an interrupted or partial
-    run's answers qualified by its ``status``); without rounds to aggregate, None and the note
-    that says why."""
-    from pytest_ppsweep.report.html import analyse, save
-    from pytest_ppsweep.results.aggregate import RunFolderError
+def summarize(run_dir: Path, data: RunData | None = None, status: RunStatus | None = None
+              ) -> tuple[Analysis | None, str]:
+    """Aggregate the run folder (``data``: what was read of it already), write summary.csv and
+    answers.json (an interrupted or partial run's answers qualified by its ``status``); without
+    rounds to aggregate, None and the note that says why."""
+    from pytest_ppsweep.results.pipeline import run_pipeline
 
-    try:
-        analysis = analyse(run_dir)
-    except RunFolderError as exc:
-        return None, f"no summary: {exc}"
-    if status is not None:
-        data, summary, verdicts, answers = analysis
-        analysis = (data, summary, verdicts, qualify(answers, status))
-    save(analysis[0], analysis[1], analysis[3])
-    return analysis, ""
+    return run_pipeline(run_dir, data, status)
 
 
 def save_baseline(store: RunStore, name: str, root: Path, exitstatus: int) -> list[str]:

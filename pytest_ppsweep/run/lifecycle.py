@@ -14,6 +14,7 @@ import requests
 from pytest_ppsweep.check import topology_problems
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import PHASES_JSON, server_info_json
 from pytest_ppsweep.matrix.model import Cluster, Config
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.measure.gpu import GpuMemory, not_released, worst_rank
@@ -120,7 +121,7 @@ class Lifecycle:
                                       service.findings())
                 row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), failed.reason)
                 raise failed from None
-            self.ctx.store.write_json(f"metadata/{sid}.server_info.json", redact(info))
+            self.ctx.store.write_json(server_info_json(sid), redact(info))
             topo = topology(info)
             # The plugin's own record of the checks that resume and the report rely on; the
             # user's tests assert what they like.
@@ -194,8 +195,7 @@ class Lifecycle:
 
     def _write_phases(self, config_id: str) -> None:
         """The layout's phases so far into ``metadata/phases.json`` (measure.phases)."""
-        self.ctx.store.update_json("metadata/phases.json",
-                                   **{config_id: self.ctx.phases.row(config_id)})
+        self.ctx.store.update_json(PHASES_JSON, **{config_id: self.ctx.phases.row(config_id)})
 
     def teardown(self, booted: Booted) -> None:
         """Record what the layout's logs and GPU memory show after its tests, then stop it."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.folder.runfolder import profile_request_json
 from pytest_ppsweep.matrix.model import ProfileSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.workload import generate_prompts
@@ -49,7 +50,7 @@ class ProfileStep:
         folder = collect.remote_dir(cluster, spec.output_dir, self.ctx.store.run_id, cfg.id, local)
         profile_id = f"{time.time():.6f}"  # SGLang's own default is str(time.time())
         body = window.request_body(spec, folder, cfg.id, profile_id)
-        self.ctx.store.write_json(f"profile/{cfg.id}/request.json", body)
+        self.ctx.store.write_json(profile_request_json(cfg.id), body)
         round_spec = replace(self.ctx.workloads.spec, warmup_requests=0,
                              num_requests=spec.num_requests or self.ctx.workloads.spec.num_requests)
         prompts = generate_prompts(round_spec)

@@ -26,11 +26,12 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import PROBE_COLUMNS as PROBE_COLUMNS
+from pytest_ppsweep.folder.runfolder import SLO_PROBES_CSV, RunStore, slo_outcome_json
 from pytest_ppsweep.matrix.model import Config, Workload
 from pytest_ppsweep.matrix.slospec import SloSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.metrics import RoundResult
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.slo import SloVerdict, evaluate
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
 from pytest_ppsweep.measure.workload import WorkloadSpec
@@ -43,20 +44,12 @@ from pytest_ppsweep.run.rounds import Rounds
 
 __all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path"]
 
-PROBES_CSV = "slo_probes.csv"
-PROBE_COLUMNS = (
-    "run_id", "config_id", "pp", "tp", "ep", "gpus", "workload", "search", "probe", "phase",
-    "load", "request_rate", "concurrency", "within", "reasons", "num_requests", "completed",
-    "failed", "good", "goodput_rps", "attainment", "duration_s", "input_tps", "output_tps",
-    "input_tps_per_gpu", "output_tps_per_gpu", "tps_per_user", "ttft_p50_s", "ttft_p99_s",
-    "tpot_p50_s", "tpot_p99_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s", "lag_p99_raw_s",
-    "usd_per_m_input", "usd_per_m_output", "time_scale", "simulated",
-)  # fmt: skip
+PROBES_CSV = SLO_PROBES_CSV
 
 
 def outcome_path(config_id: str) -> str:
     """The outcome's path in the run folder."""
-    return f"slo/{config_id}.json"
+    return slo_outcome_json(config_id)
 
 
 def tps_per_user(result: RoundResult, output_len: int) -> float | None:
@@ -162,7 +155,7 @@ class SloSearch:
         base, prompts = self.ctx.workloads.workload_for(cfg)
         scale = booted.topology.time_scale
         search = new_search(workload)
-        raw_dir = self.ctx.store.dir / "raw" / cfg.id
+        raw_dir = self.ctx.store.raw_dir(cfg.id)
         raw_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         recorded = [r for r in read_probes(self.ctx.store.dir)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.folder.runfolder import CLAIM_LOST_JSON
 from pytest_ppsweep.session import options
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ class Claims:
         self.held: list[Claim] = []  # this run's claims (controller; empty until the preflight)
 
     def claim(self) -> None:
-        from pytest_ppsweep.cluster.claim import CLAIM_LOST, ClusterBusy, claim_all
+        from pytest_ppsweep.cluster.claim import ClusterBusy, claim_all
 
         wait_s = options.wait_cluster_s(self.config)
         bound = "" if wait_s == float("inf") else f" of {wait_s:g}"
@@ -47,7 +48,7 @@ class Claims:
                                  state=message.split(" (heartbeat")[0])
 
         def lost(claim: Claim) -> None:  # the verdicts mark the rounds since INVALID
-            self.ctx.store.update_json(CLAIM_LOST, **{claim.cluster.name: {
+            self.ctx.store.update_json(CLAIM_LOST_JSON, **{claim.cluster.name: {
                 "since": claim.lost_since, "why": claim.lost}})
 
         try:

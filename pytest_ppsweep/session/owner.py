@@ -34,6 +34,7 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import outcomes
+from pytest_ppsweep.folder.runfolder import PROFILE_DIR, PROGRESS_LOG, REPORT_HTML
 from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
@@ -106,7 +107,7 @@ class SweepSession:
         self.thresholds = thresholds
         self.worker = state.worker
         self.state = state
-        self.progress = Progress(config, store.dir / "progress.log")
+        self.progress = Progress(config, store.dir / PROGRESS_LOG)
         self.registry = registry if registry is not None else Registry()
         from pytest_ppsweep.run.sweeprun import SweepRun  # measuring stack: only when a sweep runs
 
@@ -205,7 +206,7 @@ class SweepSession:
                 setup.record_nodes(store, pool)
             if (scratch is None and config.pluginmanager.hasplugin("html")
                     and not config.getoption("htmlpath", None)):
-                config.option.htmlpath = str(store.dir / "report.html")
+                config.option.htmlpath = str(store.dir / REPORT_HTML)
                 config.option.self_contained_html = True
         state = RunState(worker=is_worker(config), made_folder=made)
         if nodes_known:
@@ -344,7 +345,7 @@ class SweepSession:
     def _finish_profile(self) -> None:
         """profile.csv once more from every profiled layout's attribution.json (under xdist
         each worker rewrote it after its own layouts)."""
-        if (self.store.dir / "profile").is_dir():
+        if (self.store.dir / PROFILE_DIR).is_dir():
             profile_summary.write_table(
                 self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs]
             )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep.cluster.backends import backend_of
+from pytest_ppsweep.folder.runfolder import nodes_json
 from pytest_ppsweep.session import options
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Preflight:
             if problems:
                 raise pytest.UsageError(preflight.message(cluster, problems))
             self.ctx.store.write_json(
-                f"metadata/nodes-{cluster.name}.json",
+                nodes_json(cluster.name),
                 nodeinfo.metadata(self.ctx.sweep, cluster, self.ctx.registry),
             )
 

@@ -24,6 +24,7 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.folder.runfolder import RUN_JSON
 from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.measure.runstore import RunStore, new_run_id
 from pytest_ppsweep.session import options
@@ -147,7 +148,7 @@ def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> tuple
         folder = options.path_arg(config, resumed)
         if not folder.is_dir():
             folder = options.reports_root(config) / resumed
-        if not (folder / "metadata" / "run.json").is_file():
+        if not (folder / RUN_JSON).is_file():
             raise pytest.UsageError(
                 f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
                 f"found none at {folder}"

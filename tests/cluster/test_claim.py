@@ -27,13 +27,13 @@ from pytest_ppsweep.cluster.base import CommandResult
 from pytest_ppsweep.cluster.claim import (
     CLAIM_DIR,
     CLAIM_DIR_MODE,
-    CLAIM_LOST,
     Claim,
     ClusterBusy,
     Holder,
     node_keys,
 )
 from pytest_ppsweep.cluster.hosts import LocalHost
+from pytest_ppsweep.folder.runfolder import CLAIM_LOST_JSON
 from pytest_ppsweep.matrix.model import Cluster, Host
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.results.aggregate import load_run, summarize_run
@@ -305,7 +305,7 @@ def test_a_claim_lost_mid_run_marks_the_rounds_since_invalid(nodes: list[str],
     seen: list[Claim] = []
 
     def lost(claim: Claim) -> None:
-        store.update_json(CLAIM_LOST, **{claim.cluster.name: {"since": claim.lost_since,
+        store.update_json(CLAIM_LOST_JSON, **{claim.cluster.name: {"since": claim.lost_since,
                                                                 "why": claim.lost}})
         seen.append(claim)
 

@@ -23,8 +23,8 @@ from support.runs import (
 
 from pytest_ppsweep import gate
 from pytest_ppsweep.report.cli import EXIT_MISSING, main
-from pytest_ppsweep.report.html import analyse
 from pytest_ppsweep.report.terminal import terminal_summary
+from pytest_ppsweep.results.pipeline import analyse
 
 ROOT = Path(__file__).resolve().parents[2]
 

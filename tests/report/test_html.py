@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from support.runs import Point, config_row, rounds, seed_run, write_run
 
-from pytest_ppsweep.report.html import analyse, build_report, html_summary
+from pytest_ppsweep.report.html import build_report, html_summary
+from pytest_ppsweep.results.pipeline import analyse
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(1)>"

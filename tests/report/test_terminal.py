@@ -6,8 +6,8 @@ from pathlib import Path
 
 from support.runs import Point, config_row, rounds, seed_run, write_run
 
-from pytest_ppsweep.report.html import analyse
 from pytest_ppsweep.report.terminal import terminal_summary
+from pytest_ppsweep.results.pipeline import analyse
 
 
 def _lines(run: Path, width: int = 100) -> list[str]:

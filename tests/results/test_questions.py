@@ -11,8 +11,8 @@ import pytest
 from support.paths import REPO
 
 from pytest_ppsweep.report.answers import terminal_lines
-from pytest_ppsweep.report.html import Analysis, analyse, save
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer, one_line, read_answers
+from pytest_ppsweep.results.pipeline import Analysis, analyse, save
 
 STORED = REPO / "tests" / "data" / "answers"
 

@@ -16,8 +16,9 @@ from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.gate import compare, parse_thresholds, regressions
 from pytest_ppsweep.matrix.model import Sweep
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.report.html import analyse, html_summary
+from pytest_ppsweep.report.html import html_summary
 from pytest_ppsweep.report.terminal import terminal_summary
+from pytest_ppsweep.results.pipeline import analyse
 from pytest_ppsweep.run.close import summarize
 
 PP1, PP4, PP8 = "pp1-tp32-ep4", "pp4-tp8-ep4", "pp8-tp4-ep4"

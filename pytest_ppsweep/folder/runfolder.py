@@ -1,0 +1,690 @@
+"""The run folder, ``reports/<run_id>/``: its one owner.
+
+Every file name, column and run.json key of a run folder is named here, once; the rest of the
+package spells them through this module (tests/test_runfolder.py walks the source for a file
+name literal anywhere else). :class:`RunFolder` reads a folder (any format version, written by
+this or an older plugin); :class:`RunStore` writes one as the run produces it, and
+:class:`RunJson` owns ``metadata/run.json``.
+
+Every result is written the moment it is produced, so a crash or Ctrl-C keeps every finished
+round: ``results.csv`` gains one flushed row per round (appended under the folder's ``flock``),
+raw per-request JSONL lines are appended as requests complete, and each fact about a
+configuration is appended to ``metadata/configs.facts.jsonl`` as it is learnt; ``configs.csv`` is
+folded from it (rewritten atomically) once a phase of a layout ends and when the run closes, and
+a reader of the folder sees the facts a crash left in the journal only (configs.csv plus the
+journal is every fact learnt).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import fcntl
+import io
+import json
+import os
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from pytest_ppsweep.matrix.axes import point_facts
+from pytest_ppsweep.matrix.model import Cluster, Sweep
+from pytest_ppsweep.redact import redact_toml
+
+# -- the format ---------------------------------------------------------------------------------
+
+# The run folder's format, written in run.json (``format_version``). 1: every folder written
+# before the key existed (results.csv without the decode or ``extra`` columns, configs.csv
+# without ``boot_of``: readers fill what a column they miss means). 2: run.json names it.
+FORMAT_VERSION = 2
+FORMAT_VERSION_KEY = "format_version"
+UNVERSIONED = 1
+
+# -- file and folder names ----------------------------------------------------------------------
+
+RESULTS_CSV = "results.csv"
+CONFIGS_CSV = "configs.csv"
+SUMMARY_CSV = "summary.csv"
+COMPARISONS_CSV = "comparisons.csv"
+PROGRESS_LOG = "progress.log"
+REPORT_HTML = "report.html"
+REBUILT_HTML = "report-rebuilt.html"
+BENCHMARK_JSON = "benchmark.json"
+GATE_CSV = "gate.csv"
+ANSWERS_JSON = "answers.json"
+SLO_PROBES_CSV = "slo_probes.csv"
+PARETO_CSV = "pareto.csv"
+PROFILE_CSV = "profile.csv"
+COMM_CSV = "comm.csv"
+COMM_SUMMARY_CSV = "comm_summary.csv"
+LOCK_FILE = ".lock"
+
+METADATA_DIR = "metadata"
+SERVICE_DIR = "service"
+RAW_DIR = "raw"
+GPU_DIR = "gpu"
+BENCH_DIR = "bench"
+PROFILE_DIR = "profile"
+COMM_DIR = "comm"
+PLANNER_DIR = "planner"
+SLO_DIR = "slo"
+# made when the folder is opened
+SUBDIRS = (METADATA_DIR, SERVICE_DIR, RAW_DIR, GPU_DIR, BENCH_DIR)
+
+RUN_JSON = f"{METADATA_DIR}/run.json"
+# each configs.csv fact as it is learnt, one JSON line each (append-only, the crash-safe copy of
+# the facts not in configs.csv yet): folded into configs.csv when a phase of a layout ends and
+# when the run closes
+CONFIG_FACTS_JSONL = f"{METADATA_DIR}/configs.facts.jsonl"
+PHASES_JSON = f"{METADATA_DIR}/phases.json"
+BASELINE_JSON = f"{METADATA_DIR}/baseline.json"
+PLAN_CSV_NAME = "plan.csv"
+PROFILE_JSON_NAME = "profile.json"  # a fitted profile (planner/fitting.py), in planner/ of a run
+PLAN_CSV = f"{PLANNER_DIR}/{PLAN_CSV_NAME}"
+PLANNER_PROFILE_JSON = f"{PLANNER_DIR}/{PROFILE_JSON_NAME}"
+ADAPTIVE_JSON = f"{PLANNER_DIR}/adaptive.json"
+ATTRIBUTION_JSON = "attribution.json"  # in profile/<config>/
+
+# What a person opens first (the report's evidence links), in that order.
+EVIDENCE = (RESULTS_CSV, SUMMARY_CSV, CONFIGS_CSV, f"{SERVICE_DIR}/", f"{RAW_DIR}/",
+            f"{GPU_DIR}/", f"{METADATA_DIR}/")
+# What a named baseline keeps of its run (gate/baselines.py), metadata/ beside.
+BASELINE_FILES = (RESULTS_CSV, CONFIGS_CSV, SUMMARY_CSV)
+# A run whose cluster claim another run took mid-run: when, per cluster (session/claims.py); the
+# rounds measured since are INVALID (results/verdict.py).
+CLAIM_LOST_JSON = f"{METADATA_DIR}/claim_lost.json"
+# What a point's verdict is judged from (results/verdict.point_verdict).
+JUDGED_FILES = (RESULTS_CSV, CONFIGS_CSV, RUN_JSON, CLAIM_LOST_JSON)
+
+
+def manifest_json(config_id: str) -> str:
+    """``metadata/<config>.manifest.json``: what reuse and resume compare."""
+    return f"{METADATA_DIR}/{config_id}.manifest.json"
+
+
+def server_info_json(config_id: str) -> str:
+    """``metadata/<config>.server_info.json``: the booted server's facts (redacted)."""
+    return f"{METADATA_DIR}/{config_id}.server_info.json"
+
+
+def server_info_candidates(config_id: str) -> tuple[str, ...]:
+    """Where the planner looks for a layout's resolved server info (planner/data.py)."""
+    return (f"{METADATA_DIR}/{config_id}.json", f"{METADATA_DIR}/server_info/{config_id}.json",
+            f"{METADATA_DIR}/{config_id}/server_info.json")
+
+
+def tests_json(config_id: str) -> str:
+    """``metadata/tests/<config>.json``: each test's outcome of a layout (resume)."""
+    return f"{METADATA_DIR}/tests/{config_id}.json"
+
+
+def nodes_json(cluster: str) -> str:
+    """``metadata/nodes-<cluster>.json``: what preflight found of a cluster's nodes."""
+    return f"{METADATA_DIR}/nodes-{cluster}.json"
+
+
+def slo_outcome_json(config_id: str) -> str:
+    """``slo/<config>.json``: a layout's SLO search outcome."""
+    return f"{SLO_DIR}/{config_id}.json"
+
+
+def profile_request_json(config_id: str) -> str:
+    return f"{PROFILE_DIR}/{config_id}/request.json"
+
+
+# -- columns ------------------------------------------------------------------------------------
+
+RESULT_COLUMNS = (
+    "run_id",
+    "config_id",
+    "pp",
+    "tp",
+    "ep",
+    "concurrency",
+    "repeat",
+    "num_requests",
+    "completed",
+    "failed",
+    "duration_s",
+    "input_tokens",
+    "input_tokens_nominal",
+    "input_tps",
+    "input_tps_nominal",
+    "output_tokens",
+    "output_tokens_nominal",
+    "ttft_mean_s",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "ttft_p99_s",
+    "e2e_mean_s",
+    "e2e_p50_s",
+    "e2e_p99_s",
+    "tpot_mean_s",
+    "tpot_p50_s",
+    "tpot_p99_s",
+    "itl_mean_s",
+    "itl_p50_s",
+    "itl_p99_s",
+    "output_tps",
+    "peak_concurrency",
+    "prompt_digest",
+    "time_scale",
+    "simulated",
+    "reused",
+    # True for a round beyond the planned repeats (adaptive repeats, results/spread.py).
+    "extra",
+)
+CONFIG_COLUMNS = (
+    "config_id",
+    "pp",
+    "tp",
+    "ep",
+    "order",
+    "boot_ok",
+    "boot_s",
+    "boot_error",
+    "topology_ok",
+    "pp_max_micro_batch_size",
+    "log_clean",
+    "log_findings",
+    "mem_peak_mib",
+    "mem_total_mib",
+    "mem_headroom_mib",
+    "mem_worst_node",
+    "mem_worst_gpu",
+    "cluster",
+    "held_s",
+    "boot_of",
+)
+
+# slo_probes.csv: one row per SLO probe (run/slo_search.py)
+PROBE_COLUMNS = (
+    "run_id", "config_id", "pp", "tp", "ep", "gpus", "workload", "search", "probe", "phase",
+    "load", "request_rate", "concurrency", "within", "reasons", "num_requests", "completed",
+    "failed", "good", "goodput_rps", "attainment", "duration_s", "input_tps", "output_tps",
+    "input_tps_per_gpu", "output_tps_per_gpu", "tps_per_user", "ttft_p50_s", "ttft_p99_s",
+    "tpot_p50_s", "tpot_p99_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s", "lag_p99_raw_s",
+    "usd_per_m_input", "usd_per_m_output", "time_scale", "simulated",
+)  # fmt: skip
+
+# -- run.json -----------------------------------------------------------------------------------
+
+# what the first boot's server info says (kept by a resumed run until it boots)
+LEARNT_AT_BOOT = ("sglang_version", "time_scale", "simulated")
+
+
+def new_run_id(name: str, now: datetime | None = None) -> str:
+    """``<sweep name>-YYYYmmdd-HHMMSS`` like the seeds' run ids."""
+    return f"{name}-{(now or datetime.now()).strftime('%Y%m%d-%H%M%S')}"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a temporary file beside it (never a torn file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
+
+
+class RunFolder:
+    """A run folder's paths and typed readers (any format version). Each reader reads its file
+    when called: a caller that needs a file twice keeps what it read."""
+
+    def __init__(self, path: Path | str) -> None:
+        self.dir = Path(path)
+
+    # paths
+    def file(self, relpath: str) -> Path:
+        return self.dir / relpath
+
+    @property
+    def results_csv(self) -> Path:
+        return self.dir / RESULTS_CSV
+
+    @property
+    def configs_csv(self) -> Path:
+        return self.dir / CONFIGS_CSV
+
+    @property
+    def summary_csv(self) -> Path:
+        return self.dir / SUMMARY_CSV
+
+    @property
+    def comparisons_csv(self) -> Path:
+        return self.dir / COMPARISONS_CSV
+
+    @property
+    def run_json(self) -> Path:
+        return self.dir / RUN_JSON
+
+    @property
+    def metadata(self) -> Path:
+        return self.dir / METADATA_DIR
+
+    def service_dir(self, config_id: str) -> Path:
+        return self.dir / SERVICE_DIR / config_id
+
+    def raw_dir(self, config_id: str) -> Path:
+        return self.dir / RAW_DIR / config_id
+
+    def gpu_dir(self, config_id: str) -> Path:
+        return self.dir / GPU_DIR / config_id
+
+    def comm_dir(self, config_id: str) -> Path:
+        return self.dir / COMM_DIR / config_id
+
+    def profile_dir(self, config_id: str) -> Path:
+        return self.dir / PROFILE_DIR / config_id
+
+    def is_run(self) -> bool:
+        """A folder a run wrote: it has run.json."""
+        return self.run_json.is_file()
+
+    # readers
+    def read_run_json(self, *, strict: bool = False) -> dict[str, Any]:
+        """run.json as a dict ({} when missing or not an object; when torn too, unless
+        ``strict``: then the ValueError of its JSON)."""
+        try:
+            raw = json.loads(self.run_json.read_text(encoding="utf-8"))
+        except OSError:
+            return {}
+        except ValueError:
+            if strict:
+                raise
+            return {}
+        return raw if isinstance(raw, dict) else {}
+
+    def format_version(self, meta: Mapping[str, Any] | None = None) -> int:
+        """The folder's format: run.json's ``format_version``, else 1 (written before it)."""
+        meta = self.read_run_json() if meta is None else meta
+        value = meta.get(FORMAT_VERSION_KEY, UNVERSIONED)
+        return value if isinstance(value, int) else UNVERSIONED
+
+    def result_rows(self) -> list[dict[str, str]]:
+        """results.csv as rows of strings ([] before the first round); a line being appended
+        is left out."""
+        return _csv_rows(self.results_csv)
+
+    def config_rows(self) -> dict[str, dict[str, Any]]:
+        """configs.csv as {config id: row}, with the facts learnt since it was last written
+        (``metadata/configs.facts.jsonl``: a run that crashed keeps every fact it learnt). The
+        cells are strings, as the CSV has them."""
+        rows: dict[str, dict[str, Any]] = {
+            row["config_id"]: row for row in _csv_rows(self.configs_csv, whole=False)}
+        for facts in self._config_facts():
+            cid = str(facts.get("config_id", ""))
+            rows.setdefault(cid, {"config_id": cid}).update(facts)
+        return rows
+
+    def _config_facts(self) -> Iterator[dict[str, str]]:
+        """The facts journal's lines in the order they were learnt (a torn last line, being
+        appended when the run stopped, left out)."""
+        path = self.dir / CONFIG_FACTS_JSONL
+        if not path.is_file():
+            return
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    facts = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(facts, dict) and facts.get("config_id"):
+                    yield facts
+
+    def recorded_run_id(self) -> str:
+        """The run id in run.json (a named baseline keeps its run's), else the folder's name."""
+        return str(self.read_run_json().get("run_id") or self.dir.name)
+
+
+    def slo_probes(self) -> list[dict[str, str]]:
+        """``slo_probes.csv`` as rows of strings (empty without one; a line being appended is
+        left out)."""
+        return _csv_rows(self.dir / SLO_PROBES_CSV)
+
+    def slo_outcomes(self) -> list[dict[str, Any]]:
+        """Every ``slo/<layout>.json`` of the folder, in file-name order (unreadable ones and
+        ones without a layout left out)."""
+        folder = self.dir / SLO_DIR
+        out = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict) and data.get("config_id"):
+                out.append(data)
+        return out
+
+    def comm_rows(self) -> list[dict[str, str]]:
+        """``comm.csv`` (test_comm) as rows of strings ([] without one)."""
+        return _csv_rows(self.dir / COMM_CSV, whole=False)
+
+    def smi_texts(self) -> dict[str, str]:
+        """Per node, the ``nvidia-smi -q`` the comm step saved (``comm/<layout>/smi-q-node<r>
+        .txt``; the first layout that has it)."""
+        texts: dict[str, str] = {}
+        for path in sorted(self.dir.glob(f"{COMM_DIR}/*/smi-q-node*.txt")):
+            node = path.stem.removeprefix("smi-q-")
+            texts.setdefault(node, path.read_text(encoding="utf-8", errors="replace"))
+        return texts
+
+    def plan_rows(self) -> list[dict[str, str]]:
+        """``planner/plan.csv`` as rows of strings ([] without a plan)."""
+        return _csv_rows(self.dir / PLAN_CSV, whole=False)
+
+    def planner_profile(self) -> dict[str, Any] | None:
+        """``planner/profile.json`` parsed (None when absent, unreadable or not an object)."""
+        try:
+            raw = json.loads((self.dir / PLANNER_PROFILE_JSON).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return raw if isinstance(raw, dict) else None
+
+    def files(self) -> FolderFiles:
+        """The files the report's views show, each read once (:class:`FolderFiles`)."""
+        return FolderFiles(self.dir, self.read_run_json(), self.slo_probes(),
+                           self.slo_outcomes(), self.comm_rows(), self.smi_texts(),
+                           self.plan_rows(), self.planner_profile())
+
+
+@dataclass(frozen=True)
+class FolderFiles:
+    """What the report's views show of a run folder besides its results (results/pipeline.py
+    reads those), each file read once: the views get this, not a folder to parse."""
+
+    dir: Path
+    meta: dict[str, Any]  # metadata/run.json ({} when missing or broken)
+    probes: list[dict[str, str]]  # slo_probes.csv
+    outcomes: list[dict[str, Any]]  # slo/<layout>.json
+    comm: list[dict[str, str]]  # comm.csv
+    smi: dict[str, str]  # per node: comm/<layout>/smi-q-node<r>.txt
+    plan: list[dict[str, str]]  # planner/plan.csv
+    planner_profile: dict[str, Any] | None  # planner/profile.json
+
+    @classmethod
+    def of(cls, source: Path | str | FolderFiles) -> FolderFiles:
+        """``source`` itself when read already, else its files read now."""
+        return source if isinstance(source, FolderFiles) else RunFolder(source).files()
+
+
+# A view's argument: the files read already, or a run folder to read them from.
+FolderSource = Path | FolderFiles
+
+
+def _csv_rows(path: Path, whole: bool = True) -> list[dict[str, str]]:
+    """A CSV file's rows ([] when there is none); ``whole``: a row short of cells (a line being
+    appended) is left out."""
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [dict(r) for r in csv.DictReader(fh) if not whole or None not in r.values()]
+
+
+def run_id_of(folder: Path) -> str:
+    """The run id in ``folder``'s run.json (a named baseline keeps its run's), else its name."""
+    return RunFolder(folder).recorded_run_id()
+
+
+class RunStore(RunFolder):
+    """Owns ``reports/<run_id>/`` for one run: the writers."""
+
+    def __init__(self, root: Path, run_id: str) -> None:
+        super().__init__(root / run_id)
+        self.run_id = run_id
+        for sub in SUBDIRS:
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+
+    def raw_path(self, config_id: str, concurrency: int, repeat: int) -> Path:
+        path = self.raw_dir(config_id) / f"c{concurrency}-r{repeat}.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def gpu_path(self, config_id: str, moment: str) -> Path:
+        path = self.gpu_dir(config_id) / f"{moment}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def write_json(self, relpath: str, data: Any) -> Path:
+        path = self.dir / relpath
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, _json_text(data))
+        return path
+
+    def update_json(self, relpath: str, **fields: Any) -> None:
+        """Merge ``fields`` into a JSON object file of the run folder."""
+        path = self.dir / relpath
+        with self.locked():
+            data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+            data.update(fields)
+            atomic_write(path, _json_text(data))
+
+    def copy_matrix(self, matrix: Path, shared: Iterable[Path] = ()) -> None:
+        """The sweep file as evidence, and beside it the ``shared`` files its ``extends`` took
+        tables from (each under its own name, so a copy of ``extends = "cluster.toml"`` reads
+        as the sweep did; a name taken already gets an ``extends-<n>-`` prefix), with the
+        values of secret-looking keys redacted."""
+        copies = {matrix.name: matrix}
+        for path in shared:
+            name = path.name if path.name not in copies else f"extends-{len(copies)}-{path.name}"
+            copies[name] = path
+        for name, path in copies.items():
+            text = path.read_text(encoding="utf-8")
+            atomic_write(self.metadata / name, redact_toml(text))
+
+    def append_result(self, row: Mapping[str, Any]) -> None:
+        """One round, flushed to disk before returning."""
+        unknown = set(row) - set(RESULT_COLUMNS)
+        if unknown:
+            raise ValueError(f"{RESULTS_CSV}: unknown columns {sorted(unknown)}")
+        with self.locked():
+            new = not self.results_csv.exists() or self.results_csv.stat().st_size == 0
+            columns = RESULT_COLUMNS if new else self._results_header()
+            with self.results_csv.open("a", newline="", encoding="utf-8") as fh:
+                writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
+                if new:
+                    writer.writeheader()
+                writer.writerow({k: _cell(row.get(k)) for k in columns})
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def _results_header(self) -> tuple[str, ...]:
+        """The columns results.csv was started with: a folder written by an older runstore
+        (resumed) keeps its header, so a new round never shifts its cells under the old names.
+        """
+        with self.results_csv.open(newline="", encoding="utf-8") as fh:
+            header = next(csv.reader(fh), [])
+        return tuple(header) if header else RESULT_COLUMNS
+
+    def note_config(self, config_id: str, **facts: Any) -> None:
+        """Facts about a configuration, learnt: one line appended to the facts journal (no
+        rewrite of configs.csv; :meth:`fold_configs` writes it when the layout's phase ends)."""
+        unknown = set(facts) - set(CONFIG_COLUMNS)
+        if unknown:
+            raise ValueError(f"{CONFIGS_CSV}: unknown columns {sorted(unknown)}")
+        line = {"config_id": config_id, **{k: _text(_cell(v)) for k, v in facts.items()}}
+        path = self.dir / CONFIG_FACTS_JSONL
+        with self.locked(), path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, sort_keys=True) + "\n")
+
+    def fold_configs(self) -> None:
+        """``configs.csv`` written once with every fact learnt so far (rewritten atomically);
+        the journal then starts anew (it holds the facts not yet in configs.csv)."""
+        journal = self.dir / CONFIG_FACTS_JSONL
+        with self.locked():
+            if journal.exists():
+                self._write_configs(self.config_rows())
+                journal.unlink()
+
+    def update_config(self, config_id: str, **facts: Any) -> None:
+        """Merge facts about a configuration into ``configs.csv`` now (noted, then folded)."""
+        self.note_config(config_id, **facts)
+        self.fold_configs()
+
+    def _write_configs(self, rows: Mapping[str, Mapping[str, Any]]) -> None:
+        ordered = sorted(rows.values(), key=lambda r: _order_key(r.get("order")))
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=CONFIG_COLUMNS)
+        writer.writeheader()
+        for r in ordered:
+            writer.writerow({k: r.get(k, "") for k in CONFIG_COLUMNS})
+        atomic_write(self.configs_csv, out.getvalue())
+
+    def sort_results(self, order: list[str]) -> None:
+        """Rewrite results.csv in sweep order (xdist workers append in completion order)."""
+        if not self.results_csv.exists():
+            return
+        rank = {cid: i for i, cid in enumerate(order)}
+        with self.locked():
+            rows = _csv_rows(self.results_csv)
+            rows.sort(
+                key=lambda r: (
+                    rank.get(r["config_id"], len(rank)),
+                    int(r["concurrency"]),
+                    int(r["repeat"]),
+                )
+            )
+            out = io.StringIO()
+            writer = csv.DictWriter(out, fieldnames=RESULT_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+            atomic_write(self.results_csv, out.getvalue())
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Exclusive access to the run folder's shared files, across threads and processes."""
+        with self._lock, (self.dir / LOCK_FILE).open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def open_raw(self, config_id: str, concurrency: int, repeat: int) -> TextIO:
+        return self.raw_path(config_id, concurrency, repeat).open("w", encoding="utf-8")
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) < 1e-3 and value != 0 else round(value, 6)
+    return value
+
+
+def _text(cell: Any) -> str:
+    """A cell as csv writes it (and reads it back)."""
+    return "" if cell is None else str(cell)
+
+
+def _order_key(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 1 << 30
+
+
+class RunJson:
+    """``metadata/run.json`` of one run folder, what the report needs to know about a run:
+    created once by the folder's set-up, then merged into (the first boot adds the server's
+    facts, the collection the selection, the adaptive sweep its skips; any other key through
+    :meth:`update`)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+
+    @property
+    def path(self) -> Path:
+        return self.store.run_json
+
+    def create(self, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]) -> None:
+        """What the report needs to know about the run (updated at each boot). A resumed run's
+        run.json keeps what it recorded (the selection, what its boots learnt: the server's
+        version and time scale) until this run records it anew: a resume that boots nothing,
+        or is refused before its first boot, loses none of it."""
+        simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
+        try:
+            kept = self.read() if self.path.is_file() else {}
+        except ValueError:  # a torn file: written anew
+            kept = {}
+        self.store.write_json(
+            RUN_JSON,
+            kept | {
+                FORMAT_VERSION_KEY: FORMAT_VERSION,
+                "run_id": self.store.run_id,
+                "sweep": sweep.name,
+                "baseline": sweep.baseline,
+                "order": ids,
+                "cluster": ",".join(c.name for c in pool),
+                "hosts": [h.address for c in pool for h in c.hosts],
+                "simulated": simulated,
+                # The real factor comes from the server info of the first boot.
+                "time_scale": 1.0,
+                "image": sweep.image,
+                "model_path": sweep.model_path,
+                "matrix": str(sweep.path),
+                "spread_threshold": sweep.spread_threshold,
+                "min_repeats": sweep.min_repeats,
+                "spread_rule": sweep.spread_rule,
+                "max_repeats": sweep.max_repeats,
+                # the decision rule's parameters (results/questions.rule_of reads them)
+                "compare": {"alpha": sweep.compare_alpha,
+                            "min_effect_pct": sweep.compare_min_effect_pct},
+                "workload": json.loads(json.dumps(sweep.workload.as_json())),
+                "gpu_hour_usd": sweep.gpu_hour_usd,
+                "sglang_version": None,
+                **axis_fields(sweep),
+            } | {key: kept[key] for key in LEARNT_AT_BOOT if key in kept},
+        )
+
+    def read(self) -> dict[str, Any]:
+        raw = json.loads(self.path.read_text(encoding="utf-8"))
+        return raw if isinstance(raw, dict) else {}
+
+    def update(self, **fields: Any) -> None:
+        """Merge ``fields`` into run.json (under the run folder's lock)."""
+        self.store.update_json(RUN_JSON, **fields)
+
+    def server(self, version: Any, simulated: bool, time_scale: float) -> None:
+        """What a booted server says about itself (every boot; the same for every layout)."""
+        self.update(sglang_version=version, simulated=simulated, time_scale=time_scale)
+
+    def adaptive(self, min_repeats: int) -> None:
+        """--ppsweep-adaptive: a point whose third repeat the planner skipped has two."""
+        self.update(adaptive=True, min_repeats=min_repeats)
+
+    def run_status(self, status: str, detail: Mapping[str, Any] | None = None) -> None:
+        """The run's status (``running``, then ``complete``, ``partial`` or ``interrupted``)
+        and its detail (results/runstatus.RunStatus.detail: the points measured and missing,
+        where it was interrupted, the resume command); None while it runs."""
+        self.update(run_status=status, run_status_detail=dict(detail) if detail else None)
+
+    def drop_skipped(self, skipped: Mapping[str, str]) -> None:
+        """The layouts the adaptive sweep predicted but did not measure leave the selection."""
+        chosen = self.read().get("selected")
+        if isinstance(chosen, dict):
+            self.update(selected={k: v for k, v in chosen.items() if k not in skipped},
+                        adaptive_skipped=dict(skipped))
+
+
+def axis_fields(sweep: Sweep) -> dict[str, Any]:
+    """run.json keys of an axis sweep (results/confound.py reads them): each point's layout,
+    axis values and workload, the axes, the comparison baselines and the named workloads."""
+    if not (sweep.axis_names or sweep.workloads or any(c.tags or c.asked_ep
+                                                       for c in sweep.configs)):
+        return {}
+    named = sweep.workloads or {}
+    return {
+        "points": point_facts(sweep.configs),
+        "axes": list(sweep.axis_names),
+        "compare_baseline": dict(sweep.compare_baseline),
+        "workloads": {n: json.loads(json.dumps(w.as_json())) for n, w in named.items()},
+        "concurrencies": list(dict.fromkeys(
+            c for w in (named.values() or [sweep.workload]) for c in w.concurrency)),
+    }

@@ -1,0 +1,114 @@
+"""The run folder as one schema: its names live in folder/runfolder.py alone, a new folder says
+its format version, and every stored run folder of tests/data (older formats too) reads through
+RunFolder."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from support.paths import REPO
+
+import pytest_ppsweep
+from pytest_ppsweep.folder import runfolder
+from pytest_ppsweep.folder.runfolder import (
+    CONFIG_COLUMNS,
+    FORMAT_VERSION,
+    FORMAT_VERSION_KEY,
+    RESULT_COLUMNS,
+    UNVERSIONED,
+    RunFolder,
+    RunJson,
+    RunStore,
+)
+from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.results.aggregate import load_run
+
+PACKAGE = Path(pytest_ppsweep.__file__).parent
+OWNER = PACKAGE / "folder" / "runfolder.py"
+# every file name the schema owns: its constants that name a file
+FILE_NAMES = sorted({v.rsplit("/", 1)[-1] for k, v in vars(runfolder).items()
+                     if k.isupper() and isinstance(v, str)
+                     and re.fullmatch(r"[\w.-]+/?[\w.-]*\.(csv|json|log|html)", v)})
+STORED = sorted(p.parent.parent for p in (REPO / "tests" / "data").rglob("metadata/run.json"))
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+
+
+def spelled(source: str, names: list[str]) -> list[tuple[int, str]]:
+    """(line, literal) of each string literal of ``source`` that is a path to one of ``names``
+    (the name alone, or ending in ``/<name>``); docstrings and prose (a literal with a space)
+    say the name to a person and do not count."""
+    tree = ast.parse(source)
+    docs = _docstrings(tree)
+    found = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                and id(node) not in docs and not re.search(r"\s", node.value)):
+            text = node.value
+            if any(text == n or text.endswith(f"/{n}") for n in names):
+                found.append((node.lineno, text))
+    return found
+
+
+def test_the_schema_knows_the_files_of_the_readme() -> None:
+    for name in ("results.csv", "configs.csv", "summary.csv", "comparisons.csv", "run.json",
+                 "answers.json", "progress.log", "slo_probes.csv", "gate.csv", "benchmark.json",
+                 "report.html", "comm.csv", "profile.csv"):
+        assert name in FILE_NAMES
+
+
+def test_no_other_module_spells_a_run_folder_file_name() -> None:
+    offenders = [f"{path.relative_to(PACKAGE)}:{line}: {text!r}"
+                 for path in sorted(PACKAGE.rglob("*.py"))
+                 if path != OWNER and "sim" not in path.relative_to(PACKAGE).parts[:1]
+                 for line, text in spelled(path.read_text(encoding="utf-8"), FILE_NAMES)]
+    assert offenders == []
+
+
+def test_the_walk_finds_a_spelled_name() -> None:
+    """The check above can fail: a path literal is found, prose and docstrings are not."""
+    source = ('"""results.csv in a docstring."""\n'
+              'A = "results.csv"\nB = "metadata/run.json"\nC = "no configs.csv row"\n')
+    assert spelled(source, FILE_NAMES) == [(2, "results.csv"), (3, "metadata/run.json")]
+
+
+def test_a_new_run_folder_says_its_format_version(tmp_path: Path) -> None:
+    sweep = load(REPO / "test_matrix" / "cpu.toml")
+    store = RunStore(tmp_path, "r-1")
+    RunJson(store).create(sweep, tuple(sweep.clusters.values()), [c.id for c in sweep.configs])
+    folder = RunFolder(store.dir)
+    meta = folder.read_run_json()
+    assert meta[FORMAT_VERSION_KEY] == FORMAT_VERSION
+    assert folder.format_version() == FORMAT_VERSION
+    assert folder.recorded_run_id() == "r-1"
+
+
+@pytest.mark.parametrize("path", STORED, ids=[p.name for p in STORED])
+def test_every_stored_run_folder_reads_through_runfolder(path: Path) -> None:
+    folder = RunFolder(path)
+    assert folder.is_run()
+    meta = folder.read_run_json()
+    assert folder.format_version(meta) in range(UNVERSIONED, FORMAT_VERSION + 1)
+    assert folder.recorded_run_id() == meta.get("run_id", path.name)
+    rows = folder.result_rows()
+    assert rows and all(set(r) <= set(RESULT_COLUMNS) for r in rows)
+    configs = folder.config_rows()
+    assert configs and all(set(r) <= set(CONFIG_COLUMNS) for r in configs.values())
+    assert {r["config_id"] for r in rows} <= set(configs)
+    run = load_run(path)
+    assert len(run.results) == len(rows)
+
+
+def test_the_stored_folders_include_an_older_format() -> None:
+    """tests/data keeps folders written before format_version (and before the decode columns)."""
+    assert STORED
+    assert any(RunFolder(p).format_version() == UNVERSIONED for p in STORED)
+    assert any("output_tokens_nominal" not in RunFolder(p).result_rows()[0] for p in STORED)

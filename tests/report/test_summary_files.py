@@ -1,0 +1,44 @@
+"""report/summary.render reads the run folder's other files once and hands them to every view;
+a view given those files reads nothing from disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.slo import searched
+
+from pytest_ppsweep.folder.runfolder import FolderFiles, RunFolder
+from pytest_ppsweep.report import comm, plannerview, sloview
+from pytest_ppsweep.report.summary import render
+
+
+def test_render_reads_each_file_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run"
+    searched(run, "pp8-tp4-ep4", 0.45, 0.6)
+    searched(run, "pp4-tp8-ep4", 0.2, 0.3)
+    reads: list[str] = []
+    for name in ("read_run_json", "slo_probes", "slo_outcomes", "comm_rows", "smi_texts",
+                 "plan_rows", "planner_profile"):
+        real = getattr(RunFolder, name)
+
+        def counted(self: RunFolder, *args: object, _real: object = real, _name: str = name,
+                    **kwargs: object) -> object:
+            reads.append(_name)
+            return _real(self, *args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(RunFolder, name, counted)
+    rendered = render(run, None, "no summary: no rounds")
+    assert any("SLO searches" in line for line in rendered.terminal)
+    assert sorted(reads) == sorted(["read_run_json", "slo_probes", "slo_outcomes", "comm_rows",
+                                    "smi_texts", "plan_rows", "planner_profile"])
+
+
+def test_a_view_given_the_files_reads_no_folder(tmp_path: Path) -> None:
+    files = FolderFiles(tmp_path / "absent", meta={}, probes=[], outcomes=[], comm=[
+        {"config_id": "pp1-tp2-ep1", "domain": "tp0", "label": "NV18", "size_bytes": "134217728",
+         "time_us": "500", "busbw_gbs": "300", "algbw_gbs": "150", "tool": "torch",
+         "simulated": "True"}], smi={}, plan=[], planner_profile={"misfit": ["pp2-tp4 C=8"]})
+    assert comm.comm_terminal(files)[0] == comm.COMM_TITLE
+    assert sloview.html_section(files) == "" and sloview.terminal_lines(files) == []
+    assert plannerview.terminal_lines(files)[1] == "  misfit: pp2-tp4 C=8"
