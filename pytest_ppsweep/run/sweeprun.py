@@ -26,6 +26,7 @@ from pytest_ppsweep.run.boots import Boots
 from pytest_ppsweep.run.comm_step import CommStep
 from pytest_ppsweep.run.lifecycle import Lifecycle
 from pytest_ppsweep.run.live import LiveStatus, NoStatus
+from pytest_ppsweep.run.outputs_step import OutputsStep
 from pytest_ppsweep.run.profile_step import ProfileStep
 from pytest_ppsweep.run.rounds import Rounds, ThirdRepeat, Workloads
 from pytest_ppsweep.run.slo_search import SloSearch
@@ -83,6 +84,8 @@ class SweepRun:
                                   self.live)
         self.slo = SloSearch(sweep, store, self.workloads, self.rounds, progress, self.live,
                              self.lifecycle.worked)
+        # [correctness]: the outputs probe, once per boot (run/outputs_step.py)
+        self.outputs = OutputsStep(sweep, store, progress, self.lifecycle.worked)
 
     # -- what the run measures ------------------------------------------------------------------
 
@@ -178,6 +181,11 @@ class SweepRun:
     def profile_round(self, booted: Booted) -> LayoutProfile:
         """The profile window of a booted layout (``run.profile_step``)."""
         return self.profiler.profile_round(booted)
+
+    def probe_outputs(self, booted: Booted) -> Path:
+        """The ``[correctness]`` prompts, greedy with logprobs, once per boot: the layout's
+        ``outputs/<layout>.json`` (``run.outputs_step``)."""
+        return self.outputs.probe(booted)
 
     def comm(self, config: Config) -> list[DomainRun]:
         """The all-reduce benchmark on each TP domain of ``config`` (``run.comm_step``)."""
