@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pytest_ppsweep.gate.benchjson import atomic_text, load, write_benchmark_json
 from pytest_ppsweep.results.aggregate import RunFolderError
+from pytest_ppsweep.results.outputs import OUTPUTS_DIR
 
 BASELINES = "baselines"
 
@@ -53,6 +54,8 @@ def save_baseline(run_dir: Path, name: str, root: Path, *, replace: bool = False
         if (run_dir / file).is_file():
             shutil.copyfile(run_dir / file, tmp / file)
     shutil.copytree(run_dir / "metadata", tmp / "metadata")
+    if (run_dir / OUTPUTS_DIR).is_dir():  # the layouts' greedy outputs: the gate's correctness
+        shutil.copytree(run_dir / OUTPUTS_DIR, tmp / OUTPUTS_DIR)
     atomic_text(tmp / "metadata" / "baseline.json", json.dumps(
         {"name": name, "source_run": str(run_dir.resolve()),
          "saved": datetime.now(UTC).isoformat()}, indent=2) + "\n")
