@@ -206,7 +206,8 @@ def compare_prompt(ref: PromptOutput, got: PromptOutput, index: int, *, toleranc
         if tie and contained:
             return None  # a near-tie flipped: the sequences diverge from here, legitimately
         ref_gap = _gap(r_top)
-        why = (f"the reference's top-1 − top-2 {ref_gap:.4f} ≥ tie margin {tie_margin:g} nats: not a near-tie"
+        why = (f"the reference's top-1 − top-2 {ref_gap:.4f} ≥ tie margin {tie_margin:g} nats: "
+               "not a near-tie"
                if not tie and ref_gap is not None else
                "not a near-tie" if not tie else
                "near-tie, but the tokens are not in each other's top logprobs")

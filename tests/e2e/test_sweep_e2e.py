@@ -222,7 +222,7 @@ def test_server_info_that_is_not_json_is_a_clean_boot_failure(
     result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
     text = result.stdout.str()
     seen = outcomes(text)
-    assert set(seen.values()) == {"ERROR"} and len(seen) == 6, text[-3000:]  # + test_valid, test_outputs_match
+    assert set(seen.values()) == {"ERROR"} and len(seen) == 6, text[-3000:]  # + valid, outputs
     where = f"rank 0 (node0 127.0.0.1) server info: GET http://127.0.0.1:{port}/server_info"
     assert f"{where} answered 200 (content type text/html) with no JSON object; body starts " \
         "'<html><body>maintenance</body></html>'" in text
