@@ -70,13 +70,12 @@ def prompt_output(prompt: Prompt, answer: Any) -> PromptOutput:
 class OutputsStep:
     """The outputs probe of the layouts of one run."""
 
-    def __init__(self, sweep: Sweep, store: RunStore, progress: Callable[[str], None],
-                 worked: Callable[[str, float], None]) -> None:
-        """``worked``: where the probe's cluster time goes (the lifecycle's account)."""
+    def __init__(self, sweep: Sweep, store: RunStore, progress: Callable[[str], None]) -> None:
+        """The probe's cluster time is its test's: the session counts the call of every test
+        that uses the service (session/owner.py ``record``), so it is not added here again."""
         self.sweep = sweep
         self.store = store
         self.progress = progress
-        self.worked = worked
         self._by_boot: dict[int, LayoutOutputs] = {}  # id(service) → its probe's outputs
 
     @property
@@ -95,7 +94,6 @@ class OutputsStep:
             done = self._send(booted)
             self._by_boot = {key: done}  # one boot is up at a time
             booted.check_alive()
-            self.worked(cfg.id, time.monotonic() - started)
             bad = sum(1 for p in done.prompts if p.error)
             self.progress(f"{cfg.id}: outputs probe: {len(done.prompts)} prompts × "
                           f"{self.spec.max_new_tokens} tokens, greedy"

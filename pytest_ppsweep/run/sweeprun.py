@@ -85,7 +85,7 @@ class SweepRun:
         self.slo = SloSearch(sweep, store, self.workloads, self.rounds, progress, self.live,
                              self.lifecycle.worked)
         # [correctness]: the outputs probe, once per boot (run/outputs_step.py)
-        self.outputs = OutputsStep(sweep, store, progress, self.lifecycle.worked)
+        self.outputs = OutputsStep(sweep, store, progress)
 
     # -- what the run measures ------------------------------------------------------------------
 
