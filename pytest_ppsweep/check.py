@@ -152,6 +152,16 @@ def slo_regression_problems(run_dir: Path, reference: Path, config_id: str) -> l
     return slo_regressions(run_dir, reference, config_id)
 
 
+def outputs_problems(run_dir: Path, config_id: str, reference: Path | None = None) -> list[str]:
+    """Where ``config_id``'s greedy outputs (the ``[correctness]`` probe) disagree with the run's
+    reference layout and, under the gate, with the reference run's: each line names the prompt,
+    the first differing position, both tokens and both logprobs (results/outputs.py: the
+    divergence rule and the tolerance, with their sources)."""
+    from pytest_ppsweep.results.outputs import outputs_problems as problems
+
+    return problems(run_dir, config_id, reference)
+
+
 def profile_problems(profile: LayoutProfile, config: Config) -> list[str]:
     """What is wrong with a layout's profile window: a rank of a multi-rank layout whose trace
     shows no collective call at all (a rank that did not take part in the window), or no trace."""

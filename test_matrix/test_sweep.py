@@ -21,6 +21,7 @@ from pytest_ppsweep import (
     TraceError,
     completion_problems,
     log_problems,
+    outputs_problems,
     profile_problems,
     regression_problems,
     repeat_median,
@@ -105,6 +106,25 @@ def test_valid(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> N
     for note in validity.warnings:
         warnings.warn(f"spread_rule = 'warn': {note}", UserWarning, stacklevel=1)
     assert not validity.problems, "\n".join(validity.problems)
+
+
+def test_outputs_match(
+    ppsweep: SweepRun,
+    ppsweep_service: Booted,
+    ppsweep_config: Config,
+    record_property: pytest.RecordProperty,
+) -> None:
+    """The layout computes what the others compute ([correctness]; off with ``enabled =
+    false``): a few fixed prompts, greedy with their logprobs, once per boot, into
+    outputs/<layout>.json. The tokens equal the reference layout's (the baseline's) and, with
+    --ppsweep-compare, the reference run's, up to a divergence after a near-tie; a matched
+    token's logprob within the tolerance. A disagreement names the prompt, the first differing
+    position, both tokens and both logprobs."""
+    if not ppsweep.sweep.correctness.enabled:
+        pytest.skip("[correctness] enabled = false: no outputs probe")
+    record_property("outputs", str(ppsweep.probe_outputs(ppsweep_service)))
+    problems = outputs_problems(ppsweep.store.dir, ppsweep_config.id, ppsweep.compare_ref)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.ppsweep_profile

@@ -13,7 +13,7 @@ One module per kind subclasses it (``kind_local``, ``kind_ssh``, ``kind_slurm``,
 ``kind_local_docker``) and :mod:`~pytest_ppsweep.cluster.backends` registers each under its
 ``(kind, launcher)``: that is the one place that maps a cluster to its code. Outside
 ``cluster/`` nothing branches on a kind: it asks ``backend_of(cluster).<capability>``
-(tests/test_no_kind_branches.py keeps it so).
+(tests/test_layering_kind_branches.py keeps it so).
 """
 
 from __future__ import annotations

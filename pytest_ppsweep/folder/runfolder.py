@@ -71,6 +71,7 @@ PROFILE_DIR = "profile"
 COMM_DIR = "comm"
 PLANNER_DIR = "planner"
 SLO_DIR = "slo"
+OUTPUTS_DIR = "outputs"  # outputs/<point>.json: the correctness probe (results/outputs.py)
 # made when the folder is opened
 SUBDIRS = (METADATA_DIR, SERVICE_DIR, RAW_DIR, GPU_DIR, BENCH_DIR)
 

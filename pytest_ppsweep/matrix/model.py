@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.matrix.commspec import CommSpec
+from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec
 from pytest_ppsweep.matrix.schema import (
     MatrixError,
 )
@@ -277,6 +278,8 @@ class Sweep:
     profile: ProfileSpec | None = None
     # The [comm] table (matrix.commspec): the all-reduce microbenchmark; None: not asked.
     comm: CommSpec | None = None
+    # The [correctness] table (matrix.correctnessspec): the outputs probe of every layout.
+    correctness: CorrectnessSpec = field(default_factory=CorrectnessSpec)
     # Keys taken from a shared file (``extends``): (dotted key, file), the sweep file's own
     # keys not listed. :meth:`file_of` names the file an error is about.
     origins: tuple[tuple[str, str], ...] = ()

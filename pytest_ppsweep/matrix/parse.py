@@ -17,6 +17,7 @@ from typing import Any
 
 from pytest_ppsweep.matrix import axes as axes_mod
 from pytest_ppsweep.matrix.commspec import read_comm
+from pytest_ppsweep.matrix.correctnessspec import read_correctness
 from pytest_ppsweep.matrix.kinds import CLUSTER_KINDS, LAUNCHERS, NEEDS_IMAGE, owner_of
 from pytest_ppsweep.matrix.model import (
     HEALTH_STALL_S,
@@ -277,6 +278,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         compare_min_effect_pct=_min_effect(top),
         axis_names=axis_names,
         comm=read_comm(top),
+        correctness=read_correctness(top),
         gpu_hour_usd=_price(sw),
     )
 

@@ -16,7 +16,8 @@ INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 # ``[sweep] spread_rule``: what a spread above spread_threshold does to a point's verdict.
 SPREAD_RULES = ("fail", "warn")
 TOP_KEYS = ("extends", "sweep", "server", "env", "configs", "workload", "clusters", "profile",
-            "axes", "exclude", "include", "workloads", "compare", "comm")
+            "axes", "exclude", "include", "workloads", "compare", "comm",
+            "correctness")  # [correctness]: matrix/correctnessspec.py
 COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct")
 PROFILE_KEYS = ("layouts", "concurrency", "num_requests", "num_steps", "activities", "output_dir",
                 "timeout_s")

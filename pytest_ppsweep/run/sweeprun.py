@@ -25,6 +25,7 @@ from pytest_ppsweep.run.comm_step import CommStep
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.lifecycle import Lifecycle
 from pytest_ppsweep.run.live import LiveStatus
+from pytest_ppsweep.run.outputs_step import OutputsStep
 from pytest_ppsweep.run.profile_step import ProfileStep
 from pytest_ppsweep.run.rounds import Rounds
 from pytest_ppsweep.run.slo_search import SloSearch
@@ -73,6 +74,8 @@ class SweepRun:
         self.profiler = ProfileStep(ctx)
         self.comm_step = CommStep(ctx, self.lifecycle)
         self.slo = SloSearch(ctx, self.rounds)
+        # [correctness]: the outputs probe, once per boot (run/outputs_step.py)
+        self.outputs = OutputsStep(ctx)
 
     # -- what a sweep's tests read ------------------------------------------------------------
 
@@ -139,6 +142,11 @@ class SweepRun:
     def profile_round(self, booted: Booted) -> LayoutProfile:
         """The profile window of a booted layout (``run.profile_step``)."""
         return self.profiler.profile_round(booted)
+
+    def probe_outputs(self, booted: Booted) -> Path:
+        """The ``[correctness]`` prompts, greedy with logprobs, once per boot: the layout's
+        ``outputs/<layout>.json`` (``run.outputs_step``)."""
+        return self.outputs.probe(booted)
 
     def comm(self, config: Config) -> list[DomainRun]:
         """The all-reduce benchmark on each TP domain of ``config`` (``run.comm_step``)."""

@@ -178,7 +178,7 @@ def test_sweep_run_page(pytester: pytest.Pytester, tmp_path: Path,
         for pid in left:
             os.kill(pid, signal.SIGKILL)
     assert not left, f"emulator ranks left running: {left}"
-    result.assert_outcomes(passed=14, failed=1, deselected=4)
+    result.assert_outcomes(passed=16, failed=1, deselected=4)
     report = run_dir(reports) / "report.html"
     page, log = _open_pytest_html(context, report)
 
@@ -235,7 +235,7 @@ def _check_grouped_by_layout(page: Page) -> None:
     pp8 = [t for t, c in zip(tests, configs, strict=True) if c == "pp8-tp4-ep4"]
     assert [t.split("::")[-1].split("[")[0] for t in pp8] == [
         "test_topology", "test_prefill", "test_prefill", "test_valid", "test_valid",
-        "test_logs_clean", "test_gpu_memory"]
+        "test_outputs_match", "test_logs_clean", "test_gpu_memory"]
 
 
 def _check_first_screen(context: BrowserContext, report: Path, tmp_path: Path) -> None:

@@ -61,6 +61,7 @@ SMOKES: dict[str, Smoke] = {
     "bench_chaos": Smoke(),
     "bench_client_capacity": Smoke(needs=("sglang",)),
     "bench_client_fidelity": Smoke(needs=("sglang",)),
+    "bench_correctness_probe": Smoke(),
     "bench_decisions": Smoke(),
     "bench_fail_fast": Smoke(),
     "bench_gate": Smoke(),

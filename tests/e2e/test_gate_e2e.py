@@ -55,7 +55,7 @@ def reference(
     folder = sweep_dir(TWO, scale=200, edits=GATE)
     reports = tmp_path / "reports"
     result = sweep(pytester, folder, reports, "--ppsweep-run-id", "good")
-    result.assert_outcomes(passed=10, deselected=2)  # no gate tests without a reference
+    result.assert_outcomes(passed=12, deselected=2)  # no gate tests without a reference
     return folder, reports
 
 
@@ -80,6 +80,7 @@ def test_within_noise_passes_and_saves_a_baseline(
     assert seen["test_no_regression[pp8-tp4-ep4-c4]"] == "PASSED"
     result.stdout.fnmatch_lines(["*ppsweep gate vs*", "*baseline 'gold' saved*"])
     assert (reports / "baselines" / "gold" / "results.csv").exists()
+    assert (reports / "baselines" / "gold" / "outputs" / "pp8-tp4-ep4.json").exists()
     # The stored runs are pytest-benchmark JSON its own CLI can compare.
     cur = run_dir_named(reports, exclude={"good", "baselines"}) / "benchmark.json"
     cli = subprocess.run(
@@ -138,12 +139,29 @@ def test_broken_new_image_fails_the_gate(
     result.stdout.fnmatch_lines(["*pp8-tp4-ep4*did not boot in the current run*broken*"])
 
 
+def test_corrupted_image_fails_the_gate_on_correctness_alone(
+    pytester: pytest.Pytester, reference: tuple[Path, Path]
+) -> None:
+    """Every layout of the new image computes wrong tokens (stage 0 corrupted, sim faults): the
+    layouts agree with each other, as fast as before, but not with the reference run."""
+    folder, reports = reference
+    with_profile(folder, faults="corrupt_stage=0")
+    result = sweep(pytester, folder, reports, "--ppsweep-compare", "good",
+                   "--ppsweep-threshold", "input_tps:-50%")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    seen = outcomes(result.stdout.str())
+    failed = sorted(t for t, o in seen.items() if o != "PASSED")
+    assert failed == ["test_outputs_match[pp4-tp8-ep4]", "test_outputs_match[pp8-tp4-ep4]"]
+    result.stdout.fnmatch_lines(["*pp8-tp4-ep4: prompt 0 *: first differing position 0: token "
+                                 "* vs token * in pp8-tp4-ep4 of the reference run good*"])
+
+
 def test_reuse_skips_identical_layouts_and_lists_differences(
     pytester: pytest.Pytester, reference: tuple[Path, Path]
 ) -> None:
     folder, reports = reference
     result = sweep(pytester, folder, reports, "--ppsweep-reuse", "good", "--ppsweep-run-id", "r1")
-    result.assert_outcomes(skipped=10, deselected=2)  # nothing booted: both reused, no gate
+    result.assert_outcomes(skipped=12, deselected=2)  # nothing booted: both reused, no gate
     new = reports / "r1"
     assert not (new / "progress.log").read_text().count("booting on")
     reused = rows(new / "results.csv")
@@ -154,7 +172,7 @@ def test_reuse_skips_identical_layouts_and_lists_differences(
     toml.write_text(toml.read_text().replace("chunked_prefill_size = 8192",
                                              "chunked_prefill_size = 4096"))
     result = sweep(pytester, folder, reports, "--ppsweep-reuse", "good", "--ppsweep-run-id", "r2")
-    result.assert_outcomes(passed=10, deselected=2)
+    result.assert_outcomes(passed=12, deselected=2)
     log = (reports / "r2" / "progress.log").read_text()
     assert "not reused from good" in log and "chunked_prefill_size: 8192 → 4096" in log
 

@@ -131,10 +131,10 @@ def test_k_after_a_full_run_shows_deltas_vs_its_baseline(
 ) -> None:
     folder, reports = sweep_dir(), tmp_path / "reports"
     full = run(pytester, folder, "--ppsweep-reports", reports, "--ppsweep-run-id", "full")
-    full.assert_outcomes(passed=14, deselected=4)
+    full.assert_outcomes(passed=16, deselected=4)
     part = run(pytester, folder, "-k", "pp8", "--ppsweep-reports", reports,
                "--ppsweep-run-id", "part")
-    part.assert_outcomes(passed=7, deselected=11)
+    part.assert_outcomes(passed=8, deselected=12)
     text = part.stdout.str()
     summary = text[text.index("ppsweep summary: part"):]
     assert "baseline pp4-tp8-ep4 from run full (manifest identical except layout)" in summary

@@ -31,7 +31,7 @@ def test_slo_search_answers_and_draws_the_front(
     result = pytester.runpytest_subprocess(str(folder), "-v", "--ppsweep-reports", str(reports),
                                            "-k", "slo or prefill", timeout=600)
     out = result.stdout.str()
-    result.assert_outcomes(passed=6, deselected=16)
+    result.assert_outcomes(passed=6, deselected=18)
     run = run_dir(reports)
     with (run / "slo_probes.csv").open(newline="") as fh:
         probes = list(csv.DictReader(fh))

@@ -43,7 +43,7 @@ def test_small_sweep_passes_and_keeps_the_evidence(
     folder, reports = sweep_dir(), tmp_path / "reports"
     result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
     # the gate tests are not collected without --ppsweep-compare
-    result.assert_outcomes(passed=14, deselected=4)
+    result.assert_outcomes(passed=16, deselected=4)  # + test_outputs_match per layout
     seen = outcomes(result.stdout.str())
     assert seen["test_prefill[pp4-tp8-ep4-c2]"] == "PASSED"
     assert seen["test_prefill[pp8-tp4-ep4-c4]"] == "PASSED"
@@ -107,7 +107,7 @@ def test_k_collects_and_boots_only_pp8(
 ) -> None:
     reports = tmp_path / "reports"
     result = run(pytester, sweep_dir(), "-v", "-k", "pp8", "--ppsweep-reports", reports)
-    result.assert_outcomes(passed=7, deselected=11)  # 9 by -k, PP8's 2 gate tests: no reference
+    result.assert_outcomes(passed=8, deselected=12)  # 10 by -k, PP8's 2 gate tests: no reference
     assert all("pp8-tp4-ep4" in test for test in outcomes(result.stdout.str()))
     assert sorted(p.name for p in (run_dir(reports) / "service").iterdir()) == ["pp8-tp4-ep4"]
 
@@ -222,7 +222,7 @@ def test_server_info_that_is_not_json_is_a_clean_boot_failure(
     result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
     text = result.stdout.str()
     seen = outcomes(text)
-    assert set(seen.values()) == {"ERROR"} and len(seen) == 5, text[-3000:]  # + test_valid
+    assert set(seen.values()) == {"ERROR"} and len(seen) == 6, text[-3000:]  # + valid, outputs
     where = f"rank 0 (node0 127.0.0.1) server info: GET http://127.0.0.1:{port}/server_info"
     assert f"{where} answered 200 (content type text/html) with no JSON object; body starts " \
         "'<html><body>maintenance</body></html>'" in text
@@ -327,7 +327,7 @@ def test_whole_seed_sweep_on_the_emulator(pytester: pytest.Pytester, tmp_path: P
         # at 1000x a round lasts a fraction of a real second: its spread is the machine's noise
         "--ppsweep-spread-rule", "warn",
     )
-    result.assert_outcomes(passed=5 * (1 + 2 + 2 + 1 + 1), deselected=5 * 2)
+    result.assert_outcomes(passed=5 * (1 + 2 + 2 + 1 + 1 + 1), deselected=5 * 2)
     results = rows(run_dir(reports) / "results.csv")
     assert len(results) == 5 * 2 * 3
     assert all(r["completed"] == "40" and r["failed"] == "0" for r in results)

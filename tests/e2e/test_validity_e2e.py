@@ -48,6 +48,6 @@ def test_spread_rule_warn_turns_the_spread_failure_into_a_warning(
     result = _sweep(pytester, sweep_dir, tmp_path, "warn")
     text = result.stdout.str()
     assert result.ret == pytest.ExitCode.OK, text[-4000:]
-    result.assert_outcomes(passed=7, deselected=2, warnings=2)
+    result.assert_outcomes(passed=8, deselected=2, warnings=2)
     result.stdout.fnmatch_lines([f"*spread_rule = 'warn': {PP8} C=2: spread * > 0.0 %*"])
     assert f"{PP8} C=2: VALID (warning: spread" in text  # the verdict says what it saw

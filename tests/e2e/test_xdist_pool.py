@@ -52,7 +52,7 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
     folder = pool_sweep(tmp_path / "sweep", tmp_path)
     serial = pytest_run(folder, tmp_path / "runs", "--ppsweep-cluster", "a")
     assert serial.returncode == 0, serial.stdout[-3000:]
-    assert "35 passed, 10 deselected" in serial.stdout  # no gate tests without a reference
+    assert "40 passed, 10 deselected" in serial.stdout  # no gate tests without a reference
     serial_run = run_dir(tmp_path / "runs")
     # The gate works under xdist too: the parallel run is compared with the serial one, which
     # is in the same reports folder and so also gives the pool plan its durations.
@@ -64,7 +64,7 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
                           "--ppsweep-threshold", "input_tps:-95%",
                           "--ppsweep-threshold", "ttft_p50:+2000%")
     assert parallel.returncode == 0, parallel.stdout[-3000:]
-    assert "45 passed" in parallel.stdout  # 35 sweep tests + 10 test_no_regression
+    assert "50 passed" in parallel.stdout  # 40 sweep tests + 10 test_no_regression
     par_run = next(p for p in (tmp_path / "runs").iterdir() if p != serial_run)
     key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
     s_rows = rows(serial_run / "results.csv")
@@ -151,7 +151,7 @@ def test_auto_starts_one_worker_per_cluster(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     # the sweep tests (no gate without a reference), run by two workers; their progress lines
     # reach the controller's terminal and may stand between xdist's own words
-    assert "14 passed" in res.stdout and "gw0" in res.stdout and "gw1" in res.stdout, res.stdout
+    assert "16 passed" in res.stdout and "gw0" in res.stdout and "gw1" in res.stdout, res.stdout
 
 
 HALF_CONFIGS = """

@@ -70,6 +70,7 @@ def test_real_sweep_boots_measures_scans_and_tears_down(cpu_sweep: CpuSweep) -> 
         f"test_slo[{cid}]": "passed",
         f"test_valid[{cid}-c2]": "passed",
         f"test_valid[{cid}-c4]": "passed",
+        f"test_outputs_match[{cid}]": "passed",
         f"test_logs_clean[{cid}]": "passed",
         f"test_gpu_memory[{cid}]": "skipped",  # nvidia_smi = []: a cluster without GPUs
         f"test_profile[{cid}]": "passed",
@@ -129,6 +130,28 @@ def test_real_sweep_boots_measures_scans_and_tears_down(cpu_sweep: CpuSweep) -> 
     assert progress.count(f"{cid}: booting on 4 nodes of cpu") == 1
     assert f"{cid}: healthy after" in progress
     assert not cpu_sweep.left  # teardown left nothing before pytest exited
+
+
+def test_real_outputs_are_stored_and_agree(cpu_sweep: CpuSweep) -> None:
+    """The correctness probe on real SGLang (issue 40.1): the [correctness] prompts, greedy
+    with return_logprob, stored with SGLang's own tokens and top logprobs; the layout agrees
+    with itself probed again (greedy on CPU is deterministic) and with every other layout's."""
+    from pytest_ppsweep.results.outputs import compare_layouts, outputs_problems, read_outputs
+
+    cid, run = "pp2-tp2-ep1", cpu_sweep.run
+    assert run is not None, cpu_sweep.out[-8000:]
+    assert cpu_sweep.seen.get(f"test_outputs_match[{cid}]") == "passed", cpu_sweep.out[-8000:]
+    stored = read_outputs(run, cid)
+    assert stored is not None and len(stored.prompts) == 4
+    for p in stored.prompts:
+        assert not p.error and len(p.ids) == 8 and len(p.logprobs) == 8, p
+        assert all(0 <= t < 256 for t in p.ids)  # the tiny models' vocabulary
+        assert all(lp is not None and lp <= 0 for lp in p.logprobs), p
+        assert all(len(top) == 5 for top in p.top), p  # top_logprobs_num 5 per position
+        # greedy: each token is its position's top-1 (its logprob the top's best)
+        assert all(top[0][1] == lp for top, lp in zip(p.top, p.logprobs, strict=True)), p
+    assert outputs_problems(run, cid) == []
+    assert compare_layouts(stored, stored, "itself") == []
 
 
 def test_real_profile_window_traces_every_rank(cpu_sweep: CpuSweep) -> None:
@@ -256,6 +279,7 @@ def test_real_failures_fail_their_layout_and_the_sweep_goes_on(
         f"test_topology[{ep2}]": "error",
         f"test_prefill[{ep2}-c2]": "error",
         f"test_valid[{ep2}-c2]": "error",
+        f"test_outputs_match[{ep2}]": "error",
         f"test_logs_clean[{ep2}]": "error",
         f"test_gpu_memory[{ep2}]": "error",
     }, text[-8000:]  # no test_no_regression: not collected without --ppsweep-compare

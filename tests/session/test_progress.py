@@ -167,7 +167,7 @@ def test_a_real_terminal_shows_the_boot_and_the_rounds_live(tmp_path: Path,
     assert not re.search(r"^\[ppsweep\] ", history, re.M), history
     assert re.search(r"^sweep/test_sweep\.py \.+", history, re.M), history
     assert re.search(rf"^{STAMP} {PP8}: healthy after [\d.]+ s real$", history, re.M), history
-    assert re.search(r"^=+ 7 passed.* in [\d.]+s", history, re.M), history
+    assert re.search(r"^=+ 8 passed.* in [\d.]+s", history, re.M), history
     # progress.log keeps every status change (milestones included), not every redraw.
     log_text = (run_dir(reports) / "progress.log").read_text()
     changes = re.findall(rf"^{STAMP} {PP8} booting .*$", log_text, re.M)
@@ -196,7 +196,7 @@ def test_piped_output_gets_plain_timestamped_lines(tmp_path: Path, ports: list[i
     # every status ends with where the sweep stands (one layout: its rounds are all done)
     assert re.search(rf"^{STAMP} {PP8} teardown \| stopping 4 ranks \| layout 1/1, ETA 0 s$",
                      out, re.M), out
-    assert re.search(r"^=+ 7 passed", out, re.M), out
+    assert re.search(r"^=+ 8 passed", out, re.M), out
 
 
 def test_the_xdist_controller_shows_its_workers_lines(tmp_path: Path, ports: list[int]) -> None:

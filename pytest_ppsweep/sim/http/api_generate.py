@@ -8,6 +8,15 @@ emulated engine produced it, next to ``response_sent_to_client_ts`` (when it was
 Streamed chunks are written from the scheduler's due-time callback (sim/http/sse.py) and encoded
 incrementally (:class:`GenerateChunks`: each token's id and text are serialised once); the
 ``response_sent_to_client_ts`` stamp is taken last, right before the bytes go to the socket.
+
+A non-streamed request with ``return_logprob`` answers as greedy decoding of one model does:
+its tokens come from the prompt (sim/model/greedy.py), not from the request id, so every layout
+gives the same ones (with a layout-dependent logprob jitter of at most 0.003 nats; the
+``corrupt_stage`` fault changes them). ``meta_info`` then carries SGLang 0.5.23's
+``input_token_logprobs`` (empty: ``logprob_start_len`` -1), ``output_token_logprobs``
+(``[logprob, token_id, null]`` per token) and, with ``top_logprobs_num`` > 0,
+``output_top_logprobs`` (per position a list of ``[logprob, token_id, null]``, best first;
+tokenizer_manager.py ``add_logprob_to_meta_info``).
 """
 
 from __future__ import annotations
@@ -19,7 +28,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ..model.engine import Job, count_text_tokens
+from ..model import greedy
+from ..model.engine import Job, count_text_tokens, token_text
 from .jsonfast import dumps, loads_request
 from .sse import DirectSink, aborting, install, prepare_stream
 from .state import ServerState
@@ -307,13 +317,46 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
         engine.abort(job)
         raise
     due = job.req.finish_time or 0.0
-    return json_response(
-        {
-            "text": job.text,
-            "output_ids": job.ids,
-            "meta_info": meta_info(state, job, due, final=True),
-        }
+    meta = meta_info(state, job, due, final=True)
+    if body.get("return_logprob"):
+        return json_response(greedy_answer(state, body, text, ids, len(job.ids), meta))
+    return json_response({"text": job.text, "output_ids": job.ids, "meta_info": meta})
+
+
+def greedy_answer(
+    state: ServerState,
+    body: dict[str, Any],
+    text: str | None,
+    ids: list[int] | range | None,
+    n: int,
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    """The answer of a ``return_logprob`` request: the prompt's greedy tokens and logprobs
+    (sim/model/greedy.py; the module docstring says the shapes)."""
+    cfg = state.cfg
+    layout = cfg.layout
+    fault = cfg.settings.faults.get("corrupt_stage")
+    stage = int(fault.number()) if fault is not None else None
+    top_k = int(body.get("top_logprobs_num") or 0)
+    vocab = state.engine.vocab if state.engine is not None else cfg.profile.model.vocab_size
+    out = greedy.generate(
+        greedy.prompt_seed(text, ids), n, vocab, max(top_k, 1),
+        jitter=greedy.layout_jitter(layout.pp, layout.tp, layout.ep),
+        corrupt=stage if stage is not None and stage < layout.pp else None,
     )
+    tokens = [tid for tid, _, _ in out]
+    meta["input_token_logprobs"] = []
+    meta["output_token_logprobs"] = [[lp, tid, None] for tid, lp, _ in out]
+    meta["output_token_logprobs_length"] = len(out)
+    if top_k > 0:
+        meta["input_top_logprobs"] = []
+        meta["output_top_logprobs"] = [[[v, t, None] for v, t in top] for _, _, top in out]
+    return {
+        "text": "".join(token_text(t) for t in tokens),
+        "output_ids": tokens,
+        "meta_info": meta,
+    }
+
 
 
 async def _stream_generate(

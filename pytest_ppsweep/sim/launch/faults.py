@@ -36,6 +36,11 @@ SGLang would; the other ranks then lose their connection to rank 0 and exit too.
                          by default, ``@rank=N`` for one.
 ``profile_missing``      the profile window writes no trace on one node (``@node=N``; default
                          the last node): its rank files are missing (sim/http/api_profile.py).
+``corrupt_stage=K``      PP stage ``K`` computes a wrong output (a dropped layer, a broken kernel):
+                         the greedy answer of ``/generate`` with ``return_logprob`` differs from
+                         every other layout's from the first token on (sim/model/greedy.py).
+                         A layout without stage ``K`` (pp ≤ K) is not affected; ``0`` corrupts
+                         every layout (a bad image). The rank boots and serves as usual.
 
 Example: ``PPSWEEP_SIM_FAULTS="fail_requests=0.1,crash_mid_bench=20@rank=2"``.
 """
@@ -56,6 +61,7 @@ KNOWN = {
     "slow_start": True,
     "profile_missing": False,
     "escape_child": False,
+    "corrupt_stage": True,
 }  # name -> value required (True), forbidden (False) or optional (None)
 DEFAULT_HANG_S = 420.0
 
