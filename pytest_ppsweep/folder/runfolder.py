@@ -637,6 +637,9 @@ class RunJson:
                 # the decision rule's parameters (results/questions.rule_of reads them)
                 "compare": {"alpha": sweep.compare_alpha,
                             "min_effect_pct": sweep.compare_min_effect_pct},
+                # [[expect]]: the failures expected (results/questions.py says "as expected")
+                "expect": [{"layout": e.layout, "axes": dict(e.axes), "failure": e.failure,
+                            "reason": e.reason} for e in sweep.expect],
                 "workload": json.loads(json.dumps(sweep.workload.as_json())),
                 "gpu_hour_usd": sweep.gpu_hour_usd,
                 "sglang_version": None,
