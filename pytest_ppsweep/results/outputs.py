@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import OUTPUTS_DIR
+from pytest_ppsweep.folder.runfolder import OUTPUTS_DIR, RUN_JSON
 
 __all__ = [
     "FORMAT",
@@ -236,7 +236,7 @@ def compare_layouts(ref: LayoutOutputs, got: LayoutOutputs, reference: str) -> l
 def _order(run_dir: Path) -> tuple[str, list[str]]:
     """The baseline layout and the sweep order, from run.json."""
     try:
-        data = json.loads((Path(run_dir) / "metadata" / "run.json").read_text(encoding="utf-8"))
+        data = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return "", []
     if not isinstance(data, dict):

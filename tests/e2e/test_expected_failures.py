@@ -69,3 +69,8 @@ def test_a_failure_of_another_kind_still_fails(
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*pp8-tp4-ep4: oom expected (its buffers do not fit), but it "
                                  "failed otherwise (root cause: nccl)*"])
+    # Its only point failed to boot: the run still ends with its answer and its status
+    # (issue 39 point 6), not "no summary: missing file: …/results.csv".
+    assert "no summary" not in text, text[-3000:]
+    result.stdout.fnmatch_lines(["*[[]layout[]] NO VALID POINT. Excluded: pp8-tp4-ep4 (boot failed*",
+                                 "run status: PARTIAL, 0 of 2 layouts measured*"])
