@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from pytest_ppsweep.check import ExpectedFailure
 from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.service.readiness import BootFailed
 from pytest_ppsweep.session.owner import SweepSession
@@ -112,12 +113,20 @@ def ppsweep_service(request: pytest.FixtureRequest, _ppsweep_boot: _Boot) -> Boo
     if failed is None:
         assert _ppsweep_boot.booted is not None
         return _ppsweep_boot.booted
+    ppsweep: SweepRun = request.getfixturevalue("ppsweep")
+    config: Config = request.getfixturevalue("ppsweep_config")
+    expected = ppsweep.sweep.expectation(config)
+    if expected is not None and expected.covers(failed.cause):  # [[expect]]: pytest's XFAIL
+        raise ExpectedFailure(f"{config.id}: {expected.text}: {failed.reason}")
     if not _ppsweep_boot.shown_by:
         _ppsweep_boot.shown_by = request.node.nodeid
         message = str(failed)
     else:
         message = (f"{str(failed).splitlines()[0][:300]}\n(its fatal lines and log tail are "
                    f"shown with {_ppsweep_boot.shown_by})")
+    if expected is not None:  # a failure of another kind than the one expected still fails
+        message = (f"{config.id}: {expected.text}, but it failed otherwise (root cause: "
+                   f"{failed.cause or 'no fatal line'}):\n{message}")
     _fail_layout(request, message)
 
 

@@ -36,6 +36,13 @@ class Listener:
     pid: int | None = None
     cmdline: str = ""
     run: str = ""  # the PPSWEEP_RUN label of the owner (a rank of a ppsweep run)
+    uid: int | None = None  # the owner's user
+
+    @property
+    def reapable(self) -> bool:
+        """A rank of a ppsweep run of this user: what ``--ppsweep-reap`` may remove (another
+        user's process, or one that is no rank, is not this run's to remove)."""
+        return bool(self.run) and self.uid == os.getuid()
 
     def describe(self) -> str:
         if self.pid is None:
@@ -130,9 +137,16 @@ def listeners(port: int, address: str | None = None) -> list[Listener]:
         pid = holders.get(inode)
         out.append(
             Listener(addr, port, inode, pid, _cmdline(pid) if pid else "",
-                     _run_label(pid) if pid else "")
+                     _run_label(pid) if pid else "", _uid(pid) if pid else None)
         )
     return out
+
+
+def _uid(pid: int) -> int | None:
+    try:
+        return Path(f"/proc/{pid}").stat().st_uid
+    except OSError:
+        return None
 
 
 def group_of(pid: int) -> tuple[int, int] | None:

@@ -155,6 +155,12 @@ REAP_HINT = (
 )
 
 
+NOT_OURS_HINT = (
+    "not a rank this user's earlier runs left, so not one --ppsweep-reap removes: another "
+    "user's sweep or another server; wait for it, or use other ports"
+)
+
+
 def _ports_of(cluster: Cluster, rank0: bool) -> list[tuple[str, int]]:
     ports = [("HTTP port", cluster.port)]
     if rank0:
@@ -192,7 +198,9 @@ def check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
         found = listeners(port, host.address)
         if found:
             owners = "; ".join(dict.fromkeys(item.describe() for item in found))
-            problems.append(f"{what} {port} is already in use by {owners} ({REAP_HINT})")
+            # --ppsweep-reap is advised only for what it may remove: this user's ranks
+            hint = REAP_HINT if any(item.reapable for item in found) else NOT_OURS_HINT
+            problems.append(f"{what} {port} is already in use by {owners} ({hint})")
         elif _port_open(host.address, port, timeout=0.5):
             problems.append(f"{what} {port} is already in use ({REAP_HINT})")
     return problems

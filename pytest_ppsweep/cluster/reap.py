@@ -334,6 +334,14 @@ def _arg(argv: list[str], flag: str) -> str:
     return ""
 
 
+def _netns(proc: Path) -> int:
+    """The network namespace of a /proc entry (its inode; -1 when it cannot be read)."""
+    try:
+        return (proc / "ns" / "net").stat().st_ino
+    except OSError:
+        return -1
+
+
 def find_blocking(cluster: Cluster, exclude_run: str = "") -> list[Leftover]:
     """Local cluster: labelled rank processes of other runs (not ``exclude_run``) that hold,
     or would take, this cluster's ports: ``--host`` one of its addresses with ``--port`` its
@@ -341,10 +349,16 @@ def find_blocking(cluster: Cluster, exclude_run: str = "") -> list[Leftover]:
     addresses = {h.address: h for h in cluster.hosts}
     rendezvous = f"{cluster.rank0().address}:{cluster.dist_init_port}"
     groups: dict[str, Leftover] = {}
+    here = _netns(Path("/proc/self"))
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
         try:
+            # Only this user's ranks in this network namespace: another user's are not this
+            # run's to remove (nor to advise removing), and a namespace of its own has its own
+            # 127.0.6.x and ports (the preflight's port check names whoever holds one here).
+            if entry.stat().st_uid != os.getuid() or _netns(entry) != here:
+                continue
             env = _environ(entry)
             run = env.get(RUN_ENV, "")
             if not run or run == exclude_run:

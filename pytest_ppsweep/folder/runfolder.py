@@ -538,8 +538,12 @@ class RunStore(RunFolder):
         atomic_write(self.configs_csv, out.getvalue())
 
     def sort_results(self, order: list[str]) -> None:
-        """Rewrite results.csv in sweep order (xdist workers append in completion order)."""
+        """Rewrite results.csv in sweep order (xdist workers append in completion order). A run
+        that measured no round but tried a layout (configs.csv: every boot failed) gets the
+        header alone, so that it still ends with its answers ("no valid point") and status."""
         if not self.results_csv.exists():
+            if self.configs_csv.exists():
+                atomic_write(self.results_csv, ",".join(RESULT_COLUMNS) + "\n")
             return
         rank = {cid: i for i, cid in enumerate(order)}
         with self.locked():
@@ -637,6 +641,9 @@ class RunJson:
                 # the decision rule's parameters (results/questions.rule_of reads them)
                 "compare": {"alpha": sweep.compare_alpha,
                             "min_effect_pct": sweep.compare_min_effect_pct},
+                # [[expect]]: the failures expected (results/questions.py says "as expected")
+                "expect": [{"layout": e.layout, "axes": dict(e.axes), "failure": e.failure,
+                            "reason": e.reason} for e in sweep.expect],
                 "workload": json.loads(json.dumps(sweep.workload.as_json())),
                 "gpu_hour_usd": sweep.gpu_hour_usd,
                 "sglang_version": None,

@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec
+from pytest_ppsweep.matrix.expectspec import Expectation, expectation_for
 from pytest_ppsweep.matrix.schema import (
     MatrixError,
 )
@@ -280,6 +281,8 @@ class Sweep:
     comm: CommSpec | None = None
     # The [correctness] table (matrix.correctnessspec): the outputs probe of every layout.
     correctness: CorrectnessSpec = field(default_factory=CorrectnessSpec)
+    # [[expect]] (matrix.expectspec): the failures expected, reported as pytest's xfail.
+    expect: tuple[Expectation, ...] = ()
     # Keys taken from a shared file (``extends``): (dotted key, file), the sweep file's own
     # keys not listed. :meth:`file_of` names the file an error is about.
     origins: tuple[tuple[str, str], ...] = ()
@@ -333,6 +336,10 @@ class Sweep:
     def workload_of(self, config: Config) -> Workload:
         """The workload ``config`` runs (its named one, else the sweep's)."""
         return self.workloads.get(config.workload, self.workload)
+
+    def expectation(self, config: Config) -> Expectation | None:
+        """The ``[[expect]]`` that covers ``config`` (matrix.expectspec), or None."""
+        return expectation_for(self.expect, config.layout_id, config.axes)
 
     def server_args(self, config: Config) -> dict[str, Any]:
         """The server arguments ``config`` boots with: ``[server]``, then the layout's own."""

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_ppsweep.matrix import axes as axes_mod
 from pytest_ppsweep.matrix.commspec import read_comm
 from pytest_ppsweep.matrix.correctnessspec import read_correctness
+from pytest_ppsweep.matrix.expectspec import read_expectations
 from pytest_ppsweep.matrix.kinds import CLUSTER_KINDS, LAUNCHERS, NEEDS_IMAGE, owner_of
 from pytest_ppsweep.matrix.model import (
     HEALTH_STALL_S,
@@ -279,6 +280,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         axis_names=axis_names,
         comm=read_comm(top),
         correctness=read_correctness(top),
+        expect=read_expectations(top, axis_names),
         gpu_hour_usd=_price(sw),
     )
 

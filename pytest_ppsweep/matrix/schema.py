@@ -17,7 +17,8 @@ INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 SPREAD_RULES = ("fail", "warn")
 TOP_KEYS = ("extends", "sweep", "server", "env", "configs", "workload", "clusters", "profile",
             "axes", "exclude", "include", "workloads", "compare", "comm",
-            "correctness")  # [correctness]: matrix/correctnessspec.py
+            "correctness",  # [correctness]: matrix/correctnessspec.py
+            "expect")  # [[expect]]: matrix/expectspec.py
 COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct")
 PROFILE_KEYS = ("layouts", "concurrency", "num_requests", "num_steps", "activities", "output_dir",
                 "timeout_s")

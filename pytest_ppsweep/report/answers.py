@@ -123,7 +123,7 @@ def table_lines(a: Answer, width: int = 100) -> list[str]:
     sw = max([5, *(len(_state(r)) for r in a.table)]) + 1
     head = (f"    {a.axis or 'value'!s:<{vw}}{'point':<{pw}}{'state':<{sw}}{'headroom':>10}"
             + "".join(f"{'Δ C=' + c:>10}" for c in concs) + "  verdict")
-    lines = [head[:width]]
+    lines = [head]
     for r in a.table:
         room = r.get("headroom_mib")
         deltas = r.get("delta_pct") or {}
@@ -131,9 +131,11 @@ def table_lines(a: Answer, width: int = 100) -> list[str]:
             f"{'base' if r.get('verdict') == 'baseline' else delta(deltas.get(c, math.nan)):>10}"
             for c in concs)
         line = (f"    {_shown(r.get('value')):<{vw}}{r.get('point')!s:<{pw}}{_state(r):<{sw}}"
-                f"{num(room, 0, ' MiB') if room is not None else 'n/a':>10}{cells}"
-                f"  {r.get('verdict')}")
-        lines.append(line[:width])
+                f"{num(room, 0, ' MiB') if room is not None else 'n/a':>10}{cells}")
+        verdict = f"  {r.get('verdict')}"
+        # Nothing is cut: a verdict that does not fit the width goes on a line of its own.
+        lines += ([line + verdict] if len(line + verdict) <= width
+                  else [line, f"{'':6}verdict: {r.get('verdict')}"])
     return lines
 
 

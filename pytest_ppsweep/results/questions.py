@@ -28,6 +28,7 @@ import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.folder.runfolder import CONFIGS_CSV
+from pytest_ppsweep.matrix.expectspec import FAILURES, Expectation, expectation_for
 from pytest_ppsweep.results import confound
 from pytest_ppsweep.results.aggregate import round_counts
 from pytest_ppsweep.results.answers import (
@@ -56,6 +57,18 @@ from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 _KEPT = ("spread ", )
 _REPEATS_SUFFIX = "required"
 NOISY_NOTE = "Over the spread limit, kept and judged by the decision rule"
+
+
+def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
+    """The failures a run expected (run.json ``expect``: its sweep's ``[[expect]]``)."""
+    found = []
+    for e in raw.get("expect") or ():
+        if isinstance(e, dict) and e.get("failure") in FAILURES:
+            found.append(Expectation(failure=str(e["failure"]), reason=str(e.get("reason", "")),
+                                     layout=str(e.get("layout") or "*"),
+                                     axes={str(k): str(v) for k, v in
+                                           (e.get("axes") or {}).items()}))
+    return tuple(found)
 
 
 def rule_of(raw: dict[str, Any]) -> Rule:
@@ -383,8 +396,9 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                     + f", by {', then '.join(label(m) for m in objective)}?")
             answer, _ = _answer(given, "axis", w, what, objective, members, given.verdicts,
                                 reps, concs, layout=layout, axis=axis)
+            raw = run_json(given.data.run_dir)
             table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
-                                          configs, answer, rule_of(run_json(given.data.run_dir)))
+                                          configs, answer, rule_of(raw), expectations_of(raw))
             value = (json.loads(_value(facts[answer.answer], axis))
                      if answer.answer else None)
             seen = {(e.point, e.versus, e.concurrency, e.metric) for e in answer.evidence}
@@ -402,7 +416,7 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
                 base: str | None, metric: str,
                 reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
                 configs: dict[Any, dict[str, Any]], answer: Answer,
-                rule: Rule = DEFAULT_RULE) -> tuple[
+                rule: Rule = DEFAULT_RULE, expected: Sequence[Expectation] = ()) -> tuple[
                     list[dict[str, Any]], list[Evidence]]:
     rows, evidence = [], []
     excluded = dict(answer.excluded)
@@ -418,6 +432,15 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
         state = _boot_state(row)
         if state == "booted" and cid in excluded:
             state = "invalid"
+        why = excluded.get(cid, "")
+        exp = expectation_for(expected, str(facts[cid].get("runs", "")),
+                              facts[cid].get("axes") or {})
+        if exp is not None and state in ("OOM", "boot failed") and (
+                exp.failure != "oom" or state == "OOM"):
+            why = f"{state}, as expected ({exp.reason})"
+            state_shown = f"{state}, as expected"
+        else:
+            state_shown = state
         headroom = row.get("mem_headroom_mib") if row else None
         ev = [e for e in judged if e.point == cid]
         evidence += ev
@@ -427,8 +450,8 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
             "headroom_mib": None if headroom is None or headroom != headroom else float(
                 headroom),
             "delta_pct": {str(e.concurrency): e.delta_pct for e in ev},
-            "verdict": "baseline" if cid == base else outcome(ev) if ev else state,
-            "why": excluded.get(cid, ""),
+            "verdict": "baseline" if cid == base else outcome(ev) if ev else state_shown,
+            "why": why,
         })
     return rows, evidence
 

@@ -113,8 +113,11 @@ class BootFailed(RuntimeError):
     every node's log tail), also written to ``evidence_path`` beside the node logs."""
 
     def __init__(self, message: str, reason: str = "", details: str = "",
-                 evidence_path: Path | None = None) -> None:
+                 evidence_path: Path | None = None, cause: str = "") -> None:
+        """``cause``: the log-scan kind of the root-cause line (``cuda-oom``, ``nccl``…; ""
+        when no line says why: a timeout, a rank that exited without one)."""
         super().__init__(message)
+        self.cause = cause
         self.reason = reason or message.splitlines()[0]
         self.details = details or message
         self.evidence_path = evidence_path
@@ -186,7 +189,7 @@ def boot_failure(service: Booting, reason: str, findings: Sequence[Finding] = ()
     if saved is not None:
         lines.append(f"every node's log tail and every fatal line: {saved}")
     return BootFailed("\n".join(lines[:SUMMARY_LINES]), reason=f"{reason}{cause}",
-                      details=details, evidence_path=saved)
+                      details=details, evidence_path=saved, cause=root.kind if root else "")
 
 
 def _failed(service: Booting, followers: Sequence[LogFollower]) -> BootFailed:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep import continuity
+from pytest_ppsweep.check import ExpectedFailure
 from pytest_ppsweep.matrix.model import boot_groups
 from pytest_ppsweep.measure.eta import SweepClock
 from pytest_ppsweep.measure.runjson import RunJson, run_id_of
@@ -150,6 +151,11 @@ class Selection:
                 why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+            elif "ppsweep_service" in getattr(item, "fixturenames", ()):
+                expected = self.sweep.expectation(self.sweep.config(cid))
+                if expected is not None:  # [[expect]]: XFAIL, or XPASS(strict) when it boots
+                    item.add_marker(pytest.mark.xfail(
+                        strict=True, raises=ExpectedFailure, reason=f"{cid}: {expected.text}"))
 
     def keep_boots_together(self, items: list[pytest.Item]) -> None:
         """After pytest's own ordering and -k/-m: the tests of one server configuration (the

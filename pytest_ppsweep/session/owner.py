@@ -161,6 +161,8 @@ class SweepSession:
                 raise pytest.UsageError(f"{matrix}: {exc}") from None
         ids = options.selected_ids(config, sweep)
         dry_run = dry_run_requested(config)
+        if not is_worker(config):
+            setup.resumed_folder(config)  # a resume of a missing run fails, the dry run's too
         scratch = scratch_folder(config, is_worker(config))
         # Read once, before anything boots: a bad reference or threshold fails now.
         compare_ref = options.reference(config, "ppsweep_compare")

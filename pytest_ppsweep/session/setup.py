@@ -140,19 +140,30 @@ def plan(
     return plan
 
 
+def resumed_folder(config: pytest.Config) -> Path | None:
+    """The run folder ``--ppsweep-resume`` names (None without it); a usage error when it
+    holds no run: also in a dry run, which plans the resume."""
+    resumed = options.get(config, "ppsweep_resume")
+    if not resumed:
+        return None
+    folder = options.path_arg(config, resumed)
+    if not folder.is_dir():
+        folder = options.reports_root(config) / resumed
+    if not (folder / RUN_JSON).is_file():
+        raise pytest.UsageError(
+            f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
+            f"found none at {folder}"
+        )
+    return folder
+
+
 def open_store(config: pytest.Config, sweep: Sweep, run_id: str | None) -> tuple[RunStore, bool]:
     """The run folder: a new one, the controller's (xdist workers), or a resumed one; and
     whether it was made now (it did not exist before)."""
     resumed = options.get(config, "ppsweep_resume")
     if resumed and not run_id:
-        folder = options.path_arg(config, resumed)
-        if not folder.is_dir():
-            folder = options.reports_root(config) / resumed
-        if not (folder / RUN_JSON).is_file():
-            raise pytest.UsageError(
-                f"--ppsweep-resume {resumed}: expected a run folder with metadata/run.json, "
-                f"found none at {folder}"
-            )
+        folder = resumed_folder(config)
+        assert folder is not None
         return RunStore(folder.parent, folder.name), False
     if resumed and run_id:
         folder = options.path_arg(config, resumed)

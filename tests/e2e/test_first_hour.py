@@ -148,3 +148,16 @@ def test_a_node_0_that_cannot_be_reached_is_a_usage_error_naming_it(
     assert {k: recorded.get(k) for k in learnt} == learnt, recorded
     assert not (kept / "summary.csv").exists() and not (kept / "benchmark.json").exists()
     assert f"run folder {kept}: kept as it was (nothing ran)" in out, out[-2000:]
+
+
+def test_a_dry_run_refuses_to_resume_a_missing_run(
+    pytester: pytest.Pytester, folder: Path, tmp_path: Path, connects: list[Any]
+) -> None:
+    """Issue 39 point 7: the dry run plans the resume, so it checks the run exists as a real
+    run does, instead of printing a plan that cannot run."""
+    reports = tmp_path / "reports"
+    result = _run(pytester, folder, reports, "--ppsweep-dry-run", "--ppsweep-resume", "nosuchrun")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines(["*--ppsweep-resume nosuchrun: expected a run folder with "
+                                 "metadata/run.json, found none at *nosuchrun"])
+    assert "boots:" not in result.stdout.str() and not reports.exists() and connects == []
