@@ -60,6 +60,8 @@ NOT_RUN = {
         "tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_statistics.py": "a benchmark (2,000 trials a figure, minutes on "
         "a busy machine); tests/e2e/test_benchmark_smoke.py runs its --smoke",
+    "python benchmarks/bench_correctness_probe.py": "a benchmark (the seeds' sweep twice, with "
+        "and without the probe); tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "
         "tests/e2e/test_benchmark_smoke.py runs its --smoke (3 sweeps, temporary folders)",
     "python benchmarks/bench_planner.py": "a benchmark (10 hidden profiles, minutes); "
@@ -173,7 +175,7 @@ def test_the_two_docs_agree_on_timings_rules_and_tests() -> None:
                        re.M)
     plain = [t for t in tests if t not in ("test_profile", "test_no_regression", "test_comm",
                                            "test_slo", "test_slo_no_regression")]
-    assert len(plain) == 5, tests
+    assert len(plain) == 6, tests  # test_outputs_match: the correctness probe (issue 40)
     for name in plain:
         assert f"`{name}" in readme and f"`{name}" in walk, name
 

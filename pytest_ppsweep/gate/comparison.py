@@ -59,9 +59,11 @@ METRICS: dict[str, tuple[str, str, str, bool]] = {
 }
 DEFAULT_THRESHOLDS = ("input_tps:-3%", "ttft_p50:+5%")
 THRESHOLD_RANGE = (0.0, 100.0)
-"""A threshold's size in %, exclusive: 0 % gates on noise alone (no threshold at all), and a
-drop of 100 % or more cannot happen to a throughput (a rise that large of a latency is no
-regression gate a person means)."""
+"""A higher-is-better metric's threshold (a drop) in %, exclusive: 0 % gates on noise alone (no
+threshold at all), and a drop of 100 % or more cannot happen to a throughput."""
+RISE_RANGE = (0.0, 10000.0)
+"""A lower-is-better metric's threshold (a rise) in %, exclusive: a latency can rise by more than
+100 %, and a very large threshold is how a gate is told to ignore a metric (×100 at most)."""
 DECODE_GATED = ("output_tps", "tpot_p50", "tpot_p99", "itl_p50", "itl_p99", "e2e_p50")
 
 
@@ -132,13 +134,14 @@ def _parse_one(token: str) -> Threshold:
         # cannot be told, so the unit is required.
         raise ThresholdError(f"threshold {token!r}: expected a percentage with its unit, e.g. "
                              f"{name}:{raw}%; found {value.strip()!r} without '%'")
-    if not THRESHOLD_RANGE[0] < abs(pct) < THRESHOLD_RANGE[1]:
-        raise ThresholdError(
-            f"threshold {token!r}: expected a size between {THRESHOLD_RANGE[0]:g} % and "
-            f"{THRESHOLD_RANGE[1]:g} % (exclusive), found {abs(pct):g} %"
-            + (" (a metric cannot drop by 100 % or more)" if abs(pct) >= 100 else "")
-        )
     higher = METRICS[name][3]
+    low, high = THRESHOLD_RANGE if higher else RISE_RANGE
+    if not low < abs(pct) < high:
+        raise ThresholdError(
+            f"threshold {token!r}: expected a size between {low:g} % and {high:g} % "
+            f"(exclusive), found {abs(pct):g} %"
+            + (" (a metric cannot drop by 100 % or more)" if higher and abs(pct) >= 100 else "")
+        )
     signed = raw[:1] in "+-"
     if signed and (pct > 0 if higher else pct < 0):
         want = "a drop (-N%)" if higher else "a rise (+N%)"

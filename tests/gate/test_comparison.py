@@ -62,7 +62,8 @@ def test_thresholds_override_add_and_unsigned() -> None:
                      r"input_tps:-3%; found '-3' without '%'"),
     ("input_tps:-300%", r"expected a size between 0 % and 100 % \(exclusive\), found 300 % "
                         r"\(a metric cannot drop by 100 % or more\)"),
-    ("ttft_p50:+0%", r"expected a size between 0 % and 100 % \(exclusive\), found 0 %"),
+    ("ttft_p50:+0%", r"expected a size between 0 % and 10000 % \(exclusive\), found 0 %"),
+    ("ttft_p50:+20000%", r"expected a size between 0 % and 10000 % \(exclusive\), found 20000 %"),
 ])
 def test_threshold_errors_name_the_token(token: str, expected: str) -> None:
     with pytest.raises(ThresholdError, match=expected):

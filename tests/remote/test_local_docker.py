@@ -210,8 +210,8 @@ def test_a_sweep_on_one_machine_through_its_own_dockerd(
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-6000:]
     summary = out.strip().splitlines()[-1]
-    # the acceptance tests of two layouts (7 each) and their profile windows
-    assert summary.startswith("16 passed,") or "= 16 passed," in summary, out[-6000:]
+    # the acceptance tests of two layouts (8 each, test_outputs_match too), profile windows
+    assert summary.startswith("18 passed,") or "= 18 passed," in summary, out[-6000:]
     assert " failed" not in summary and " error" not in summary, out[-6000:]
     run = next(p for p in reports.iterdir() if p.is_dir())
     configs = {r.split(",")[0] for r in (run / "configs.csv").read_text().splitlines()[1:]}

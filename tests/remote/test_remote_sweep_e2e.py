@@ -73,7 +73,7 @@ def test_seed_sweep_through_docker_over_ssh(
     t0 = time.monotonic()
     result = run(pytester, folder, "-v", "--ppsweep-image", IMAGE, "--ppsweep-reports", reports)
     took = time.monotonic() - t0
-    assert_passed(result, 35)
+    assert_passed(result, 40)  # 5 layouts × 8 tests (test_outputs_match included)
     run_folder = run_dir(reports)
     results = rows(run_folder / "results.csv")
     assert len(results) == 5 * 2 * 3  # layouts × C × repeats
@@ -130,7 +130,7 @@ def test_small_sweep_as_processes_over_ssh_with_sudo(
     )
     reports = tmp_path / "reports"
     result = run(pytester, folder, "-v", "--ppsweep-reports", reports)
-    assert_passed(result, 14)
+    assert_passed(result, 16)
     run_folder = run_dir(reports)
     assert len(rows(run_folder / "results.csv")) == 2 * 2 * 2
     log = (run_folder / "service" / "pp8-tp4-ep4" / "node3.log").read_text()
@@ -307,6 +307,6 @@ def test_killed_run_leaves_ranks_that_are_reported_and_reaped(
         "--ppsweep-reports",
         tmp_path / "r3",
     )
-    assert_passed(reaped, 7)
+    assert_passed(reaped, 8)
     assert "removed 4 leftover rank(s) of earlier runs" in reaped.stdout.str()
     assert reap.find(cluster) == []
