@@ -312,16 +312,17 @@ def test_dry_run_verbatim() -> None:
 def test_axis_example_sweep(reports: Path) -> None:
     """The seeds' §10 sweep on the default emulated cluster, cut to three points (4 requests per
     round, 1 repeat). Its report answers §10: DeepEP's buffers fit PP8's worst rank and not
-    PP4's (EP rewritten to 8), which fails at boot with SGLang's OOM line; nothing else fails."""
+    PP4's (EP rewritten to 8), which fails at boot with SGLang's OOM line, as its [[expect]]
+    says: those tests are XFAIL, nothing fails and the run exits 0 (issue 39 point 3)."""
     command = "pytest test_matrix --ppsweep-matrix test_matrix/a2a.toml"
     points = "pp8-tp4-ep4,pp8-tp4-ep4-a2a_deepep,pp4-tp8-ep8-a2a_deepep"
     before = set(_runs(reports))
     out = _ok(_run(_pytest(command, "--ppsweep-reports", str(reports), "--ppsweep-config",
                            points, "--ppsweep-requests", "4", "--ppsweep-repeats", "1",
                            "--ppsweep-time-scale", "1000", "--ppsweep-spread-rule", "warn"),
-                   timeout=600), command, codes=(1,))
-    failed = set(re.findall(r"^(?:FAILED|ERROR) \S+?\[([^\]]+)\]", out, re.M))
-    assert failed and all(f.startswith("pp4-tp8-ep8-a2a_deepep") for f in failed), out[-4000:]
+                   timeout=600), command, codes=(0,))
+    assert not re.findall(r"^(?:FAILED|ERROR) ", out, re.M), out[-4000:]
+    assert re.search(r"\b8 xfailed\b", out), out[-4000:]  # pp4 + deepep's 8 tests, its OOM
     assert "PASSED" not in out or "test_prefill[pp8-tp4-ep4-a2a_deepep-c8] PASSED" in out
     new = set(_runs(reports)) - before
     assert len(new) == 1, out[-2000:]
