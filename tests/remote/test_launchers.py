@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 from support.processes import wait_until
-from support.remote import IMAGE, SECRET_TOKEN, TestHosts, make_device_dir, rank_processes
+from support.remote import (
+    IMAGE,
+    TICKER,
+    TestHosts,
+    assert_container_rank_shape,
+    make_device_dir,
+    rank_processes,
+)
 
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.labels import rank_labels
@@ -18,15 +25,6 @@ from pytest_ppsweep.cluster.ssh import SshHost, SshSettings
 from pytest_ppsweep.matrix.model import Cluster, Host
 
 # prints a line every 0.1 s and keeps a child process in its group
-TICKER = (
-    "import os, signal, subprocess, time\n"
-    "child = subprocess.Popen(['sleep', '300'])\n"
-    "print('env', os.environ.get('GREETING'), os.environ.get('PPSWEEP_RUN'), flush=True)\n"
-    "print('sigint', signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)\n"
-    "for i in range(3000):\n"
-    "    print('tick', i, flush=True)\n"
-    "    time.sleep(0.1)\n"
-)
 
 
 def labels(run: str, node: int) -> dict[str, str]:
@@ -119,56 +117,9 @@ def test_container_rank_has_the_requested_shape(test_hosts: TestHosts, tmp_path:
     state.mkdir()
     c = cluster(test_hosts, "docker", shm_size="1g", mounts=(str(state),))
     launcher = DockerLauncher(c, IMAGE, str(model), [f"{devices}:/dev/infiniband", "/dev/null"])
-    code = (
-        "import os\n"
-        "print(sorted(os.listdir('/dev/infiniband')), os.path.isdir("
-        + repr(str(model))
-        + "))\n"
-        + TICKER
-    )
-    env = {"GREETING": "hi there", "HF_TOKEN": SECRET_TOKEN}
-    spec = RankSpec(1, "h602", "10.200.0.102", ("python3", "-c", code), env)
-    log = tmp_path / "service" / "node1.log"
-    rank = launcher.start(spec, log, labels("launch-docker", 1))
-    try:
-        wait_until(lambda: len(lines(log)) >= 10, 30, "10 streamed log lines")
-        assert lines(log)[:3] == ["['uverbs0'] True", "env hi there None", "sigint True"]
-        assert rank.poll() is None
-        attrs = rank.container.client.api.inspect_container(rank.name)
-        host_config, config = attrs["HostConfig"], attrs["Config"]
-        assert rank.name == "ppsweep-launch-docker-pp4-tp8-ep4-node1"
-        assert labels("launch-docker", 1).items() <= config["Labels"].items()
-        assert host_config["NetworkMode"] == "host" and host_config["IpcMode"] == "host"
-        assert host_config["ShmSize"] == 1024**3 and host_config["Init"] is True
-        assert host_config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
-        assert host_config["DeviceRequests"][0]["Count"] == -1
-        assert {(d["PathOnHost"], d["PathInContainer"]) for d in host_config["Devices"]} == {
-            (str(devices), "/dev/infiniband"),
-            ("/dev/null", "/dev/null"),
-        }
-        assert f"{model}:{model}:ro" in host_config["Binds"]
-        assert f"{state}:{state}:rw" in host_config["Binds"]
-        assert f"HF_TOKEN={SECRET_TOKEN}" in config["Env"]  # the rank gets its environment
-        assert config["Cmd"] == ["python3", "-c", code]
-    finally:
-        t0 = time.monotonic()
-        rc = rank.stop(grace_s=5)
-    assert rc == 143 and time.monotonic() - t0 < 5  # init=True: SIGTERM reaches python at once
-    assert rank.stop() == 143
-    # the equivalent docker run line, next to the log, secrets redacted
-    line = (log.parent / "node1.docker-run.sh").read_text()
+    line = assert_container_rank_shape(launcher, ("h602", "10.200.0.102"),
+                                       labels("launch-docker", 1), tmp_path, model, devices, state)
     assert "DOCKER_HOST=ssh://root@10.200.0.102" in line
-    for part in (
-        "docker run -d --name ppsweep-launch-docker-pp4-tp8-ep4-node1",
-        "--label ppsweep.run=launch-docker",
-        "--init --network host --ipc host --shm-size 1g --gpus all",
-        f"--device {devices}:/dev/infiniband:rwm",
-        f"-v {model}:{model}:ro",
-        "-e 'HF_TOKEN=<redacted>'",
-        f"{IMAGE} python3 -c",
-    ):
-        assert part in line, f"{part!r} not in {line}"
-    assert SECRET_TOKEN not in line
 
 
 def test_container_rank_that_exits_and_a_missing_image(

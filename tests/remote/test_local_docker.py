@@ -11,14 +11,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from support.matrices import SMALL_WORKLOAD
 from support.paths import ACCEPTANCE
 from support.processes import wait_until
-from support.remote import IMAGE, SECRET_TOKEN, TestHosts, containers, make_device_dir
+from support.remote import (
+    IMAGE,
+    SECRET_TOKEN,
+    TestHosts,
+    assert_container_rank_shape,
+    containers,
+    make_device_dir,
+)
 
 from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.base import HostError
@@ -28,16 +34,6 @@ from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import RankSpec
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host
-
-TICKER = (
-    "import os, signal, subprocess, time\n"
-    "child = subprocess.Popen(['sleep', '300'])\n"
-    "print('env', os.environ.get('GREETING'), os.environ.get('PPSWEEP_RUN'), flush=True)\n"
-    "print('sigint', signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)\n"
-    "for i in range(3000):\n"
-    "    print('tick', i, flush=True)\n"
-    "    time.sleep(0.1)\n"
-)
 
 
 def labels(run: str, node: int) -> dict[str, str]:
@@ -81,56 +77,9 @@ def test_local_container_rank_has_the_requested_shape(daemon: str, tmp_path: Pat
     launcher = DockerLauncher(box(shm_size="1g", mounts=(str(state),)), IMAGE, str(model),
                               [f"{devices}:/dev/infiniband", "/dev/null"], registry,
                               daemons=LocalDaemon(registry))
-    code = (
-        "import os\n"
-        "print(sorted(os.listdir('/dev/infiniband')), os.path.isdir("
-        + repr(str(model))
-        + "))\n"
-        + TICKER
-    )
-    env = {"GREETING": "hi there", "HF_TOKEN": SECRET_TOKEN}
-    spec = RankSpec(1, "n1", "127.0.0.2", ("python3", "-c", code), env)
-    log = tmp_path / "service" / "node1.log"
-    rank = launcher.start(spec, log, labels("local-docker", 1))
-    try:
-        wait_until(lambda: len(lines(log)) >= 10, 30, "10 streamed log lines")
-        assert lines(log)[:3] == ["['uverbs0'] True", "env hi there None", "sigint True"]
-        assert rank.poll() is None
-        attrs = rank.container.client.api.inspect_container(rank.name)
-        host_config, config = attrs["HostConfig"], attrs["Config"]
-        assert rank.name == "ppsweep-local-docker-pp4-tp8-ep4-node1"
-        assert labels("local-docker", 1).items() <= config["Labels"].items()
-        assert host_config["NetworkMode"] == "host" and host_config["IpcMode"] == "host"
-        assert host_config["ShmSize"] == 1024**3 and host_config["Init"] is True
-        assert host_config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
-        assert host_config["DeviceRequests"][0]["Count"] == -1
-        assert {(d["PathOnHost"], d["PathInContainer"]) for d in host_config["Devices"]} == {
-            (str(devices), "/dev/infiniband"),
-            ("/dev/null", "/dev/null"),
-        }
-        assert f"{model}:{model}:ro" in host_config["Binds"]
-        assert f"{state}:{state}:rw" in host_config["Binds"]
-        assert f"HF_TOKEN={SECRET_TOKEN}" in config["Env"]  # the rank gets its environment
-        assert config["Cmd"] == ["python3", "-c", code]
-    finally:
-        t0 = time.monotonic()
-        rc = rank.stop(grace_s=5)
-    assert rc == 143 and time.monotonic() - t0 < 5  # init=True: SIGTERM reaches python at once
-    assert rank.stop() == 143
-    # the equivalent docker run line, next to the log, secrets redacted; no ssh:// anywhere
-    line = (log.parent / "node1.docker-run.sh").read_text()
+    line = assert_container_rank_shape(launcher, ("n1", "127.0.0.2"), labels("local-docker", 1),
+                                       tmp_path, model, devices, state)
     assert f"DOCKER_HOST={daemon}" in line and "ssh://" not in line
-    for part in (
-        "docker run -d --name ppsweep-local-docker-pp4-tp8-ep4-node1",
-        "--label ppsweep.run=local-docker",
-        "--init --network host --ipc host --shm-size 1g --gpus all",
-        f"--device {devices}:/dev/infiniband:rwm",
-        f"-v {model}:{model}:ro",
-        "-e 'HF_TOKEN=<redacted>'",
-        f"{IMAGE} python3 -c",
-    ):
-        assert part in line, f"{part!r} not in {line}"
-    assert SECRET_TOKEN not in line
 
 
 def test_local_container_rank_that_exits_and_a_missing_image(

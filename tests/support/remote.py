@@ -11,6 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import docker
 
@@ -242,3 +243,76 @@ def make_device_dir(base: Path) -> Path:
     if not node.exists():
         os.mknod(node, 0o666 | 0o020000, os.makedev(1, 3))
     return folder
+
+
+# A rank that says what it got (environment, SIGINT handling) and ticks until stopped.
+TICKER = (
+    "import os, signal, subprocess, time\n"
+    "child = subprocess.Popen(['sleep', '300'])\n"
+    "print('env', os.environ.get('GREETING'), os.environ.get('PPSWEEP_RUN'), flush=True)\n"
+    "print('sigint', signal.getsignal(signal.SIGINT) is signal.default_int_handler, flush=True)\n"
+    "for i in range(3000):\n"
+    "    print('tick', i, flush=True)\n"
+    "    time.sleep(0.1)\n"
+)
+
+
+def assert_container_rank_shape(launcher: Any, node: tuple[str, str], labels: dict[str, str],
+                                tmp_path: Path, model: Path, devices: Path, state: Path) -> str:
+    """One container rank started by a docker ``launcher`` (over ssh:// or on this machine's
+    daemon) on ``node`` (name, address): its log streams, its container has the shape asked
+    (host network and IPC, 1 GiB shm, init, GPUs, devices, read-only model, state mount, its
+    environment and command), SIGTERM stops it at once; returns its docker run line (secrets
+    redacted), checked for the parts every launcher writes."""
+    from pytest_ppsweep.cluster.rankspec import RankSpec
+    from support.processes import wait_until
+
+    def lines(path: Path) -> list[str]:
+        return path.read_text().splitlines() if path.exists() else []
+
+    code = ("import os\nprint(sorted(os.listdir('/dev/infiniband')), os.path.isdir("
+            + repr(str(model)) + "))\n" + TICKER)
+    env = {"GREETING": "hi there", "HF_TOKEN": SECRET_TOKEN}
+    spec = RankSpec(1, node[0], node[1], ("python3", "-c", code), env)
+    log = tmp_path / "service" / "node1.log"
+    rank = launcher.start(spec, log, labels)
+    name = f"ppsweep-{labels[RUN_LABEL]}-pp4-tp8-ep4-node1"
+    try:
+        wait_until(lambda: len(lines(log)) >= 10, 30, "10 streamed log lines")
+        assert lines(log)[:3] == ["['uverbs0'] True", "env hi there None", "sigint True"]
+        assert rank.poll() is None
+        attrs = rank.container.client.api.inspect_container(rank.name)
+        host_config, config = attrs["HostConfig"], attrs["Config"]
+        assert rank.name == name
+        assert labels.items() <= config["Labels"].items()
+        assert host_config["NetworkMode"] == "host" and host_config["IpcMode"] == "host"
+        assert host_config["ShmSize"] == 1024**3 and host_config["Init"] is True
+        assert host_config["DeviceRequests"][0]["Capabilities"] == [["gpu"]]
+        assert host_config["DeviceRequests"][0]["Count"] == -1
+        assert {(d["PathOnHost"], d["PathInContainer"]) for d in host_config["Devices"]} == {
+            (str(devices), "/dev/infiniband"),
+            ("/dev/null", "/dev/null"),
+        }
+        assert f"{model}:{model}:ro" in host_config["Binds"]
+        assert f"{state}:{state}:rw" in host_config["Binds"]
+        assert f"HF_TOKEN={SECRET_TOKEN}" in config["Env"]  # the rank gets its environment
+        assert config["Cmd"] == ["python3", "-c", code]
+    finally:
+        t0 = time.monotonic()
+        rc = rank.stop(grace_s=5)
+    assert rc == 143 and time.monotonic() - t0 < 5  # init=True: SIGTERM reaches python at once
+    assert rank.stop() == 143
+    # the equivalent docker run line, next to the log, secrets redacted
+    line = (log.parent / "node1.docker-run.sh").read_text()
+    for part in (
+        f"docker run -d --name {name}",
+        f"--label ppsweep.run={labels[RUN_LABEL]}",
+        "--init --network host --ipc host --shm-size 1g --gpus all",
+        f"--device {devices}:/dev/infiniband:rwm",
+        f"-v {model}:{model}:ro",
+        "-e 'HF_TOKEN=<redacted>'",
+        f"{IMAGE} python3 -c",
+    ):
+        assert part in line, f"{part!r} not in {line}"
+    assert SECRET_TOKEN not in line
+    return line
