@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
+from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
@@ -39,7 +40,6 @@ NodeCheck = Literal["module", "image", "image_flags", "pyxis", "paths", "gpus", 
 
 class Backend:
     """One cluster kind's code, bound to one cluster (``backend_of(cluster)``)."""
-
     kind: ClassVar[str]
     launcher_name: ClassVar[str]
     # the nodes come from an allocation taken at the start of the run (slurm): not known from
@@ -131,7 +131,6 @@ class Backend:
         (this machine's /proc); "" elsewhere."""
         if not self.on_this_machine:
             return ""
-        from pytest_ppsweep.cluster.ports import listeners
 
         found = listeners(port, address)
         return found[0].describe() if found else ""

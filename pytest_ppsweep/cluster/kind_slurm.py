@@ -10,6 +10,7 @@ from pathlib import Path
 from pytest_ppsweep.cluster.backend import Backend, NodeCheck
 from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.cluster.slurm import SlurmLauncher, SlurmNodeHost, resolve
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
 
@@ -21,20 +22,16 @@ class SlurmBackend(Backend):
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         # a one-task step on the node, in the run's allocation (cluster/slurm.py)
-        from pytest_ppsweep.cluster.slurm import SlurmNodeHost
 
         return SlurmNodeHost(self.cluster, host)
 
     def launcher(self, sweep: Sweep | None = None, registry: Registry | None = None) -> Launcher:
         # one job step per layout in the run's allocation (cluster/slurm.py)
-        from pytest_ppsweep.cluster.slurm import SlurmLauncher
 
         return SlurmLauncher(self.cluster)
 
     def prepare(self, run_id: str, registry: Registry, jobid: str = "",
                 reap: bool = False) -> Cluster:
-        from pytest_ppsweep.cluster.slurm import resolve
-
         return resolve(self.cluster, run_id, registry, jobid, reap)
 
     def fetch_files(self, host: CommandHost, folder: str, names: Sequence[str],
@@ -54,7 +51,6 @@ class SlurmBackend(Backend):
 
 class SlurmPyxisBackend(SlurmBackend):
     """Slurm steps in ``container_image`` through Pyxis."""
-
     flags_where = ""
     flags_unchecked = ("the server module is in the container image, which only a step opens "
                        "(Pyxis); the preflight checks Pyxis itself, and a flag mistake fails at "

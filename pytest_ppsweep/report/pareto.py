@@ -32,6 +32,9 @@ from pytest_ppsweep.folder.runfolder import (
     FolderFiles,
     FolderSource,
 )
+from pytest_ppsweep.planner.fitting import load_fitted
+from pytest_ppsweep.planner.plan import cluster_layouts
+from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report.charts import XYPlot, nice_max
 from pytest_ppsweep.results.cost import per_million
 from pytest_ppsweep.results.sloanswer import number
@@ -46,7 +49,6 @@ COLUMNS = ("config_id", "gpus", "source", "load", "x_tps_per_user", "x_lo", "x_h
 @dataclass(frozen=True)
 class Point:
     """One point of the chart: measured (``round`` or ``probe``) or ``predicted``."""
-
     config_id: str
     gpus: int
     source: str  # "round" (closed loop), "probe" (SLO search) or "predicted"
@@ -141,9 +143,6 @@ def predictions(source: FolderSource, measured: Sequence[Point]
     path = files.dir / PLANNER_PROFILE_JSON
     if not path.is_file() or _decode(files):  # the planner models prefill rounds
         return [], []
-    from pytest_ppsweep.planner.fitting import load_fitted
-    from pytest_ppsweep.planner.plan import cluster_layouts
-    from pytest_ppsweep.planner.trust import fit_trust
 
     try:
         profile = load_fitted(path)

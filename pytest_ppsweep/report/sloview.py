@@ -1,7 +1,7 @@
 """The report's SLO block: the answers to the SLO question (results/sloanswer.py), each layout's
 search with its probes, the searches charted (report/slocharts.py) and the Pareto front
 (report/pareto.py). On the terminal the answers are only in the Answers block
-(report/answers.py); this block adds the searches and the front."""
+(report/answerview.py); this block adds the searches and the front."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def html_section(source: FolderSource) -> str:
 
 def terminal_lines(source: FolderSource) -> list[str]:
     """Each layout's search and the front for the terminal summary ([] without an SLO
-    search); the answers themselves are the Answers block's (report/answers.py)."""
+    search); the answers themselves are the Answers block's (report/answerview.py)."""
     files = FolderFiles.of(source)
     outcomes = files.outcomes
     if not outcomes:

@@ -21,6 +21,7 @@ import math
 import shlex
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -351,7 +352,6 @@ def _confounded(run_dir: Path, winner: str | None, members: Sequence[str]) -> li
 
 
 def _with(answer: Answer, **changes: Any) -> Answer:
-    from dataclasses import replace
 
     return replace(answer, **changes)
 

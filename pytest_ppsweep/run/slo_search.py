@@ -1,7 +1,7 @@
 """The SLO search on a booted layout (test_slo): the highest load within the workload's SLO,
 on one boot.
 
-The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/slo.py
+The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/withinslo.py
 (the N/N rule included). This module only runs the probes the policy asks for against the
 booted service, through the same load generator as every round, and writes each one as it is
 produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's lock),
@@ -32,8 +32,8 @@ from pytest_ppsweep.matrix.model import Config, Workload
 from pytest_ppsweep.matrix.slospec import SloSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.metrics import RoundResult
-from pytest_ppsweep.measure.slo import SloVerdict, evaluate
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
+from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate
 from pytest_ppsweep.measure.workload import WorkloadSpec
 from pytest_ppsweep.results import cost
 from pytest_ppsweep.results.sloanswer import read_probes

@@ -87,11 +87,6 @@ class SweepRun:
     def store(self) -> RunStore:
         return self.context.store
 
-    @property
-    def cluster(self) -> Cluster:
-        """The first (under xdist: the only) cluster of this process."""
-        return self.context.clusters.first()
-
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
         return self.context.clusters.cluster_for(config)

@@ -23,7 +23,7 @@ from typing import Any
 from pytest_ppsweep.cluster.backends import backend_of, launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
-from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.strays import stray_message
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
@@ -50,13 +50,16 @@ class Service:
         launcher: Launcher | None = None,
         registry: Registry | None = None,
         on_status: Callable[[BootStatus], None] | None = None,
+        specs: list[RankSpec] | None = None,
     ) -> None:
-        """``on_status``: called at every poll of the boot wait (readiness.BootStatus)."""
+        """``on_status``: called at every poll of the boot wait (readiness.BootStatus);
+        ``specs``: the ranks' commands when the caller built them already (the boot writes them
+        into the manifest first: built once per boot)."""
         self.sweep = sweep
         self.cluster = cluster
         self.config = config
         self.log_dir = log_dir
-        self.specs = rank_specs(sweep, cluster, config)
+        self.specs = specs if specs is not None else rank_specs(sweep, cluster, config)
         # The text of every secret the ranks are given: a rank may print one (an argparse
         # error echoes its arguments), so log lines shown in failures and the log files are
         # scrubbed of them.

@@ -19,7 +19,7 @@ from pytest_ppsweep.comm.topo import TopoError, island_label, parse_topo
 from pytest_ppsweep.matrix.commspec import parse_size
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.matrix.schema import MatrixError
-from pytest_ppsweep.report.comm import COMM_TITLE, comm_html, comm_terminal
+from pytest_ppsweep.report.commview import COMM_TITLE, comm_html, comm_terminal
 
 PERF = DATA / "nccl-tests" / "all_reduce_perf-h100-2x8.txt"
 CPU = REPO / "test_matrix" / "cpu.toml"

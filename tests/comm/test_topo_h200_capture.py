@@ -20,7 +20,7 @@ from pytest_ppsweep.comm.runner import COMM_COLUMNS
 from pytest_ppsweep.comm.smiq import SmiQError, parse_smi_q
 from pytest_ppsweep.comm.topo import island_label, parse_topo
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.report.comm import comm_html, smi_lines
+from pytest_ppsweep.report.commview import comm_html, smi_lines
 
 H200 = DATA / "h200-1gpu"
 CPU = REPO / "test_matrix" / "cpu.toml"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.paths import REPO
 
-from pytest_ppsweep.report.answers import terminal_lines
+from pytest_ppsweep.report.answerview import terminal_lines
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer, one_line, read_answers
 from pytest_ppsweep.results.pipeline import Analysis, analyse, save
 

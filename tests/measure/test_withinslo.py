@@ -1,4 +1,4 @@
-"""A round against an SLO (measure/slo.py): percentile limits, good requests, the N/N rule and
+"""A round against an SLO (measure/withinslo.py): percentile limits, good requests, the N/N rule and
 the client's schedule; goodput never counts a failure."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.metrics import summarize
-from pytest_ppsweep.measure.slo import evaluate
+from pytest_ppsweep.measure.withinslo import evaluate
 
 
 def rec(i: int, ttft: float, *, ok: bool = True, tokens: int = 1, e2e: float | None = None,
