@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 from pytest_ppsweep._exports import lazy
 
 if TYPE_CHECKING:
+    from pytest_ppsweep.cluster.gpus import GpuMemory
     from pytest_ppsweep.matrix.model import Cluster, Config, MatrixError, Sweep
-    from pytest_ppsweep.measure.gpu import GpuMemory, WorstRank, worst_rank
+    from pytest_ppsweep.measure.gpu import WorstRank, worst_rank
     from pytest_ppsweep.measure.metrics import RoundResult
     from pytest_ppsweep.pointchecks import (
         Validity,
@@ -41,7 +42,7 @@ _NAMES = {
     "BootFailed": "service.readiness",
     "Cluster": "matrix.model",
     "Config": "matrix.model",
-    "GpuMemory": "measure.gpu",
+    "GpuMemory": "cluster.gpus",
     "LayoutDead": "service.liveness",
     "MatrixError": "matrix.model",
     "ProfileError": "profile.collect",

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
-from pytest_ppsweep.measure.gpu import GpuMemory
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec

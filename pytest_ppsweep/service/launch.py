@@ -26,6 +26,7 @@ from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.strays import stray_message
+from pytest_ppsweep.folder.runfolder import LAUNCH_SH, node_log_name
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import REDACTED, scrub_all, secret_values
 from pytest_ppsweep.service.liveness import LayoutDead, Liveness
@@ -102,7 +103,7 @@ class Service:
         return self.specs[node_rank].address
 
     def log_path(self, node_rank: int) -> Path:
-        return self.log_dir / f"node{node_rank}.log"
+        return self.log_dir / node_log_name(node_rank)
 
     @property
     def log_paths(self) -> list[Path]:
@@ -111,7 +112,7 @@ class Service:
     def write_commands(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         lines = [f"# node{s.node_rank} ({s.host})\n{s.command_line()}\n" for s in self.specs]
-        (self.log_dir / "launch.sh").write_text("".join(lines), encoding="utf-8")
+        (self.log_dir / LAUNCH_SH).write_text("".join(lines), encoding="utf-8")
 
     def start(self) -> None:
         """Start every rank: rank 0 first (it hosts the rendezvous), then the others at once
