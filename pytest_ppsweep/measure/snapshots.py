@@ -11,9 +11,9 @@ from concurrent.futures import Future
 from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.cluster.nodeinfo import query_gpus
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Cluster
 from pytest_ppsweep.measure.phases import PhaseClock
-from pytest_ppsweep.measure.runstore import RunStore
 
 __all__ = ["REUSE_SNAPSHOT_S", "GpuSnapshots"]
 

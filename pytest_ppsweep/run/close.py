@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ppsweep import gate
+from pytest_ppsweep.folder.runfolder import RunJson, RunStore
 from pytest_ppsweep.measure.configrow import ConfigRow
-from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.results.runstatus import RunStatus
 from pytest_ppsweep.results.sloanswer import write_if_absent
 

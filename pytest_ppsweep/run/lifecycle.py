@@ -15,11 +15,10 @@ from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.folder.runfolder import PHASES_JSON, server_info_json
+from pytest_ppsweep.folder.runfolder import PHASES_JSON, RunJson, server_info_json
 from pytest_ppsweep.matrix.model import Cluster, Config
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.measure.gpu import not_released, worst_rank
-from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.pointchecks import topology_problems
 from pytest_ppsweep.redact import redact
 from pytest_ppsweep.results.runstatus import INTERRUPTED_BOOT

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_ppsweep.measure.runjson import RunJson
+from pytest_ppsweep.folder.runfolder import RunJson
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.collection import _params
 

@@ -13,9 +13,9 @@ import pytest
 
 from pytest_ppsweep import continuity
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import RunJson, run_id_of
 from pytest_ppsweep.matrix.model import NoClusterFits, boot_groups, cluster_for
 from pytest_ppsweep.measure.eta import SweepClock
-from pytest_ppsweep.measure.runjson import RunJson, run_id_of
 from pytest_ppsweep.pointchecks import ExpectedFailure, validity_problems
 from pytest_ppsweep.session import options
 

@@ -35,7 +35,7 @@ from pytest_ppsweep.session import options
 from pytest_ppsweep.session.runstate import Quiet, RunState
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.folder.runfolder import RunStore
     from pytest_ppsweep.run.context import RunContext
 
 __all__ = ["QuietRun", "dry_run_requested", "quiet_at_start", "scratch_folder"]

@@ -34,9 +34,14 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import outcomes
-from pytest_ppsweep.folder.runfolder import PROFILE_DIR, PROGRESS_LOG, REPORT_HTML
-from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore, new_run_id
+from pytest_ppsweep.folder.runfolder import (
+    PROFILE_DIR,
+    PROGRESS_LOG,
+    REPORT_HTML,
+    RunJson,
+    RunStore,
+    new_run_id,
+)
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
 from pytest_ppsweep.profile import tracefiles
 from pytest_ppsweep.report import summary

@@ -24,9 +24,7 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.folder.runfolder import RUN_JSON
-from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore, new_run_id
+from pytest_ppsweep.folder.runfolder import RUN_JSON, RunJson, RunStore, new_run_id
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.runstate import RunState
 from pytest_ppsweep.session.signals import stopping_as_ctrl_c

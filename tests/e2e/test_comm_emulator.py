@@ -19,9 +19,9 @@ from support.paths import ACCEPTANCE, REPO
 
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.comm.runner import CommFailed, run_comm
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.planner.data import load_measured
 from pytest_ppsweep.planner.fitting import comm_priors
 from pytest_ppsweep.planner.roundcost import PARAMS, Hardware
