@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.metrics import summarize
-from pytest_ppsweep.measure.withinslo import evaluate
+from pytest_ppsweep.measure.withinslo import (
+    binomial_bounds,
+    evaluate,
+    judge_percentile,
+    min_requests,
+)
 
 
 def rec(i: int, ttft: float, *, ok: bool = True, tokens: int = 1, e2e: float | None = None,
@@ -33,7 +40,9 @@ def test_percentile_limits_hold_or_say_what_was_measured() -> None:
     assert ok.within and ok.reasons == () and ok.good == 10
     assert ok.observed["ttft_p50_s"] == 1.45
     slow = evaluate(result([rec(i, 2.0 + i / 10) for i in range(10)]), P50)
-    assert not slow.within and slow.reasons == ("TTFT p50 ≤ 2 s: measured 2.45 s",)
+    assert not slow.within and len(slow.reasons) == 1
+    assert slow.reasons[0].startswith("TTFT p50 ≤ 2 s: measured 2.45 s (9 of 10 requests over 2 s")
+    assert slow.unproven == ()
 
 
 def test_a_failed_request_breaks_the_round_and_is_never_good() -> None:
@@ -64,3 +73,38 @@ def test_a_client_behind_its_schedule_is_not_within() -> None:
     verdict = evaluate(result(late), P50)
     assert not verdict.within and verdict.lag is not None and verdict.lag.behind
     assert "client behind its schedule" in verdict.reasons[-1]
+
+
+@pytest.mark.parametrize(("k", "n", "lower", "upper"), [
+    # scipy.stats.beta.ppf(0.05, k, n - k + 1) and beta.ppf(0.95, k + 1, n - k)
+    (12, 40, 0.18312, 0.44028), (0, 40, 0.0, 0.07216), (40, 40, 0.92784, 1.0),
+    (1, 10, 0.00512, 0.39416), (20, 40, 0.36109, 0.63891),
+])
+def test_clopper_pearson_bounds_match_the_beta_quantiles(k: int, n: int, lower: float,
+                                                          upper: float) -> None:
+    low, high = binomial_bounds(k, n, 0.95)
+    assert low == pytest.approx(lower, abs=2e-5) and high == pytest.approx(upper, abs=2e-5)
+
+
+def test_the_fewest_requests_that_can_prove_a_percentile() -> None:
+    # (1 - q)^n <= 1 - c: MLPerf's early-stopping count with no request over the limit
+    assert [min_requests(q, 0.95) for q in (50, 90, 95, 99)] == [5, 29, 59, 299]
+    assert min_requests(99, 0.99) == 459
+
+
+def test_a_percentile_near_its_limit_is_unproven_not_within() -> None:
+    """Issue 37 point 7: 17 of 40 over the p50 limit shows p50 below it (observed) but cannot
+    prove it at 95 %: unproven, and an unproven probe is not within."""
+    limit = SloLimit("ttft", 50, 2.0)
+    values = [1.0] * 23 + [3.0] * 17
+    state, words = judge_percentile(values, limit, 0.95)
+    assert state == "unproven" and words.startswith("17 of 40 requests over 2 s")
+    verdict = evaluate(result([rec(i, v) for i, v in enumerate(values)]), P50)
+    assert verdict.observed["ttft_p50_s"] == 1.0  # the observed p50 is under the limit
+    assert not verdict.within and verdict.unproven == ("ttft_p50_s",)
+    assert verdict.reasons[0].startswith("TTFT p50 ≤ 2 s: unproven: measured 1 s")
+    assert judge_percentile([1.0] * 30 + [3.0] * 10, limit, 0.95)[0] == "within"
+    assert judge_percentile([1.0] * 10 + [3.0] * 30, limit, 0.95)[0] == "outside"
+    # a p99 over 40 requests can never be proven: the words say how many it needs
+    state, words = judge_percentile([1.0] * 40, SloLimit("ttft", 99, 2.0), 0.95)
+    assert state == "unproven" and "at least 299 requests are needed" in words
