@@ -157,12 +157,16 @@ def predictions(source: FolderSource, measured: Sequence[Point]
     concs = sorted({int(p.load[2:]) for p in measured if p.load.startswith("C=")}) or [8]
     out = []
     num_layers = int(getattr(profile.hardware, "num_layers", 61))
+    # the workload's own prompts and request count, not the seeds' 16,384 × 40 (issue 37, pt 7)
+    workload = files.meta.get("workload") if isinstance(files.meta.get("workload"), dict) else {}
+    input_len = int((workload or {}).get("input_len") or 16384)
+    num_requests = int((workload or {}).get("num_requests") or 40)
     for n in gpus:
         for pp, tp in dict.fromkeys((pp, tp) for pp, tp, _ in cluster_layouts(n, num_layers)):
             if (pp, tp) in booted:
                 continue
             for c in concs:
-                pr = profile.predict(pp, tp, c)
+                pr = profile.predict(pp, tp, c, input_len, num_requests)
                 ttft, tps = pr.ttft_p50_s, pr.input_tps
                 if not (ttft.value > 0 and tps.value > 0):
                     continue
