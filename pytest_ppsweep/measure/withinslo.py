@@ -12,7 +12,10 @@ A round is within the SLO when all of these hold (every failing one is a reason)
   not within (the search treats it as outside: the capacity found is one the data shows).
   :func:`min_requests` is the fewest requests that can prove a percentile with none over it
   (p50: 5, p90: 29, p99: 299 at 95 %). The observed percentile (bench_serving's definitions,
-  measure/metrics.py) is reported beside it;
+  measure/metrics.py) is reported beside it. Both are taken over the requests between the
+  warm-up and the drain: the SLO's ``trim`` share (default 10 %) of the requests at each end, by
+  arrival, is left out (the first meet an empty queue, the last have no arrivals behind them);
+  the N/N rule and goodput count every request;
 * with per-request limits: the share of *good* requests (completed and within every per-request
   limit) is at least ``attainment``;
 * the client kept to its arrival schedule (measure/arrivals.py): a round the client could not
@@ -36,7 +39,8 @@ from pytest_ppsweep.measure.arrivals import Lag, lag
 from pytest_ppsweep.measure.completion import result_problems
 from pytest_ppsweep.measure.metrics import RoundResult, request_itls, request_tpot
 
-__all__ = ["SloVerdict", "binomial_bounds", "evaluate", "min_requests", "request_values"]
+__all__ = ["SloVerdict", "binomial_bounds", "evaluate", "min_requests", "request_values",
+           "steady"]
 
 
 @dataclass(frozen=True)
@@ -156,18 +160,33 @@ def _good(rec: Mapping[str, Any], limits: Sequence[SloLimit]) -> bool:
     return True
 
 
+def steady(records: Sequence[Mapping[str, Any]], trim: float) -> list[Mapping[str, Any]]:
+    """The records between the warm-up and the drain: ``trim`` of them at each end left out,
+    ordered by when they were due (else sent, else their index)."""
+    def due(r: Mapping[str, Any]) -> float:
+        for key in ("scheduled_at_s", "sent_at_s"):
+            if r.get(key) is not None:
+                return float(r[key])
+        return float(r.get("index") or 0)
+
+    ordered = sorted(records, key=due)
+    cut = math.floor(len(ordered) * trim)
+    return ordered[cut:len(ordered) - cut] if cut and len(ordered) > 2 * cut else ordered
+
+
 def evaluate(result: RoundResult, slo: SloSpec) -> SloVerdict:
     """The verdict of ``result`` (a measured round with its records) against ``slo``."""
     records = list(result.records)
+    judged = steady(records, slo.trim)
     reasons = [str(p) for p in result_problems(result)]
     observed: dict[str, float] = {}
     unproven: list[str] = []
     for lim in slo.percentile_limits:
-        value = observed[lim.key] = _percentile(records, lim)
+        value = observed[lim.key] = _percentile(judged, lim)
         if math.isnan(value):
             reasons.append(f"{lim}: nothing measured")
             continue
-        state, words = judge_percentile(_values(records, lim), lim, slo.confidence)
+        state, words = judge_percentile(_values(judged, lim), lim, slo.confidence)
         if state == "outside":
             reasons.append(f"{lim}: measured {value:.3g} s ({words})")
         elif state == "unproven":

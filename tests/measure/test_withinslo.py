@@ -14,6 +14,7 @@ from pytest_ppsweep.measure.withinslo import (
     evaluate,
     judge_percentile,
     min_requests,
+    steady,
 )
 
 
@@ -41,7 +42,8 @@ def test_percentile_limits_hold_or_say_what_was_measured() -> None:
     assert ok.observed["ttft_p50_s"] == 1.45
     slow = evaluate(result([rec(i, 2.0 + i / 10) for i in range(10)]), P50)
     assert not slow.within and len(slow.reasons) == 1
-    assert slow.reasons[0].startswith("TTFT p50 ≤ 2 s: measured 2.45 s (9 of 10 requests over 2 s")
+    # the first and the last request (10 % at each end) are the warm-up and the drain
+    assert slow.reasons[0].startswith("TTFT p50 ≤ 2 s: measured 2.45 s (8 of 8 requests over 2 s")
     assert slow.unproven == ()
 
 
@@ -102,9 +104,24 @@ def test_a_percentile_near_its_limit_is_unproven_not_within() -> None:
     verdict = evaluate(result([rec(i, v) for i, v in enumerate(values)]), P50)
     assert verdict.observed["ttft_p50_s"] == 1.0  # the observed p50 is under the limit
     assert not verdict.within and verdict.unproven == ("ttft_p50_s",)
-    assert verdict.reasons[0].startswith("TTFT p50 ≤ 2 s: unproven: measured 1 s")
+    assert verdict.reasons[0].startswith("TTFT p50 ≤ 2 s: unproven: measured 1 s (13 of 32 "
+                                         "requests over 2 s")
     assert judge_percentile([1.0] * 30 + [3.0] * 10, limit, 0.95)[0] == "within"
     assert judge_percentile([1.0] * 10 + [3.0] * 30, limit, 0.95)[0] == "outside"
     # a p99 over 40 requests can never be proven: the words say how many it needs
     state, words = judge_percentile([1.0] * 40, SloLimit("ttft", 99, 2.0), 0.95)
     assert state == "unproven" and "at least 299 requests are needed" in words
+
+
+def test_the_warm_up_and_the_drain_are_left_out_of_the_percentiles() -> None:
+    """Issue 37 point 7: the first arrivals meet an empty queue. 20 requests: the first 2 fast,
+    then the queue holds every TTFT above the limit; untrimmed the p50 would still be over, but
+    the share over the limit differs: 16 of 16 judged (trim 10 %), 18 of 20 untrimmed."""
+    records = [rec(i, 0.5 if i < 2 else 3.0, due=float(i)) for i in range(20)]
+    trimmed = evaluate(result(records), P50)
+    assert trimmed.reasons[0].startswith("TTFT p50 ≤ 2 s: measured 3 s (16 of 16 requests")
+    whole = evaluate(result(records), SloSpec(limits=P50.limits, trim=0.0))
+    assert whole.reasons[0].startswith("TTFT p50 ≤ 2 s: measured 3 s (18 of 20 requests")
+    assert trimmed.num_requests == whole.num_requests == 20  # N/N and goodput count them all
+    # ordered by arrival, not by the order the records came back in
+    assert [r["index"] for r in steady(list(reversed(records)), 0.1)] == list(range(2, 18))
