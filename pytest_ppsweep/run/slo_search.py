@@ -229,5 +229,7 @@ def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome) -> dic
         "min": outcome.min_load, "max": outcome.max_load, "precision": outcome.precision,
         "probes": outcome.probes, "max_probes": outcome.max_probes, "repeats": outcome.repeats,
         "repeats_wanted": outcome.repeats_wanted, "confirmed": outcome.confirmed,
+        "high_outside": outcome.high_outside, "high_rounds": outcome.high_rounds,
+        "high_confirmed": outcome.high_confirmed,
         "status": outcome.status, "text": outcome.text(),
     }
