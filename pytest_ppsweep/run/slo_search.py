@@ -148,7 +148,7 @@ def plan_text(slo: SloSpec, num_requests: int, repeats: int) -> str:
     last at both ends of the range (the cluster time it asks for)."""
     text = (f"SLO search plan: at most {slo.max_probes} search probes to bracket the load "
             f"within {load_text(slo.precision, slo.search == 'concurrency')} {slo.unit}, then "
-            f"{max(repeats - 1, 0)} repeat(s) at the low end and 1 at the high end, "
+            f"up to {max(repeats - 1, 0)} repeat(s) at the low end and 1 at the high end, "
             f"{num_requests} requests a probe")
     if slo.search == "rate":
         text += (f"; a probe's arrivals last {num_requests / slo.low:.0f} s at "
