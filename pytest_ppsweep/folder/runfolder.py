@@ -743,7 +743,8 @@ class RunJson:
                 "max_repeats": sweep.max_repeats,
                 # the decision rule's parameters (results/questions.rule_of reads them)
                 "compare": {"alpha": sweep.compare_alpha,
-                            "min_effect_pct": sweep.compare_min_effect_pct},
+                            "min_effect_pct": sweep.compare_min_effect_pct,
+                            "sequential": sweep.compare_sequential},
                 # [[expect]]: the failures expected (results/questions.py says "as expected")
                 "expect": [{"layout": e.layout, "axes": dict(e.axes), "failure": e.failure,
                             "reason": e.reason} for e in sweep.expect],

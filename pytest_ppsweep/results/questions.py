@@ -78,17 +78,26 @@ def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
     return tuple(found)
 
 
-def rule_of(raw: dict[str, Any]) -> Rule:
-    """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``; the
-    defaults for a run folder written before them)."""
+def rule_of(raw: dict[str, Any], workload: str = "") -> Rule:
+    """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``, and
+    with ``sequential`` the looks from the workload's planned ``repeats`` to ``max_repeats``;
+    the defaults for a run folder written before them)."""
     given = raw.get("compare")
     if not isinstance(given, dict):
         return DEFAULT_RULE
     try:
-        return Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
+        rule = Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
                     min_effect_pct=float(given.get("min_effect_pct",
                                                    DEFAULT_RULE.min_effect_pct)))
-    except (TypeError, ValueError):
+        if given.get("sequential") is True:
+            named = raw.get("workloads")
+            spec = (named.get(workload) if isinstance(named, dict) and workload else None) or (
+                raw.get("workload") or {})
+            first = int(spec.get("repeats") or 0)
+            last = int(raw.get("max_repeats") or 0)
+            rule = replace(rule, first_look=first, last_look=max(first, last))
+        return rule
+    except (TypeError, ValueError, AttributeError):
         return DEFAULT_RULE
 
 
@@ -203,7 +212,7 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     judged = {v.config_id for v in verdicts}
     candidates = [cid for cid in members if cid not in out and cid in judged]
     noisy = [n for cid in candidates if (n := _noisy(verdicts, cid))]
-    rule = rule_of(run_json(given.data.run_dir))
+    rule = rule_of(run_json(given.data.run_dir), workload)
     decision = decide(candidates, objective, reps, concs, rule)
     reasons = list(decision.reasons)
     if noisy:
@@ -228,6 +237,11 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     fallback = (decision.ranking[1] if decision.status == DECIDED and len(decision.ranking) > 1
                 else _roomiest(given, decision.unseparated) if decision.status == EQUIVALENT
                 else None)
+    per_c = _per_concurrency(members, candidates, verdicts, objective, reps, concs, rule,
+                             decision)
+    if per_c:
+        extra.setdefault("extra", {})["per_c"] = per_c["answers"]
+        reasons.append(per_c["text"])
     faster = _faster_excluded(decision, excluded, objective[0], reps, concs)
     if faster:
         extra.setdefault("extra", {})["faster_excluded"] = [cid for cid, _, _ in faster]
@@ -240,6 +254,51 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
                                   f"rounds but was excluded ({why}): fix it or rerun it"
                                   for cid, gain, why in faster), **extra)
     return answer, decision
+
+
+def _invalid_at(verdicts: Sequence[Verdict], cid: str) -> set[int]:
+    """The Cs at which ``cid`` has a failure that excludes it (the spread rule and the repeat
+    count leave it a candidate)."""
+    return {v.concurrency for v in verdicts if v.config_id == cid and any(
+        not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX) for f in v.failures)}
+
+
+def _per_concurrency(members: Sequence[str], candidates: Sequence[str],
+                     verdicts: Sequence[Verdict], objective: tuple[str, ...],
+                     reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
+                     rule: Rule, overall: Decision) -> dict[str, Any] | None:
+    """The answer per C (issue 37 point 5), when it tells more than the overall one: a point
+    invalid at only some Cs is a candidate at the others, and a trade-off (better at one C,
+    worse at another) is answered at each C. Each C is decided among the points valid there,
+    at α / (number of Cs) (Bonferroni over the Cs, so the per-C answers together keep α).
+    None when there is one C, or every C gives the overall answer with the same points."""
+    if len(concs) < 2:
+        return None
+    invalid = {cid: _invalid_at(verdicts, cid) for cid in members}
+    booted = {cid for cid in members if cid in candidates or (
+        invalid[cid] and not invalid[cid] >= set(concs))}
+    partial = sorted(cid for cid in booted if cid not in candidates)
+    level = replace(rule, alpha=rule.alpha / len(concs))
+    answers: dict[str, dict[str, Any]] = {}
+    for c in concs:
+        here = [cid for cid in members if cid in booted and c not in invalid[cid]
+                and reps.get(objective[0], {}).get(cid, {}).get(c)]
+        d = decide(here, objective, reps, [c], level)
+        answers[str(c)] = {"status": d.status, "answer": d.winner,
+                           "invalid": sorted(cid for cid in booted if c in invalid[cid])}
+    winners = {a["answer"] for a in answers.values()}
+    if not partial and (winners == {overall.winner} or overall.status == DECIDED):
+        return None
+    groups: dict[str, list[str]] = {}
+    for conc, a in answers.items():
+        key = a["answer"] if a["status"] == DECIDED else a["status"]
+        groups.setdefault(str(key), []).append(conc)
+    text = "Per C (each C at α / " + str(len(concs)) + "): " + "; ".join(
+        f"{key} at C={', '.join(cs)}" for key, cs in groups.items()) + "."
+    for cid in partial:
+        text += (f" {cid} is invalid at C={', '.join(str(c) for c in sorted(invalid[cid]))} "
+                 "only: it is answered at the other Cs.")
+    return {"answers": answers, "text": text}
 
 
 def _repeats_needed(decision: Decision, metric: str,
@@ -468,7 +527,7 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                                 reps, concs, layout=layout, axis=axis)
             raw = run_json(given.data.run_dir)
             table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
-                                          configs, answer, rule_of(raw), expectations_of(raw))
+                                          configs, answer, rule_of(raw, w), expectations_of(raw))
             value = (json.loads(_value(facts[answer.answer], axis))
                      if answer.answer else None)
             seen = {(e.point, e.versus, e.concurrency, e.metric) for e in answer.evidence}
