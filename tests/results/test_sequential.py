@@ -135,9 +135,10 @@ def test_rule_of_reads_the_looks_from_run_json() -> None:
 def test_sequential_key_must_be_a_boolean(tmp_path: object, value: object) -> None:
     from pathlib import Path
 
+    from support.paths import REPO
+
     from pytest_ppsweep.matrix.model import MatrixError
     from pytest_ppsweep.matrix.parse import load
-    from support.paths import REPO
 
     base = (REPO / "test_matrix" / "ppsweep.toml").read_text(encoding="utf-8")
     assert isinstance(tmp_path, Path)
@@ -148,5 +149,5 @@ def test_sequential_key_must_be_a_boolean(tmp_path: object, value: object) -> No
     bad = tmp_path / "bad.toml"
     bad.write_text(base + f"\n[compare]\nsequential = {value!r}\n".replace("'", '"'),
                    encoding="utf-8")
-    with pytest.raises(MatrixError, match="compare.sequential"):
+    with pytest.raises(MatrixError, match=r"compare\.sequential"):
         load(bad)
