@@ -64,6 +64,7 @@ from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 _KEPT = ("spread ", )
 _REPEATS_SUFFIX = "required"
 NOISY_NOTE = "Over the spread limit, kept and judged by the decision rule"
+PER_C_NOTE = "Per C"  # the per-C answer's reason starts so (the report shows it)
 
 
 def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
@@ -99,6 +100,18 @@ def rule_of(raw: dict[str, Any], workload: str = "") -> Rule:
         return rule
     except (TypeError, ValueError, AttributeError):
         return DEFAULT_RULE
+
+
+def _rule(given: AnswerInput, workload: str) -> Rule:
+    """The run's decision rule for ``workload`` (:func:`rule_of`) with, for sequential looks,
+    the points in the order they were measured (their first row in results.csv)."""
+    rule = rule_of(run_json(given.data.run_dir), workload)
+    if rule.looks == 1:
+        return rule
+    results = given.data.results
+    if "config_id" not in results.columns:
+        return rule
+    return replace(rule, order=tuple(dict.fromkeys(str(c) for c in results["config_id"])))
 
 
 def objectives(run_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -212,7 +225,7 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     judged = {v.config_id for v in verdicts}
     candidates = [cid for cid in members if cid not in out and cid in judged]
     noisy = [n for cid in candidates if (n := _noisy(verdicts, cid))]
-    rule = rule_of(run_json(given.data.run_dir), workload)
+    rule = _rule(given, workload)
     decision = decide(candidates, objective, reps, concs, rule)
     reasons = list(decision.reasons)
     if noisy:
@@ -293,7 +306,7 @@ def _per_concurrency(members: Sequence[str], candidates: Sequence[str],
     for conc, a in answers.items():
         key = a["answer"] if a["status"] == DECIDED else a["status"]
         groups.setdefault(str(key), []).append(conc)
-    text = "Per C (each C at α / " + str(len(concs)) + "): " + "; ".join(
+    text = f"{PER_C_NOTE} (each C at α / {len(concs)}): " + "; ".join(
         f"{key} at C={', '.join(cs)}" for key, cs in groups.items()) + "."
     for cid in partial:
         text += (f" {cid} is invalid at C={', '.join(str(c) for c in sorted(invalid[cid]))} "
@@ -527,7 +540,7 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                                 reps, concs, layout=layout, axis=axis)
             raw = run_json(given.data.run_dir)
             table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
-                                          configs, answer, rule_of(raw, w), expectations_of(raw))
+                                          configs, answer, _rule(given, w), expectations_of(raw))
             value = (json.loads(_value(facts[answer.answer], axis))
                      if answer.answer else None)
             seen = {(e.point, e.versus, e.concurrency, e.metric) for e in answer.evidence}

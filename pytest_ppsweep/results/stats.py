@@ -40,9 +40,12 @@ wider than ± :data:`MAX_HALFWIDTH_PCT` cannot win beyond noise (three rounds of
 may get more rounds while a comparison it takes part in is undecided (run/rounds.py asks
 :func:`more_rounds_to_decide`), up to ``max_repeats``. Looking at the data after every round and
 stopping when it decides would inflate α (optional stopping). The correction is **alpha
-spending by a union (Bonferroni) bound over the looks**: look ``m`` is the test on each side's
-first ``min(n, m)`` valid rounds, for ``m`` = the planned repeats … ``max_repeats`` (the looks
-fixed before the run: K = max_repeats − repeats + 1); look j is given the share ``w_j`` of α
+spending by a union (Bonferroni) bound over the looks**: look ``m`` is the test of the later
+point's first ``m`` valid rounds against every round of the point measured before it (that one
+was torn down, complete, before the later one's first round, so its rounds are fixed at every
+look), for ``m`` = the planned repeats … ``max_repeats`` (the looks fixed before the run:
+K = max_repeats − repeats + 1; the later point's rounds beyond its stop are never examined, so
+each look is one statistic, whatever the stopping did); look j is given the share ``w_j`` of α
 (:func:`look_weights`: half of α at the last look, the cap, the other half evenly over the
 interim looks), and a comparison's sequential p-value is ``min_j p_j / w_j`` (:func:`interval`).
 It is a valid p-value for *any* stopping rule (P(min_j p_j / w_j ≤ u) ≤ Σ_j w_j u = u under
@@ -94,6 +97,15 @@ class Rule:
     # ``max_repeats`` (the last); 0, 0: one look at all rounds (the fixed design).
     first_look: int = 0
     last_look: int = 0
+    # The points in the order they were measured (their first round): a sequential look is
+    # over the later point's rounds against all of the earlier one's (:func:`interval`).
+    order: tuple[str, ...] = ()
+
+    def later(self, point: str, versus: str) -> bool | None:
+        """Whether ``point`` was measured after ``versus`` (None: not known)."""
+        if point not in self.order or versus not in self.order:
+            return None
+        return self.order.index(point) > self.order.index(versus)
 
     @property
     def looks(self) -> int:
@@ -236,41 +248,46 @@ def look_weights(looks: int) -> list[float]:
     return [0.5 / (looks - 1)] * (looks - 1) + [0.5]
 
 
-def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAULT_RULE) -> (
-        Interval | None):
+def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAULT_RULE,
+             later: bool | None = None) -> Interval | None:
     """The Welch interval of log(mine) − log(theirs), or None when either side has fewer than
     two positive finite values (no variance to estimate). ``mine`` and ``theirs`` are in round
     order. With sequential looks (``rule.looks`` > 1) the p-values are the looks' corrected
     ones (``min_j p_j / w_j``, module docstring) and the interval is the last look's, at its
-    share of α."""
+    share of α. ``later``: whether ``mine`` was measured after ``theirs`` (True), before
+    (False), or not known (None: both sides' prefixes at each look)."""
     looks = rule.looks
     if looks == 1:
         return _fixed(mine, theirs, rule)
     weights = look_weights(looks)
-    a, b = _logs(mine), _logs(theirs)
+    a, b = _logs(mine)[:rule.last_look], _logs(theirs)[:rule.last_look]
     p, p_equiv = math.inf, math.inf
     seen: set[tuple[int, int]] = set()
     for j, m in enumerate(range(rule.first_look, rule.last_look + 1)):
-        sizes = (min(len(a), m), min(len(b), m))
+        # Look m: the later point's first m rounds against all of the earlier point's (it
+        # was complete, torn down, before the later one's first round).
+        sizes = (len(a) if later is False else min(len(a), m),
+                 len(b) if later is True else min(len(b), m))
         if sizes in seen:  # the same data as an earlier look: nothing new to test
             continue
         seen.add(sizes)
         at = _fixed([math.exp(v) for v in a[:sizes[0]]], [math.exp(v) for v in b[:sizes[1]]],
-                    rule)
+                    rule, bounds=False)
         if at is None:
             continue
         p = min(p, at.p_value / weights[j])
         p_equiv = min(p_equiv, at.p_equiv / weights[j])
-    last = _fixed([math.exp(v) for v in a[:rule.last_look]],
-                  [math.exp(v) for v in b[:rule.last_look]],
+    last = _fixed([math.exp(v) for v in a], [math.exp(v) for v in b],
                   replace(rule, alpha=rule.alpha * weights[-1]))
     if last is None:
         return None
     return replace(last, p_value=min(1.0, p), p_equiv=min(1.0, p_equiv))
 
 
-def _fixed(mine: Sequence[float], theirs: Sequence[float], rule: Rule) -> Interval | None:
-    """:func:`interval` of one look (all the values given)."""
+def _fixed(mine: Sequence[float], theirs: Sequence[float], rule: Rule,
+           bounds: bool = True) -> Interval | None:
+    """:func:`interval` of one look (all the values given); ``bounds=False``: the p-values
+    only (an interim look; the interval's ends are then NaN)."""
     a, b = _logs(mine), _logs(theirs)
     if len(a) < 2 or len(b) < 2:
         return None
@@ -286,7 +303,7 @@ def _fixed(mine: Sequence[float], theirs: Sequence[float], rule: Rule) -> Interv
                            + (vb * vb / (len(b) - 1) if vb else 0.0))
     t = diff / se
     p = min(1.0, 2.0 * t_sf(abs(t), df))
-    half = t_ppf(1.0 - rule.alpha / 2.0, df) * se
+    half = t_ppf(1.0 - rule.alpha / 2.0, df) * se if bounds else math.nan
     p_equiv = max(t_sf((diff + margin) / se, df), 1.0 - t_sf((diff - margin) / se, df))
     return Interval(_pct(diff), _pct(diff - half), _pct(diff + half), p, p_equiv, df)
 
@@ -363,7 +380,7 @@ def more_rounds_to_decide(mine: Sequence[float], rivals: Mapping[str, Sequence[f
     leads = True
     for name, values in rivals.items():
         b = _logs(values)
-        found = interval(mine, values, rule)
+        found = interval(mine, values, rule, later=True)
         if found is None or len(b) < 2:
             continue
         gain = found.delta_pct if higher_is_better else -found.delta_pct

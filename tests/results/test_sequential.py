@@ -51,6 +51,22 @@ def test_the_corrected_p_is_the_best_look_over_its_share() -> None:
     assert got is not None and math.isclose(got.p_value, min(1.0, want))
 
 
+def test_a_look_is_the_later_points_prefix_against_all_of_the_earlier_ones() -> None:
+    early = [988.3, 988.6, 1006.7, 977.3, 998.6, 977.7, 1011.1, 1002.0]  # torn down first
+    late = [1015.0, 1005.0, 1025.0, 1012.0]
+    w = look_weights(6)
+    got = interval(late, early, SEQ, later=True)
+    want = min(interval(late[:3], early, DEFAULT_RULE).p_value / w[0],  # type: ignore[union-attr]
+               interval(late, early, DEFAULT_RULE).p_value / w[1])  # type: ignore[union-attr]
+    assert got is not None and math.isclose(got.p_value, min(1.0, want))
+    # the same comparison from the other side: the same looks
+    other = interval(early, late, SEQ, later=False)
+    assert other is not None and math.isclose(other.p_value, got.p_value)
+    assert SEQ.later("a", "b") is None
+    ordered = Rule(first_look=3, last_look=8, order=("early", "late"))
+    assert ordered.later("late", "early") is True and ordered.later("early", "late") is False
+
+
 def _peek(rng: random.Random, rule: Rule, naive: bool) -> bool:
     """An A/A point that peeks after every round from 3 to 8 and stops at the first
     rejection: whether it (falsely) rejected."""
