@@ -397,8 +397,13 @@ def more_rounds_to_decide(mine: Sequence[float], rivals: Mapping[str, Sequence[f
         ma, mb = va / rule.last_look, vb  # the Welch degrees of freedom at the cap
         df = max(1.0, (ma + mb) ** 2 / (ma * ma / (rule.last_look - 1)
                                         + (mb * mb / (len(b) - 1) if mb else 0.0)))
-        separable = abs(diff) / se_cap >= t_ppf(1.0 - last_w * level / 2.0, df)
-        provable = abs(diff) + t_ppf(1.0 - last_w * rule.alpha, df) * se_cap < margin
+        # Reachable: the gap one standard error beyond the estimate (or nearer to 0, for
+        # equivalence) would be decided at the cap's look: a rule that gives up only on gaps
+        # the rounds left are unlikely to show.
+        se_now = math.sqrt(va / n + vb)
+        separable = (abs(diff) + se_now) / se_cap >= t_ppf(1.0 - last_w * level / 2.0, df)
+        provable = (max(0.0, abs(diff) - se_now) + t_ppf(1.0 - last_w * rule.alpha, df)
+                    * se_cap < margin)
         if separable or provable:
             open_.append(f"{name} ({found.delta_pct:+.2f} %, p {found.p_value:.2g} > "
                          f"{level:.2g})")
