@@ -231,6 +231,12 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     if noisy:
         reasons.append(f"{NOISY_NOTE}: " + "; ".join(noisy) + ".")
     reasons.append(f"Rule: {rule.text}.")
+    spent = _rounds_spent(candidates, reps.get(objective[0], {}), concs)
+    if spent:
+        extra.setdefault("extra", {})["rounds"] = spent
+        reasons.append("Rounds spent (valid, per C " + "/".join(map(str, concs)) + "): " +
+                       "; ".join(f"{cid} " + "/".join(str(by_c.get(str(c), 0)) for c in concs)
+                                 for cid, by_c in spent.items()) + ".")
     rerun = None
     if decision.status == INCONCLUSIVE:
         need, why = _repeats_needed(decision, objective[0], reps, concs, rule)
@@ -267,6 +273,13 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
                                   f"rounds but was excluded ({why}): fix it or rerun it"
                                   for cid, gain, why in faster), **extra)
     return answer, decision
+
+
+def _rounds_spent(candidates: Sequence[str], values: dict[str, dict[int, list[float]]],
+                  concs: Sequence[int]) -> dict[str, dict[str, int]]:
+    """Per candidate and C, the valid rounds the decision read (answers.json ``rounds``)."""
+    return {cid: {str(c): len(values.get(cid, {}).get(c, ())) for c in concs}
+            for cid in candidates}
 
 
 def _invalid_at(verdicts: Sequence[Verdict], cid: str) -> set[int]:

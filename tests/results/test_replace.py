@@ -91,3 +91,6 @@ def test_no_per_c_answer_when_every_c_agrees(tmp_path: Path) -> None:
     layout = next(a for a in analyse(run)[3] if a.kind == "layout")
     assert layout.status == DECIDED and layout.answer == PP8
     assert "per_c" not in layout.extra
+    # the rounds each decision read: PP8's replaced round leaves 3 valid at C=16
+    assert layout.extra["rounds"] == {PP4: {"8": 3, "16": 3}, PP8: {"8": 3, "16": 3}}
+    assert f"Rounds spent (valid, per C 8/16): {PP4} 3/3; {PP8} 3/3." in layout.reasons
