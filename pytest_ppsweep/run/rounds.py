@@ -9,12 +9,12 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+from pytest_ppsweep.folder.runfolder import RunJson
 from pytest_ppsweep.matrix.model import Workload
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.completion import counts
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.phases import warmup_span
-from pytest_ppsweep.measure.runjson import RunJson
 from pytest_ppsweep.results.objective import higher_is_better, objective_of
 from pytest_ppsweep.results.replace import missed_nn, replacement_for
 from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS, more_rounds

@@ -6,9 +6,13 @@ from __future__ import annotations
 import math
 import random
 import shutil
+from pathlib import Path
 
 import pytest
+from support.paths import REPO
 
+from pytest_ppsweep.matrix.model import MatrixError
+from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.results.questions import rule_of
 from pytest_ppsweep.results.stats import (
     DEFAULT_RULE,
@@ -149,12 +153,8 @@ def test_rule_of_reads_the_looks_from_run_json() -> None:
 
 @pytest.mark.parametrize("value", ["yes", 1])
 def test_sequential_key_must_be_a_boolean(tmp_path: object, value: object) -> None:
-    from pathlib import Path
 
-    from support.paths import REPO
 
-    from pytest_ppsweep.matrix.model import MatrixError
-    from pytest_ppsweep.matrix.parse import load
 
     base = (REPO / "test_matrix" / "ppsweep.toml").read_text(encoding="utf-8")
     assert isinstance(tmp_path, Path)
