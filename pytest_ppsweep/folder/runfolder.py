@@ -206,6 +206,9 @@ RESULT_COLUMNS = (
     "reused",
     # True for a round beyond the planned repeats (adaptive repeats, results/spread.py).
     "extra",
+    # Which boot of its layout measured the round: a digest of the boot's token (not the
+    # token itself); rounds of one boot share it (results/questions.py: single-boot evidence).
+    "boot",
 )
 CONFIG_COLUMNS = (
     "config_id",

@@ -231,6 +231,10 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     if noisy:
         reasons.append(f"{NOISY_NOTE}: " + "; ".join(noisy) + ".")
     reasons.append(f"Rule: {rule.text}.")
+    boots = _boots(given, candidates)
+    if boots:
+        extra.setdefault("extra", {})["boots"] = boots
+        reasons.append(_boots_text(boots))
     spent = _rounds_spent(candidates, reps.get(objective[0], {}), concs)
     if spent:
         extra.setdefault("extra", {})["rounds"] = spent
@@ -273,6 +277,35 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
                                   f"rounds but was excluded ({why}): fix it or rerun it"
                                   for cid, gain, why in faster), **extra)
     return answer, decision
+
+
+def _boots(given: AnswerInput, candidates: Sequence[str]) -> dict[str, int]:
+    """Per candidate, the boots its valid rounds came from (results.csv ``boot``); empty when
+    a candidate's rounds do not say (a run folder written before the column)."""
+    results = given.data.results
+    if results.empty or "boot" not in results.columns:
+        return {}
+    counted = results[round_counts(results)]
+    out = {}
+    for cid in candidates:
+        ids = {str(b) for b in counted.loc[counted["config_id"] == cid, "boot"]
+               if isinstance(b, str) and b}
+        if not ids:
+            return {}
+        out[cid] = len(ids)
+    return out
+
+
+def _boots_text(boots: dict[str, int]) -> str:
+    """The evidence's level (issue 37 point 4): one boot per point, or which points pooled
+    rounds of several boots."""
+    if all(n == 1 for n in boots.values()):
+        return ("Single boot: each point's rounds come from one boot of its layout; the "
+                "intervals are of rounds within a boot and do not include the spread between "
+                "boots (a rerun that boots again measures it).")
+    several = ", ".join(f"{cid} {n}" for cid, n in boots.items() if n > 1)
+    return (f"Boots: {several} boots (the others one); their rounds are pooled as one level, "
+            "the spread between boots is not modelled apart.")
 
 
 def _rounds_spent(candidates: Sequence[str], values: dict[str, dict[int, list[float]]],

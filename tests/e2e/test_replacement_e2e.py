@@ -87,5 +87,9 @@ def test_replaced_round_sequential_rounds_and_the_per_c_answer(
     assert per_c["2"] == {"status": "measured", "answer": PP4, "invalid": [PP8]}
     # at C=4 both are valid and compared (on this small workload PP4 is the faster one)
     assert per_c["4"]["invalid"] == [] and per_c["4"]["status"] != "measured", per_c
+    # every round names its boot (a digest, not the token): one boot per layout here
+    boots = {(r["config_id"], r["boot"]) for r in rows(run / "results.csv")}
+    assert len(boots) == 2 and all(b.startswith("boot-") and len(b) == 17 for _, b in boots)
+    assert any(r.startswith("Single boot: ") for r in layout["reasons"])
     assert any(r.startswith("Per C (each C at α / 2)") and
                f"{PP8} is invalid at C=2 only" in r for r in layout["reasons"])
