@@ -56,6 +56,7 @@ from pytest_ppsweep.results.objective import (
     run_json,
     workload_objectives,
 )
+from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS
 from pytest_ppsweep.results.stats import DEFAULT_RULE, Rule, repeats_for
 from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 
@@ -95,7 +96,7 @@ def rule_of(raw: dict[str, Any], workload: str = "") -> Rule:
             spec = (named.get(workload) if isinstance(named, dict) and workload else None) or (
                 raw.get("workload") or {})
             first = int(spec.get("repeats") or 0)
-            last = int(raw.get("max_repeats") or 0)
+            last = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)  # run/rounds.py's cap
             rule = replace(rule, first_look=first, last_look=max(first, last))
         return rule
     except (TypeError, ValueError, AttributeError):
