@@ -17,6 +17,14 @@ decides is a false decision too). Figures:
 - **Rounds spent**: per decision, points × C × repeats (the rule is fixed-size: it spends what
   the sweep planned), and the repeats that an inconclusive answer's rerun asks for, computed
   for 90 % power (results/stats.repeats_for), for a 2 % gap at σ = 1 %.
+- **Sequential repeats** (``[compare] sequential``), side by side with the fixed design at 3
+  and at ``max_repeats`` repeats, 2 points × 2 C: the first point is measured while no rival
+  exists (it leads, and one point is still to come: rounds to the cap), the second gets rounds
+  while its comparison is undecided and reachable (results/stats.more_rounds_to_decide, as
+  run/rounds.py asks it), then the answer is decided with α spent over the looks. Printed: its
+  A/A false decisions (goal ≤ 5 %, the same as the fixed design's), its power at every gap and
+  σ, and per figure the ratio to the fixed design at ``max_repeats`` (false decisions, power,
+  rounds spent), and the mean rounds per decision.
 - The issue's own cases: one repeat against two, a wide point against a steady one, and a
   0.5 % primary gap with a clearly quieter tie-break.
 
@@ -43,7 +51,12 @@ from pytest_ppsweep.matrix.schema import Reader  # noqa: E402
 from pytest_ppsweep.results.answers import DECIDED  # noqa: E402
 from pytest_ppsweep.results.decide import decide  # noqa: E402
 from pytest_ppsweep.results.objective import PREFILL  # noqa: E402
-from pytest_ppsweep.results.stats import DEFAULT_RULE, repeats_for  # noqa: E402
+from pytest_ppsweep.results.stats import (  # noqa: E402
+    DEFAULT_RULE,
+    Rule,
+    more_rounds_to_decide,
+    repeats_for,
+)
 
 DEFAULT_REPEATS = 3  # [workload] repeats in the seeds' sweep (test_matrix/ppsweep.toml)
 FALSE_GOAL = 0.05
@@ -76,6 +89,85 @@ def rate(rng: random.Random, trials: int, gap_pct: float, sigma_pct: float, conc
         got = trial(rng, gap_pct, sigma_pct, concs, n)
         counts[got] = counts.get(got, 0) + 1
     return {k: v / trials for k, v in counts.items()}
+
+
+def sequential_trial(rng: random.Random, gap_pct: float, sigma_pct: float, concs: int,
+                     first: int, cap: int) -> tuple[str, int]:
+    """One sequential decision between ``fast`` and ``slow`` (measured in a random order, as
+    a sweep's layouts are): the status or winner, and the rounds spent (both points, every
+    C)."""
+    sigma = math.log1p(sigma_pct / 100.0)
+    truth = {"fast": 1000.0 * (1 + gap_pct / 100.0), "slow": 1000.0}
+    order = ["slow", "fast"] if rng.random() < 0.5 else ["fast", "slow"]
+    rule = Rule(first_look=first, last_look=cap, order=tuple(order))
+    reps: dict[str, dict[str, dict[int, list[float]]]] = {m: {p: {} for p in truth}
+                                                           for m in PREFILL}
+
+    def draw(point: str, metric: str) -> float:
+        return (truth[point] if metric == "input_tps" else 10.0) * math.exp(rng.gauss(0, sigma))
+
+    for i, point in enumerate(order):
+        for c in range(concs):
+            for m in PREFILL:
+                reps[m][point][c] = [draw(point, m) for _ in range(first)]
+            while more_rounds_to_decide(
+                    reps["input_tps"][point][c],
+                    {q: reps["input_tps"][q][c] for q in order[:i]}, True, rule,
+                    family=max(1, i) * concs, tie_break=True, later=len(order) - 1 - i):
+                for m in PREFILL:
+                    reps[m][point][c].append(draw(point, m))
+    spent = sum(len(v) for v in reps["input_tps"].values() for v in v.values())
+    d = decide(order, PREFILL, reps, list(range(concs)), rule)
+    return (str(d.winner) if d.status == DECIDED else d.status), spent
+
+
+def sequential_rate(rng: random.Random, trials: int, gap_pct: float, sigma_pct: float,
+                    concs: int, first: int, cap: int) -> tuple[dict[str, float], float]:
+    counts: dict[str, int] = {}
+    spent = 0
+    for _ in range(trials):
+        got, n = sequential_trial(rng, gap_pct, sigma_pct, concs, first, cap)
+        counts[got] = counts.get(got, 0) + 1
+        spent += n
+    return {k: v / trials for k, v in counts.items()}, spent / trials
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else ("1.00" if not a else "inf")
+
+
+def sequential_figures(rng: random.Random, trials: int, top: int) -> list[Result]:
+    """The sequential rule beside the fixed design (module docstring), 2 points × 2 C."""
+    out: list[Result] = []
+    fixed_rounds = 2 * 2 * top
+    for sigma, gap in ((1.0, 0.0), (1.0, 1.0), (1.0, 2.0), (1.0, 5.0), (3.0, 0.0), (3.0, 2.0),
+                       (3.0, 5.0)):
+        seq, rounds = sequential_rate(rng, trials, gap, sigma, 2, DEFAULT_REPEATS, top)
+        fixed = rate(rng, trials, gap, sigma, 2, top)
+        small = rate(rng, trials, gap, sigma, 2, DEFAULT_REPEATS)
+        where = f"gap {gap:g} %, sigma {sigma:g} %, 2 C"
+        print(f"sequential {where}: {seq}, {rounds:.1f} rounds; fixed {top}: {fixed}; "
+              f"fixed {DEFAULT_REPEATS}: {small}", flush=True)
+        if gap == 0.0:
+            false_seq = seq.get("fast", 0.0) + seq.get("slow", 0.0)
+            false_fix = fixed.get("fast", 0.0) + fixed.get("slow", 0.0)
+            out.append(goal(f"sequential A/A false decisions, {where}", f"{false_seq:.1%} of "
+                            f"{trials} (fixed {top}: {false_fix:.1%}, ratio "
+                            f"{_ratio(false_seq, false_fix)})", f"<= {FALSE_GOAL:.0%}",
+                            false_seq <= FALSE_GOAL))
+        else:
+            power, wrong = seq.get("fast", 0.0), seq.get("slow", 0.0)
+            out.append(info(f"sequential power, {where}", f"{power:.1%} (fixed {top}: "
+                            f"{fixed.get('fast', 0.0):.1%}, ratio "
+                            f"{_ratio(power, fixed.get('fast', 0.0))}; fixed "
+                            f"{DEFAULT_REPEATS}: {small.get('fast', 0.0):.1%})"))
+            out.append(goal(f"sequential, decided for the slower point, {where}",
+                            f"{wrong:.1%}", f"<= {SIGN_GOAL:.1%}", wrong <= SIGN_GOAL))
+        out.append(info(f"sequential rounds per decision, {where}",
+                        f"{rounds:.1f} (fixed {top}: {fixed_rounds}, ratio "
+                        f"{_ratio(rounds, fixed_rounds)}; fixed {DEFAULT_REPEATS}: "
+                        f"{2 * 2 * DEFAULT_REPEATS})"))
+    return out
 
 
 def issue_cases() -> list[Result]:
@@ -149,6 +241,7 @@ def main() -> int:
     need = repeats_for(2.0, 1.0, DEFAULT_RULE, family=2)
     results.append(goal("repeats a rerun asks for, 2 % gap, sigma 1 %, 2 C (90 % power)",
                         str(need), f"<= default max_repeats {top}", need <= top))
+    results += sequential_figures(rng, trials, top)
     results += issue_cases()
     results.append(tie_break_case(rng, trials))
     return finish(results, args.smoke)

@@ -18,6 +18,7 @@ from pytest_ppsweep.measure.completion import NN_KINDS, result_problems
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.profile.attribution import LayoutProfile
 from pytest_ppsweep.results.outputs import outputs_problems as problems
+from pytest_ppsweep.results.replace import only_nn, replaced
 from pytest_ppsweep.service.logscan import Finding
 from pytest_ppsweep.service.probe import Topology
 
@@ -68,13 +69,19 @@ def topology_problems(
 
 
 def completion_problems(
-    config_id: str, concurrency: int, rounds: Sequence[RoundResult]
+    config_id: str, concurrency: int, rounds: Sequence[RoundResult], min_repeats: int = 0
 ) -> list[str]:
     """The N/N rule (``measure.completion``): every repeat completed every request with zero
-    errors and the server counted the prompt tokens sent; and no more than C in flight."""
+    errors and the server counted the prompt tokens sent; and no more than C in flight.
+    ``min_repeats`` > 0: one round that missed N/N and was replaced (``results.replace``: the
+    point still has ``min_repeats`` valid rounds) is not a problem (:func:`replaced_rounds`
+    names it)."""
     problems = []
+    skip = _replaced(rounds, min_repeats)
     for i, r in enumerate(rounds, start=1):
         shortfalls = result_problems(r)
+        if i in skip:
+            continue
         if any(s.kind in NN_KINDS for s in shortfalls):
             reasons = ", ".join(f"{k} ×{v}" for k, v in sorted(r.errors.items())) or "none given"
             problems.append(
@@ -89,6 +96,31 @@ def completion_problems(
                 f"flight, more than C"
             )
     return problems
+
+
+def _replaced(rounds: Sequence[RoundResult], min_repeats: int) -> set[int]:
+    """The repeat (1-based) of the one N/N miss that a replacement round made good, if any."""
+    if min_repeats <= 0:
+        return set()
+    found = [result_problems(r) for r in rounds]
+    nn = [i for i, p in enumerate(found, start=1) if only_nn(p)]
+    other = sum(1 for p in found if p and not only_nn(p))
+    valid = sum(1 for p in found if not p)
+    return set(nn) if replaced(len(nn), other, valid, min_repeats) else set()
+
+
+def replaced_rounds(config_id: str, concurrency: int, rounds: Sequence[RoundResult],
+                    min_repeats: int) -> list[str]:
+    """The round that missed N/N and was replaced while the layout was up (kept as evidence,
+    a warning: ``results.replace``), one line naming its errors."""
+    out = []
+    for i, r in enumerate(rounds, start=1):
+        if i in _replaced(rounds, min_repeats):
+            reasons = ", ".join(f"{k} ×{v}" for k, v in sorted(r.errors.items())) or "none given"
+            out.append(f"{config_id} C={concurrency} repeat {i}: {r.completed}/"
+                       f"{r.num_requests} completed, {r.failed} failed ({reasons}); replaced "
+                       "by another round")
+    return out
 
 
 def log_problems(findings: Sequence[Finding], limit: int = 40) -> list[str]:

@@ -25,6 +25,7 @@ from pytest_ppsweep import (
     profile_problems,
     regression_problems,
     repeat_median,
+    replaced_rounds,
     slo_regression_problems,
     topology_problems,
     validity_problems,
@@ -58,7 +59,11 @@ def test_prefill(
     for metric in ("input_tps", "ttft_p50_s"):
         if (median := repeat_median(rounds, metric)) is not None:
             record_property(metric, median)  # median over repeats, as the summary's
-    problems = completion_problems(ppsweep_config.id, concurrency, rounds)
+    # one round that missed N/N was replaced while the layout was up: kept, and a warning
+    keep = ppsweep.sweep.min_repeats
+    for line in replaced_rounds(ppsweep_config.id, concurrency, rounds, keep):
+        warnings.warn(f"replaced round: {line}", UserWarning, stacklevel=1)
+    problems = completion_problems(ppsweep_config.id, concurrency, rounds, keep)
     assert not problems, "\n".join(problems) + "\n" + ppsweep_service.evidence()
 
 
@@ -104,7 +109,8 @@ def test_valid(ppsweep: SweepRun, ppsweep_config: Config, concurrency: int) -> N
     repeats, booted with the requested topology. Every reason is listed."""
     validity = validity_problems(ppsweep.store.dir, ppsweep_config.id, concurrency)
     for note in validity.warnings:
-        warnings.warn(f"spread_rule = 'warn': {note}", UserWarning, stacklevel=1)
+        why = "replaced round" if note.endswith("(replaced)") else "spread_rule = 'warn'"
+        warnings.warn(f"{why}: {note}", UserWarning, stacklevel=1)
     assert not validity.problems, "\n".join(validity.problems)
 
 

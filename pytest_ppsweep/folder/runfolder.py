@@ -206,6 +206,9 @@ RESULT_COLUMNS = (
     "reused",
     # True for a round beyond the planned repeats (adaptive repeats, results/spread.py).
     "extra",
+    # Which boot of its layout measured the round: a digest of the boot's token (not the
+    # token itself); rounds of one boot share it (results/questions.py: single-boot evidence).
+    "boot",
 )
 CONFIG_COLUMNS = (
     "config_id",
@@ -743,7 +746,8 @@ class RunJson:
                 "max_repeats": sweep.max_repeats,
                 # the decision rule's parameters (results/questions.rule_of reads them)
                 "compare": {"alpha": sweep.compare_alpha,
-                            "min_effect_pct": sweep.compare_min_effect_pct},
+                            "min_effect_pct": sweep.compare_min_effect_pct,
+                            "sequential": sweep.compare_sequential},
                 # [[expect]]: the failures expected (results/questions.py says "as expected")
                 "expect": [{"layout": e.layout, "axes": dict(e.axes), "failure": e.failure,
                             "reason": e.reason} for e in sweep.expect],

@@ -265,6 +265,9 @@ class Sweep:
     # (family-wise over a question) and equivalence margin in % (results/stats.py).
     compare_alpha: float = 0.05
     compare_min_effect_pct: float = 1.0
+    # ``[compare] sequential``: a booted point gets more rounds while a comparison it takes
+    # part in is undecided, up to max_repeats, with α spent over the looks (results/stats.py).
+    compare_sequential: bool = False
     axis_names: tuple[str, ...] = ()
     # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
     # "warn": it is a warning only (exploratory runs).

@@ -277,6 +277,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         compare_baseline=_compare(top, axis_names),
         compare_alpha=_alpha(top),
         compare_min_effect_pct=_min_effect(top),
+        compare_sequential=top.table("compare").flag("sequential", default=False),
         axis_names=axis_names,
         comm=read_comm(top),
         correctness=read_correctness(top),

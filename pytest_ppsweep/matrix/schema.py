@@ -19,7 +19,7 @@ TOP_KEYS = ("extends", "sweep", "server", "env", "configs", "workload", "cluster
             "axes", "exclude", "include", "workloads", "compare", "comm",
             "correctness",  # [correctness]: matrix/correctnessspec.py
             "expect")  # [[expect]]: matrix/expectspec.py
-COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct")
+COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct", "sequential")
 PROFILE_KEYS = ("layouts", "concurrency", "num_requests", "num_steps", "activities", "output_dir",
                 "timeout_s")
 PROFILE_ACTIVITIES = ("CPU", "GPU", "MEM", "CUDA_PROFILER", "RPD")

@@ -16,7 +16,7 @@ from typing import Any
 from pytest_ppsweep.report.format import delta, num
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, NO_VALID_POINT, Answer, Evidence
 from pytest_ppsweep.results.objective import label
-from pytest_ppsweep.results.questions import NOISY_NOTE
+from pytest_ppsweep.results.questions import NOISY_NOTE, PER_C_NOTE
 
 BEGIN, END = "<!--ppsweep-answers-->", "<!--/ppsweep-answers-->"
 _STYLE = """<style>
@@ -89,6 +89,7 @@ def paragraph(a: Answer) -> str:
     parts = [head]
     noisy = [r for r in a.reasons if r.startswith(NOISY_NOTE)]
     parts += noisy
+    parts += [r for r in a.reasons if r.startswith(PER_C_NOTE)]
     if a.excluded:
         parts.append("Excluded: " + "; ".join(f"{p} ({w})" for p, w in a.excluded) + ".")
     parts += [f"Caveat: {c}" for c in a.caveats]

@@ -86,7 +86,7 @@ def _measure(point: str, versus: str, conc: int, metric: str, mine: Sequence[flo
     if not mine or not theirs:
         return _Pending(Evidence(point, versus, conc, metric, math.nan, math.nan, NOT_COMPARED,
                                  reps, "no valid repeat"), "", "", False)
-    found = interval(mine, theirs, rule)
+    found = interval(mine, theirs, rule, rule.later(point, versus))
     if found is None:
         a, b = statistics.median(mine), statistics.median(theirs)
         delta = (a / b - 1.0) * 100.0 if b else math.nan

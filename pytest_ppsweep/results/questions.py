@@ -56,6 +56,7 @@ from pytest_ppsweep.results.objective import (
     run_json,
     workload_objectives,
 )
+from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS
 from pytest_ppsweep.results.stats import DEFAULT_RULE, Rule, repeats_for
 from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 
@@ -64,6 +65,7 @@ from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 _KEPT = ("spread ", )
 _REPEATS_SUFFIX = "required"
 NOISY_NOTE = "Over the spread limit, kept and judged by the decision rule"
+PER_C_NOTE = "Per C"  # the per-C answer's reason starts so (the report shows it)
 
 
 def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
@@ -78,18 +80,39 @@ def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
     return tuple(found)
 
 
-def rule_of(raw: dict[str, Any]) -> Rule:
-    """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``; the
-    defaults for a run folder written before them)."""
+def rule_of(raw: dict[str, Any], workload: str = "") -> Rule:
+    """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``, and
+    with ``sequential`` the looks from the workload's planned ``repeats`` to ``max_repeats``;
+    the defaults for a run folder written before them)."""
     given = raw.get("compare")
     if not isinstance(given, dict):
         return DEFAULT_RULE
     try:
-        return Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
+        rule = Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
                     min_effect_pct=float(given.get("min_effect_pct",
                                                    DEFAULT_RULE.min_effect_pct)))
-    except (TypeError, ValueError):
+        if given.get("sequential") is True:
+            named = raw.get("workloads")
+            spec = (named.get(workload) if isinstance(named, dict) and workload else None) or (
+                raw.get("workload") or {})
+            first = int(spec.get("repeats") or 0)
+            last = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)  # run/rounds.py's cap
+            rule = replace(rule, first_look=first, last_look=max(first, last))
+        return rule
+    except (TypeError, ValueError, AttributeError):
         return DEFAULT_RULE
+
+
+def _rule(given: AnswerInput, workload: str) -> Rule:
+    """The run's decision rule for ``workload`` (:func:`rule_of`) with, for sequential looks,
+    the points in the order they were measured (their first row in results.csv)."""
+    rule = rule_of(run_json(given.data.run_dir), workload)
+    if rule.looks == 1:
+        return rule
+    results = given.data.results
+    if "config_id" not in results.columns:
+        return rule
+    return replace(rule, order=tuple(dict.fromkeys(str(c) for c in results["config_id"])))
 
 
 def objectives(run_dir: Path) -> dict[str, tuple[str, ...]]:
@@ -203,12 +226,22 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     judged = {v.config_id for v in verdicts}
     candidates = [cid for cid in members if cid not in out and cid in judged]
     noisy = [n for cid in candidates if (n := _noisy(verdicts, cid))]
-    rule = rule_of(run_json(given.data.run_dir))
+    rule = _rule(given, workload)
     decision = decide(candidates, objective, reps, concs, rule)
     reasons = list(decision.reasons)
     if noisy:
         reasons.append(f"{NOISY_NOTE}: " + "; ".join(noisy) + ".")
     reasons.append(f"Rule: {rule.text}.")
+    boots = _boots(given, candidates)
+    if boots:
+        extra.setdefault("extra", {})["boots"] = boots
+        reasons.append(_boots_text(boots))
+    spent = _rounds_spent(candidates, reps.get(objective[0], {}), concs)
+    if spent:
+        extra.setdefault("extra", {})["rounds"] = spent
+        reasons.append("Rounds spent (valid, per C " + "/".join(map(str, concs)) + "): " +
+                       "; ".join(f"{cid} " + "/".join(str(by_c.get(str(c), 0)) for c in concs)
+                                 for cid, by_c in spent.items()) + ".")
     rerun = None
     if decision.status == INCONCLUSIVE:
         need, why = _repeats_needed(decision, objective[0], reps, concs, rule)
@@ -228,6 +261,11 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     fallback = (decision.ranking[1] if decision.status == DECIDED and len(decision.ranking) > 1
                 else _roomiest(given, decision.unseparated) if decision.status == EQUIVALENT
                 else None)
+    per_c = _per_concurrency(members, candidates, verdicts, objective, reps, concs, rule,
+                             decision)
+    if per_c:
+        extra.setdefault("extra", {})["per_c"] = per_c["answers"]
+        reasons.append(per_c["text"])
     faster = _faster_excluded(decision, excluded, objective[0], reps, concs)
     if faster:
         extra.setdefault("extra", {})["faster_excluded"] = [cid for cid, _, _ in faster]
@@ -240,6 +278,87 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
                                   f"rounds but was excluded ({why}): fix it or rerun it"
                                   for cid, gain, why in faster), **extra)
     return answer, decision
+
+
+def _boots(given: AnswerInput, candidates: Sequence[str]) -> dict[str, int]:
+    """Per candidate, the boots its valid rounds came from (results.csv ``boot``); empty when
+    a candidate's rounds do not say (a run folder written before the column)."""
+    results = given.data.results
+    if results.empty or "boot" not in results.columns:
+        return {}
+    counted = results[round_counts(results)]
+    out = {}
+    for cid in candidates:
+        ids = {str(b) for b in counted.loc[counted["config_id"] == cid, "boot"]
+               if isinstance(b, str) and b}
+        if not ids:
+            return {}
+        out[cid] = len(ids)
+    return out
+
+
+def _boots_text(boots: dict[str, int]) -> str:
+    """The evidence's level (issue 37 point 4): one boot per point, or which points pooled
+    rounds of several boots."""
+    if all(n == 1 for n in boots.values()):
+        return ("Single boot: each point's rounds come from one boot of its layout; the "
+                "intervals are of rounds within a boot and do not include the spread between "
+                "boots (a rerun that boots again measures it).")
+    several = ", ".join(f"{cid} {n}" for cid, n in boots.items() if n > 1)
+    return (f"Boots: {several} boots (the others one); their rounds are pooled as one level, "
+            "the spread between boots is not modelled apart.")
+
+
+def _rounds_spent(candidates: Sequence[str], values: dict[str, dict[int, list[float]]],
+                  concs: Sequence[int]) -> dict[str, dict[str, int]]:
+    """Per candidate and C, the valid rounds the decision read (answers.json ``rounds``)."""
+    return {cid: {str(c): len(values.get(cid, {}).get(c, ())) for c in concs}
+            for cid in candidates}
+
+
+def _invalid_at(verdicts: Sequence[Verdict], cid: str) -> set[int]:
+    """The Cs at which ``cid`` has a failure that excludes it (the spread rule and the repeat
+    count leave it a candidate)."""
+    return {v.concurrency for v in verdicts if v.config_id == cid and any(
+        not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX) for f in v.failures)}
+
+
+def _per_concurrency(members: Sequence[str], candidates: Sequence[str],
+                     verdicts: Sequence[Verdict], objective: tuple[str, ...],
+                     reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
+                     rule: Rule, overall: Decision) -> dict[str, Any] | None:
+    """The answer per C (issue 37 point 5), when it tells more than the overall one: a point
+    invalid at only some Cs is a candidate at the others, and a trade-off (better at one C,
+    worse at another) is answered at each C. Each C is decided among the points valid there,
+    at α / (number of Cs) (Bonferroni over the Cs, so the per-C answers together keep α).
+    None when there is one C, or every C gives the overall answer with the same points."""
+    if len(concs) < 2:
+        return None
+    invalid = {cid: _invalid_at(verdicts, cid) for cid in members}
+    booted = {cid for cid in members if cid in candidates or (
+        invalid[cid] and not invalid[cid] >= set(concs))}
+    partial = sorted(cid for cid in booted if cid not in candidates)
+    level = replace(rule, alpha=rule.alpha / len(concs))
+    answers: dict[str, dict[str, Any]] = {}
+    for c in concs:
+        here = [cid for cid in members if cid in booted and c not in invalid[cid]
+                and reps.get(objective[0], {}).get(cid, {}).get(c)]
+        d = decide(here, objective, reps, [c], level)
+        answers[str(c)] = {"status": d.status, "answer": d.winner,
+                           "invalid": sorted(cid for cid in booted if c in invalid[cid])}
+    winners = {a["answer"] for a in answers.values()}
+    if not partial and (winners == {overall.winner} or overall.status == DECIDED):
+        return None
+    groups: dict[str, list[str]] = {}
+    for conc, a in answers.items():
+        key = a["answer"] if a["status"] == DECIDED else a["status"]
+        groups.setdefault(str(key), []).append(conc)
+    text = f"{PER_C_NOTE} (each C at α / {len(concs)}): " + "; ".join(
+        f"{key} at C={', '.join(cs)}" for key, cs in groups.items()) + "."
+    for cid in partial:
+        text += (f" {cid} is invalid at C={', '.join(str(c) for c in sorted(invalid[cid]))} "
+                 "only: it is answered at the other Cs.")
+    return {"answers": answers, "text": text}
 
 
 def _repeats_needed(decision: Decision, metric: str,
@@ -468,7 +587,7 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                                 reps, concs, layout=layout, axis=axis)
             raw = run_json(given.data.run_dir)
             table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
-                                          configs, answer, rule_of(raw), expectations_of(raw))
+                                          configs, answer, _rule(given, w), expectations_of(raw))
             value = (json.loads(_value(facts[answer.answer], axis))
                      if answer.answer else None)
             seen = {(e.point, e.versus, e.concurrency, e.metric) for e in answer.evidence}

@@ -36,6 +36,31 @@ compared with it (either side, not both). A point whose own (1 − α) interval 
 wider than ± :data:`MAX_HALFWIDTH_PCT` cannot win beyond noise (three rounds of 1300, 1000,
 1400 are ±55 %: whatever they beat, they do not show it).
 
+**Sequential looks** (``[compare] sequential``, issue 37 point 3). While a layout is up, a point
+may get more rounds while a comparison it takes part in is undecided (run/rounds.py asks
+:func:`more_rounds_to_decide`), up to ``max_repeats``. Looking at the data after every round and
+stopping when it decides would inflate α (optional stopping). The correction is **alpha
+spending by a union (Bonferroni) bound over the looks**: look ``m`` is the test of the later
+point's first ``m`` valid rounds against every round of the point measured before it (that one
+was torn down, complete, before the later one's first round, so its rounds are fixed at every
+look), for ``m`` = the planned repeats … ``max_repeats`` (the looks fixed before the run:
+K = max_repeats − repeats + 1; the later point's rounds beyond its stop are never examined, so
+each look is one statistic, whatever the stopping did); look j is given the share ``w_j`` of α
+(:func:`look_weights`: half of α at the last look, the cap, the other half evenly over the
+interim looks), and a comparison's sequential p-value is ``min_j p_j / w_j`` (:func:`interval`).
+It is a valid p-value for *any* stopping rule (P(min_j p_j / w_j ≤ u) ≤ Σ_j w_j u = u under
+"no difference"), so Holm over the question's comparisons still holds family-wise at α, and so
+does TOST (its p-values are corrected the same way). Why not Pocock or O'Brien-Fleming
+boundaries: they are exact for a z statistic with known variance and independent increments;
+here every look re-estimates the variance of two points (Welch), the rivals were torn down at
+their own round counts, and one point's looks serve several rivals and Cs inside a Holm family.
+The union bound needs none of that and states its error rate exactly (≤ α, conservative: the
+looks are positively correlated). Giving half of α to the cap keeps the power at the cap close to
+the fixed design's (O'Brien-Fleming's spirit: spend little early), while a large gap still stops
+after the planned rounds. The stopping rule itself (:func:`more_rounds_to_decide`) only saves
+rounds; the error rate does not depend on it. Without ``sequential`` there is one look, at all
+rounds, with all of α (the fixed design; spread-rule extra rounds do not look at the means).
+
 No dependency: the Student t distribution is computed here (regularised incomplete beta by
 continued fraction; quantiles by bisection), checked against scipy's values in
 tests/results/test_stats.py.
@@ -46,8 +71,8 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_EFFECT_PCT = 1.0
@@ -68,12 +93,35 @@ class Rule:
     # Holm family, α × (1 − tie_share), and the tie-break's, α × tie_share: a decision through
     # either stays within α in all.
     tie_share: float = TIE_SHARE
+    # Sequential looks (``[compare] sequential``): the planned repeats (the first look) and
+    # ``max_repeats`` (the last); 0, 0: one look at all rounds (the fixed design).
+    first_look: int = 0
+    last_look: int = 0
+    # The points in the order they were measured (their first round): a sequential look is
+    # over the later point's rounds against all of the earlier one's (:func:`interval`).
+    order: tuple[str, ...] = ()
+
+    def later(self, point: str, versus: str) -> bool | None:
+        """Whether ``point`` was measured after ``versus`` (None: not known)."""
+        if point not in self.order or versus not in self.order:
+            return None
+        return self.order.index(point) > self.order.index(versus)
+
+    @property
+    def looks(self) -> int:
+        """How many looks α is spent over (1: the fixed design)."""
+        if self.first_look <= 0 or self.last_look <= self.first_look:
+            return 1
+        return self.last_look - self.first_look + 1
 
     @property
     def text(self) -> str:
         """How the rule is stated in an answer's reasons."""
+        seq = (f"; sequential over {self.looks} looks ({self.first_look}..{self.last_look} "
+               "rounds), α spent by a Bonferroni bound, half at the last look"
+               if self.looks > 1 else "")
         return (f"Welch t on log values, α = {self.alpha:g} family-wise (Holm), equivalent "
-                f"within ±{self.min_effect_pct:g} % (TOST)")
+                f"within ±{self.min_effect_pct:g} % (TOST){seq}")
 
 
 DEFAULT_RULE = Rule()
@@ -192,10 +240,54 @@ class Interval:
         return (self.high_pct - self.low_pct) / 2.0
 
 
-def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAULT_RULE) -> (
-        Interval | None):
+def look_weights(looks: int) -> list[float]:
+    """Each look's share of α (they sum to 1): all of it with one look; else half at the last
+    look and the other half evenly over the interim ones (module docstring)."""
+    if looks <= 1:
+        return [1.0]
+    return [0.5 / (looks - 1)] * (looks - 1) + [0.5]
+
+
+def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAULT_RULE,
+             later: bool | None = None) -> Interval | None:
     """The Welch interval of log(mine) − log(theirs), or None when either side has fewer than
-    two positive finite values (no variance to estimate)."""
+    two positive finite values (no variance to estimate). ``mine`` and ``theirs`` are in round
+    order. With sequential looks (``rule.looks`` > 1) the p-values are the looks' corrected
+    ones (``min_j p_j / w_j``, module docstring) and the interval is the last look's, at its
+    share of α. ``later``: whether ``mine`` was measured after ``theirs`` (True), before
+    (False), or not known (None: both sides' prefixes at each look)."""
+    looks = rule.looks
+    if looks == 1:
+        return _fixed(mine, theirs, rule)
+    weights = look_weights(looks)
+    a, b = _logs(mine)[:rule.last_look], _logs(theirs)[:rule.last_look]
+    p, p_equiv = math.inf, math.inf
+    seen: set[tuple[int, int]] = set()
+    for j, m in enumerate(range(rule.first_look, rule.last_look + 1)):
+        # Look m: the later point's first m rounds against all of the earlier point's (it
+        # was complete, torn down, before the later one's first round).
+        sizes = (len(a) if later is False else min(len(a), m),
+                 len(b) if later is True else min(len(b), m))
+        if sizes in seen:  # the same data as an earlier look: nothing new to test
+            continue
+        seen.add(sizes)
+        at = _fixed([math.exp(v) for v in a[:sizes[0]]], [math.exp(v) for v in b[:sizes[1]]],
+                    rule, bounds=False)
+        if at is None:
+            continue
+        p = min(p, at.p_value / weights[j])
+        p_equiv = min(p_equiv, at.p_equiv / weights[j])
+    last = _fixed([math.exp(v) for v in a], [math.exp(v) for v in b],
+                  replace(rule, alpha=rule.alpha * weights[-1]))
+    if last is None:
+        return None
+    return replace(last, p_value=min(1.0, p), p_equiv=min(1.0, p_equiv))
+
+
+def _fixed(mine: Sequence[float], theirs: Sequence[float], rule: Rule,
+           bounds: bool = True) -> Interval | None:
+    """:func:`interval` of one look (all the values given); ``bounds=False``: the p-values
+    only (an interim look; the interval's ends are then NaN)."""
     a, b = _logs(mine), _logs(theirs)
     if len(a) < 2 or len(b) < 2:
         return None
@@ -211,7 +303,7 @@ def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAUL
                            + (vb * vb / (len(b) - 1) if vb else 0.0))
     t = diff / se
     p = min(1.0, 2.0 * t_sf(abs(t), df))
-    half = t_ppf(1.0 - rule.alpha / 2.0, df) * se
+    half = t_ppf(1.0 - rule.alpha / 2.0, df) * se if bounds else math.nan
     p_equiv = max(t_sf((diff + margin) / se, df), 1.0 - t_sf((diff - margin) / se, df))
     return Interval(_pct(diff), _pct(diff - half), _pct(diff + half), p, p_equiv, df)
 
@@ -254,3 +346,71 @@ def repeats_for(gap_pct: float, sigma_pct: float, rule: Rule = DEFAULT_RULE,
         if need <= delta:
             return n
     return 1000
+
+
+def more_rounds_to_decide(mine: Sequence[float], rivals: Mapping[str, Sequence[float]],
+                          higher_is_better: bool, rule: Rule, family: int,
+                          tie_break: bool = False, later: int = 0) -> str | None:
+    """Why a booted point should run one more round (sequential looks, ``rule.looks`` > 1),
+    or None. ``mine``: its valid rounds at one C, in round order; ``rivals``: each point
+    measured before at that C, its valid rounds; ``later``: points still to be measured that
+    will be compared with it.
+
+    One more round when a comparison with a rival is neither decided nor equivalent and the
+    rounds left up to ``rule.last_look`` could decide it at the observed gap and noise; or when
+    the point leads (no rival's estimate is better) and ``later`` points will be compared with
+    it: a layout torn down is not rebooted by itself, so the leader's rounds are taken while it
+    is up (they narrow every later comparison, which the later point's own rounds cannot do
+    beyond the leader's share of the error). None: not sequential, the planned rounds not done
+    yet, the cap reached, the point already shown worse than a rival (it cannot be the answer),
+    or every comparison decided, equivalent or out of reach with nothing left to measure.
+
+    Only a stopping rule: it may use a simpler level (Holm's first step, α / ``family``) than
+    the answer, whose error rate holds for any stopping rule (module docstring)."""
+    if rule.looks == 1:
+        return None
+    a = _logs(mine)
+    n = len(a)
+    if n < rule.first_look or n >= rule.last_look or n < 2:
+        return None
+    level = rule.alpha * ((1.0 - rule.tie_share) if tie_break else 1.0) / max(1, family)
+    last_w = look_weights(rule.looks)[-1]
+    margin = math.log1p(rule.min_effect_pct / 100.0)
+    open_: list[str] = []
+    leads = True
+    for name, values in rivals.items():
+        b = _logs(values)
+        found = interval(mine, values, rule, later=True)
+        if found is None or len(b) < 2:
+            continue
+        gain = found.delta_pct if higher_is_better else -found.delta_pct
+        leads = leads and gain >= 0
+        if found.p_value <= level and gain < 0:
+            return None  # shown worse than a rival: more rounds cannot make it the answer
+        if found.p_value <= level or found.p_equiv <= rule.alpha:
+            continue
+        diff = statistics.fmean(a) - statistics.fmean(b)
+        va, vb = statistics.variance(a), statistics.variance(b) / len(b)
+        se_cap = math.sqrt(va / rule.last_look + vb)
+        if se_cap <= 0:
+            continue
+        ma, mb = va / rule.last_look, vb  # the Welch degrees of freedom at the cap
+        df = max(1.0, (ma + mb) ** 2 / (ma * ma / (rule.last_look - 1)
+                                        + (mb * mb / (len(b) - 1) if mb else 0.0)))
+        # Reachable: the gap one standard error beyond the estimate (or nearer to 0, for
+        # equivalence) would be decided at the cap's look: a rule that gives up only on gaps
+        # the rounds left are unlikely to show.
+        se_now = math.sqrt(va / n + vb)
+        separable = (abs(diff) + se_now) / se_cap >= t_ppf(1.0 - last_w * level / 2.0, df)
+        provable = (max(0.0, abs(diff) - se_now) + t_ppf(1.0 - last_w * rule.alpha, df)
+                    * se_cap < margin)
+        if separable or provable:
+            open_.append(f"{name} ({found.delta_pct:+.2f} %, p {found.p_value:.2g} > "
+                         f"{level:.2g})")
+    if not open_ and leads and later > 0:
+        return (f"leads after {n} round(s), and {later} point(s) still to measure will be "
+                f"compared with it; sequential looks up to {rule.last_look}")
+    if not open_:
+        return None
+    return (f"undecided against {', '.join(open_)} after {n} round(s); sequential looks up to "
+            f"{rule.last_look}")

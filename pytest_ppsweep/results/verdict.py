@@ -32,6 +32,7 @@ from pytest_ppsweep.results.aggregate import (
     summarize_run,
 )
 from pytest_ppsweep.results.objective import label, primary_metrics, run_json, workload_objectives
+from pytest_ppsweep.results.replace import only_nn, replaced
 from pytest_ppsweep.results.spread import spread_pct
 from pytest_ppsweep.results.status import RUNNING
 
@@ -161,7 +162,13 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
                 failures.append(f"no rounds at C={conc}")
             else:
                 if (cid, conc) in broken_groups:
-                    failures.extend(_round_failures(broken_groups[(cid, conc)]))
+                    group = broken_groups[(cid, conc)]
+                    nn = sum(only_nn(p) for p in round_problems(group))
+                    valid = int(row["repeats"]) - len(group)
+                    if replaced(nn, len(group) - nn, valid, meta.min_repeats):
+                        warnings.extend(f"{t} (replaced)" for t in _round_failures(group))
+                    else:
+                        failures.extend(_round_failures(group))
                 metric, spread = primary.get((cid, conc), ("input_tps",
                                                             float(row["tps_spread_pct"])))
                 if spread > limit:

@@ -4,18 +4,22 @@ it ends, the warm-up of a boot's first round, and where a round's time goes."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+from pytest_ppsweep.folder.runfolder import RunJson
 from pytest_ppsweep.matrix.model import Workload
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.completion import counts
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.phases import warmup_span
-from pytest_ppsweep.results.objective import objective_of
+from pytest_ppsweep.results.objective import higher_is_better, objective_of
+from pytest_ppsweep.results.replace import missed_nn, replacement_for
 from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS, more_rounds
+from pytest_ppsweep.results.stats import Rule, more_rounds_to_decide
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
@@ -49,9 +53,18 @@ class Rounds:
         repeat = 0
         while True:
             repeat += 1
-            if repeat > repeats:
+            # A round that missed N/N is kept with its errors and replaced once while the
+            # layout is up (results/replace.py); a second failure at the point excludes it.
+            failed = self._failed_rounds(cfg.id, concurrency)
+            replacing = replacement_for(failed, repeat, repeats)
+            if replacing is not None:
+                self.ctx.progress(f"{cfg.id} C={concurrency}: round {repeat} replaces "
+                                  f"{replacing}")
+            elif repeat > repeats + min(len(failed), 1):
                 # Adaptive repeats, decided while the layout is up: one more round while the
-                # point's spread is over the limit (results/spread.py), up to max_repeats.
+                # point's spread is over the limit (results/spread.py), or, with [compare]
+                # sequential, while a comparison it takes part in is undecided
+                # (results/stats.more_rounds_to_decide), up to max_repeats.
                 why = self._more_rounds(cfg.id, concurrency, workload, repeats, cap)
                 if why is None:
                     break
@@ -113,6 +126,7 @@ class Rounds:
                     "simulated": booted.topology.simulated,
                     "reused": False,
                     "extra": repeat > repeats,
+                    "boot": _boot_id(booted.service.boot_token),
                 }
             )
             self.ctx.progress(
@@ -129,24 +143,59 @@ class Rounds:
 
     def _more_rounds(self, config_id: str, concurrency: int, workload: Workload,
                      repeats: int, cap: int) -> str | None:
-        """Why the point needs one more round (its spread over the threshold, fewer than
-        ``cap`` rounds), from its valid rounds in results.csv (a resumed run's kept rounds
-        too), or None. Only under the strict spread rule: with ``spread_rule = "warn"`` a spread
-        over the limit is a warning, and no extra round is needed to make it hold."""
-        if self.ctx.sweep.spread_rule != "fail":
+        """Why the point needs one more round, from the valid rounds in results.csv (a resumed
+        run's kept rounds too), or None: its spread over the threshold, fewer than ``cap``
+        rounds (only under the strict spread rule: with ``spread_rule = "warn"`` a spread over
+        the limit is a warning, and no extra round is needed to make it hold); or, with
+        ``[compare] sequential``, a comparison with a point of the same workload measured
+        earlier is undecided and could still be decided by ``cap``."""
+        objective = objective_of(json.loads(json.dumps(workload.as_json())))
+        metric = objective[0]
+        measured = self._valid_values(metric, concurrency)
+        values = measured.pop(config_id, [])
+        if self.ctx.sweep.spread_rule == "fail":
+            why = more_rounds(values, repeats, self.ctx.sweep.spread_threshold * 100.0, cap,
+                              keep=self.ctx.sweep.min_repeats)
+            if why is not None:
+                return why
+        if not self.ctx.sweep.compare_sequential:
             return None
-        metric = objective_of(json.loads(json.dumps(workload.as_json())))[0]
-        values = []
+        same = {c.id for c in self.ctx.sweep.configs
+                if self.ctx.sweep.workload_of(c) == workload and c.id != config_id}
+        rivals = {cid: v for cid, v in measured.items() if cid in same}
+        tried = {str(row.get("config_id")) for row in self.ctx.store.result_rows()
+                 if str(row.get("concurrency")) == str(concurrency)}
+        chosen = RunJson(self.ctx.store).read().get("selected")
+        if isinstance(chosen, dict):  # this run's points at this C (-k, --ppsweep-config)
+            same = {cid for cid in same if concurrency in (chosen.get(cid) or ())}
+        later = len(same - tried)  # still to measure at this C
+        rule = Rule(alpha=self.ctx.sweep.compare_alpha,
+                    min_effect_pct=self.ctx.sweep.compare_min_effect_pct,
+                    first_look=repeats, last_look=cap)
+        return more_rounds_to_decide(values, rivals, higher_is_better(metric), rule,
+                                     family=max(1, len(rivals)) * len(workload.concurrency),
+                                     tie_break=len(objective) > 1, later=later)
+
+    def _valid_values(self, metric: str, concurrency: int) -> dict[str, list[float]]:
+        """Every point's valid rounds of ``metric`` at ``concurrency`` so far (results.csv, a
+        resumed run's kept rounds too), in round order."""
+        out: dict[str, list[float]] = {}
         for row in self.ctx.store.result_rows():
-            if row.get("config_id") != config_id or str(row.get("concurrency")) != str(
-                    concurrency) or not counts(row):
+            if str(row.get("concurrency")) != str(concurrency) or not counts(row):
                 continue
             try:
-                values.append(float(row.get(metric) or "nan"))
+                value = float(row.get(metric) or "nan")
             except ValueError:
                 continue
-        return more_rounds(values, repeats, self.ctx.sweep.spread_threshold * 100.0, cap,
-                           keep=self.ctx.sweep.min_repeats)
+            if value == value:
+                out.setdefault(str(row.get("config_id")), []).append(value)
+        return out
+
+    def _failed_rounds(self, config_id: str, concurrency: int) -> list[int]:
+        """The repeats of this point that missed N/N so far (results.csv)."""
+        return [int(str(row.get("repeat"))) for row in self.ctx.store.result_rows()
+                if row.get("config_id") == config_id
+                and str(row.get("concurrency")) == str(concurrency) and missed_nn(row)]
 
     def _skip_third(self, config_id: str, concurrency: int,
                     results: list[RoundResult]) -> str | None:
@@ -196,6 +245,12 @@ class Rounds:
             f"{cid}: layout dead: {reason}; round c{concurrency} r{repeat}/{repeats} aborted\n"
             f"{booted.service.evidence()}"
         ) from None
+
+
+def _boot_id(token: str) -> str:
+    """The results.csv ``boot`` of a round: a digest of its boot's token ("" without one),
+    prefixed so that no reader takes it for a number."""
+    return "boot-" + hashlib.sha256(token.encode()).hexdigest()[:12] if token else ""
 
 
 def _fmt(value: float | None) -> str:

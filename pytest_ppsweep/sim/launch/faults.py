@@ -25,6 +25,10 @@ SGLang would; the other ranks then lose their connection to rank 0 and exit too.
 ``fail_requests=F``      a seeded fraction ``F`` of requests fail on rank 0: non-streaming ones
                          with HTTP 500 ``{"error": {...}}``; streaming ones either with HTTP 500
                          or with an error object inside the 200 stream (seeded coin).
+``fail_request_n=N``     the ``N``-th request rank 0 receives (from 1, counting every request
+                         of the boot, warm-up ones included) fails with HTTP 500, and no other
+                         (repeat the item for more): one round misses N/N once, deterministically
+                         (the replacement round of results/replace.py then succeeds).
 ``wrong_topology``       ``/server_info`` reports a different tp/pp/ep than launched.
 ``never_join=R``         rank ``R`` never reaches the rendezvous; rank 0 fails after the
                          distributed timeout (``--dist-timeout`` or 600 emulated seconds).
@@ -56,6 +60,7 @@ KNOWN = {
     "watchdog_hang": None,
     "crash_mid_bench": True,
     "fail_requests": True,
+    "fail_request_n": True,
     "wrong_topology": False,
     "never_join": True,
     "slow_start": True,

@@ -109,6 +109,7 @@ class Engine:
         fail_fraction: float,
         seed: int,
         on_finished: Callable[[int], None] | None = None,
+        fail_nth: frozenset[int] = frozenset(),
     ) -> None:
         self.sched = sched
         self.tb = tb
@@ -116,6 +117,8 @@ class Engine:
         self.vocab = vocab
         self.metrics = metrics
         self.fail_fraction = fail_fraction
+        self.fail_nth = fail_nth  # the requests (1-based, in order received) that fail
+        self._drawn = 0
         self._rng = random.Random(seed ^ 0x5EED)
         self._on_finished = on_finished
         self.completed = 0
@@ -123,6 +126,9 @@ class Engine:
 
     def draw_failure(self) -> str | None:
         """Seeded fault decision for a new request: None, ``"http"`` or ``"stream"``."""
+        self._drawn += 1
+        if self._drawn in self.fail_nth:
+            return "http"
         if self.fail_fraction <= 0 or self._rng.random() >= self.fail_fraction:
             return None
         return "http" if self._rng.random() < 0.5 else "stream"

@@ -85,6 +85,7 @@ async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
         log=rp.slog.first,
     )
     fail = rp.faults.get("fail_requests")
+    nth = frozenset(int(f.number()) for f in rp.faults.faults if f.name == "fail_request_n")
     state = ServerState(cfg=cfg, tb=rp.tb, log=rp.log, slog=rp.slog, created_unix=int(time.time()))
     engine = Engine(
         sched,
@@ -94,6 +95,7 @@ async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
         fail_fraction=fail.number() if fail else 0.0,
         seed=cfg.settings.seed,
         on_finished=lambda n: _on_finished(rp, engine, n),
+        fail_nth=nth,
     )
     state.engine = engine
     scheduler_e2e = plan.dist_init_s + plan.load_s + plan.kv_alloc_s + plan.graph_s

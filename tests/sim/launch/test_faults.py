@@ -114,6 +114,16 @@ def test_fail_requests(cluster: ClusterFactory) -> None:
     assert info["ppsweep_sim"]["faults"] == ["fail_requests=0.5"]
 
 
+def test_fail_request_n_fails_that_request_alone(cluster: ClusterFactory) -> None:
+    faults = "fail_request_n=3,fail_request_n=5"
+    c = cluster(1, ["--tp-size", "2"], env={"PPSWEEP_SIM_FAULTS": faults})
+    c.wait_healthy(20)
+    statuses = [http("POST", c.base_url + "/generate",
+                     {"input_ids": [1] * 16, "sampling_params": {"max_new_tokens": 1}})[0]
+                for _ in range(6)]
+    assert statuses == [200, 200, 500, 200, 500, 200]
+
+
 def test_wrong_topology(cluster: ClusterFactory) -> None:
     c = cluster(2, PP2, env={"PPSWEEP_SIM_FAULTS": "wrong_topology"})
     c.wait_healthy(20)
