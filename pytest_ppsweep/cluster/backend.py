@@ -148,6 +148,11 @@ class Backend:
             return [f"each command runs in a container of image {sweep.image} on its node"]
         return []
 
+    def dry_run_point_lines(self, config_id: str, nodes: Sequence[str]) -> list[str]:
+        """What the dry run says this kind runs to start one point's ranks on ``nodes`` (node
+        names, in node-rank order) beyond each node's command: nothing for kinds that start
+        each rank's command itself."""
+        return []
 
     def flag_check_line(self) -> str | None:
         """The dry run's word on the server-flag check where the dry run itself cannot make it

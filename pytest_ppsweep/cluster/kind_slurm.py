@@ -4,6 +4,7 @@ that image through Pyxis (:class:`SlurmPyxisBackend`)."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +13,16 @@ from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.slurm import SlurmLauncher, SlurmNodeHost, resolve
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+from pytest_ppsweep.redact import redact_argv
+
+RUN_ID_PLACEHOLDER = "<run-id>"
+JOBID_PLACEHOLDER = "<jobid>"
+_RUN_SENTINEL = "RUNIDSENTINEL"
+
+
+def _placeholder_run(name: str) -> str:
+    """A job or step name (cluster/slurm.job_name's) with the run id shown as a placeholder."""
+    return name.replace(_RUN_SENTINEL, RUN_ID_PLACEHOLDER, 1)
 
 
 class SlurmBackend(Backend):
@@ -48,6 +59,45 @@ class SlurmBackend(Backend):
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         return ("module", "paths", "gpus", "ports")
 
+    def dry_run_lines(self, sweep: Sweep) -> list[str]:
+        """Where the Slurm commands run, and the allocation: the run's ``salloc`` line (the
+        run id and the granted job id are placeholders), or the job it takes."""
+        from pytest_ppsweep.cluster.slurm import job_name, salloc_argv
+
+        c = self.cluster
+        where = (f"on login node {c.slurm_login} over SSH" if c.slurm_login
+                 else "on this machine")
+        lines = [f"Slurm commands run {where}"]
+        if c.slurm_jobid:
+            lines.append(f"allocation: job {c.slurm_jobid} is taken as it is (no salloc); its "
+                         "nodes replace node0… below")
+        else:
+            name = _placeholder_run(job_name(_RUN_SENTINEL, c.name))
+            argv = salloc_argv(c, name, f"ppsweep run {RUN_ID_PLACEHOLDER}")
+            lines.append(f"allocation: {shlex.join(redact_argv(argv))}")
+            lines.append(f"  (held until the run ends; its {len(c.hosts)} nodes replace "
+                         f"node0…node{len(c.hosts) - 1} below, its job id {JOBID_PLACEHOLDER})")
+        lines += self._image_lines()
+        return lines
+
+    def _image_lines(self) -> list[str]:
+        return []
+
+    def dry_run_point_lines(self, config_id: str, nodes: Sequence[str]) -> list[str]:
+        """The point's one step: its ``srun`` line (each task runs the node line of its
+        ``SLURM_NODEID``, given to it in the step's environment, never on the command line)."""
+        from dataclasses import replace
+
+        from pytest_ppsweep.cluster.slurm import job_name, srun_step_argv
+
+        c = self.cluster
+        jobbed = c if c.slurm_jobid else replace(c, slurm_jobid=JOBID_PLACEHOLDER)
+        name = _placeholder_run(job_name(_RUN_SENTINEL, config_id, "RANDOM")).replace(
+            "RANDOM", "<random>")
+        argv = redact_argv(srun_step_argv(jobbed, name, nodes))
+        return [f"  step: {shlex.join(argv)}",
+                "    (task k runs node k's line below, with its environment)"]
+
 
 class SlurmPyxisBackend(SlurmBackend):
     """Slurm steps in ``container_image`` through Pyxis."""
@@ -55,6 +105,13 @@ class SlurmPyxisBackend(SlurmBackend):
     flags_unchecked = ("the server module is in the container image, which only a step opens "
                        "(Pyxis); the preflight checks Pyxis itself, and a flag mistake fails at "
                        "boot")
+
+    def _image_lines(self) -> list[str]:
+        c = self.cluster
+        mounts = f", mounts {', '.join(c.mounts)}" if c.mounts else ""
+        return [f"Pyxis: each step runs in image {c.container_image}{mounts} (srun "
+                "--container-image); the preflight checks that srun --help offers "
+                "--container-image"]
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         # the module lives in the image, which only a step can open: Pyxis is checked (once,

@@ -31,12 +31,13 @@ from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
+from pytest_ppsweep.measure.slosearch import Search, load_text
 from pytest_ppsweep.planner.data import PlannerError
 from pytest_ppsweep.planner.fitting import load_fitted
 from pytest_ppsweep.pool.balance import earlier_runs, expected_durations, outside_layouts_s
 
 __all__ = ["SEEDS", "ClusterTime", "Reference", "boots_line", "cluster_time", "dry_run_lines",
-           "fitted_profile"]
+           "fitted_profile", "slo_probe_lines"]
 
 
 @dataclass(frozen=True)
@@ -177,19 +178,73 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines = [f"ppsweep dry run of {sweep.path} on cluster {cluster.name!r} ({cluster.kind}, "
              f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); nothing is started, "
              "connected or written"]
-    lines += backend_of(cluster).dry_run_lines(sweep)
+    backend = backend_of(cluster)
+    lines += backend.dry_run_lines(sweep)
     for cfg in configs:
         cs = sorted((concurrencies or {}).get(cfg.id) or sweep.workload_of(cfg).concurrency)
         lines.append(f"{cfg.id}: PP/TP/EP {cfg.label} at C = {', '.join(map(str, cs))}")
-        for spec in rank_specs(sweep, cluster, cfg):
+        specs = rank_specs(sweep, cluster, cfg)
+        lines += backend.dry_run_point_lines(cfg.id, [s.host for s in specs])
+        for spec in specs:
             lines.append(f"  node{spec.node_rank} {spec.host} ({spec.address}): "
                          f"{spec.command_line()}")
+    lines += slo_probe_lines(sweep, configs)
     lines.append(boots_line(configs))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
-    flags = backend_of(cluster).flag_check_line()
+    flags = backend.flag_check_line()
     if flags is not None:  # never silently skipped: where it is made, or why it cannot be
         lines.append(flags)
+    return lines
+
+
+def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
+    """The SLO search's probes per workload with an SLO (test_slo, after a point's rounds): the
+    probes the policy (measure/slosearch.py) takes whatever the results, the rule of the rest,
+    and their request counts."""
+    by_workload: dict[str, list[str]] = {}
+    for cfg in configs:
+        if sweep.workload_of(cfg).slo is not None:
+            by_workload.setdefault(cfg.workload or "default", []).append(cfg.id)
+    lines: list[str] = []
+    for name, ids in by_workload.items():
+        cfg = next(c for c in configs if c.id == ids[0])
+        w = sweep.workload_of(cfg)
+        slo = w.slo
+        assert slo is not None
+        integer = slo.search == "concurrency"
+        unit = "req/s" if slo.search == "rate" else "C"
+
+        def load(value: float, integer: bool = integer, unit: str = unit) -> str:
+            return f"{load_text(value, integer)} {unit}"
+
+        n = w.num_requests
+        how = (f"{n} requests at that rate (open loop"
+               + (f", at most {slo.max_concurrency} in flight)" if slo.max_concurrency else ")")
+               if slo.search == "rate" else f"{n} requests at that concurrency")
+        first_mid = Search(slo.low, slo.high, slo.precision, slo.max_probes, w.repeats,
+                           integer=integer)
+        first_mid.next()
+        first_mid.record(slo.low, True)
+        first_mid.next()
+        first_mid.record(slo.high, False)
+        mid = first_mid.next()
+        rounds = slo.max_probes + w.repeats - 1
+        lines += [
+            f"SLO search of workload {name!r} ({slo.text()}) on each of {len(ids)} point(s) "
+            f"({', '.join(ids)}), after its rounds; each probe sends {how}:",
+            f"  probe 1: {load(slo.low)} (the minimum; outside the SLO: the search ends, "
+            "\"below min\")",
+            f"  probe 2: {load(slo.high)} (the maximum; within the SLO: the search ends, "
+            "\"at least max\")",
+            f"  probes 3-{slo.max_probes}: bisection of the bracket"
+            + (f" (first {load(mid[0])})" if mid is not None else "")
+            + f" until it is {load(slo.precision)} narrow or {slo.max_probes} probes are spent",
+            f"  then {w.repeats - 1} repeat(s) at the load found ({w.repeats} rounds in all)",
+            f"  requests per point: {n} to {rounds * n} ({rounds} rounds of {n}: "
+            f"{slo.max_probes} probes + {w.repeats - 1} repeats), more when a repeat falls "
+            "outside the SLO and the search goes on below it",
+        ]
     return lines
 
 

@@ -95,3 +95,114 @@ def test_a_docker_cluster_names_the_image(tmp_path: Path) -> None:
     lines = dry_run_lines(sweep, sweep.cluster("pro6000"), sweep.configs[:1], tmp_path)
     assert lines[1] == f"each command runs in a container of image {sweep.image} on its node"
     assert lines[3].startswith("  node0 601 (174.1.60.1): env ")
+
+
+def test_the_slo_search_probes_are_listed_with_their_requests(tmp_path: Path) -> None:
+    """slo.toml: the fixed probes (min, max), the bisection's first midpoint (geometric: the
+    range spans 40×), the repeats, and each probe's requests; no SLO, no such lines."""
+    sweep = load(REPO / "test_matrix" / "slo.toml")
+    lines = dry_run_lines(sweep, sweep.cluster(None), sweep.configs, tmp_path / "reports")
+    i = lines.index(
+        "SLO search of workload 'default' (TTFT p50 ≤ 5 s) on each of 5 point(s) (pp1-tp32-ep4, "
+        "pp2-tp16-ep4, pp4-tp8-ep4, pp8-tp4-ep4, pp16-tp2-ep2), after its rounds; each probe "
+        "sends 40 requests at that rate (open loop):")
+    assert lines[i + 1:i + 6] == [
+        '  probe 1: 0.05 req/s (the minimum; outside the SLO: the search ends, "below min")',
+        '  probe 2: 2 req/s (the maximum; within the SLO: the search ends, "at least max")',
+        "  probes 3-8: bisection of the bracket (first 0.316 req/s) until it is 0.05 req/s "
+        "narrow or 8 probes are spent",
+        "  then 2 repeat(s) at the load found (3 rounds in all)",
+        "  requests per point: 40 to 400 (10 rounds of 40: 8 probes + 2 repeats), more when a "
+        "repeat falls outside the SLO and the search goes on below it",
+    ]
+    assert lines[i + 6].startswith("boots: ")
+    seed = load(SEED)
+    assert not any(line.startswith("SLO search") for line in dry_run_lines(
+        seed, seed.cluster(None), seed.configs, tmp_path / "reports"))
+
+
+def test_the_probes_first_midpoint_is_the_policys(tmp_path: Path) -> None:
+    """A concurrency search rounds its midpoint down (2…9: the geometric midpoint, √18 = 4.24
+    → 4), as the policy does: the dry run asks the policy itself."""
+    text = (REPO / "test_matrix" / "slo.toml").read_text()
+    text = replace_once(text, 'search = "rate"  ', 'search = "concurrency"  ')
+    text = replace_once(text, "min = 0.05  ", "min = 2  ")
+    text = replace_once(text, "max = 2.0\n", "max = 9\n")
+    text = replace_once(text, "precision = 0.05  ", "precision = 1  ")
+    path = tmp_path / "slo.toml"
+    path.write_text(text.replace('extends = "cluster.toml"',
+                                 f'extends = "{REPO / "test_matrix" / "cluster.toml"}"'))
+    sweep = load(path)
+    lines = dry_run_lines(sweep, sweep.cluster(None), sweep.configs[:1], tmp_path / "reports")
+    assert "  probe 1: 2 C (the minimum; outside the SLO: the search ends, \"below min\")" in lines
+    assert ("  probes 3-8: bisection of the bracket (first 4 C) until it is 1 C narrow or 8 "
+            "probes are spent") in lines
+    assert any(line.endswith("each probe sends 40 requests at that concurrency:")
+               for line in lines)
+
+
+SLURM_SWEEP = """
+[sweep]
+name = "s"
+model_path = "/models/m"
+cluster = "gpu"
+
+[[configs]]
+pp = 2
+tp = 8
+
+[workload]
+input_len = 16
+output_len = 1
+concurrency = [1]
+num_requests = 2
+
+[clusters.gpu]
+kind = "slurm"
+nodes = 2
+gpus_per_node = 8
+partition = "h200"
+time = "02:00:00"
+salloc_options = ["--exclusive"]
+srun_options = ["--mpi=none"]
+python = "/shared/venv/bin/python"
+env = { HF_TOKEN = "hf_secret-value-123" }
+"""
+
+
+def test_a_slurm_dry_run_prints_its_salloc_and_srun_lines(tmp_path: Path) -> None:
+    """The allocation's salloc and each point's srun step, as cluster/slurm.py builds them (run
+    id and job id as placeholders), from the kind's Backend; with container_image, Pyxis's."""
+    path = tmp_path / "ppsweep.toml"
+    path.write_text(SLURM_SWEEP)
+    sweep = load(path)
+    cluster = sweep.clusters["gpu"]
+    lines = dry_run_lines(sweep, cluster, sweep.configs, tmp_path / "reports")
+    assert lines[1:6] == [
+        "Slurm commands run on this machine",
+        "allocation: salloc --no-shell --job-name 'ppsweep-<run-id>+gpu' --comment 'ppsweep "
+        "run <run-id>' --nodes 2 --partition h200 --time 02:00:00 --gpus-per-node 8 --exclusive",
+        "  (held until the run ends; its 2 nodes replace node0…node1 below, its job id <jobid>)",
+        "pp2-tp8-ep1: PP/TP/EP 2 / 8 / 1 at C = 1",
+        "  step: srun --overlap --jobid '<jobid>' --job-name 'ppsweep-<run-id>+pp2-tp8-ep1+"
+        "<random>' --export ALL --quiet --nodes 2 --ntasks-per-node 1 --ntasks 2 --nodelist "
+        "node0,node1 --label --kill-on-bad-exit=0 --mpi=none sh -c 'eval \"$PPSWEEP_STEP_SCRIPT\"'",
+    ]
+    assert lines[7].startswith("  node0 node0 (slurm-node0): env HF_TOKEN=")
+    assert "hf_secret-value-123" not in "\n".join(lines)
+    # a job taken as it is, on a login node, in an image through Pyxis
+    taken = replace(cluster, slurm_jobid="4242", slurm_login="login1",
+                    container_image="nvcr.io#lmsysorg/sglang:v0.5.23",
+                    mounts=("/data/hf_models:/models:ro",))
+    lines = dry_run_lines(sweep, taken, sweep.configs, tmp_path / "reports")
+    assert lines[1:4] == [
+        "Slurm commands run on login node login1 over SSH",
+        "allocation: job 4242 is taken as it is (no salloc); its nodes replace node0… below",
+        "Pyxis: each step runs in image nvcr.io#lmsysorg/sglang:v0.5.23, mounts "
+        "/data/hf_models:/models:ro (srun --container-image); the preflight checks that srun "
+        "--help offers --container-image",
+    ]
+    step = lines[5]
+    assert step.startswith("  step: srun --overlap --jobid 4242 ")
+    assert ("--container-image 'nvcr.io#lmsysorg/sglang:v0.5.23' --container-mounts "
+            "/data/hf_models:/models:ro --mpi=none") in step
