@@ -12,7 +12,6 @@ error).
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from pytest_ppsweep.cluster.nodeinfo import docker_for
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.axes import UNSET
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
-from pytest_ppsweep.matrix.schema import PLUGIN_OWNED_FLAGS, shown_value
+from pytest_ppsweep.matrix.schema import PLUGIN_OWNED_FLAGS, did_you_mean, shown_value
 
 __all__ = ["ARGS_SCRIPT", "ServerFlags", "check", "parse_dump", "read_in_image"]
 
@@ -156,16 +155,14 @@ def check(sweep: Sweep, flags: ServerFlags) -> list[str]:
         where = _where(sweep, cfg, key)
         option = _option(key)
         if option.replace("_", "-") not in flags.options:
-            near = difflib.get_close_matches(key.replace("-", "_"), names, n=1)
-            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            hint = did_you_mean(key.replace("-", "_"), names)
             problems.setdefault(where, (
                 f"{sweep.file_of(where)}: key '{where}': expected a flag of {flags.module}{hint}, "
                 f"found {option}, which its argument parser does not accept"))
             continue
         allowed = flags.choices.get(option.replace("_", "-"))
         if allowed and not isinstance(value, bool) and value != UNSET and str(value) not in allowed:
-            near = difflib.get_close_matches(str(value), allowed, n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(str(value), allowed)
             choices = ", ".join(map(repr, allowed))
             problems.setdefault(f"{where}={value}", (
                 f"{sweep.file_of(where)}: key '{where}': expected one of {choices} "

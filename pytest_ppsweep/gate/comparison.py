@@ -19,7 +19,6 @@ is listed, never skipped.
 from __future__ import annotations
 
 import csv
-import difflib
 import html
 import io
 import math
@@ -33,6 +32,7 @@ import pandas as pd
 
 from pytest_ppsweep.folder.runfolder import GATE_CSV as GATE_CSV
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
+from pytest_ppsweep.matrix.schema import did_you_mean
 from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
 from pytest_ppsweep.results.aggregate import RunData, round_problems
 from pytest_ppsweep.results.noise import noise_pct
@@ -117,8 +117,7 @@ def _parse_one(token: str) -> Threshold:
     if not sep or not value.strip():
         raise ThresholdError(f"threshold {token!r}: expected METRIC:±N% (e.g. input_tps:-3%)")
     if name not in METRICS:
-        near = difflib.get_close_matches(name, list(METRICS), n=1)
-        hint = f" (did you mean {near[0]}?)" if near else ""
+        hint = did_you_mean(name, list(METRICS), quote=False)
         raise ThresholdError(f"threshold {token!r}: unknown metric {name!r}{hint}; expected one "
                              f"of {', '.join(METRICS)}")
     raw = value.strip().removesuffix("%").strip()

@@ -48,6 +48,7 @@ from pytest_ppsweep.matrix.schema import (
     PLUGIN_OWNED_FLAGS,
     MatrixError,
     Reader,
+    did_you_mean,
     shown_value,
 )
 
@@ -264,6 +265,12 @@ def expand(
     rules = _rules(top, "exclude", names)
     includes = _rules(top, "include", names)
     wl = list(workloads) if len(workloads) > 1 else [""]
+    for j, rule in enumerate(rules):
+        w = rule.get("workload")
+        if w is not None and str(w) not in workloads:
+            raise MatrixError(f"{path}: key 'exclude[{j}].workload': expected one of "
+                              f"{', '.join(repr(x) for x in workloads)}, found {shown_value(w)}"
+                              f"{did_you_mean(str(w), list(workloads))}")
     layout = [a for a in axes if a.kind == "layout"]
     if not configs and not {"pp", "tp"} <= {a.name for a in layout} and not includes:
         raise MatrixError(f"{path}: key 'configs': expected at least one [[configs]] (or "
@@ -309,7 +316,8 @@ def expand(
         w = str(rule.get("workload", wl[0]))
         if w not in wl:
             raise MatrixError(f"{path}: key '{where}.workload': expected one of "
-                              f"{', '.join(repr(x) for x in wl if x)}, found {shown_value(w)}")
+                              f"{', '.join(repr(x) for x in wl if x)}, found {shown_value(w)}"
+                              f"{did_you_mean(w, [x for x in wl if x])}")
         pt = _point(Config(pp=1, tp=1, ep=1, order=len(points)), axes, values)
         pt = replace(pt, server={k: v for k, v in pt.server.items()}, env=dict(pt.env))
         point = _finish(path, pt, axes, values, w, len(product) + j, where,

@@ -5,7 +5,6 @@ downstream reads these and never the TOML."""
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import math
@@ -19,6 +18,7 @@ from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec
 from pytest_ppsweep.matrix.expectspec import Expectation, expectation_for
 from pytest_ppsweep.matrix.schema import (
     MatrixError,
+    did_you_mean,
 )
 from pytest_ppsweep.matrix.slospec import SloSpec
 
@@ -128,8 +128,12 @@ class Config:
     def matches(self, selector: str) -> bool:
         """Exact selection: the full id, or the layout as ``ppN``, ``ppN-tpM`` or
         ``ppN-tpM-epK`` (every axis point and workload of it); never a substring."""
+        return selector in self.selectors()
+
+    def selectors(self) -> tuple[str, ...]:
+        """Every name that selects this point: its id, ``ppN``, ``ppN-tpM``, its layout id."""
         parts = self.layout_id.split("-")
-        return selector in (self.id, parts[0], "-".join(parts[:2]), self.layout_id)
+        return (self.id, parts[0], "-".join(parts[:2]), self.layout_id)
 
 
 def server_key(config: Config) -> str:
@@ -162,6 +166,13 @@ def select(configs: Iterable[Config], selector: str) -> list[Config]:
     layout it names (:meth:`Config.matches`)."""
     configs = list(configs)
     return [c for c in configs if c.id == selector] or [c for c in configs if c.matches(selector)]
+
+
+def unknown_selector(configs: Iterable[Config], selector: str) -> str:
+    """The did-you-mean of a selector that names no point: the closest of every point's names
+    (:meth:`Config.selectors`), "" when none is close."""
+    names = [name for c in configs for name in c.selectors()]
+    return did_you_mean(selector, list(dict.fromkeys(names)))
 
 
 @dataclass(frozen=True)
@@ -315,8 +326,7 @@ class Sweep:
         came from when not from the sweep file (``--ppsweep-cluster``): the error names it."""
         chosen = name or self.default_cluster
         if chosen not in self.clusters:
-            near = difflib.get_close_matches(chosen, list(self.clusters), n=1)
-            hint = f" (did you mean {near[0]!r}?)" if near else ""
+            hint = did_you_mean(chosen, list(self.clusters))
             where = (f"{source}: unknown cluster {chosen!r}{hint}; expected one of the "
                      f"clusters of {self.path}: " if source else
                      f"{self.path}: key 'sweep.cluster': unknown cluster {chosen!r}{hint}; "

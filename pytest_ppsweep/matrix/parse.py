@@ -30,6 +30,7 @@ from pytest_ppsweep.matrix.model import (
     Workload,
     file_of,
     select,
+    unknown_selector,
 )
 from pytest_ppsweep.matrix.schema import (
     CLUSTER_KEYS,
@@ -47,6 +48,7 @@ from pytest_ppsweep.matrix.schema import (
     WORKLOAD_KEYS,
     MatrixError,
     Reader,
+    did_you_mean,
     shown_value,
 )
 from pytest_ppsweep.matrix.slospec import SloSpec, read_rate, read_slo
@@ -151,7 +153,10 @@ def _read(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise MatrixError(f"{path}: sweep file not found") from None
+        siblings = sorted(p.name for p in path.parent.glob("*.toml")) \
+            if path.parent.is_dir() else []
+        raise MatrixError(f"{path}: sweep file not found{did_you_mean(path.name, siblings)}"
+                          ) from None
     except UnicodeDecodeError as exc:
         line = path.read_bytes()[: exc.start].count(b"\n") + 1
         raise MatrixError(
@@ -244,12 +249,13 @@ def _build(top: Reader, path: Path) -> Sweep:
         raise MatrixError(
             f"{path}: key 'sweep.baseline': expected the id of one configuration in the sweep "
             f"({', '.join(c.id for c in configs)}), found {baseline_sel!r}"
+            f"{unknown_selector(configs, baseline_sel) if not base else ''}"
         )
     default_cluster = sw.text("cluster", default=next(iter(clusters)))
     if default_cluster not in clusters:
         raise MatrixError(
             f"{path}: key 'sweep.cluster': expected one of {', '.join(clusters)}, "
-            f"found {default_cluster!r}"
+            f"found {default_cluster!r}{did_you_mean(default_cluster, list(clusters))}"
         )
     return Sweep(
         path=path,
@@ -274,7 +280,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         thresholds=tuple(sw.str_list("thresholds", default=[])),
         profile=_profile(top, configs, workload) if "profile" in top.data else None,
         workloads=workloads if len(workloads) > 1 else {},
-        compare_baseline=_compare(top, axis_names),
+        compare_baseline=_compare(top, axis_names, configs),
         compare_alpha=_alpha(top),
         compare_min_effect_pct=_min_effect(top),
         compare_sequential=top.table("compare").flag("sequential", default=False),
@@ -347,7 +353,8 @@ def _workloads(top: Reader) -> dict[str, Workload]:
     return out
 
 
-def _compare(top: Reader, axis_names: tuple[str, ...]) -> dict[str, Any]:
+def _compare(top: Reader, axis_names: tuple[str, ...],
+             configs: tuple[Config, ...]) -> dict[str, Any]:
     tab = top.table("compare")
     tab.only(COMPARE_KEYS)
     base = tab.table("baseline")
@@ -355,7 +362,15 @@ def _compare(top: Reader, axis_names: tuple[str, ...]) -> dict[str, Any]:
         if key not in axis_names:
             raise MatrixError(
                 f"{top.path}: key 'compare.baseline.{key}': expected one of the sweep's axes "
-                f"({', '.join(axis_names) or 'none'}), found {key!r}")
+                f"({', '.join(axis_names) or 'none'}), found {key!r}"
+                f"{did_you_mean(key, axis_names)}")
+        values = list(dict.fromkeys(str(c.axes[key]) for c in configs if key in c.axes))
+        value = base.data[key]
+        if values and str(value) not in values:
+            raise MatrixError(
+                f"{top.path}: key 'compare.baseline.{key}': expected one of the values of axis "
+                f"{key} ({', '.join(values)}), found {shown_value(value)}"
+                f"{did_you_mean(str(value), values)}")
     return dict(base.data)
 
 

@@ -10,6 +10,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 N = TypeVar("N", int, float)
+
+
+def did_you_mean(name: str, choices: Sequence[str], quote: bool = True) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices`` to a name that is none of them
+    (difflib), "" when none is close: the one rule of every unknown-name error."""
+    near = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1)
+    if not near:
+        return ""
+    return f" (did you mean {near[0]!r}?)" if quote else f" (did you mean {near[0]}?)"
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 INT_LIMIT = 2**63  # TOML integers are 64-bit; tomllib reads any size
 
@@ -144,8 +154,7 @@ class Reader:
     def only(self, allowed: Sequence[str]) -> None:
         for key in self.data:
             if key not in allowed:
-                near = difflib.get_close_matches(key, allowed, n=1)
-                hint = f" (did you mean '{near[0]}'?)" if near else ""
+                hint = did_you_mean(key, allowed)
                 raise _matrix_error(
                     f"{self.path}: unknown key '{self._key(key)}'{hint}; expected one of "
                     f"{', '.join(allowed)}"

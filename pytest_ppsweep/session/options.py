@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_ppsweep.matrix.commspec import CommSpec
-from pytest_ppsweep.matrix.model import MatrixError, ProfileSpec, Sweep, select
+from pytest_ppsweep.matrix.model import MatrixError, ProfileSpec, Sweep, select, unknown_selector
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.matrix.schema import SPREAD_RULES
 from pytest_ppsweep.profile.collect import with_profile_mounts
@@ -321,9 +321,11 @@ def selected_ids(config: pytest.Config, sweep: Sweep) -> list[str]:
         return [c.id for c in sweep.configs]
     unknown = [s for s in selectors if not select(sweep.configs, s)]
     if unknown:
+        ids = [c.id for c in sweep.configs]
+        hints = unknown_selector(sweep.configs, unknown[0])
         raise pytest.UsageError(
-            f"--ppsweep-config: {', '.join(unknown)} matches no configuration of {sweep.path}; "
-            f"expected one of {', '.join(c.id for c in sweep.configs)} (or ppN, ppN-tpM)"
+            f"--ppsweep-config: {', '.join(unknown)} matches no configuration of {sweep.path}"
+            f"{hints}; expected one of {', '.join(ids)} (or ppN, ppN-tpM)"
         )
     chosen = {c.id for s in selectors for c in select(sweep.configs, s)}
     return [c.id for c in sweep.configs if c.id in chosen]
@@ -334,7 +336,10 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
     try:
         sweep = load(matrix, get(config, "ppsweep_cluster"), get(config, "ppsweep_image"))
     except MatrixError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        # a sweep file that is not there: say where its name came from
+        given = get(config, "ppsweep_matrix")
+        source = "--ppsweep-matrix: " if given and not matrix.is_file() else ""
+        raise pytest.UsageError(f"{source}{exc}") from None
     w = sweep.workload
     repeats = _number(config, "ppsweep_repeats", int)
     requests = _number(config, "ppsweep_requests", int)
