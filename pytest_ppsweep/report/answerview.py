@@ -13,7 +13,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.report.format import delta, num
+from pytest_ppsweep.report.format import delta, fit_table, num
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, NO_VALID_POINT, Answer, Evidence
 from pytest_ppsweep.results.objective import label
 from pytest_ppsweep.results.questions import NOISY_NOTE, PER_C_NOTE
@@ -123,25 +123,30 @@ def table_lines(a: Answer, width: int = 100) -> list[str]:
     if not a.table:
         return []
     concs = _concs(a)
-    vw = max([len(str(a.axis or "value")), *(len(_shown(r.get("value"))) for r in a.table)]) + 2
-    pw = max([5, *(len(str(r.get("point"))) for r in a.table)]) + 2
-    sw = max([5, *(len(_state(r)) for r in a.table)]) + 1
-    head = (f"    {a.axis or 'value'!s:<{vw}}{'point':<{pw}}{'state':<{sw}}{'headroom':>10}"
-            + "".join(f"{'Δ C=' + c:>10}" for c in concs) + "  verdict")
-    lines = [head]
+    titles = [str(a.axis or "value"), "point", "state", "headroom",
+              *(f"Δ C={c}" for c in concs), "verdict"]
+    rows: list[Sequence[str] | str] = []
+    base = ""
     for r in a.table:
         room = r.get("headroom_mib")
         deltas = r.get("delta_pct") or {}
-        cells = "".join(
-            f"{'base' if r.get('verdict') == 'baseline' else delta(deltas.get(c, math.nan)):>10}"
-            for c in concs)
-        line = (f"    {_shown(r.get('value')):<{vw}}{r.get('point')!s:<{pw}}{_state(r):<{sw}}"
-                f"{num(room, 0, ' MiB') if room is not None else 'n/a':>10}{cells}")
-        verdict = f"  {r.get('verdict')}"
-        # Nothing is cut: a verdict that does not fit the width goes on a line of its own.
-        lines += ([line + verdict] if len(line + verdict) <= width
-                  else [line, f"{'':6}verdict: {r.get('verdict')}"])
-    return lines
+        if r.get("verdict") == "baseline":
+            base = str(r.get("point"))
+        rows.append([
+            _shown(r.get("value")), str(r.get("point")), _state(r),
+            num(room, 0, " MiB") if room is not None else "n/a",
+            *("base" if r.get("verdict") == "baseline" else delta(deltas.get(c, math.nan))
+              for c in concs),
+            str(r.get("verdict"))])
+    # nothing is cut: a table wider than the terminal wraps (report/format.fit_table)
+    lines = fit_table(titles, rows, width, align="<<<>" + ">" * len(concs) + "<",
+                      indent="    ", key=2)
+    metric = label(a.objective[0]) if a.objective else "the objective"
+    vs = f"the base row ({base})" if base else "the base row"
+    legend = (f"(Δ C=n: % change of {metric} at concurrency n vs {vs}; headroom: GPU memory "
+              "left on the worst rank)")
+    return lines + textwrap.wrap(legend, width, initial_indent="    ",
+                                 subsequent_indent="      ", break_on_hyphens=False)
 
 
 def terminal_lines(answers: Sequence[Answer], width: int = 100) -> list[str]:

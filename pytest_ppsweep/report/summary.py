@@ -76,10 +76,12 @@ class Rendered:
     gate: list[str] = field(default_factory=list)
 
 
-def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> Rendered:
+def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
+           width: int = 100) -> Rendered:
     """The HTML and terminal summary of a run folder, from its analysis (the one
-    ``run.close`` computed, else made here) or the note that says why there is none. The
-    folder's other files are read once here and handed to every view."""
+    ``run.close`` computed, else made here) or the note that says why there is none; the
+    terminal's lines at most ``width`` wide (its tables wrap). The folder's other files are
+    read once here and handed to every view."""
     from pytest_ppsweep.report.html import html_summary
     from pytest_ppsweep.report.terminal import terminal_summary
     from pytest_ppsweep.results.aggregate import RunFolderError
@@ -96,12 +98,12 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> R
         comm = comm_html(files)
         slo = slo_html(files)  # an SLO search alone (-k slo) still answers
         return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, comm) if x)],
-                        [note, *slo_answer_lines(files), *slo_lines(files),
+                        [note, *slo_answer_lines(files, width), *slo_lines(files),
                          *comm_terminal(files)])
     data, summary, verdicts, rec = analysis
     return Rendered(
         html_summary(data, summary, verdicts, rec, files),
-        terminal_summary(summary, verdicts, rec, width=100) + slo_lines(files)
+        terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files)
         + planner_lines(files) + comm_terminal(files),
     )
 
@@ -111,12 +113,12 @@ def slo_html(run_dir: FolderSource) -> str:
     return sloview.html_section(run_dir)
 
 
-def slo_answer_lines(run_dir: FolderSource) -> list[str]:
+def slo_answer_lines(run_dir: FolderSource, width: int = 100) -> list[str]:
     """The Answers block of a run with no sweep summary (an SLO search alone, ``-k slo``): its
     SLO answers, as the Answers block shows every answer (report/answerview.py)."""
     from pytest_ppsweep.report.answerview import terminal_lines
 
-    return terminal_lines(answers_of(run_dir), width=100)
+    return terminal_lines(answers_of(run_dir), width=width)
 
 
 def slo_lines(run_dir: FolderSource) -> list[str]:

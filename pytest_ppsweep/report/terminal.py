@@ -1,60 +1,128 @@
-"""The sweep summary on the terminal: the medians table with deltas vs baseline and verdicts,
-then every INVALID reason and the Answers block, each line at most ``width`` wide. When the
-baseline is not in this run, one line says where its numbers come from (an earlier run) or that
-there are none, and then the table has no delta columns.
+"""The sweep summary on the terminal: per workload, the medians table in that workload's own
+metrics (prefill: Input TPS and TTFT; decode: output TPS, TPOT and ITL, results/objective.py)
+with its deltas and verdicts, then every INVALID reason and the Answers block, each line at
+most ``width`` wide (report/format.fit_table: a table that does not fit wraps; nothing is cut).
+
+Every Δ names the point it is measured against: the title when every row of the table is
+compared with one point, else a ``Δ vs <point>:`` line above the rows compared with it (an axis
+sweep compares each point with its own workload's and axis values' baseline layout). A legend
+under each table spells out its abbreviations. When the baseline is not in this run, one line
+says where its numbers come from (an earlier run) or that there are none, and then the table has
+no delta columns.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from pytest_ppsweep.report.answerview import terminal_lines
 from pytest_ppsweep.report.axisview import confounded_text
-from pytest_ppsweep.report.format import delta, num, records
+from pytest_ppsweep.report.format import delta, fit_table, num, records
 from pytest_ppsweep.results.aggregate import (
     Summary,
     layout_label,
 )
 from pytest_ppsweep.results.answers import Answer
+from pytest_ppsweep.results.objective import is_decode
 from pytest_ppsweep.results.verdict import Verdict
+
+
+def _seconds(value: Any) -> str:
+    return num(value, 2, " s")
+
+
+def _millis(value: Any) -> str:
+    try:
+        return num(float(value) * 1000.0, 1, " ms")
+    except (TypeError, ValueError):
+        return "n/a"
+
+
+@dataclass(frozen=True)
+class View:
+    """The columns of one kind of workload: (summary column, title, format) per value and
+    (delta column, title, metric) per delta, and what its other abbreviations mean."""
+
+    values: tuple[tuple[str, str, Callable[[Any], str]], ...]
+    deltas: tuple[tuple[str, str, str], ...]
+    abbreviations: str = ""
+
+    def legend(self, deltas: bool) -> str:
+        """The line under the table: every abbreviation of its header spelled out."""
+        parts = [self.abbreviations] if self.abbreviations else []
+        if deltas:
+            parts.append(f"{', '.join(t for _, t, _ in self.deltas)}: % change of "
+                         f"{', '.join(m for _, _, m in self.deltas)} vs the Δ point "
+                         "(base: that point)")
+        return "(" + "; ".join([*parts, "C: concurrency"]) + ")"
+
+
+PREFILL = View(
+    values=(("input_tps", "Input TPS", num), ("ttft_p50_s", "TTFT p50", _seconds),
+            ("ttft_p95_s", "TTFT p95", _seconds)),
+    deltas=(("tps_vs_base_pct", "ΔTPS", "Input TPS"), ("ttft_p50_vs_base_pct", "ΔTTFT",
+                                                       "TTFT p50")),
+)
+DECODE = View(
+    values=(("output_tps", "Out TPS", num), ("tpot_p50_s", "TPOT p50", _millis),
+            ("itl_p50_s", "ITL p50", _millis)),
+    deltas=(("output_tps_vs_base_pct", "ΔOut TPS", "Out TPS"), ("tpot_p50_vs_base_pct",
+                                                                "ΔTPOT", "TPOT p50")),
+    abbreviations="Out TPS: output tokens/s; TPOT: time per output token; ITL: inter-token "
+                  "latency",
+)
+def view_of(objective: str) -> View:
+    """A workload's view from its objective (``output_tps tpot_p50_s``): decode when it is
+    ranked by a decode metric first (results/objective.is_decode), else prefill."""
+    return DECODE if is_decode(str(objective or "").split()) else PREFILL
 
 
 def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
                      answers: Sequence[Answer], width: int = 100) -> list[str]:
-    """The medians table with deltas vs baseline and verdicts, then the **Answers** block
+    """The medians tables with deltas and verdicts, then the **Answers** block
     (report/answerview.py), every line at most ``width``."""
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
+    rows = records(summary.table)
     layouts = summary.table["layout"].astype(str)
     # Two configs may share a layout (other flags differ), or be an axis sweep's variants of
-    # one (their labels carry the variant): then the id, shown whole, tells them apart.
-    plain = [layout_label(r["pp"], r["tp"], r["ep"], "") for r in records(summary.table)]
+    # one (their labels carry the variant): then the id tells them apart.
+    plain = [layout_label(r["pp"], r["tp"], r["ep"], "") for r in rows]
     use_id = (layouts.nunique() != summary.table["config_id"].nunique()
               or any(label != p for label, p in zip(layouts, plain, strict=True)))
     deltas = not summary.no_deltas
-    # Axis points' ids (pp4-tp8-ep8-a2a_deepep) are shown whole, up to 34 characters.
-    col = min(max([14, *(len(str(c)) + 1 for c in summary.table["config_id"])]), 35) if (
-        use_id) else 14
-    head = (f"{'config' if use_id else 'PP/TP/EP':<{col}}{'C':>4}{'Input TPS':>11}{'TTFT p50':>10}"
-            f"{'TTFT p95':>10}" + (f"{'ΔTPS':>10}{'ΔTTFT':>10}" if deltas else "") + "  verdict")
+    blocks: dict[str, list[dict[str, Any]]] = {}
+    rank = {cid: i for i, cid in enumerate(summary.order)}
+    for r in sorted(rows, key=lambda r: rank.get(str(r["config_id"]), len(rank))):
+        blocks.setdefault(str(r.get("workload") or ""), [])
+    for r in rows:  # by C, then sweep order
+        blocks[str(r.get("workload") or "")].append(r)
+    several = len(blocks) > 1
+    lines: list[str] = []
     if summary.baseline_note:  # the baseline is not in this run: where its numbers come from
-        lines = ["PP/TP/EP sweep: medians over repeats"[:width],
-                 *_wrap(summary.baseline_note, width), head[:width]]
-    else:
-        lines = [f"PP/TP/EP sweep: medians over repeats, Δ vs baseline {summary.baseline}"[:width],
-                 head[:width]]
-    for r in records(summary.table):
-        v = by_key.get((str(r["config_id"]), int(r["concurrency"])))
-        name = str(r["config_id"] if use_id else r["layout"])
-        name = name if len(name) <= col - 1 else name[:col - 2] + "…"
-        base = r["config_id"] == summary.baseline
-        row = (f"{name:<{col}}{r['concurrency']:>4}{num(r['input_tps']):>11}"
-               f"{num(r['ttft_p50_s'], 2, ' s'):>10}{num(r['ttft_p95_s'], 2, ' s'):>10}"
-               + (f"{'base' if base else delta(r['tps_vs_base_pct']):>10}"
-                  f"{'base' if base else delta(r['ttft_p50_vs_base_pct']):>10}" if deltas else "")
-               + f"  {'n/a' if v is None else 'VALID' if v.valid else 'INVALID'}"
-               + _extra(r.get("extra_repeats")))
-        lines.append(row[:width])
+        lines += _wrap(summary.baseline_note, width)
+    for workload, block in blocks.items():
+        view = view_of(str(block[0].get("objective") or ""))
+        refs = list(dict.fromkeys(_ref(summary, r) for r in block)) if deltas else [""]
+        title = "PP/TP/EP sweep" + (f", workload {workload}" if several else "") + \
+            ": medians over repeats"
+        if deltas and len(refs) == 1 and refs[0]:
+            title += f", Δ vs baseline {refs[0]}" if refs[0] == summary.baseline else \
+                f", Δ vs {refs[0]}"
+        lines += _wrap(title, width)
+        titles = ["config" if use_id else "PP/TP/EP", "C", *(t for _, t, _ in view.values),
+                  *((t for _, t, _ in view.deltas) if deltas else ()), "verdict"]
+        body: list[Sequence[str] | str] = []
+        for ref in refs:
+            mine = [r for r in block if not deltas or _ref(summary, r) == ref]
+            if len(refs) > 1:
+                body.append(f"Δ vs {ref}:" if ref else "no point to compare with (no Δ):")
+            for r in mine:
+                body.append(_row(r, view, use_id, deltas, ref, by_key))
+        lines += fit_table(titles, body, width, align="<" + ">" * (len(titles) - 2) + "<")
+        lines += _wrap(view.legend(deltas), width)
     # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
     texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts
              if not v.valid or v.warnings]
@@ -62,6 +130,27 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     for text in texts:
         lines += _wrap(text, width)
     return lines + terminal_lines(answers, width)
+
+
+def _ref(summary: Summary, r: dict[str, Any]) -> str:
+    """The point a row's deltas are measured against (the run's baseline for a table built
+    without the comparisons)."""
+    if "vs_base_of" not in r:
+        return summary.baseline
+    ref = r.get("vs_base_of")
+    return "" if ref is None or (isinstance(ref, float) and ref != ref) else str(ref)
+
+
+def _row(r: dict[str, Any], view: View, use_id: bool, deltas: bool, ref: str,
+         by_key: dict[tuple[str, int], Verdict]) -> list[str]:
+    v = by_key.get((str(r["config_id"]), int(r["concurrency"])))
+    base = bool(ref) and str(r["config_id"]) == ref
+    cells = [str(r["config_id"] if use_id else r["layout"]), str(r["concurrency"]),
+             *(fmt(r.get(column)) for column, _, fmt in view.values)]
+    if deltas:
+        cells += ["base" if base else delta(r.get(column)) for column, _, _ in view.deltas]
+    verdict = "n/a" if v is None else "VALID" if v.valid else "INVALID"
+    return [*cells, verdict + _extra(r.get("extra_repeats"))]
 
 
 def _extra(count: object) -> str:
@@ -75,5 +164,6 @@ def _extra(count: object) -> str:
 
 def _wrap(text: str, width: int) -> list[str]:
     # Keep "6.63 %" on one line: hide the space before "%" from textwrap, then restore it.
-    glued = textwrap.wrap(text.replace(" %", "\x00%"), width, subsequent_indent="    ")
+    glued = textwrap.wrap(text.replace(" %", "\x00%"), width, subsequent_indent="    ",
+                          break_on_hyphens=False)
     return [line.replace("\x00", " ") for line in glued]

@@ -408,7 +408,65 @@ def with_comparisons(data: RunData, summary: Summary) -> Summary:
         if metric in medians.columns and metric not in table.columns:
             keys = list(zip(table["config_id"], table["concurrency"].astype(int), strict=True))
             table[metric] = [medians[metric].get(k, np.nan) for k in keys]
+    _references(data.run_dir, summary, table, frame)
     return replace(summary, table=table, comparisons=frame)
+
+
+# Deltas against the row's reference beyond those summarize computes for prefill: a decode
+# workload's (its objective, results/objective.py, and ITL p50).
+DECODE_DELTAS = (("output_tps", "output_tps_vs_base_pct"), ("tpot_p50_s", "tpot_p50_vs_base_pct"),
+                 ("itl_p50_s", "itl_p50_vs_base_pct"))
+
+
+def _references(run_dir: Path, summary: Summary, table: pd.DataFrame,
+                frame: pd.DataFrame) -> None:
+    """What each row of ``table`` is and is compared with: ``workload`` (its name, "" for a
+    sweep's one workload), ``objective`` (its workload's ranking metrics, space-separated),
+    ``vs_base_of`` (the point its vs-baseline deltas are measured against: the comparisons'
+    reference, the row's own point when it is a reference, "" for none) and the decode
+    deltas (:data:`DECODE_DELTAS`) against that point."""
+    from pytest_ppsweep.results import objective
+
+    raw = objective.run_json(run_dir)
+    workload_of = objective.point_workloads(raw)
+    objectives = objective.workload_objectives(raw)
+    table["workload"] = [workload_of.get(str(c), "") for c in table["config_id"]]
+    table["objective"] = [" ".join(objectives.get(w, objectives[""])) for w in table["workload"]]
+    part = frame[frame["kind"] == "baseline"] if not frame.empty else frame
+    given = {(str(r["config_id"]), int(r["concurrency"])): str(r["reference"])
+             for r in part.to_dict("records")}
+    references = set(given.values())
+    if not summary.no_deltas and not summary.baseline_run:
+        references.add(summary.baseline)
+    keys = list(zip(table["config_id"].astype(str), table["concurrency"].astype(int),
+                    strict=True))
+    base_of = []
+    for cid, conc in keys:
+        if summary.no_deltas:
+            base_of.append("")
+        elif (cid, conc) in given:
+            base_of.append(given[(cid, conc)])
+        elif cid in references:
+            base_of.append(cid)
+        elif summary.baseline_run:
+            base_of.append(f"{summary.baseline} of run {summary.baseline_run}")
+        else:
+            base_of.append("")
+    table["vs_base_of"] = base_of
+    value = {(k, col): r.get(col) for k, r in zip(keys, table.to_dict("records"), strict=True)
+             for col, _ in DECODE_DELTAS}
+    for column, name in DECODE_DELTAS:
+        if column not in table.columns:
+            continue
+        out = []
+        for (cid, conc), ref in zip(keys, base_of, strict=True):
+            try:
+                mine, theirs = float(value[((cid, conc), column)]), float(  # type: ignore[arg-type]
+                    value[((ref, conc), column)])  # type: ignore[arg-type]
+                out.append((mine / theirs - 1.0) * 100.0)
+            except (KeyError, TypeError, ValueError, ZeroDivisionError):
+                out.append(np.nan)
+        table[name] = out
 
 
 def _per_workload_deltas(table: pd.DataFrame, frame: pd.DataFrame) -> None:

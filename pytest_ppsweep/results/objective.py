@@ -24,6 +24,16 @@ LABELS = {"input_tps": "Input TPS", "output_tps": "output TPS", "ttft_p50_s": "T
           "e2e_p50_s": "E2E p50"}
 
 
+DECODE_FIRST = ("output_tps", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "itl_p50_s",
+                "itl_mean_s", "itl_p99_s")
+
+
+def is_decode(objective: tuple[str, ...] | list[str]) -> bool:
+    """Whether a workload ranked by ``objective`` is shown by its decode metrics (output TPS,
+    TPOT, ITL) rather than prefill's (Input TPS, TTFT): its first metric is a decode one."""
+    return bool(objective) and objective[0] in DECODE_FIRST
+
+
 def higher_is_better(metric: str) -> bool:
     """Whether more of ``metric`` is better (throughputs) or worse (latencies)."""
     return OBJECTIVE_METRICS.get(metric, not metric.endswith("_s"))

@@ -116,8 +116,11 @@ class RoundBar:
     time on the emulator, as results.csv). Called once per finished request; redrawn at most
     every ``BAR_EVERY_S``, and at the last request."""
 
-    def __init__(self, live: LiveStatus, key: str, phase: str, total: int, scale: float) -> None:
+    def __init__(self, live: LiveStatus, key: str, phase: str, total: int, scale: float,
+                 decode: bool = False) -> None:
         self.live, self.key, self.phase, self.total, self.scale = live, key, phase, total, scale
+        # a decode workload's bar counts output tokens (its output TPS), a prefill's its input
+        self.decode = decode
         self.count = self.tokens = 0
         self.t0 = self.drawn = time.monotonic()
         self._draw(self.t0)
@@ -125,7 +128,8 @@ class RoundBar:
     def done(self, record: dict[str, Any]) -> None:
         self.count += 1
         if record.get("ok"):
-            self.tokens += int(record.get("prompt_tokens") or record.get("prompt_len") or 0)
+            self.tokens += int(record.get("completion_tokens") or 0) if self.decode else int(
+                record.get("prompt_tokens") or record.get("prompt_len") or 0)
         now = time.monotonic()
         if now - self.drawn >= BAR_EVERY_S or self.count >= self.total:
             self._draw(now)
@@ -137,7 +141,8 @@ class RoundBar:
         self.live.status(
             self.key,
             f"{self.key} {self.phase} {round_bar(self.count, self.total)} "
-            f"{self.count}/{self.total} | Input TPS {'n/a' if tps is None else f'{tps:,.0f}'} "
+            f"{self.count}/{self.total} | {'output' if self.decode else 'Input'} TPS "
+            f"{'n/a' if tps is None else f'{tps:,.0f}'} "
             f"| {elapsed:.1f} s",
             phase=self.phase,
         )

@@ -16,7 +16,7 @@ from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.completion import counts
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.phases import warmup_span
-from pytest_ppsweep.results.objective import higher_is_better, objective_of
+from pytest_ppsweep.results.objective import higher_is_better, is_decode, objective_of
 from pytest_ppsweep.results.replace import missed_nn, replacement_for
 from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS, more_rounds
 from pytest_ppsweep.results.stats import Rule, more_rounds_to_decide
@@ -48,6 +48,7 @@ class Rounds:
         results: list[RoundResult] = []
         workload = self.ctx.sweep.workload_of(cfg)
         repeats = workload.repeats
+        decode = is_decode(objective_of(json.loads(json.dumps(workload.as_json()))))
         spec, prompts = self.ctx.workloads.workload_for(cfg)
         cap = max(self.ctx.sweep.max_repeats or DEFAULT_MAX_REPEATS, repeats)
         repeat = 0
@@ -84,7 +85,7 @@ class Rounds:
             self.ctx.live.begin(cfg.id)
             self.ctx.progress(f"{cfg.id} C={concurrency}: round {of} started")
             bar = RoundBar(self.ctx.live, cfg.id, f"benchmark c{concurrency} r{of}",
-                           spec.num_requests, scale)
+                           spec.num_requests, scale, decode=decode)
             with self.ctx.store.open_raw(cfg.id, concurrency, repeat) as raw:
 
                 def write(record: dict[str, Any], raw: Any = raw, bar: RoundBar = bar) -> None:
@@ -131,8 +132,7 @@ class Rounds:
             )
             self.ctx.progress(
                 f"{cfg.id} C={concurrency}: round {of} "
-                f"{result.completed}/{result.num_requests} done, "
-                f"Input TPS {_fmt(result.input_tps)}, TTFT p50 {_fmt(result.ttft_p50_s)} s "
+                f"{result.completed}/{result.num_requests} done, {round_metrics(result, decode)} "
                 f"({time.monotonic() - t0:.1f} s real)"
             )
             self.ctx.phases.add(cfg.id, "results", time.perf_counter() - rows_t0)
@@ -255,3 +255,19 @@ def _boot_id(token: str) -> str:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None or value != value else f"{value:,.2f}"
+
+
+def round_metrics(result: RoundResult, decode: bool) -> str:
+    """A round's metrics in its workload's own terms: a decode workload's output TPS, TPOT p50
+    and ITL p50; a prefill workload's Input TPS and TTFT p50 (results/objective.is_decode)."""
+    if decode:
+        return (f"output TPS {_fmt(result.output_tps)}, TPOT p50 {_ms(result.tpot_p50_s)}, "
+                f"ITL p50 {_ms(result.itl_p50_s)}")
+    return f"Input TPS {_fmt(result.input_tps)}, TTFT p50 {_fmt(result.ttft_p50_s)} s"
+
+
+def _ms(seconds: float | None) -> str:
+    """``84.9 ms`` (``n/a`` when not measured)."""
+    if seconds is None or seconds != seconds:
+        return "n/a"
+    return f"{seconds * 1000:,.1f} ms"

@@ -318,8 +318,9 @@ class SweepSession:
         closed = close_folder.close(
             self.store, self.ids, not_run, self.compare_ref, self.thresholds, status
         )
-        rendered = self.render.rendered = summary.render(closed.run_dir, closed.analysis,
-                                                         closed.note)
+        rendered = self.render.rendered = summary.render(
+            closed.run_dir, closed.analysis, closed.note,
+            width=min(self.config.get_terminal_writer().fullwidth, 150))
         if self.compare_ref is not None and closed.gate is not None:
             summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, rendered)
         rendered.terminal += status.lines()

@@ -39,5 +39,11 @@ def test_long_ids_and_failures_fit(tmp_path: Path) -> None:
         lines = _lines(run, width)
         assert all(len(line) <= width for line in lines), max(lines, key=len)
     text = "\n".join(_lines(run))
-    # Same layout twice: the table names the config ids instead.
-    assert "config" in _lines(run)[1] and "dup" in text and "INVALID" in text
+    # Same layout twice: the table names the config ids instead; the long one is never cut:
+    # wider than the terminal, each value goes on a "title: value" line of its own, wrapped
+    assert any(line.startswith("config: pp8-tp4-ep4-xxx") for line in _lines(run))
+    assert "dup" in text
+    assert "INVALID" in text
+    lines = _lines(run, 80)
+    first = next(i for i, line in enumerate(lines) if line.startswith("config: "))
+    assert "config: " + long_id in "".join(line.strip() for line in lines[first:first + 3])
