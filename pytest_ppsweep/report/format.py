@@ -88,5 +88,6 @@ def fit_table(titles: Sequence[str], rows: Sequence[Sequence[str] | str], width:
         pairs = [f"{titles[i].strip()}: {row[i].strip()}" for i in below if i < len(row)]
         pairs += [c.strip() for c in row[n:]]
         glued = "  ".join(p.replace(" ", "\x00") for p in pairs)
-        out += [x.replace("\x00", " ") for x in wrapped(glued, inner)]
+        out += [x.replace("\x00", " ") for x in textwrap.wrap(
+            glued, width, initial_indent=inner, subsequent_indent=inner)]
     return out

@@ -47,3 +47,55 @@ def test_long_ids_and_failures_fit(tmp_path: Path) -> None:
     lines = _lines(run, 80)
     first = next(i for i, line in enumerate(lines) if line.startswith("config: "))
     assert "config: " + long_id in "".join(line.strip() for line in lines[first:first + 3])
+
+
+def _microbatch(tmp_path: Path) -> Path:
+    import shutil
+
+    from support.paths import REPO
+
+    run = tmp_path / "mb"
+    shutil.copytree(REPO / "tests" / "data" / "answers" / "microbatch", run)
+    return run
+
+
+def _block(lines: list[str], title: str) -> list[str]:
+    start = lines.index(title)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(("(", "PP/TP/EP")))
+    while lines[end + 1].startswith("    "):  # the legend's own lines
+        end += 1
+    return lines[start:end + 1]
+
+
+def test_decode_rows_show_decode_metrics_and_every_delta_names_its_point(tmp_path: Path) -> None:
+    """microbatch.toml's run: a prefill and a decode workload, two axis values. The decode
+    table shows output TPS, TPOT and ITL with their deltas (pp8's capped decode: TPOT +125.54 %
+    worse, where its TTFT looked better); each row's Δ is under the point it is measured
+    against (its own workload's and axis value's pp4 layout), never the run's named baseline."""
+    lines = _lines(_microbatch(tmp_path), 100)
+    text = "\n".join(lines)
+    assert "Δ vs baseline pp4-tp8-ep4-prefill" not in text  # no header names another baseline
+    decode = _block(lines, "PP/TP/EP sweep, workload decode: medians over repeats")
+    assert decode[1].split() == ["config", "C", "Out", "TPS", "TPOT", "p50", "ITL", "p50", "ΔOut",
+                                 "TPS", "ΔTPOT", "verdict"]
+    assert "Input TPS" not in "\n".join(decode) and "TTFT" not in "\n".join(decode)
+    capped = decode.index("Δ vs pp4-tp8-ep4-mbs1-decode:")
+    row = next(line for line in decode[capped:] if line.startswith("pp8-tp4-ep4-mbs1-decode   1"))
+    assert row.split()[2:10] == ["15.65", "59.3", "ms", "1.0", "ms", "-51.82", "%", "+125.54"]
+    assert any(line.startswith("pp4-tp8-ep4-mbs1-decode   1") and " base " in line
+               for line in decode[capped:])
+    assert decode[-2:] == [
+        "(Out TPS: output tokens/s; TPOT: time per output token; ITL: inter-token latency; ΔOut "
+        "TPS, ΔTPOT: %",
+        "    change of Out TPS, TPOT p50 vs the Δ point (base: that point); C: concurrency)"]
+    prefill = _block(lines, "PP/TP/EP sweep, workload prefill: medians over repeats")
+    capped = prefill.index("Δ vs pp4-tp8-ep4-mbs1-prefill:")
+    assert prefill[capped + 2].startswith("pp8-tp4-ep4-mbs1-prefill   8") and \
+        "+44.49 %" in prefill[capped + 2]  # against pp4's capped prefill, not the +22.5 % of …
+    assert "Input TPS" in prefill[1] and "Out TPS" not in "\n".join(prefill)
+    # the Answers' axis tables: with their legend, every line within the width, never cut
+    assert "    (Δ C=n: % change of output TPS at concurrency n vs the base row " \
+           "(pp4-tp8-ep4-decode); headroom:" in text
+    for width in (80, 150):
+        assert all(len(line) <= width for line in _lines(_microbatch(tmp_path / str(width)),
+                                                         width))
