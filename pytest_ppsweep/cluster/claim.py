@@ -387,7 +387,7 @@ def claim_all(clusters: Sequence[Cluster], run_id: str, registry: Registry | Non
             claim.acquire(wait_s, on_wait)
             held.append(claim)
             for warning in claim.warnings:
-                say(f"WARNING: {warning}")
+                say(warning)
     except BaseException:
         for claim in held:
             claim.release()

@@ -1,5 +1,7 @@
-"""Where a sweep stands and when it will end: ``layout 3/5`` and an ETA from the boots and the
-rounds measured so far in this run (real seconds; a layout reused or already done costs none).
+"""Where a sweep stands and when it will end: ``layout 3/5`` (``boot 2/4, point 3/8`` where
+points share a boot: the workloads of one server configuration) and an ETA from the boots and
+the rounds measured so far in this run (real seconds; a layout reused or already done costs none
+and is counted apart: ``(2 reused)``).
 
 The ETA is the remaining boots times the mean boot so far, plus the remaining rounds times the
 mean round so far, minus what the running boot or round has already taken. Until one boot and
@@ -29,11 +31,20 @@ class SweepClock:
     """The layouts this process will boot, in order, with the rounds each will run."""
 
     def __init__(self, rounds: Mapping[str, int], clock: Callable[[], float] = time.monotonic,
-                 groups: Mapping[str, str] | None = None) -> None:
+                 groups: Mapping[str, str] | None = None, reused: int = 0) -> None:
         """``groups``: each layout → the layout whose boot it runs on (one boot per server
-        configuration, ``matrix.model.boot_groups``); absent: each layout boots."""
-        self.order: list[str] = list(rounds)
+        configuration, ``matrix.model.boot_groups``); absent: each layout boots. The points
+        run boot by boot (session/collection.keep_boots_together), so they are counted in that
+        order. ``reused``: the selected points this process does not run (reused from another
+        run, or done before a resume)."""
         self.groups = dict(groups or {})
+        first: dict[str, int] = {}
+        for i, x in enumerate(rounds):
+            first.setdefault(self.groups.get(x, x), i)
+        self.order: list[str] = sorted(rounds, key=lambda x: first[self.groups.get(x) or x])
+        self.boot_order: list[str] = list(dict.fromkeys(self.groups.get(x, x)
+                                                        for x in self.order))
+        self.reused = reused
         self._booted_groups: set[str] = set()
         self.rounds = dict(rounds)
         self.clock = clock
@@ -44,10 +55,16 @@ class SweepClock:
         self._since: float | None = None  # when the running boot or round started
 
     def position(self, layout: str) -> str:
-        """``layout 3/5`` (the layout's place among those this process boots)."""
+        """``layout 3/5`` (the layout's place among those this process boots), or ``boot 2/4,
+        point 3/8`` when points share boots; ``(2 reused)`` after it when points were reused."""
         if layout not in self.order:
             return ""
-        return f"layout {self.order.index(layout) + 1}/{len(self.order)}"
+        kept = f" ({self.reused} reused)" if self.reused else ""
+        point = f"{self.order.index(layout) + 1}/{len(self.order)}"
+        if len(self.boot_order) == len(self.order):
+            return f"layout {point}{kept}"
+        boot = self.boot_order.index(self.groups.get(layout, layout)) + 1
+        return f"boot {boot}/{len(self.boot_order)}, point {point}{kept}"
 
     def begin(self) -> None:
         """A boot or a round starts now."""

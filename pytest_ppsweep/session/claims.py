@@ -52,7 +52,7 @@ class Claims:
         try:
             self.held = claim_all(self.ctx.clusters.all, self.ctx.store.run_id,
                                   self.ctx.registry, wait_s=wait_s, on_wait=waiting,
-                                  say=self.progress, on_lost=lost)
+                                  say=self.progress.warn, on_lost=lost)
         except ClusterBusy as exc:
             raise pytest.UsageError(f"{exc}; nothing was launched (wait for it with "
                                     "--ppsweep-wait-cluster [SECONDS])") from None

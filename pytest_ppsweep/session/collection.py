@@ -200,7 +200,8 @@ class Selection:
         return SweepClock({
             cid: len(points[cid]) * self.sweep.workload_of(self.sweep.config(cid)).repeats
             for cid in self.ids if cid in points and cid not in self.plan.skip_configs},
-            groups=boot_groups(self.sweep.configs))
+            groups=boot_groups(self.sweep.configs),
+            reused=sum(cid in points for cid in self.plan.skip_configs))
 
     def worker_collected(self, ids: list[str]) -> None:
         """xdist: the controller collects nothing; the first worker's test ids tell the layouts

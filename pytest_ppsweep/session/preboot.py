@@ -76,8 +76,8 @@ class Preflight:
                         "earlier runs:\n" + reap.describe(leftovers)
                     )
                 else:
-                    self.progress(
-                        f"WARNING: cluster {cluster.name}: {len(leftovers)} rank(s) of earlier "
+                    self.progress.warn(
+                        f"cluster {cluster.name}: {len(leftovers)} rank(s) of earlier "
                         f"runs are still on the nodes (remove them with --ppsweep-reap):\n"
                         + reap.describe(leftovers)
                     )

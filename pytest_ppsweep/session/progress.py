@@ -120,9 +120,10 @@ class Progress:
         with self._log_path.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
 
-    def _terminal_line(self, line: str) -> None:
-        """A plain line on the terminal (lock held), below any open status line's place."""
-        if self.worker is not None or self._config.get_verbosity() < 0:
+    def _terminal_line(self, line: str, always: bool = False) -> None:
+        """A plain line on the terminal (lock held), below any open status line's place;
+        hidden by ``-q`` unless ``always`` (a warning that needs action)."""
+        if self.worker is not None or (self._config.get_verbosity() < 0 and not always):
             return
         reporter = self._reporter()
         if reporter is None and self._config.pluginmanager.has_plugin("terminal"):
@@ -135,7 +136,7 @@ class Progress:
             if self._open:
                 self._raw(CLEAR)
                 self._open = False
-            reporter.ensure_newline()
+            self._end_row(reporter)
             # Under xdist the controller writes each result's letter without noting it as a
             # started line: the writer's own column says whether one is open. One write, so a
             # line the follower thread shows is not cut by the main thread's output.
@@ -144,6 +145,16 @@ class Progress:
             if self._lines and self.live:
                 self._draw()
 
+    def _end_row(self, reporter: Any) -> None:
+        """End pytest's open row of result letters as pytest ends one (its ``[ NN%]`` at the
+        right), so a line of ours below it leaves the row whole."""
+        if reporter.currentfspath and getattr(reporter, "_show_progress_info", False) and \
+                self._config.get_terminal_writer().width_of_current_line:
+            fill = getattr(reporter, "_write_progress_information_filling_space", None)
+            if fill is not None:  # pytest's own (private) way to end a row; else a plain newline
+                fill()
+        reporter.ensure_newline()
+
     def _raw(self, text: str) -> None:
         self._stdout.write(text)
         self._stdout.flush()
@@ -151,13 +162,10 @@ class Progress:
     def _draw(self) -> None:
         """Rewrite the status line (lock held, capturing suspended)."""
         if not self._open:
-            self._reporter().ensure_newline()  # pytest's "test_sweep.py ." line is finished
+            self._end_row(self._reporter())  # pytest's "test_sweep.py . [ 12%]" row ends
             self._open = True
         width = shutil.get_terminal_size().columns
-        text = "[ppsweep] " + " | ".join(self._lines.values())
-        if len(text) >= width:  # a wrapped line could not be rewritten in place
-            text = text[: max(width - 2, 1)] + "…"
-        self._raw("\r" + text + "\x1b[K")
+        self._raw("\r" + fit_status(list(self._lines.values()), width - 1) + "\x1b[K")
         self._drawn_at = self._clock()
 
     # -- what the steps call ----------------------------------------------------------------
@@ -168,6 +176,14 @@ class Progress:
         with self._lock:
             self._log(line)
             self._terminal_line(line)
+
+    def warn(self, message: str) -> None:
+        """A warning that needs action (``WARNING: …``): as an event line, shown with ``-q``
+        too."""
+        line = self._stamp(f"WARNING: {message}")
+        with self._lock:
+            self._log(line)
+            self._terminal_line(line, always=True)
 
     def begin(self, key: str) -> None:
         if self.sweep_clock is not None:
@@ -252,7 +268,7 @@ class Progress:
             for line in follower.new_lines()[1]:
                 if WORKER_LINE.match(line):
                     with self._lock:
-                        self._terminal_line(line)
+                        self._terminal_line(line, always="] WARNING: " in line)
 
         def loop() -> None:
             while not self._stop.wait(poll_s):  # a poll interval, not a synchronisation
@@ -268,3 +284,41 @@ class Progress:
         self._stop.set()
         self._follower.join(timeout=5)
         self._follower = None
+
+
+_BAR = re.compile(r" \[[#.]+\] ")
+
+
+def fit_status(parts: list[str], width: int) -> str:
+    """The live status line of the running layouts within ``width``: each layout's ``a | b |
+    … | where`` text loses its middle parts (the newest milestone, a bar's clock) first, then
+    the sweep's position of every layout but the last (it is the same sweep), then a bar's
+    drawing (not its count), before a first part (which layout, what phase) is shortened with
+    ``…``; the sweep's position and ETA (the last part) stay whole as long as they fit at all.
+    The full text is in progress.log."""
+    head = "[ppsweep] "
+    pieces = [p.split(" | ") for p in parts]
+
+    def text() -> str:
+        return head + " | ".join(" | ".join(p) for p in pieces)
+
+    while len(text()) > width:
+        longest = max(pieces, key=len)
+        if len(longest) > 2:  # a middle part goes first
+            del longest[-2]
+            continue
+        shown_twice = next((p for p in pieces[:-1] if len(p) > 1), None)
+        if shown_twice is not None:  # the sweep's position once, after the last layout
+            del shown_twice[-1]
+            continue
+        barred = next((p for p in pieces if _BAR.search(p[0])), None)
+        if barred is not None:  # the bar's drawing goes; its count (20/40) stays
+            barred[0] = _BAR.sub(" ", barred[0], count=1)
+            continue
+        first = max(pieces, key=lambda p: len(p[0]))
+        over = len(text()) - width
+        if len(first[0]) <= 12:
+            break  # nothing left to shorten: the line is cut at the width below
+        first[0] = first[0][: max(len(first[0]) - over - 1, 11)] + "…"
+    out = text()
+    return out if len(out) <= width else out[: max(width - 1, 1)] + "…"

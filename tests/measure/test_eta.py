@@ -54,3 +54,22 @@ def test_workloads_sharing_a_boot_count_one_boot() -> None:
                                                  (9000, "2.5 h")])
 def test_duration(seconds: float, shown: str) -> None:
     assert duration(seconds) == shown
+
+
+def test_points_sharing_boots_count_boots_and_points_in_boot_order() -> None:
+    """microbatch.toml's shape: 4 boots of 2 workloads each. The points run boot by boot; each
+    says its boot and its point, never 'layout 3/8' for the second boot."""
+    ids = ["pp4-prefill", "pp4-mbs1-prefill", "pp4-decode", "pp4-mbs1-decode"]
+    groups = {"pp4-prefill": "pp4-prefill", "pp4-decode": "pp4-prefill",
+              "pp4-mbs1-prefill": "pp4-mbs1-prefill", "pp4-mbs1-decode": "pp4-mbs1-prefill"}
+    sweep = SweepClock(dict.fromkeys(ids, 2), _Clock(), groups=groups)
+    assert [sweep.position(x) for x in sweep.order] == [
+        "boot 1/2, point 1/4", "boot 1/2, point 2/4", "boot 2/2, point 3/4",
+        "boot 2/2, point 4/4"]
+    assert sweep.order == ["pp4-prefill", "pp4-decode", "pp4-mbs1-prefill", "pp4-mbs1-decode"]
+
+
+def test_reused_points_are_counted_apart() -> None:
+    """A resumed run: the points done before are not this process's to run, and are said."""
+    sweep = SweepClock({"pp8": 6}, _Clock(), reused=4)
+    assert sweep.position("pp8") == "layout 1/1 (4 reused)"

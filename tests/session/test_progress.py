@@ -26,7 +26,7 @@ from support.terminal import Tmux, tmux_missing
 
 from pytest_ppsweep.run.live import boot_status, round_bar
 from pytest_ppsweep.service.readiness import BootStatus, milestone
-from pytest_ppsweep.session.progress import WORKER_LINE, Progress
+from pytest_ppsweep.session.progress import WORKER_LINE, Progress, fit_status
 
 STAMP = r"\[ppsweep \d\d:\d\d:\d\d\]"
 PP8 = "pp8-tp4-ep4"
@@ -54,6 +54,27 @@ def test_status_texts() -> None:
     assert round_bar(0, 40, 8) == "[........]"
     assert round_bar(20, 40, 8) == "[####....]"
     assert round_bar(40, 40, 8) == "[########]"
+
+
+def test_a_narrow_status_line_keeps_the_position_and_eta() -> None:
+    """At 80 columns the milestone and the bar's clock give way; which layout, its phase, and
+    where the sweep stands (boot, point, ETA) stay."""
+    boot = (f"{PP8} booting 212 s / 900 s | ranks ready 3/4 | node2: Capture cuda graph begin "
+            "| boot 4/5, point 7/10, ETA 21 min")
+    assert fit_status([boot], 150) == "[ppsweep] " + boot
+    assert fit_status([boot], 100) == (f"[ppsweep] {PP8} booting 212 s / 900 s | ranks ready "
+                                       "3/4 | boot 4/5, point 7/10, ETA 21 min")
+    assert fit_status([boot], 79) == (f"[ppsweep] {PP8} booting 212 s / 900 s | boot 4/5, point "
+                                      "7/10, ETA 21 min")
+    bar = (f"{PP8} benchmark c8 r2/3 [############............] 20/40 | Input TPS 61,204 | "
+           "14.2 s | boot 4/5, point 7/10, ETA 18 min")
+    narrow = fit_status([bar], 79)
+    assert len(narrow) <= 79 and narrow.endswith("| boot 4/5, point 7/10, ETA 18 min")
+    assert fit_status([bar], 90) == (f"[ppsweep] {PP8} benchmark c8 r2/3 20/40 | boot 4/5, point "
+                                     "7/10, ETA 18 min")
+    two = fit_status([boot, bar], 79)
+    assert len(two) <= 79 and two.endswith("| boot 4/5, point 7/10, ETA 18 min"), two
+    assert two.count("ETA") == 1 and two.count(PP8) == 2, two
 
 
 class _Plugins:
