@@ -15,7 +15,7 @@ import pytest
 from pytest_ppsweep.fixtures import one_line_summary
 from pytest_ppsweep.report import summary
 from pytest_ppsweep.service.liveness import LayoutDead
-from pytest_ppsweep.session import options
+from pytest_ppsweep.session import collection, options
 from pytest_ppsweep.session.owner import SweepSession
 
 
@@ -51,6 +51,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "ppsweep_slo: the highest load within the workload's SLO; collected only for "
         "the layouts whose workload has an [workload.slo] table"
+    )
+    config.addinivalue_line(
+        "markers", "ppsweep_reused(run_id): the point's rounds are kept from that run (resumed "
+        "or reused): its skipped tests are shown as REUSED"
     )
     config.addinivalue_line(
         "markers", "ppsweep_verdict: judges a point from the run folder; on --ppsweep-resume a "
@@ -150,6 +154,12 @@ def pytest_runtest_makereport(
     if (session := SweepSession.of(item.config)) is not None:
         session.record(item, call, report)
     return report
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config
+                             ) -> tuple[str, str, str] | None:
+    # a reused point's tests: "R" and "N reused", not "s" and "N skipped"
+    return collection.reused_status(report)
 
 
 # trylast: after the runner's last teardown. pluggy calls trylast impls in the order they were

@@ -28,6 +28,9 @@ class Plan:
     skip_points: dict[str, str] = field(default_factory=dict)  # "<config id>-c<C>" → why
     done: set[tuple[str, int, int]] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    # config id → the run whose rounds it keeps (this run's id on a resume, the reference's on
+    # a reuse): its skipped tests are shown as ``reused <run id>``
+    reused_from: dict[str, str] = field(default_factory=dict)
 
     def as_builtin(self) -> dict[str, object]:
         """For xdist's workerinput: builtins only."""
@@ -35,6 +38,7 @@ class Plan:
             "skip_configs": dict(self.skip_configs),
             "skip_points": dict(self.skip_points),
             "done": sorted([list(d) for d in self.done]),
+            "reused_from": dict(self.reused_from),
         }
 
     @classmethod
@@ -45,6 +49,7 @@ class Plan:
             skip_configs=dict(data.get("skip_configs") or {}),  # type: ignore[call-overload]
             skip_points=dict(data.get("skip_points") or {}),  # type: ignore[call-overload]
             done={(str(c), int(k), int(r)) for c, k, r in done},
+            reused_from=dict(data.get("reused_from") or {}),  # type: ignore[call-overload]
         )
 
 
@@ -86,6 +91,7 @@ def resume(sweep: Sweep, pool: tuple[Cluster, ...], store: RunStore, ids: list[s
         for conc in w.concurrency:
             if all((cid, conc, r) in plan.done for r in range(1, w.repeats + 1)):
                 plan.skip_points[f"{cid}-c{conc}"] = f"all {w.repeats} rounds done in this run"
+                plan.reused_from[cid] = store.run_id
                 points += 1
         checked = all(facts.get(cid, {}).get(k) for k in ("topology_ok", "log_clean"))
         # the plugin's record of the layout's tests, when there is one: all ran, none failed
@@ -114,5 +120,6 @@ def reuse(
             continue
         taken = manifest.adopt(ref, store, cid, wanted)
         plan.skip_configs[cid] = f"reused from {ref.name}: identical manifest, {taken} rounds N/N"
+        plan.reused_from[cid] = ref.name
         plan.notes.append(f"{cid}: reused {taken} rounds from {ref}")
     return plan

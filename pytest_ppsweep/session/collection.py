@@ -151,6 +151,7 @@ class Selection:
                 why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
+                item.add_marker(pytest.mark.ppsweep_reused(plan.reused_from.get(cid, "")))
             elif "ppsweep_service" in getattr(item, "fixturenames", ()):
                 expected = self.sweep.expectation(self.sweep.config(cid))
                 if expected is not None:  # [[expect]]: XFAIL, or XPASS(strict) when it boots
@@ -191,6 +192,10 @@ class Selection:
             if "concurrency" in params:
                 conc.add(int(params["concurrency"]))
         self.progress.sweep_clock = self.sweep_clock(points)
+        for cid in self.ids:  # what this run does not run again, one line each
+            if cid in points and cid in self.plan.skip_configs:
+                self.progress(f"{cid}: reused {self.plan.reused_from.get(cid, '')}: "
+                              f"{self.plan.skip_configs[cid]}")
         self.selection(points)
 
     def sweep_clock(self, points: dict[str, set[int]]) -> SweepClock:
@@ -374,3 +379,24 @@ def _earlier_baseline(
     checked = f" ({len(skipped)} earlier run(s) differ)" if skipped else ""
     return None, (f"baseline {base} is not in this run and no earlier run in {root} has a "
                   f"matching one{checked}: no deltas"), notes
+
+
+REUSED = "ppsweep_reused"  # the TestReport attribute: the run a skipped test's point is kept from
+
+
+def reused_status(report: pytest.TestReport) -> tuple[str, str, str] | None:
+    """A test skipped because its point is reused (from another run, or done before this
+    run's resume): ``reused``, ``R`` and ``REUSED <run id>`` instead of ``s`` and ``SKIPPED``
+    (pytest_report_teststatus); None for any other report."""
+    run = getattr(report, REUSED, "")
+    if not run or not report.skipped:
+        return None
+    return "reused", "R", f"REUSED {run}"
+
+
+def mark_reused(item: pytest.Item, report: pytest.TestReport) -> None:
+    """Carry the reused run's id on the report of a reused point's skipped test (it reaches
+    an xdist controller with the report)."""
+    marker = item.get_closest_marker("ppsweep_reused")
+    if marker is not None and report.skipped and marker.args and marker.args[0]:
+        setattr(report, REUSED, str(marker.args[0]))

@@ -57,6 +57,7 @@ from pytest_ppsweep.session.collection import (
     _counts_for_resume,
     _params,
     baseline_ref,
+    mark_reused,
     resumed_verdict,
 )
 from pytest_ppsweep.session.noboot import (
@@ -289,6 +290,7 @@ class SweepSession:
             if "concurrency" in params:
                 report.user_properties.append(("concurrency", params["concurrency"]))
         resumed_verdict(item, report, self.store.dir)
+        mark_reused(item, report)
         if not _counts_for_resume(item) or cid in self.plan.skip_configs:
             return
         if cid not in self._started:

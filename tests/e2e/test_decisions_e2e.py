@@ -60,5 +60,5 @@ def test_extra_rounds_answers_and_a_truthful_resume(
     assert resumed.ret == 1, resumed.stdout.str()[-3000:]  # the same verdicts, the same code
     assert again["test_valid[pp8-tp4-ep4-c2]"] == "ERROR"
     assert "resumed point, judged from the run folder" in resumed.stdout.str()
-    assert again["test_topology[pp8-tp4-ep4]"] == "SKIPPED"
+    assert again["test_topology[pp8-tp4-ep4]"] == "REUSED"
     assert (part / "progress.log").read_text().count("pp8-tp4-ep4: booting on") == 1

@@ -77,7 +77,7 @@ def test_two_workloads_one_boot_and_resume(
                   reports, "--ppsweep-resume", half)
     seen = outcomes(resumed.stdout.str())
     assert resumed.ret == 0, resumed.stdout.str()[-3000:]
-    assert seen[f"test_topology[{PREFILL}]"] == "SKIPPED"
+    assert seen[f"test_topology[{PREFILL}]"] == "REUSED"
     assert seen[f"test_topology[{DECODE}]"] == "PASSED"
     log = (half / "progress.log").read_text()
     assert log.count("healthy after") == 2, log  # the prefill's run, then the decode's

@@ -72,7 +72,12 @@ def test_resume_with_a_rewritten_test_file_skips_what_finished(
                   "--ppsweep-resume", part)
     assert resumed.ret == 0, resumed.stdout.str()[-3000:]
     seen = outcomes(resumed.stdout.str())
-    assert {o for t, o in seen.items() if "pp8-tp4-ep4" in t} == {"SKIPPED"}
+    # a resumed point's tests say from which run they are kept, not "s" / "SKIPPED"
+    assert {o for t, o in seen.items() if "pp8-tp4-ep4" in t} == {"REUSED"}
+    out = resumed.stdout.str()
+    assert out.count("REUSED part") == 4 and "SKIPPED" not in out, out[-3000:]
+    assert "pp8-tp4-ep4: reused part: done in this run (resumed)" in out
+    assert resumed.parseoutcomes()["reused"] == 4
     assert {o for t, o in seen.items() if "pp4-tp8-ep4" in t} == {"PASSED"}
     after = rows(part / "results.csv")
     keys = sorted((r["config_id"], r["concurrency"], r["repeat"]) for r in after)
@@ -100,4 +105,4 @@ def test_resume_runs_again_a_layout_whose_test_failed(
     assert resumed.ret == 0, resumed.stdout.str()[-3000:]
     seen = outcomes(resumed.stdout.str())
     assert seen["test_mine[pp8-tp4-ep4]"] == "PASSED"  # booted again: its test had failed
-    assert seen["test_every_request_completes[pp8-tp4-ep4-c2]"] == "SKIPPED"  # rounds kept
+    assert seen["test_every_request_completes[pp8-tp4-ep4-c2]"] == "REUSED"  # rounds kept

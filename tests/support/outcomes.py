@@ -22,5 +22,5 @@ def counts(text: str) -> tuple[int, int, int, int]:
 
 def outcomes(text: str) -> dict[str, str]:
     """``test_x[id] PASSED`` lines of a -v run → {test id: outcome}."""
-    found = re.findall(r"::(\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)", text)
+    found = re.findall(r"::(\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS|REUSED)", text)
     return dict(found)
