@@ -106,11 +106,13 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     for workload, block in blocks.items():
         view = view_of(str(block[0].get("objective") or ""))
         refs = list(dict.fromkeys(_ref(summary, r) for r in block)) if deltas else [""]
-        title = "PP/TP/EP sweep" + (f", workload {workload}" if several else "") + \
-            ": medians over repeats"
+        # several workloads: a table per workload, its points named without the workload
+        suffix = f"-{workload}" if several else ""
+        title = "PP/TP/EP sweep" + (f", workload {workload} (ids without {suffix})"
+                                    if several else "") + ": medians over repeats"
         if deltas and len(refs) == 1 and refs[0]:
-            title += f", Δ vs baseline {refs[0]}" if refs[0] == summary.baseline else \
-                f", Δ vs {refs[0]}"
+            title += (", Δ vs baseline " if refs[0] == summary.baseline else ", Δ vs ") + \
+                refs[0].removesuffix(suffix)
         lines += _wrap(title, width)
         titles = ["config" if use_id else "PP/TP/EP", "C", *(t for _, t, _ in view.values),
                   *((t for _, t, _ in view.deltas) if deltas else ()), "verdict"]
@@ -118,9 +120,10 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
         for ref in refs:
             mine = [r for r in block if not deltas or _ref(summary, r) == ref]
             if len(refs) > 1:
-                body.append(f"Δ vs {ref}:" if ref else "no point to compare with (no Δ):")
+                body.append(f"Δ vs {ref.removesuffix(suffix)}:" if ref
+                            else "no point to compare with (no Δ):")
             for r in mine:
-                body.append(_row(r, view, use_id, deltas, ref, by_key))
+                body.append(_row(r, view, use_id, deltas, ref, by_key, suffix))
         lines += fit_table(titles, body, width, align="<" + ">" * (len(titles) - 2) + "<")
         lines += _wrap(view.legend(deltas), width)
     # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
@@ -142,10 +145,12 @@ def _ref(summary: Summary, r: dict[str, Any]) -> str:
 
 
 def _row(r: dict[str, Any], view: View, use_id: bool, deltas: bool, ref: str,
-         by_key: dict[tuple[str, int], Verdict]) -> list[str]:
+         by_key: dict[tuple[str, int], Verdict], suffix: str = "") -> list[str]:
+    """One row; ``suffix``: the workload's id part, left out of the ids of its own table."""
     v = by_key.get((str(r["config_id"]), int(r["concurrency"])))
     base = bool(ref) and str(r["config_id"]) == ref
-    cells = [str(r["config_id"] if use_id else r["layout"]), str(r["concurrency"]),
+    name = str(r["config_id"]).removesuffix(suffix) if use_id else str(r["layout"])
+    cells = [name, str(r["concurrency"]),
              *(fmt(r.get(column)) for column, _, fmt in view.values)]
     if deltas:
         cells += ["base" if base else delta(r.get(column)) for column, _, _ in view.deltas]

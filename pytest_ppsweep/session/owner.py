@@ -300,8 +300,9 @@ class SweepSession:
             outcomes.record(self.store, cid, item.nodeid, report.outcome)
 
     def clear_progress(self) -> None:
-        """pytest is about to write to the terminal: the live status line makes room."""
-        self.progress.clear_line()
+        """pytest is about to write a test's result to the terminal: the live status line
+        makes room, and pytest's row of results is open (session/progress.py)."""
+        self.progress.clear_line(reopen=True)
 
     # -- the end (pytest_sessionfinish, controller) -------------------------------------------
 

@@ -20,6 +20,7 @@ thread (:meth:`Progress.follow_workers`) and shows the workers' lines on its ter
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import sys
@@ -81,6 +82,7 @@ class Progress:
         self._logged_at: dict[str, float] = {}
         self._drawn_at = float("-inf")
         self._open = False  # a status line is on the terminal (cursor at its end)
+        self._row: Any = None  # the file of pytest's row of results a line of ours ended
         self._follower: threading.Thread | None = None
         self._stop = threading.Event()
 
@@ -147,13 +149,40 @@ class Progress:
 
     def _end_row(self, reporter: Any) -> None:
         """End pytest's open row of result letters as pytest ends one (its ``[ NN%]`` at the
-        right), so a line of ours below it leaves the row whole."""
-        if reporter.currentfspath and getattr(reporter, "_show_progress_info", False) and \
-                self._config.get_terminal_writer().width_of_current_line:
+        right), so a line of ours below it leaves the row whole; the row is opened again
+        (:meth:`_reopen`) before pytest writes its next letter."""
+        if isinstance(reporter.currentfspath, Path):  # a row of letters (-v: a test's line)
+            writer = self._config.get_terminal_writer()
+            self._row = reporter.currentfspath
+            # no letter in it yet (pytest opened it for the test that starts): taken back, and
+            # opened again before the test's letter (the writer's idea of the line is private)
+            if self.live and hasattr(writer, "_current_line") and \
+                    writer.width_of_current_line <= len(self._row_name(reporter)) + 1:
+                self._raw("\r\x1b[K")
+                writer._current_line = ""
+                reporter.currentfspath = None
+                return
             fill = getattr(reporter, "_write_progress_information_filling_space", None)
-            if fill is not None:  # pytest's own (private) way to end a row; else a plain newline
+            # pytest's own (private) way to end a row, unless the row has its [NN%] already
+            if fill is not None and getattr(reporter, "_show_progress_info", False) and \
+                    writer.width_of_current_line + 12 < writer.fullwidth:
                 fill()
         reporter.ensure_newline()
+
+    def _reopen(self, reporter: Any) -> None:
+        """pytest's row of result letters opened again where a line of ours ended it (its
+        file's name, as pytest starts a row), so its next letter is not alone on a line."""
+        row, self._row = self._row, None
+        if row is None or reporter is None or reporter.currentfspath is not None:
+            return
+        reporter.currentfspath = row
+        reporter.write(self._row_name(reporter) + " ")
+
+    @staticmethod
+    def _row_name(reporter: Any) -> str:
+        """The file name pytest starts a row of results with (relative to where it started)."""
+        start = getattr(reporter, "startpath", None) or Path.cwd()
+        return os.path.relpath(reporter.currentfspath, start)
 
     def _raw(self, text: str) -> None:
         self._stdout.write(text)
@@ -243,14 +272,18 @@ class Progress:
                     self._raw(CLEAR)
                     self._open = False
 
-    def clear_line(self) -> None:
+    def clear_line(self, reopen: bool = False) -> None:
         """Take the status line off the terminal before pytest writes there (a test's
-        result); the next status update draws it again below pytest's output."""
+        result); the next status update draws it again below pytest's output. ``reopen``:
+        pytest writes a result next, on its row of results opened again."""
         with self._lock:
             if self._open:
                 with self._uncaptured():
                     self._raw(CLEAR)
                 self._open = False
+            if reopen and self.worker is None and self._config.get_verbosity() <= 0:
+                with self._uncaptured():
+                    self._reopen(self._reporter())
 
     # -- xdist controller -------------------------------------------------------------------
 

@@ -75,22 +75,24 @@ def test_decode_rows_show_decode_metrics_and_every_delta_names_its_point(tmp_pat
     lines = _lines(_microbatch(tmp_path), 100)
     text = "\n".join(lines)
     assert "Δ vs baseline pp4-tp8-ep4-prefill" not in text  # no header names another baseline
-    decode = _block(lines, "PP/TP/EP sweep, workload decode: medians over repeats")
+    decode = _block(lines, "PP/TP/EP sweep, workload decode (ids without -decode): medians over "
+                           "repeats")
     assert decode[1].split() == ["config", "C", "Out", "TPS", "TPOT", "p50", "ITL", "p50", "ΔOut",
                                  "TPS", "ΔTPOT", "verdict"]
     assert "Input TPS" not in "\n".join(decode) and "TTFT" not in "\n".join(decode)
-    capped = decode.index("Δ vs pp4-tp8-ep4-mbs1-decode:")
-    row = next(line for line in decode[capped:] if line.startswith("pp8-tp4-ep4-mbs1-decode   1"))
+    capped = decode.index("Δ vs pp4-tp8-ep4-mbs1:")
+    row = next(line for line in decode[capped:] if line.startswith("pp8-tp4-ep4-mbs1   1"))
     assert row.split()[2:10] == ["15.65", "59.3", "ms", "1.0", "ms", "-51.82", "%", "+125.54"]
-    assert any(line.startswith("pp4-tp8-ep4-mbs1-decode   1") and " base " in line
+    assert any(line.startswith("pp4-tp8-ep4-mbs1   1") and " base " in line
                for line in decode[capped:])
     assert decode[-2:] == [
         "(Out TPS: output tokens/s; TPOT: time per output token; ITL: inter-token latency; ΔOut "
         "TPS, ΔTPOT: %",
         "    change of Out TPS, TPOT p50 vs the Δ point (base: that point); C: concurrency)"]
-    prefill = _block(lines, "PP/TP/EP sweep, workload prefill: medians over repeats")
-    capped = prefill.index("Δ vs pp4-tp8-ep4-mbs1-prefill:")
-    assert prefill[capped + 2].startswith("pp8-tp4-ep4-mbs1-prefill   8") and \
+    prefill = _block(lines, "PP/TP/EP sweep, workload prefill (ids without -prefill): medians "
+                            "over repeats")
+    capped = prefill.index("Δ vs pp4-tp8-ep4-mbs1:")
+    assert prefill[capped + 2].startswith("pp8-tp4-ep4-mbs1   8") and \
         "+44.49 %" in prefill[capped + 2]  # against pp4's capped prefill, not the +22.5 % of …
     assert "Input TPS" in prefill[1] and "Out TPS" not in "\n".join(prefill)
     # the Answers' axis tables: with their legend, every line within the width, never cut

@@ -91,11 +91,28 @@ class _Plugins:
 class _Config:
     """What Progress asks of pytest's config: its plugins and the verbosity."""
 
-    def __init__(self, **plugins: Any) -> None:
+    def __init__(self, verbosity: int = 0, **plugins: Any) -> None:
         self.pluginmanager = _Plugins(plugins)
+        self.verbosity = verbosity
 
     def get_verbosity(self) -> int:
-        return 0
+        return self.verbosity
+
+
+def test_a_warning_that_needs_action_shows_with_q(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """-q hides the progress lines, never a warning that asks the user to act (leftover ranks
+    of an earlier run, a taken-over claim); progress.log keeps both."""
+    log = tmp_path / "progress.log"
+    progress = Progress(cast(pytest.Config, _Config(verbosity=-1)), log)
+    progress(f"{PP8}: healthy after 3.1 s real")
+    progress.warn("cluster local: 2 rank(s) of earlier runs are still on the nodes (remove "
+                  "them with --ppsweep-reap)")
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and re.fullmatch(
+        STAMP + r" WARNING: cluster local: 2 rank\(s\) of earlier runs .*--ppsweep-reap\)",
+        err[0]), err
+    assert len(log.read_text().splitlines()) == 2
 
 
 def test_only_status_changes_reach_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]
