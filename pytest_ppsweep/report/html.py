@@ -126,11 +126,23 @@ def _metadata(data: RunData) -> str:
     return "<h3>Run</h3>" + _table(["Field", "Value"], [(escape(k), escape(v)) for k, v in rows])
 
 
+def _vs(summary: Summary, r: dict[str, Any]) -> str:
+    """The point a row's deltas are measured against (aggregate's ``vs_base_of``; the run's
+    baseline for a table without it)."""
+    ref = r.get("vs_base_of", summary.baseline)
+    return "" if ref is None or (isinstance(ref, float) and ref != ref) else str(ref)
+
+
 def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
     rows, classes = [], []
-    for r in records(summary.table):
+    table = records(summary.table)
+    refs = {_vs(summary, r) for r in table}
+    # one point for every row: the title names it; else each row names its own (an axis
+    # sweep's rows compare with their own workload's and axis values' baseline layout)
+    per_row = len(refs) > 1 and not summary.no_deltas
+    for r in table:
         v = verdicts.get((str(r["config_id"]), int(r["concurrency"])))
-        is_base = r["config_id"] == summary.baseline
+        is_base = r["config_id"] == _vs(summary, r)
         rows.append([escape(str(r["layout"])), escape(str(r["config_id"])), str(r["concurrency"]),
                      str(r["repeats"]) + _extra_html(r.get("extra_repeats")),
                      num(r["input_tps"]), num(r["ttft_p50_s"], 2, " s"),
@@ -139,14 +151,20 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
                     + ([] if summary.no_deltas else ["baseline"] * 3 if is_base else [
                        delta(r["tps_vs_base_pct"]), delta(r["ttft_p50_vs_base_pct"]),
                        delta(r["ttft_p95_vs_base_pct"])])
+                    + ([escape(_vs(summary, r) or "none")] if per_row else [])
                     + [escape(v.text) if v else "n/a"])
         classes.append("" if v is None or v.valid else "invalid")
     headers = ["PP / TP / EP", "Config", "C", "Repeats", "Input TPS", "TTFT p50", "TTFT p95",
                "TTFT p99", "TPS spread", *([] if summary.no_deltas else [
-                   "Input TPS vs base", "TTFT p50 vs base", "TTFT p95 vs base"]), "Verdict"]
+                   "Input TPS vs base", "TTFT p50 vs base", "TTFT p95 vs base"]),
+               *(["Δ vs"] if per_row else []), "Verdict"]
     # The baseline not in this run: say where its numbers come from, or why there are none.
+    only = next(iter(refs), "") if len(refs) == 1 else ""
     title = (f"Medians over repeats; {escape(summary.baseline_note)}" if summary.baseline_note
-             else f"Medians over repeats, deltas vs baseline {escape(summary.baseline)}")
+             else "Medians over repeats, each row's deltas vs the point in its Δ vs column"
+             if per_row else "Medians over repeats, deltas vs "
+             + ("baseline " if (only or summary.baseline) == summary.baseline else "")
+             + escape(only or summary.baseline))
     return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes, wrap=(len(headers) - 1,))
 
 

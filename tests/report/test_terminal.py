@@ -101,3 +101,16 @@ def test_decode_rows_show_decode_metrics_and_every_delta_names_its_point(tmp_pat
     for width in (80, 150):
         assert all(len(line) <= width for line in _lines(_microbatch(tmp_path / str(width)),
                                                          width))
+
+
+def test_the_html_medians_name_each_rows_point(tmp_path: Path) -> None:
+    """The report's medians table: no title naming one baseline for rows that use others; a
+    'Δ vs' column names each row's point."""
+    from pytest_ppsweep.report.html import rebuild_report
+
+    page = Path(rebuild_report(_microbatch(tmp_path))[0]).read_text()
+    assert "deltas vs baseline pp4-tp8-ep4-prefill" not in page
+    assert "Medians over repeats, each row's deltas vs the point in its Δ vs column" in page
+    assert '<th class="l">Δ vs</th>' in page or "<th>Δ vs</th>" in page
+    assert page.count("<td>pp4-tp8-ep4-mbs1-decode</td>") + page.count(
+        '<td class="l">pp4-tp8-ep4-mbs1-decode</td>') >= 6  # its own row ×3 Cs, pp8's ×3
