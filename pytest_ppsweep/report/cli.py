@@ -82,7 +82,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     path, summary, verdicts, rec = rebuild_report(resolve_run(str(args.run_dir), args.reports))
     print(f"report: {path}")
     print(f"summary: {path.parent / SUMMARY_CSV}")
-    print("\n".join(terminal_summary(summary, verdicts, rec, width=_WIDTH)))
+    print("\n".join(terminal_summary(summary, verdicts, rec, width=terminal_width())))
     return 0
 
 
@@ -446,7 +446,7 @@ def _wrapped(lines: Sequence[str], width: int) -> list[str]:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
-    print("\n".join(show_lines(resolve_run(args.run, Path(args.reports)))))
+    print("\n".join(show_lines(resolve_run(args.run, Path(args.reports)), terminal_width())))
     return 0
 
 

@@ -29,9 +29,11 @@ from pytest_ppsweep.results.pipeline import analyse
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+    if columns is not None:  # the terminal's width the command fits its tables to
+        env["COLUMNS"] = str(columns)
     return subprocess.run([sys.executable, "-m", "pytest_ppsweep", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=60, check=False)
 
@@ -174,7 +176,7 @@ def test_runs_of_a_missing_or_empty_folder(tmp_path: Path) -> None:
 
 def test_show_prints_the_plugins_summary(reports: Path) -> None:
     before = sorted(p.relative_to(reports) for p in reports.rglob("*"))
-    done = _cli("show", GATED, "--reports", str(reports))
+    done = _cli("show", GATED, "--reports", str(reports), columns=100)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     # (The plugin prints each REGRESSION message whole, as pytest does: those may be longer.)
@@ -195,6 +197,10 @@ def test_show_prints_the_plugins_summary(reports: Path) -> None:
     assert lines[-2:] == [f"run folder: {reports / GATED}", "report: (no report.html)"]
     # show reads only: nothing was written into the reports folder.
     assert sorted(p.relative_to(reports) for p in reports.rglob("*")) == before
+    # at 80 columns its tables fit 80 columns
+    narrow = _cli("show", GATED, "--reports", str(reports), columns=80).stdout.splitlines()
+    at_80 = terminal_summary(summary, verdicts, rec, width=80)
+    assert narrow[1:1 + len(at_80)] == at_80 and all(len(line) <= 80 for line in at_80)
 
 
 def test_show_by_path_and_without_gate(reports: Path) -> None:
