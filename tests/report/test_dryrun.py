@@ -206,3 +206,33 @@ def test_a_slurm_dry_run_prints_its_salloc_and_srun_lines(tmp_path: Path) -> Non
     assert step.startswith("  step: srun --overlap --jobid 4242 ")
     assert ("--container-image 'nvcr.io#lmsysorg/sglang:v0.5.23' --container-mounts "
             "/data/hf_models:/models:ro --mpi=none") in step
+
+
+def test_pytest_dry_run_prints_the_probes_and_the_slurm_lines(tmp_path: Path) -> None:
+    """Through the plugin (a real pytest): what --ppsweep-dry-run prints for slo.toml and for
+    a Slurm sweep, nothing started, connected or written."""
+    import os
+    import subprocess
+    import sys
+
+    def dry(folder: Path, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", str(folder), "--ppsweep-dry-run", "-q", "-p",
+             "no:cacheprovider", "--ppsweep-reports", str(tmp_path / "reports"), *args],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        return done.stdout
+
+    out = dry(REPO / "test_matrix", "--ppsweep-matrix", str(REPO / "test_matrix" / "slo.toml"))
+    assert "  probe 2: 2 req/s (the maximum; within the SLO: the search ends, \"at least max\")" \
+        in out.splitlines()
+    slurm = tmp_path / "slurm"
+    slurm.mkdir()
+    (slurm / "ppsweep.toml").write_text(SLURM_SWEEP)
+    (slurm / "test_sweep.py").write_text((REPO / "test_matrix" / "test_sweep.py").read_text())
+    out = dry(slurm)
+    assert "allocation: salloc --no-shell --job-name 'ppsweep-<run-id>+gpu'" in out
+    assert "  step: srun --overlap --jobid '<jobid>' " in out
+    assert "hf_secret-value-123" not in out
+    assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
