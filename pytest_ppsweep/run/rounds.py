@@ -48,7 +48,7 @@ class Rounds:
         results: list[RoundResult] = []
         workload = self.ctx.sweep.workload_of(cfg)
         repeats = workload.repeats
-        decode = is_decode(objective_of(json.loads(json.dumps(workload.as_json()))))
+        decode = decode_workload(workload)
         spec, prompts = self.ctx.workloads.workload_for(cfg)
         cap = max(self.ctx.sweep.max_repeats or DEFAULT_MAX_REPEATS, repeats)
         repeat = 0
@@ -255,6 +255,12 @@ def _boot_id(token: str) -> str:
 
 def _fmt(value: float | None) -> str:
     return "n/a" if value is None or value != value else f"{value:,.2f}"
+
+
+def decode_workload(workload: Workload) -> bool:
+    """Whether ``workload``'s progress shows decode metrics (its objective: results/objective.py,
+    on the workload as run.json holds it)."""
+    return is_decode(objective_of(json.loads(json.dumps(workload.as_json()))))
 
 
 def round_metrics(result: RoundResult, decode: bool) -> str:

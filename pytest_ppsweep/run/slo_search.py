@@ -43,7 +43,7 @@ from pytest_ppsweep.results.sloanswer import read_probes
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
-from pytest_ppsweep.run.rounds import Rounds
+from pytest_ppsweep.run.rounds import Rounds, decode_workload
 
 __all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path"]
 
@@ -200,7 +200,8 @@ class SloSearch:
             booted.check_alive()
             what = (f"SLO {phase} {k} (probe {search.spent + (phase == 'search')}/"
                     f"{slo.max_probes}) at {load_text(load, search.integer)} {search.unit}")
-            bar = RoundBar(self.ctx.live, cfg.id, what, spec.num_requests, scale)
+            bar = RoundBar(self.ctx.live, cfg.id, what, spec.num_requests, scale,
+                           decode=decode_workload(workload))
             with (raw_dir / f"slo-p{k}.jsonl").open("w", encoding="utf-8") as raw:
 
                 def write(record: dict[str, Any], raw: Any = raw, bar: RoundBar = bar) -> None:
