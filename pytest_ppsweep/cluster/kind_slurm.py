@@ -6,12 +6,20 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_ppsweep.cluster.backend import Backend, NodeCheck
 from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
 from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.cluster.slurm import SlurmLauncher, SlurmNodeHost, resolve
+from pytest_ppsweep.cluster.slurm import (
+    SlurmLauncher,
+    SlurmNodeHost,
+    job_name,
+    resolve,
+    salloc_argv,
+    srun_step_argv,
+)
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 from pytest_ppsweep.redact import redact_argv
 
@@ -62,8 +70,6 @@ class SlurmBackend(Backend):
     def dry_run_lines(self, sweep: Sweep) -> list[str]:
         """Where the Slurm commands run, and the allocation: the run's ``salloc`` line (the
         run id and the granted job id are placeholders), or the job it takes."""
-        from pytest_ppsweep.cluster.slurm import job_name, salloc_argv
-
         c = self.cluster
         where = (f"on login node {c.slurm_login} over SSH" if c.slurm_login
                  else "on this machine")
@@ -86,10 +92,6 @@ class SlurmBackend(Backend):
     def dry_run_point_lines(self, config_id: str, nodes: Sequence[str]) -> list[str]:
         """The point's one step: its ``srun`` line (each task runs the node line of its
         ``SLURM_NODEID``, given to it in the step's environment, never on the command line)."""
-        from dataclasses import replace
-
-        from pytest_ppsweep.cluster.slurm import job_name, srun_step_argv
-
         c = self.cluster
         jobbed = c if c.slurm_jobid else replace(c, slurm_jobid=JOBID_PLACEHOLDER)
         name = _placeholder_run(job_name(_RUN_SENTINEL, config_id, "RANDOM")).replace(

@@ -25,6 +25,7 @@ from pytest_ppsweep.folder.runfolder import (
     SUMMARY_CSV,
 )
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
+from pytest_ppsweep.results import objective
 from pytest_ppsweep.results.spread import spread_pct
 
 if TYPE_CHECKING:
@@ -425,8 +426,6 @@ def _references(run_dir: Path, summary: Summary, table: pd.DataFrame,
     ``vs_base_of`` (the point its vs-baseline deltas are measured against: the comparisons'
     reference, the row's own point when it is a reference, "" for none) and the decode
     deltas (:data:`DECODE_DELTAS`) against that point."""
-    from pytest_ppsweep.results import objective
-
     raw = objective.run_json(run_dir)
     workload_of = objective.point_workloads(raw)
     objectives = objective.workload_objectives(raw)
