@@ -165,7 +165,8 @@ def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
              if per_row else "Medians over repeats, deltas vs "
              + ("baseline " if (only or summary.baseline) == summary.baseline else "")
              + escape(only or summary.baseline))
-    return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes, wrap=(len(headers) - 1,))
+    wrap = (len(headers) - 2, len(headers) - 1) if per_row else (len(headers) - 1,)
+    return f"<h3>{title}</h3>" + _table(headers, rows, 2, classes, wrap=wrap)
 
 
 def _extra_html(count: Any) -> str:
