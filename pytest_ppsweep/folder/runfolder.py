@@ -61,6 +61,9 @@ PROFILE_CSV = "profile.csv"
 COMM_CSV = "comm.csv"
 COMM_SUMMARY_CSV = "comm_summary.csv"
 LOCK_FILE = ".lock"
+# In the reports folder, beside the run folders: the run history (gate/history.py), a cache of
+# the run folders that `python -m pytest_ppsweep history --rebuild` makes anew from them.
+HISTORY_DB = "history.sqlite"
 
 METADATA_DIR = "metadata"
 SERVICE_DIR = "service"
