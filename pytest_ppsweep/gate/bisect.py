@@ -87,6 +87,9 @@ class Outcome:
         out += [f"  {r.verdict.upper()} {r.message}" for r in first.rows]
         out.append(f"evidence against the last good image {self.last_good}:")
         out += [f"  {r.verdict.upper()} {r.message}" for r in self.evidence]
+        if not any(r.verdict == "regression" for r in self.evidence):
+            out.append("  (not beyond the noise against the last good image alone: each image "
+                       "is judged against the good image, as the gate judges it)")
         return out
 
 

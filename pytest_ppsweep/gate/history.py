@@ -436,9 +436,12 @@ class History:
         return sorted(found, key=lambda r: (r.status in (None, "complete"), r.started, r.folder),
                       reverse=True)
 
-    def trend(self, sweep: str, metric: str, layout: str | None = None) -> list[TrendRow]:
-        """Each point's ``metric`` across the sweep's runs, oldest first per point."""
-        self.sync()
+    def trend(self, sweep: str, metric: str, layout: str | None = None, *,
+              sync: bool = True) -> list[TrendRow]:
+        """Each point's ``metric`` across the sweep's runs, oldest first per point (``sync``:
+        the index repaired from the folders first)."""
+        if sync:
+            self.sync()
         sql = ("SELECT p.config_id, p.concurrency, r.started, r.image, r.run_id, p.median, "
                "p.low, p.high, p.repeats FROM points p JOIN runs r ON r.folder = p.folder "
                "WHERE r.sweep = ? AND p.metric = ?")
