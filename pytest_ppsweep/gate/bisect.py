@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.gate.comparison import Comparison, Threshold, compare
 from pytest_ppsweep.gate.history import History, HistoryError
 
@@ -263,8 +264,6 @@ class GateRunner:
 
 
 def _measured_layouts(folder: Path) -> set[str]:
-    from pytest_ppsweep.gate.benchjson import load, points, valid_mask
-
     try:
         data = load(folder)
     except (OSError, ValueError):

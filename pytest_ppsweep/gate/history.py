@@ -29,8 +29,10 @@ once queue instead of corrupting the file.
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import math
+import re
 import sqlite3
 import statistics
 from collections.abc import Iterator, Sequence
@@ -55,7 +57,9 @@ from pytest_ppsweep.gate.baselines import BASELINES
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.gate.comparison import FAILING, METRICS, SIGNIFICANT
 from pytest_ppsweep.results.aggregate import RunFolderError
+from pytest_ppsweep.results.answers import one_line
 from pytest_ppsweep.results.outputs import outputs_problems
+from pytest_ppsweep.results.pipeline import analyse
 from pytest_ppsweep.results.questions import rule_of
 from pytest_ppsweep.results.stats import half_width_pct
 
@@ -159,8 +163,6 @@ def _ddl(name: str) -> str:
 def run_date(run_dir: Path) -> datetime | None:
     """When the run started: the ``YYYYmmdd-HHMMSS`` stamp of its id, else when its manifest
     was last written (None without one)."""
-    import re
-
     stamp = re.search(r"(\d{8})-(\d{6})$", run_dir.name)
     if stamp:
         with contextlib.suppress(ValueError):
@@ -174,8 +176,6 @@ def run_date(run_dir: Path) -> datetime | None:
 def gate_result(run_dir: Path) -> str:
     """``pass`` or ``N regression(s)`` (regressed or broken points: what fails the gate) from
     gate.csv, ``—`` without one."""
-    import csv
-
     path = run_dir / GATE_CSV
     if not path.is_file():
         return "—"
@@ -245,9 +245,6 @@ def _output_rows(run_dir: Path) -> list[OutputRow]:
 
 def read_run(run_dir: Path) -> tuple[RunRecord, list[PointRow], list[OutputRow]]:
     """A run folder's rows (RunFolderError when it has no readable run.json)."""
-    from pytest_ppsweep.results.answers import one_line
-    from pytest_ppsweep.results.pipeline import analyse
-
     manifest = run_dir / RUN_JSON
     if not manifest.is_file():
         raise RunFolderError(f"missing file: {manifest}")

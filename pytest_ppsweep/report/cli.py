@@ -23,6 +23,7 @@ import os
 import shutil
 import sys
 import textwrap
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -41,7 +42,13 @@ from pytest_ppsweep.folder.runfolder import (
     SUMMARY_CSV,
     RunFolder,
 )
-from pytest_ppsweep.gate.comparison import DEFAULT_THRESHOLDS, METRICS
+from pytest_ppsweep.gate.bisect import BisectError, GateRunner, read_images, search
+from pytest_ppsweep.gate.comparison import (
+    DEFAULT_THRESHOLDS,
+    METRICS,
+    ThresholdError,
+    parse_thresholds,
+)
 from pytest_ppsweep.gate.history import (
     History,
     HistoryError,
@@ -768,8 +775,6 @@ _HELP["bisect"] = (
 
 
 def _sweep_name(folder: Path) -> str:
-    import tomllib
-
     matrix = folder / "ppsweep.toml" if folder.is_dir() else folder
     try:
         raw = tomllib.loads(matrix.read_text(encoding="utf-8"))
@@ -783,9 +788,6 @@ def _sweep_name(folder: Path) -> str:
 
 
 def _cmd_bisect(args: argparse.Namespace) -> int:
-    from pytest_ppsweep.gate.bisect import BisectError, GateRunner, read_images, search
-    from pytest_ppsweep.gate.comparison import ThresholdError, parse_thresholds
-
     reports = Path(args.reports)
     sweep_dir = Path(args.sweep)
     try:

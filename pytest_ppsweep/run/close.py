@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_ppsweep import gate
 from pytest_ppsweep.folder.runfolder import RunJson, RunStore
-from pytest_ppsweep.gate.history import index_at_close
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.results.runstatus import RunStatus
 from pytest_ppsweep.results.sloanswer import write_if_absent
@@ -51,6 +50,7 @@ def close(
     rows in the reports folder's history (gate/history.py; a failure is a warning line). The
     folder's results are read once, then handed to each of them."""
     from pytest_ppsweep.gate import benchjson, differs
+    from pytest_ppsweep.gate.history import index_at_close
     from pytest_ppsweep.results.aggregate import load_run
 
     for config_id, why in not_run.items():
