@@ -56,10 +56,10 @@ from pytest_ppsweep.folder.runfolder import (
 from pytest_ppsweep.gate.baselines import BASELINES
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.gate.comparison import FAILING, METRICS, SIGNIFICANT
-from pytest_ppsweep.results.aggregate import RunFolderError
+from pytest_ppsweep.results.aggregate import RunData, RunFolderError
 from pytest_ppsweep.results.answers import one_line
 from pytest_ppsweep.results.outputs import outputs_problems
-from pytest_ppsweep.results.pipeline import analyse
+from pytest_ppsweep.results.pipeline import Analysis, analyse
 from pytest_ppsweep.results.questions import rule_of
 from pytest_ppsweep.results.stats import half_width_pct
 
@@ -207,10 +207,11 @@ def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _point_rows(run_dir: Path, raw: dict[str, Any]) -> list[PointRow]:
+def _point_rows(run_dir: Path, raw: dict[str, Any], data: RunData | None = None
+                ) -> list[PointRow]:
     rule = rule_of(raw)
     out = []
-    data = load(run_dir)
+    data = load(run_dir) if data is None else data
     for (cid, conc), rows in points(data.results).items():
         valid = rows[valid_mask(rows)]
         for metric, (column, _, _, _) in METRICS.items():
@@ -243,8 +244,10 @@ def _output_rows(run_dir: Path) -> list[OutputRow]:
     return out
 
 
-def read_run(run_dir: Path) -> tuple[RunRecord, list[PointRow], list[OutputRow]]:
-    """A run folder's rows (RunFolderError when it has no readable run.json)."""
+def read_run(run_dir: Path, analysis: Analysis | None = None
+             ) -> tuple[RunRecord, list[PointRow], list[OutputRow]]:
+    """A run folder's rows (RunFolderError when it has no readable run.json); ``analysis``: the
+    folder's results pipeline already run (run/close.py), else run here."""
     manifest = run_dir / RUN_JSON
     if not manifest.is_file():
         raise RunFolderError(f"missing file: {manifest}")
@@ -258,17 +261,17 @@ def read_run(run_dir: Path) -> tuple[RunRecord, list[PointRow], list[OutputRow]]
     valid = invalid = None
     answered = ""
     pts: list[PointRow] = []
-    try:
-        _, summary, verdicts, answers = analyse(run_dir)
-    except RunFolderError:
-        pass  # a run that stopped before its first round: still listed, without counts
-    else:
+    if analysis is None:
+        with contextlib.suppress(RunFolderError):  # no round yet: listed, without counts
+            analysis = analyse(run_dir)
+    if analysis is not None:
+        _, summary, verdicts, answers = analysis
         layouts = len(summary.order)
         valid = sum(v.valid for v in verdicts)
         invalid = len(verdicts) - valid
         answered = one_line([a.as_dict() for a in answers])
     with contextlib.suppress(RunFolderError):
-        pts = _point_rows(run_dir, raw)
+        pts = _point_rows(run_dir, raw, analysis[0] if analysis is not None else None)
     outs = _output_rows(run_dir)
     correctness = None if not outs else "agree" if all(o.agrees for o in outs) else "disagree"
     date = run_date(run_dir)
@@ -351,9 +354,10 @@ class History:
                 con.executemany(f"INSERT INTO {name} VALUES ({marks})",
                                 [astuple(i) for i in items])
 
-    def index(self, run_dir: Path) -> RunRecord:
-        """Read ``run_dir`` (a folder of this reports folder) and replace its rows."""
-        rows = read_run(Path(run_dir))
+    def index(self, run_dir: Path, analysis: Analysis | None = None) -> RunRecord:
+        """Read ``run_dir`` (a folder of this reports folder; ``analysis``: its results
+        pipeline, already run) and replace its rows."""
+        rows = read_run(Path(run_dir), analysis)
         with self._write() as con:
             self._put(con, rows)
         return rows[0]
@@ -453,11 +457,12 @@ class History:
         return sorted({r[0] for r in self._select("SELECT DISTINCT sweep FROM runs")})
 
 
-def index_at_close(run_dir: Path) -> str:
-    """Index a closed run in its reports folder's history; "" or the warning that says why it
-    was not (the run and its folder are untouched either way: the history is a cache)."""
+def index_at_close(run_dir: Path, analysis: Analysis | None = None) -> str:
+    """Index a closed run in its reports folder's history (``analysis``: what the close
+    computed of it); "" or the warning that says why it was not (the run and its folder are
+    untouched either way: the history is a cache)."""
     try:
-        History(Path(run_dir).parent).index(Path(run_dir))
+        History(Path(run_dir).parent).index(Path(run_dir), analysis)
     except (HistoryError, RunFolderError, OSError, ValueError, sqlite3.Error) as exc:
         return (f"warning: run not indexed in the history ({exc}); "
                 "`python -m pytest_ppsweep history --rebuild` indexes it from its folder")

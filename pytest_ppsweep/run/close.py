@@ -72,7 +72,7 @@ def close(
         gate.write_comparison_csv(store.dir, rows)
         differs.add_differs_column(store.dir, compare_ref)  # gate.csv's ``differs`` column
     # Last: the run history indexes the closed folder (a cache; a failure only warns).
-    return Closed(store.dir, analysis, note, rows, index_at_close(store.dir))
+    return Closed(store.dir, analysis, note, rows, index_at_close(store.dir, analysis))
 
 
 def summarize(run_dir: Path, data: RunData | None = None, status: RunStatus | None = None

@@ -152,3 +152,44 @@ def test_compare_takes_an_image_from_the_history(tmp_path: Path,
     out = capsys.readouterr().out
     assert "A = kimi-20261201-090000, B = kimi-20261202-090000" in out
     assert not math.isnan(0.0)
+
+
+def test_the_image_placeholder_gives_each_rank_its_image(tmp_path: Path) -> None:
+    """``{image}`` in an env value is the sweep's image (``--ppsweep-image`` included): how an
+    emulated rank learns which image it stands for (PPSWEEP_SIM_IMAGE)."""
+    from support.matrices import small_matrix
+    from support.paths import sweep_folder
+
+    from pytest_ppsweep.cluster.rankspec import rank_specs
+    from pytest_ppsweep.matrix.parse import load
+
+    text = small_matrix("\n[[configs]]\npp = 4\ntp = 8\n", net="127.0.6", port=31999,
+                        dist=36999, scale=100, state=tmp_path / "state")
+    text = text.replace("PPSWEEP_SIM_TIME_SCALE =", 'PPSWEEP_SIM_IMAGE = "{image}", '
+                        "PPSWEEP_SIM_TIME_SCALE =")
+    folder = sweep_folder(tmp_path / "sweep", text)
+    sweep = load(folder / "ppsweep.toml", image="reg/sglang:v6")
+    specs = rank_specs(sweep, sweep.clusters["local"], sweep.configs[0])
+    assert {s.env["PPSWEEP_SIM_IMAGE"] for s in specs} == {"reg/sglang:v6"}
+
+
+def test_the_rows_the_close_writes_are_the_rebuilds(tmp_path: Path) -> None:
+    """run/close.py indexes from what it computed; a rebuild from the folder alone gives the
+    same database, byte for byte in its dump."""
+    from support.runs import record_run, seed_points
+
+    from pytest_ppsweep.folder.runfolder import RunStore
+    from pytest_ppsweep.gate.comparison import parse_thresholds
+    from pytest_ppsweep.run.close import close
+
+    reports = tmp_path / "reports"
+    record_run(reports, "ref", seed_points())
+    record_run(reports, "cur", seed_points())
+    for run_id, ref in (("ref", None), ("cur", reports / "ref")):
+        store = RunStore(reports, run_id)
+        closed = close(store, list(store.config_rows()), {}, ref, parse_thresholds([]))
+        assert closed.history_note == ""
+    at_close = _dump(reports / HISTORY_DB)
+    assert any("'cur'" in line and "'pass'" in line for line in at_close), at_close[:5]
+    History(reports).rebuild()
+    assert _dump(reports / HISTORY_DB) == at_close
