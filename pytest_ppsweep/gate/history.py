@@ -469,8 +469,9 @@ def index_at_close(run_dir: Path, analysis: Analysis | None = None) -> str:
     return ""
 
 
-def trend_lines(rows: Sequence[TrendRow], metric: str, width: int = 100) -> list[str]:
-    """``trend``'s table: per point, one line per run (date, image, run id, median, interval)."""
+def trend_lines(rows: Sequence[TrendRow], metric: str) -> list[str]:
+    """``trend``'s table: per point, one line per run (date, image, median, interval, repeats,
+    run id). A long image keeps its end (its tag); the run id is never cut."""
     label, unit = METRICS[metric][1], METRICS[metric][2].strip()
     out: list[str] = []
     current: tuple[str, int] | None = None
@@ -480,10 +481,10 @@ def trend_lines(rows: Sequence[TrendRow], metric: str, width: int = 100) -> list
             out.append(f"{r.config_id} C={r.concurrency}: {label}"
                        + (f" ({unit})" if unit else "")
                        + " — median of valid repeats [interval of the point]")
-        interval = ("[no interval: 1 repeat]" if r.low is None or r.high is None
+        interval = ("[1 repeat]" if r.low is None or r.high is None
                     else f"[{r.low:,.4g}, {r.high:,.4g}]")
-        line = (f"  {r.started.replace('T', ' ')[:16] or '?':<16} {r.image or '—':<24} "
-                f"{r.median:>12,.4g} {interval:<26} n={r.repeats} {r.run_id}")
-        out.append(line if len(line) <= width else line[:width - 1] + "…")
+        image = r.image or "—"
+        image = image if len(image) <= 20 else "…" + image[-19:]
+        out.append(f"  {r.started.replace('T', ' ')[:16] or '?':<16} {image:<20} "
+                   f"{r.median:>10,.4g} {interval:<22} n={r.repeats} {r.run_id}")
     return out
-

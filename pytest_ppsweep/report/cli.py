@@ -471,7 +471,7 @@ def _cmd_trend(args: argparse.Namespace) -> int:
               + f" in the history of {reports} (sweeps: {', '.join(known) or 'none'})",
               file=sys.stderr)
         return EXIT_MISSING
-    print("\n".join(trend_lines(rows, metric, width=terminal_width())))
+    print("\n".join(trend_lines(rows, metric)))
     return 0
 
 
@@ -748,7 +748,7 @@ def _history_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                      help="the sweep folder pytest runs (its ppsweep.toml; default test_matrix)")
     bis.add_argument("--threshold", action="append", metavar="METRIC:±N%",
                      help="the gate's thresholds (as --ppsweep-threshold; default "
-                     f"{', '.join(DEFAULT_THRESHOLDS)})")
+                     f"{', '.join(DEFAULT_THRESHOLDS)})".replace("%", "%%"))
     bis.add_argument("--pytest-arg", action="append", metavar="ARG",
                      help="one more argument for each gate run's pytest (repeatable), e.g. "
                      "--pytest-arg=--ppsweep-repeats=3")
