@@ -216,9 +216,7 @@ def find_runs(reports: Path) -> tuple[list[tuple[Path, RunLine]], list[str]]:
     else:
         return [(reports / r.folder, _line(reports / r.folder, r)) for r in records], skipped
     found, skipped = [], []
-    for folder in sorted(p for p in reports.iterdir() if p.is_dir()):
-        if folder not in run_folders(reports):
-            continue
+    for folder in run_folders(reports):
         try:
             found.append((folder, read_run_line(folder)))
         except RunFolderError as exc:
