@@ -47,6 +47,9 @@ NOT_RUN = {
     "python tools/bench_figures.py README.md --only benchmarks/bench_orchestration.py": "reruns "
         "a benchmark (minutes); tests/e2e/test_benchmark_smoke.py rewrites a block from a saved "
         "output (test_bench_figures_rewrites_a_block_from_a_saved_output)",
+    "python -m pytest_ppsweep bisect --good reg/sglang:v1 --bad reg/sglang:v8 --images "
+    "images.txt --sweep test_matrix": "several gate runs of the seeds' sweep (minutes); "
+        "tests/e2e/test_bisect_e2e.py bisects eight emulated images, one slowed by 5 %",
     "bash scripts/test.sh": "it is this suite (CI runs it as .ci/run)",
     "pytest tests": "it is this suite (the last step of scripts/test.sh)",
     "pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-image local/sglang:new-image":
@@ -224,6 +227,8 @@ def test_command_1_installs_and_runs_the_sweep(reports: Path) -> None:
     "python -m pytest_ppsweep show RUN [--reports DIR]",
     "python -m pytest_ppsweep show <run_id>",
     "python -m pytest_ppsweep --help",
+    "python -m pytest_ppsweep history --rebuild",
+    "python -m pytest_ppsweep trend kimi3-pp --layout pp8-tp4-ep4 --metric ttft_p50",
 )
 def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
     # Two layouts (the baseline and the winner) of the five: the gate's path is the same, at 2/5
@@ -258,7 +263,17 @@ def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
     out = _ok(_run([*cli, "show", gold.name, "--reports", str(reports)], timeout=120), "show")
     assert f"ppsweep summary: {gold.name}" in out
     out = _ok(_run([*cli, "--help"], timeout=60), "--help")
-    assert all(verb in out for verb in ("report", "compare", "runs", "show"))
+    assert all(verb in out for verb in ("report", "compare", "runs", "show", "history", "trend",
+                                        "bisect"))
+    # the runs were indexed in the history at their close; a rebuild gives the same rows
+    history = reports / "history.sqlite"
+    before = history.read_bytes()
+    out = _ok(_run([*cli, "history", "--rebuild", *where], timeout=120), "history --rebuild")
+    assert "history rebuilt from 3 run folder(s)" in out
+    trend = "python -m pytest_ppsweep trend kimi3-pp --layout pp8-tp4-ep4 --metric ttft_p50"
+    out = _ok(_run([*shlex.split(trend), *where], timeout=120), trend)
+    assert out.startswith("pp8-tp4-ep4 C=") and "local/sglang:new" in out
+    assert before  # indexed at close, before any reader
 
 
 @runs(

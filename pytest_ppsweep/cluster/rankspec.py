@@ -60,7 +60,8 @@ def cpu_bind(local_ranks: int, cores: int | None = None) -> str:
 
 
 def _expand(value: str, fields: Mapping[str, str], key: str) -> str:
-    """Fill ``{host}``, ``{node_rank}`` and ``{cpu_bind}`` in an environment value."""
+    """Fill ``{host}``, ``{node_rank}``, ``{cpu_bind}`` and ``{image}`` (the sweep's image, as
+    ``--ppsweep-image`` sets it) in an environment value."""
     try:
         return value.format_map(fields)
     except (KeyError, ValueError, IndexError) as exc:
@@ -87,7 +88,8 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
     local_ranks = config.gpus // len(cluster.hosts)
     specs = []
     for rank, host in enumerate(cluster.hosts):
-        fields = {"host": host.address, "node_rank": str(rank), "cpu_bind": cpu_bind(local_ranks)}
+        fields = {"host": host.address, "node_rank": str(rank), "cpu_bind": cpu_bind(local_ranks),
+                  "image": sweep.image}
         env = {k: _expand(v, fields, k) for k, v in merged.items()}
         argv = [
             python,

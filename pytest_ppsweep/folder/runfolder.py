@@ -23,6 +23,7 @@ import fcntl
 import io
 import json
 import os
+import subprocess
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -61,6 +62,9 @@ PROFILE_CSV = "profile.csv"
 COMM_CSV = "comm.csv"
 COMM_SUMMARY_CSV = "comm_summary.csv"
 LOCK_FILE = ".lock"
+# In the reports folder, beside the run folders: the run history (gate/history.py), a cache of
+# the run folders that `python -m pytest_ppsweep history --rebuild` makes anew from them.
+HISTORY_DB = "history.sqlite"
 
 METADATA_DIR = "metadata"
 SERVICE_DIR = "service"
@@ -757,6 +761,8 @@ class RunJson:
                 "run_status": "running",
                 "run_status_detail": None,
                 "owner": dict(owner) if owner else None,
+                # the sweep file's checkout (the run history's git version; None outside git)
+                "git_commit": git_commit(Path(sweep.path).parent),
                 **axis_fields(sweep),
             } | {key: kept[key] for key in LEARNT_AT_BOOT if key in kept},
         )
@@ -789,6 +795,18 @@ class RunJson:
         if isinstance(chosen, dict):
             self.update(selected={k: v for k, v in chosen.items() if k not in skipped},
                         adaptive_skipped=dict(skipped))
+
+
+def git_commit(folder: Path) -> str | None:
+    """``git describe --always --dirty`` of the checkout that holds ``folder`` (the commit,
+    ``-dirty`` when it has changes); None outside a git checkout or without git."""
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "describe", "--always", "--dirty",
+                               "--abbrev=12"], capture_output=True, text=True, timeout=10,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None if done.returncode == 0 else None
 
 
 def axis_fields(sweep: Sweep) -> dict[str, Any]:

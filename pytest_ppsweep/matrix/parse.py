@@ -710,7 +710,7 @@ def _matching(r: Reader, key: str, pattern: re.Pattern[str], what: str, default:
     return value
 
 
-ENV_PLACEHOLDERS = ("host", "node_rank", "cpu_bind")  # what rankspec fills in per node
+ENV_PLACEHOLDERS = ("host", "node_rank", "cpu_bind", "image")  # what rankspec fills in per node
 
 
 def _env(tab: Reader) -> dict[str, str]:

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
-import re
 import shutil
 import sys
 import textwrap
+import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,11 +39,24 @@ from pytest_ppsweep.folder.runfolder import (
     PLANNER_PROFILE_JSON,
     REPORT_HTML,
     RESULTS_CSV,
-    RUN_JSON,
     SUMMARY_CSV,
     RunFolder,
 )
-from pytest_ppsweep.gate.comparison import DEFAULT_THRESHOLDS
+from pytest_ppsweep.gate.bisect import BisectError, GateRunner, read_images, search
+from pytest_ppsweep.gate.comparison import (
+    DEFAULT_THRESHOLDS,
+    METRICS,
+    ThresholdError,
+    parse_thresholds,
+)
+from pytest_ppsweep.gate.history import (
+    History,
+    HistoryError,
+    RunRecord,
+    read_run,
+    run_folders,
+    trend_lines,
+)
 from pytest_ppsweep.planner.data import PlannerError, load_measured
 from pytest_ppsweep.planner.fitting import fit, load_fitted
 from pytest_ppsweep.planner.plan import (
@@ -75,7 +87,6 @@ if TYPE_CHECKING:
 EXIT_MISSING = 2
 DEFAULT_REPORTS = Path("reports")  # like the plugin's --ppsweep-reports default
 _WIDTH = 100
-_STAMP = re.compile(r"(\d{8})-(\d{6})$")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -175,75 +186,37 @@ class RunLine:
     status: str = ""  # the run's status in one line (results/runstatus.RunStatus.brief)
 
 
-def run_date(run_dir: Path) -> datetime | None:
-    """When the run started: the ``YYYYmmdd-HHMMSS`` stamp of its id, else when its manifest
-    was last written (None without one)."""
-    stamp = _STAMP.search(run_dir.name)
-    if stamp:
-        try:
-            return datetime.strptime("".join(stamp.groups()), "%Y%m%d%H%M%S")
-        except ValueError:
-            pass
-    manifest = run_dir / RUN_JSON
-    return datetime.fromtimestamp(manifest.stat().st_mtime) if manifest.is_file() else None
-
-
-def gate_result(run_dir: Path) -> str:
-    """``pass`` or ``N regression(s)`` (regressed or broken points: what fails the gate) from
-    gate.csv, ``—`` without one."""
-    from pytest_ppsweep.gate.comparison import FAILING, GATE_CSV, SIGNIFICANT
-
-    path = run_dir / GATE_CSV
-    if not path.is_file():
-        return "—"
-    with path.open(newline="", encoding="utf-8") as fh:
-        verdicts = [row.get("verdict", "") for row in csv.DictReader(fh)]
-    failing = sum(verdicts.count(v) for v in FAILING)
-    changed = verdicts.count(SIGNIFICANT)
-    note = f" ({changed} significant)" if changed else ""
-    return ("pass" if not failing else f"{failing} regression{'s' if failing != 1 else ''}") + note
-
-
 def read_run_line(run_dir: Path) -> RunLine:
-    """The ``runs`` line of one run folder (RunFolderError when it has no readable manifest)."""
-    manifest = run_dir / RUN_JSON
-    if not manifest.is_file():
-        raise RunFolderError(f"missing file: {manifest}")
-    try:
-        raw = json.loads(manifest.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise RunFolderError(f"{manifest}: not valid JSON ({exc})") from exc
-    if not isinstance(raw, dict):
-        raise RunFolderError(f"{manifest}: expected a JSON object")
-    layouts: int | None = len(raw.get("order") or ()) or None
-    valid = invalid = None
-    answered = ""
-    status = folder_status(run_dir, raw)
-    try:
-        data, summary, verdicts, answers = analyse(run_dir)
-    except RunFolderError:
-        pass  # a run that stopped before its first round: still listed, without counts
-    else:
-        status = data.meta.status
-        layouts = len(summary.order)
-        valid = sum(v.valid for v in verdicts)
-        invalid = len(verdicts) - valid
-        answered = one_line([a.as_dict() for a in answers])
-    return RunLine(str(raw.get("run_id") or run_dir.name), run_date(run_dir),
-                   str(raw.get("sweep") or ""), str(raw.get("image") or ""),
-                   str(raw.get("cluster") or ""), layouts, valid, invalid, gate_result(run_dir),
-                   answered, status.brief() if status is not None else "")
+    """The ``runs`` line of one run folder, read from the folder (RunFolderError when it has no
+    readable manifest)."""
+    return _line(run_dir, read_run(run_dir)[0])
+
+
+def _line(run_dir: Path, r: RunRecord) -> RunLine:
+    """A history record as a ``runs`` line; its status is read from the folder now (a running
+    run's changes by the second: results/livestatus.py), the rest comes from the record."""
+    status = folder_status(run_dir) if run_dir.is_dir() else None
+    return RunLine(r.run_id, r.date, r.sweep, r.image, r.cluster, r.layouts, r.valid, r.invalid,
+                   r.gate, r.answers, status.brief() if status is not None else "")
 
 
 def find_runs(reports: Path) -> tuple[list[tuple[Path, RunLine]], list[str]]:
     """Every run folder directly in ``reports``, newest first, and why other folders were
-    skipped. (Named baselines live in ``reports/baselines/``: not runs of this listing.)"""
+    skipped. (Named baselines live in ``reports/baselines/``: not runs of this listing.)
+    Read from the history (gate/history.py), repaired from the folders first; from the
+    folders alone when the history cannot be read or written (a warning line says so)."""
     if not reports.is_dir():
         raise RunFolderError(f"missing reports folder: {reports}")
+    history = History(reports)
+    try:
+        skipped = history.sync()
+        records = history.records(sync=False)
+    except HistoryError as exc:
+        print(f"warning: {exc}; reading the run folders instead", file=sys.stderr)
+    else:
+        return [(reports / r.folder, _line(reports / r.folder, r)) for r in records], skipped
     found, skipped = [], []
-    for folder in sorted(p for p in reports.iterdir() if p.is_dir()):
-        if folder.name == "baselines" or folder.name.startswith("."):
-            continue
+    for folder in run_folders(reports):
         try:
             found.append((folder, read_run_line(folder)))
         except RunFolderError as exc:
@@ -351,17 +324,10 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 # -- show: a stored run's terminal summary -----------------------------------------------------
 
 
-def run_folders(reports: Path) -> list[Path]:
-    """The run folders directly in ``reports`` (not the named baselines, not hidden ones)."""
-    if not reports.is_dir():
-        return []
-    return sorted(p for p in reports.iterdir()
-                  if p.is_dir() and p.name != "baselines" and not p.name.startswith("."))
-
-
 def resolve_run(run: str, reports: Path) -> Path:
-    """A run folder from a path, a run id in ``reports`` or a unique prefix of one
-    (RunFolderError naming what was looked for, or every run the prefix matches)."""
+    """A run folder from a path, a run id in ``reports``, a unique prefix of one, or an image
+    (its newest run in the history; gate/history.py) (RunFolderError naming what was looked
+    for, or every run the prefix matches)."""
     path = Path(run)
     if path.is_dir():
         return path
@@ -375,8 +341,22 @@ def resolve_run(run: str, reports: Path) -> Path:
             raise RunFolderError(
                 f"ambiguous run id prefix: {run} matches {len(matches)} runs in {reports}: "
                 f"{', '.join(p.name for p in matches[:10])}{' …' if len(matches) > 10 else ''}")
+    image = _run_of_image(run, reports)
+    if image is not None:
+        return image
     looked = str(path) if "/" in run else f"{path} and {reports / run}"
     raise RunFolderError(f"missing run folder: {run} (looked for {looked})")
+
+
+def _run_of_image(image: str, reports: Path) -> Path | None:
+    """The newest run of ``image`` in the history (a complete one first), None without."""
+    if not reports.is_dir():
+        return None
+    try:
+        found = History(reports).runs_of_image(image)
+    except HistoryError:
+        return None
+    return reports / found[0].folder if found else None
 
 
 def _sep(title: str, width: int = _WIDTH) -> str:
@@ -450,6 +430,49 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- history and trend: the run history (gate/history.py) ---------------------------------------
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    reports = Path(args.reports)
+    if not reports.is_dir():
+        raise RunFolderError(f"missing reports folder: {reports}")
+    history = History(reports)
+    if args.rebuild:
+        count, skipped = history.rebuild()
+        print(f"history rebuilt from {count} run folder(s): {history.path}")
+    else:
+        skipped = history.sync()
+    records = history.records(sync=False)
+    sweeps = sorted({r.sweep for r in records})
+    print(f"{history.path}: {len(records)} run(s), sweeps: {', '.join(sweeps) or '—'}")
+    for why in skipped:
+        print(f"skipped {why}")
+    return 0
+
+
+def _cmd_trend(args: argparse.Namespace) -> int:
+    reports = Path(args.reports)
+    if not reports.is_dir():
+        raise RunFolderError(f"missing reports folder: {reports}")
+    metric = args.metric.removesuffix("_s")
+    if metric not in METRICS:
+        print(f"error: --metric {args.metric!r}: expected one of {', '.join(METRICS)}",
+              file=sys.stderr)
+        return EXIT_MISSING
+    history = History(reports)
+    rows = history.trend(args.sweep, metric, args.layout)
+    if not rows:
+        known = history.sweeps()
+        print(f"error: no {metric} of sweep {args.sweep!r}"
+              + (f" layout {args.layout!r}" if args.layout else "")
+              + f" in the history of {reports} (sweeps: {', '.join(known) or 'none'})",
+              file=sys.stderr)
+        return EXIT_MISSING
+    print("\n".join(trend_lines(rows, metric)))
+    return 0
+
+
 # -- the parser --------------------------------------------------------------------------------
 
 _EPILOG = """\
@@ -460,6 +483,9 @@ verbs:
   compare   side-by-side medians of two runs
   fit       fit the planner's cost model to measured runs (RUN/planner/profile.json)
   plan      predict every layout the cluster can run, with 90 % intervals
+  history   the run history (reports/history.sqlite): repair it, or --rebuild it
+  trend     each point's metric across the images and dates of a sweep's runs
+  bisect    find the first image of an ordered list that regressed (runs the gate)
 
 examples:
   python -m pytest_ppsweep runs
@@ -469,9 +495,11 @@ examples:
   python -m pytest_ppsweep compare <last-good> <new-image>
   python -m pytest_ppsweep fit kimi3-pp-20261201-090656
   python -m pytest_ppsweep plan --profile kimi3-pp-20261201-090656
+  python -m pytest_ppsweep history --rebuild
+  python -m pytest_ppsweep trend kimi3-pp --layout pp8-tp4-ep4 --metric ttft_p50
 
 RUN, for every verb: a run id in the reports folder (--reports DIR, default ./reports), a
-unique prefix of one, or a path to a run folder.
+unique prefix of one, a path to a run folder, or an image (its newest run in the history).
 
 Run `python -m pytest_ppsweep VERB --help` for a verb's options.
 Exit status: 0 on success; 2 on a usage error or when a folder, file or column is missing
@@ -547,6 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
     _reports_option(compare)
     compare.set_defaults(func=_cmd_compare)
     _planner_verbs(sub)
+    _history_verbs(sub)
     return parser
 
 
@@ -556,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         status: int = args.func(args)
         sys.stdout.flush()
-    except (RunFolderError, PlannerError) as exc:
+    except (RunFolderError, PlannerError, HistoryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_MISSING
     except BrokenPipeError:
@@ -673,3 +702,101 @@ def _planner_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                         "profile)")
     _reports_option(plan_p)
     plan_p.set_defaults(func=_cmd_plan)
+
+
+_HELP["history"] = (
+    "the run history: repair it, or --rebuild it from the run folders",
+    "Every finished run is indexed in <reports>/history.sqlite (run id, sweep, image,\n"
+    "cluster, versions, status, per-point medians and intervals, correctness). It is a cache\n"
+    "of the run folders: without --rebuild, folders not indexed or changed since are read\n"
+    "again (what `runs`, `compare` and `trend` do first); with --rebuild every row is made\n"
+    "anew from the folders (deleting the file loses nothing).",
+    "examples:\n  python -m pytest_ppsweep history --rebuild\n"
+    "  python -m pytest_ppsweep history --reports /data/ppsweep/reports")
+_HELP["trend"] = (
+    "each point's metric across images and dates",
+    "Per point (layout x C) of the sweep's runs in the history, one line per run, oldest\n"
+    "first: date, image, the median of its valid repeats and the point's own interval of its\n"
+    "geometric mean (at the run's alpha, results/stats.py), the repeats and the run id.",
+    "examples:\n  python -m pytest_ppsweep trend kimi3-pp\n"
+    "  python -m pytest_ppsweep trend kimi3-pp --layout pp8-tp4-ep4 --metric ttft_p50")
+
+
+def _history_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    hist = _sub(sub, "history")
+    hist.add_argument("--rebuild", action="store_true",
+                      help="make every row anew from the run folders")
+    _reports_option(hist)
+    hist.set_defaults(func=_cmd_history)
+    trend = _sub(sub, "trend")
+    trend.add_argument("sweep", metavar="SWEEP", help="the sweep's name ([sweep] name)")
+    trend.add_argument("--layout", default=None, metavar="LAYOUT",
+                       help="one layout (or point id) only, e.g. pp8-tp4-ep4")
+    trend.add_argument("--metric", default="input_tps", metavar="METRIC",
+                       help=f"one of {', '.join(METRICS)} (default input_tps)")
+    _reports_option(trend)
+    trend.set_defaults(func=_cmd_trend)
+    bis = _sub(sub, "bisect")
+    bis.add_argument("--good", required=True, metavar="IMAGE", help="the last image known good")
+    bis.add_argument("--bad", required=True, metavar="IMAGE", help="an image known to regress")
+    bis.add_argument("--images", required=True, metavar="FILE_OR_LIST",
+                     help="the ordered images, oldest first: a file (one per line) or a "
+                     "comma-separated list; --good and --bad among them")
+    bis.add_argument("--sweep", default="test_matrix", metavar="FOLDER",
+                     help="the sweep folder pytest runs (its ppsweep.toml; default test_matrix)")
+    bis.add_argument("--threshold", action="append", metavar="METRIC:±N%",
+                     help="the gate's thresholds (as --ppsweep-threshold; default "
+                     f"{', '.join(DEFAULT_THRESHOLDS)})".replace("%", "%%"))
+    bis.add_argument("--pytest-arg", action="append", metavar="ARG",
+                     help="one more argument for each gate run's pytest (repeatable), e.g. "
+                     "--pytest-arg=--ppsweep-repeats=3")
+    bis.add_argument("--timeout", default=3600, type=float, metavar="S",
+                     help="seconds one gate run may take (default 3600)")
+    _reports_option(bis)
+    bis.set_defaults(func=_cmd_bisect)
+
+
+_HELP["bisect"] = (
+    "find the first image of an ordered list that regressed",
+    "Bisect an ordered list of images (oldest first) between a good and a bad one with the\n"
+    "gate's own measurement and comparison (gate/bisect.py): the points that regressed from\n"
+    "--good to --bad are measured for the image halfway (a gate run of the sweep with\n"
+    "--ppsweep-image, only the regressed layouts), judged against the good image's run, and\n"
+    "the range halved until the first bad image is found. Runs of an image already in the\n"
+    "history (reports/history.sqlite) are reused; an image that does not boot is reported and\n"
+    "skipped. Prints the first bad image with its gate rows against the good and the last good\n"
+    "image. Exit status 0 when a first bad image was found, 1 when none.",
+    "examples:\n  python -m pytest_ppsweep bisect --good reg/sglang:v1 --bad reg/sglang:v8 "
+    "--images images.txt --sweep test_matrix\n"
+    "  python -m pytest_ppsweep bisect --good a:1 --bad a:4 --images a:1,a:2,a:3,a:4 "
+    "--threshold input_tps:-3%")
+
+
+def _sweep_name(folder: Path) -> str:
+    matrix = folder / "ppsweep.toml" if folder.is_dir() else folder
+    try:
+        raw = tomllib.loads(matrix.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RunFolderError(f"--sweep {folder}: cannot read {matrix} ({exc})") from exc
+    name = raw.get("sweep", {}).get("name") if isinstance(raw.get("sweep"), dict) else None
+    if not isinstance(name, str) or not name:
+        raise RunFolderError(f"{matrix}: key 'sweep.name': expected the sweep's name, found "
+                             "nothing")
+    return name
+
+
+def _cmd_bisect(args: argparse.Namespace) -> int:
+    reports = Path(args.reports)
+    sweep_dir = Path(args.sweep)
+    try:
+        thresholds = parse_thresholds(args.threshold or [])
+        images = read_images(args.images)
+        runner = GateRunner(sweep_dir.parent if sweep_dir.is_file() else sweep_dir, reports,
+                            _sweep_name(sweep_dir), tuple(args.threshold or ()),
+                            tuple(args.pytest_arg or ()), float(args.timeout))
+        outcome = search(images, args.good, args.bad, runner, thresholds)
+    except (BisectError, ThresholdError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_MISSING
+    print("\n".join(outcome.lines()))
+    return 0 if outcome.first_bad is not None else 1

@@ -33,6 +33,7 @@ class Closed:
     analysis: Analysis | None
     note: str
     gate: list[Comparison] | None
+    history_note: str = ""  # why the run was not indexed in the history ("" when it was)
 
 
 def close(
@@ -44,10 +45,12 @@ def close(
     status: RunStatus | None = None,
 ) -> Closed:
     """Close the run folder: not-run layouts, sweep order, benchmark.json, the run's status in
-    run.json, summary.csv and answers.json (qualified by the status: results/runstatus.py)
-    and, with a reference run, gate.csv with the fields each point differs in. The folder's
-    results are read once, then handed to each of them."""
+    run.json, summary.csv and answers.json (qualified by the status: results/runstatus.py),
+    with a reference run gate.csv with the fields each point differs in, and last the run's
+    rows in the reports folder's history (gate/history.py; a failure is a warning line). The
+    folder's results are read once, then handed to each of them."""
     from pytest_ppsweep.gate import benchjson, differs
+    from pytest_ppsweep.gate.history import index_at_close
     from pytest_ppsweep.results.aggregate import load_run
 
     for config_id, why in not_run.items():
@@ -68,7 +71,8 @@ def close(
         rows = gate.compare(store.dir, compare_ref, thresholds, current=data)
         gate.write_comparison_csv(store.dir, rows)
         differs.add_differs_column(store.dir, compare_ref)  # gate.csv's ``differs`` column
-    return Closed(store.dir, analysis, note, rows)
+    # Last: the run history indexes the closed folder (a cache; a failure only warns).
+    return Closed(store.dir, analysis, note, rows, index_at_close(store.dir, analysis))
 
 
 def summarize(run_dir: Path, data: RunData | None = None, status: RunStatus | None = None

@@ -327,6 +327,8 @@ class SweepSession:
         if self.compare_ref is not None and closed.gate is not None:
             summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, rendered)
         rendered.terminal += status.lines()
+        if closed.history_note:
+            rendered.terminal.append(closed.history_note)
         name = options.get(self.config, "ppsweep_save_baseline")
         if name:
             self.render.baseline = close_folder.save_baseline(

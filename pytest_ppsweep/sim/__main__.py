@@ -18,12 +18,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .launch.config import LaunchError, resolve
     from .launch.faults import FaultSpecError
     from .launch.settings import load_settings
-    from .model.profile import load_profile
+    from .model.profile import load_profile, with_compute_factor
     from .rank.main import run_rank
 
     try:
         settings = load_settings()
-        profile = load_profile(settings.profile)
+        profile = with_compute_factor(load_profile(settings.profile), settings.compute_factor)
     except (FaultSpecError, ValueError, OSError) as exc:
         sys.stderr.write(f"ppsweep-sim: bad emulator environment: {exc}\n")
         return 2

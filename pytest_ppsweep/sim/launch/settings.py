@@ -28,6 +28,32 @@ class SimSettings:
     state_dir: Path
     seed: int
     boot_token: str = ""  # PPSWEEP_BOOT_TOKEN: echoed so the plugin knows this boot answers
+    # PPSWEEP_SIM_IMAGE (the image this rank stands for; a sweep's [env] sets it to "{image}")
+    # and PPSWEEP_SIM_IMAGE_SLOWDOWN ("IMAGE=FACTOR,..."): the compute of a listed image is
+    # FACTOR times slower (an image that regressed; bisection's tests). 1.0 for any other.
+    image: str = ""
+    compute_factor: float = 1.0
+
+
+def image_slowdown(spec: str | None, image: str) -> float:
+    """The compute factor of ``image`` in a ``PPSWEEP_SIM_IMAGE_SLOWDOWN`` value
+    (``IMAGE=FACTOR`` items, comma-separated; an image reference holds neither ``=`` nor ``,``);
+    1.0 for an image not listed. ValueError naming the item that is not ``IMAGE=FACTOR > 0``."""
+    factor = 1.0
+    for item in (spec or "").split(","):
+        if not item.strip():
+            continue
+        name, eq, value = item.strip().rpartition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = 0.0
+        if not eq or not name or not number > 0:
+            raise ValueError(f"PPSWEEP_SIM_IMAGE_SLOWDOWN: expected IMAGE=FACTOR (FACTOR > 0), "
+                             f"found {item.strip()!r}")
+        if name == image:
+            factor = number
+    return factor
 
 
 def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
@@ -43,4 +69,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         state_dir=state_dir_of(env),
         seed=int(env.get("PPSWEEP_SIM_SEED", "") or 0),
         boot_token=env.get(BOOT_TOKEN_ENV, ""),
+        image=env.get("PPSWEEP_SIM_IMAGE", ""),
+        compute_factor=image_slowdown(env.get("PPSWEEP_SIM_IMAGE_SLOWDOWN"),
+                                      env.get("PPSWEEP_SIM_IMAGE", "")),
     )

@@ -7,7 +7,7 @@ model turns them into per-layout times, so no value is keyed by a PP/TP configur
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -186,3 +186,12 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         boot=_section(BootSpec, raw, "boot"),
         moe=_section(MoeSpec, raw, "moe"),
     )
+
+
+def with_compute_factor(profile: Profile, factor: float) -> Profile:
+    """``profile`` with every chunk's compute ``factor`` times slower (an image that regressed:
+    ``PPSWEEP_SIM_IMAGE_SLOWDOWN``, sim/launch/settings.py); the profile itself for 1.0."""
+    if factor == 1.0:
+        return profile
+    compute = replace(profile.compute, chunk_gpu_seconds=profile.compute.chunk_gpu_seconds * factor)
+    return replace(profile, compute=compute)
