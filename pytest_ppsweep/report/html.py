@@ -30,6 +30,7 @@ from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
 from pytest_ppsweep.report.commview import comm_html
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.report.profileview import profile_section
+from pytest_ppsweep.report.terminal import DECODE, view_of
 from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
@@ -133,9 +134,57 @@ def _vs(summary: Summary, r: dict[str, Any]) -> str:
     return "" if ref is None or (isinstance(ref, float) and ref != ref) else str(ref)
 
 
+def _is_decode(r: dict[str, Any]) -> bool:
+    return view_of(str(r.get("objective") or "")) is DECODE
+
+
 def _medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict]) -> str:
-    rows, classes = [], []
+    """The medians over repeats: prefill rows in Input TPS and TTFT, decode rows in a table of
+    their own, in output TPS, TPOT and ITL (the terminal's views, report/terminal.py)."""
     table = records(summary.table)
+    decode = [r for r in table if _is_decode(r)]
+    prefill = [r for r in table if not _is_decode(r)]
+    return ((_prefill_medians(summary, verdicts, prefill) if prefill else "")
+            + (_decode_medians(summary, verdicts, decode) if decode else ""))
+
+
+def _decode_medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict],
+                    table: list[dict[str, Any]]) -> str:
+    rows, classes = [], []
+    for r in table:
+        v = verdicts.get((str(r["config_id"]), int(r["concurrency"])))
+        ref = _vs(summary, r)
+        is_base = r["config_id"] == ref
+        rows.append([escape(str(r["layout"])), escape(str(r["config_id"])), str(r["concurrency"]),
+                     str(r["repeats"]) + _extra_html(r.get("extra_repeats")),
+                     num(r.get("output_tps")), num(_ms(r.get("tpot_p50_s")), 1, " ms"),
+                     num(_ms(r.get("itl_p50_s")), 1, " ms")]
+                    + ([] if summary.no_deltas else ["baseline"] * 2 if is_base else [
+                       delta(r.get("output_tps_vs_base_pct")),
+                       delta(r.get("tpot_p50_vs_base_pct"))])
+                    + ([] if summary.no_deltas else [escape(ref or "none")])
+                    + [escape(v.text) if v else "n/a"])
+        classes.append("" if v is None or v.valid else "invalid")
+    headers = ["PP / TP / EP", "Config", "C", "Repeats", "Output TPS", "TPOT p50", "ITL p50",
+               *([] if summary.no_deltas else ["Output TPS vs base", "TPOT p50 vs base",
+                                               "Δ vs"]), "Verdict"]
+    wrap = (len(headers) - 2, len(headers) - 1) if not summary.no_deltas else (
+        len(headers) - 1,)
+    return ("<h3>Decode medians over repeats (output TPS, time per output token, inter-token "
+            "latency), each row's deltas vs the point in its Δ vs column</h3>"
+            + _table(headers, rows, 2, classes, wrap=wrap))
+
+
+def _ms(value: Any) -> float:
+    try:
+        return float(value) * 1000.0
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _prefill_medians(summary: Summary, verdicts: dict[tuple[str, int], Verdict],
+                     table: list[dict[str, Any]]) -> str:
+    rows, classes = [], []
     refs = {_vs(summary, r) for r in table}
     # one point for every row: the title names it; else each row names its own (an axis
     # sweep's rows compare with their own workload's and axis values' baseline layout)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.runs import Point, config_row, rounds, seed_run, write_run
 
-from pytest_ppsweep.report.html import build_report, html_summary
+from pytest_ppsweep.report.html import _medians, build_report, html_summary
 from pytest_ppsweep.results.pipeline import analyse
 
 SCRIPT = "<script>alert(1)</script>"
@@ -168,3 +168,17 @@ def test_an_undecided_headline_names_its_real_status(tmp_path: Path, status: str
     html = "\n".join(html_summary(data, summary, verdicts, [answer]))
     assert (f'<div class="ppsweep-decision {colour}" data-kind="layout" data-status="{status}">'
             f'<p class="use">{use}</p>') in html
+
+
+def test_decode_rows_show_decode_metrics_in_a_table_of_their_own() -> None:
+    """Issue 39 point 6: microbatch's decode rows read in output TPS, TPOT and ITL (its capped
+    decode point is 125.54 % worse on TPOT p50), never in Input TPS and TTFT."""
+    stored = Path(__file__).resolve().parents[1] / "data" / "answers" / "microbatch"
+    _data, summary, verdicts, _answers = analyse(stored)
+    page = _medians(summary, {(v.config_id, v.concurrency): v for v in verdicts})
+    prefill, decode = page.split("<h3>Decode medians over repeats")
+    assert "-decode" not in prefill and "-prefill" not in decode
+    assert "Input TPS" not in decode and "TTFT" not in decode
+    assert all(h in decode for h in ("Output TPS", "TPOT p50", "ITL p50", "TPOT p50 vs base"))
+    row = decode[decode.index(">pp8-tp4-ep4-mbs1-decode<"):][:600]
+    assert "+125.54 %" in row and " ms<" in row
