@@ -59,7 +59,6 @@ if TYPE_CHECKING:
         node_python,
         rank_envs,
         smi_command,
-        with_env,
     )
     from pytest_ppsweep.cluster.ports import (
         Listener,
@@ -80,6 +79,7 @@ if TYPE_CHECKING:
         local_path,
         rank_specs,
         server_flags,
+        with_env,
     )
     from pytest_ppsweep.cluster.reap import (
         Leftover,
@@ -149,7 +149,7 @@ _NAMES = {
     "node_python": "nodeinfo",
     "rank_envs": "nodeinfo",
     "smi_command": "nodeinfo",
-    "with_env": "nodeinfo",
+    "with_env": "rankspec",
     "Listener": "ports",
     "group_of": "ports",
     "listeners": "ports",

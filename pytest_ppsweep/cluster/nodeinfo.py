@@ -12,7 +12,7 @@ from typing import Any
 
 from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.rankspec import local_path, rank_specs
+from pytest_ppsweep.cluster.rankspec import local_path, rank_specs, with_env
 from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
@@ -50,11 +50,6 @@ def rank_envs(sweep: Sweep, cluster: Cluster, host: Host) -> list[dict[str, str]
             if env not in envs:
                 envs.append(env)
     return envs or [{}]
-
-
-def with_env(env: Mapping[str, str], argv: list[str]) -> list[str]:
-    """``env K=V … argv``: what the launchers put around a rank (ssh_launcher's script too)."""
-    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
 
 
 def hide_secrets(text: str, env: Mapping[str, str]) -> str:

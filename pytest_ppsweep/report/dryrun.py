@@ -175,14 +175,15 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
 
 
 def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
-                  reports: Path, concurrencies: Mapping[str, Collection[int]] | None = None
-                  ) -> list[str]:
+                  reports: Path, concurrencies: Mapping[str, Collection[int]] | None = None,
+                  flags_line: str = "") -> list[str]:
     """What ``--ppsweep-dry-run`` prints: per point (with the Cs it runs: ``concurrencies``,
     else its workload's) every node's launch command and environment (redacted), then the
-    boots and the estimated cluster time."""
+    boots, the estimated cluster time and ``flags_line``: what the server-flag check found
+    (cluster/preflight.dry_run_flags: where it ran, or why it could not)."""
     lines = [f"ppsweep dry run of {sweep.path} on cluster {cluster.name!r} ({cluster.kind}, "
-             f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); nothing is started, "
-             "connected or written"]
+             f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); no rank is started "
+             "and nothing is written"]
     lines += backend_of(cluster).dry_run_lines(sweep)
     for cfg in configs:
         cs = sorted((concurrencies or {}).get(cfg.id) or sweep.workload_of(cfg).concurrency)
@@ -193,9 +194,8 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines.append(boots_line(configs))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
-    flags = backend_of(cluster).flag_check_line()
-    if flags is not None:  # never silently skipped: where it is made, or why it cannot be
-        lines.append(flags)
+    if flags_line:  # never silently skipped: where it was made, or why it was not
+        lines.append(flags_line)
     return lines
 
 
