@@ -163,11 +163,12 @@ class Backend:
         return f"on node 0 {host.name} ({host.address})"
 
     def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
-                   registry: Registry, timeout: float) -> CommandResult:
-        """``argv`` where rank 0's engine runs, as rank 0 would get it: on node 0, with its
-        environment (containers: in the image, with the ranks' mounts). A HostError when it
-        cannot be run there at all."""
-        return self.host(self.cluster.rank0(), registry).run(with_env(env, argv), timeout)
+                   registry: Registry, timeout: float, node: Host | None = None
+                   ) -> CommandResult:
+        """``argv`` where a rank's engine runs (``node``, node 0 by default), as the rank would
+        get it: on its node, with ``env`` (containers: in the image, with the ranks' mounts). A
+        HostError when it cannot be run there at all."""
+        return self.host(node or self.cluster.rank0(), registry).run(with_env(env, argv), timeout)
 
 
 def remote_listing(host: CommandHost, folder: str) -> dict[str, int]:

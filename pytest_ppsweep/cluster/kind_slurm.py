@@ -71,11 +71,12 @@ class SlurmPyxisBackend(SlurmBackend):
                 f"({host.address}), a Slurm step through Pyxis")
 
     def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
-                   registry: Registry, timeout: float) -> CommandResult:
+                   registry: Registry, timeout: float, node: Host | None = None
+                   ) -> CommandResult:
         from pytest_ppsweep.cluster.slurm import SlurmNodeHost
 
-        node = SlurmNodeHost(self.cluster, self.cluster.rank0(), in_image=True)
-        return node.run(with_env(env, argv), timeout)
+        step = SlurmNodeHost(self.cluster, node or self.cluster.rank0(), in_image=True)
+        return step.run(with_env(env, argv), timeout)
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         # the module lives in the image, which only a step opens: Pyxis is checked, then the

@@ -62,12 +62,13 @@ class SshDockerBackend(_SshBackend):
         return f"in image {sweep.image} on node 0 {host.name} ({host.address})"
 
     def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
-                   registry: Registry, timeout: float) -> CommandResult:
+                   registry: Registry, timeout: float, node: Host | None = None
+                   ) -> CommandResult:
         from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
 
         launcher = DockerLauncher(self.cluster, sweep.image, sweep.model_path, sweep.devices,
                                   registry, daemons=self.daemons(registry))
-        host = self.cluster.rank0()
+        host = node or self.cluster.rank0()
         return launcher.run_once(host.name, host.address, argv, env, timeout)
 
     def daemons(self, registry: Registry) -> Any:
