@@ -34,8 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.benchkit.provisioned import DEFAULT_MODELS, DEFAULT_SGLANG_PYTHON
 from benchmarks.benchkit.results import Result, add_smoke, finish, goal
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.run.sweeprun import SweepRun
 from pytest_ppsweep.service.liveness import POLL_S, LayoutDead
 

@@ -16,7 +16,7 @@ larger, pointed at by ``PPSWEEP_SIM_PROFILE``). Every run is compared with the r
   regression or improvement) (goal >= 95 %); of the points whose true change is worse than the
   threshold, the share failing as a regression (goal 100 %).
 
-The noise rule is gate/noise.py's (``NOISE_RULE``); ``--old-rule`` also evaluates the earlier
+The noise rule is results/noise.py's (``NOISE_RULE``); ``--old-rule`` also evaluates the earlier
 one (the larger (max − min)/median spread of the two runs) on the same runs. ``--keep DIR``
 keeps the run folders, ``--reuse DIR`` evaluates them again without a sweep (the rates depend
 on the load of the machine while the sweeps ran: keep the runs of a quiet machine).
@@ -50,7 +50,7 @@ from benchkit.results import Result, add_smoke, goal, info, print_results  # noq
 
 from pytest_ppsweep.gate import comparison  # noqa: E402
 from pytest_ppsweep.gate.comparison import Comparison, compare  # noqa: E402
-from pytest_ppsweep.gate.noise import NOISE_RULE  # noqa: E402
+from pytest_ppsweep.results.noise import NOISE_RULE  # noqa: E402
 
 PROFILE = REPO / "pytest_ppsweep" / "sim" / "profiles" / "kimi-k3-6000d.toml"
 MATRIX = """
@@ -170,7 +170,7 @@ def sweeps(args: argparse.Namespace, slowdowns: list[float]) -> Iterator[dict[st
 
 
 def old_rule(ref: Sequence[float], cur: Sequence[float]) -> float:
-    """The rule before gate/noise.py: the larger (max − min) / median of the two runs, in %."""
+    """The rule before results/noise.py: the larger (max − min) / median of the two runs, in %."""
     def spread(v: Sequence[float]) -> float:
         med = statistics.median(v)
         return (max(v) - min(v)) / med * 100.0 if med else 0.0

@@ -79,7 +79,8 @@ class Sweep:
 def sweep_folder(tmp: Path, net: str, port: int, tree: Path) -> Path:
     """The seeds' sweep plus the benchmark's cluster, for ``tree``'s plugin (a tree whose
     snapshots do not know ``{hosts}`` asks node by node: ``{host}``)."""
-    one_call = "HOSTS_PLACEHOLDER" in (tree / "pytest_ppsweep/measure/gpu.py").read_text()
+    homes = (tree / "pytest_ppsweep/cluster/gpus.py", tree / "pytest_ppsweep/measure/gpu.py")
+    one_call = any(p.exists() and "HOSTS_PLACEHOLDER" in p.read_text() for p in homes)
     folder = tmp / ("sweep" if one_call else "sweep-per-node")
     folder.mkdir(exist_ok=True)
     # self-contained (cluster.toml's tables inlined): a tree from before `extends` reads it too

@@ -40,12 +40,6 @@ from benchkit.results import Result, add_smoke, finish, goal, info
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_ppsweep.planner.adaptive import (  # noqa: E402
-    Candidate,
-    Workload,
-    decide,
-    skip_third_repeat,
-)
 from pytest_ppsweep.planner.data import (  # noqa: E402
     LayoutFacts,
     Measured,
@@ -53,7 +47,13 @@ from pytest_ppsweep.planner.data import (  # noqa: E402
     read_points_file,
 )
 from pytest_ppsweep.planner.fitting import Fitted, fit, prior_only  # noqa: E402
-from pytest_ppsweep.planner.model import (  # noqa: E402
+from pytest_ppsweep.planner.nextlayout import (  # noqa: E402
+    Candidate,
+    Workload,
+    decide,
+    skip_third_repeat,
+)
+from pytest_ppsweep.planner.roundcost import (  # noqa: E402
     PARAMS,
     UNINFORMATIVE_LOG_SD,
     independent_priors,

@@ -7,7 +7,7 @@ tokens; benchmarks/data/seeds_medians.csv, both seed files, source named there):
    scheduler the server runs, jitter included), the median of ``--repeats`` seeded rounds as the
    seeds took the median of three. Printed per point: the error of Input TPS, TTFT p50 and TTFT
    p95; the figures are the largest error of each over the table (goal: every point within 5 %).
-2. **The planner's mirror** (planner/model.py at the emulator profile's values): its largest
+2. **The planner's mirror** (planner/roundcost.py at the emulator profile's values): its largest
    difference from the emulator's rounds (goal <= 1 %, what tests/planner/test_fitting.py
    holds it to) and its time per point (what a fit pays thousands of times).
 
@@ -28,7 +28,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from pytest_ppsweep.planner.model import PARAMS, Hardware, Point, predict_log  # noqa: E402
+from pytest_ppsweep.planner.roundcost import PARAMS, Hardware, Point, predict_log  # noqa: E402
 from pytest_ppsweep.sim.model.placement import Layout  # noqa: E402
 from pytest_ppsweep.sim.model.profile import load_profile  # noqa: E402
 from pytest_ppsweep.sim.model.vbench import make_scheduler, run_round  # noqa: E402

@@ -12,7 +12,11 @@ from typing import TYPE_CHECKING
 from pytest_ppsweep._exports import lazy
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.check import (
+    from pytest_ppsweep.cluster.gpus import GpuMemory
+    from pytest_ppsweep.matrix.model import Cluster, Config, MatrixError, Sweep
+    from pytest_ppsweep.measure.gpu import WorstRank, worst_rank
+    from pytest_ppsweep.measure.metrics import RoundResult
+    from pytest_ppsweep.pointchecks import (
         Validity,
         completion_problems,
         log_problems,
@@ -24,9 +28,6 @@ if TYPE_CHECKING:
         topology_problems,
         validity_problems,
     )
-    from pytest_ppsweep.matrix.model import Cluster, Config, MatrixError, Sweep
-    from pytest_ppsweep.measure.gpu import GpuMemory, WorstRank, worst_rank
-    from pytest_ppsweep.measure.metrics import RoundResult
     from pytest_ppsweep.profile.collect import ProfileError
     from pytest_ppsweep.profile.trace import TraceError
     from pytest_ppsweep.run.booted import Booted
@@ -41,7 +42,7 @@ _NAMES = {
     "BootFailed": "service.readiness",
     "Cluster": "matrix.model",
     "Config": "matrix.model",
-    "GpuMemory": "measure.gpu",
+    "GpuMemory": "cluster.gpus",
     "LayoutDead": "service.liveness",
     "MatrixError": "matrix.model",
     "ProfileError": "profile.collect",
@@ -49,17 +50,17 @@ _NAMES = {
     "Sweep": "matrix.model",
     "SweepRun": "run.sweeprun",
     "TraceError": "profile.trace",
-    "Validity": "check",
+    "Validity": "pointchecks",
     "WorstRank": "measure.gpu",
-    "completion_problems": "check",
-    "log_problems": "check",
-    "outputs_problems": "check",
-    "profile_problems": "check",
-    "regression_problems": "check",
-    "slo_regression_problems": "check",
-    "repeat_median": "check",
-    "topology_problems": "check",
-    "validity_problems": "check",
+    "completion_problems": "pointchecks",
+    "log_problems": "pointchecks",
+    "outputs_problems": "pointchecks",
+    "profile_problems": "pointchecks",
+    "regression_problems": "pointchecks",
+    "slo_regression_problems": "pointchecks",
+    "repeat_median": "pointchecks",
+    "topology_problems": "pointchecks",
+    "validity_problems": "pointchecks",
     "worst_rank": "measure.gpu",
 }
 __getattr__ = lazy(__name__, _NAMES)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
-from pytest_ppsweep.check import ExpectedFailure
+from pytest_ppsweep.pointchecks import ExpectedFailure
 from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.service.readiness import BootFailed
 from pytest_ppsweep.session.owner import SweepSession

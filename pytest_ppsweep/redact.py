@@ -10,6 +10,7 @@ through it.
 from __future__ import annotations
 
 import re
+import tomllib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -73,8 +74,6 @@ def redact_toml(text: str) -> str:
     """A sweep file's text with the value of every secret key redacted: ``api_key = "…"`` by
     pattern, and every other form TOML has (literal ``'…'``, multi-line strings, a private key
     under any name) by the values the file parses to."""
-    import tomllib
-
     out = _SECRET_VALUE.sub(_redact_pair, text)
     try:
         data = tomllib.loads(text)

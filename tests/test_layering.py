@@ -8,6 +8,8 @@ import that hides a cycle is still a cycle in the design.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -35,7 +37,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("gate",),
     ("planner",),
     ("report",),
-    ("check",),
+    ("pointchecks",),
     ("run",),
     ("session",),
     ("fixtures",),
@@ -191,3 +193,115 @@ def test_only_the_pool_imports_xdist() -> None:
             if any(n == "xdist" or n.startswith("xdist.") for n in names):
                 importers.add(module_name(path))
     assert sorted(importers) == [f"{PACKAGE}.pool.scheduling"]
+
+
+# What every pytest run pays to load the plugin (a sweep is a pytest run; the suite starts a few
+# hundred): none of these. A function-local import is kept only where a module-level one would
+# load one of them; every other import is at module level (the rule below).
+HEAVY = ("pandas", "docker", "fabric", "paramiko", "invoke", "aiohttp", "scipy", "pytest_html",
+         "xdist", "torch")
+
+
+def _module_level_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    """The imports a module runs when it is imported: its top level, including ``if``/``try``
+    blocks, but not under ``TYPE_CHECKING``."""
+    found: list[ast.Import | ast.ImportFrom] = []
+
+    def walk(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                found.append(node)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                walk(node.body)
+                walk(node.orelse)
+            elif isinstance(node, ast.Try):
+                walk(node.body)
+
+    walk(ast.parse(path.read_text(encoding="utf-8")).body)
+    return found
+
+
+def _function_local_imports(path: Path) -> list[ast.Import | ast.ImportFrom]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [node for fn in ast.walk(tree) if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef)
+            for node in ast.walk(fn) if isinstance(node, ast.Import | ast.ImportFrom)]
+
+
+def _targets(node: ast.Import | ast.ImportFrom, known: set[str], here: str) -> list[str]:
+    """The names ``node`` imports: plugin modules (resolved) and top-level third-party names."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            up = here.split(".")[: len(here.split(".")) - node.level + 1]
+            base = ".".join([*up, *([base] if base else [])])
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    out = []
+    for name in names:
+        hit = name
+        while hit and hit not in known:
+            hit = hit.rpartition(".")[0]
+        out.append(hit or name.split(".")[0])
+    return out
+
+
+def heavy_modules(root: Path = ROOT, package: str = PACKAGE) -> dict[str, str]:
+    """Each plugin module that loads a heavy library when imported → the library (followed
+    through the module-level imports of the plugin's own modules)."""
+    paths = {module_name(p, root, package): p for p in root.rglob("*.py")
+             if not _plugin_only(module_name(p, root, package))}
+    known = set(paths)
+    deps: dict[str, list[str]] = {}
+    for mod, path in paths.items():
+        here = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        deps[mod] = [t for n in _module_level_imports(path) for t in _targets(n, known, here)]
+        # a submodule's import runs its package's __init__ first
+        parts = mod.split(".")
+        deps[mod] += [pkg for i in range(2, len(parts)) if (pkg := ".".join(parts[:i])) in known]
+    heavy: dict[str, str] = {}
+    changed = True
+    while changed:
+        changed = False
+        for mod, targets in deps.items():
+            if mod in heavy:
+                continue
+            for t in targets:
+                lib = t if t in HEAVY else heavy.get(t)
+                if lib:
+                    heavy[mod] = lib
+                    changed = True
+                    break
+    return heavy
+
+
+def test_a_function_local_import_is_one_that_would_load_a_heavy_library() -> None:
+    """Imports are at module level wherever the layering allows, except where the imported
+    module loads pandas, docker, fabric, aiohttp, scipy, pytest-html or torch: those stay inside
+    the function that needs them, so that the plugin's start loads none of them (the emulator
+    keeps its own lazy imports: its nvidia-smi shim is an interpreter per call)."""
+    heavy = heavy_modules()
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        mod = module_name(path)
+        if _plugin_only(mod):
+            continue
+        here = mod if path.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for node in _function_local_imports(path):
+            targets = _targets(node, set(heavy) | {module_name(p) for p in ROOT.rglob("*.py")},
+                               here)
+            if not any(t in HEAVY or t in heavy for t in targets):
+                bad.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}"
+                           " loads nothing heavy: import it at module level")
+    assert bad == []
+
+
+def test_the_plugins_start_loads_no_heavy_library() -> None:
+    """What the rule above protects, measured: importing the plugin and its fixtures (what
+    every pytest run does) loads none of the heavy libraries."""
+    code = ("import sys, pytest_ppsweep.plugin, pytest_ppsweep.fixtures; "
+            "print(sorted({m.split('.')[0] for m in sys.modules}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    loaded = set(ast.literal_eval(done.stdout.strip()))
+    assert sorted(loaded & set(HEAVY)) == []

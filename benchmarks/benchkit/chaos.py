@@ -41,11 +41,11 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.check import topology_problems
 from pytest_ppsweep.cluster import preflight
 from pytest_ppsweep.cluster.reap import find_local
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.pointchecks import topology_problems
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.sweeprun import SweepRun
 from pytest_ppsweep.service.liveness import LayoutDead

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pytest_ppsweep.cluster.base import CommandHost, CommandResult, HostError, Launcher
+from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.rankspec import with_env
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
@@ -41,7 +42,6 @@ NodeCheck = Literal["module", "image", "flags", "pyxis", "paths", "gpus", "ports
 
 class Backend:
     """One cluster kind's code, bound to one cluster (``backend_of(cluster)``)."""
-
     kind: ClassVar[str]
     launcher_name: ClassVar[str]
     # the nodes come from an allocation taken at the start of the run (slurm): not known from
@@ -130,7 +130,6 @@ class Backend:
         (this machine's /proc); "" elsewhere."""
         if not self.on_this_machine:
             return ""
-        from pytest_ppsweep.cluster.ports import listeners
 
         found = listeners(port, address)
         return found[0].describe() if found else ""

@@ -36,6 +36,7 @@ from pytest_ppsweep.cluster.base import CommandResult, HostError
 from pytest_ppsweep.cluster.labels import CONFIG_LABEL, NODE_RANK_LABEL, RUN_LABEL
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshSettings, describe_connect_error
+from pytest_ppsweep.folder.runfolder import docker_run_name
 from pytest_ppsweep.matrix.model import Cluster
 from pytest_ppsweep.redact import redact, redact_argv, redact_env
 
@@ -429,7 +430,7 @@ class DockerLauncher:
         return str(redact(shlex.join(args)))
 
     def write_docker_run(self, spec: RankSpec, labels: Mapping[str, str], log_path: Path) -> Path:
-        path = log_path.parent / f"node{spec.node_rank}.docker-run.sh"
+        path = log_path.parent / docker_run_name(spec.node_rank)
         target = self.daemons.target(spec.address)
         path.write_text(
             f"# node{spec.node_rank} ({spec.host}): DOCKER_HOST={target}\n"

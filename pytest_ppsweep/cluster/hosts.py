@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pytest_ppsweep.cluster.base import CommandResult, HostError, RankHandle
 from pytest_ppsweep.cluster.labels import labels_env
+from pytest_ppsweep.cluster.ports import owned_by_group
 from pytest_ppsweep.cluster.strays import sweep
 
 if TYPE_CHECKING:
@@ -27,7 +28,6 @@ class LocalProcess:
     """A rank started in its own session, so the whole process group can be stopped; with
     ``labels`` (a rank's), stopping also stops the processes that left the group
     (:mod:`pytest_ppsweep.cluster.strays`), their pids kept in ``strays``."""
-
     def __init__(self, popen: subprocess.Popen[bytes], host: str, address: str = "127.0.0.1",
                  labels: Mapping[str, str] | None = None) -> None:
         self._popen = popen
@@ -44,8 +44,6 @@ class LocalProcess:
     def owns_port(self, address: str, port: int) -> bool | None:
         """Whether this rank (a process of its group) holds the socket listening on
         ``address:port``; None when nothing listens there or its holder cannot be seen."""
-        from pytest_ppsweep.cluster.ports import owned_by_group
-
         return owned_by_group(address, port, self.pgid)
 
     def stop(self, grace_s: float = 5.0) -> int | None:
@@ -84,7 +82,6 @@ def _group_alive(pgid: int) -> bool:
 
 class LocalHost:
     """A node on this machine, identified by the loopback address its rank binds."""
-
     def __init__(self, name: str, address: str) -> None:
         self.name = name
         self.address = address
@@ -125,7 +122,6 @@ class LocalHost:
 
 class LocalLauncher:
     """Ranks as processes on this machine, each in its own session (loopback "nodes")."""
-
     def start(self, spec: RankSpec, log_path: Path, labels: Mapping[str, str]) -> RankHandle:
         # Labels travel as environment variables: the only label a plain process can carry,
         # and what reap.find_local looks for after a crash.

@@ -11,6 +11,7 @@ from pytest_ppsweep.cluster.backend import Backend, NodeCheck
 from pytest_ppsweep.cluster.base import CommandHost, CommandResult, HostError, Launcher
 from pytest_ppsweep.cluster.rankspec import with_env
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.cluster.slurm import SlurmLauncher, SlurmNodeHost, resolve
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
 
@@ -24,20 +25,16 @@ class SlurmBackend(Backend):
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         # a one-task step on the node, in the run's allocation (cluster/slurm.py)
-        from pytest_ppsweep.cluster.slurm import SlurmNodeHost
 
         return SlurmNodeHost(self.cluster, host)
 
     def launcher(self, sweep: Sweep | None = None, registry: Registry | None = None) -> Launcher:
         # one job step per layout in the run's allocation (cluster/slurm.py)
-        from pytest_ppsweep.cluster.slurm import SlurmLauncher
 
         return SlurmLauncher(self.cluster)
 
     def prepare(self, run_id: str, registry: Registry, jobid: str = "",
                 reap: bool = False) -> Cluster:
-        from pytest_ppsweep.cluster.slurm import resolve
-
         return resolve(self.cluster, run_id, registry, jobid, reap)
 
     def fetch_files(self, host: CommandHost, folder: str, names: Sequence[str],
@@ -73,8 +70,6 @@ class SlurmPyxisBackend(SlurmBackend):
     def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
                    registry: Registry, timeout: float, node: Host | None = None
                    ) -> CommandResult:
-        from pytest_ppsweep.cluster.slurm import SlurmNodeHost
-
         step = SlurmNodeHost(self.cluster, node or self.cluster.rank0(), in_image=True)
         return step.run(with_env(env, argv), timeout)
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.gpus import QUERY_ARGS, GpuMemory, parse_query_gpu, split_nodes
 from pytest_ppsweep.cluster.rankspec import local_path, rank_specs
 from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import on_all
@@ -170,3 +172,39 @@ def metadata(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -
         "server_module": cluster.server_module,
         "nodes": nodes,
     }
+
+
+def query_gpus(cluster: Cluster, registry: Registry) -> list[GpuMemory]:
+    """nvidia-smi on every node at once: one call for a local cluster whose
+    ``nvidia_smi`` takes ``{hosts}``, else one per node, concurrently."""
+    if one_call(cluster):
+        hosts = cluster.hosts
+        argv = smi_command(cluster, ",".join(h.address for h in hosts), QUERY_ARGS)
+        res = host_for(cluster, hosts[0], registry).run(argv, timeout=60)
+        if not res.ok:
+            raise HostError(
+                f"hosts {', '.join(h.name for h in hosts)}: nvidia-smi exited "
+                f"{res.exit_status}: {res.stderr.strip()}"
+            )
+        parts = split_nodes(res.stdout, [h.address for h in hosts])
+        return [g for h in hosts for g in parse_query_gpu(parts[h.address], h.name)]
+
+    def one(host_index: int) -> list[GpuMemory]:
+        h = cluster.hosts[host_index]
+        argv = smi_command(cluster, h.address, QUERY_ARGS)
+        res = host_for(cluster, h, registry).run(argv, timeout=60)
+        if not res.ok:
+            raise HostError(
+                f"host {h.name}: nvidia-smi exited {res.exit_status}: {res.stderr.strip()}"
+            )
+        return parse_query_gpu(res.stdout, h.name)
+
+    with ThreadPoolExecutor(max_workers=len(cluster.hosts)) as pool:
+        per_node = list(pool.map(one, range(len(cluster.hosts))))
+    return [g for node in per_node for g in node]
+
+
+def one_call(cluster: Cluster) -> bool:
+    """Whether one nvidia-smi call answers for every node: a local cluster (its nodes are
+    this machine) of several nodes whose ``nvidia_smi`` takes ``{hosts}``."""
+    return backend_of(cluster).one_smi_call()

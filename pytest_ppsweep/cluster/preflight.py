@@ -44,8 +44,10 @@ from pytest_ppsweep.cluster.nodeinfo import (
     rank_envs,
     smi_command,
 )
+from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.rankspec import rank_specs, with_env
 from pytest_ppsweep.cluster.registry import Registry, temporary
+from pytest_ppsweep.cluster.slurm import check_pyxis
 from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
 from pytest_ppsweep.matrix.model import Cluster, Config, Host, Sweep
 
@@ -186,8 +188,6 @@ def check_ports(cluster: Cluster, host: Host, rank0: bool, registry: Registry) -
 
 def check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
     """This machine: the listening process is read from /proc (else a connect tells)."""
-    from pytest_ppsweep.cluster.ports import listeners
-
     problems = []
     for what, port in _ports_of(cluster, rank0):
         found = listeners(port, host.address)
@@ -243,7 +243,6 @@ def check_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> list[str]
 
 
 def _pyxis(cluster: Cluster) -> list[str]:
-    from pytest_ppsweep.cluster.slurm import check_pyxis
 
     return check_pyxis(cluster)
 

@@ -38,6 +38,7 @@ from pytest_ppsweep.cluster.labels import (
     RUN_LABEL,
 )
 from pytest_ppsweep.cluster.registry import Registry, temporary
+from pytest_ppsweep.cluster.slurm import cancel, cluster_of, commands, find_jobs, run_of, steps_of
 from pytest_ppsweep.cluster.ssh import on_all
 from pytest_ppsweep.cluster.ssh_launcher import stop_script
 from pytest_ppsweep.matrix.model import Cluster, Host
@@ -48,7 +49,6 @@ __all__ = ["Leftover", "find", "find_blocking", "remove"]
 @dataclass(frozen=True)
 class Leftover:
     """One rank left on a node: a container (by name) or a process group (by id)."""
-
     host: str
     address: str
     kind: str  # "container" or "process"
@@ -234,8 +234,6 @@ def _remove(
         for item in by_host[address]:
             try:
                 if item.kind in ("slurm job", "slurm step"):
-                    from pytest_ppsweep.cluster.slurm import cancel, commands
-
                     problems += cancel(commands(cluster), item.ident, f"{item}")
                 elif item.kind == "container":
                     # stop first: the server gets SIGTERM (through init) and can clean up
@@ -262,8 +260,6 @@ def _slurm_leftovers(cluster: Cluster, run_id: str | None) -> list[Leftover]:
     """Jobs named ``ppsweep-<run>+<this cluster>`` (allocations a killed run left; the
     cluster's own allocation is not one, nor another cluster's) and steps of the cluster's
     allocation named ``ppsweep-<run>+…`` (ranks)."""
-    from pytest_ppsweep.cluster.slurm import cluster_of, commands, find_jobs, run_of, steps_of
-
     where = commands(cluster)
     out = []
     for jobid, name, state in find_jobs(where):

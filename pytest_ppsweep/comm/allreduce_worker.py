@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import multiprocessing
 import os
 import socket
 import sys
@@ -57,7 +58,6 @@ def emit(**fields: Any) -> None:
 
 class Watchdog:
     """Bounded wait inside the worker: no progress for ``timeout_s`` → report and exit."""
-
     def __init__(self, rank: int, node: str, timeout_s: float) -> None:
         self.rank, self.node, self.timeout_s = rank, node, timeout_s
         self.phase = "starting"
@@ -262,7 +262,6 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--sizes: {bad} are not multiples of {DTYPE_BYTES} bytes (float32)")
     if args.nproc_per_node == 1:
         return rank_main(args, 0)
-    import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_child, args=(args, i)) for i in range(args.nproc_per_node)]

@@ -46,7 +46,14 @@ from pytest_ppsweep.comm.ncclperf import NcclPerfError, parse_all_reduce_perf
 from pytest_ppsweep.comm.records import read_output
 from pytest_ppsweep.comm.table import SUMMARY_COLUMNS, summary_rows
 from pytest_ppsweep.comm.topo import GpuTopology, TopoError, parse_topo
-from pytest_ppsweep.folder.runfolder import COMM_CSV, COMM_SUMMARY_CSV, RunStore
+from pytest_ppsweep.folder.runfolder import (
+    COMM_COMMANDS_TXT,
+    COMM_CSV,
+    COMM_SUMMARY_CSV,
+    RunStore,
+    node_log_name,
+    topo_name,
+)
 from pytest_ppsweep.matrix.commspec import CommSpec, size_label
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import redact
@@ -158,7 +165,7 @@ def read_topologies(cluster: Cluster, nodes: Sequence[int], registry: Registry, 
             notes.append(note)
             continue
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / f"topo-node{n}.txt").write_text(text, encoding="utf-8")
+        (out_dir / topo_name(n)).write_text(text, encoding="utf-8")
         try:
             topos[n] = parse_topo(text, f"node {cluster.hosts[n].name}: nvidia-smi topo -m")
         except TopoError as exc:
@@ -222,10 +229,10 @@ def _run_processes(sweep: Sweep, cluster: Cluster, config: Config, domain: Domai
     # the launcher of the domain's nodes: a Slurm step spans exactly them
     launcher = launcher_for(replace(cluster, hosts=tuple(cluster.hosts[n] for n in domain.nodes)),
                             sweep, registry)
-    logs = [out_dir / f"node{n}.log" for n in domain.nodes]
+    logs = [out_dir / node_log_name(n) for n in domain.nodes]
     for path in logs:
         path.unlink(missing_ok=True)
-    (out_dir / "commands.txt").write_text(
+    (out_dir / COMM_COMMANDS_TXT).write_text(
         "\n".join(f"node{s.node_rank} ({s.host}): {s.command_line()}" for s in specs) + "\n",
         encoding="utf-8")
     handles: list[RankHandle] = []

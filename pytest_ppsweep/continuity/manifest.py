@@ -29,11 +29,12 @@ import io
 import json
 import os
 import shutil
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs
 from pytest_ppsweep.folder.runfolder import (
     CONFIG_COLUMNS,
     GPU_DIR,
@@ -55,11 +56,13 @@ _ABSENT = object()  # a field missing on one side (None is a known "unknown")
 
 
 def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None = None,
-          sglang_version: str | None = None) -> dict[str, Any]:
-    """The manifest of ``config`` on ``cluster`` (JSON-able, secrets redacted)."""
+          sglang_version: str | None = None,
+          specs: Sequence[RankSpec] | None = None) -> dict[str, Any]:
+    """The manifest of ``config`` on ``cluster`` (JSON-able, secrets redacted); ``specs``: the
+    ranks' commands when the caller built them already (a boot: once, for the launch too)."""
     nodes = [{"node_rank": s.node_rank, "host": s.host, "address": s.address,
               "argv": redact_argv(s.argv), "env": dict(sorted(s.env.items()))}
-             for s in rank_specs(sweep, cluster, config)]
+             for s in (rank_specs(sweep, cluster, config) if specs is None else specs)]
     manifest = {
         "schema": SCHEMA,
         "config_id": config.id,

@@ -136,6 +136,28 @@ def profile_request_json(config_id: str) -> str:
     return f"{PROFILE_DIR}/{config_id}/request.json"
 
 
+# -- per-layout files inside service/<config>/ and comm/<config>/<domain>/ ----------------------
+
+LAUNCH_SH = "launch.sh"  # service/<config>/: every node's rank command, as launched (redacted)
+BOOT_FAILURE_TXT = "boot-failure.txt"  # service/<config>/: the evidence of a failed boot
+COMM_COMMANDS_TXT = "commands.txt"  # comm/<config>/<domain>/: the worker's command per node
+
+
+def node_log_name(node_rank: int) -> str:
+    """``node<r>.log``: a rank's log (service/<config>/, comm/<config>/<domain>/)."""
+    return f"node{node_rank}.log"
+
+
+def docker_run_name(node_rank: int) -> str:
+    """``node<r>.docker-run.sh``: the ``docker run`` line of a rank's container (redacted)."""
+    return f"node{node_rank}.docker-run.sh"
+
+
+def topo_name(node_rank: int) -> str:
+    """``topo-node<r>.txt``: ``nvidia-smi topo -m`` of a node (comm/<config>/)."""
+    return f"topo-node{node_rank}.txt"
+
+
 # -- columns ------------------------------------------------------------------------------------
 
 RESULT_COLUMNS = (

@@ -1,6 +1,6 @@
 """Gate a run against a reference run: per configuration × C, is a metric worse beyond noise?
 
-Noise rule: gate/noise.py (its home: results/noise.py), 5 × the median distance of a repeat
+Noise rule: results/noise.py (its home: results/noise.py), 5 × the median distance of a repeat
 from its own run's median over both runs' valid repeats, in %: calibrated for two runs two boots
 apart, so the gate keeps it rather than the decisions' within-run interval (results/stats.py).
 A delta whose size exceeds the noise is *significant*. Each metric row gets one of three tiers:
@@ -33,9 +33,9 @@ import pandas as pd
 
 from pytest_ppsweep.folder.runfolder import GATE_CSV as GATE_CSV
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
-from pytest_ppsweep.gate.noise import noise_pct
 from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
 from pytest_ppsweep.results.aggregate import RunData, round_problems
+from pytest_ppsweep.results.noise import noise_pct
 
 VERDICTS = ("regression", "significant", "improvement", "within noise", "only in current",
             "only in reference", "broken")
@@ -194,7 +194,7 @@ def _metric_row(cid: str, conc: int, th: Threshold, ref: list[float], cur: list[
     unit = METRICS[th.metric][2]
     r, c = statistics.median(ref), statistics.median(cur)
     delta = (c / r - 1.0) * 100.0 if r else math.inf
-    noise = noise_pct(ref, cur)  # gate/noise.py: the stated rule
+    noise = noise_pct(ref, cur)  # results/noise.py: the stated rule
     better = delta > 0 if th.higher_is_better else delta < 0
     if th.worse(delta) and abs(delta) > noise:
         verdict, why = "regression", "regression"

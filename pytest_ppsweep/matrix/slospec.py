@@ -16,7 +16,13 @@ The search for the highest load within the SLO on one boot (measure/slosearch.py
 * ``precision``: the search stops when the bracket is this narrow (default (max − min) / 16;
   concurrency: 1);
 * ``max_probes`` (default 8, at most 64): the most probes before the repeats at the final load;
-* ``max_concurrency`` (default 0: none): the cap on requests in flight while searching a rate.
+* ``max_concurrency`` (default 0: none): the cap on requests in flight while searching a rate;
+* ``confidence`` (default 0.95): a percentile limit is met only when a one-sided binomial
+  (Clopper-Pearson) bound at this confidence keeps the share of requests over the limit within
+  the percentile's allowance (measure/withinslo.py);
+* ``trim`` (default 0.1, below 0.5): the share of a probe's requests, by arrival, left out of its
+  percentiles at each end: the warm-up (the first arrivals meet an empty queue) and the drain
+  (the last ones, no arrivals behind them). The N/N rule and goodput still count every request.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ SEARCH_KINDS = ("rate", "concurrency")
 _PCT_KEY = re.compile(r"(ttft|tpot|itl|e2e)_p(50|90|95|99)_s")
 _REQ_KEYS = tuple(f"{m}_s" for m in METRICS)
 SEARCH_KEYS = ("search", "min", "max", "precision", "max_probes", "max_concurrency",
-               "attainment")  # fmt: skip
+               "attainment", "confidence", "trim")  # fmt: skip
 SLO_KEYS = (*(f"{m}_p{q}_s" for m in METRICS for q in PERCENTILES), *_REQ_KEYS, *SEARCH_KEYS)
 MAX_PROBES_CAP = 64
 
@@ -80,6 +86,8 @@ class SloSpec:
     max_probes: int = 8
     max_concurrency: int = 0
     attainment: float = 1.0
+    confidence: float = 0.95
+    trim: float = 0.1
 
     @property
     def percentile_limits(self) -> tuple[SloLimit, ...]:
@@ -164,7 +172,16 @@ def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
     if not 0 < attainment <= 1:
         raise MatrixError(f"{tab.path}: key '{tab.where}.attainment': expected 0 < share ≤ 1, "
                           f"found {attainment!r}")
+    confidence = tab.number("confidence", default=0.95, minimum=0.0)
+    if not 0.5 <= confidence < 1:
+        raise MatrixError(f"{tab.path}: key '{tab.where}.confidence': expected 0.5 ≤ confidence "
+                          f"< 1 (the binomial bound's level), found {confidence!r}")
+    trim = tab.number("trim", default=0.1, minimum=0.0)
+    if not 0 <= trim < 0.5:
+        raise MatrixError(f"{tab.path}: key '{tab.where}.trim': expected 0 ≤ share < 0.5 (left "
+                          f"out at each end of a probe), found {trim!r}")
     return SloSpec(
+        confidence=confidence, trim=trim,
         limits=tuple(limits), search=search, low=low, high=high, precision=precision,
         max_probes=tab.integer("max_probes", default=8, minimum=2, maximum=MAX_PROBES_CAP),
         max_concurrency=tab.integer("max_concurrency", default=0, minimum=0),

@@ -11,8 +11,12 @@ vLLM's ``benchmark_serving`` one (gamma-distributed gaps of shape ``burstiness``
 
 Differences from bench_serving, and why:
 
-* The gaps come from a generator seeded by the workload's seed (``(seed, 2)``), so every layout
-  and repeat sees the same arrival times; bench_serving draws from numpy's global state.
+* The gaps come from a generator seeded by the workload's seed (``(seed, 2)``) and the round's
+  arrival stream: stream 0 (every closed-loop round) is ``(seed, 2)``; the SLO search gives each
+  probe and each repeat its own stream ``(seed, 2, k)``, so one probe's 40 arrivals are not
+  replayed by every other probe (issue 37, point 7), while every layout draws the same stream at
+  the same probe: common random numbers between layouts. bench_serving draws from numpy's
+  global state.
 * Sends are scheduled at absolute offsets from the round's start. bench_serving sleeps each gap
   after the previous yield, so a client that falls behind sends later and later and silently
   measures a lower rate than asked. Here every request records when it was due
@@ -45,7 +49,7 @@ RATE_SLACK = 0.05
 
 
 def schedule(num_requests: int, request_rate: float, *, seed: int, burstiness: float = 1.0,
-             time_scale: float = 1.0) -> list[float]:
+             time_scale: float = 1.0, stream: int = 0) -> list[float]:
     """Each request's due offset from the round's start, in real seconds (the rate is per
     scaled second, so real gaps are the drawn ones divided by ``time_scale``)."""
     if num_requests < 1:
@@ -55,7 +59,7 @@ def schedule(num_requests: int, request_rate: float, *, seed: int, burstiness: f
     if not request_rate > 0 or not burstiness > 0 or not time_scale > 0:
         raise ValueError(f"need request_rate, burstiness and time_scale > 0: {request_rate}, "
                          f"{burstiness}, {time_scale}")
-    rng = np.random.default_rng([seed, 2])
+    rng = np.random.default_rng([seed, 2] if stream == 0 else [seed, 2, stream])
     if burstiness == 1.0:  # the exponential draw bench_serving makes (same stream as before)
         gaps = rng.exponential(1 / request_rate, num_requests)
     else:

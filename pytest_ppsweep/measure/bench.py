@@ -380,7 +380,8 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
         async with asyncio.TaskGroup() as tg:
             for i, arrival in enumerate(schedule(
                     spec.num_requests, spec.request_rate, seed=spec.seed,
-                    burstiness=spec.burstiness, time_scale=time_scale)):
+                    burstiness=spec.burstiness, time_scale=time_scale,
+                    stream=spec.arrival_stream)):
                 tg.create_task(one(i, arrival))
     except ExceptionGroup as group:  # only on_record can raise in there: surface its error
         raise group.exceptions[0] from None

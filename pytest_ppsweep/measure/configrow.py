@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.measure.gpu import WorstRank
-from pytest_ppsweep.measure.runstore import RunStore
 
 __all__ = ["ConfigRow"]
 

@@ -6,23 +6,16 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
-from pytest_ppsweep.cluster.backends import backend_of, host_for
-from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.nodeinfo import smi_command
+from pytest_ppsweep.cluster.gpus import GpuMemory
+from pytest_ppsweep.cluster.nodeinfo import query_gpus
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Cluster
-from pytest_ppsweep.measure.gpu import (
-    QUERY_ARGS,
-    GpuMemory,
-    parse_query_gpu,
-    split_nodes,
-)
 from pytest_ppsweep.measure.phases import PhaseClock
-from pytest_ppsweep.measure.runstore import RunStore
 
-__all__ = ["REUSE_SNAPSHOT_S", "GpuSnapshots", "one_call"]
+__all__ = ["REUSE_SNAPSHOT_S", "GpuSnapshots"]
 
 # A GPU snapshot this recent stands for the next moment when nothing ran in between (unchanged).
 REUSE_SNAPSHOT_S = 60.0
@@ -40,10 +33,6 @@ class GpuSnapshots:
         # round or a stop may have changed its GPUs (unchanged/changed)
         self._latest: dict[str, tuple[str, str, list[GpuMemory], float]] = {}
 
-    @staticmethod
-    def _smi_argv(cluster: Cluster, address: str) -> list[str]:
-        return smi_command(cluster, address, QUERY_ARGS)
-
     def take(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory]:
         """nvidia-smi on every node at once; written to ``gpu/<config>/<moment>.csv``.
 
@@ -54,7 +43,7 @@ class GpuSnapshots:
         with self.phases.timed(config_id, "snapshots"):
             gpus = self.unchanged(cluster, config_id, moment)
             if gpus is None:
-                gpus = self._query(cluster)
+                gpus = query_gpus(cluster, self.registry)
             self._latest[cluster.name] = (config_id, moment, gpus, time.monotonic())
             lines = ["node,index,name,memory_used_mib,memory_total_mib"] + [
                 f"{g.node},{g.index},{g.name},{g.used_mib},{g.total_mib}" for g in gpus
@@ -97,38 +86,3 @@ class GpuSnapshots:
     def changed(self, cluster: Cluster) -> None:
         """Something may have changed the cluster's GPU memory: snapshot it again."""
         self._latest.pop(cluster.name, None)
-
-    def _query(self, cluster: Cluster) -> list[GpuMemory]:
-        """nvidia-smi on every node at once: one call for a local cluster whose
-        ``nvidia_smi`` takes ``{hosts}``, else one per node, concurrently."""
-        if one_call(cluster):
-            hosts = cluster.hosts
-            argv = self._smi_argv(cluster, ",".join(h.address for h in hosts))
-            res = host_for(cluster, hosts[0], self.registry).run(argv, timeout=60)
-            if not res.ok:
-                raise HostError(
-                    f"hosts {', '.join(h.name for h in hosts)}: nvidia-smi exited "
-                    f"{res.exit_status}: {res.stderr.strip()}"
-                )
-            parts = split_nodes(res.stdout, [h.address for h in hosts])
-            return [g for h in hosts for g in parse_query_gpu(parts[h.address], h.name)]
-
-        def one(host_index: int) -> list[GpuMemory]:
-            h = cluster.hosts[host_index]
-            argv = self._smi_argv(cluster, h.address)
-            res = host_for(cluster, h, self.registry).run(argv, timeout=60)
-            if not res.ok:
-                raise HostError(
-                    f"host {h.name}: nvidia-smi exited {res.exit_status}: {res.stderr.strip()}"
-                )
-            return parse_query_gpu(res.stdout, h.name)
-
-        with ThreadPoolExecutor(max_workers=len(cluster.hosts)) as pool:
-            per_node = list(pool.map(one, range(len(cluster.hosts))))
-        return [g for node in per_node for g in node]
-
-
-def one_call(cluster: Cluster) -> bool:
-    """Whether one nvidia-smi call answers for every node: a local cluster (its nodes are
-    this machine) of several nodes whose ``nvidia_smi`` takes ``{hosts}``."""
-    return backend_of(cluster).one_smi_call()

@@ -49,6 +49,7 @@ class WorkloadSpec:
     api: str = "generate"  # "generate" (/generate) or "completions" (/v1/completions)
     request_rate: float = math.inf  # requests per (scaled) second; inf = all at t=0, gated by C
     burstiness: float = 1.0  # gamma shape of the arrival gaps; 1 = Poisson (measure/arrivals.py)
+    arrival_stream: int = 0  # which arrival schedule (measure/arrivals.py): an SLO probe's own
     request_timeout_s: float = 600.0
     round_timeout_s: float = 3600.0
 

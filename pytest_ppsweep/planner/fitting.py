@@ -30,7 +30,7 @@ import numpy as np
 
 from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON, PROFILE_JSON_NAME
 from pytest_ppsweep.planner.data import CommPoint, Measured, PlannerError
-from pytest_ppsweep.planner.model import (
+from pytest_ppsweep.planner.roundcost import (
     BOOT_PARAMS,
     MEM_PARAMS,
     PARAMS,

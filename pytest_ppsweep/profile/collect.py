@@ -21,7 +21,7 @@ from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.base import CommandHost, HostError
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 
-from .placement import node_ranks, rank_name, rank_of
+from .tracenodes import node_ranks, rank_name, rank_of
 
 POLL_S = 0.2
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import math
 import os
 import re
@@ -41,7 +42,16 @@ from pytest_ppsweep.folder.runfolder import (
     SUMMARY_CSV,
 )
 from pytest_ppsweep.gate.comparison import DEFAULT_THRESHOLDS
-from pytest_ppsweep.planner.data import PlannerError
+from pytest_ppsweep.planner.data import PlannerError, load_measured
+from pytest_ppsweep.planner.fitting import fit, load_fitted
+from pytest_ppsweep.planner.plan import (
+    parameter_lines,
+    parse_workload,
+    plan_lines,
+    plan_rows,
+    write_plan_csv,
+)
+from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report.html import rebuild_report
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
@@ -79,7 +89,7 @@ def _cell(value: object, fmt: str, unit: str = "") -> str:
 
 def gate_verdicts(run_a: Path, run_b: Path) -> dict[tuple[str, int, str], tuple[float, str]]:
     """(config, C, metric) → (noise %, verdict) of B against A, by the gate's rule
-    (:mod:`pytest_ppsweep.gate.noise`, :func:`pytest_ppsweep.gate.comparison.compare`)."""
+    (:mod:`pytest_ppsweep.results.noise`, :func:`pytest_ppsweep.gate.comparison.compare`)."""
     from pytest_ppsweep.gate.comparison import compare
 
     out: dict[tuple[str, int, str], tuple[float, str]] = {}
@@ -147,7 +157,6 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 @dataclass(frozen=True)
 class RunLine:
     """What ``runs`` shows of one run folder."""
-
     run_id: str
     date: datetime | None
     sweep: str
@@ -191,8 +200,6 @@ def gate_result(run_dir: Path) -> str:
 
 def read_run_line(run_dir: Path) -> RunLine:
     """The ``runs`` line of one run folder (RunFolderError when it has no readable manifest)."""
-    import json
-
     manifest = run_dir / RUN_JSON
     if not manifest.is_file():
         raise RunFolderError(f"missing file: {manifest}")
@@ -468,7 +475,7 @@ _HELP = {
     "compare": ("side-by-side medians of two runs",
                 "Medians of two runs per configuration x C with the deltas of B vs A in %, the\n"
                 "noise of each (±) and whether the change is beyond it, both by the gate's rule\n"
-                "(5 x the median distance of a repeat from its run's median; gate/noise.py):\n"
+                "(5 x the median distance of a repeat from its run's median; results/noise.py):\n"
                 "noise, significant, REGRESSION or improvement against the default thresholds.\n"
                 "The table is also written to <run_b>/compare-<run_a name>.csv.",
                 "examples:\n  python -m pytest_ppsweep compare <run_a> <run_b>\n"
@@ -565,10 +572,6 @@ def _print_misfit(trust: FitTrust) -> None:
 
 
 def _cmd_fit(args: argparse.Namespace) -> int:
-    from pytest_ppsweep.planner.data import load_measured
-    from pytest_ppsweep.planner.fitting import fit
-    from pytest_ppsweep.planner.plan import parameter_lines
-    from pytest_ppsweep.planner.trust import fit_trust
 
     runs = [Path(r) if Path(r).exists() or "/" in r else resolve_run(r, args.reports)
             for r in args.runs]
@@ -596,8 +599,6 @@ def _cmd_fit(args: argparse.Namespace) -> int:
             (first_dir / PLAN_CSV).unlink(missing_ok=True)
         return 1
     if first_dir is not None:
-        from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
-
         run_layouts = [(str(f["config_id"]), int(f["pp"]), int(f["tp"]), int(f["ep"]))
                        for f in fitted.layouts]
         plan = write_plan_csv(first_dir / PLAN_CSV,
@@ -607,9 +608,6 @@ def _cmd_fit(args: argparse.Namespace) -> int:
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
-    from pytest_ppsweep.planner.fitting import load_fitted
-    from pytest_ppsweep.planner.plan import parse_workload, plan_lines, plan_rows, write_plan_csv
-    from pytest_ppsweep.planner.trust import fit_trust
 
     path = Path(args.profile)
     if not path.exists() and "/" not in args.profile:  # a run id or a prefix of one

@@ -31,6 +31,9 @@ from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
+from pytest_ppsweep.planner.data import PlannerError
+from pytest_ppsweep.planner.fitting import load_fitted
+from pytest_ppsweep.pool.balance import earlier_runs, expected_durations, outside_layouts_s
 
 __all__ = ["SEEDS", "ClusterTime", "Reference", "boots_line", "cluster_time", "dry_run_lines",
            "fitted_profile"]
@@ -39,7 +42,6 @@ __all__ = ["SEEDS", "ClusterTime", "Reference", "boots_line", "cluster_time", "d
 @dataclass(frozen=True)
 class Reference:
     """What a model class's own measurements say a boot and a round take (the source named)."""
-
     boot_s: tuple[float, float]
     input_tps: tuple[float, float]
     source: str
@@ -66,7 +68,6 @@ class ClusterTime:
     """An estimate of the cluster time of a run: seconds (an upper bound when ``bound``; the
     upper end of a range when ``low`` is set) and where it comes from; ``at_most``: the boot
     bound beside a range."""
-
     seconds: float
     source: str
     bound: bool = False
@@ -91,8 +92,6 @@ def _span(seconds: float) -> str:
 def fitted_profile(reports: Path, sweep_name: str) -> Path | None:
     """The newest earlier run of ``sweep_name`` in ``reports`` that holds a fitted profile
     (whatever its run id)."""
-    from pytest_ppsweep.pool.balance import earlier_runs
-
     found = earlier_runs(reports, sweep_name, holding=PLANNER_PROFILE_JSON)
     return found[0] / PLANNER_PROFILE_JSON if found else None
 
@@ -130,12 +129,8 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
                  cluster: Cluster | None = None) -> ClusterTime:
     """The estimated cluster time of booting and measuring ``configs`` on ``cluster`` (see the
     module)."""
-    from pytest_ppsweep.planner.data import PlannerError
-
     profile = fitted_profile(reports, sweep.name)
     if profile is not None:
-        from pytest_ppsweep.planner.fitting import load_fitted
-
         try:
             fitted = load_fitted(profile)
         except PlannerError:
@@ -153,7 +148,6 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
                     total += per_request * (w.num_requests * w.repeats + w.warmup_requests)
                 total += boot if cfg.id in booting else 0.0
             return ClusterTime(total, f"fitted profile {profile}")
-    from pytest_ppsweep.pool.balance import expected_durations, outside_layouts_s
 
     ids = [c.id for c in configs]
     earlier = expected_durations(reports, sweep.name, ids)

@@ -25,11 +25,11 @@ from pytest_ppsweep.folder.runfolder import (
     FolderFiles,
 )
 from pytest_ppsweep.report import plannerview, sloview
-from pytest_ppsweep.report.answers import html_block, reasons_html
+from pytest_ppsweep.report.answerview import html_block, reasons_html
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
-from pytest_ppsweep.report.comm import comm_html
+from pytest_ppsweep.report.commview import comm_html
 from pytest_ppsweep.report.format import delta, num, records
-from pytest_ppsweep.report.profile import profile_section
+from pytest_ppsweep.report.profileview import profile_section
 from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
@@ -373,16 +373,16 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
 
 
 def _axis_sections(data: RunData, summary: Summary) -> list[str]:
-    """An axis sweep's tables with memory headroom per variant (first screen, report/axes.py)."""
-    from pytest_ppsweep.report.axes import axis_sweep_html
+    """An axis sweep's tables with memory headroom per variant (first screen, axisview.py)."""
+    from pytest_ppsweep.report.axisview import axis_sweep_html
 
     return [s for s in (axis_sweep_html(data.run_dir, summary.table, summary.configs),) if s]
 
 
 def _comparisons(summary: Summary) -> str:
-    """Every comparison with its differing fields and confounded mark (report/axes.py), after
+    """Every comparison with its differing fields and confounded mark (report/axisview.py), after
     the step-to-step deltas it explains."""
-    from pytest_ppsweep.report.axes import comparisons_html
+    from pytest_ppsweep.report.axisview import comparisons_html
 
     return comparisons_html(summary.comparisons)
 

@@ -32,6 +32,9 @@ from pytest_ppsweep.folder.runfolder import (
     FolderFiles,
     FolderSource,
 )
+from pytest_ppsweep.planner.fitting import load_fitted
+from pytest_ppsweep.planner.plan import cluster_layouts
+from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report.charts import XYPlot, nice_max
 from pytest_ppsweep.results.cost import per_million
 from pytest_ppsweep.results.sloanswer import number
@@ -46,7 +49,6 @@ COLUMNS = ("config_id", "gpus", "source", "load", "x_tps_per_user", "x_lo", "x_h
 @dataclass(frozen=True)
 class Point:
     """One point of the chart: measured (``round`` or ``probe``) or ``predicted``."""
-
     config_id: str
     gpus: int
     source: str  # "round" (closed loop), "probe" (SLO search) or "predicted"
@@ -141,9 +143,6 @@ def predictions(source: FolderSource, measured: Sequence[Point]
     path = files.dir / PLANNER_PROFILE_JSON
     if not path.is_file() or _decode(files):  # the planner models prefill rounds
         return [], []
-    from pytest_ppsweep.planner.fitting import load_fitted
-    from pytest_ppsweep.planner.plan import cluster_layouts
-    from pytest_ppsweep.planner.trust import fit_trust
 
     try:
         profile = load_fitted(path)
@@ -158,12 +157,16 @@ def predictions(source: FolderSource, measured: Sequence[Point]
     concs = sorted({int(p.load[2:]) for p in measured if p.load.startswith("C=")}) or [8]
     out = []
     num_layers = int(getattr(profile.hardware, "num_layers", 61))
+    # the workload's own prompts and request count, not the seeds' 16,384 × 40 (issue 37, pt 7)
+    workload = files.meta.get("workload") if isinstance(files.meta.get("workload"), dict) else {}
+    input_len = int((workload or {}).get("input_len") or 16384)
+    num_requests = int((workload or {}).get("num_requests") or 40)
     for n in gpus:
         for pp, tp in dict.fromkeys((pp, tp) for pp, tp, _ in cluster_layouts(n, num_layers)):
             if (pp, tp) in booted:
                 continue
             for c in concs:
-                pr = profile.predict(pp, tp, c)
+                pr = profile.predict(pp, tp, c, input_len, num_requests)
                 ttft, tps = pr.ttft_p50_s, pr.input_tps
                 if not (ttft.value > 0 and tps.value > 0):
                     continue

@@ -1,14 +1,14 @@
 """The report's SLO block: the answers to the SLO question (results/sloanswer.py), each layout's
 search with its probes, the searches charted (report/slocharts.py) and the Pareto front
 (report/pareto.py). On the terminal the answers are only in the Answers block
-(report/answers.py); this block adds the searches and the front."""
+(report/answerview.py); this block adds the searches and the front."""
 
 from __future__ import annotations
 
 from html import escape
 
 from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
-from pytest_ppsweep.report import pareto, slocharts
+from pytest_ppsweep.report import pareto, slocharts, sloreach
 from pytest_ppsweep.results.sloanswer import answers_of
 
 __all__ = ["html_section", "terminal_lines"]
@@ -35,13 +35,20 @@ def html_section(source: FolderSource) -> str:
             f"<ul class='ppsweep-slo-answers'>{items}</ul>"
             "<table><thead><tr><th>layout</th><th>search</th><th>highest load within the SLO "
             "(probes, precision, repeats)</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>" + slocharts.section_html(files)
-            + pareto.section_html(files))
+            f"<tbody>{rows}</tbody></table>" + _reach_html(files)
+            + slocharts.section_html(files) + pareto.section_html(files))
+
+
+def _reach_html(files: FolderFiles) -> str:
+    """What would meet an SLO no layout met (report/sloreach.py), "" otherwise."""
+    lines = sloreach.terminal_lines(files)
+    return ("<div class='ppsweep-slo-reach'><h4>What would meet the SLO</h4><pre>"
+            + escape("\n".join(lines)) + "</pre></div>") if lines else ""
 
 
 def terminal_lines(source: FolderSource) -> list[str]:
     """Each layout's search and the front for the terminal summary ([] without an SLO
-    search); the answers themselves are the Answers block's (report/answers.py)."""
+    search); the answers themselves are the Answers block's (report/answerview.py)."""
     files = FolderFiles.of(source)
     outcomes = files.outcomes
     if not outcomes:
@@ -49,4 +56,4 @@ def terminal_lines(source: FolderSource) -> list[str]:
     slos = list(dict.fromkeys(str(o.get("slo")) for o in outcomes))
     lines = [f"SLO searches (highest load within {' / '.join(slos)}):"]
     lines += [f"  {o['config_id']}: {o['text']}" for o in outcomes]
-    return lines + pareto.terminal_lines(files)
+    return lines + sloreach.terminal_lines(files) + pareto.terminal_lines(files)

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_ppsweep import gate
 from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
+from pytest_ppsweep.gate import differs
+from pytest_ppsweep.report import plannerview, sloview
+from pytest_ppsweep.report.commview import comm_html, comm_terminal
+from pytest_ppsweep.results.sloanswer import answers_of
 
 if TYPE_CHECKING:
     from pytest_ppsweep.results.pipeline import Analysis
@@ -45,7 +50,6 @@ def layout_key(config_id: Any) -> str:
 
 def table_row(props: dict[str, Any]) -> list[str]:
     """The cells of TABLE_HEADER for one test report (values from its user_properties)."""
-
     def cell(col: str, value: Any) -> str:
         text = "" if value is None else html.escape(str(value))
         if isinstance(value, float):
@@ -67,7 +71,6 @@ def table_row(props: dict[str, Any]) -> list[str]:
 @dataclass
 class Rendered:
     """What the plugin shows at the end of a run."""
-
     html: list[str] = field(default_factory=list)
     terminal: list[str] = field(default_factory=list)
     gate: list[str] = field(default_factory=list)
@@ -77,7 +80,6 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> R
     """The HTML and terminal summary of a run folder, from its analysis (the one
     ``run.close`` computed, else made here) or the note that says why there is none. The
     folder's other files are read once here and handed to every view."""
-    from pytest_ppsweep.report.comm import comm_html, comm_terminal
     from pytest_ppsweep.report.html import html_summary
     from pytest_ppsweep.report.terminal import terminal_summary
     from pytest_ppsweep.results.aggregate import RunFolderError
@@ -106,16 +108,13 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "") -> R
 
 def slo_html(run_dir: FolderSource) -> str:
     """The report's SLO block ("" without an SLO search)."""
-    from pytest_ppsweep.report.sloview import html_section
-
-    return html_section(run_dir)
+    return sloview.html_section(run_dir)
 
 
 def slo_answer_lines(run_dir: FolderSource) -> list[str]:
     """The Answers block of a run with no sweep summary (an SLO search alone, ``-k slo``): its
-    SLO answers, as the Answers block shows every answer (report/answers.py)."""
-    from pytest_ppsweep.report.answers import terminal_lines
-    from pytest_ppsweep.results.sloanswer import answers_of
+    SLO answers, as the Answers block shows every answer (report/answerview.py)."""
+    from pytest_ppsweep.report.answerview import terminal_lines
 
     return terminal_lines(answers_of(run_dir), width=100)
 
@@ -123,17 +122,12 @@ def slo_answer_lines(run_dir: FolderSource) -> list[str]:
 def slo_lines(run_dir: FolderSource) -> list[str]:
     """Each layout's SLO search and the Pareto front, where the run searched an SLO (the
     answers are the Answers block's)."""
-    from pytest_ppsweep.report.sloview import terminal_lines
-
-    return terminal_lines(run_dir)
+    return sloview.terminal_lines(run_dir)
 
 
 def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -> None:
     """The gate's verdicts vs ``ref`` added to ``rendered``: its table and notable lines, and
     the manifest fields each point differs in from the reference (gate/differs.py)."""
-    from pytest_ppsweep import gate
-    from pytest_ppsweep.gate import differs
-
     rendered.html.append(gate.comparison_html(rows))
     rendered.gate = gate.comparison_table(rows, width=100) + gate.notable_lines(rows)
     ids = [r.config_id for r in rows]
@@ -143,15 +137,13 @@ def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -
 
 def planner_lines(run_dir: FolderSource) -> list[str]:
     """The planner's predicted-vs-measured table, where the run folder has a plan."""
-    from pytest_ppsweep.report.plannerview import terminal_lines
-
-    return terminal_lines(run_dir)
+    return plannerview.terminal_lines(run_dir)
 
 
 def lift_answers(html_path: str | None) -> None:
     """pytest-html's page, once written: the answers (and the SIMULATED banner) moved above
-    its title and environment (report/answers.py)."""
+    its title and environment (report/answerview.py)."""
     if html_path:  # (a run without a page imports nothing: pandas costs ~0.5 s a process)
-        from pytest_ppsweep.report.answers import lift
+        from pytest_ppsweep.report.answerview import lift
 
         lift(Path(html_path))

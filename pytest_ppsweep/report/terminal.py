@@ -9,8 +9,8 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from pytest_ppsweep.report.answers import terminal_lines
-from pytest_ppsweep.report.axes import confounded_text
+from pytest_ppsweep.report.answerview import terminal_lines
+from pytest_ppsweep.report.axisview import confounded_text
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.aggregate import (
     Summary,
@@ -23,7 +23,7 @@ from pytest_ppsweep.results.verdict import Verdict
 def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
                      answers: Sequence[Answer], width: int = 100) -> list[str]:
     """The medians table with deltas vs baseline and verdicts, then the **Answers** block
-    (report/answers.py), every line at most ``width``."""
+    (report/answerview.py), every line at most ``width``."""
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     layouts = summary.table["layout"].astype(str)
     # Two configs may share a layout (other flags differ), or be an axis sweep's variants of

@@ -174,6 +174,17 @@ def _score(values: Mapping[str, Mapping[int, Sequence[float]]], point: str, metr
     return sum(parts) / len(parts) if parts else -math.inf
 
 
+def best_of(points: Sequence[str], metric: str, repeats: Mapping[str, Repeats],
+            concs: Sequence[int]) -> str | None:
+    """The point of ``points`` that :func:`decide` would rank first on ``metric`` alone (the
+    mean over ``concs`` of its median against the best median), or None when none was
+    measured. A choice, not a decision: the question that follows judges it."""
+    values = repeats.get(metric, {})
+    scored = {p: _score({q: values.get(q, {}) for q in points}, p, metric, concs) for p in points}
+    measured = [p for p in points if scored[p] > -math.inf]
+    return max(measured, key=lambda p: scored[p]) if measured else None
+
+
 def _pairs(pairs: Sequence[tuple[str, str]], metric: str, values: Repeats,
            concs: Sequence[int], rule: Rule, level: float) -> dict[str, list[Evidence]]:
     """Every pair × C on ``metric`` as one Holm family at ``level``; per ``versus`` its

@@ -11,6 +11,7 @@ def finders() -> list[Finder]:
     """The built-in finders, then those added with ``answers.register``."""
     builtin: list[Finder] = [
         questions.layout_answers,
+        questions.joint_answers,
         questions.axis_answers,
         sloanswer.slo_answers,
     ]

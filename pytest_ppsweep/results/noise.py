@@ -1,6 +1,6 @@
 """The gate's noise rule: how large a change of a point's median must be to be more than noise.
 
-Who uses it: the gate (gate/comparison.py, through gate/noise.py) and the SLO answer's per-GPU
+Who uses it: the gate (gate/comparison.py) and the SLO answer's per-GPU
 check. Decisions inside one run do not: they use the interval of results/stats.py, which
 narrows with repeats and states its error rate. The gate keeps this calibrated rule because it
 compares two runs, two boots apart: the drift between boots is in neither run's repeats, and an

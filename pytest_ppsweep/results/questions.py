@@ -4,7 +4,13 @@
   sweep, those at the comparison baseline's axis values);
 - an **axis question** per workload × layout × axis: the points of one layout (as written)
   that differ only in that axis, against the group's baseline value (``[compare] baseline``,
-  else the axis's default).
+  else the axis's default);
+- with axes, a **joint question** per workload: every layout × axis value, the best point
+  overall, beside the per-axis answers (issue 37, point 6).
+
+A layout whose point at the baseline values is not valid (an OOM, a failed boot, a failed round)
+or was not swept takes part in the layout question with its best valid point at other axis
+values, and the answer says so ("stand-in"): a layout is never lost to its baseline value alone.
 
 No question ranks points of different workloads, or an axis's variants as layouts. Each is
 ranked by its workload's objective (results/objective.py) through ``results.decide`` with the
@@ -21,6 +27,7 @@ import math
 import shlex
 import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +48,7 @@ from pytest_ppsweep.results.answers import (
     AnswerInput,
     Evidence,
 )
-from pytest_ppsweep.results.decide import Decision, decide, judge, outcome
+from pytest_ppsweep.results.decide import Decision, best_of, decide, judge, outcome
 from pytest_ppsweep.results.objective import (
     PREFILL,
     higher_is_better,
@@ -308,6 +315,36 @@ def _workloads(facts: dict[str, dict[str, Any]]) -> list[str]:
     return list(dict.fromkeys(str(f.get("workload") or "") for f in facts.values()))
 
 
+def _stand_ins(given: AnswerInput, facts: dict[str, dict[str, Any]], workload: str,
+               base_axes: dict[str, str], members: list[str], objective: Sequence[str],
+               reps: dict[str, dict[str, dict[int, list[float]]]],
+               concs: Sequence[int]) -> dict[str, tuple[str, str]]:
+    """Per layout of ``workload`` whose point at the baseline values is not valid or was not
+    swept, its best valid point at other axis values: {baseline point or layout: (stand-in,
+    why)}. Only with axes."""
+    if not base_axes:
+        return {}
+    judged = {v.config_id for v in given.verdicts}
+    valid = {cid for cid, f in facts.items() if str(f.get("workload") or "") == workload
+             and cid in judged and not _excluded(given.verdicts, cid)}
+    by_layout: dict[str, list[str]] = {}
+    for cid, f in facts.items():
+        if str(f.get("workload") or "") == workload:
+            by_layout.setdefault(str(f.get("layout") or cid), []).append(cid)
+    out: dict[str, tuple[str, str]] = {}
+    for layout, points in by_layout.items():
+        base = next((c for c in points if c in members), None)
+        if base is not None and base in valid:
+            continue
+        alt = best_of([c for c in points if c in valid], objective[0], reps, concs)
+        if alt is None:
+            continue
+        why = ("was not swept" if base is None else
+               _excluded(given.verdicts, base) or "was not measured")
+        out[base or layout] = (alt, why)
+    return out
+
+
 def layout_answers(given: AnswerInput) -> list[Answer]:
     """One layout question per workload (module docstring)."""
     facts = _facts(given)
@@ -316,20 +353,54 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
     for w in _workloads(facts):
         members = [cid for cid, f in facts.items() if str(f.get("workload") or "") == w
                    and all(_value(f, a) == v for a, v in base_axes.items())]
-        # One layout alone asks nothing next to an axis question (it is answered there).
-        if not members or (len({facts[c].get("layout") for c in members}) < 2 and base_axes):
-            continue
         objective = given.objectives.get(w, PREFILL)
         concs = _concs(given, w)
         reps = _repeats(given, objective)
+        stand_ins = _stand_ins(given, facts, w, base_axes, members, objective, reps, concs)
+        members = [c for c in members if c not in stand_ins] + [
+            alt for alt, _why in stand_ins.values()]
+        # One layout alone asks nothing next to an axis question (it is answered there).
+        if not members or (len({facts[c].get("layout") for c in members}) < 2 and base_axes):
+            continue
         what = "Which layout" + (f" for workload {w}" if w else "") + (
             " (" + ", ".join(f"{a} = {json.loads(v)}" for a, v in base_axes.items()) + ")"
             if base_axes else "") + f", by {', then '.join(label(m) for m in objective)}?"
         answer, decision = _answer(given, "layout", w, what, objective, members,
                                    given.verdicts, reps, concs)
         caveats = _confounded(given.data.run_dir, decision.winner, members)
+        caveats += [f"{facts[alt].get('layout') or alt!s} takes part with its best valid "
+                    f"point {alt}: at the baseline values its point {base} {why}"
+                    for base, (alt, why) in stand_ins.items()]
         if caveats:
             answer = _with(answer, caveats=answer.caveats + tuple(caveats))
+        if stand_ins:
+            answer = _with(answer, extra={**answer.extra, "stand_ins": {
+                base: alt for base, (alt, _why) in stand_ins.items()}})
+        out.append(answer)
+    return out
+
+
+def joint_answers(given: AnswerInput) -> list[Answer]:
+    """With axes, one joint question per workload: every layout × axis value, ranked as one
+    family (module docstring). The per-layout and per-axis answers stay beside it."""
+    facts = _facts(given)
+    base_axes = _baseline_axes(given, facts)
+    if not base_axes:
+        return []
+    out: list[Answer] = []
+    for w in _workloads(facts):
+        members = [cid for cid, f in facts.items() if str(f.get("workload") or "") == w]
+        layouts = {facts[c].get("layout") for c in members}
+        if len(members) < 2 or len(layouts) < 2:
+            continue  # one layout: its axis questions already rank every point
+        objective = given.objectives.get(w, PREFILL)
+        concs = _concs(given, w)
+        reps = _repeats(given, objective)
+        what = ("Which point overall, every layout × " + ", ".join(base_axes)
+                + (f" for workload {w}" if w else "")
+                + f", by {', then '.join(label(m) for m in objective)}?")
+        answer, _ = _answer(given, "joint", w, what, objective, members, given.verdicts,
+                            reps, concs)
         out.append(answer)
     return out
 
@@ -351,7 +422,6 @@ def _confounded(run_dir: Path, winner: str | None, members: Sequence[str]) -> li
 
 
 def _with(answer: Answer, **changes: Any) -> Answer:
-    from dataclasses import replace
 
     return replace(answer, **changes)
 

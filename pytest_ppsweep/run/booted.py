@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.matrix.model import Cluster, Config
-from pytest_ppsweep.measure.gpu import GpuMemory
 from pytest_ppsweep.service.launch import LayoutDead, Service
 from pytest_ppsweep.service.logscan import Finding
 from pytest_ppsweep.service.probe import Topology

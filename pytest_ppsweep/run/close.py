@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_ppsweep import gate
+from pytest_ppsweep.folder.runfolder import RunJson, RunStore
 from pytest_ppsweep.measure.configrow import ConfigRow
-from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.results.runstatus import RunStatus
+from pytest_ppsweep.results.sloanswer import write_if_absent
 
 if TYPE_CHECKING:
     from pytest_ppsweep.gate.comparison import Comparison
@@ -28,7 +29,6 @@ class Closed:
     """What closing the run folder computed: the run's analysis (None, with the ``note`` that
     says why, when the folder has no rounds to summarise) and the gate's rows (None without a
     reference run)."""
-
     run_dir: Path
     analysis: Analysis | None
     note: str
@@ -47,10 +47,8 @@ def close(
     run.json, summary.csv and answers.json (qualified by the status: results/runstatus.py)
     and, with a reference run, gate.csv with the fields each point differs in. The folder's
     results are read once, then handed to each of them."""
-    from pytest_ppsweep import gate
     from pytest_ppsweep.gate import benchjson, differs
     from pytest_ppsweep.results.aggregate import load_run
-    from pytest_ppsweep.results.sloanswer import write_if_absent
 
     for config_id, why in not_run.items():
         ConfigRow(store, config_id).not_run(why)

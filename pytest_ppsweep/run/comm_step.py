@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from pytest_ppsweep.matrix.commspec import size_label
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.lifecycle import Lifecycle
@@ -18,7 +19,6 @@ __all__ = ["CommStep"]
 
 class CommStep:
     """The all-reduce benchmark of the layouts of one run."""
-
     def __init__(self, ctx: RunContext, lifecycle: Lifecycle) -> None:
         self.ctx = ctx
         self.lifecycle = lifecycle
@@ -29,7 +29,6 @@ class CommStep:
         booted otherwise. Results are in comm.csv / comm_summary.csv as each domain ends;
         :class:`~pytest_ppsweep.comm.runner.CommFailed` names node and rank."""
         from pytest_ppsweep.comm.runner import run_comm  # only when the benchmark runs
-        from pytest_ppsweep.matrix.commspec import size_label
 
         sid = config.id
         if sid in self.lifecycle.up:

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, cluster_for
 from pytest_ppsweep.measure.phases import PhaseClock
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.snapshots import GpuSnapshots
 from pytest_ppsweep.run.live import LiveStatus, NoStatus
 from pytest_ppsweep.run.workloads import Workloads

@@ -11,14 +11,15 @@ from typing import Any
 
 import requests
 
-from pytest_ppsweep.check import topology_problems
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.gpus import GpuMemory
+from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.folder.runfolder import PHASES_JSON, server_info_json
+from pytest_ppsweep.folder.runfolder import PHASES_JSON, RunJson, server_info_json
 from pytest_ppsweep.matrix.model import Cluster, Config
 from pytest_ppsweep.measure.configrow import ConfigRow
-from pytest_ppsweep.measure.gpu import GpuMemory, not_released, worst_rank
-from pytest_ppsweep.measure.runjson import RunJson
+from pytest_ppsweep.measure.gpu import not_released, worst_rank
+from pytest_ppsweep.pointchecks import topology_problems
 from pytest_ppsweep.redact import redact
 from pytest_ppsweep.results.runstatus import INTERRUPTED_BOOT
 from pytest_ppsweep.run.booted import Booted
@@ -66,7 +67,9 @@ class Lifecycle:
         cluster = self.cluster_for(config)
         row.placed(cluster.name)
         # Written before the boot, so a resumed or reusing run compares like with like.
-        manifest.write(self.ctx.store.dir, sid, manifest.build(self.ctx.sweep, cluster, config))
+        specs = rank_specs(self.ctx.sweep, cluster, config)  # once: the manifest and the launch
+        manifest.write(self.ctx.store.dir, sid,
+                       manifest.build(self.ctx.sweep, cluster, config, specs=specs))
         before = self.ctx.snapshots.take(cluster, sid, "before")
         service = Service(
             self.ctx.sweep,
@@ -77,6 +80,7 @@ class Lifecycle:
             run_id=self.ctx.store.run_id,
             registry=self.ctx.registry,
             on_status=lambda status: self._booting(config, status),
+            specs=specs,
         )
         self.ctx.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
         return service, before

@@ -16,7 +16,7 @@ from pytest_ppsweep.folder.runfolder import profile_request_json
 from pytest_ppsweep.matrix.model import ProfileSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.workload import generate_prompts
-from pytest_ppsweep.profile import attribution, collect, summary, trace, window
+from pytest_ppsweep.profile import attribution, collect, trace, tracefiles, window
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 
@@ -45,7 +45,7 @@ class ProfileStep:
         started = time.monotonic()
         booted.check_alive()
         conc = spec.concurrency or max(self.ctx.sweep.workload.concurrency)
-        local = summary.layout_dir(self.ctx.store.dir, cfg.id)
+        local = tracefiles.layout_dir(self.ctx.store.dir, cfg.id)
         local.mkdir(parents=True, exist_ok=True)
         folder = collect.remote_dir(cluster, spec.output_dir, self.ctx.store.run_id, cfg.id, local)
         profile_id = f"{time.time():.6f}"  # SGLang's own default is str(time.time())
@@ -93,8 +93,8 @@ class ProfileStep:
             stopped = window.stop(url, cfg.id)
             files = traces(spec.timeout_s)
         lp = attribution.aggregate(cfg.id, [trace.parse(f) for f in files])
-        summary.write_layout(self.ctx.store.dir, lp)
-        summary.write_table(self.ctx.store.dir, self.ctx.sweep.baseline,
+        tracefiles.write_layout(self.ctx.store.dir, lp)
+        tracefiles.write_table(self.ctx.store.dir, self.ctx.sweep.baseline,
                             [c.id for c in self.ctx.sweep.configs])
         ar = lp.calls.get("all_reduce", 0)
         self.ctx.progress(

@@ -1,7 +1,7 @@
 """The SLO search on a booted layout (test_slo): the highest load within the workload's SLO,
 on one boot.
 
-The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/slo.py
+The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/withinslo.py
 (the N/N rule included). This module only runs the probes the policy asks for against the
 booted service, through the same load generator as every round, and writes each one as it is
 produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's lock),
@@ -13,7 +13,10 @@ nothing again).
 
 A rate probe sends the workload's ``num_requests`` with bench_serving's ``--request-rate``
 semantics (measure/arrivals.py) under ``max_concurrency`` (0: no cap); a concurrency probe
-sends them at that C with the workload's own ``request_rate`` (inf: all at once).
+sends them at that C with the workload's own ``request_rate`` (inf: all at once). Probe ``k``
+(repeats included) draws arrival stream ``k``: its own schedule, the same on every layout.
+Before the first probe the search says how many requests a probe needs to prove each
+percentile limit at the SLO's confidence (measure/withinslo.py).
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from pytest_ppsweep.matrix.model import Config, Workload
 from pytest_ppsweep.matrix.slospec import SloSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.metrics import RoundResult
-from pytest_ppsweep.measure.slo import SloVerdict, evaluate
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
+from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
 from pytest_ppsweep.measure.workload import WorkloadSpec
 from pytest_ppsweep.results import cost
 from pytest_ppsweep.results.sloanswer import read_probes
@@ -160,6 +163,13 @@ class SloSearch:
         started = time.monotonic()
         recorded = [r for r in read_probes(self.ctx.store.dir)
                     if r["config_id"] == cfg.id and r["workload"] == (cfg.workload or "default")]
+        for lim in slo.percentile_limits:
+            need = min_requests(lim.percentile or 100, slo.confidence)
+            self.ctx.progress(
+                f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
+                f"needs at least {need} requests to prove it; this workload sends "
+                f"{base.num_requests}" + ("" if base.num_requests >= need else
+                                          ": every probe will be unproven, raise num_requests"))
         if replay(search, recorded, cfg.id):
             self.ctx.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "
                           "the interrupted run")
@@ -167,10 +177,10 @@ class SloSearch:
             load, phase = step
             k = len(search.probes) + 1
             if slo.search == "rate":
-                spec = replace(base, request_rate=load)
+                spec = replace(base, request_rate=load, arrival_stream=k)
                 conc = slo.max_concurrency or base.num_requests
             else:
-                spec, conc = base, int(load)
+                spec, conc = replace(base, arrival_stream=k), int(load)
             booted.check_alive()
             what = (f"SLO {phase} {k} (probe {search.spent + (phase == 'search')}/"
                     f"{slo.max_probes}) at {load_text(load, search.integer)} {search.unit}")

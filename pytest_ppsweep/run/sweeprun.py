@@ -4,7 +4,7 @@ This is what the pytest fixtures call; it has no pytest import so it can be driv
 :class:`SweepRun` is the facade of the steps, each in its module of this package: the lifecycle
 (boot and teardown), the rounds and their workload, the profile window and the all-reduce
 benchmark. Every step writes its evidence into the run folder
-(:mod:`pytest_ppsweep.measure.runstore`) as soon as it has it.
+(:mod:`pytest_ppsweep.folder.runfolder`) as soon as it has it.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
-from pytest_ppsweep.measure.gpu import GpuMemory
 from pytest_ppsweep.measure.metrics import RoundResult
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.boots import Boots
@@ -86,11 +86,6 @@ class SweepRun:
     @property
     def store(self) -> RunStore:
         return self.context.store
-
-    @property
-    def cluster(self) -> Cluster:
-        """The first (under xdist: the only) cluster of this process."""
-        return self.context.clusters.first()
 
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""

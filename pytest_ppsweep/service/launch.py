@@ -23,9 +23,10 @@ from typing import Any
 from pytest_ppsweep.cluster.backends import backend_of, launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
 from pytest_ppsweep.cluster.labels import rank_labels
-from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.strays import stray_message
+from pytest_ppsweep.folder.runfolder import LAUNCH_SH, node_log_name
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import REDACTED, scrub_all, secret_values
 from pytest_ppsweep.service.liveness import LayoutDead, Liveness
@@ -50,13 +51,16 @@ class Service:
         launcher: Launcher | None = None,
         registry: Registry | None = None,
         on_status: Callable[[BootStatus], None] | None = None,
+        specs: list[RankSpec] | None = None,
     ) -> None:
-        """``on_status``: called at every poll of the boot wait (readiness.BootStatus)."""
+        """``on_status``: called at every poll of the boot wait (readiness.BootStatus);
+        ``specs``: the ranks' commands when the caller built them already (the boot writes them
+        into the manifest first: built once per boot)."""
         self.sweep = sweep
         self.cluster = cluster
         self.config = config
         self.log_dir = log_dir
-        self.specs = rank_specs(sweep, cluster, config)
+        self.specs = specs if specs is not None else rank_specs(sweep, cluster, config)
         # The text of every secret the ranks are given: a rank may print one (an argparse
         # error echoes its arguments), so log lines shown in failures and the log files are
         # scrubbed of them.
@@ -99,7 +103,7 @@ class Service:
         return self.specs[node_rank].address
 
     def log_path(self, node_rank: int) -> Path:
-        return self.log_dir / f"node{node_rank}.log"
+        return self.log_dir / node_log_name(node_rank)
 
     @property
     def log_paths(self) -> list[Path]:
@@ -108,7 +112,7 @@ class Service:
     def write_commands(self) -> None:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         lines = [f"# node{s.node_rank} ({s.host})\n{s.command_line()}\n" for s in self.specs]
-        (self.log_dir / "launch.sh").write_text("".join(lines), encoding="utf-8")
+        (self.log_dir / LAUNCH_SH).write_text("".join(lines), encoding="utf-8")
 
     def start(self) -> None:
         """Start every rank: rank 0 first (it hosts the rendezvous), then the others at once

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from pytest_ppsweep.folder.runfolder import BOOT_FAILURE_TXT
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.service.logscan import (
     Blame,
@@ -126,7 +127,7 @@ class BootFailed(RuntimeError):
 SUMMARY_LINES = 15
 _SHOWN_FINDINGS = 3
 _TAIL_LINES = 6
-EVIDENCE_FILE = "boot-failure.txt"
+EVIDENCE_FILE = BOOT_FAILURE_TXT
 
 
 def node_of(service: Booting, finding: Finding) -> int | None:

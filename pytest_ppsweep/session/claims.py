@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.claim import ClusterBusy, claim_all
 from pytest_ppsweep.folder.runfolder import CLAIM_LOST_JSON
 from pytest_ppsweep.session import options
 
@@ -28,7 +29,6 @@ STATUS_KEY = "cluster claim"
 
 class Claims:
     """Take the run's claims on its clusters, and give them back."""
-
     def __init__(self, config: pytest.Config, matrix: Path, ctx: RunContext,
                  progress: Progress) -> None:
         self.config = config
@@ -38,8 +38,6 @@ class Claims:
         self.held: list[Claim] = []  # this run's claims (controller; empty until the preflight)
 
     def claim(self) -> None:
-        from pytest_ppsweep.cluster.claim import ClusterBusy, claim_all
-
         wait_s = options.wait_cluster_s(self.config)
         bound = "" if wait_s == float("inf") else f" of {wait_s:g}"
 

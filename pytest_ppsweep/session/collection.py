@@ -12,17 +12,18 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep import continuity
-from pytest_ppsweep.check import ExpectedFailure
-from pytest_ppsweep.matrix.model import boot_groups
+from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import RunJson, run_id_of
+from pytest_ppsweep.matrix.model import NoClusterFits, boot_groups, cluster_for
 from pytest_ppsweep.measure.eta import SweepClock
-from pytest_ppsweep.measure.runjson import RunJson, run_id_of
+from pytest_ppsweep.pointchecks import ExpectedFailure, validity_problems
 from pytest_ppsweep.session import options
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
     from pytest_ppsweep.run.sweeprun import SweepRun
+    from pytest_ppsweep.session.noboot import QuietRun
     from pytest_ppsweep.session.progress import Progress
-    from pytest_ppsweep.session.quiet import QuietRun
     from pytest_ppsweep.session.runstate import RunState
     from pytest_ppsweep.session.setup import Nodes
 
@@ -38,7 +39,6 @@ __all__ = [
 class Selection:
     """The session's collection hooks and the selection they make (the controller's; a worker
     only parametrises and notes its tests)."""
-
     def __init__(
         self,
         config: pytest.Config,
@@ -252,8 +252,6 @@ def resumed_verdict(item: pytest.Item, report: pytest.TestReport, run_dir: Path)
     """A verdict test (``ppsweep_verdict``) skipped because its point finished before a resume
     counts as in an uninterrupted run: its point's verdict is judged again from the run
     folder, and an INVALID one fails (at setup: the layout is not booted again for it)."""
-    from pytest_ppsweep.check import validity_problems
-
     params = _params(item)
     if (report.when != "setup" or not report.skipped
             or not item.get_closest_marker("ppsweep_verdict")
@@ -288,9 +286,6 @@ def points_from_ids(nodeids: list[str], ids: list[str]) -> dict[str, set[int]]:
 
 def baseline_manifest(sweep: Sweep, pool: tuple[Cluster, ...]) -> dict[str, Any] | None:
     """The manifest this run would write for the baseline layout (None: no cluster fits it)."""
-    from pytest_ppsweep.continuity import manifest
-    from pytest_ppsweep.matrix.model import NoClusterFits, cluster_for
-
     config = sweep.config(sweep.baseline)
     try:
         cluster = cluster_for(pool, config)

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.model import MatrixError, ProfileSpec, Sweep, select
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.matrix.schema import SPREAD_RULES
@@ -268,8 +269,6 @@ def add_comm_option(group: Any) -> None:
 def with_comm(config: pytest.Config, sweep: Sweep) -> Sweep:
     """``--ppsweep-comm`` without a [comm] table: the table's defaults (1 KiB … 256 MiB)."""
     if config.getoption("ppsweep_comm", False) and sweep.comm is None:
-        from pytest_ppsweep.matrix.commspec import CommSpec
-
         return replace(sweep, comm=CommSpec())
     return sweep
 

@@ -7,7 +7,7 @@ live ranks and connections, the :class:`~pytest_ppsweep.run.sweeprun.SweepRun` (
 :class:`~pytest_ppsweep.run.context.RunContext` holds the pool), the run's life
 (:class:`~pytest_ppsweep.session.runstate.RunState`) and one object per concern, each given
 what it needs (as pytest-xdist's DSession holds its scheduler): ``quiet`` (runs in which nothing
-boots, quiet.py), ``nodes`` (the slurm allocation, setup.py), ``selection`` (collection and the
+boots, noboot.py), ``nodes`` (the slurm allocation, setup.py), ``selection`` (collection and the
 selection, collection.py), ``preflight`` (claims, leftovers, node checks, the final reap),
 ``signals``, ``xdist`` (the controller's leases and scheduler), ``adaptive`` (the planner's
 order) and ``render`` (what the terminal and pytest-html show). plugin.py only forwards hooks.
@@ -34,15 +34,21 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.continuity import outcomes
-from pytest_ppsweep.folder.runfolder import PROFILE_DIR, PROGRESS_LOG, REPORT_HTML
-from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore, new_run_id
+from pytest_ppsweep.folder.runfolder import (
+    PROFILE_DIR,
+    PROGRESS_LOG,
+    REPORT_HTML,
+    RunJson,
+    RunStore,
+    new_run_id,
+)
 from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
-from pytest_ppsweep.profile import summary as profile_summary
+from pytest_ppsweep.profile import tracefiles
 from pytest_ppsweep.report import summary
 from pytest_ppsweep.results import runstatus
+from pytest_ppsweep.run import close as close_folder
 from pytest_ppsweep.session import options, setup
-from pytest_ppsweep.session.adaptive import Adaptive
+from pytest_ppsweep.session.adaptiveitems import Adaptive
 from pytest_ppsweep.session.claims import Claims
 from pytest_ppsweep.session.collection import (
     Selection,
@@ -51,14 +57,14 @@ from pytest_ppsweep.session.collection import (
     baseline_ref,
     resumed_verdict,
 )
-from pytest_ppsweep.session.preflight import Preflight
-from pytest_ppsweep.session.progress import Progress
-from pytest_ppsweep.session.quiet import (
+from pytest_ppsweep.session.noboot import (
     QuietRun,
     dry_run_requested,
     quiet_at_start,
     scratch_folder,
 )
+from pytest_ppsweep.session.preboot import Preflight
+from pytest_ppsweep.session.progress import Progress
 from pytest_ppsweep.session.render import Render
 from pytest_ppsweep.session.runstate import RunState
 from pytest_ppsweep.session.signals import Signals
@@ -75,7 +81,6 @@ __all__ = ["SESSION_KEY", "SweepSession"]
 
 class SweepSession:
     """Owner of one sweep run in one pytest process (the controller, or an xdist worker)."""
-
     def __init__(
         self,
         config: pytest.Config,
@@ -296,8 +301,6 @@ class SweepSession:
     def finish(self, exitstatus: int) -> None:
         """Close the run folder once: layouts not run, results in sweep order, summary.csv,
         benchmark.json, gate.csv; then the baseline, when every test passed."""
-        from pytest_ppsweep.run import close as close_folder
-
         if not self.state.finishes:
             return
         self.state.finished(interrupted=exitstatus == pytest.ExitCode.INTERRUPTED)
@@ -348,7 +351,7 @@ class SweepSession:
         """profile.csv once more from every profiled layout's attribution.json (under xdist
         each worker rewrote it after its own layouts)."""
         if (self.store.dir / PROFILE_DIR).is_dir():
-            profile_summary.write_table(
+            tracefiles.write_table(
                 self.store.dir, self.sweep.baseline, [c.id for c in self.sweep.configs]
             )
 

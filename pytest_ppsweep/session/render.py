@@ -11,9 +11,9 @@ import pytest
 from pytest_ppsweep.report import summary
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.folder.runfolder import RunStore
+    from pytest_ppsweep.session.noboot import QuietRun
     from pytest_ppsweep.session.progress import Progress
-    from pytest_ppsweep.session.quiet import QuietRun
     from pytest_ppsweep.session.runstate import RunState
     from pytest_ppsweep.session.xdist import Xdist
 

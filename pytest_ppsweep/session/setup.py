@@ -24,12 +24,11 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.folder.runfolder import RUN_JSON
-from pytest_ppsweep.measure.runjson import RunJson
-from pytest_ppsweep.measure.runstore import RunStore, new_run_id
+from pytest_ppsweep.folder.runfolder import RUN_JSON, RunJson, RunStore, new_run_id
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.runstate import RunState
 from pytest_ppsweep.session.signals import stopping_as_ctrl_c
+from pytest_ppsweep.session.xdist import is_worker
 
 if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster, Sweep
@@ -62,8 +61,6 @@ def allocate(
     ``registry``, released when it closes: at the end, on a failure, on Ctrl-C/SIGTERM/SIGHUP
     and at interpreter exit). ``taken``: a worker's, the controller's allocation of each slurm
     cluster (run.json); a worker never asks for one of its own."""
-    from pytest_ppsweep.session.xdist import is_worker
-
     registry.install_atexit()
     try:
         jobid = options.get(config, "ppsweep_slurm_jobid") or ""
@@ -95,7 +92,6 @@ def allocate(
 class Nodes:
     """The session's allocation of its slurm clusters, made when the run is known to use them
     (this module's docstring)."""
-
     def __init__(self, config: pytest.Config, matrix: Path, ctx: RunContext,
                  state: RunState) -> None:
         self.config = config

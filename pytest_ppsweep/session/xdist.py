@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID
+from pytest_ppsweep.pool.balance import expected_durations
+from pytest_ppsweep.pool.lease import WORKER_CLUSTER, WORKER_PLAN, WORKER_RUN_ID, Pool
 
 if TYPE_CHECKING:
     from pytest_ppsweep import continuity
@@ -48,7 +49,6 @@ def check_workers(config: pytest.Config, pool: tuple[Cluster, ...]) -> None:
 
 class Xdist:
     """The xdist controller's side of the session."""
-
     def __init__(self, config: pytest.Config, ctx: RunContext, ids: list[str],
                  plan: continuity.Plan, progress: Progress) -> None:
         self.config = config
@@ -65,15 +65,12 @@ class Xdist:
 
     def lease_pool(self) -> Pool:
         if self.leases is None:
-            from pytest_ppsweep.pool.lease import Pool
-
             self.leases = Pool({c.name: c for c in self.ctx.clusters.all})
         return self.leases
 
     def scheduler(self, log: Any) -> Any:
         """One worker per cluster: layouts go only to workers whose cluster fits them, planned
         from the durations an earlier run of the sweep measured."""
-        from pytest_ppsweep.pool.balance import expected_durations
         from pytest_ppsweep.pool.scheduling import PoolScheduling
 
         expected = expected_durations(

@@ -6,7 +6,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .launch.cli import parse_args
+from .launch.serverargs import parse_args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

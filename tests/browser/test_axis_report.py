@@ -19,8 +19,8 @@ from playwright.sync_api import Browser, Page
 from support.browser import SCREEN_HEIGHT, open_report, overflow_problems
 from support.runs import Point, config_row, rounds
 
+from pytest_ppsweep.folder.runfolder import axis_fields
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runjson import axis_fields
 from pytest_ppsweep.report.html import build_report
 
 SWEEP = """

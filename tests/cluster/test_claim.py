@@ -33,9 +33,8 @@ from pytest_ppsweep.cluster.claim import (
     node_keys,
 )
 from pytest_ppsweep.cluster.hosts import LocalHost
-from pytest_ppsweep.folder.runfolder import CLAIM_LOST_JSON
+from pytest_ppsweep.folder.runfolder import CLAIM_LOST_JSON, RunStore
 from pytest_ppsweep.matrix.model import Cluster, Host
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.results.aggregate import load_run, summarize_run
 from pytest_ppsweep.results.verdict import judge, point_verdict
 

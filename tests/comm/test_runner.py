@@ -19,7 +19,7 @@ from pytest_ppsweep.comm.topo import TopoError, island_label, parse_topo
 from pytest_ppsweep.matrix.commspec import parse_size
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.matrix.schema import MatrixError
-from pytest_ppsweep.report.comm import COMM_TITLE, comm_html, comm_terminal
+from pytest_ppsweep.report.commview import COMM_TITLE, comm_html, comm_terminal
 
 PERF = DATA / "nccl-tests" / "all_reduce_perf-h100-2x8.txt"
 CPU = REPO / "test_matrix" / "cpu.toml"
@@ -207,7 +207,7 @@ def _one_node(tmp_path: Path, stub: Path) -> Path:
 def test_nccl_tests_tool_runs_the_binary_and_parses_its_table(tmp_path: Path) -> None:
     from pytest_ppsweep.cluster.registry import Registry
     from pytest_ppsweep.comm.runner import run_comm
-    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.folder.runfolder import RunStore
 
     sweep = load(_one_node(tmp_path, _perf_stub(tmp_path, PERF.read_text())))
     store = RunStore(tmp_path / "r", "run")
@@ -224,7 +224,7 @@ def test_nccl_tests_tool_runs_the_binary_and_parses_its_table(tmp_path: Path) ->
 def test_nccl_tests_wrong_values_fail_naming_the_node(tmp_path: Path) -> None:
     from pytest_ppsweep.cluster.registry import Registry
     from pytest_ppsweep.comm.runner import CommFailed, run_comm
-    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.folder.runfolder import RunStore
 
     bad = PERF.read_text().replace("81.24  152.32      0", "81.24  152.32     12")
     sweep = load(_one_node(tmp_path, _perf_stub(tmp_path, bad)))

@@ -20,7 +20,7 @@ from pytest_ppsweep.comm.runner import COMM_COLUMNS
 from pytest_ppsweep.comm.smiq import SmiQError, parse_smi_q
 from pytest_ppsweep.comm.topo import island_label, parse_topo
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.report.comm import comm_html, smi_lines
+from pytest_ppsweep.report.commview import comm_html, smi_lines
 
 H200 = DATA / "h200-1gpu"
 CPU = REPO / "test_matrix" / "cpu.toml"
@@ -133,7 +133,7 @@ def _smi_stub(tmp_path: Path) -> Path:
 def test_comm_step_saves_smi_q_beside_topo_redacted(tmp_path: Path) -> None:
     from pytest_ppsweep.cluster.registry import Registry
     from pytest_ppsweep.comm.runner import run_comm
-    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.folder.runfolder import RunStore
 
     text = one_cpu_node_sweep("127.0.42.41", 42250, 42260)
     text = re.sub(r"nvidia_smi = \[\].*", f'nvidia_smi = ["{_smi_stub(tmp_path)}"]', text)

@@ -11,9 +11,9 @@ import pytest
 from support.runs import Point, record_run, rounds
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import RESULT_COLUMNS
 from pytest_ppsweep.matrix.model import Host, Sweep
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RESULT_COLUMNS
 
 MATRIX = Path(__file__).parents[2] / "test_matrix" / "ppsweep.toml"
 CID = "pp8-tp4-ep4"
@@ -173,8 +173,8 @@ def test_unknown_version_pinned_by_identical_image_id(sweep: Sweep, tmp_path: Pa
 
 
 def test_adopt_takes_rows_facts_and_evidence(sweep: Sweep, tmp_path: Path) -> None:
+    from pytest_ppsweep.folder.runfolder import RunStore
     from pytest_ppsweep.gate.comparison import compare, regressions
-    from pytest_ppsweep.measure.runstore import RunStore
 
     m = _build(sweep)
     ref = _reference(tmp_path, sweep, m)

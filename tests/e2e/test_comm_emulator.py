@@ -19,13 +19,13 @@ from support.paths import ACCEPTANCE, REPO
 
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.comm.runner import CommFailed, run_comm
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.planner.data import load_measured
 from pytest_ppsweep.planner.fitting import comm_priors
-from pytest_ppsweep.planner.model import PARAMS, Hardware
-from pytest_ppsweep.report.comm import COMM_TITLE
+from pytest_ppsweep.planner.roundcost import PARAMS, Hardware
+from pytest_ppsweep.report.commview import COMM_TITLE
 
 # seeds §9.2: NCCL 2.28.9 all_reduce_perf on 601-604, 128 MiB
 # (latency ms, busbw GB/s, mean busbw over 128/256 MiB, topology)

@@ -21,9 +21,9 @@ from support.real import ProvisionImpossible, provision
 
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.comm.runner import CommFailed, run_comm
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RunStore
 
 CPU = REPO / "test_matrix" / "cpu.toml"
 HOSTS = [f"127.0.42.{21 + i}" for i in range(4)]

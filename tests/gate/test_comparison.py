@@ -102,7 +102,7 @@ def test_small_delta_beyond_noise_is_significant_not_a_regression(tmp_path: Path
 
 
 def test_three_tiers_and_the_noise_rule(tmp_path: Path, ref: Path) -> None:
-    # Noise = 5 × the median distance of a repeat from its run's median (gate/noise.py): every
+    # Noise = 5 × the median distance of a repeat from its run's median (results/noise.py): every
     # repeat is 0.3 % from its median here (jitter 0.003), so 1.5 %.
     # Δ ≤ noise: within noise; noise < |Δ| under the threshold: significant (either direction);
     # worse than the threshold and beyond noise: regression.

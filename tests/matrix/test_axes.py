@@ -259,7 +259,7 @@ def _fake_run(tmp_path: Path, matrix: Path) -> tuple[Path, pd.DataFrame]:
     run = tmp_path / "run"
     for cfg in sweep.configs:
         manifest.write(run, cfg.id, manifest.build(sweep, cluster, cfg))
-    from pytest_ppsweep.measure.runjson import axis_fields
+    from pytest_ppsweep.folder.runfolder import axis_fields
 
     (run / "metadata" / "run.json").write_text(json.dumps(
         {"run_id": "run", "baseline": sweep.baseline, "order": [c.id for c in sweep.configs],

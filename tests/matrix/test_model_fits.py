@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ppsweep.continuity import plan as continuity_plan
-from pytest_ppsweep.continuity.plan import ContinuityError
+from pytest_ppsweep.continuity import takeover as continuity_plan
+from pytest_ppsweep.continuity.takeover import ContinuityError
 from pytest_ppsweep.matrix.model import (
     Cluster,
     Config,

@@ -71,6 +71,10 @@ def test_an_open_loop_workload_needs_no_concurrency(tmp_path: Path) -> None:
      "workload.slo.max_probes", "found int 1"),
     ("[workload.slo]\ntpot_p99_s = 0.1\nmin = 1\nmax = 2\n", "", "workload.slo.tpot_p99_s",
      "output_len = 1"),
+    ("[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\nconfidence = 1.0\n", "",
+     "workload.slo.confidence", "found 1.0"),
+    ("[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\ntrim = 0.5\n", "",
+     "workload.slo.trim", "found 0.5"),
     ("", "request_rate = 0\n", "workload.request_rate", "found int 0"),
     ("", "burstiness = 0\n", "workload.burstiness", "found 0.0"),
 ])

@@ -53,3 +53,15 @@ def test_a_client_on_time_is_not_behind_and_a_late_one_is() -> None:
 def test_no_schedule_no_lag() -> None:
     assert lag([{"scheduled_at_raw_s": 0.0, "issued_at_raw_s": 0.2}] * 3) is None
     assert lag([{"ok": True}]) is None
+
+
+def test_each_arrival_stream_is_its_own_schedule_and_stream_0_is_unchanged() -> None:
+    """Issue 37 point 7: every SLO probe draws its own stream; stream 0 (closed-loop rounds and
+    earlier runs) keeps the schedule it always had; a stream is the same at any rate (common
+    random numbers between layouts at the same probe)."""
+    base = schedule(40, 2.0, seed=1)
+    assert schedule(40, 2.0, seed=1, stream=0) == base
+    one, two = schedule(40, 2.0, seed=1, stream=1), schedule(40, 2.0, seed=1, stream=2)
+    assert one != base and two != one
+    slower = schedule(40, 1.0, seed=1, stream=1)
+    assert [round(b / 2, 9) for b in slower] == [round(a, 9) for a in one]

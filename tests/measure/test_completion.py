@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 from support.runs import NUM_REQUESTS, PROMPT_TOKENS, Point, config_row, rounds, write_run
 
-from pytest_ppsweep.check import completion_problems
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.gate.benchjson import benchmark_json, valid_mask
 from pytest_ppsweep.gate.comparison import compare
 from pytest_ppsweep.measure.completion import count, request_problem, round_problems, row_problems
 from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.pointchecks import completion_problems
 from pytest_ppsweep.results.aggregate import load_run, round_counts, summarize_run
 from pytest_ppsweep.results.verdict import judge
 

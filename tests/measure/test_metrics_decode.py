@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from pytest_ppsweep.folder.runfolder import RESULT_COLUMNS, RunStore
 from pytest_ppsweep.measure.metrics import ROW_KEYS, request_itls, request_tpot, summarize
-from pytest_ppsweep.measure.runstore import RESULT_COLUMNS, RunStore
 from pytest_ppsweep.results.aggregate import load_run, summarize_run
 
 DECODE_KEYS = ("tpot_mean_s", "tpot_p50_s", "tpot_p99_s", "itl_mean_s", "itl_p50_s",

@@ -13,11 +13,17 @@ import numpy as np
 import pytest
 from support.paths import DATA
 
-from pytest_ppsweep.planner.adaptive import Candidate, Workload, decide, skip_third_repeat
 from pytest_ppsweep.planner.data import PlannerError, load_measured, read_points_file
 from pytest_ppsweep.planner.fitting import fit, load_fitted, prior_only
-from pytest_ppsweep.planner.model import PARAMS, Hardware, Point, independent_priors, predict_log
+from pytest_ppsweep.planner.nextlayout import Candidate, Workload, decide, skip_third_repeat
 from pytest_ppsweep.planner.plan import cluster_layouts, parse_workload, plan_lines, plan_rows
+from pytest_ppsweep.planner.roundcost import (
+    PARAMS,
+    Hardware,
+    Point,
+    independent_priors,
+    predict_log,
+)
 from pytest_ppsweep.report.cli import main
 
 SEEDS = DATA / "planner" / "seeds_medians.csv"

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from support.paths import DATA
 
-from pytest_ppsweep.planner.adaptive import Candidate, Workload, decide
 from pytest_ppsweep.planner.data import LayoutFacts, Measured, Observation, read_points_file
 from pytest_ppsweep.planner.fitting import fit, load_fitted
-from pytest_ppsweep.planner.model import PARAMS
+from pytest_ppsweep.planner.nextlayout import Candidate, Workload, decide
+from pytest_ppsweep.planner.roundcost import PARAMS
 from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report import plannerview
 from pytest_ppsweep.report.cli import main

@@ -18,7 +18,7 @@ from pytest_ppsweep.profile.collect import (
     remote_dir,
     with_profile_mounts,
 )
-from pytest_ppsweep.profile.placement import node_ranks
+from pytest_ppsweep.profile.tracenodes import node_ranks
 
 PP2_TP4 = Config(pp=2, tp=4, ep=1)
 CLUSTER = Cluster(

@@ -17,8 +17,8 @@ import subprocess
 import pytest
 from support.real import ProvisionImpossible, provision
 
-from pytest_ppsweep.sim.launch.cli import parse_args
 from pytest_ppsweep.sim.launch.config import LaunchError, check_args
+from pytest_ppsweep.sim.launch.serverargs import parse_args
 
 pytestmark = pytest.mark.slow
 

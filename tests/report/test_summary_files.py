@@ -9,7 +9,7 @@ import pytest
 from support.slo import searched
 
 from pytest_ppsweep.folder.runfolder import FolderFiles, RunFolder
-from pytest_ppsweep.report import comm, plannerview, sloview
+from pytest_ppsweep.report import commview, plannerview, sloview
 from pytest_ppsweep.report.summary import render
 
 
@@ -39,6 +39,6 @@ def test_a_view_given_the_files_reads_no_folder(tmp_path: Path) -> None:
         {"config_id": "pp1-tp2-ep1", "domain": "tp0", "label": "NV18", "size_bytes": "134217728",
          "time_us": "500", "busbw_gbs": "300", "algbw_gbs": "150", "tool": "torch",
          "simulated": "True"}], smi={}, plan=[], planner_profile={"misfit": ["pp2-tp4 C=8"]})
-    assert comm.comm_terminal(files)[0] == comm.COMM_TITLE
+    assert commview.comm_terminal(files)[0] == commview.COMM_TITLE
     assert sloview.html_section(files) == "" and sloview.terminal_lines(files) == []
     assert plannerview.terminal_lines(files)[1] == "  misfit: pp2-tp4 C=8"

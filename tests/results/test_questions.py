@@ -5,12 +5,13 @@ and the manifests: what the results layer reads); each sweep is analysed once pe
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 from support.paths import REPO
 
-from pytest_ppsweep.report.answers import terminal_lines
+from pytest_ppsweep.report.answerview import terminal_lines
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer, one_line, read_answers
 from pytest_ppsweep.results.pipeline import Analysis, analyse, save
 
@@ -126,4 +127,52 @@ def test_answers_json_schema_and_one_line(runs: dict[str, Analysis], tmp_path: P
             assert {"delta_pct", "noise_pct", "verdict"} <= set(ev)
     assert read_answers(folder) == raw["answers"]
     line = one_line(read_answers(folder))
-    assert line.startswith("layout pp8-tp4-ep4; axis moe_a2a_backend[pp8-tp4-ep4]")
+    assert line.startswith("layout pp8-tp4-ep4; joint inconclusive; "
+                           "axis moe_a2a_backend[pp8-tp4-ep4]")
+
+
+def test_the_joint_question_ranks_every_layout_and_axis_value_as_one_family(
+        runs: dict[str, Analysis]) -> None:
+    """Issue 37 point 6: with axes, the best point overall beside the per-axis answers."""
+    answers = _answers(runs, "chunk")
+    (joint,) = [a for a in answers if a.kind == "joint"]
+    # every valid point of every layout × chunk value; the OOM is excluded with its reason
+    assert set(joint.ranking) == {"pp4-tp8-ep4", "pp4-tp8-ep4-chunk4k", "pp8-tp4-ep4",
+                                  "pp8-tp4-ep4-chunk4k", "pp8-tp4-ep4-chunk16k"}
+    assert dict(joint.excluded)["pp4-tp8-ep4-chunk16k"].startswith("boot failed")
+    assert joint.status == DECIDED and joint.answer == "pp8-tp4-ep4"
+    assert "[best point overall] DECIDED: pp8-tp4-ep4" in "\n".join(terminal_lines(answers))
+    # a sweep without axes asks no joint question
+    assert not [a for a in _answers(runs, "ppsweep") if a.kind == "joint"]
+
+
+def test_a_layout_whose_baseline_value_failed_takes_part_with_its_best_valid_value(
+        tmp_path: Path) -> None:
+    """Issue 37 point 6: PP8's point at the baseline chunk (8192) OOMs here (the stored chunk
+    run with that boot made to fail); the layout question must not hand the answer to PP4 as
+    "the only valid point": PP8 takes part with its best valid chunk, and the answer says so."""
+    folder = tmp_path / "chunk"
+    shutil.copytree(STORED / "chunk", folder)
+    configs = (folder / "configs.csv").read_text().splitlines()
+    head = configs[0].split(",")
+    for i, line in enumerate(configs):
+        cells = line.split(",")
+        if cells[0] == "pp8-tp4-ep4":
+            row = dict(zip(head, cells, strict=True))
+            row.update(boot_ok="False", topology_ok="", boot_error=(
+                "boot failed: torch.OutOfMemoryError: CUDA out of memory"),
+                mem_peak_mib="", mem_headroom_mib="")
+            configs[i] = ",".join(row[h] for h in head)
+    (folder / "configs.csv").write_text("\n".join(configs) + "\n")
+    results = (folder / "results.csv").read_text().splitlines()
+    (folder / "results.csv").write_text("\n".join(
+        [results[0]] + [r for r in results[1:] if not r.startswith("pp8-tp4-ep4,")]) + "\n")
+    answers = analyse(folder)[3]
+    (layout,) = [a for a in answers if a.kind == "layout"]
+    stand_in = layout.extra["stand_ins"]["pp8-tp4-ep4"]
+    assert stand_in in ("pp8-tp4-ep4-chunk4k", "pp8-tp4-ep4-chunk16k")
+    assert set(layout.ranking) == {"pp4-tp8-ep4", stand_in}
+    assert any(c.startswith(f"pp8-tp4-ep4 takes part with its best valid point {stand_in}: "
+                            "at the baseline values its point pp8-tp4-ep4 boot failed")
+               for c in layout.caveats), layout.caveats
+    assert layout.status != "measured"  # compared, never "the only valid point"

@@ -14,9 +14,9 @@ import pytest
 from support.matrices import replace_once, seed_text
 from support.runs import PROMPT_TOKENS, Point, config_row, rounds, write_run
 
-from pytest_ppsweep.check import validity_problems
 from pytest_ppsweep.matrix.model import MatrixError
 from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.pointchecks import validity_problems
 from pytest_ppsweep.results.aggregate import load_run, summarize_run
 from pytest_ppsweep.results.verdict import judge, point_verdict
 

@@ -12,11 +12,11 @@ from typing import Any, cast
 import pytest
 
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Config, Sweep
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.measure.phases import PhaseClock
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.boots import Boots
 from pytest_ppsweep.run.context import RunContext

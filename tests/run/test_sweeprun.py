@@ -25,13 +25,13 @@ from typing import Any, cast
 import pytest
 from support.matrices import CONFIGS, SMALL_HEAD
 
+from pytest_ppsweep.cluster.gpus import SmiParseError, split_nodes
 from pytest_ppsweep.cluster.rankspec import RankSpec
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Sweep
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.gpu import SmiParseError, split_nodes
 from pytest_ppsweep.measure.phases import PHASES, PhaseClock, totals, warmup_span
-from pytest_ppsweep.measure.runstore import RunStore
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.sweeprun import SweepRun
 from pytest_ppsweep.service.launch import Service

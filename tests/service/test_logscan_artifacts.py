@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ppsweep.measure.gpu import SmiParseError, not_released, parse_query_gpu, worst_rank
+from pytest_ppsweep.cluster.gpus import SmiParseError, parse_query_gpu
+from pytest_ppsweep.measure.gpu import not_released, worst_rank
 from pytest_ppsweep.redact import REDACTED, redact
 from pytest_ppsweep.service.logscan import LogFollower, LogScanner
 from pytest_ppsweep.service.probe import server_info, topology

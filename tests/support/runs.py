@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from pytest_ppsweep.measure.runstore import RunStore
+from pytest_ppsweep.folder.runfolder import RunStore
 
 NUM_REQUESTS = 40
 PROMPT_TOKENS = 16_384 * NUM_REQUESTS

@@ -14,7 +14,7 @@ from aiohttp.typedefs import Middleware
 
 from ..launch.logfmt import SimLog
 from ..launch.settings import BOOT_TOKEN_HEADER
-from ..model.metrics import render_gauges
+from ..model.prometheus import render_gauges
 from .api_generate import handle_generate, json_response
 from .api_info import model_info, models_list, server_info
 from .api_openai import handle_completions

@@ -11,8 +11,8 @@ import os
 from typing import Any
 
 from .. import SGLANG_VERSION
-from ..launch.cli import redact_command
 from ..launch.config import SimConfig
+from ..launch.serverargs import redact_command
 
 DECODE_GRAPH_BS = [
     1,

@@ -13,8 +13,8 @@ from ..model.bootplan import BootPlan, plan_boot
 from ..model.gpumem import MemoryPlan, plan_memory
 from ..model.placement import Layout
 from ..model.profile import Profile
-from .cli import EP_SPANNING_A2A, ServerArgs
 from .faultlog import traceback_lines
+from .serverargs import EP_SPANNING_A2A, ServerArgs
 from .settings import SimSettings
 
 DEFAULT_DIST_TIMEOUT_S = 600.0  # emulated; PyTorch's default store timeout scale

@@ -13,128 +13,23 @@ Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only th
 
 from __future__ import annotations
 
+import importlib
+
 # typing.TYPE_CHECKING without importing typing (mypy reads the name): the nvidia-smi shim, an
 # interpreter per call, imports this module
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .bootplan import BootPlan, plan_boot
-    from .costmodel import CostModel, allreduce_s, domain_of
-    from .driver import RealtimeDriver, TimeBase, process_age_s
-    from .engine import Engine, Job, count_text_tokens
-    from .gpumem import GB, MIB, MemoryPlan, plan_memory
-    from .metrics import Metrics, render_gauges
-    from .placement import (
-        Layout,
-        LocalScheduler,
-        boundary_crosses_nodes,
-        local_schedulers,
-        stage_first_node,
-        stage_layers,
-    )
-    from .profile import (
-        DEFAULT_PROFILE,
-        PROFILE_DIR,
-        BootSpec,
-        ComputeSpec,
-        GpuSpec,
-        MemorySpec,
-        ModelSpec,
-        NetworkSpec,
-        Profile,
-        SchedulerSpec,
-        load_profile,
-        resolve_profile_path,
-    )
-    from .scheduler import PPScheduler, SimRequest
-    from .vbench import RoundResult, make_scheduler, run_round
+    from .driver import RealtimeDriver
 
 # re-exported name → its module, imported on first use (__getattr__)
 _NAMES = {
-    "BootPlan": "bootplan",
-    "plan_boot": "bootplan",
-    "CostModel": "costmodel",
-    "allreduce_s": "costmodel",
-    "domain_of": "costmodel",
     "RealtimeDriver": "driver",
-    "TimeBase": "driver",
-    "process_age_s": "driver",
-    "Engine": "engine",
-    "Job": "engine",
-    "count_text_tokens": "engine",
-    "GB": "gpumem",
-    "MIB": "gpumem",
-    "MemoryPlan": "gpumem",
-    "plan_memory": "gpumem",
-    "Metrics": "metrics",
-    "render_gauges": "metrics",
-    "Layout": "placement",
-    "LocalScheduler": "placement",
-    "boundary_crosses_nodes": "placement",
-    "local_schedulers": "placement",
-    "stage_first_node": "placement",
-    "stage_layers": "placement",
-    "BootSpec": "profile",
-    "ComputeSpec": "profile",
-    "DEFAULT_PROFILE": "profile",
-    "GpuSpec": "profile",
-    "MemorySpec": "profile",
-    "ModelSpec": "profile",
-    "NetworkSpec": "profile",
-    "PROFILE_DIR": "profile",
-    "Profile": "profile",
-    "SchedulerSpec": "profile",
-    "load_profile": "profile",
-    "resolve_profile_path": "profile",
-    "PPScheduler": "scheduler",
-    "SimRequest": "scheduler",
-    "RoundResult": "vbench",
-    "make_scheduler": "vbench",
-    "run_round": "vbench",
 }
 
 __all__ = [
-    "DEFAULT_PROFILE",
-    "GB",
-    "MIB",
-    "PROFILE_DIR",
-    "BootPlan",
-    "BootSpec",
-    "ComputeSpec",
-    "CostModel",
-    "Engine",
-    "GpuSpec",
-    "Job",
-    "Layout",
-    "LocalScheduler",
-    "MemoryPlan",
-    "MemorySpec",
-    "Metrics",
-    "ModelSpec",
-    "NetworkSpec",
-    "PPScheduler",
-    "Profile",
     "RealtimeDriver",
-    "RoundResult",
-    "SchedulerSpec",
-    "SimRequest",
-    "TimeBase",
-    "allreduce_s",
-    "boundary_crosses_nodes",
-    "count_text_tokens",
-    "domain_of",
-    "load_profile",
-    "local_schedulers",
-    "make_scheduler",
-    "plan_boot",
-    "plan_memory",
-    "process_age_s",
-    "render_gauges",
-    "resolve_profile_path",
-    "run_round",
-    "stage_first_node",
-    "stage_layers",
 ]
 
 
@@ -146,31 +41,6 @@ def __getattr__(name: str) -> Any:
     module = _NAMES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from . import (
-        bootplan,
-        costmodel,
-        driver,
-        engine,
-        gpumem,
-        metrics,
-        placement,
-        profile,
-        scheduler,
-        vbench,
-    )
-
-    modules = {
-        "bootplan": bootplan,
-        "costmodel": costmodel,
-        "driver": driver,
-        "engine": engine,
-        "gpumem": gpumem,
-        "metrics": metrics,
-        "placement": placement,
-        "profile": profile,
-        "scheduler": scheduler,
-        "vbench": vbench,
-    }
-    value = getattr(modules[module], name)
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value
     return value

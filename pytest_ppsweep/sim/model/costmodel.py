@@ -32,7 +32,7 @@ Parameters (profile TOML, sections in brackets) and where their values come from
   through the whole model at ideal efficiency; ``n_half`` = 2.17, ``gamma`` = 0.504 [compute]:
   the small-GEMM efficiency loss (per-GPU GEMM width shrinks as 1/tp). K, n_half, gamma and
   stage_sync were fitted together to the seeds' §7 table, Input TPS and TTFT p50 and p95 (the
-  planner's Levenberg-Marquardt, planner/fitting.py, on planner/model.py, which mirrors this
+  planner's Levenberg-Marquardt, planner/fitting.py, on planner/roundcost.py, which mirrors this
   model; log errors weighted 1/0.02, 1/0.02, 1/0.015; bus bandwidth, latency and P2P held at
   the values below); with them the virtual-time benchmark of sim/model/vbench.py (median of
   three seeded rounds) gives every point of the table within 5 %: Input TPS within 2.0 %, TTFT

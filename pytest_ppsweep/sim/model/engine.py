@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .driver import RealtimeDriver, TimeBase
-from .metrics import Metrics
+from .prometheus import Metrics
 from .scheduler import PPScheduler, SimRequest
 
 WORDS = (

@@ -14,10 +14,10 @@ Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only th
 from __future__ import annotations
 
 from .bootseq import banner, boot
+from .handover import Phases, hang_seconds, pid
 from .localcluster import LocalCluster
 from .main import boot_and_serve, run_rank
 from .node import RankProcess
-from .phases import Phases, hang_seconds, pid
 from .rendezvous import RendezvousClient, RendezvousServer, split_addr
 from .serve import serve_follower, serve_rank0
 

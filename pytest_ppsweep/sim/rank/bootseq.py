@@ -4,7 +4,7 @@ Order: SIMULATED banner, ``server_args=...``, ``Init torch distributed begin.``,
 (rank 0 waits for every rank; others connect with retries), ``Init torch distributed ends``,
 ``Load weight begin/end``, ``KV Cache is allocated``, ``Memory pool end``, ``Capture cuda graph``
 (unless disabled), the ``max_total_num_tokens=...`` line. :func:`boot` then returns its phase
-clock (sim/rank/phases.py) and sim/rank/serve.py takes over; sim/rank/main.py runs the two. Phase
+clock (sim/rank/handover.py) and sim/rank/serve.py takes over; sim/rank/main.py runs the two. Phase
 durations come from sim/model/bootplan.py and are waited at absolute emulated instants.
 """
 
@@ -15,8 +15,8 @@ import asyncio
 from ..http.api_info import DECODE_GRAPH_BS
 from ..launch import faultlog
 from ..model.gpumem import GB, MIB
+from .handover import Phases
 from .node import RankProcess
-from .phases import Phases
 from .rendezvous import RendezvousClient, RendezvousServer, split_addr
 
 

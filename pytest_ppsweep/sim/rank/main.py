@@ -1,7 +1,7 @@
 """One rank from start to exit: boot (sim/rank/bootseq.py), then serve (sim/rank/serve.py).
 
 This is the top of the rank layer: it joins the boot sequence and the serving phase, which share
-only sim/rank/phases.py, and runs them in a :class:`~.node.RankProcess` (signals, peers, exit
+only sim/rank/handover.py, and runs them in a :class:`~.node.RankProcess` (signals, peers, exit
 code), which knows neither.
 """
 

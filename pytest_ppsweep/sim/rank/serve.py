@@ -18,10 +18,10 @@ from ..http.state import ServerState
 from ..launch import faultlog
 from ..model.costmodel import CostModel
 from ..model.engine import Engine
-from ..model.metrics import Metrics
+from ..model.prometheus import Metrics
 from ..model.scheduler import PPScheduler
+from .handover import Phases, hang_seconds, pid
 from .node import RankProcess
-from .phases import Phases, hang_seconds, pid
 
 WARMUP_PROMPT = "The capital city of France is"
 

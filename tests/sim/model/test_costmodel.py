@@ -71,7 +71,7 @@ def test_within_5_percent_of_seeds_on_tps_and_ttft_p50_p95(sweep: Sweep,
 def test_the_planners_mirror_is_within_5_percent_of_seeds_too() -> None:
     """The cost model evaluated directly (the planner's mirror at the profile's values, no
     jitter, no scheduler): the same bound, in milliseconds."""
-    from pytest_ppsweep.planner.model import PARAMS, Hardware, Point, predict_log
+    from pytest_ppsweep.planner.roundcost import PARAMS, Hardware, Point, predict_log
 
     theta = np.log([p.prior for p in PARAMS])
     for (pp, c), want in SEEDS.items():

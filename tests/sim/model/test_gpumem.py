@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ppsweep.measure.gpu import QUERY_ARGS, parse_query_gpu, worst_rank
+from pytest_ppsweep.cluster.gpus import QUERY_ARGS, parse_query_gpu
+from pytest_ppsweep.measure.gpu import worst_rank
 from pytest_ppsweep.sim import smi
 from pytest_ppsweep.sim.launch.gpustate import GpuStatePublisher, GpuUse
 from pytest_ppsweep.sim.model.gpumem import MIB, MemoryPlan, plan_memory

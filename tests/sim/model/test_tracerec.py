@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_ppsweep.profile.attribution import LayoutProfile, aggregate
-from pytest_ppsweep.profile.placement import node_ranks, rank_of
 from pytest_ppsweep.profile.trace import parse, trace_files
+from pytest_ppsweep.profile.tracenodes import node_ranks, rank_of
 from pytest_ppsweep.sim.model.placement import Layout, local_schedulers
 from pytest_ppsweep.sim.model.profile import load_profile
 from pytest_ppsweep.sim.model.tracerec import TraceRecorder, ar_per_layer

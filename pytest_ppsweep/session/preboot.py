@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from pytest_ppsweep.matrix.model import Cluster
     from pytest_ppsweep.run.context import RunContext
     from pytest_ppsweep.session.claims import Claims
+    from pytest_ppsweep.session.noboot import QuietRun
     from pytest_ppsweep.session.progress import Progress
-    from pytest_ppsweep.session.quiet import QuietRun
     from pytest_ppsweep.session.runstate import RunState
 
 __all__ = ["Preflight"]

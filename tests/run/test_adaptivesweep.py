@@ -14,7 +14,7 @@ from support.paths import SEED
 from support.runs import record_run, seed_points
 
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.run.adaptive import AdaptiveSweep
+from pytest_ppsweep.run.adaptivesweep import AdaptiveSweep
 from pytest_ppsweep.session import options
 
 PP8, PP4, PP2, PP1, PP16 = ("pp8-tp4-ep4", "pp4-tp8-ep4", "pp2-tp16-ep4", "pp1-tp32-ep4",

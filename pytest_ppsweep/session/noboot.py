@@ -31,11 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.report.dryrun import dry_run_lines
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.runstate import Quiet, RunState
 
 if TYPE_CHECKING:
-    from pytest_ppsweep.measure.runstore import RunStore
+    from pytest_ppsweep.folder.runfolder import RunStore
     from pytest_ppsweep.run.context import RunContext
 
 __all__ = ["QuietRun", "dry_run_requested", "quiet_at_start", "scratch_folder"]
@@ -67,7 +69,6 @@ def quiet_at_start(state: RunState, scratch: Path | None, dry_run: bool) -> None
 class QuietRun:
     """The session's handling of a run in which nothing boots. ``scratch``: the folder a run
     known to be quiet at configure keeps its files in (None otherwise)."""
-
     def __init__(self, config: pytest.Config, state: RunState, store: RunStore,
                  scratch: Path | None) -> None:
         self.config = config
@@ -121,8 +122,6 @@ class QuietRun:
         if not self.state.dry_run:
             return
         from pytest_ppsweep.cluster import preflight
-        from pytest_ppsweep.cluster.registry import Registry
-        from pytest_ppsweep.report.dryrun import dry_run_lines
 
         sweep = ctx.sweep
         chosen = [sweep.config(i) for i in ids if i in points]

@@ -36,7 +36,8 @@ overflow-wrap:anywhere}.ppsweep-answer .oom{color:#a00;font-weight:bold}
 
 def title(a: Answer) -> str:
     """``layout (prefill)`` / ``moe_a2a_backend on pp8-tp4-ep4 (decode)``."""
-    what = f"{a.axis} on {a.layout}" if a.kind == "axis" and a.axis else a.kind
+    what = (f"{a.axis} on {a.layout}" if a.kind == "axis" and a.axis
+            else "best point overall" if a.kind == "joint" else a.kind)
     return what + (f" ({a.workload})" if a.workload else "")
 
 

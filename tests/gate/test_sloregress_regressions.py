@@ -1,4 +1,4 @@
-"""The gate's SLO check (gate/slo.py): a sustainable load that fell beyond noise fails it."""
+"""The gate's SLO check (gate/sloregress.py): a sustainable load that fell beyond noise fails it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from support.slo import searched as layout
 
-from pytest_ppsweep.gate.slo import slo_regressions
+from pytest_ppsweep.gate.sloregress import slo_regressions
 
 
 def test_the_gate_fails_a_sustainable_load_that_fell_beyond_noise(tmp_path: Path) -> None:

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_ppsweep.measure.runjson import RunJson
+from pytest_ppsweep.folder.runfolder import RunJson
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.collection import _params
 
 if TYPE_CHECKING:
     from pytest_ppsweep import continuity
-    from pytest_ppsweep.run.adaptive import AdaptiveSweep
+    from pytest_ppsweep.run.adaptivesweep import AdaptiveSweep
     from pytest_ppsweep.run.sweeprun import SweepRun
 
 __all__ = ["Adaptive"]
@@ -42,7 +42,7 @@ class Adaptive:
             raise pytest.UsageError(
                 "--ppsweep-adaptive: expected a serial run (one process decides which layout "
                 "to boot after each one), found pytest-xdist -n; drop -n or the option")
-        from pytest_ppsweep.run.adaptive import AdaptiveSweep
+        from pytest_ppsweep.run.adaptivesweep import AdaptiveSweep
 
         ctx = self.run.context
         self.planner = AdaptiveSweep.of(ctx, self.ids, tolerance)

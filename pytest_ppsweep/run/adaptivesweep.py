@@ -3,7 +3,7 @@ next, which it skips, and which third repeat it leaves out; pytest-free (the ses
 to the items).
 
 After each layout the planner's model is refitted to this run folder's valid rounds
-(:func:`pytest_ppsweep.planner.fitting.fit`), and :func:`pytest_ppsweep.planner.adaptive.decide`
+(:func:`pytest_ppsweep.planner.fitting.fit`), and :func:`pytest_ppsweep.planner.nextlayout.decide`
 picks the next layout or decides the best. Every decision is a progress event line and is kept
 in ``planner/adaptive.json``; at the end the last fit is written to ``planner/profile.json``
 and its predictions, measured beside, to ``planner/plan.csv``; the layouts skipped are
@@ -21,11 +21,13 @@ from typing import Any
 
 from pytest_ppsweep.folder.runfolder import ADAPTIVE_JSON, PLAN_CSV, PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Config, Sweep
-from pytest_ppsweep.planner.adaptive import Candidate, Decision, Workload, decide
-from pytest_ppsweep.planner.adaptive import skip_third_repeat as _skip_third
 from pytest_ppsweep.planner.data import PlannerError, load_run_folder
 from pytest_ppsweep.planner.fitting import Fitted, fit, prior_only
-from pytest_ppsweep.planner.model import Hardware
+from pytest_ppsweep.planner.nextlayout import Candidate, Decision, Workload, decide
+from pytest_ppsweep.planner.nextlayout import skip_third_repeat as _skip_third
+from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
+from pytest_ppsweep.planner.roundcost import Hardware
+from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.run.context import RunContext
 
 __all__ = ["AdaptiveSweep"]
@@ -35,7 +37,6 @@ SKIPPED = "predicted, not measured"
 
 class AdaptiveSweep:
     """The decisions of one adaptive run (serial: one process boots every layout)."""
-
     def __init__(self, sweep: Sweep, ids: Sequence[str], run_dir: Path, gpus: int,
                  gpus_per_node: int, tolerance: float, say: Callable[[str], None]) -> None:
         self.sweep = sweep
@@ -120,9 +121,6 @@ class AdaptiveSweep:
 
     def finish(self) -> list[str]:
         """Refit on everything measured; write the profile and the plan; the layouts skipped."""
-        from pytest_ppsweep.planner.plan import plan_rows, write_plan_csv
-        from pytest_ppsweep.planner.trust import fit_trust
-
         self.refit()
         self.fitted.write(self.run_dir / PLANNER_PROFILE_JSON)
         trust = fit_trust(self.fitted)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from support.paths import SEED
 
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.parse import load
-from pytest_ppsweep.measure.runstore import RunStore
 
 
 def test_the_sweep_file_is_copied_with_its_shared_files_and_reads_the_same(

@@ -1,11 +1,11 @@
-"""The gate's noise rule (gate/noise.py): 5 × the median distance of a repeat from its own run's
+"""The gate's noise rule (results/noise.py): 5 × the median distance of a repeat from its own run's
 median, over both runs; one extreme round does not set it, unlike the earlier larger range."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_ppsweep.gate.noise import NOISE_K, deviations_pct, noise_pct
+from pytest_ppsweep.results.noise import NOISE_K, deviations_pct, noise_pct
 
 
 def test_the_median_repeat_of_an_odd_run_is_left_out() -> None:

@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep import gate
+from pytest_ppsweep.gate.sloregress import slo_regressions
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.measure.completion import NN_KINDS, result_problems
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.profile.attribution import LayoutProfile
+from pytest_ppsweep.results.outputs import outputs_problems as problems
 from pytest_ppsweep.service.logscan import Finding
 from pytest_ppsweep.service.probe import Topology
 
@@ -101,7 +104,6 @@ class Validity:
     """What the verdict of one point says: the reasons it is INVALID (each a line naming the
     point) and the warnings of a VALID one (a spread above the threshold under
     ``spread_rule = "warn"``)."""
-
     problems: list[str]
     warnings: list[str]
 
@@ -134,8 +136,6 @@ def regression_problems(run_dir: Path, reference: Path, thresholds: Mapping[str,
     """The gate's regressions of ``config_id`` at ``concurrency`` (and its boot, C 0) against
     the reference run, each with the noise of both runs, followed by what else differs from
     the reference's point (image, flags, env, workload); empty when there is none."""
-    from pytest_ppsweep import gate  # pandas: only when asked
-
     rows = gate.compare(run_dir, reference, thresholds)
     mine = [r for r in rows if r.config_id == config_id and r.concurrency in (0, concurrency)]
     bad = gate.regressions(mine)
@@ -146,9 +146,7 @@ def regression_problems(run_dir: Path, reference: Path, thresholds: Mapping[str,
 
 def slo_regression_problems(run_dir: Path, reference: Path, config_id: str) -> list[str]:
     """The gate's SLO check of ``config_id``: its highest load within the SLO fell beyond noise
-    against the reference run (gate/slo.py); empty when it did not."""
-    from pytest_ppsweep.gate.slo import slo_regressions
-
+    against the reference run (gate/sloregress.py); empty when it did not."""
     return slo_regressions(run_dir, reference, config_id)
 
 
@@ -157,8 +155,6 @@ def outputs_problems(run_dir: Path, config_id: str, reference: Path | None = Non
     reference layout and, under the gate, with the reference run's: each line names the prompt,
     the first differing position, both tokens and both logprobs (results/outputs.py: the
     divergence rule and the tolerance, with their sources)."""
-    from pytest_ppsweep.results.outputs import outputs_problems as problems
-
     return problems(run_dir, config_id, reference)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.profile.attribution import table_rows
-from pytest_ppsweep.profile.summary import load_layouts
+from pytest_ppsweep.profile.tracefiles import load_layouts
 from pytest_ppsweep.report.format import delta
 
 KIND_LABEL = {

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_ppsweep.continuity import manifest, outcomes
+from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Cluster, Config, NoClusterFits, Sweep, cluster_for
-from pytest_ppsweep.measure.runstore import RunStore
 
 
 @dataclass

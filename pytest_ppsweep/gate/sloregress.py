@@ -16,7 +16,7 @@ def slo_regressions(run_dir: Path, ref_dir: Path, config_id: str | None = None) 
 
     A fall is beyond noise when this run's bracket lies wholly below the reference's (its
     lowest load outside the SLO at or under the reference's highest load within it) and even
-    that smallest possible drop, in %, exceeds the gate's noise rule (gate/noise.py) over the
+    that smallest possible drop, in %, exceeds the gate's noise rule (results/noise.py) over the
     two runs' goodput at their final loads; a layout that no longer meets the SLO at all, where
     it did, is a regression too."""
     ref = {o["config_id"]: o for o in read_outcomes(ref_dir)}

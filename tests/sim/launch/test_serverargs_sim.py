@@ -14,8 +14,8 @@ import pytest
 from support.paths import DATA
 from support.sim import run_sim
 
-from pytest_ppsweep.sim.launch.cli import parse_args, redact_command
 from pytest_ppsweep.sim.launch.faults import FaultSpecError, parse_faults
+from pytest_ppsweep.sim.launch.serverargs import parse_args, redact_command
 
 
 def test_help_works() -> None:

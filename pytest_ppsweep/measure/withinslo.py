@@ -1,0 +1,209 @@
+"""Whether one measured round is within a workload's SLO, and its goodput.
+
+A round is within the SLO when all of these hold (every failing one is a reason):
+
+* the N/N rule (measure/completion.py, the one home of it): every request completed, none
+  failed, the server counted the prompt tokens that were sent;
+* every percentile limit is *proven*: "p<q> ≤ L" says that at most a share 1 − q/100 of the
+  requests exceed L. With k of n requests over L, the one-sided Clopper-Pearson upper bound of
+  that share at the SLO's ``confidence`` (default 95 %) must be within the allowance, as MLPerf
+  LoadGen's early stopping bounds a latency percentile. When the lower bound is above the
+  allowance the limit is missed; in between the probe is *unproven*, and an unproven probe is
+  not within (the search treats it as outside: the capacity found is one the data shows).
+  :func:`min_requests` is the fewest requests that can prove a percentile with none over it
+  (p50: 5, p90: 29, p99: 299 at 95 %). The observed percentile (bench_serving's definitions,
+  measure/metrics.py) is reported beside it. Both are taken over the requests between the
+  warm-up and the drain: the SLO's ``trim`` share (default 10 %) of the requests at each end, by
+  arrival, is left out (the first meet an empty queue, the last have no arrivals behind them);
+  the N/N rule and goodput count every request;
+* with per-request limits: the share of *good* requests (completed and within every per-request
+  limit) is at least ``attainment``;
+* the client kept to its arrival schedule (measure/arrivals.py): a round the client could not
+  offer at the asked rate says nothing about that rate.
+
+Goodput is good requests per (scaled) second of the round. A failed request is never good, and
+a round with a failure is never within the SLO, so dropping requests cannot raise either.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
+from pytest_ppsweep.measure.arrivals import Lag, lag
+from pytest_ppsweep.measure.completion import result_problems
+from pytest_ppsweep.measure.metrics import RoundResult, request_itls, request_tpot
+
+__all__ = ["SloVerdict", "binomial_bounds", "evaluate", "min_requests", "request_values",
+           "steady"]
+
+
+@dataclass(frozen=True)
+class SloVerdict:
+    """One round against one SLO."""
+
+    within: bool
+    reasons: tuple[str, ...]
+    good: int
+    num_requests: int
+    goodput_rps: float  # good requests per scaled second
+    observed: Mapping[str, float] = field(default_factory=dict)  # per percentile limit's key
+    lag: Lag | None = None
+    unproven: tuple[str, ...] = ()  # the percentile limits the data could not prove either way
+
+    @property
+    def attainment(self) -> float:
+        return self.good / self.num_requests if self.num_requests else 0.0
+
+
+def request_values(rec: Mapping[str, Any], metric: str) -> list[float]:
+    """The values one completed record contributes to ``metric`` (TTFT/E2E: one; TPOT: one
+    when it has more than one token; ITL: one per inter-token gap)."""
+    if not rec.get("ok"):
+        return []
+    if metric in ("ttft", "e2e"):
+        value = rec.get(f"{metric}_s")
+        return [] if value is None else [float(value)]
+    if metric == "tpot":
+        tpot = request_tpot(rec)
+        return [] if tpot is None else [tpot]
+    return request_itls(rec)
+
+
+def _values(records: Sequence[Mapping[str, Any]], limit: SloLimit) -> list[float]:
+    return [v for r in records for v in request_values(r, limit.metric)]
+
+
+def _percentile(records: Sequence[Mapping[str, Any]], limit: SloLimit) -> float:
+    values = _values(records, limit)
+    return float(np.percentile(values, limit.percentile or 100)) if values else math.nan
+
+
+def _binom_cdf(k: int, n: int, p: float) -> float:
+    """P(X ≤ k) for X ~ Binomial(n, p), summed in log space (exact for the n of a probe)."""
+    if k < 0:
+        return 0.0
+    if k >= n or p <= 0.0:
+        return 1.0
+    if p >= 1.0:
+        return 0.0
+    lp, lq = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k + 1):
+        total += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+                          + i * lp + (n - i) * lq)
+    return min(total, 1.0)
+
+
+def _solve(f: Any, target: float) -> float:
+    """The p in [0, 1] where the decreasing ``f(p)`` crosses ``target`` (bisection)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if f(mid) > target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def binomial_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """One-sided Clopper-Pearson bounds of a share from ``k`` of ``n``: (lower, upper), each at
+    ``confidence`` (lower: P(X ≥ k | p) = 1 − c; upper: P(X ≤ k | p) = 1 − c)."""
+    if n <= 0:
+        return 0.0, 1.0
+    tail = 1.0 - confidence
+    upper = 1.0 if k >= n else _solve(lambda p: _binom_cdf(k, n, p), tail)
+    lower = 0.0 if k <= 0 else 1.0 - _solve(lambda q: _binom_cdf(n - k, n, q), tail)
+    return lower, upper
+
+
+def min_requests(percentile: int, confidence: float) -> int:
+    """The fewest requests that can prove "p<percentile> ≤ L" at ``confidence``: with none over
+    the limit, the upper bound ``1 − (1 − c)^(1/n)`` falls to the allowance ``1 − q/100``."""
+    allowed = 1.0 - percentile / 100.0
+    return math.ceil(math.log(1.0 - confidence) / math.log(1.0 - allowed) - 1e-12)
+
+
+def judge_percentile(values: Sequence[float], limit: SloLimit,
+                     confidence: float) -> tuple[str, str]:
+    """("within" | "outside" | "unproven", the words) for one percentile limit."""
+    n = len(values)
+    over = sum(v > limit.limit_s for v in values)
+    allowed = 1.0 - (limit.percentile or 100) / 100.0
+    lower, upper = binomial_bounds(over, n, confidence)
+    share = (f"{over} of {n} requests over {limit.limit_s:g} s; the share over it is "
+             f"{lower:.2f}-{upper:.2f} at {confidence:.0%} confidence, {allowed:.2f} allowed")
+    if upper <= allowed:
+        return "within", share
+    if lower > allowed:
+        return "outside", share
+    need = min_requests(limit.percentile or 100, confidence)
+    return "unproven", share + (f" (at least {need} requests are needed to prove it)"
+                                if n < need else "")
+
+
+def _good(rec: Mapping[str, Any], limits: Sequence[SloLimit]) -> bool:
+    if not rec.get("ok"):
+        return False
+    for lim in limits:
+        values = request_values(rec, lim.metric)
+        if lim.metric in ("ttft", "e2e") and not values:
+            return False  # completed without a time: cannot be shown to meet it
+        if values and max(values) > lim.limit_s:
+            return False  # a 1-token answer has no TPOT/ITL, as bench_serving's goodput
+    return True
+
+
+def steady(records: Sequence[Mapping[str, Any]], trim: float) -> list[Mapping[str, Any]]:
+    """The records between the warm-up and the drain: ``trim`` of them at each end left out,
+    ordered by when they were due (else sent, else their index)."""
+    def due(r: Mapping[str, Any]) -> float:
+        for key in ("scheduled_at_s", "sent_at_s"):
+            if r.get(key) is not None:
+                return float(r[key])
+        return float(r.get("index") or 0)
+
+    ordered = sorted(records, key=due)
+    cut = math.floor(len(ordered) * trim)
+    return ordered[cut:len(ordered) - cut] if cut and len(ordered) > 2 * cut else ordered
+
+
+def evaluate(result: RoundResult, slo: SloSpec) -> SloVerdict:
+    """The verdict of ``result`` (a measured round with its records) against ``slo``."""
+    records = list(result.records)
+    judged = steady(records, slo.trim)
+    reasons = [str(p) for p in result_problems(result)]
+    observed: dict[str, float] = {}
+    unproven: list[str] = []
+    for lim in slo.percentile_limits:
+        value = observed[lim.key] = _percentile(judged, lim)
+        if math.isnan(value):
+            reasons.append(f"{lim}: nothing measured")
+            continue
+        state, words = judge_percentile(_values(judged, lim), lim, slo.confidence)
+        if state == "outside":
+            reasons.append(f"{lim}: measured {value:.3g} s ({words})")
+        elif state == "unproven":
+            unproven.append(lim.key)
+            reasons.append(f"{lim}: unproven: measured {value:.3g} s ({words})")
+    good = sum(_good(r, slo.request_limits) for r in records)
+    total = result.num_requests
+    if slo.request_limits and total and good / total < slo.attainment:
+        reasons.append(f"{good}/{total} requests within "
+                       f"{' and '.join(str(x) for x in slo.request_limits)} "
+                       f"(need {slo.attainment:.0%})")
+    behind = lag(records, result.time_scale)
+    if behind is not None and behind.behind:
+        reasons.append(behind.text())
+    duration = result.duration_s
+    return SloVerdict(
+        within=not reasons, reasons=tuple(reasons), good=good, num_requests=total,
+        goodput_rps=good / duration if duration > 0 else math.nan, observed=observed,
+        lag=behind, unproven=tuple(unproven),
+    )
