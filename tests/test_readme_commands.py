@@ -60,6 +60,8 @@ NOT_RUN = {
         "tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_statistics.py": "a benchmark (2,000 trials a figure, minutes on "
         "a busy machine); tests/e2e/test_benchmark_smoke.py runs its --smoke",
+    "python benchmarks/bench_slo_capacity.py": "a benchmark (100 seeds × 4 probe sizes, "
+        "minutes); tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_correctness_probe.py": "a benchmark (the seeds' sweep twice, with "
         "and without the probe); tests/e2e/test_benchmark_smoke.py runs its --smoke",
     "python benchmarks/bench_gate.py": "a benchmark (17 emulated sweeps, minutes); "

@@ -51,7 +51,7 @@ from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host
 
 __all__ = ["CLAIM_DIR", "CLAIM_DIR_MODE", "Claim", "ClusterBusy", "Holder",
-           "busy_message", "claim_all", "node_keys"]
+           "busy_message", "claim_all", "node_keys", "process_gone"]
 
 CLAIM_DIR = "/tmp/ppsweep-claims"
 CLAIM_DIR_MODE = "0777"  # no sticky bit: another user may take a dead run's claim over
@@ -343,15 +343,23 @@ _RACED = "\0raced"  # another run changed a node's claim between the read and th
 def _gone(holder: Holder | None, here: str) -> bool:
     """A holder on this very host whose process no longer exists (a killed pytest): dead now,
     without waiting for its heartbeat to go stale."""
-    if holder is None or holder.host != here or holder.pid <= 0:
+    return holder is not None and process_gone(holder.host, holder.pid, here)
+
+
+def process_gone(host: str, pid: int, here: str | None = None) -> bool:
+    """Process ``pid`` of ``host`` is known to have ended: ``host`` is this one (``here``,
+    default this machine's name) and the pid is gone or a zombie. False whenever it cannot be
+    told from here (another host, no such pid given, another user's process)."""
+    here = socket.gethostname() if here is None else here
+    if host != here or pid <= 0:
         return False
     try:
-        os.kill(holder.pid, 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
         return False
-    return _zombie(holder.pid)
+    return _zombie(pid)
 
 
 def _zombie(pid: int) -> bool:

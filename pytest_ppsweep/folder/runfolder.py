@@ -82,6 +82,8 @@ RUN_JSON = f"{METADATA_DIR}/run.json"
 CONFIG_FACTS_JSONL = f"{METADATA_DIR}/configs.facts.jsonl"
 PHASES_JSON = f"{METADATA_DIR}/phases.json"
 BASELINE_JSON = f"{METADATA_DIR}/baseline.json"
+# metadata/live/<pid>.json: what each process of a running sweep is doing now (LiveRecord)
+LIVE_DIR = f"{METADATA_DIR}/live"
 PLAN_CSV_NAME = "plan.csv"
 PROFILE_JSON_NAME = "profile.json"  # a fitted profile (planner/fitting.py), in planner/ of a run
 PLAN_CSV = f"{PLANNER_DIR}/{PLAN_CSV_NAME}"
@@ -125,6 +127,11 @@ def tests_json(config_id: str) -> str:
 def nodes_json(cluster: str) -> str:
     """``metadata/nodes-<cluster>.json``: what preflight found of a cluster's nodes."""
     return f"{METADATA_DIR}/nodes-{cluster}.json"
+
+
+def live_json(pid: int) -> str:
+    """``metadata/live/<pid>.json``: the layouts one process of a running sweep is busy with."""
+    return f"{LIVE_DIR}/{pid}.json"
 
 
 def slo_outcome_json(config_id: str) -> str:
@@ -359,6 +366,20 @@ class RunFolder:
                     continue
                 if isinstance(facts, dict) and facts.get("config_id"):
                     yield facts
+
+    def live_records(self) -> list[dict[str, Any]]:
+        """Every process's live record (``metadata/live/<pid>.json``, :class:`LiveRecord`),
+        oldest first ([] when none is left: the run closed, or nothing ran yet)."""
+        folder = self.dir / LIVE_DIR
+        out = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue  # removed meanwhile (its process ended), or torn: the next read has it
+            if isinstance(raw, dict) and isinstance(raw.get("layouts"), dict):
+                out.append(raw)
+        return sorted(out, key=lambda r: float(r.get("updated") or 0.0))
 
     def recorded_run_id(self) -> str:
         """The run id in run.json (a named baseline keeps its run's), else the folder's name."""
@@ -596,6 +617,63 @@ class RunStore(RunFolder):
     def open_raw(self, config_id: str, concurrency: int, repeat: int) -> TextIO:
         return self.raw_path(config_id, concurrency, repeat).open("w", encoding="utf-8")
 
+    def clear_live(self) -> None:
+        """The run closed: no process of it is busy any more (``metadata/live/`` removed)."""
+        folder = self.dir / LIVE_DIR
+        for path in folder.glob("*.json") if folder.is_dir() else ():
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+class LiveRecord:
+    """``metadata/live/<pid>.json``: what this process is doing now, per layout: its phase
+    (``booting``, ``benchmark c8 r2/3``, ``teardown``…), the phase's detail (``ranks ready
+    2/4``), since when (epoch), whether a step is running (``active``) or the layout waits
+    between two steps. One file per process (xdist workers too), each rewritten atomically by
+    its own process only; ``python -m pytest_ppsweep show`` reads them all
+    (:meth:`RunFolder.live_records`). Written on each change of phase or detail, never on a
+    progress bar's redraw."""
+
+    def __init__(self, folder: RunFolder, host: str, pid: int | None = None) -> None:
+        self.pid = os.getpid() if pid is None else pid
+        self.path = folder.dir / live_json(self.pid)
+        self.host = host
+        self.layouts: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def set(self, layout: str, phase: str, detail: str, now: float) -> None:
+        """``layout`` is in ``phase`` (with ``detail``) now; written when either changed."""
+        with self._lock:
+            old = self.layouts.get(layout)
+            if old and old["phase"] == phase and old["detail"] == detail and old["active"]:
+                return
+            since = old["since"] if old and old["phase"] == phase and old["active"] else now
+            self.layouts[layout] = {"phase": phase, "detail": detail, "since": since,
+                                    "active": True}
+            self._write(now)
+
+    def pause(self, layout: str, now: float) -> None:
+        """The step of ``layout`` ended; the layout waits for its next one."""
+        with self._lock:
+            entry = self.layouts.get(layout)
+            if entry is None or not entry["active"]:
+                return
+            entry.update(active=False, since=now)
+            self._write(now)
+
+    def done(self, layout: str, now: float) -> None:
+        """``layout`` is finished in this process (torn down, or its boot failed)."""
+        with self._lock:
+            if self.layouts.pop(layout, None) is not None:
+                self._write(now)
+
+    def _write(self, now: float) -> None:
+        body = {"pid": self.pid, "host": self.host, "updated": now, "layouts": self.layouts}
+        with contextlib.suppress(OSError):  # a status, never a reason to fail the run
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, _json_text(body))
+
 
 def _cell(value: Any) -> Any:
     if value is None:
@@ -630,11 +708,14 @@ class RunJson:
     def path(self) -> Path:
         return self.store.run_json
 
-    def create(self, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str]) -> None:
+    def create(self, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str],
+               owner: Mapping[str, Any] | None = None) -> None:
         """What the report needs to know about the run (updated at each boot). A resumed run's
         run.json keeps what it recorded (the selection, what its boots learnt: the server's
         version and time scale) until this run records it anew: a resume that boots nothing,
-        or is refused before its first boot, loses none of it."""
+        or is refused before its first boot, loses none of it. The run is ``running`` from
+        here on; ``owner`` (``host``, ``pid``, ``resume``) names the process that runs it, so
+        that a reader can tell a live run from one whose process was killed."""
         simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
         try:
             kept = self.read() if self.path.is_file() else {}
@@ -669,6 +750,9 @@ class RunJson:
                 "workload": json.loads(json.dumps(sweep.workload.as_json())),
                 "gpu_hour_usd": sweep.gpu_hour_usd,
                 "sglang_version": None,
+                "run_status": "running",
+                "run_status_detail": None,
+                "owner": dict(owner) if owner else None,
                 **axis_fields(sweep),
             } | {key: kept[key] for key in LEARNT_AT_BOOT if key in kept},
         )

@@ -27,7 +27,8 @@ GEOMETRIC_RATIO = 4.0
 
 @dataclass(frozen=True)
 class Probe:
-    """One measured round of the search: its load, phase (``search`` or ``repeat``), verdict."""
+    """One measured round of the search: its load, phase (``search``, ``repeat`` at the low end
+    or ``confirm`` at the high end), verdict."""
 
     load: float
     phase: str
@@ -54,6 +55,14 @@ class SearchOutcome:
     repeats_wanted: int
     integer: bool
     unit: str
+    high_outside: int = 0  # rounds at ``high`` outside the SLO (the search's and its confirm)
+    high_rounds: int = 0  # rounds at ``high``
+
+    @property
+    def high_confirmed(self) -> bool:
+        """The high end held on its confirm round too (every round at it outside)."""
+        return self.high is not None and self.high_rounds >= 2 and (
+            self.high_outside == self.high_rounds)
 
     @property
     def confirmed(self) -> bool:
@@ -90,6 +99,8 @@ class SearchOutcome:
                   f"{fmt(self.precision)} {self.unit}")
         if self.low is not None:
             budget += f", {self.repeats}/{self.repeats_wanted} repeats within"
+        if self.high is not None and self.high_rounds >= 2:
+            budget += f", upper end {self.high_outside}/{self.high_rounds} outside"
         if self.status == "budget spent":
             budget += "; probe budget spent before the precision"
         return f"{found} ({budget})"
@@ -162,7 +173,14 @@ class Search:
         if self._low is None:
             return None
         within, total = self._repeats_at(self._low)
-        return (self._low, "repeat") if total < self.repeats and within == total else None
+        if total < self.repeats and within == total:
+            return (self._low, "repeat")
+        if within == total and self._high is not None:
+            # both ends confirmed: the high end, one search probe so far, measured once more
+            at_high = [p for p in self.probes if p.load == self._high]
+            if len(at_high) == 1:
+                return (self._high, "confirm")
+        return None
 
     def record(self, load: float, within: bool) -> None:
         """The verdict of the round asked by the last ``next()``."""
@@ -171,6 +189,8 @@ class Search:
         phase = self._pending[1]
         self._pending = None
         self.probes.append(Probe(load, phase, within))
+        if phase == "confirm":
+            return  # the bracket stands; the outcome says whether its high end held
         if within and phase == "search" and (self._low is None or load > self._low):
             self._low = load
         elif not within:
@@ -189,4 +209,6 @@ class Search:
             low=self._low, high=self._high, min_load=self.min_load, max_load=self.max_load,
             precision=self.precision, probes=self.spent, max_probes=self.max_probes,
             repeats=within if within == total else 0, repeats_wanted=self.repeats,
-            integer=self.integer, unit=self.unit)
+            integer=self.integer, unit=self.unit,
+            high_outside=sum(not p.within for p in self.probes if p.load == self._high),
+            high_rounds=sum(p.load == self._high for p in self.probes))

@@ -35,9 +35,12 @@ overflow-wrap:anywhere}.ppsweep-answer .oom{color:#a00;font-weight:bold}
 
 
 def title(a: Answer) -> str:
-    """``layout (prefill)`` / ``moe_a2a_backend on pp8-tp4-ep4 (decode)``."""
+    """``layout (prefill)`` / ``moe_a2a_backend on pp8-tp4-ep4 (decode)`` / ``slo: most load
+    (default)``: a kind that asks two questions names each (``extra["aspect"]``)."""
     what = (f"{a.axis} on {a.layout}" if a.kind == "axis" and a.axis
             else "best point overall" if a.kind == "joint" else a.kind)
+    aspect = a.extra.get("aspect")
+    what += f": {aspect}" if aspect else ""
     return what + (f" ({a.workload})" if a.workload else "")
 
 

@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -38,8 +39,10 @@ from pytest_ppsweep.folder.runfolder import (
     PLANNER_DIR,
     PLANNER_PROFILE_JSON,
     REPORT_HTML,
+    RESULTS_CSV,
     RUN_JSON,
     SUMMARY_CSV,
+    RunFolder,
 )
 from pytest_ppsweep.gate.comparison import DEFAULT_THRESHOLDS
 from pytest_ppsweep.planner.data import PlannerError, load_measured
@@ -62,7 +65,9 @@ from pytest_ppsweep.results.aggregate import (
     write_compare,
 )
 from pytest_ppsweep.results.answers import one_line
+from pytest_ppsweep.results.livestatus import folder_status
 from pytest_ppsweep.results.pipeline import analyse
+from pytest_ppsweep.results.runstatus import RUNNING
 
 if TYPE_CHECKING:
     from pytest_ppsweep.planner.trust import FitTrust
@@ -167,6 +172,7 @@ class RunLine:
     invalid: int | None
     gate: str
     answers: str = ""  # the run's answers in one line (results/answers.one_line)
+    status: str = ""  # the run's status in one line (results/runstatus.RunStatus.brief)
 
 
 def run_date(run_dir: Path) -> datetime | None:
@@ -212,11 +218,13 @@ def read_run_line(run_dir: Path) -> RunLine:
     layouts: int | None = len(raw.get("order") or ()) or None
     valid = invalid = None
     answered = ""
+    status = folder_status(run_dir, raw)
     try:
-        _, summary, verdicts, answers = analyse(run_dir)
+        data, summary, verdicts, answers = analyse(run_dir)
     except RunFolderError:
         pass  # a run that stopped before its first round: still listed, without counts
     else:
+        status = data.meta.status
         layouts = len(summary.order)
         valid = sum(v.valid for v in verdicts)
         invalid = len(verdicts) - valid
@@ -224,7 +232,7 @@ def read_run_line(run_dir: Path) -> RunLine:
     return RunLine(str(raw.get("run_id") or run_dir.name), run_date(run_dir),
                    str(raw.get("sweep") or ""), str(raw.get("image") or ""),
                    str(raw.get("cluster") or ""), layouts, valid, invalid, gate_result(run_dir),
-                   answered)
+                   answered, status.brief() if status is not None else "")
 
 
 def find_runs(reports: Path) -> tuple[list[tuple[Path, RunLine]], list[str]]:
@@ -311,20 +319,19 @@ def runs_lines(found: Sequence[tuple[Path, RunLine]], width: int | None = None) 
     whole, the other columns cut to fit."""
     width = terminal_width() if width is None else width
     rows = [[h for h, _, _ in _COLUMNS]]
-    answers: dict[int, str] = {}
+    under: dict[int, list[str]] = {}
     for _, r in found:
         counts = "—" if r.valid is None else f"{r.valid}/{r.invalid}"
         rows.append([r.run_id, r.date.strftime("%Y-%m-%d %H:%M") if r.date else "?",
                      r.sweep or "—", r.image or "—", r.cluster or "—",
                      "?" if r.layouts is None else str(r.layouts), counts, r.gate])
-        if r.answers:
-            answers[len(rows) - 1] = f"  answers: {r.answers}"
+        under[len(rows) - 1] = ([f"  status: {r.status}"] if r.status else []) + (
+            [f"  answers: {r.answers}"] if r.answers else [])
     widths = _widths(rows, width)
     lines = []
     for i, cells in enumerate(rows):
         lines.append(_row(cells, widths))
-        if i in answers:  # the run's answers in one line under it, cut to the width
-            line = answers[i]
+        for line in under.get(i, ()):  # its status and answers under it, cut to the width
             lines.append(line if len(line) <= width else line[:width - 1] + "…")
     return lines
 
@@ -402,8 +409,20 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
     files: the medians table with verdicts and the answers, then the gate."""
     from pytest_ppsweep.gate.comparison import GATE_CSV
 
-    data, summary, verdicts, answers = analyse(run_dir)
-    lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width),
+    try:
+        data, summary, verdicts, answers = analyse(run_dir)
+    except RunFolderError as exc:
+        status = folder_status(run_dir)
+        if status is None:
+            raise
+        # a run in its first seconds (only run.json), or one stopped before its first round
+        measured = (f"no summary: {exc}" if (run_dir / RESULTS_CSV).is_file()
+                    else "nothing measured yet" if status.status == RUNNING
+                    else "nothing measured")
+        return [_sep(f"ppsweep summary: {RunFolder(run_dir).recorded_run_id()}", width),
+                *_wrapped(status.lines(), width), measured, f"run folder: {run_dir}"]
+    status_lines = _wrapped(data.meta.status.lines(), width) if data.meta.status else []
+    lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width), *status_lines,
              *terminal_summary(summary, verdicts, answers, width=width)]
     brief = f"answers: {one_line([a.as_dict() for a in answers])}"
     lines.append(brief if len(brief) <= width else brief[:width - 1] + "…")
@@ -417,6 +436,13 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
     report = run_dir / REPORT_HTML
     lines.append(f"report: {report}" if report.is_file() else f"report: (no {REPORT_HTML})")
     return lines
+
+
+def _wrapped(lines: Sequence[str], width: int) -> list[str]:
+    """Status lines wrapped at ``width`` (nothing cut: a long list of layouts goes on)."""
+    return [part for line in lines
+            for part in textwrap.wrap(line, width, subsequent_indent="    ",
+                                      break_on_hyphens=False) or [""]]
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

@@ -34,8 +34,18 @@ from pytest_ppsweep.results.aggregate import (
     RunData,
     Summary,
 )
-from pytest_ppsweep.results.answers import DECIDED, Answer
+from pytest_ppsweep.results.answers import (
+    DECIDED,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    MEASURED,
+    NO_VALID_POINT,
+    Answer,
+)
 from pytest_ppsweep.results.pipeline import analyse, save
+from pytest_ppsweep.results.runstatus import INTERRUPTED, PARTIAL, RUNNING
+from pytest_ppsweep.results.sloanswer import KIND as SLO_KIND
+from pytest_ppsweep.results.sloanswer import NO_LAYOUT, over_text
 from pytest_ppsweep.results.verdict import Verdict
 
 REBUILT_NAME = REBUILT_HTML
@@ -60,6 +70,8 @@ max-width:calc(100% - 12px);height:auto}
 .ppsweep-decision{border:2px solid #2a6;border-radius:6px;padding:10px 14px;margin:8px 0 14px;
 background:#f4fbf6;font-size:14px;max-width:1100px;box-sizing:border-box}
 .ppsweep-decision.none{border-color:#b00;background:#fdf2f2}
+.ppsweep-decision.open{border-color:#c80;background:#fff8ea}
+.ppsweep-decision .runstatus{color:#333;font-size:13px;border-top:1px solid #ddd;padding-top:4px}
 .ppsweep-decision p{color:#111;margin:4px 0}
 .ppsweep-decision .use{font-size:20px;margin:0 0 6px}.ppsweep-decision .use b{color:#075}
 .ppsweep-decision table{margin:6px 0 8px;font-size:13px;background:#fff}
@@ -271,28 +283,101 @@ def _data(rec: Answer | None) -> str:
 
 
 def _headline(answers: Sequence[Answer]) -> Answer | None:
-    """The answer the decision box shows: the first layout question's (else the first)."""
-    return next((a for a in answers if a.kind == "layout"), answers[0] if answers else None)
+    """The answer the decision box shows: the SLO question's when the sweep states an SLO (it
+    is the question the sweep asks first), else the first layout question's, else the
+    first."""
+    return next((a for a in answers if a.kind == SLO_KIND),
+                next((a for a in answers if a.kind == "layout"), answers[0] if answers else None))
+
+
+# What the box says of an answer that decided nothing, by its status, and the box's colour:
+# "open" (amber) where measuring more may decide, "none" (red) where nothing can be used.
+_UNDECIDED = {
+    INCONCLUSIVE: ("No layout decided: inconclusive", "open"),
+    EQUIVALENT: ("No single layout: {equivalent} are equivalent", "open"),
+    MEASURED: ("Measured, not compared: {answer}", "open"),
+    NO_VALID_POINT: ("No layout recommended: no valid point", "none"),
+    RUNNING: ("Running: nothing decided yet", "open"),
+    INTERRUPTED: ("Interrupted: nothing decided", "none"),
+    PARTIAL: ("Partial run: nothing decided about the whole question", "open"),
+    NO_LAYOUT: ("Not met: no layout meets {slo}", "none notmet"),
+}
+
+
+def _run_status(data: RunData) -> str:
+    """The run's status in the box: ``Run status: COMPLETE, 5 of 5 layouts measured`` (and
+    while it runs, what it is doing; unless complete, the command that resumes it)."""
+    status = data.meta.status
+    if status is None:
+        return ""
+    lines = status.lines()
+    rest = "".join(f"<br>{escape(line)}" for line in lines[1:])
+    return (f'<p class="runstatus" data-run-status="{escape(status.status)}">'
+            f"Run status: <b>{escape(status.headline())}</b>{rest}</p>")
+
+
+def _undecided(data: RunData, rec: Answer | None, valid: int, judged: int) -> str:
+    """The box of an answer that decided nothing, named by its real status."""
+    if rec is None:
+        use, colour = "No layout recommended", "none"
+        why = f"No question could be answered ({valid}/{judged} points valid)."
+    else:
+        template, colour = _UNDECIDED.get(rec.status, (f"{rec.status}", "open"))
+        before = str(rec.extra.get("leader") or "")
+        same = rec.extra.get("equivalent") or rec.ranking[:2]
+        use = template.format(answer=rec.answer or before or "",
+                              equivalent=" = ".join(str(p) for p in same),
+                              slo=rec.extra.get("slo") or "the SLO").rstrip(": ")
+        own = str(rec.extra.get("text") or "").strip()
+        why = own or (rec.reasons[0] if rec.reasons else "")
+        if rec.kind != SLO_KIND:
+            why = why.rstrip(".") + f" ({valid}/{judged} points valid)."
+    rerun = (f'<p class="rerun">Rerun: <code>{escape(rec.rerun)}</code></p>'
+             if rec is not None and rec.rerun else "")
+    near = _closest_table(rec) if rec is not None and rec.status == NO_LAYOUT else ""
+    return (f'<div class="ppsweep-decision {colour}"{_data(rec)}><p class="use">{escape(use)}</p>'
+            f"<p>{escape(why)}</p>{near}{rerun}{_run_status(data)}</div>")
+
+
+def _closest_table(rec: Answer) -> str:
+    """The SLO not met: how close each layout came (results/sloanswer.distances)."""
+    rows = [d for d in rec.extra.get("closest") or () if isinstance(d, dict)]
+    if not rows:
+        return ""
+    body = "".join(
+        f'<tr><td class="l">{escape(str(d.get("layout")))}</td><td>{escape(str(d.get("load")))}'
+        f'</td><td class="l">{escape(str(d.get("limit")))}</td>'
+        f"<td>{float(d['measured_s']):.3g} s</td>"
+        f"<td>{escape(over_text(float(d['measured_s']), float(d['limit_s'])))}</td></tr>"
+        for d in rows)
+    return ('<table class="closest"><thead><tr><th class="l">layout</th><th>lowest load</th>'
+            '<th class="l">limit</th><th>measured</th><th>distance to the limit</th></tr>'
+            f"</thead><tbody>{body}</tbody></table>")
+
+
+def _slo_decision(data: RunData, rec: Answer) -> str:
+    """The SLO question decided: which layout carries the most within the SLO, and how much."""
+    text = str(rec.extra.get("text") or "")
+    return (f'<div class="ppsweep-decision"{_data(rec)}><p class="use">Within '
+            f"{escape(str(rec.extra.get('slo') or 'the SLO'))}: use <b>{escape(str(rec.answer))}"
+            f"</b></p><p>{escape(text)}</p>"
+            + (f'<p class="fallback">Fallback: <b>{escape(rec.fallback)}</b>, ranked second.</p>'
+               if rec.fallback else "") + f"{_run_status(data)}</div>")
 
 
 def _decision(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
               answers: Sequence[Answer]) -> str:
-    """The first screen's answer to the layout question: which layout, by how much vs the
-    baseline and the runner-up, whether it can be trusted, and the fallback."""
+    """The first screen's answer to the sweep's first question (the SLO's, else the layout
+    question's): which layout, by how much vs the baseline and the runner-up, whether it can
+    be trusted, and the fallback; or, when nothing was decided, why, named by the answer's
+    real status; and the run's status."""
     layouts = {str(c["config_id"]): str(c["layout"]) for c in records(summary.configs)}
     valid = sum(v.valid for v in verdicts)
     rec = _headline(answers)
     if rec is None or rec.status != DECIDED or rec.answer is None:
-        why = (rec.reasons[0].rstrip(".") if rec is not None and rec.reasons else
-               "No question could be answered") + f" ({valid}/{len(verdicts)} points valid)."
-        state = "inconclusive" if rec is not None and rec.status != DECIDED and rec.ranking \
-            else "none"
-        use = ("No layout decided: inconclusive" if state == "inconclusive"
-               else "No layout recommended")
-        rerun = (f'<p class="rerun">Rerun: <code>{escape(rec.rerun)}</code></p>'
-                 if rec is not None and rec.rerun else "")
-        return (f'<div class="ppsweep-decision none"{_data(rec)}><p class="use">{use}</p>'
-                f"<p>{escape(why)}</p>{rerun}</div>")
+        return _undecided(data, rec, valid, len(verdicts))
+    if rec.kind == SLO_KIND:
+        return _slo_decision(data, rec)
     primary = rec.answer
     versus = []
     if summary.baseline and summary.baseline != primary and any(
@@ -314,7 +399,7 @@ def _decision(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     return (f'<div class="ppsweep-decision"{_data(rec)}>' + head + f"<p>{escape(lead)}</p>"
             + _decision_table(summary, primary, versus)
             + _trust(data, summary, verdicts, primary)
-            + f'<p class="fallback">{fallback}</p></div>')
+            + f'<p class="fallback">{fallback}</p>{_run_status(data)}</div>')
 
 
 def _charts(summary: Summary) -> str:

@@ -37,9 +37,9 @@ from pytest_ppsweep.planner.plan import cluster_layouts
 from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report.charts import XYPlot, nice_max
 from pytest_ppsweep.results.cost import per_million
-from pytest_ppsweep.results.sloanswer import number
+from pytest_ppsweep.results.sloanswer import Distance, distances, number, over_text
 
-__all__ = ["PARETO_CSV", "Point", "front", "pareto_svg", "points",
+__all__ = ["PARETO_CSV", "Point", "closest", "front", "pareto_svg", "points",
            "section_html", "terminal_lines", "write_pareto_csv"]  # fmt: skip
 
 COLUMNS = ("config_id", "gpus", "source", "load", "x_tps_per_user", "x_lo", "x_hi",
@@ -302,10 +302,32 @@ def section_html(source: FolderSource) -> str:
                f"SLO, hollow: outside; the black line is the front"
                + (f"; {preds} dashed squares are the planner's predictions for layouts not "
                   "booted, with 90 % intervals" if preds else "") + ". pareto.csv has them all.")
-    return ('<h3 id="ppsweep-pareto">Pareto front within the SLO</h3>'
-            f'<div class="ppsweep-pareto-box" style="max-width:100%;overflow-x:auto">'
-            f"{pareto_svg(pts, decode=decode, limit=limit, slo=slo)}</div>"
-            f"<p>{escape(caption)}</p>{note}")
+    chart = (f'<div class="ppsweep-pareto-box" style="max-width:100%;overflow-x:auto">'
+             f"{pareto_svg(pts, decode=decode, limit=limit, slo=slo)}</div>"
+             f"<p>{escape(caption)}</p>{note}")
+    if any(p.within for p in pts if not p.predicted):
+        return f'<h3 id="ppsweep-pareto">Pareto front within the SLO</h3>{chart}'
+    # No measured point meets the SLO: there is no front within it. What is worth reading is
+    # how close each layout came; the chart of every point (all outside) comes after.
+    near = closest(files)
+    rows = "".join(f'<tr><td class="l">{escape(d.layout)}</td><td>{escape(d.load)}</td>'
+                   f'<td class="l">{escape(d.limit)}</td><td>{d.measured_s:.3g} s</td>'
+                   f'<td>{escape(over_text(d.measured_s, d.limit_s))}</td></tr>' for d in near)
+    table = ('<table class="ppsweep-closest"><thead><tr><th class="l">layout</th>'
+             '<th>lowest load</th><th class="l">limit</th><th>measured</th>'
+             f"<th>distance to the limit</th></tr></thead><tbody>{rows}</tbody></table>"
+             if rows else "<p>No probe says by how much its limit was missed.</p>")
+    return (f'<h3 id="ppsweep-closest">No point within {escape(slo or "the SLO")}: the closest '
+            f"points</h3>{table}"
+            '<h4 id="ppsweep-pareto">Every measured point (none within the SLO)</h4>' + chart)
+
+
+def closest(source: FolderSource) -> list[Distance]:
+    """How close each searched layout came to the SLO at its lowest load, closest first
+    (results/sloanswer.distances)."""
+    files = FolderFiles.of(source)
+    ids = list(dict.fromkeys(str(o.get("config_id")) for o in files.outcomes))
+    return distances(files.probes, ids)
 
 
 def terminal_lines(source: FolderSource) -> list[str]:
@@ -313,8 +335,13 @@ def terminal_lines(source: FolderSource) -> list[str]:
     files = FolderFiles.of(source)
     if not files.outcomes:
         return []
-    pts, misfit, decode, _limit, _slo = chart_data(files)
-    lines = ["Pareto front (tok/s per GPU vs " + ("1/TPOT" if decode else "1/TTFT") + "):"]
+    pts, misfit, decode, _limit, slo = chart_data(files)
+    lines = []
+    if not any(p.within for p in pts if not p.predicted):
+        lines.append(f"No point within {slo or 'the SLO'}; the closest, by layout:")
+        lines += [f"  {d.text}" for d in closest(files)]
+    lines.append("Pareto front (tok/s per GPU vs " + ("1/TPOT" if decode else "1/TTFT") + ")"
+                 + (", every point outside the SLO" if len(lines) else "") + ":")
     for p in sorted(front(pts), key=lambda p: p.x):
         lines.append(f"  {p.config_id} {p.load}: {p.y:,.0f} tok/s/GPU at {p.x:.3g}/s per user"
                      + ("" if p.usd_per_m is None else f", ${p.usd_per_m:,.3g}/M tok"))

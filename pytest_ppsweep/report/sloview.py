@@ -42,7 +42,9 @@ def html_section(source: FolderSource) -> str:
 def _reach_html(files: FolderFiles) -> str:
     """What would meet an SLO no layout met (report/sloreach.py), "" otherwise."""
     lines = sloreach.terminal_lines(files)
-    return ("<div class='ppsweep-slo-reach'><h4>What would meet the SLO</h4><pre>"
+    # pre-wrap: the terminal's lines keep their breaks, a long one wraps (no sideways scroll)
+    return ("<div class='ppsweep-slo-reach'><h4>What would meet the SLO</h4>"
+            "<pre style='white-space:pre-wrap;overflow-wrap:anywhere'>"
             + escape("\n".join(lines)) + "</pre></div>") if lines else ""
 
 

@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +26,9 @@ from pytest_ppsweep.folder.runfolder import (
 )
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
 from pytest_ppsweep.results.spread import spread_pct
+
+if TYPE_CHECKING:
+    from pytest_ppsweep.results.status import RunStatus
 
 # Only what the tables and verdicts read is required; the other documented columns are optional
 # so that a run written by an older or newer runstore still aggregates.
@@ -74,6 +77,9 @@ class RunMeta:
     baseline_from: str = ""
     baseline_run: str = ""
     baseline_note: str = ""
+    # The run's status as its folder says it now (results/livestatus.py; set by
+    # results/pipeline.analyse): None for a folder written before the run status existed.
+    status: RunStatus | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], default_run_id: str) -> RunMeta:

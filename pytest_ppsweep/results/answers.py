@@ -119,7 +119,8 @@ class Answer:
     def line(self) -> str:
         """One line: ``layout[prefill]: decided pp8-tp4-ep4 (fallback pp4-tp8-ep4)``."""
         where = self.workload + (f" {self.layout}" if self.layout else "")
-        what = self.kind + (f" {self.axis}" if self.axis else "")
+        what = self.kind + (f" {self.axis}" if self.axis else "") + (
+            f" {self.extra['aspect']}" if self.extra.get("aspect") else "")
         if self.status == DECIDED:
             tail = f"{self.answer}" + (f" (fallback {self.fallback})" if self.fallback else "")
         elif self.status == MEASURED:
@@ -198,7 +199,8 @@ def one_line(answers: Sequence[dict[str, Any]]) -> str:
     parts = []
     for a in answers:
         where = " ".join(str(a[k]) for k in ("workload", "layout") if a.get(k))
-        what = str(a.get("kind")) + (f" {a['axis']}" if a.get("axis") else "")
+        what = str(a.get("kind")) + (f" {a['axis']}" if a.get("axis") else "") + (
+            f" {a['aspect']}" if a.get("aspect") else "")
         status = str(a.get("status"))
         value = a.get("answer") if status == DECIDED else None
         if status == EQUIVALENT:

@@ -10,10 +10,10 @@ from pytest_ppsweep.results.answers import _REGISTERED, Answer, AnswerInput, Fin
 def finders() -> list[Finder]:
     """The built-in finders, then those added with ``answers.register``."""
     builtin: list[Finder] = [
+        sloanswer.slo_answers,  # a sweep that states an SLO asks that first: its answer leads
         questions.layout_answers,
         questions.joint_answers,
         questions.axis_answers,
-        sloanswer.slo_answers,
     ]
     return builtin + [f for f in _REGISTERED if f not in builtin]
 

@@ -6,6 +6,7 @@ call it; the views render what it returns (report/summary.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_ppsweep.results.aggregate import (
@@ -18,6 +19,7 @@ from pytest_ppsweep.results.aggregate import (
 )
 from pytest_ppsweep.results.answers import Answer, write_answers
 from pytest_ppsweep.results.finders import answer_all
+from pytest_ppsweep.results.livestatus import folder_status, rounds_of
 from pytest_ppsweep.results.questions import answer_input
 from pytest_ppsweep.results.runstatus import RunStatus, qualify
 from pytest_ppsweep.results.verdict import Verdict, judge
@@ -28,13 +30,24 @@ Analysis = tuple[RunData, Summary, tuple[Verdict, ...], list[Answer]]
 """A run folder aggregated and judged: its data, summary, verdicts and answers."""
 
 
-def analyse(run_dir: Path, data: RunData | None = None) -> Analysis:
+def analyse(run_dir: Path, data: RunData | None = None, status: RunStatus | None = None
+            ) -> Analysis:
     """Load a run folder (unless ``data`` is what was read of it already), aggregate it, judge
-    each point and answer its questions (results/finders.py)."""
+    each point and answer its questions (results/finders.py), the answers qualified by the
+    run's ``status`` (else the status its folder says now, results/livestatus.py): a running,
+    interrupted or partial run never says decided about the whole question. The status is
+    the analysed data's ``meta.status``."""
     data = load_run(run_dir) if data is None else data
+    if status is None:
+        frame = data.results
+        rounds = rounds_of({"config_id": c, "concurrency": n}
+                           for c, n in zip(frame["config_id"], frame["concurrency"], strict=True))
+        status = folder_status(data.run_dir, rounds=rounds)
+    data = replace(data, meta=replace(data.meta, status=status))
     summary = summarize_run(data)
     verdicts = judge(data, summary)
-    return data, summary, verdicts, answer_all(answer_input(data, summary, verdicts))
+    answers = answer_all(answer_input(data, summary, verdicts))
+    return data, summary, verdicts, answers if status is None else qualify(answers, status)
 
 
 def save(data: RunData, summary: Summary, answers: Sequence[Answer]) -> None:
@@ -49,11 +62,8 @@ def run_pipeline(run_dir: Path, data: RunData | None = None, status: RunStatus |
     answers.json written, an interrupted or partial run's answers qualified by its ``status``
     (results/runstatus.py); without rounds to aggregate, None and the note that says why."""
     try:
-        analysis = analyse(run_dir, data)
+        analysis = analyse(run_dir, data, status)
     except RunFolderError as exc:
         return None, f"no summary: {exc}"
-    if status is not None:
-        run, summary, verdicts, answers = analysis
-        analysis = (run, summary, verdicts, qualify(answers, status))
     save(analysis[0], analysis[1], analysis[3])
     return analysis, ""

@@ -4,67 +4,32 @@ A run is ``running`` while it measures, then ``complete`` (every point of the sw
 every C of its selection), ``partial`` (points deselected, failed or not run) or ``interrupted``
 (Ctrl-C, SIGTERM or SIGHUP ended the session). The session's state machine
 (session/runstate.py) says which; this module holds the rules that are plain data: which points
-count as measured, the status's detail for run.json, its terminal lines, and
-:func:`qualify`: an interrupted or partial run never says ``decided`` about the whole question.
+count as measured, the resume command, and :func:`qualify`: an interrupted, partial or running
+run never says ``decided`` about the whole question. The status itself (its words, its detail
+for run.json, its terminal lines) is results/status.py's, re-exported here.
 """
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
 
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV
 from pytest_ppsweep.results.answers import DECIDED, Answer
+from pytest_ppsweep.results.status import (  # re-exported: the one vocabulary
+    COMPLETE,
+    INTERRUPTED,
+    INTERRUPTED_BOOT,
+    PARTIAL,
+    RUNNING,
+    STATUSES,
+    Activity,
+    RunStatus,
+)
 
-__all__ = ["COMPLETE", "INTERRUPTED", "INTERRUPTED_BOOT", "PARTIAL", "RUNNING", "RunStatus",
-           "measured_points", "qualify", "resume_command"]
-
-RUNNING = "running"
-COMPLETE = "complete"
-PARTIAL = "partial"
-INTERRUPTED = "interrupted"
-STATUSES = (RUNNING, COMPLETE, PARTIAL, INTERRUPTED)
-# configs.csv boot_error of a layout whose boot a Ctrl-C/SIGTERM/SIGHUP stopped: not a failure
-INTERRUPTED_BOOT = "interrupted during its boot (Ctrl-C, SIGTERM or SIGHUP)"
-
-
-@dataclass(frozen=True)
-class RunStatus:
-    """The run's status and its detail: the points measured and missing (sweep order), the point
-    the run was at when interrupted, and the command that resumes it (None when complete)."""
-
-    status: str
-    measured: tuple[str, ...] = ()
-    missing: tuple[str, ...] = ()
-    interrupted_at: str | None = None
-    resume: str | None = None
-
-    @property
-    def total(self) -> int:
-        return len(self.measured) + len(self.missing)
-
-    def detail(self) -> dict[str, Any]:
-        """run.json's ``run_status_detail``."""
-        return {"measured": list(self.measured), "missing": list(self.missing),
-                "interrupted_at": self.interrupted_at, "resume": self.resume}
-
-    def lines(self) -> list[str]:
-        """The terminal's status line and, unless complete, the resume command."""
-        m, n = len(self.measured), self.total
-        if self.status == INTERRUPTED:
-            at = f" during {self.interrupted_at}" if self.interrupted_at else ""
-            head = f"run status: INTERRUPTED{at}, after {m} of {n} layouts"
-        elif self.status == PARTIAL:
-            head = f"run status: PARTIAL, {m} of {n} layouts measured"
-        else:
-            head = f"run status: {self.status.upper()}, {m} of {n} layouts measured"
-        if self.missing and self.status != COMPLETE:
-            head += f"; not measured: {', '.join(self.missing)}"
-        lines = [head]
-        if self.resume:
-            lines.append(f"resume: {self.resume}")
-        return lines
+__all__ = ["COMPLETE", "INTERRUPTED", "INTERRUPTED_BOOT", "PARTIAL", "RUNNING", "STATUSES",
+           "Activity", "RunStatus", "measured_points", "qualify", "resume_command"]
 
 
 def measured_points(order: Sequence[str], wanted: Mapping[str, Iterable[int]],
@@ -110,11 +75,12 @@ def _names(points: Sequence[str]) -> str:
 
 
 def qualify(answers: Sequence[Answer], status: RunStatus) -> list[Answer]:
-    """The answers as an interrupted or partial run may give them: an interrupted run's every
-    answer says ``interrupted`` (with what was measured and that nothing else was compared), a
-    partial run's decided answers say ``partial`` and name the points not run; a complete (or
-    running) run's answers are returned as they are."""
-    if status.status not in (INTERRUPTED, PARTIAL):
+    """The answers as an interrupted, partial or running run may give them: an interrupted
+    run's every answer says ``interrupted`` (with what was measured and that nothing else was
+    compared), a partial run's decided answers say ``partial`` and name the points not run, a
+    running run's every answer says ``running`` (what leads so far, among which points, and
+    which are not measured yet); a complete run's answers are returned as they are."""
+    if status.status not in (INTERRUPTED, PARTIAL, RUNNING):
         return list(answers)
     m, n = len(status.measured), status.total
     measured = ", ".join(status.measured) or "none"
@@ -122,6 +88,9 @@ def qualify(answers: Sequence[Answer], status: RunStatus) -> list[Answer]:
     for a in answers:
         if status.status == PARTIAL and a.status != DECIDED:
             out.append(a)
+            continue
+        if status.status == RUNNING:
+            out.append(_running(a, status))
             continue
         if m < 2:
             text = f"{measured} measured; nothing compared"
@@ -137,8 +106,33 @@ def qualify(answers: Sequence[Answer], status: RunStatus) -> list[Answer]:
         else:
             text = f"{m} of {n} layouts: {text}"
         own = str(a.extra.get("text", "")).strip()
-        extra = {**a.extra, "text": text + (f". {own}" if own else ""),
+        extra = {**a.extra, "text": text + "." + (f" {own}" if own else ""),
                  "run_status": status.status, "status_before": a.status,
                  "leader": a.answer}
         out.append(replace(a, status=status.status, answer=None, fallback=None, extra=extra))
     return out
+
+
+def _running(a: Answer, status: RunStatus) -> Answer:
+    """An answer of a run still measuring: provisional, what leads so far and among which
+    points; the points not reached yet are not measured yet, not excluded."""
+    m, n = len(status.measured), status.total
+    measured = ", ".join(status.measured) or "none"
+    rest = f"; {_names(status.missing)} not measured yet" if status.missing else ""
+    if m == 0:
+        text = "nothing measured yet"
+    elif m < 2:
+        text = f"{measured} measured; nothing compared yet{rest}"
+    elif a.status == DECIDED:
+        text = f"{a.answer} leads so far among {measured}{rest}"
+    else:
+        text = f"{a.status} so far among {measured}{rest}"
+    text = f"{m} of {n} layouts measured so far: {text}."
+    waiting = set(status.missing)
+    own = str(a.extra.get("text", "")).strip()
+    extra = {**a.extra, "text": text + (f" {own}" if own else ""), "run_status": RUNNING,
+             "status_before": a.status, "leader": a.answer}
+    excluded = tuple((p, w) for p, w in a.excluded if p not in waiting or not w.startswith(
+        (f"no {CONFIGS_CSV} row", "no rounds")))
+    return replace(a, status=RUNNING, answer=None, fallback=None, excluded=excluded,
+                   rerun=None, extra=extra)

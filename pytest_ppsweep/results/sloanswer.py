@@ -20,8 +20,10 @@ layout's search). Statuses:
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,9 @@ from pytest_ppsweep.results.answers import (
 )
 from pytest_ppsweep.results.noise import noise_pct
 
-__all__ = ["NO_LAYOUT", "answers_of", "final_values", "number",
-           "read_outcomes", "read_probes", "slo_answers", "write_if_absent"]  # fmt: skip
+__all__ = ["MOST_LOAD", "MOST_PER_GPU", "NO_LAYOUT", "Distance", "answers_of", "distances",
+           "final_values", "number", "over_text", "read_outcomes", "read_probes", "slo_answers",
+           "write_if_absent"]  # fmt: skip
 
 KIND = "slo"
 
@@ -98,32 +101,95 @@ def _how_far(probes: Sequence[Mapping[str, str]], config_id: str) -> str:
     return f"{config_id} at {first['load']} {unit}: {first['reasons'] or 'outside'}"
 
 
-def _closest(probes: Sequence[Mapping[str, str]], ids: Sequence[str]) -> str:
-    """The layout that came closest at its lowest load: the smallest measured/limit ratio."""
-    best, best_ratio = "", math.inf
+# A percentile limit a probe broke, as measure/withinslo.py words it: "TTFT p50 ≤ 5 s: measured
+# 10.1 s (40 of 40 requests over 5 s; …)" (its words may hold "; ": searched, not split)
+_BROKEN = re.compile(r"(?P<what>(?P<metric>[A-Za-z]+) p(?P<pct>\d+)) ≤ "
+                     r"(?P<limit>[0-9.eE+-]+) s: (?:unproven: )?measured (?P<got>[0-9.eE+-]+) s")
+
+
+def _sig(value: float) -> str:
+    """A figure of two significant digits (``0.02``, ``5.1``), whole from 10 on (``102``)."""
+    return f"{value:.0f}" if abs(value) >= 10 else f"{value:.2g}"
+
+
+def over_text(measured_s: float, limit_s: float) -> str:
+    """How far over its limit a value is, with the digits it takes never to read ``+0 %``:
+    ``0.02 s (+0.4 %) over the limit``."""
+    excess = measured_s - limit_s
+    pct = (measured_s / limit_s - 1.0) * 100.0 if limit_s else math.inf
+    return f"{_sig(excess)} s ({'+' if pct >= 0 else ''}{_sig(pct)} %) over the limit"
+
+
+@dataclass(frozen=True)
+class Distance:
+    """How close one layout came to the SLO: its lowest-load probe against the limit it
+    broke the most (``measured_s`` from the probe's own column where slo_probes.csv has it,
+    else from its reason's text)."""
+
+    layout: str
+    load: str
+    limit: str  # "TTFT p50 ≤ 5 s"
+    measured_s: float
+    limit_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.measured_s / self.limit_s if self.limit_s else math.inf
+
+    @property
+    def text(self) -> str:
+        """``pp2-tp16-ep4 at 0.05 req/s: TTFT p50 ≤ 5 s: measured 5.02 s, 0.02 s (+0.4 %)
+        over the limit``."""
+        return (f"{self.layout} at {self.load}: {self.limit}: measured {self.measured_s:.3g} s, "
+                f"{over_text(self.measured_s, self.limit_s)}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"layout": self.layout, "load": self.load, "limit": self.limit,
+                "measured_s": self.measured_s, "limit_s": self.limit_s,
+                "text": self.text}
+
+
+def distances(probes: Sequence[Mapping[str, str]], ids: Sequence[str]) -> list[Distance]:
+    """Per layout of ``ids`` with a probe, how close its lowest-load probe came to the limit
+    it broke the most; closest first. A layout whose probe broke no limit that has a value
+    (only the N/N rule, say) has none."""
+    out = []
     for cid in ids:
         mine = [r for r in probes if r["config_id"] == cid]
         if not mine:
             continue
         first = min(mine, key=lambda r: number(r["load"]) or 0.0)
-        ratios = []
-        for part in (first.get("reasons") or "").split("; "):
-            if "≤" in part and "measured" in part:
-                limit = number(part.split("≤")[1].split("s")[0])
-                got = number(part.split("measured")[1].strip().split(" ")[0])
-                if limit and got:
-                    ratios.append(got / limit)
-        ratio = max(ratios) if ratios else math.inf
-        if ratio < best_ratio or not best:
-            best, best_ratio = cid, ratio
-    if not best:
-        return "no probe was measured"
-    over = "" if not math.isfinite(best_ratio) else f" ({best_ratio - 1:+.0%} over the limit)"
-    return f"closest: {_how_far(probes, best)}{over}"
+        unit = "req/s" if first.get("search") == "rate" else "C"
+        load = f"{first['load']} {unit}" if unit == "req/s" else f"C={first['load']}"
+        worst: Distance | None = None
+        for found in _BROKEN.finditer(first.get("reasons") or ""):
+            limit = number(found["limit"])
+            column = f"{found['metric'].lower()}_p{found['pct']}_s"
+            got = number(first.get(column)) or number(found["got"])
+            if not limit or got is None or got <= limit:
+                continue  # not over it (a limit the data could not prove either way)
+            d = Distance(cid, load, f"{found['what']} ≤ {found['limit']} s", got, limit)
+            if worst is None or d.ratio > worst.ratio:
+                worst = d
+        if worst is not None:
+            out.append(worst)
+    return sorted(out, key=lambda d: d.ratio)
+
+
+def _closest(probes: Sequence[Mapping[str, str]], ids: Sequence[str]) -> str:
+    """The layout that came closest at its lowest load: the smallest measured/limit ratio."""
+    near = distances(probes, ids)
+    if near:
+        return f"closest: {near[0].text}"
+    tried = [cid for cid in ids if any(r["config_id"] == cid for r in probes)]
+    return f"closest: {_how_far(probes, tried[0])}" if tried else "no probe was measured"
 
 
 NO_LAYOUT = "no layout meets the SLO"
 LOAD = "sustainable load"
+# Each SLO question's own name (report/answerview.title): two questions, two titles.
+MOST_LOAD = "most load"
+MOST_PER_GPU = "most tok/s per GPU"
 
 
 def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
@@ -134,12 +200,14 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
     ranking = tuple(e["layout"] for e in meeting) + tuple(e["layout"] for e in others)
     question = f"which layout carries the most load within {slo}"
     if not meeting:
-        far = _closest(probes, [e["layout"] for e in entries])
+        ids = [e["layout"] for e in entries]
+        far = _closest(probes, ids)
         text = f"No layout meets {slo} at the lowest load searched; {far}."
         return Answer(kind=KIND, workload=workload, question=question, objective=(LOAD,),
                       status=NO_LAYOUT, ranking=ranking,
                       reasons=tuple(_how_far(probes, e["layout"]) for e in entries),
-                      extra={"slo": slo, "text": text, "layouts": entries})
+                      extra={"slo": slo, "text": text, "layouts": entries, "aspect": MOST_LOAD,
+                             "closest": [d.as_dict() for d in distances(probes, ids)]})
     best = meeting[0]
     evidence, status, why = [], DECIDED, []
     for rival in meeting[1:]:
@@ -168,7 +236,7 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
                   fallback=meeting[1]["layout"] if len(meeting) > 1 else None, ranking=ranking,
                   evidence=tuple(evidence), rerun=rerun, reasons=tuple(why),
                   extra={"slo": slo, "text": text, "layouts": entries,
-                         "best": best["layout"]})
+                         "best": best["layout"], "aspect": MOST_LOAD})
 
 
 def _per_gpu_text(entry: Mapping[str, Any]) -> str:
@@ -189,6 +257,7 @@ def _gpu_answer(workload: str, slo: str, entries: list[dict[str, Any]],
     if not scored:
         return Answer(kind=KIND, workload=workload, question=question, objective=(metric,),
                       status=NO_LAYOUT, extra={"slo": slo, "layouts": entries,
+                                               "aspect": MOST_PER_GPU,
                                                "text": f"No layout has a confirmed load "
                                                        f"within {slo}."})
     best, evidence, status = scored[0], [], DECIDED
@@ -215,7 +284,7 @@ def _gpu_answer(workload: str, slo: str, entries: list[dict[str, Any]],
                   fallback=scored[1]["layout"] if len(scored) > 1 else None, ranking=ranking,
                   evidence=tuple(evidence), rerun=rerun,
                   extra={"slo": slo, "text": text, "layouts": entries,
-                         "best": best["layout"]})
+                         "best": best["layout"], "aspect": MOST_PER_GPU})
 
 
 def answers_of(source: FolderSource) -> list[Answer]:

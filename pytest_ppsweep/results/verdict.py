@@ -33,6 +33,7 @@ from pytest_ppsweep.results.aggregate import (
 )
 from pytest_ppsweep.results.objective import label, primary_metrics, run_json, workload_objectives
 from pytest_ppsweep.results.spread import spread_pct
+from pytest_ppsweep.results.status import RUNNING
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -129,8 +130,14 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
         tuple[Verdict, ...]):
     """One verdict per configuration (sweep order) x concurrency of ``summary``; a point that
     was not selected in this run (run.json ``selected``) and has no rounds gets none.
-    ``pending``: configs.csv checks (``log_clean``) not recorded yet that do not count."""
+    ``pending``: configs.csv checks (``log_clean``) not recorded yet that do not count. While
+    the run is running (``data.meta.status``), a point not reached yet (no rounds at that C,
+    no failure recorded) is pending: no verdict, and a layout's log scan, recorded at its
+    teardown, does not count until it is recorded."""
     results, meta = data.results, data.meta
+    running = meta.status is not None and meta.status.status == RUNNING
+    if running:
+        pending = pending | {"log_clean"}
     configs = records(data.configs, "config_id")
     table = records(summary.table, "config_id", "concurrency")
     # Only rows that break the N/N rule need a text: select them once.
@@ -148,6 +155,8 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
             row = table.get((cid, conc))
             if row is None and selected is not None and conc not in selected.get(cid, ()):
                 continue  # deselected (-k, --ppsweep-config): not in this run, not judged
+            if row is None and running and (cid not in configs or not base):
+                continue  # not reached yet: pending, not INVALID
             if row is None:
                 failures.append(f"no rounds at C={conc}")
             else:

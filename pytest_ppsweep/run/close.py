@@ -61,6 +61,7 @@ def close(
     write_if_absent(store.dir, store.run_id)  # the SLO answers, unless every kind's were written
     if status is not None:
         RunJson(store).run_status(status.status, status.detail())
+        store.clear_live()  # no process of the run is busy any more
     analysis, note = summarize(store.dir, data, status)
     rows = None
     if compare_ref is not None:

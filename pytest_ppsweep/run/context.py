@@ -12,15 +12,16 @@ of its fact: :class:`Clusters` (the pool's nodes, known once a slurm allocation 
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.folder.runfolder import RunStore
+from pytest_ppsweep.folder.runfolder import LiveRecord, RunStore
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, cluster_for
 from pytest_ppsweep.measure.phases import PhaseClock
 from pytest_ppsweep.measure.snapshots import GpuSnapshots
-from pytest_ppsweep.run.live import LiveStatus, NoStatus
+from pytest_ppsweep.run.live import LiveStatus, NoStatus, Recorded
 from pytest_ppsweep.run.workloads import Workloads
 
 __all__ = ["ClusterTime", "Clusters", "RunContext"]
@@ -99,7 +100,9 @@ class RunContext:
             store=store,
             registry=registry,
             progress=progress,
-            live=live if live is not None else NoStatus(),
+            # what each layout is doing, also in the run folder (show reads it while it runs)
+            live=Recorded(live if live is not None else NoStatus(),
+                          LiveRecord(store, socket.gethostname())),
             phases=phases,
             snapshots=GpuSnapshots(store, phases, registry),
             workloads=Workloads(sweep),

@@ -4,20 +4,25 @@ plugin's progress display fills, the boot's status text and a round's progress b
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
+from pytest_ppsweep.folder.runfolder import LiveRecord
 from pytest_ppsweep.service.readiness import BootStatus
 
-__all__ = ["BAR_EVERY_S", "BAR_WIDTH", "LiveStatus", "NoStatus", "RoundBar", "boot_status",
-           "round_bar"]
+__all__ = ["BAR_EVERY_S", "BAR_WIDTH", "LiveStatus", "NoStatus", "Recorded", "RoundBar",
+           "boot_status", "round_bar"]
 
 
 class LiveStatus(Protocol):
     """Where a layout's status goes while it boots, runs a round or is torn down (the plugin's
     session.progress.Progress: a line rewritten in place on a terminal, changes in
-    progress.log)."""
+    progress.log). ``state``: the text without its clock or bar (a change of it is logged);
+    ``phase``: what the layout is doing, for the run folder's live record when ``state`` is
+    None (a round's bar: ``benchmark c8 r2/3``)."""
 
-    def status(self, key: str, text: str, *, state: str | None = None) -> None: ...
+    def status(self, key: str, text: str, *, state: str | None = None,
+               phase: str | None = None) -> None: ...
 
     def end(self, key: str) -> None: ...
 
@@ -32,7 +37,8 @@ class LiveStatus(Protocol):
 class NoStatus:
     """No live status (a run driven from a script)."""
 
-    def status(self, key: str, text: str, *, state: str | None = None) -> None:
+    def status(self, key: str, text: str, *, state: str | None = None,
+               phase: str | None = None) -> None:
         pass
 
     def end(self, key: str) -> None:
@@ -43,6 +49,47 @@ class NoStatus:
 
     def took(self, key: str, what: str, seconds: float | None) -> None:
         pass
+
+
+# The phases after which a layout is finished in its process (its live record entry goes)
+LAST_PHASES = ("teardown", "comm")
+
+
+class Recorded:
+    """A LiveStatus that also keeps the run folder's live record (folder.runfolder.LiveRecord:
+    ``metadata/live/<pid>.json``) of what each layout of this process is doing, for ``show``
+    and ``runs`` while the sweep runs; every call is passed on to ``inner``."""
+
+    def __init__(self, inner: LiveStatus, record: LiveRecord,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.inner, self.record, self.clock = inner, record, clock
+        self._phase: dict[str, str] = {}
+
+    def status(self, key: str, text: str, *, state: str | None = None,
+               phase: str | None = None) -> None:
+        self.inner.status(key, text, state=state, phase=phase)
+        said = state if state is not None else phase
+        if said:
+            head, _, detail = said.partition(" | ")
+            self._phase[key] = head
+            self.record.set(key, head, detail, self.clock())
+
+    def end(self, key: str) -> None:
+        self.inner.end(key)
+        if self._phase.get(key) in LAST_PHASES:
+            self._phase.pop(key, None)
+            self.record.done(key, self.clock())
+        else:
+            self.record.pause(key, self.clock())
+
+    def begin(self, key: str) -> None:
+        self.inner.begin(key)
+
+    def took(self, key: str, what: str, seconds: float | None) -> None:
+        self.inner.took(key, what, seconds)
+        if what == "failed":  # a failed boot: the layout runs nothing more
+            self._phase.pop(key, None)
+            self.record.done(key, self.clock())
 
 
 # A round's bar is redrawn at most this often (the per-request callback stays cheap).
@@ -92,4 +139,5 @@ class RoundBar:
             f"{self.key} {self.phase} {round_bar(self.count, self.total)} "
             f"{self.count}/{self.total} | Input TPS {'n/a' if tps is None else f'{tps:,.0f}'} "
             f"| {elapsed:.1f} s",
+            phase=self.phase,
         )

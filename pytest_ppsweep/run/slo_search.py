@@ -142,6 +142,21 @@ def replay(search: Search, recorded: list[dict[str, str]], config_id: str) -> in
     return len(recorded)
 
 
+def plan_text(slo: SloSpec, num_requests: int, repeats: int) -> str:
+    """What the search will spend, said before it starts: its probes (search, repeats, the
+    confirm round) of ``num_requests`` each and, for a rate search, how long a probe's arrivals
+    last at both ends of the range (the cluster time it asks for)."""
+    text = (f"SLO search plan: at most {slo.max_probes} search probes to bracket the load "
+            f"within {load_text(slo.precision, slo.search == 'concurrency')} {slo.unit}, then "
+            f"up to {max(repeats - 1, 0)} repeat(s) at the low end and 1 at the high end, "
+            f"{num_requests} requests a probe")
+    if slo.search == "rate":
+        text += (f"; a probe's arrivals last {num_requests / slo.low:.0f} s at "
+                 f"{load_text(slo.low, False)} req/s and {num_requests / slo.high:.0f} s at "
+                 f"{load_text(slo.high, False)} req/s (emulated or real seconds)")
+    return text
+
+
 class SloSearch:
     """The SLO search step of a run (what ``SweepRun.slo_search`` calls)."""
 
@@ -170,6 +185,7 @@ class SloSearch:
                 f"needs at least {need} requests to prove it; this workload sends "
                 f"{base.num_requests}" + ("" if base.num_requests >= need else
                                           ": every probe will be unproven, raise num_requests"))
+        self.ctx.progress(f"{cfg.id}: {plan_text(slo, base.num_requests, workload.repeats)}")
         if replay(search, recorded, cfg.id):
             self.ctx.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "
                           "the interrupted run")
@@ -229,5 +245,7 @@ def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome) -> dic
         "min": outcome.min_load, "max": outcome.max_load, "precision": outcome.precision,
         "probes": outcome.probes, "max_probes": outcome.max_probes, "repeats": outcome.repeats,
         "repeats_wanted": outcome.repeats_wanted, "confirmed": outcome.confirmed,
+        "high_outside": outcome.high_outside, "high_rounds": outcome.high_rounds,
+        "high_confirmed": outcome.high_confirmed,
         "status": outcome.status, "text": outcome.text(),
     }

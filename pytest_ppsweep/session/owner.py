@@ -24,7 +24,9 @@ every rank, reap, restore the handlers).
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,7 +210,10 @@ class SweepSession:
             nodes_known = nodes_known or not any(backends.backend_of(c).nodes_from_allocation
                                                  for c in pool)
             store.copy_matrix(matrix, sweep.shared_files)
-            RunJson(store).create(sweep, pool, ids)
+            RunJson(store).create(sweep, pool, ids, owner={
+                "host": socket.gethostname(), "pid": os.getpid(),
+                "resume": runstatus.resume_command(
+                    [str(a) for a in config.invocation_params.args], store.run_id)})
             if nodes_known:
                 setup.record_nodes(store, pool)
             if (scratch is None and config.pluginmanager.hasplugin("html")

@@ -185,7 +185,8 @@ class Progress:
         else:  # a failed boot: the layout runs no rounds
             clock.skipped(key)
 
-    def status(self, key: str, text: str, *, state: str | None = None) -> None:
+    def status(self, key: str, text: str, *, state: str | None = None,
+               phase: str | None = None) -> None:
         """The status of ``key`` (a layout) is now ``text``, followed by the sweep's position and
         ETA (``layout 3/5, ETA 12 min``) once :attr:`sweep_clock` is set. ``state`` is what
         counts as a change (``text`` without its clock or bar): a new state is logged with

@@ -79,6 +79,8 @@ SMOKES: dict[str, Smoke] = {
         r"^RESULT one repeat against two .*\| goal not decided \| ok$",
         r"^RESULT a wide point against a steady one .*\| goal not decided \| ok$")),
     "bench_sim_stream_latency": Smoke(),
+    "bench_slo_capacity": Smoke(expect=(
+        r"^RESULT true capacity, TTFT p50 ≤ 5 s", r"^RESULT low end at or below the truth, 40")),
     "bench_xdist_pool": Smoke(),
 }
 

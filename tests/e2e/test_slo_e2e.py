@@ -51,8 +51,11 @@ def test_slo_search_answers_and_draws_the_front(
                if a["kind"] == "slo"]
     assert [a["objective"] for a in answers] == [["sustainable load"], ["input_tps_per_gpu"]]
     # Each SLO answer is on the terminal once, in the Answers block (wrapped at 100 columns),
-    # after the closed-loop answer; the SLO block below it lists the searches and the front.
+    # which it leads (the question the sweep states first), each under its own title; the SLO
+    # block below it lists the searches and the front.
     block = out[out.index("\nAnswers\n"):out.index("\nSLO searches (highest load within")]
+    assert block.splitlines()[2].startswith("  [slo: most load (default)] "), block
+    assert "[slo: most tok/s per GPU (default)] " in block and "[slo (default)]" not in block
     flat = " ".join(out.split())
     for a in answers:
         assert a["status"] in ("decided", "inconclusive", "no layout meets the SLO")
@@ -62,6 +65,10 @@ def test_slo_search_answers_and_draws_the_front(
     pareto = (run / "pareto.csv").read_text().splitlines()
     assert pareto[0].startswith("config_id,gpus,source,load") and len(pareto) > 4
     html = (run / "report.html").read_text()
+    # the headline box is the SLO's answer (report/html.py; its colour: tests/browser)
+    assert '<div class="ppsweep-decision' in html
+    head = html[html.index('<div class="ppsweep-decision'):]
+    assert 'data-kind="slo"' in head[:head.index(">")], head[:300]
     assert 'id="ppsweep-pareto"' in html and 'class="slo-line"' in html
     assert html.count('class="ppsweep-chart ppsweep-slo-search"') == 1  # TTFT vs req/s
     assert "Within the SLO" in html

@@ -76,3 +76,26 @@ def test_a_verdict_for_a_load_not_asked_is_refused() -> None:
     search = Search(1.0, 2.0, 0.1, 4)
     with pytest.raises(ValueError, match="not asked"):
         search.record(1.5, True)
+
+
+def test_both_ends_of_the_bracket_are_confirmed() -> None:
+    """Issue 37 point 7: after the low end's repeats, the high end is measured once more; the
+    outcome says whether it held (every round at it outside)."""
+    search = Search(1.0, 9.0, precision=0.5, max_probes=8, repeats=3)
+    out = drive(search, lambda load, _n: load <= 4.3)
+    phases = [p.phase for p in search.probes]
+    assert phases[-1] == "confirm" and phases.count("confirm") == 1
+    assert search.probes[-1].load == out.high
+    assert out.high_confirmed and (out.high_outside, out.high_rounds) == (2, 2)
+    assert out.text().endswith("3/3 repeats within, upper end 2/2 outside)")
+    # a high end that comes back within did not hold: the bracket stands, the outcome says so
+    flaky = Search(1.0, 9.0, precision=0.5, max_probes=8, repeats=1)
+    seen: dict[float, int] = {}
+
+    def noisy(load: float, _n: int) -> bool:
+        seen[load] = seen.get(load, 0) + 1
+        return load <= 4.3 or (seen[load] == 2 and load < 4.6)
+
+    out = drive(flaky, noisy)
+    assert not out.high_confirmed and (out.high_outside, out.high_rounds) == (1, 2)
+    assert "upper end 1/2 outside" in out.text()

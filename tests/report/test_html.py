@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -141,5 +142,29 @@ def test_decision_when_nothing_is_valid(tmp_path: Path) -> None:
     html = _html(write_run(tmp_path / "run", rows, [config_row("a", 8, 4, 4, 0, 79_000,
                                                                log_clean=False)]))
     assert ('<div class="ppsweep-decision none" data-kind="layout" data-status="no valid point">'
-            '<p class="use">No layout recommended</p>') in html
+            '<p class="use">No layout recommended: no valid point</p>') in html
     assert "(0/1 points valid)" in html
+
+
+@pytest.mark.parametrize(("status", "extra", "use", "colour"), [
+    ("inconclusive", {}, "No layout decided: inconclusive", "open"),
+    ("equivalent", {"equivalent": ["pp4-tp8-ep4", "pp8-tp4-ep4"]},
+     "No single layout: pp4-tp8-ep4 = pp8-tp4-ep4 are equivalent", "open"),
+    ("measured", {}, "Measured, not compared: pp8-tp4-ep4", "open"),
+    ("no valid point", {}, "No layout recommended: no valid point", "none"),
+    ("running", {"leader": "pp8-tp4-ep4", "text": "2 of 5 layouts measured so far: …"},
+     "Running: nothing decided yet", "open"),
+    ("interrupted", {"text": "interrupted after 1 of 5 layouts: …"},
+     "Interrupted: nothing decided", "none"),
+])
+def test_an_undecided_headline_names_its_real_status(tmp_path: Path, status: str,
+                                                     extra: dict[str, object], use: str,
+                                                     colour: str) -> None:
+    """The box never says "inconclusive" for another status (issue 39)."""
+    data, summary, verdicts, answers = analyse(seed_run(tmp_path / "run"))
+    layout = next(a for a in answers if a.kind == "layout")
+    answer = replace(layout, status=status, answer="pp8-tp4-ep4" if status == "measured"
+                     else None, fallback=None, extra=extra)
+    html = "\n".join(html_summary(data, summary, verdicts, [answer]))
+    assert (f'<div class="ppsweep-decision {colour}" data-kind="layout" data-status="{status}">'
+            f'<p class="use">{use}</p>') in html

@@ -41,7 +41,7 @@ def test_an_interrupted_run_decides_nothing() -> None:
     status = RunStatus(INTERRUPTED, ("pp1",), ("pp2", "pp4", "pp8", "pp16"), "pp2", "pytest x")
     (a,) = qualify([_answer()], status)
     assert a.status == "interrupted" and a.answer is None and a.fallback is None
-    assert a.extra["text"] == "interrupted after 1 of 5 layouts: pp1 measured; nothing compared"
+    assert a.extra["text"] == "interrupted after 1 of 5 layouts: pp1 measured; nothing compared."
     assert a.extra["status_before"] == DECIDED and a.extra["leader"] == "pp8"
     (b,) = qualify([_answer(INCONCLUSIVE, None)], status)  # every answer says it
     assert b.status == "interrupted"
@@ -58,10 +58,10 @@ def test_a_partial_run_names_what_is_missing() -> None:
     status = RunStatus(PARTIAL, ("pp1", "pp4", "pp8"), ("pp2", "pp16"), None, "pytest y")
     decided, unsure = qualify([_answer(), _answer(INCONCLUSIVE, None)], status)
     assert decided.status == "partial" and decided.answer is None
-    assert decided.extra["text"] == "decided among 3 of 5 layouts: pp8; pp2 and pp16 not run"
+    assert decided.extra["text"] == "decided among 3 of 5 layouts: pp8; pp2 and pp16 not run."
     assert unsure.status == INCONCLUSIVE  # it claims nothing about the whole question
     (one,) = qualify([_answer()], RunStatus(PARTIAL, ("pp8",), ("pp1", "pp2", "pp4", "pp16")))
-    assert one.extra["text"] == "1 of 5 layouts: pp8 measured; nothing compared"
+    assert one.extra["text"] == "1 of 5 layouts: pp8 measured; nothing compared."
 
 
 def test_a_complete_run_keeps_its_answers() -> None:

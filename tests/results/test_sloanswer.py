@@ -8,9 +8,10 @@ from typing import Any
 
 from support.slo import searched as layout
 
+from pytest_ppsweep.report.answerview import title
 from pytest_ppsweep.results.answers import read_answers, write_answers
 from pytest_ppsweep.results.finders import finders
-from pytest_ppsweep.results.sloanswer import answers_of, slo_answers, write_if_absent
+from pytest_ppsweep.results.sloanswer import answers_of, over_text, slo_answers, write_if_absent
 
 
 def by_objective(run: Path) -> dict[str, dict[str, Any]]:
@@ -47,7 +48,31 @@ def test_no_layout_meets_the_slo_says_how_far_the_closest_is(tmp_path: Path) -> 
     layout(tmp_path, "pp8", None, 0.5, reason="TTFT p50 ≤ 5 s: measured 7.7 s")
     load = by_objective(tmp_path)["load"]
     assert load["status"] == "no layout meets the SLO" and load["answer"] is None
-    assert "closest: pp1 at 0.5 req/s: TTFT p50 ≤ 5 s: measured 6.59 s (+32% over" in load["text"]
+    assert ("closest: pp1 at 0.5 req/s: TTFT p50 ≤ 5 s: measured 6.59 s, 1.6 s (+32 %) over "
+            "the limit") in load["text"]
+    # each layout's distance, closest first, for the report's box and its "closest" section
+    assert [(d["layout"], d["measured_s"], d["limit_s"]) for d in load["closest"]] == [
+        ("pp1", 6.59, 5.0), ("pp8", 7.7, 5.0)]
+
+
+def test_a_value_just_over_the_limit_never_reads_plus_zero_percent(tmp_path: Path) -> None:
+    # measure/withinslo.py's words, whose own "; " must not split the reason
+    layout(tmp_path, "pp2", None, 0.5, reason=(
+        "TTFT p50 ≤ 5 s: measured 5.02 s (40 of 40 requests over 5 s; the share over it is "
+        "0.93-1.00 at 95% confidence, 0.50 allowed)"))
+    load = by_objective(tmp_path)["load"]
+    assert "measured 5.02 s, 0.02 s (+0.4 %) over the limit" in load["text"], load["text"]
+    assert "+0 %" not in load["text"] and "+0%" not in load["text"]
+    # the probe's own column, where slo_probes.csv has it, beats the reason's 3 digits
+    assert over_text(5.004, 5.0) == "0.004 s (+0.08 %) over the limit"
+    assert over_text(10.146, 5.0) == "5.1 s (+103 %) over the limit"
+
+
+def test_the_two_slo_questions_have_two_titles(tmp_path: Path) -> None:
+    layout(tmp_path, "pp4", 2.4, 2.6)
+    titles = [title(a) for a in answers_of(tmp_path)]
+    assert titles == ["slo: most load (default)", "slo: most tok/s per GPU (default)"]
+    assert len(set(titles)) == 2
 
 
 def test_the_slo_finder_is_listed_and_answers_json_is_written_once(tmp_path: Path) -> None:

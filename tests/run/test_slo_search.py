@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.slosearch import Search
-from pytest_ppsweep.run.slo_search import replay
+from pytest_ppsweep.run.slo_search import plan_text, replay
 
 LIMIT = 1.3  # a layout "within the SLO" up to this rate
 
@@ -51,3 +52,12 @@ def test_a_recorded_probe_the_search_would_not_ask_is_refused() -> None:
     with pytest.raises(ValueError, match=r"pp8: slo_probes.csv probe 2 \(search at 2.5\).*"
                                          r"changed since"):
         replay(search(), recorded, "pp8")
+
+
+def test_the_search_says_what_it_will_spend_before_it_starts() -> None:
+    """Issue 37 point 7: the probes, the requests a probe and its arrival time at both ends."""
+    slo = SloSpec(limits=(SloLimit("ttft", 50, 5.0),), low=0.05, high=2.0, precision=0.05)
+    assert plan_text(slo, 40, 3) == (
+        "SLO search plan: at most 8 search probes to bracket the load within 0.05 req/s, then "
+        "up to 2 repeat(s) at the low end and 1 at the high end, 40 requests a probe; a probe's "
+        "arrivals last 800 s at 0.05 req/s and 20 s at 2 req/s (emulated or real seconds)")
