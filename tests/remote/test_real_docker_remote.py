@@ -142,8 +142,8 @@ def _kill_node_1_mid_round(proc: subprocess.Popen[bytes], reports: Path, mark: s
         if raw is not None and raw.exists() and raw.read_text().strip():
             break
         time.sleep(0.02)
-    assert proc.poll() is None, f"the sweep ended before the round of {KILLED}"
-    assert raw is not None and raw.exists(), f"no round of {KILLED} within 900 s"
+    if proc.poll() is not None or raw is None or not raw.exists():
+        return ""  # never reached: test_a_rank_killed_mid_round_is_named_on_its_host says so
     procs = node_processes(mark, 1)
     workers = [(pid, cmd) for pid, cmd in procs if "scheduler" in cmd]
     assert procs, "no process of node 1 found"
@@ -239,6 +239,7 @@ def test_a_rank_killed_mid_round_is_named_on_its_host(docker_sweep: DockerSweep)
     round: the round is cut at once and the layout's failure names node 1 on h602's address;
     the later tests of the layout end with the same cause; its containers are gone too."""
     seen, why, text = docker_sweep.seen, docker_sweep.why, docker_sweep.out[-8000:]
+    assert docker_sweep.killed, f"no round of {KILLED} to kill a rank in:\n{text}"
     assert seen[f"test_topology[{KILLED}]"] == "passed", text
     assert seen[f"test_prefill[{KILLED}-c2]"] == "failed", f"killed {docker_sweep.killed}\n{text}"
     prefill = why[f"test_prefill[{KILLED}-c2]"]
