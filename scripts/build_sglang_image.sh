@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Groundwork of issue 38 point 1 (not wired into CI): real SGLang for CPU in a small Docker image
-# on the test hosts' dockerds, for a Docker-over-SSH sweep of the real engine.
+# Real SGLang for CPU in a small Docker image on the test hosts' dockerds, for the Docker-over-SSH
+# sweep of the real engine (tests/remote/test_real_docker_remote.py; the session fixture
+# sglang_image of tests/support/shared_fixtures.py runs this script).
 #
 #   sudo bash scripts/build_sglang_image.sh [--tag local/ppsweep-sglang-cpu:test] [--docker unix://SOCK ...] [--check]
 #
@@ -15,7 +16,9 @@
 #     -e SGLANG_USE_CPU_ENGINE=1 -e HF_HUB_OFFLINE=1 $TAG $VENV/bin/python -m sglang.launch_server ...
 #
 # The hosts h601-h604 share this machine's file system, so the same paths exist for every
-# dockerd. The last line printed is `PPSWEEP_SGLANG_IMAGE_RUN=<those docker run options>`.
+# dockerd. The last lines printed are `PPSWEEP_SGLANG_IMAGE=<tag>`,
+# `PPSWEEP_SGLANG_IMAGE_MOUNTS=<the three read-only mounts, comma-separated, as a cluster's
+# mounts key takes them>` and `PPSWEEP_SGLANG_IMAGE_RUN=<those docker run options>`.
 # --check runs `import sglang` in the image on the first dockerd (about 10 s) and fails if it
 # does not print the provisioned version.
 set -euo pipefail
@@ -86,4 +89,5 @@ if [ "$CHECK" = 1 ]; then
   say "checked: sglang $got imports in $TAG with the environment mounted read-only"
 fi
 echo "PPSWEEP_SGLANG_IMAGE=$TAG"
+echo "PPSWEEP_SGLANG_IMAGE_MOUNTS=$VENV:$VENV:ro,$PYTHON_HOME:$PYTHON_HOME:ro,$MODELS:$MODELS:ro"
 echo "PPSWEEP_SGLANG_IMAGE_RUN=$RUN_OPTS"

@@ -4,8 +4,9 @@ A backend answers every question the rest of the package used to answer by testi
 ``cluster.kind`` or ``cluster.launcher``: how to run a command on a node (``host``), how to start
 a rank (``launcher``), where the nodes come from (an allocation or the sweep file), how leftovers
 of earlier runs are found, where the profiler's traces are written and how they come back,
-whether one nvidia-smi call answers for every node, what the preflight checks on a node, where
-the server flags can be checked without a connection, and what the dry run says about it.
+whether one nvidia-smi call answers for every node, what the preflight checks on a node, and
+where the engine runs a short command as rank 0 would (the server-flag check: its interpreter,
+environment, image and mounts on node 0), and whether the dry run may run it there.
 The code that does the checking lives in the modules that use the answers (cluster/preflight.py,
 reap.py, nodeinfo.py import this one, never the other way).
 
@@ -19,22 +20,23 @@ One module per kind subclasses it (``kind_local``, ``kind_ssh``, ``kind_slurm``,
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
+from pytest_ppsweep.cluster.base import CommandHost, CommandResult, HostError, Launcher
 from pytest_ppsweep.cluster.ports import listeners
+from pytest_ppsweep.cluster.rankspec import with_env
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
 HOSTS_PLACEHOLDER = "{hosts}"
 
-# one preflight check of a node (cluster/preflight.py: CHECKS): the server module imports (and,
-# on node 0, takes the sweep's flags), the image is there, the server flags in the image, Pyxis
-# works, the model path and devices exist, the GPUs are idle, the ports are free (asked of the
-# node, or read from this machine's /proc)
-NodeCheck = Literal["module", "image", "image_flags", "pyxis", "paths", "gpus", "ports",
+# one preflight check of a node (cluster/preflight.py: CHECKS): the server module imports in every
+# rank environment, the image is there, the server's parser takes the sweep's flags (node 0,
+# where the engine runs: run_engine), Pyxis works, the model path and devices exist, the GPUs
+# are idle, the ports are free (asked of the node, or read from this machine's /proc)
+NodeCheck = Literal["module", "image", "flags", "pyxis", "paths", "gpus", "ports",
                     "local_ports"]
 
 
@@ -56,13 +58,10 @@ class Backend:
     # runs that would collide with this cluster's ports (a machine others share, whose ranks
     # die with this process: local processes)
     reaps_by_label: ClassVar[bool] = True
-    # the server flags can be checked on this machine without a connection (the dry run)
-    flags_here: ClassVar[bool] = False
-    # where the preflight checks the server flags against the engine's own parser ("": it
-    # cannot before launch, see flags_unchecked)
-    flags_where: ClassVar[str] = ""
-    # why the flags cannot be checked before launch (when flags_where is "")
-    flags_unchecked: ClassVar[str] = "this kind has no way to read the server's parser"
+    # where the server's own parser runs for the flag check (run_engine), in words
+    flags_where: ClassVar[str] = "on node 0, with the ranks' interpreter and environment"
+    # why the dry run cannot run the server's parser ("": it can, asking node 0 only)
+    dry_run_flags_unavailable: ClassVar[str] = ""
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
@@ -154,17 +153,26 @@ class Backend:
         each rank's command itself."""
         return []
 
-    def flag_check_line(self) -> str | None:
-        """The dry run's word on the server-flag check where the dry run itself cannot make it
-        (it connects to nothing): where the preflight makes it, or why nothing can before
-        launch. None where the dry run checks them here (``flags_here``)."""
-        if self.flags_here:
-            return None
-        where = f"cluster {self.cluster.name!r}: server flags"
-        if self.flags_where:
-            return (f"{where} are not checked by the dry run (it connects to nothing); the "
-                    f"preflight checks them {self.flags_where}")
-        return f"{where} cannot be checked before launch: {self.flags_unchecked}"
+    # -- where the engine runs (the server-flag check) ------------------------------------------
+
+    def engine_id(self, sweep: Sweep) -> Hashable:
+        """What the engine's parser depends on besides the interpreter and module: node 0
+        (processes on its file system), or the image (containers): the flag check runs once
+        per engine id in a run."""
+        return (self.kind, self.cluster.rank0().address)
+
+    def engine_where(self, sweep: Sweep) -> str:
+        """Where :meth:`run_engine` runs, in words."""
+        host = self.cluster.rank0()
+        return f"on node 0 {host.name} ({host.address})"
+
+    def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
+                   registry: Registry, timeout: float, node: Host | None = None
+                   ) -> CommandResult:
+        """``argv`` where a rank's engine runs (``node``, node 0 by default), as the rank would
+        get it: on its node, with ``env`` (containers: in the image, with the ranks' mounts). A
+        HostError when it cannot be run there at all."""
+        return self.host(node or self.cluster.rank0(), registry).run(with_env(env, argv), timeout)
 
 
 def remote_listing(host: CommandHost, folder: str) -> dict[str, int]:

@@ -32,7 +32,7 @@ from docker.transport import SSHHTTPAdapter
 from docker.transport.sshconn import SSHConnectionPool
 from docker.types import DeviceRequest
 
-from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.base import CommandResult, HostError
 from pytest_ppsweep.cluster.labels import CONFIG_LABEL, NODE_RANK_LABEL, RUN_LABEL
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.ssh import HostConnectionError, SshSettings, describe_connect_error
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
 
 DEFAULT_SHM_SIZE = "32g"
+# the label of a throwaway container (run_once: the flag check, the versions): not a rank
+METADATA_LABEL = "ppsweep.metadata"
 _NAME_SAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 _CONNECT_ERRORS = (paramiko.SSHException, OSError, EOFError)
 
@@ -356,12 +358,7 @@ class DockerLauncher:
 
     def run_kwargs(self, spec: RankSpec, labels: Mapping[str, str]) -> dict[str, Any]:
         """Everything ``containers.run`` gets besides image and command."""
-        volumes: dict[str, dict[str, str]] = {}
-        if self.model_path:
-            volumes[self.model_path] = {"bind": self.model_path, "mode": "ro"}
-        for mount in self.cluster.mounts:
-            host, bind = mount_spec(mount)
-            volumes[host] = bind
+        volumes = self.volumes()
         return {
             "name": container_name(labels),
             "labels": {k: str(v) for k, v in labels.items()},
@@ -375,6 +372,45 @@ class DockerLauncher:
             "environment": dict(spec.env),
             "volumes": volumes,
         }
+
+    def volumes(self) -> dict[str, dict[str, str]]:
+        """The ranks' bind mounts: the model path read-only, the cluster's ``mounts``."""
+        volumes: dict[str, dict[str, str]] = {}
+        if self.model_path:
+            volumes[self.model_path] = {"bind": self.model_path, "mode": "ro"}
+        for mount in self.cluster.mounts:
+            host, bind = mount_spec(mount)
+            volumes[host] = bind
+        return volumes
+
+    def run_once(self, host: str, address: str, argv: Sequence[str], env: Mapping[str, str],
+                 timeout: float) -> CommandResult:
+        """``docker run --rm IMAGE argv`` on one node, as a rank's container gets it (the
+        image's entrypoint, the ranks' mounts and environment) but without network, GPUs or
+        devices: a short look inside the image (the server's parser). Created, not run: a
+        missing image is an error, never a pull. The container is removed in every case."""
+        client = self.client(host, address)
+        try:
+            container = client.containers.create(
+                self.image, list(argv), environment=dict(env), volumes=self.volumes(),
+                labels={METADATA_LABEL: "1"}, network_mode="none")
+        except ImageNotFound:
+            raise HostError(f"host {host}: image {self.image} is not present") from None
+        except (DockerException, *_CONNECT_ERRORS) as exc:
+            raise HostError(f"host {host}: cannot create a container of {self.image}: "
+                            f"{exc}") from None
+        try:
+            container.start()
+            status = int(container.wait(timeout=timeout)["StatusCode"])
+            out = container.logs(stdout=True, stderr=False).decode(errors="replace")
+            err = container.logs(stdout=False, stderr=True).decode(errors="replace")
+        except (DockerException, *_CONNECT_ERRORS) as exc:
+            raise HostError(f"host {host}: `{shlex.join(argv[:2])} …` in {self.image} did not "
+                            f"finish (waited at most {timeout:.0f} s): {exc}") from None
+        finally:
+            with contextlib.suppress(DockerException, *_CONNECT_ERRORS):
+                container.remove(force=True)
+        return CommandResult(host, tuple(argv), status, out, err)
 
     def docker_run_line(self, spec: RankSpec, labels: Mapping[str, str]) -> str:
         """The equivalent ``docker run`` command, secret values redacted."""

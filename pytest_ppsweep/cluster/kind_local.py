@@ -17,7 +17,7 @@ class LocalProcessBackend(Backend):
     on_this_machine = True
     shares_files = True
     reaps_by_label = False
-    flags_here = True
+    flags_where = "on this machine, with the ranks' interpreter and environment"
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         return LocalHost(host.name, host.address)
@@ -27,4 +27,4 @@ class LocalProcessBackend(Backend):
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         # one machine: the module is looked for once
-        return ("module", "local_ports") if rank0 else ("local_ports",)
+        return ("module", "flags", "local_ports") if rank0 else ("local_ports",)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.cluster.backend import Backend, NodeCheck, local_listing
-from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
+from pytest_ppsweep.cluster.base import CommandHost, CommandResult, HostError, Launcher
 from pytest_ppsweep.cluster.hosts import LocalHost
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Host, Sweep
@@ -67,6 +67,22 @@ class LocalDockerBackend(Backend):
     in_containers = True
     flags_where = "in the image on this machine's dockerd (a throwaway container)"
 
+    def engine_id(self, sweep: Sweep) -> Hashable:
+        return ("image", sweep.image)
+
+    def engine_where(self, sweep: Sweep) -> str:
+        return f"in image {sweep.image} on this machine's dockerd"
+
+    def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
+                   registry: Registry, timeout: float, node: Host | None = None
+                   ) -> CommandResult:
+        from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
+
+        launcher = DockerLauncher(self.cluster, sweep.image, sweep.model_path, sweep.devices,
+                                  registry, daemons=LocalDaemon(registry))
+        host = node or self.cluster.rank0()
+        return launcher.run_once(host.name, host.address, argv, env, timeout)
+
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         return LocalHost(host.name, host.address)
 
@@ -94,5 +110,5 @@ class LocalDockerBackend(Backend):
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         # one machine: its image, paths and GPUs are looked at once
         if rank0:
-            return ("image", "image_flags", "paths", "gpus", "local_ports")
+            return ("image", "flags", "paths", "gpus", "local_ports")
         return ("local_ports",)

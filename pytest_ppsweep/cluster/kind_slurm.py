@@ -5,12 +5,13 @@ that image through Pyxis (:class:`SlurmPyxisBackend`)."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from pytest_ppsweep.cluster.backend import Backend, NodeCheck
-from pytest_ppsweep.cluster.base import CommandHost, HostError, Launcher
+from pytest_ppsweep.cluster.base import CommandHost, CommandResult, HostError, Launcher
+from pytest_ppsweep.cluster.rankspec import with_env
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.slurm import (
     SlurmLauncher,
@@ -38,6 +39,8 @@ class SlurmBackend(Backend):
     launcher_name = "process"
     nodes_from_allocation = True
     flags_where = "in a step on node 0 of the allocation"
+    dry_run_flags_unavailable = ("a step needs the run's allocation, and the dry run asks Slurm "
+                                 "for nothing")
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         # a one-task step on the node, in the run's allocation (cluster/slurm.py)
@@ -65,6 +68,8 @@ class SlurmBackend(Backend):
             raise HostError(f"cannot fetch its traces: {exc}") from None
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
+        if rank0:  # the server's own parser, once, in a step on node 0 (run_engine)
+            return ("module", "flags", "paths", "gpus", "ports")
         return ("module", "paths", "gpus", "ports")
 
     def dry_run_lines(self, sweep: Sweep) -> list[str]:
@@ -103,10 +108,22 @@ class SlurmBackend(Backend):
 
 class SlurmPyxisBackend(SlurmBackend):
     """Slurm steps in ``container_image`` through Pyxis."""
-    flags_where = ""
-    flags_unchecked = ("the server module is in the container image, which only a step opens "
-                       "(Pyxis); the preflight checks Pyxis itself, and a flag mistake fails at "
-                       "boot")
+
+    flags_where = "in the container image, in a step on node 0 of the allocation (Pyxis)"
+
+    def engine_id(self, sweep: Sweep) -> Hashable:
+        return ("pyxis", self.cluster.container_image)
+
+    def engine_where(self, sweep: Sweep) -> str:
+        host = self.cluster.rank0()
+        return (f"in container image {self.cluster.container_image} on node 0 {host.name} "
+                f"({host.address}), a Slurm step through Pyxis")
+
+    def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
+                   registry: Registry, timeout: float, node: Host | None = None
+                   ) -> CommandResult:
+        step = SlurmNodeHost(self.cluster, node or self.cluster.rank0(), in_image=True)
+        return step.run(with_env(env, argv), timeout)
 
     def _image_lines(self) -> list[str]:
         c = self.cluster
@@ -116,9 +133,12 @@ class SlurmPyxisBackend(SlurmBackend):
                 "--container-image"]
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
-        # the module lives in the image, which only a step can open: Pyxis is checked (once,
-        # on node 0's line) instead; paths, GPUs and ports as on any node
-        return ("pyxis", "paths", "gpus", "ports") if rank0 else ("paths", "gpus", "ports")
+        # the module lives in the image, which only a step opens: Pyxis is checked, then the
+        # server's parser runs in the image (once, on node 0); paths, GPUs and ports as on any
+        # node
+        if rank0:
+            return ("pyxis", "flags", "paths", "gpus", "ports")
+        return ("paths", "gpus", "ports")
 
 
 def slurm_backend(cluster: Cluster) -> SlurmBackend:

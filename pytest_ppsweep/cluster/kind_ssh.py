@@ -4,10 +4,11 @@ cluster/ssh_launcher.py) or as containers through the docker SDK over ``ssh://``
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 from pytest_ppsweep.cluster.backend import Backend, NodeCheck
-from pytest_ppsweep.cluster.base import CommandHost, Launcher
+from pytest_ppsweep.cluster.base import CommandHost, CommandResult, Launcher
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Host, Sweep
 
@@ -27,6 +28,8 @@ class _SshBackend(Backend):
     start_check: NodeCheck  # the server can start on the node: its module or its image
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
+        if rank0:  # the server's own parser, once (run_engine)
+            return (self.start_check, "flags", "paths", "gpus", "ports")
         return (self.start_check, "paths", "gpus", "ports")
 
 
@@ -51,6 +54,23 @@ class SshDockerBackend(_SshBackend):
     start_check = "image"
     flags_where = "in the image on node 0 (a throwaway container, over SSH)"
 
+    def engine_id(self, sweep: Sweep) -> Hashable:
+        return ("image", sweep.image)
+
+    def engine_where(self, sweep: Sweep) -> str:
+        host = self.cluster.rank0()
+        return f"in image {sweep.image} on node 0 {host.name} ({host.address})"
+
+    def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
+                   registry: Registry, timeout: float, node: Host | None = None
+                   ) -> CommandResult:
+        from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
+
+        launcher = DockerLauncher(self.cluster, sweep.image, sweep.model_path, sweep.devices,
+                                  registry, daemons=self.daemons(registry))
+        host = node or self.cluster.rank0()
+        return launcher.run_once(host.name, host.address, argv, env, timeout)
+
     def daemons(self, registry: Registry) -> Any:
         """Each node's dockerd, over ``ssh://`` with the cluster's key and known_hosts."""
         from pytest_ppsweep.cluster.docker_launcher import SshDaemons
@@ -69,8 +89,3 @@ class SshDockerBackend(_SshBackend):
             return DockerLauncher(self.cluster, registry=registry, daemons=self.daemons(registry))
         return DockerLauncher(self.cluster, sweep.image, sweep.model_path, sweep.devices,
                               registry, daemons=self.daemons(registry))
-
-    def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
-        checks = super().node_checks(rank0)
-        # the server's own argument list, once
-        return (*checks[:1], "image_flags", *checks[1:]) if rank0 else checks

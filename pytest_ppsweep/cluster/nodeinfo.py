@@ -54,11 +54,6 @@ def rank_envs(sweep: Sweep, cluster: Cluster, host: Host) -> list[dict[str, str]
     return envs or [{}]
 
 
-def with_env(env: Mapping[str, str], argv: list[str]) -> list[str]:
-    """``env K=V … argv``: what the launchers put around a rank (ssh_launcher's script too)."""
-    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else argv
-
-
 def hide_secrets(text: str, env: Mapping[str, str]) -> str:
     """``text`` with the value of every secret-looking variable of ``env`` scrubbed."""
     for key, value in env.items():
@@ -108,50 +103,40 @@ def _gpus(cluster: Cluster, host: Host, registry: Registry) -> list[dict[str, An
     return gpus
 
 
-def _versions_in_container(
-    cluster: Cluster, host: Host, image: str, registry: Registry
-) -> dict[str, Any]:
+def _image_facts(cluster: Cluster, host: Host, image: str, registry: Registry) -> dict[str, Any]:
+    """The image as the node's dockerd has it (id, digests, created) and that daemon's version."""
     from docker.errors import DockerException
 
     client = docker_for(cluster, host, registry)
-    out: dict[str, Any] = {}
     try:
         img = client.images.get(image)
-        out["image_id"] = img.id
-        out["image_digests"] = list(img.attrs.get("RepoDigests") or [])
-        out["image_created"] = img.attrs.get("Created")
-        raw = client.containers.run(
-            image,
-            ["-c", VERSIONS_SCRIPT, cluster.server_module],
-            entrypoint=[cluster.python or "python3"],
-            remove=True,
-            network_mode="none",
-            labels={"ppsweep.metadata": "1"},
-        )
-        out.update(json.loads(raw.decode().strip().splitlines()[-1]))
-        out["docker_server_version"] = client.version().get("Version")
-    except (DockerException, ValueError, IndexError) as exc:
-        out["error"] = str(exc)[:300]
-    return out
+        return {"image_id": img.id, "image_digests": list(img.attrs.get("RepoDigests") or []),
+                "image_created": img.attrs.get("Created"),
+                "docker_server_version": client.version().get("Version")}
+    except DockerException as exc:
+        return {"error": str(exc)[:300]}
 
 
-def _versions_on_host(
-    sweep: Sweep, cluster: Cluster, host: Host, registry: Registry
-) -> dict[str, Any]:
+def _versions(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> dict[str, Any]:
+    """The server module's and SGLang's versions where the node's rank runs (its interpreter,
+    environment; in the image with the ranks' mounts on container kinds)."""
+    rank = cluster.hosts.index(host)
+    config = next((c for c in sweep.configs if cluster.fits(c)), sweep.configs[0])
     try:
-        env = rank_envs(sweep, cluster, host)[0]  # where the ranks find the server module
+        spec = rank_specs(sweep, cluster, config)[rank]  # where the ranks find the module
     except ValueError:
-        env = {}
-    argv = with_env(env, [node_python(cluster), "-c", VERSIONS_SCRIPT, cluster.server_module])
+        return {"error": "the ranks' environment cannot be filled in"}
+    argv = [spec.argv[0], "-c", VERSIONS_SCRIPT, cluster.server_module]
     try:
-        res = host_for(cluster, host, registry).run(argv, 120)
+        res = backend_of(cluster).run_engine(sweep, argv, spec.env, registry, 120, node=host)
     except HostError as exc:
-        raise type(exc)(hide_secrets(str(exc), env)) from None
+        raise type(exc)(hide_secrets(str(exc), spec.env)) from None
     try:
         parsed: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
         return parsed
     except (ValueError, IndexError):
-        return {"error": f"exit {res.exit_status}: {hide_secrets(res.stderr.strip()[:300], env)}"}
+        return {"error": f"exit {res.exit_status}: "
+                         f"{hide_secrets(res.stderr.strip()[:300], spec.env)}"}
 
 
 def _node_metadata(
@@ -166,9 +151,8 @@ def _node_metadata(
         drivers = sorted({g["driver_version"] for g in node["gpus"]})
         node["driver_version"] = drivers[0] if len(drivers) == 1 else drivers
         if backend_of(cluster).in_containers:
-            node.update(_versions_in_container(cluster, host, sweep.image, registry))
-        else:
-            node.update(_versions_on_host(sweep, cluster, host, registry))
+            node.update(_image_facts(cluster, host, sweep.image, registry))
+        node.update(_versions(sweep, cluster, host, registry))
     except HostError as exc:
         node["error"] = str(exc)
     return node

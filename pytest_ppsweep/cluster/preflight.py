@@ -6,8 +6,11 @@ message lists them all and nothing is booted until they are fixed:
 * the server can start: the image is present (docker) or ``python -m <server_module>`` is
   importable (process) by the ranks' interpreter in the ranks' environment;
 * the model path and every device of ``[sweep] devices`` exist on the node;
-* node 0's server module accepts every server flag and ``[axes]`` key of the sweep, and every
-  enumerated value is one of its choices (:mod:`~pytest_ppsweep.cluster.serverflags`);
+* the server's own parser, run where the engine runs (the backend's ``run_engine``: on node 0
+  with the ranks' interpreter and environment, in the image on node 0, in a Pyxis step on node
+  0), accepts every server flag and ``[axes]`` key of the sweep, and every enumerated value is
+  one of its choices (:mod:`~pytest_ppsweep.cluster.serverflags`); once per engine (image) in a
+  run, and in the dry run too (:func:`dry_run_flags`);
 * the GPUs are idle (no compute process in ``nvidia-smi``; the emulator's shim stands in);
 * nothing answers on the HTTP port (nor on the rendezvous port of node 0) yet.
 
@@ -30,6 +33,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
+from pytest_ppsweep.cluster import serverflags
 from pytest_ppsweep.cluster.backend import NodeCheck
 from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
@@ -39,15 +43,15 @@ from pytest_ppsweep.cluster.nodeinfo import (
     node_python,
     rank_envs,
     smi_command,
-    with_env,
 )
 from pytest_ppsweep.cluster.ports import listeners
+from pytest_ppsweep.cluster.rankspec import rank_specs, with_env
 from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.slurm import check_pyxis
 from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
-from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+from pytest_ppsweep.matrix.model import Cluster, Config, Host, Sweep
 
-__all__ = ["PreflightError", "check", "local_flags", "message", "require"]
+__all__ = ["PreflightError", "check", "dry_run_flags", "message", "read_server_flags", "require"]
 
 APPS_QUERY = ("--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader")
 _IMPORTABLE = (
@@ -82,21 +86,16 @@ def check_image(cluster: Cluster, host: Host, image: str, registry: Registry) ->
     return []
 
 
-def check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry,
-                  rank0: bool = False) -> list[str]:
-    """The server module is importable in every rank environment; on node 0 the same start of
-    the interpreter reads its argument list and checks the sweep's flags against it
-    (:mod:`~pytest_ppsweep.cluster.serverflags`)."""
-    from pytest_ppsweep.cluster import serverflags
-
+def check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> list[str]:
+    """The server module is importable in every rank environment (its flags: the "flags"
+    check, :func:`read_server_flags`)."""
     python = node_python(cluster)
     try:
         envs = rank_envs(sweep, cluster, host)
     except ValueError as exc:  # a placeholder of an environment value that cannot be filled
         return [str(exc)]
-    for n, env in enumerate(envs):
-        script = serverflags.ARGS_SCRIPT if rank0 and n == 0 else _IMPORTABLE
-        argv = with_env(env, [python, "-c", script, cluster.server_module])
+    for env in envs:
+        argv = with_env(env, [python, "-c", _IMPORTABLE, cluster.server_module])
         try:
             res = host_for(cluster, host, registry).run(argv, 180)
         except HostError as exc:
@@ -106,13 +105,9 @@ def check_module(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry,
             where += f" (PYTHONPATH={env['PYTHONPATH']})"
         if res.exit_status == serverflags.NOT_IMPORTABLE:
             return [f"server module {cluster.server_module} is not importable by {python}{where}"]
-        if res.exit_status not in (serverflags.DUMPED, serverflags.NO_PARSER):
+        if not res.ok:
             stderr = hide_secrets(res.stderr.strip()[:200], env)
             return [f"{python} cannot run (exit {res.exit_status}): {stderr}"]
-        if script is serverflags.ARGS_SCRIPT:
-            flags = serverflags.parse_dump(cluster.server_module, res.stdout)
-            if flags is not None:
-                return serverflags.check(sweep, flags)
     return []
 
 
@@ -206,15 +201,45 @@ def check_local_ports(cluster: Cluster, host: Host, rank0: bool) -> list[str]:
     return problems
 
 
-def check_image_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> list[str]:
-    """Server flags, ``[axes]`` keys and enumerated values against the parser of the server
-    module in the image (:mod:`~pytest_ppsweep.cluster.serverflags`)."""
-    from pytest_ppsweep.cluster import serverflags
+FLAGS_TIMEOUT_S = 300.0  # importing a real engine (torch, ...) on a busy node
 
-    if not sweep.image:
-        return []  # the sweep file's check names the missing image
-    flags = serverflags.read_in_image(sweep, cluster, registry)
-    return serverflags.check(sweep, flags) if flags is not None else []
+
+def read_server_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> serverflags.FlagsRead:
+    """The server's own argument list, read by its parser where the engine runs (the backend's
+    ``run_engine``: rank 0's interpreter, environment, image and mounts on node 0), once per
+    engine in a run (``registry.once``: clusters of one image share it). A node that cannot be
+    asked gives a read that says why (``unchecked``)."""
+    backend = backend_of(cluster)
+    where = backend.engine_where(sweep)
+    try:
+        spec = rank_specs(sweep, cluster, _first_fitting(sweep, cluster))[0]
+    except ValueError as exc:  # a placeholder that cannot be filled: the module check says so
+        return serverflags.FlagsRead(where, unchecked=str(exc))
+    python = spec.argv[0]
+    key = ("server-flags", backend.engine_id(sweep), cluster.server_module, python,
+           spec.env.get("PYTHONPATH", ""))
+
+    def read() -> serverflags.FlagsRead:
+        argv = serverflags.probe_argv(python, cluster.server_module)
+        try:
+            res = backend.run_engine(sweep, argv, spec.env, registry, FLAGS_TIMEOUT_S)
+        except HostError as exc:
+            return serverflags.FlagsRead(where, unchecked=hide_secrets(str(exc), spec.env))
+        return serverflags.read_back(cluster.server_module, python, where, res.exit_status,
+                                     res.stdout, hide_secrets(res.stderr, spec.env))
+
+    return registry.once(key, read)
+
+
+def _first_fitting(sweep: Sweep, cluster: Cluster) -> Config:
+    return next((c for c in sweep.configs if cluster.fits(c)), sweep.configs[0])
+
+
+def check_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> list[str]:
+    """The sweep's server flags, ``[axes]`` keys and enumerated values against the server's
+    parser (:func:`read_server_flags`); a parser that could not be reached is not a problem here
+    (the node's other checks say why: its connection, its image, Pyxis)."""
+    return read_server_flags(sweep, cluster, registry).problems(sweep)
 
 
 def _pyxis(cluster: Cluster) -> list[str]:
@@ -225,9 +250,9 @@ def _pyxis(cluster: Cluster) -> list[str]:
 # what each check a backend names does (backend.NodeCheck): (sweep, cluster, host, registry,
 # rank0) → problems
 CHECKS: Mapping[NodeCheck, Callable[[Sweep, Cluster, Host, Registry, bool], list[str]]] = {
-    "module": lambda s, c, h, r, rank0: check_module(s, c, h, r, rank0),
+    "module": lambda s, c, h, r, rank0: check_module(s, c, h, r),
     "image": lambda s, c, h, r, rank0: check_image(c, h, s.image, r),
-    "image_flags": lambda s, c, h, r, rank0: check_image_flags(s, c, r),
+    "flags": lambda s, c, h, r, rank0: check_flags(s, c, r),
     "pyxis": lambda s, c, h, r, rank0: _pyxis(c),
     "paths": lambda s, c, h, r, rank0: check_paths(c, h, s, r),
     "gpus": lambda s, c, h, r, rank0: check_gpus(c, h, r),
@@ -242,10 +267,11 @@ def _check_node(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) 
         return text.split(": ", 1)[1] if text.startswith(f"host {host.name}") else text
 
     rank0 = host == cluster.rank0()
-    checks = [partial(CHECKS[name], sweep, cluster, host, registry, rank0)
-              for name in backend_of(cluster).node_checks(rank0)]
     problems: list[str] = []
-    for one in checks:
+    for name in backend_of(cluster).node_checks(rank0):
+        if name == "flags" and problems:
+            continue  # the engine cannot start there (module, image): its parser neither
+        one = partial(CHECKS[name], sweep, cluster, host, registry, rank0)
         try:
             problems += one()
         except HostConnectionError as exc:
@@ -267,16 +293,26 @@ def check(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> l
     ]
 
 
-def local_flags(sweep: Sweep, cluster: Cluster) -> list[str]:
-    """The server flags checked against the server module's own parser where that needs no
-    connection (the backend says where: a local cluster's module on this machine, e.g. the
-    emulator), as the preflight's node-0 check does; [] elsewhere. The dry run's flag check."""
-    if not backend_of(cluster).flags_here:
-        return []
+def dry_run_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> tuple[list[str], str]:
+    """The dry run's flag check: the server's parser run where the engine runs, as the
+    preflight does (the only thing the dry run asks of a node), unless the backend says the
+    dry run cannot (Slurm: a step needs the run's allocation). Returns the problems
+    (``"<node> (<address>): <problem>"``) and the dry run's line: what was checked where, or
+    why it was not and where the preflight checks it. Never silently skipped."""
+    backend = backend_of(cluster)
+    name = f"cluster {cluster.name!r}: server flags"
+    later = f"; the preflight checks them {backend.flags_where}"
+    if backend.dry_run_flags_unavailable:
+        return [], f"{name} not checked by the dry run: {backend.dry_run_flags_unavailable}{later}"
+    read = read_server_flags(sweep, cluster, registry)
     host = cluster.rank0()
-    with temporary(None) as reg:
-        return [f"{host.name} ({host.address}): {p}"
-                for p in check_module(sweep, cluster, host, reg, rank0=True)]
+    problems = [f"{host.name} ({host.address}): {p}" for p in read.problems(sweep)]
+    if read.flags is not None:
+        return problems, (f"{name}, [axes] keys and choices checked against "
+                          f"{read.flags.module}'s own argument parser {read.where}")
+    if read.unchecked:
+        return problems, f"{name} not checked by the dry run: {read.unchecked}{later}"
+    return problems, f"{name} not checked: {read.problem}"
 
 
 def message(cluster: Cluster, problems: Sequence[str]) -> str:

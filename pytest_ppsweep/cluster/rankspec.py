@@ -120,5 +120,10 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
     return specs
 
 
+def with_env(env: Mapping[str, str], argv: Sequence[str]) -> list[str]:
+    """``env K=V … argv``: what the launchers put around a rank (ssh_launcher's script too)."""
+    return ["env", *(f"{k}={v}" for k, v in env.items()), *argv] if env else list(argv)
+
+
 def describe(specs: Sequence[RankSpec]) -> str:
     return ", ".join(f"node{s.node_rank}={s.address}" for s in specs)

@@ -1,4 +1,5 @@
-"""What one run holds open on the nodes: live ranks and shared connections.
+"""What one run holds open on the nodes: live ranks and shared connections (and the few facts
+of the nodes a run learns once: the server's argument list per image).
 
 A :class:`Registry` is created by whoever drives a run (the plugin's session, a script) and
 passed down to the services and backends; nothing of it is a process global. Its
@@ -17,7 +18,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from pytest_ppsweep.cluster.base import RankHandle
 
@@ -29,6 +30,7 @@ class Closeable(Protocol):
 
 
 C = TypeVar("C", bound=Closeable)
+T = TypeVar("T")
 
 
 class Registry:
@@ -39,6 +41,8 @@ class Registry:
         self._lock = threading.Lock()
         self._ranks: set[RankHandle] = set()
         self._conns: dict[Hashable, Closeable] = {}
+        self._facts: dict[Hashable, Any] = {}
+        self._fact_locks: dict[Hashable, threading.Lock] = {}
         self._atexit = False
 
     # -- ranks --------------------------------------------------------------------------------
@@ -108,6 +112,24 @@ class Registry:
         for conn in conns:
             with contextlib.suppress(Exception):
                 conn.close()
+
+    # -- facts learnt once -----------------------------------------------------------------------
+
+    def once(self, key: Hashable, learn: Callable[[], T]) -> T:
+        """What ``learn`` answers for ``key``, asked once in this run (a second caller of the
+        same key waits for the first's answer): the server's argument list per image."""
+        with self._lock:
+            if key in self._facts:
+                return cast(T, self._facts[key])
+            lock = self._fact_locks.setdefault(key, threading.Lock())
+        with lock:
+            with self._lock:
+                if key in self._facts:
+                    return cast(T, self._facts[key])
+            fact = learn()
+            with self._lock:
+                self._facts[key] = fact
+            return fact
 
     # -- lifetime -----------------------------------------------------------------------------
 

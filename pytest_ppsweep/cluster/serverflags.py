@@ -17,13 +17,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_ppsweep.cluster.nodeinfo import docker_for
-from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.axes import UNSET
-from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
+from pytest_ppsweep.matrix.model import Config, Sweep
 from pytest_ppsweep.matrix.schema import PLUGIN_OWNED_FLAGS, did_you_mean, shown_value
 
-__all__ = ["ARGS_SCRIPT", "ServerFlags", "check", "parse_dump", "read_in_image"]
+__all__ = ["ARGS_SCRIPT", "FlagsRead", "ServerFlags", "check", "parse_dump", "probe_argv",
+           "read_back"]
 
 MARKER = "PPSWEEP_SERVER_FLAGS "
 # Run as ``python -c ARGS_SCRIPT <module>``: the first parser with long options that parses is
@@ -111,21 +110,49 @@ def parse_dump(module: str, stdout: str) -> ServerFlags | None:
     return ServerFlags(module, frozenset(options), choices, takes) if options else None
 
 
-def read_in_image(sweep: Sweep, cluster: Cluster, registry: Registry) -> ServerFlags | None:
-    """The argument list of the server module in the image on node 0 of a docker cluster
-    (process launchers read it with the module check of preflight: one interpreter start);
-    ``None`` when it cannot be read (the image check says why) or parses no arguments."""
-    from docker.errors import DockerException
+def probe_argv(python: str, module: str) -> list[str]:
+    """The command that prints ``module``'s argument list: run where the engine runs, with the
+    ranks' interpreter (and, by the caller, their environment, image and mounts)."""
+    return [python, "-c", ARGS_SCRIPT, module]
 
-    try:
-        raw = docker_for(cluster, cluster.rank0(), registry).containers.run(
-            sweep.image, ["-c", ARGS_SCRIPT, cluster.server_module],
-            entrypoint=[cluster.python or "python3"], remove=True, network_mode="none",
-            labels={"ppsweep.metadata": "1"},
-        )
-    except DockerException:
-        return None
-    return parse_dump(cluster.server_module, raw.decode(errors="replace"))
+
+@dataclass(frozen=True)
+class FlagsRead:
+    """The server's argument list as read where the engine runs, or why it was not.
+
+    ``where`` says where the parser ran ("in image X on node 0 601 (10.0.0.1)"); ``flags`` is the
+    list; ``problem``: the engine cannot start there (a preflight problem); ``unchecked``: no
+    list and nothing wrong with the sweep (the module parses no arguments with argparse, or the
+    parser could not be reached from here): said in the dry run, never silently skipped."""
+
+    where: str
+    flags: ServerFlags | None = None
+    problem: str = ""
+    unchecked: str = ""
+
+    def problems(self, sweep: Sweep) -> list[str]:
+        """The sweep's flag mistakes (file, key, expected, found), or the engine's problem."""
+        if self.problem:
+            return [self.problem]
+        return check(sweep, self.flags) if self.flags is not None else []
+
+
+def read_back(module: str, python: str, where: str, exit_status: int, stdout: str,
+              stderr: str) -> FlagsRead:
+    """What :data:`ARGS_SCRIPT` left (its exit status and output) as a :class:`FlagsRead`."""
+    if exit_status == DUMPED:
+        flags = parse_dump(module, stdout)
+        if flags is not None:
+            return FlagsRead(where, flags)
+        return FlagsRead(where, unchecked=f"{module} printed no argument list {where}")
+    if exit_status == NOT_IMPORTABLE:
+        return FlagsRead(where, problem=f"server module {module} is not importable by {python} "
+                         f"{where}")
+    if exit_status == NO_PARSER:
+        return FlagsRead(where, unchecked=f"{module} parses no arguments with argparse, so its "
+                         "flags cannot be read before launch")
+    tail = " | ".join(stderr.strip().splitlines()[-3:])[:300]
+    return FlagsRead(where, problem=f"{python} cannot run {where} (exit {exit_status}): {tail}")
 
 
 def _where(sweep: Sweep, cfg: Config | None, key: str) -> str:

@@ -454,17 +454,30 @@ def _srun_base(cluster: Cluster, name: str) -> list[str]:
             "--export", "ALL", "--quiet"]
 
 
-class SlurmNodeHost:
-    """One node of the allocation: short commands run as a one-task step on it."""
+def container_args(cluster: Cluster) -> list[str]:
+    """Pyxis' options of a step in ``container_image`` (its image and mounts); [] without."""
+    if not cluster.container_image:
+        return []
+    argv = ["--container-image", cluster.container_image]
+    if cluster.mounts:
+        argv += ["--container-mounts", ",".join(cluster.mounts)]
+    return argv
 
-    def __init__(self, cluster: Cluster, host: Host) -> None:
+
+class SlurmNodeHost:
+    """One node of the allocation: short commands run as a one-task step on it; with
+    ``in_image``, in the cluster's ``container_image`` as the ranks' steps (Pyxis)."""
+
+    def __init__(self, cluster: Cluster, host: Host, in_image: bool = False) -> None:
         self.cluster = cluster
         self.name = host.name
         self.address = host.address
+        self.in_image = in_image
 
     def argv(self, argv: Sequence[str]) -> list[str]:
+        image = container_args(self.cluster) if self.in_image else []
         return [*_srun_base(self.cluster, CMD_STEP), "--nodes", "1", "--ntasks", "1", "--nodelist",
-                self.name, *argv]
+                self.name, *image, *argv]
 
     def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult:
         if not self.cluster.slurm_jobid:
@@ -530,10 +543,7 @@ def srun_step_argv(cluster: Cluster, name: str, nodes: Sequence[str]) -> list[st
     argv = [*_srun_base(cluster, name), "--nodes", str(len(nodes)), "--ntasks-per-node", "1",
             "--ntasks", str(len(nodes)), "--nodelist", ",".join(nodes), "--label",
             "--kill-on-bad-exit=0"]
-    if cluster.container_image:
-        argv += ["--container-image", cluster.container_image]
-        if cluster.mounts:
-            argv += ["--container-mounts", ",".join(cluster.mounts)]
+    argv += container_args(cluster)
     argv += list(cluster.srun_options)
     return [*argv, "sh", "-c", f'eval "${SCRIPT_ENV}"']
 

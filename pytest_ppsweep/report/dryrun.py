@@ -170,14 +170,15 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
 
 
 def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
-                  reports: Path, concurrencies: Mapping[str, Collection[int]] | None = None
-                  ) -> list[str]:
+                  reports: Path, concurrencies: Mapping[str, Collection[int]] | None = None,
+                  flags_line: str = "") -> list[str]:
     """What ``--ppsweep-dry-run`` prints: per point (with the Cs it runs: ``concurrencies``,
     else its workload's) every node's launch command and environment (redacted), then the
-    boots and the estimated cluster time."""
+    boots, the estimated cluster time and ``flags_line``: what the server-flag check found
+    (cluster/preflight.dry_run_flags: where it ran, or why it could not)."""
     lines = [f"ppsweep dry run of {sweep.path} on cluster {cluster.name!r} ({cluster.kind}, "
-             f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); nothing is started, "
-             "connected or written"]
+             f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); no rank is started "
+             "and nothing is written"]
     backend = backend_of(cluster)
     lines += backend.dry_run_lines(sweep)
     for cfg in configs:
@@ -192,9 +193,8 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines.append(boots_line(configs))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
-    flags = backend.flag_check_line()
-    if flags is not None:  # never silently skipped: where it is made, or why it cannot be
-        lines.append(flags)
+    if flags_line:  # never silently skipped: where it was made, or why it was not
+        lines.append(flags_line)
     return lines
 
 
@@ -229,7 +229,7 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
         first_mid.next()
         first_mid.record(slo.high, False)
         mid = first_mid.next()
-        rounds = slo.max_probes + w.repeats - 1
+        rounds = slo.max_probes + w.repeats  # + the repeats and the high end's confirm round
         lines += [
             f"SLO search of workload {name!r} ({slo.text()}) on each of {len(ids)} point(s) "
             f"({', '.join(ids)}), after its rounds; each probe sends {how}:",
@@ -240,10 +240,11 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
             f"  probes 3-{slo.max_probes}: bisection of the bracket"
             + (f" (first {load(mid[0])})" if mid is not None else "")
             + f" until it is {load(slo.precision)} narrow or {slo.max_probes} probes are spent",
-            f"  then {w.repeats - 1} repeat(s) at the load found ({w.repeats} rounds in all)",
+            f"  then {w.repeats - 1} repeat(s) at the load found ({w.repeats} rounds in all) and "
+            "1 at the bracket's high end (both ends confirmed)",
             f"  requests per point: {n} to {rounds * n} ({rounds} rounds of {n}: "
-            f"{slo.max_probes} probes + {w.repeats - 1} repeats), more when a repeat falls "
-            "outside the SLO and the search goes on below it",
+            f"{slo.max_probes} probes + {w.repeats - 1} repeats + 1 confirm), more when a "
+            "repeat falls outside the SLO and the search goes on below it",
         ]
     return lines
 

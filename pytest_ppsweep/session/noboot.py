@@ -15,8 +15,9 @@ again by ``--ppsweep-run-id``, is kept as it was (nothing is closed or summarise
 
 The dry run prints, per selected point, every node's
 launch command and environment (:mod:`pytest_ppsweep.report.dryrun`) and the selection's notes;
-on a local cluster it first checks the server flags against the module's own parser
-(``cluster.preflight.local_flags``: a process on this machine, no connection).
+first it checks the server flags against the server's own parser where the engine runs
+(``cluster.preflight.dry_run_flags``: once per image, the only thing it asks of a node; where
+it cannot, Slurm, its line says so), and a mistake is a usage error.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.report.dryrun import dry_run_lines
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.runstate import Quiet, RunState
@@ -123,15 +125,17 @@ class QuietRun:
 
         sweep = ctx.sweep
         chosen = [sweep.config(i) for i in ids if i in points]
-        for cluster in ctx.clusters.all:
-            # A flag typo is found before any boot: against the module's parser where reading
-            # it needs no connection (a local cluster); the others' at the run's preflight.
-            problems = preflight.local_flags(sweep, cluster)
-            if problems:
-                found = preflight.message(cluster, problems)
-                raise pytest.UsageError(f"--ppsweep-dry-run: {found}")
-            self.plan_lines += dry_run_lines(sweep, cluster, chosen,
-                                             options.reports_root(self.config), points)
+        with Registry() as registry:  # one read of the server's parser per image
+            for cluster in ctx.clusters.all:
+                # A flag typo is found before any boot, by the server's own parser where the
+                # engine runs (or the line says why not, and where the preflight checks it).
+                problems, flags_line = preflight.dry_run_flags(sweep, cluster, registry)
+                if problems:
+                    found = preflight.message(cluster, problems)
+                    raise pytest.UsageError(f"--ppsweep-dry-run: {found}")
+                self.plan_lines += dry_run_lines(sweep, cluster, chosen,
+                                                 options.reports_root(self.config), points,
+                                                 flags_line)
         self.plan_lines += notes
 
     def terminal(self, reporter: Any) -> None:

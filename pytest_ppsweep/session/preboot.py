@@ -84,6 +84,11 @@ class Preflight:
             problems = preflight.check(self.ctx.sweep, cluster, self.ctx.registry)
             if problems:
                 raise pytest.UsageError(preflight.message(cluster, problems))
+            # read once per image (the node check above asked it): never silently unchecked
+            read = preflight.read_server_flags(self.ctx.sweep, cluster, self.ctx.registry)
+            if read.flags is None:
+                self.progress(f"WARNING: cluster {cluster.name}: server flags not checked "
+                              f"before launch: {read.unchecked or read.problem}")
             self.ctx.store.write_json(
                 nodes_json(cluster.name),
                 nodeinfo.metadata(self.ctx.sweep, cluster, self.ctx.registry),

@@ -59,9 +59,8 @@ def test_local_kinds_are_this_machine(tmp_path: Path) -> None:
     assert proc.trace_dir("/srv/p", "r1", "pp2", tmp_path) == str(tmp_path)
     assert dock.trace_dir("/srv/p/", "r1", "pp2", tmp_path) == "/srv/p/r1/pp2"
     assert not proc.reaps_by_label and dock.reaps_by_label  # containers outlive a killed run
-    assert proc.flags_here and not dock.flags_here
-    assert dock.node_checks(rank0=True) == ("image", "image_flags", "paths", "gpus",
-                                            "local_ports")
+    assert proc.node_checks(rank0=True) == ("module", "flags", "local_ports")
+    assert dock.node_checks(rank0=True) == ("image", "flags", "paths", "gpus", "local_ports")
     # a container's traces are copied from the folder it wrote them in
     remote = tmp_path / "remote"
     remote.mkdir()
@@ -84,26 +83,14 @@ def test_the_dry_run_says_where_commands_run() -> None:
         f"each command runs in a container of image {sweep.image} on its node"]
 
 
-def test_the_dry_run_says_where_the_server_flags_are_checked(tmp_path: Path) -> None:
-    """Never silently skipped: the dry run checks them here (local processes), or says where
-    the preflight does, or why nothing can before launch (Slurm + Pyxis)."""
-    from support.paths import REPO
-
-    from pytest_ppsweep.matrix.parse import load
-    from pytest_ppsweep.report.dryrun import dry_run_lines
-
-    sweep = load(REPO / "test_matrix" / "ppsweep.toml", cluster="pro6000")
-    pro = sweep.cluster("pro6000")
-    lines = dry_run_lines(sweep, pro, sweep.configs[:1], tmp_path)
-    assert lines[-1] == ("cluster 'pro6000': server flags are not checked by the dry run (it "
-                         "connects to nothing); the preflight checks them in the image on node "
-                         "0 (a throwaway container, over SSH)")
-    assert lines[-2].startswith("estimated cluster time: ")
-    assert backend_of(LOCAL).flag_check_line() is None
-    pyxis = backend_of(replace(LOCAL, kind="slurm", container_image="img.sqsh"))
-    assert (pyxis.flag_check_line() or "").startswith(
-        "cluster 'box': server flags cannot be checked before launch: the server module is in "
-        "the container image")
+def test_every_kind_checks_the_server_flags_once_on_node_0() -> None:
+    """The server's parser runs where the engine runs, on node 0 only (the "flags" check),
+    after the check that the engine can start there (module, image or Pyxis)."""
     for kind, launcher in BACKENDS:
-        backend = backend_of(replace(LOCAL, kind=kind, launcher=launcher))
-        assert backend.flags_here or backend.flag_check_line()
+        for image in ("", "img.sqsh"):
+            backend = backend_of(replace(LOCAL, kind=kind, launcher=launcher,
+                                         container_image=image if kind == "slurm" else ""))
+            first = backend.node_checks(rank0=True)
+            assert first.count("flags") == 1 and first.index("flags") == 1, (backend, first)
+            assert "flags" not in backend.node_checks(rank0=False), backend
+            assert backend.flags_where

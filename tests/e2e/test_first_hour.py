@@ -1,5 +1,7 @@
-"""A new user's first hour (issue 28): a dry run, --collect-only and a selection that matches
-nothing read the sweep file and nothing else: no connection is opened, no run folder written.
+"""A new user's first hour (issue 28): --collect-only and a selection that matches nothing read
+the sweep file and nothing else: no connection is opened, no run folder written. A dry run
+asks one thing of a node: node 0 runs the server's parser for the flag check (issue 38), and
+when it cannot be reached the dry run says so.
 
 Runs in-process (pytester) with every socket connect of the process recorded: an SSH or docker
 connection to the sweep's unreachable cluster would show there (and take seconds to fail).
@@ -49,14 +51,20 @@ def _run(pytester: pytest.Pytester, folder: Path, reports: Path, *args: str
                                         "-p", "no:cacheprovider", *args)
 
 
-def test_dry_run_prints_every_launch_and_touches_nothing(
+def test_dry_run_prints_every_launch_and_asks_node_0_only_for_the_flags(
     pytester: pytest.Pytester, folder: Path, tmp_path: Path, connects: list[Any]
 ) -> None:
     reports = tmp_path / "reports"
     result = _run(pytester, folder, reports, "--ppsweep-dry-run", "-k", "pp8 or pp4")
     out = result.stdout.str()
     assert result.ret == 0, out
-    assert connects == [] and not reports.exists(), (connects, out[-2000:])
+    # one connection: node 0's SSH, for the server's parser in the image (unreachable here)
+    assert connects == [("174.1.60.1", 22)] and not reports.exists(), (connects, out[-2000:])
+    assert any(line.startswith("cluster 'pro6000': server flags not checked by the dry run: "
+                               "host 601 (174.1.60.1): SSH connection as root")
+               and line.endswith("the preflight checks them in the image on node 0 (a "
+                                 "throwaway container, over SSH)")
+               for line in out.splitlines()), out[-3000:]
     assert SECRET not in out + result.stderr.str()
     lines = out.splitlines()
     for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):

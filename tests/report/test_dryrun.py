@@ -111,9 +111,10 @@ def test_the_slo_search_probes_are_listed_with_their_requests(tmp_path: Path) ->
         '  probe 2: 2 req/s (the maximum; within the SLO: the search ends, "at least max")',
         "  probes 3-8: bisection of the bracket (first 0.316 req/s) until it is 0.05 req/s "
         "narrow or 8 probes are spent",
-        "  then 2 repeat(s) at the load found (3 rounds in all)",
-        "  requests per point: 40 to 400 (10 rounds of 40: 8 probes + 2 repeats), more when a "
-        "repeat falls outside the SLO and the search goes on below it",
+        "  then 2 repeat(s) at the load found (3 rounds in all) and 1 at the bracket's high end "
+        "(both ends confirmed)",
+        "  requests per point: 40 to 440 (11 rounds of 40: 8 probes + 2 repeats + 1 confirm), "
+        "more when a repeat falls outside the SLO and the search goes on below it",
     ]
     assert lines[i + 6].startswith("boots: ")
     seed = load(SEED)

@@ -5,6 +5,9 @@ run collecting tests/real, tests/remote and tests/e2e provisions each thing once
 * ``test_hosts``: h601-h604, real sshd and dockerd in network namespaces
   (scripts/provision_test_hosts.sh --docker, scripts/build_sim_image.sh), torn down at the end
   unless PPSWEEP_KEEP_TEST_HOSTS=1;
+* ``sglang_image``: the real CPU SGLang in a small image on every test host's dockerd
+  (scripts/build_sglang_image.sh: the emulator image's Debian root, the provisioned environment
+  and models bind-mounted read-only);
 * ``cpu_sweep``: the README's real-SGLang command (test_matrix/cpu.toml, PP2/TP2 with its SLO
   search and profile window), run once: tests/real/test_real_sglang.py checks what it left and
   tests/test_readme_commands.py that it works as written (one real boot serves both).
@@ -98,6 +101,29 @@ def test_hosts() -> Iterator[TestHosts]:
         if not os.environ.get("PPSWEEP_KEEP_TEST_HOSTS"):
             took, _out = run_script("teardown_test_hosts.sh")
             _TIMINGS.append(f"torn down in {took:.1f} s")
+
+
+@dataclass(frozen=True)
+class SglangImage:
+    """The real SGLang image on the test hosts: its tag, and the read-only mounts its ranks
+    need (the provisioned environment, its interpreter, the models), as ``mounts`` entries."""
+
+    tag: str
+    mounts: tuple[str, ...]
+    seconds: float
+
+
+@pytest.fixture(scope="session")
+def sglang_image(test_hosts: TestHosts, sglang_cpu: Provisioned) -> SglangImage:
+    """scripts/build_sglang_image.sh on every test host's dockerd (seconds once built)."""
+    from support.remote import run_script
+
+    took, out = run_script("build_sglang_image.sh")
+    _TIMINGS.append(f"SGLang image ready in {took:.1f} s")
+    values = dict(line.split("=", 1) for line in out.splitlines()
+                  if line.startswith("PPSWEEP_SGLANG_IMAGE"))
+    return SglangImage(values["PPSWEEP_SGLANG_IMAGE"],
+                       tuple(values["PPSWEEP_SGLANG_IMAGE_MOUNTS"].split(",")), took)
 
 
 CPU_COMMAND = "pytest test_matrix --ppsweep-matrix test_matrix/cpu.toml"
