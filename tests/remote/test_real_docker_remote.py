@@ -7,10 +7,12 @@ provisioned environment and the tiny models bind-mounted read-only, the cluster'
 Each rank runs in a container on its own namespace host (h601, h602), with its own sshd and
 dockerd; gloo goes over the hosts' eth0.
 
-One sweep run serves the first tests (``docker_sweep``, two real boots): PP2 across the hosts
+Two sweep runs serve the first tests (``docker_sweep``, one real boot each): PP2 across the hosts
 passes with everything the emulator's Docker-over-SSH test asserts (topology, N/N, log scan,
-teardown, no container left), then TP2 across the hosts has node 1's scheduler killed in the
-middle of its round and the failure names that rank on its host. The last tests need no boot:
+teardown, no container left), then PP2 again has node 1's scheduler killed in the middle of its
+round and the failure names that rank on its host. (TP2 across the two hosts does not boot
+with SGLang 0.5.23 on CPU here: it hangs after "Setup Custom allreduce failed" until the boot
+timeout, so the kill is made on the layout that boots.) The last tests need no boot:
 a misspelt server flag is refused by SGLang's own parser, run where the engine runs (in the
 image on node 0; over SSH for processes), before any rank starts, in the preflight and in the
 dry run.
@@ -51,15 +53,11 @@ from pytest_ppsweep.cluster.labels import RUN_LABEL
 
 pytestmark = pytest.mark.slow
 
-CLEAN, KILLED = "pp2-tp1-ep1", "pp1-tp2-ep1"
+CLEAN = KILLED = "pp2-tp1-ep1"
 LAYOUTS = """
 [[configs]]
 pp = 2
 tp = 1
-
-[[configs]]
-pp = 1
-tp = 2
 """
 PORT, DIST_PORT = 34500, 35500  # the hosts' own network namespaces: nothing else listens there
 TYPO = "chunked_prefil_size = 4096"
@@ -117,14 +115,19 @@ def _rank_events(hosts: TestHosts, since: float) -> dict[str, list[str]]:
 
 @dataclass(frozen=True)
 class DockerSweep:
-    """What the shared sweep left: outcomes, failure texts, output, the run folder, what was
-    killed, the rank containers' events and what was left on the hosts after it."""
+    """What the two sweeps left: the clean one's outcomes, output and run folder, the killed
+    one's (and what was killed), the rank containers' events of both and what was left on the
+    hosts after them."""
 
     seen: dict[str, str]
     why: dict[str, str]
     out: str
     run: Path
     killed: str
+    killed_seen: dict[str, str]
+    killed_why: dict[str, str]
+    killed_out: str
+    killed_run: Path
     events: dict[str, list[str]]
     left_containers: dict[str, list[str]]
     left_processes: list[tuple[int, str]]
@@ -132,9 +135,9 @@ class DockerSweep:
 
 
 def _kill_node_1_mid_round(proc: subprocess.Popen[bytes], reports: Path, mark: str) -> str:
-    """Once a measured request of the TP2 layout completed, SIGKILL node 1's scheduler (in its
+    """Once a measured request of the layout completed, SIGKILL node 1's scheduler (in its
     container on h602; the root PID namespace sees it by the mark in its environment)."""
-    deadline = time.monotonic() + 900  # two boots (each up to boot_timeout_s 300) and PP2's rounds
+    deadline = time.monotonic() + 420  # one boot (up to boot_timeout_s 300) and its first round
     raw = None
     while time.monotonic() < deadline and proc.poll() is None:
         runs = [p for p in reports.iterdir() if p.is_dir()] if reports.exists() else []
@@ -156,27 +159,32 @@ def _kill_node_1_mid_round(proc: subprocess.Popen[bytes], reports: Path, mark: s
 def docker_sweep(test_hosts: TestHosts, sglang_image: SglangImage, sglang_cpu: Provisioned,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerSweep]:
     base = tmp_path_factory.mktemp("real-docker")
-    mark = f"dock{os.getpid()}"
-    folder = _folder(base / "sweep", sglang_cpu, test_hosts, sglang_image, mark)
-    reports, junit = base / "reports", base / "junit.xml"
     t0, since = time.monotonic(), time.time()
-    proc = subprocess.Popen(
-        _pytest(folder, "-v", "--ppsweep-image", sglang_image.tag, "--ppsweep-reports",
-                str(reports), f"--junitxml={junit}"),
-        cwd=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    try:
-        killed = _kill_node_1_mid_round(proc, reports, mark)
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)  # the plugin stops its ranks on SIGTERM
-            proc.wait(timeout=60)
+    swept = []
+    for name, kill in (("clean", False), ("killed", True)):
+        mark = f"dock{name}{os.getpid()}"
+        folder = _folder(base / name / "sweep", sglang_cpu, test_hosts, sglang_image, mark)
+        reports, junit = base / name / "reports", base / name / "junit.xml"
+        proc = subprocess.Popen(
+            _pytest(folder, "-v", "--ppsweep-image", sglang_image.tag, "--ppsweep-reports",
+                    str(reports), f"--junitxml={junit}"),
+            cwd=base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            killed = _kill_node_1_mid_round(proc, reports, mark) if kill else ""
+            out, _ = proc.communicate(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)  # the plugin stops its ranks on SIGTERM
+                proc.wait(timeout=60)
+        swept.append((outcomes(junit), messages(junit), out.decode(errors="replace"),
+                      run_dir(reports), killed, mark))
     took = time.monotonic() - t0
     left = containers(test_hosts)
-    yield DockerSweep(outcomes(junit), messages(junit), out.decode(errors="replace"),
-                      run_dir(reports), killed, _rank_events(test_hosts, since), left,
-                      kill_marked(mark), took)
+    (seen, why, out_clean, run_clean, _, mark_a), (kseen, kwhy, kout, krun, killed, mark_b) = swept
+    yield DockerSweep(seen, why, out_clean, run_clean, killed, kseen, kwhy, kout, krun,
+                      _rank_events(test_hosts, since), left,
+                      kill_marked(mark_a) + kill_marked(mark_b), took)
     print(f"real SGLang in Docker over SSH, two boots: {took:.1f} s")
 
 
@@ -235,10 +243,11 @@ def docker_sweep_mounts(line: str) -> list[str]:
 
 
 def test_a_rank_killed_mid_round_is_named_on_its_host(docker_sweep: DockerSweep) -> None:
-    """TP2 across the hosts, node 1's scheduler SIGKILLed in its container on h602 during the
+    """PP2 across the hosts, node 1's scheduler SIGKILLed in its container on h602 during the
     round: the round is cut at once and the layout's failure names node 1 on h602's address;
     the later tests of the layout end with the same cause; its containers are gone too."""
-    seen, why, text = docker_sweep.seen, docker_sweep.why, docker_sweep.out[-8000:]
+    seen, why = docker_sweep.killed_seen, docker_sweep.killed_why
+    text = docker_sweep.killed_out[-8000:]
     assert docker_sweep.killed, f"no round of {KILLED} to kill a rank in:\n{text}"
     assert seen[f"test_topology[{KILLED}]"] == "passed", text
     assert seen[f"test_prefill[{KILLED}-c2]"] == "failed", f"killed {docker_sweep.killed}\n{text}"
@@ -248,9 +257,10 @@ def test_a_rank_killed_mid_round_is_named_on_its_host(docker_sweep: DockerSweep)
     cause = prefill.split("; round c2")[0]
     assert seen[f"test_logs_clean[{KILLED}]"] == "error"
     assert cause in why[f"test_logs_clean[{KILLED}]"]
-    result = [r for r in rows(docker_sweep.run / "results.csv") if r["config_id"] == KILLED]
+    result = [r for r in rows(docker_sweep.killed_run / "results.csv")
+              if r["config_id"] == KILLED]
     assert not [r for r in result if r["completed"] == r["num_requests"]], result
-    assert (docker_sweep.run / "service" / KILLED / "node1.log").is_file()
+    assert (docker_sweep.killed_run / "service" / KILLED / "node1.log").is_file()
 
 
 def _refused(result: subprocess.CompletedProcess[str], where: str) -> str:
