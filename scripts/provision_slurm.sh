@@ -17,7 +17,10 @@
 #   login/                the login node's sshd: config, host key, log, pid
 #   ssh/                  client key and known_hosts for the login node
 #   slurm.env             KEY=VALUE summary read by the tests (SLURM_CONF, NODES, LOGIN, ...)
-# No cgroups: proctrack/linuxproc, task/none; select/linear (whole nodes, steps --overlap).
+# No cgroups: proctrack/linuxproc, task/none; select/cons_tres by core (CR_Core: memory is checked
+# against RealMemory, not consumed), gres gpu:8 per node without device files (gres.conf: Count
+# only), so --exclusive, --cpus-per-task, --mem, --gpus-per-node and --gres mean what they mean
+# on a GPU cluster; steps --overlap.
 # It installs every package it uses (scripts/lib/apt_install.sh), and when it fails after
 # starting or creating anything, it tears the cluster down (scripts/teardown_slurm.sh): no
 # slurmctld, slurmd or namespace is left behind by a failed run.
@@ -36,6 +39,8 @@ NODES=${SLURM_NODES:-"s701 s702 s703 s704"}
 BRIDGE=br-slurm
 NET=10.201.0
 CPUS=${SLURM_NODE_CPUS:-2}
+MEM_MB=${SLURM_NODE_MEM_MB:-4000}  # RealMemory of each node (below this machine's: slurmd checks it)
+GPUS=${SLURM_NODE_GPUS:-8}  # gres gpu:<n> without device files (the emulator's GPUs)
 t0=$(date +%s.%N)
 say() { printf 'provision_slurm: %s\n' "$*"; }
 # -- packages: everything used below ------------------------------------------------------------
@@ -82,7 +87,7 @@ i=0; node_lines=""; names=""
 for n in $NODES; do
   i=$((i + 1)); addr=$NET.$((100 + i)); short=${n#s}
   netns_up "$n" "$addr/24" "$BRIDGE" "vs$short" "eth0-s$short"
-  node_lines+="NodeName=$n NodeAddr=$addr CPUs=$CPUS State=UNKNOWN"$'\n'
+  node_lines+="NodeName=$n NodeAddr=$addr CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:$GPUS State=UNKNOWN"$'\n'
   names+="${names:+,}$n=$addr"
 done
 
@@ -106,7 +111,9 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-SelectType=select/linear
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
 MpiDefault=none
 SwitchType=switch/none
 LaunchParameters=use_interactive_step
@@ -123,8 +130,11 @@ SlurmdDebug=info
 $node_lines
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
+printf 'Name=gpu Count=%s\n' "$GPUS" > "$ROOT/gres.conf.new"
 changed=0
 cmp -s "$ROOT/slurm.conf.new" "$ROOT/slurm.conf" || changed=1
+cmp -s "$ROOT/gres.conf.new" "$ROOT/gres.conf" || changed=1
+mv "$ROOT/gres.conf.new" "$ROOT/gres.conf"
 mv "$ROOT/slurm.conf.new" "$ROOT/slurm.conf"
 export SLURM_CONF=$ROOT/slurm.conf
 

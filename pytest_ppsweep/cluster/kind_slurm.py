@@ -5,7 +5,7 @@ that image through Pyxis (:class:`SlurmPyxisBackend`)."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -47,7 +47,7 @@ class SlurmBackend(Backend):
     def launcher(self, sweep: Sweep | None = None, registry: Registry | None = None) -> Launcher:
         # one job step per layout in the run's allocation (cluster/slurm.py)
 
-        return SlurmLauncher(self.cluster)
+        return SlurmLauncher(self.cluster, registry)
 
     def prepare(self, run_id: str, registry: Registry, jobid: str = "",
                 reap: bool = False) -> Cluster:
@@ -100,6 +100,21 @@ class SlurmBackend(Backend):
         return [f"  step: {shlex.join(argv)}",
                 "    (task k runs node k's line below, with its environment)"]
 
+    def resources(self, sweep: Sweep, registry: Registry, smi: Callable[[str], list[str]]
+                  ) -> tuple[list[str], list[str]]:
+        # what each rank gets on each node of the allocation, against what the keys ask
+        from pytest_ppsweep.cluster.slurm import resources
+
+        return resources(self.cluster, smi)
+
+    def before_layout(self, eta_s: float | None, run_id: str, registry: Registry,
+                      say: Callable[[str], None]) -> Cluster:
+        # the allocation's time left vs the layout's ETA, its nodes still up; else renewed
+        # (without the failed nodes) or ClusterStop (on_limit)
+        from pytest_ppsweep.cluster.slurm import before_layout
+
+        return before_layout(self.cluster, eta_s, run_id, registry, say)
+
 
 class SlurmPyxisBackend(SlurmBackend):
     """Slurm steps in ``container_image`` through Pyxis."""
@@ -118,7 +133,9 @@ class SlurmPyxisBackend(SlurmBackend):
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         # the module lives in the image, which only a step can open: Pyxis is checked (once,
         # on node 0's line) instead; paths, GPUs and ports as on any node
-        return ("pyxis", "paths", "gpus", "ports") if rank0 else ("paths", "gpus", "ports")
+        # the image is imported on each node once, as a squashfs the steps name (pyxis_image)
+        return (("pyxis", "pyxis_image", "paths", "gpus", "ports") if rank0
+                else ("pyxis_image", "paths", "gpus", "ports"))
 
 
 def slurm_backend(cluster: Cluster) -> SlurmBackend:
