@@ -923,45 +923,61 @@ def resources(cluster: Cluster, smi: Callable[[str], list[str]]) -> tuple[list[s
     asks = (f"a rank asks {cluster.slurm_cpus_per_task or 'every'} CPU(s), "
             f"{cluster.slurm_mem if want_mem else 'all the'} memory, {want_gpus} GPU(s)")
 
+    jobid = cluster.slurm_jobid
+
+    def lacks(shown: str, cpus: int, mem: int, gpus: int | None, seen: str) -> list[str]:
+        """What a rank asks and does not get (``seen``: where the numbers come from)."""
+        problems = []
+        if cpus < want_cpus:
+            problems.append(f"{shown}: a rank asks {want_cpus} CPU(s) (cpus_per_task), found "
+                            f"{cpus} {seen}")
+        if want_mem and mem and mem < want_mem:
+            problems.append(f"{shown}: a rank asks {cluster.slurm_mem} = {want_mem} MB (mem), "
+                            f"found {mem} MB {seen}")
+        if gpus is not None and gpus < want_gpus:
+            problems.append(f"{shown}: a rank asks {want_gpus} GPU(s) (gpus_per_node), found "
+                            f"{gpus} {seen}")
+        return problems
+
     def probe(host: Host) -> tuple[str, list[str]]:
         shown = f"{host.name} ({host.address})"
         got = held.get(host.name)
         if got is None:
-            return "", [f"{shown}: not a node of allocation {cluster.slurm_jobid} (scontrol "
-                        "show job -d does not list it)"]
+            return "", [f"{shown}: not a node of allocation {jobid} (scontrol show job -d does "
+                        "not list it)"]
+        allot = (f"allocation {jobid} holds {got.cpus} CPU(s), "
+                 f"{f'{got.mem_mb} MB' if got.mem_mb else 'no memory limit'}, "
+                 f"{got.gpus} GPU(s) (gres) there")
+        # what Slurm allotted first: a step asking more would not even start
+        short = lacks(shown, got.cpus, got.mem_mb, got.gpus if gpu_options(cluster) else None,
+                      f"in allocation {jobid} (scontrol show job -d)")
+        if short:
+            return f"{shown}: {allot}", short
+        # then what a rank sees in a step with a layout's own resources
         argv = [*_srun_base(cluster, CMD_STEP), "--nodes", "1", "--ntasks", "1", "--nodelist",
                 host.name, *step_resources(cluster), "sh", "-c", _PROBE, "ppsweep-probe",
                 *(smi(host.address) if cluster.nvidia_smi else ["false"])]
         res = where.run(argv, 60, f"cluster {cluster.name}: {shown}")
         found = _PROBED.search(res.stdout)
-        allot = (f"allocation {cluster.slurm_jobid} holds {got.cpus} CPU(s), "
-                 f"{f'{got.mem_mb} MB' if got.mem_mb else 'no memory limit'}, "
-                 f"{got.gpus} GPU(s) (gres) there")
         if found is None:
             said = _TASK_EXIT.sub("", res.stderr).strip() or res.stdout.strip()
             step = shlex.join(step_resources(cluster))
-            return "", [f"{shown}: a step with a rank's resources ({step}) cannot start in "
-                        f"allocation {cluster.slurm_jobid}: {said[:300]}; {allot}; {asks}"]
+            return f"{shown}: {allot}", [
+                f"{shown}: a step with a rank's resources ({step}) cannot start in allocation "
+                f"{jobid}: {said[:300]}; {allot}; {asks}"]
         cpus, nproc, mem, memtotal, gpus = (int(x) for x in found.groups())
-        rank_cpus = min(cpus or got.cpus, nproc) if cpus or got.cpus else nproc
+        rank_cpus = min(cpus, nproc) if cpus else min(got.cpus or nproc, nproc)
         rank_mem = mem or got.mem_mb or memtotal
         # GPUs asked of Slurm: what the allocation holds there; else what nvidia-smi lists
         rank_gpus = got.gpus if gpu_options(cluster) else gpus
         line = (f"{shown}: a rank gets {rank_cpus} CPU(s) (nproc {nproc}), {rank_mem} MB, "
                 f"{rank_gpus} GPU(s); {allot}")
-        problems = []
-        if rank_cpus < want_cpus:
-            problems.append(f"{shown}: a rank asks {want_cpus} CPU(s) (cpus_per_task), found "
-                            f"{rank_cpus} in allocation {cluster.slurm_jobid}")
-        if want_mem and rank_mem < want_mem:
-            problems.append(f"{shown}: a rank asks {cluster.slurm_mem} = {want_mem} MB (mem), "
-                            f"found {rank_mem} MB in allocation {cluster.slurm_jobid}")
-        if rank_gpus < want_gpus and (gpu_options(cluster) or cluster.nvidia_smi):
-            problems.append(f"{shown}: a rank asks {want_gpus} GPU(s) (gpus_per_node), found "
-                            f"{rank_gpus} in allocation {cluster.slurm_jobid}"
-                            + ("" if gpu_options(cluster) else " (no GPUs asked of Slurm: "
-                               "request_gpus = false; the node's nvidia-smi counts)"))
-        return line, problems
+        return line, lacks(shown, rank_cpus, rank_mem,
+                           rank_gpus if gpu_options(cluster) or cluster.nvidia_smi else None,
+                           f"in a step of allocation {jobid}" + (
+                               "" if gpu_options(cluster) else
+                               " (GPUs: none asked of Slurm, request_gpus = false: the node's "
+                               "nvidia-smi counts)"))
 
     per_node = on_all(cluster.hosts, probe)
     return ([line for line, _p in per_node if line],

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_ppsweep.cluster.base import CommandResult
 from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import rank_specs
-from pytest_ppsweep.cluster.base import CommandResult
 from pytest_ppsweep.cluster.slurm import (
     SCRIPT_ENV,
     Commands,

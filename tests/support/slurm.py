@@ -129,8 +129,10 @@ def clean(cluster: TestSlurm) -> None:
 
 
 def slurm_cluster_toml(name: str, state: Path, *, nodes: int = 4, scale: float = 1000,
-                       extra: str = "") -> str:
-    """A kind = "slurm" cluster of the emulator (8 GPUs per node, its GPU state in ``state``)."""
+                       extra: str = "", request_gpus: bool = False) -> str:
+    """A kind = "slurm" cluster of the emulator (8 GPUs per node, its GPU state in ``state``).
+    ``request_gpus``: the allocation and each step ask for the nodes' 8 GPUs (the test Slurm's
+    gres gpu:8, without device files); by default they ask none."""
     smi = (f'["env", "PPSWEEP_SIM_STATE_DIR={state}", "{sys.executable}", "-m", '
            '"pytest_ppsweep.sim.smi", "--host", "{host}"]')
     return "\n".join([
@@ -138,7 +140,7 @@ def slurm_cluster_toml(name: str, state: Path, *, nodes: int = 4, scale: float =
         'kind = "slurm"',
         f"nodes = {nodes}",
         "gpus_per_node = 8",
-        "request_gpus = false  # the test Slurm has no GPU gres",
+        f"request_gpus = {'true' if request_gpus else 'false'}",
         'server_module = "pytest_ppsweep.sim"',
         f'python = "{sys.executable}"',
         "port = 30000",
