@@ -17,10 +17,12 @@
 #   login/                the login node's sshd: config, host key, log, pid
 #   ssh/                  client key and known_hosts for the login node
 #   slurm.env             KEY=VALUE summary read by the tests (SLURM_CONF, NODES, LOGIN, ...)
-# No cgroups: proctrack/linuxproc, task/none; select/cons_tres by core (CR_Core: memory is checked
-# against RealMemory, not consumed), gres gpu:8 per node without device files (gres.conf: Count
-# only), so --exclusive, --cpus-per-task, --mem, --gpus-per-node and --gres mean what they mean
-# on a GPU cluster; steps --overlap.
+# No cgroups: proctrack/linuxproc, task/none; select/cons_tres by core and memory
+# (CR_Core_Memory: a job without --mem holds its nodes' memory), gres gpu:8 per node (gres.conf
+# File= character devices like /dev/null under $ROOT/dev: no GPU behind them), so --exclusive,
+# --cpus-per-task, --mem, --gpus-per-node and --gres mean what they mean on a GPU cluster; steps
+# --overlap. ReturnToService=1: a node set DOWN stays down until State=RESUME (as a failed node
+# of a real cluster does), so a test can see the sweep leave it out.
 # It installs every package it uses (scripts/lib/apt_install.sh), and when it fails after
 # starting or creating anything, it tears the cluster down (scripts/teardown_slurm.sh): no
 # slurmctld, slurmd or namespace is left behind by a failed run.
@@ -40,7 +42,7 @@ BRIDGE=br-slurm
 NET=10.201.0
 CPUS=${SLURM_NODE_CPUS:-2}
 MEM_MB=${SLURM_NODE_MEM_MB:-4000}  # RealMemory of each node (below this machine's: slurmd checks it)
-GPUS=${SLURM_NODE_GPUS:-8}  # gres gpu:<n> without device files (the emulator's GPUs)
+GPUS=${SLURM_NODE_GPUS:-8}  # gres gpu:<n> per node (the emulator's GPUs; see gres.conf below)
 t0=$(date +%s.%N)
 say() { printf 'provision_slurm: %s\n' "$*"; }
 # -- packages: everything used below ------------------------------------------------------------
@@ -112,12 +114,12 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
+SelectTypeParameters=CR_Core_Memory
 GresTypes=gpu
 MpiDefault=none
 SwitchType=switch/none
 LaunchParameters=use_interactive_step
-ReturnToService=2
+ReturnToService=1
 KillWait=5
 InactiveLimit=0
 MinJobAge=2
@@ -130,7 +132,13 @@ SlurmdDebug=info
 $node_lines
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
-printf 'Name=gpu Count=%s\n' "$GPUS" > "$ROOT/gres.conf.new"
+# the nodes' GPUs for Slurm: character devices like /dev/null (no GPU is behind them; the
+# emulator's nvidia-smi shim answers for the GPUs), one per GPU, as gres.conf File= wants
+mkdir -p "$ROOT/dev"
+for g in $(seq 0 $((GPUS - 1))); do
+  [ -c "$ROOT/dev/gpu$g" ] || mknod -m 666 "$ROOT/dev/gpu$g" c 1 3
+done
+printf 'AutoDetect=off\nName=gpu File=%s/dev/gpu[0-%s]\n' "$ROOT" "$((GPUS - 1))" > "$ROOT/gres.conf.new"
 changed=0
 cmp -s "$ROOT/slurm.conf.new" "$ROOT/slurm.conf" || changed=1
 cmp -s "$ROOT/gres.conf.new" "$ROOT/gres.conf" || changed=1

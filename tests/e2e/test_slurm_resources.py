@@ -92,22 +92,23 @@ def test_whole_nodes_their_memory_and_gpus_are_asked_and_each_rank_is_reported(
             return bool(env)
 
         wait_until(rank_up, 120, f"a rank of {A}")
-        job = slurm("scontrol", "show", "job", env["SLURM_JOB_ID"])
+        job = slurm("scontrol", "show", "job", "-d", env["SLURM_JOB_ID"])
+        step = slurm("scontrol", "show", "step", f"{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}")
         out, _ = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
             proc.wait(30)
     assert proc.returncode == 0, out[-6000:]
-    # the allocation: whole nodes, 8 GPUs each, all their memory
+    # the allocation: whole nodes, all their memory, 8 GPUs each
     assert "OverSubscribe=NO" in job, job
-    assert "gres/gpu=16" in job and "mem=8000M" in job, job
-    # the rank's step asked for the node's 2 CPUs, all of the job's memory, 8 GPUs
-    assert env["SLURM_CPUS_PER_TASK"] == "2", env.get("SLURM_CPUS_PER_TASK")
-    assert env.get("SLURM_MEM_PER_NODE") == "4000", env.get("SLURM_MEM_PER_NODE")
-    assert env.get("SLURM_GPUS_PER_NODE") == "8", {k: v for k, v in env.items() if "GPU" in k}
+    assert "CPU_IDs=0-1 Mem=4000 GRES=gpu:8(IDX:0-7)" in job, job
+    # the rank's step: the node's 2 CPUs, all of the job's memory, 8 GPUs per node
+    assert "TRES=cpu=4,mem=8000M,node=2" in step, step
+    assert "TresPerNode=gres:gpu:8" in step and "TresPerTask=cpu:2" in step, step
     # the preflight's report: each node, what a rank gets and what the allocation holds
-    report = out.split("what each rank gets:", 1)[1]
+    runs = [p for p in reports.iterdir() if p.is_dir()]
+    report = (runs[0] / "progress.log").read_text().split("what each rank gets:", 1)[1]
     for node, address in slurm_clean.nodes[:2]:
         line = next(x for x in report.splitlines() if x.strip().startswith(f"{node} "))
         assert f"{node} ({address}): a rank gets 2 CPU(s)" in line, line
