@@ -21,8 +21,8 @@
 # (CR_Core_Memory: a job without --mem holds its nodes' memory), gres gpu:8 per node (gres.conf
 # File= character devices like /dev/null under $ROOT/dev: no GPU behind them), so --exclusive,
 # --cpus-per-task, --mem, --gpus-per-node and --gres mean what they mean on a GPU cluster; steps
-# --overlap. ReturnToService=1: a node set DOWN stays down until State=RESUME (as a failed node
-# of a real cluster does), so a test can see the sweep leave it out.
+# --overlap. ReturnToService=2: a node set DOWN is back once its slurmd registers again (a test
+# that needs it kept out drains it as well).
 # It installs every package it uses (scripts/lib/apt_install.sh), and when it fails after
 # starting or creating anything, it tears the cluster down (scripts/teardown_slurm.sh): no
 # slurmctld, slurmd or namespace is left behind by a failed run.
@@ -119,7 +119,7 @@ GresTypes=gpu
 MpiDefault=none
 SwitchType=switch/none
 LaunchParameters=use_interactive_step
-ReturnToService=1
+ReturnToService=2
 KillWait=5
 InactiveLimit=0
 MinJobAge=2

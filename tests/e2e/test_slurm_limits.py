@@ -26,6 +26,7 @@ from support.processes import wait_until
 from support.slurm import (
     TestSlurm,
     allocations_granted,
+    node_back,
     slurm,
     slurm_cluster_toml,
     two_layout_sweep,
@@ -149,16 +150,16 @@ def _down_while_measuring(cluster: TestSlurm, tmp_path: Path, extra: str
                       "--format", "%N").strip()
         node = slurm("scontrol", "show", "hostnames", nodes).split()[1]
         slurm("scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=ppsweep-test")
+        # DOWN ends the allocation; drained, the node stays out as a failed node of a real
+        # cluster does (the test Slurm's ReturnToService=2 returns a DOWN node at once)
+        slurm("scontrol", "update", f"NodeName={node}", "State=DRAIN", "Reason=ppsweep-test")
         out = said(finish(proc), reports)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
         if node:
-            if slurm("sinfo", "--noheader", "--nodes", node, "--format", "%t").strip() != "idle":
-                slurm("scontrol", "update", f"NodeName={node}", "State=RESUME")
-            wait_until(lambda: "idle" in slurm("sinfo", "--noheader", "--nodes", node,
-                                               "--format", "%t"), 30, f"{node} idle again")
+            node_back(node)  # drained: resumed here
     return proc, out, node
 
 
@@ -168,7 +169,8 @@ def test_a_node_down_resumes_in_a_new_allocation_without_it(
     proc, out, node = _down_while_measuring(slurm_clean, tmp_path, "")
     assert proc.returncode == 1, out[-6000:]  # A died with its node
     assert f"{A}: layout dead" in out, out[-6000:]
-    assert re.search(rf"node\(s\) {node} \(down\*?: ppsweep-test\) failed; on_limit = \"renew\": "
+    assert re.search(rf"node\(s\) {node} \((down|drain)[\w+]*\*?: ppsweep-test\) failed; "
+                     r"on_limit = \"renew\": "
                      rf"releasing it, asking for a new one of 2 node\(s\) without {node}", out), (
         out[-6000:])
     new = re.search(r"cluster slurm: new allocation \d+ on (s70\d), (s70\d)", out)
@@ -182,6 +184,7 @@ def test_a_node_down_with_on_limit_stop_stops_with_the_resume_command(
     proc, out, node = _down_while_measuring(slurm_clean, tmp_path, 'on_limit = "stop"')
     assert proc.returncode == 2, out[-6000:]
     assert re.search(rf"{B}: cluster slurm: allocation \d+ (ended|runs).*node\(s\) {node} "
-                     r"\(down\*?: ppsweep-test\) failed; on_limit = \"stop\": stopping", out), (
+                     r"\((down|drain)[\w+]*\*?: ppsweep-test\) failed; on_limit = \"stop\": "
+                     r"stopping", out), (
         out[-6000:])
     assert "--ppsweep-resume" in out, out[-6000:]

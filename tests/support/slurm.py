@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,6 +84,31 @@ def test_slurm() -> Iterator[TestSlurm]:
             os.environ["SLURM_CONF"] = previous
         if not os.environ.get("PPSWEEP_KEEP_TEST_HOSTS"):
             run_script("teardown_slurm.sh")
+
+
+def node_back(node: str, timeout_s: float = 60) -> None:
+    """A node set DOWN by a test is idle again: State=RESUME, asked again until Slurm takes it
+    (it refuses while the node's jobs are still completing; a drained node stays out until
+    then), within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    state = ""
+    while time.monotonic() < deadline:
+        state = slurm("sinfo", "--noheader", "--nodes", node, "--format", "%t").strip()
+        if state == "idle":
+            return
+        if state.startswith(("down", "drain", "fail")):
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                           capture_output=True, check=False, timeout=60)
+        elif state.startswith(("mix", "alloc")) and not slurm(
+                "squeue", "--noheader", "--nodelist", node, "--format", "%i").strip():
+            # cons_tres with ReturnToService=2 may keep the killed job's CPUs counted on the
+            # node (no job listed): cancelling the jobs on the node clears them
+            subprocess.run(["scancel", "--quiet", "--nodelist", node], capture_output=True,
+                           check=False, timeout=60)
+        time.sleep(0.2)
+    jobs = slurm("squeue", "--noheader", "--nodelist", node, "--format", "%i %j %T").strip()
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {node} idle again "
+                         f"(sinfo: {state}; its jobs: {jobs or 'none'})")
 
 
 def allocations_granted() -> int:
