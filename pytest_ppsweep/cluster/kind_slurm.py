@@ -15,8 +15,10 @@ from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.slurm import (
     SlurmLauncher,
     SlurmNodeHost,
+    before_layout,
     job_name,
     resolve,
+    resources,
     salloc_argv,
     srun_step_argv,
 )
@@ -103,16 +105,12 @@ class SlurmBackend(Backend):
     def resources(self, sweep: Sweep, registry: Registry, smi: Callable[[str], list[str]]
                   ) -> tuple[list[str], list[str]]:
         # what each rank gets on each node of the allocation, against what the keys ask
-        from pytest_ppsweep.cluster.slurm import resources
-
         return resources(self.cluster, smi)
 
     def before_layout(self, eta_s: float | None, run_id: str, registry: Registry,
                       say: Callable[[str], None]) -> Cluster:
         # the allocation's time left vs the layout's ETA, its nodes still up; else renewed
         # (without the failed nodes) or ClusterStop (on_limit)
-        from pytest_ppsweep.cluster.slurm import before_layout
-
         return before_layout(self.cluster, eta_s, run_id, registry, say)
 
 

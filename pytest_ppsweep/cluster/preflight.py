@@ -43,7 +43,7 @@ from pytest_ppsweep.cluster.nodeinfo import (
 )
 from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.registry import Registry, temporary
-from pytest_ppsweep.cluster.slurm import check_pyxis
+from pytest_ppsweep.cluster.slurm import check_pyxis, import_image
 from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
@@ -223,8 +223,6 @@ def _pyxis(cluster: Cluster) -> list[str]:
 
 
 def _pyxis_image(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
-    from pytest_ppsweep.cluster.slurm import import_image
-
     return [p.split(": ", 1)[1] for p in import_image(cluster, [host.name], registry)]
 
 

@@ -97,6 +97,9 @@ class Recorded:
             self._phase.pop(key, None)
             self.record.done(key, self.clock())
 
+    def eta_s(self, key: str) -> float | None:
+        return self.inner.eta_s(key)
+
 
 # A round's bar is redrawn at most this often (the per-request callback stays cheap).
 BAR_EVERY_S = 0.2
