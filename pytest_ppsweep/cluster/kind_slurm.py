@@ -16,6 +16,7 @@ from pytest_ppsweep.cluster.slurm import (
     SlurmLauncher,
     SlurmNodeHost,
     before_layout,
+    image_file,
     job_name,
     resolve,
     resources,
@@ -126,7 +127,7 @@ class SlurmPyxisBackend(SlurmBackend):
         mounts = f", mounts {', '.join(c.mounts)}" if c.mounts else ""
         return [f"Pyxis: each step runs in image {c.container_image}{mounts} (srun "
                 "--container-image); the preflight checks that srun --help offers "
-                "--container-image"]
+                f"--container-image and imports the image once per node into {image_file(c)}"]
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
         # the module lives in the image, which only a step can open: Pyxis is checked (once,
