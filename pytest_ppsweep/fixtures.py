@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import pytest
 
+from pytest_ppsweep.cluster.base import ClusterStop
 from pytest_ppsweep.pointchecks import ExpectedFailure
 from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.service.readiness import BootFailed
@@ -82,12 +83,19 @@ class _Boot:
 
 
 @pytest.fixture(scope="session")
-def _ppsweep_boot(ppsweep: SweepRun, ppsweep_config: Config) -> Iterator[_Boot]:
+def _ppsweep_boot(request: pytest.FixtureRequest, ppsweep: SweepRun, ppsweep_config: Config
+                  ) -> Iterator[_Boot]:
     """The point's boot, on every node, for all its tests: one per server configuration
     (the points that differ only in their workload share it, run/boots.py); stopped after the
-    last test of the last of them."""
+    last test of the last of them. A cluster that cannot take the layout (ClusterStop: a
+    Slurm allocation's time or nodes ran out, and the sweep file says stop or no new one
+    fits) stops the session, with the command that resumes it."""
     try:
         booted = ppsweep.acquire(ppsweep_config)
+    except ClusterStop as exc:
+        session = SweepSession.of(request.config)
+        resume = f"\nresume: {session.resume_command()}" if session is not None else ""
+        pytest.exit(f"{ppsweep_config.id}: {exc}{resume}", returncode=pytest.ExitCode.INTERRUPTED)
     except BootFailed as exc:
         try:
             yield _Boot(None, exc)

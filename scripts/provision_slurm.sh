@@ -17,7 +17,12 @@
 #   login/                the login node's sshd: config, host key, log, pid
 #   ssh/                  client key and known_hosts for the login node
 #   slurm.env             KEY=VALUE summary read by the tests (SLURM_CONF, NODES, LOGIN, ...)
-# No cgroups: proctrack/linuxproc, task/none; select/linear (whole nodes, steps --overlap).
+# No cgroups: proctrack/linuxproc, task/none; select/cons_tres by core and memory
+# (CR_Core_Memory: a job without --mem holds its nodes' memory), gres gpu:8 per node (gres.conf
+# File= character devices like /dev/null under $ROOT/dev: no GPU behind them), so --exclusive,
+# --cpus-per-task, --mem, --gpus-per-node and --gres mean what they mean on a GPU cluster; steps
+# --overlap. ReturnToService=2: a node set DOWN is back once its slurmd registers again (a test
+# that needs it kept out drains it as well).
 # It installs every package it uses (scripts/lib/apt_install.sh), and when it fails after
 # starting or creating anything, it tears the cluster down (scripts/teardown_slurm.sh): no
 # slurmctld, slurmd or namespace is left behind by a failed run.
@@ -36,6 +41,8 @@ NODES=${SLURM_NODES:-"s701 s702 s703 s704"}
 BRIDGE=br-slurm
 NET=10.201.0
 CPUS=${SLURM_NODE_CPUS:-2}
+MEM_MB=${SLURM_NODE_MEM_MB:-4000}  # RealMemory of each node (below this machine's: slurmd checks it)
+GPUS=${SLURM_NODE_GPUS:-8}  # gres gpu:<n> per node (the emulator's GPUs; see gres.conf below)
 t0=$(date +%s.%N)
 say() { printf 'provision_slurm: %s\n' "$*"; }
 # -- packages: everything used below ------------------------------------------------------------
@@ -82,7 +89,7 @@ i=0; node_lines=""; names=""
 for n in $NODES; do
   i=$((i + 1)); addr=$NET.$((100 + i)); short=${n#s}
   netns_up "$n" "$addr/24" "$BRIDGE" "vs$short" "eth0-s$short"
-  node_lines+="NodeName=$n NodeAddr=$addr CPUs=$CPUS State=UNKNOWN"$'\n'
+  node_lines+="NodeName=$n NodeAddr=$addr CPUs=$CPUS RealMemory=$MEM_MB Gres=gpu:$GPUS State=UNKNOWN"$'\n'
   names+="${names:+,}$n=$addr"
 done
 
@@ -106,7 +113,9 @@ TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
-SelectType=select/linear
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+GresTypes=gpu
 MpiDefault=none
 SwitchType=switch/none
 LaunchParameters=use_interactive_step
@@ -123,8 +132,17 @@ SlurmdDebug=info
 $node_lines
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 CONF
+# the nodes' GPUs for Slurm: character devices like /dev/null (no GPU is behind them; the
+# emulator's nvidia-smi shim answers for the GPUs), one per GPU, as gres.conf File= wants
+mkdir -p "$ROOT/dev"
+for g in $(seq 0 $((GPUS - 1))); do
+  [ -c "$ROOT/dev/gpu$g" ] || mknod -m 666 "$ROOT/dev/gpu$g" c 1 3
+done
+printf 'AutoDetect=off\nName=gpu File=%s/dev/gpu[0-%s]\n' "$ROOT" "$((GPUS - 1))" > "$ROOT/gres.conf.new"
 changed=0
 cmp -s "$ROOT/slurm.conf.new" "$ROOT/slurm.conf" || changed=1
+cmp -s "$ROOT/gres.conf.new" "$ROOT/gres.conf" || changed=1
+mv "$ROOT/gres.conf.new" "$ROOT/gres.conf"
 mv "$ROOT/slurm.conf.new" "$ROOT/slurm.conf"
 export SLURM_CONF=$ROOT/slurm.conf
 

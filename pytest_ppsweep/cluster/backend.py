@@ -20,7 +20,7 @@ One module per kind subclasses it (``kind_local``, ``kind_ssh``, ``kind_slurm``,
 from __future__ import annotations
 
 import shlex
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -34,9 +34,10 @@ HOSTS_PLACEHOLDER = "{hosts}"
 
 # one preflight check of a node (cluster/preflight.py: CHECKS): the server module imports in every
 # rank environment, the image is there, the server's parser takes the sweep's flags (node 0,
-# where the engine runs: run_engine), Pyxis works, the model path and devices exist, the GPUs
-# are idle, the ports are free (asked of the node, or read from this machine's /proc)
-NodeCheck = Literal["module", "image", "flags", "pyxis", "paths", "gpus", "ports",
+# where the engine runs: run_engine), Pyxis works, the image is imported on the node (Pyxis: a
+# squashfs, once), the model path and devices exist, the GPUs are idle, the ports are free
+# (asked of the node, or read from this machine's /proc)
+NodeCheck = Literal["module", "image", "flags", "pyxis", "pyxis_image", "paths", "gpus", "ports",
                     "local_ports"]
 
 
@@ -88,6 +89,22 @@ class Backend:
                 reap: bool = False) -> Cluster:
         """The cluster with its nodes known (an allocation's: ``nodes_from_allocation``)."""
         return self.cluster
+
+    def before_layout(self, eta_s: float | None, run_id: str, registry: Registry,
+                      say: Callable[[str], None]) -> Cluster:
+        """The cluster to start the next layout on, which takes ``eta_s`` seconds (None: not
+        known yet): this one, or one with new nodes (an allocation's kind: a new allocation
+        when the one held ends too soon or lost a node). Raises ClusterStop when the sweep
+        cannot go on here; ``say`` reports what was done."""
+        return self.cluster
+
+    def resources(self, sweep: Sweep, registry: Registry, smi: Callable[[str], list[str]]
+                  ) -> tuple[list[str], list[str]]:
+        """What each rank gets on each node (report lines) and the problems, ``"<node>
+        (<address>): <problem>"``, where a rank gets less than the sweep asks: the preflight's
+        (an allocation's kind asks its scheduler); ([], []) where nothing is allotted.
+        ``smi``: a node's nvidia-smi command line, by its address (cluster/nodeinfo.py)."""
+        return [], []
 
     def nodes_to_ask(self) -> tuple[Host, ...]:
         """The nodes to ask what runs there or what they are: one when they are one machine."""

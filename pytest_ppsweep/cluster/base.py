@@ -36,6 +36,12 @@ class HostError(RuntimeError):
     """A command could not be run on a host at all (the message names the host)."""
 
 
+class ClusterStop(RuntimeError):
+    """The sweep cannot go on on a cluster (its allocation ends before the next layout would,
+    or lost a node, and the sweep file says stop, or no new one fits): the run stops there,
+    resumable; the message says why."""
+
+
 class CommandHost(Protocol):
     """Runs short commands on one node."""
 

@@ -5,7 +5,7 @@ that image through Pyxis (:class:`SlurmPyxisBackend`)."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,8 +16,11 @@ from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.slurm import (
     SlurmLauncher,
     SlurmNodeHost,
+    before_layout,
+    image_file,
     job_name,
     resolve,
+    resources,
     salloc_argv,
     srun_step_argv,
 )
@@ -50,7 +53,7 @@ class SlurmBackend(Backend):
     def launcher(self, sweep: Sweep | None = None, registry: Registry | None = None) -> Launcher:
         # one job step per layout in the run's allocation (cluster/slurm.py)
 
-        return SlurmLauncher(self.cluster)
+        return SlurmLauncher(self.cluster, registry)
 
     def prepare(self, run_id: str, registry: Registry, jobid: str = "",
                 reap: bool = False) -> Cluster:
@@ -105,6 +108,17 @@ class SlurmBackend(Backend):
         return [f"  step: {shlex.join(argv)}",
                 "    (task k runs node k's line below, with its environment)"]
 
+    def resources(self, sweep: Sweep, registry: Registry, smi: Callable[[str], list[str]]
+                  ) -> tuple[list[str], list[str]]:
+        # what each rank gets on each node of the allocation, against what the keys ask
+        return resources(self.cluster, smi)
+
+    def before_layout(self, eta_s: float | None, run_id: str, registry: Registry,
+                      say: Callable[[str], None]) -> Cluster:
+        # the allocation's time left vs the layout's ETA, its nodes still up; else renewed
+        # (without the failed nodes) or ClusterStop (on_limit)
+        return before_layout(self.cluster, eta_s, run_id, registry, say)
+
 
 class SlurmPyxisBackend(SlurmBackend):
     """Slurm steps in ``container_image`` through Pyxis."""
@@ -130,15 +144,15 @@ class SlurmPyxisBackend(SlurmBackend):
         mounts = f", mounts {', '.join(c.mounts)}" if c.mounts else ""
         return [f"Pyxis: each step runs in image {c.container_image}{mounts} (srun "
                 "--container-image); the preflight checks that srun --help offers "
-                "--container-image"]
+                f"--container-image and imports the image once per node into {image_file(c)}"]
 
     def node_checks(self, rank0: bool) -> tuple[NodeCheck, ...]:
-        # the module lives in the image, which only a step opens: Pyxis is checked, then the
-        # server's parser runs in the image (once, on node 0); paths, GPUs and ports as on any
-        # node
+        # the module lives in the image, which only a step opens: Pyxis is checked, the image
+        # imported on each node once (a squashfs the steps name: pyxis_image), then the server's
+        # parser runs in the image (once, on node 0); paths, GPUs and ports as on any node
         if rank0:
-            return ("pyxis", "flags", "paths", "gpus", "ports")
-        return ("paths", "gpus", "ports")
+            return ("pyxis", "pyxis_image", "flags", "paths", "gpus", "ports")
+        return ("pyxis_image", "paths", "gpus", "ports")
 
 
 def slurm_backend(cluster: Cluster) -> SlurmBackend:

@@ -47,11 +47,12 @@ from pytest_ppsweep.cluster.nodeinfo import (
 from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.rankspec import rank_specs, with_env
 from pytest_ppsweep.cluster.registry import Registry, temporary
-from pytest_ppsweep.cluster.slurm import check_pyxis
+from pytest_ppsweep.cluster.slurm import check_pyxis, import_image
 from pytest_ppsweep.cluster.ssh import HostConnectionError, on_all
 from pytest_ppsweep.matrix.model import Cluster, Config, Host, Sweep
 
-__all__ = ["PreflightError", "check", "dry_run_flags", "message", "read_server_flags", "require"]
+__all__ = ["PreflightError", "check", "dry_run_flags", "message", "read_server_flags", "require",
+           "resources"]
 
 APPS_QUERY = ("--query-compute-apps=pid,process_name,used_memory", "--format=csv,noheader")
 _IMPORTABLE = (
@@ -247,6 +248,17 @@ def _pyxis(cluster: Cluster) -> list[str]:
     return check_pyxis(cluster)
 
 
+def _pyxis_image(cluster: Cluster, host: Host, registry: Registry) -> list[str]:
+    return [p.split(": ", 1)[1] for p in import_image(cluster, [host.name], registry)]
+
+
+def resources(sweep: Sweep, cluster: Cluster, registry: Registry) -> tuple[list[str], list[str]]:
+    """What each rank gets on each node (report lines), and the problems where it is less
+    than the sweep asks (``Backend.resources``: an allocation's nodes; nothing elsewhere)."""
+    return backend_of(cluster).resources(sweep, registry,
+                                         lambda address: smi_command(cluster, address))
+
+
 # what each check a backend names does (backend.NodeCheck): (sweep, cluster, host, registry,
 # rank0) → problems
 CHECKS: Mapping[NodeCheck, Callable[[Sweep, Cluster, Host, Registry, bool], list[str]]] = {
@@ -254,6 +266,7 @@ CHECKS: Mapping[NodeCheck, Callable[[Sweep, Cluster, Host, Registry, bool], list
     "image": lambda s, c, h, r, rank0: check_image(c, h, s.image, r),
     "flags": lambda s, c, h, r, rank0: check_flags(s, c, r),
     "pyxis": lambda s, c, h, r, rank0: _pyxis(c),
+    "pyxis_image": lambda s, c, h, r, rank0: _pyxis_image(c, h, r),
     "paths": lambda s, c, h, r, rank0: check_paths(c, h, s, r),
     "gpus": lambda s, c, h, r, rank0: check_gpus(c, h, r),
     "ports": lambda s, c, h, r, rank0: check_ports(c, h, rank0, r),

@@ -44,12 +44,12 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from pytest_ppsweep.cluster.base import CommandResult, HostError, RankHandle
+from pytest_ppsweep.cluster.base import ClusterStop, CommandResult, HostError, RankHandle
 from pytest_ppsweep.cluster.labels import (
     CONFIG_ENV,
     CONFIG_LABEL,
@@ -280,31 +280,67 @@ def commands(cluster: Cluster) -> Commands:
 # -- the allocation -------------------------------------------------------------------------------
 
 
-def salloc_argv(cluster: Cluster, name: str, comment: str) -> list[str]:
-    """The ``salloc`` that makes the run's allocation (held until scancel: ``--no-shell``)."""
+def gpu_options(cluster: Cluster) -> list[str]:
+    """The GPUs the allocation and each step ask for: ``--gres`` (key ``gres``), else
+    ``--gpus-per-node <gpus_per_node>`` (``request_gpus = false``: none)."""
+    if cluster.slurm_gres:
+        return ["--gres", cluster.slurm_gres]
+    if cluster.slurm_request_gpus:
+        return ["--gpus-per-node", str(cluster.gpus_per_node)]
+    return []
+
+
+def salloc_argv(cluster: Cluster, name: str, comment: str,
+                exclude: Sequence[str] = ()) -> list[str]:
+    """The ``salloc`` that makes the run's allocation (held until scancel: ``--no-shell``):
+    one task per node, ``--exclusive``, ``--cpus-per-task``, ``--mem`` and the GPUs as the
+    cluster's keys say (defaults: whole nodes, all their memory, ``gpus_per_node`` GPUs);
+    ``exclude``: nodes that failed in an earlier allocation of the run."""
     argv = ["salloc", "--no-shell", "--job-name", name, "--comment", comment,
-            "--nodes", str(len(cluster.hosts))]
+            "--nodes", str(len(cluster.hosts)), "--ntasks-per-node", "1"]
+    if cluster.slurm_exclusive:
+        argv.append("--exclusive")
+    if cluster.slurm_cpus_per_task:
+        argv += ["--cpus-per-task", str(cluster.slurm_cpus_per_task)]
+    argv += ["--mem", cluster.slurm_mem, *gpu_options(cluster)]
     if cluster.slurm_partition:
         argv += ["--partition", cluster.slurm_partition]
     if cluster.slurm_account:
         argv += ["--account", cluster.slurm_account]
     if cluster.slurm_time:
         argv += ["--time", cluster.slurm_time]
-    if cluster.slurm_request_gpus:
-        argv += ["--gpus-per-node", str(cluster.gpus_per_node)]
+    if exclude:
+        argv += ["--exclude", ",".join(exclude)]
     return argv + list(cluster.salloc_options)
+
+
+def step_resources(cluster: Cluster) -> list[str]:
+    """What each task (one rank per node) of a layout's step asks for: ``cpus_per_task`` CPUs
+    (0: every CPU the allocation holds on the node), ``--mem`` and the GPUs of the allocation.
+    A step that asks nothing gets one CPU per task where Slurm binds tasks to CPUs."""
+    cpus = cluster.slurm_cpus_per_task or cluster.slurm_node_cpus
+    argv = ["--cpus-per-task", str(cpus)] if cpus else []
+    return [*argv, "--mem", cluster.slurm_mem, *gpu_options(cluster)]
 
 
 @dataclass
 class Allocation:
     """A Slurm job this run holds for its steps; ``owned``: made by this run, cancelled by
-    :meth:`close` (an allocation taken by jobid is left as it was)."""
+    :meth:`close` (an allocation taken by jobid is left as it was). ``layouts``: how many
+    layouts have started in it (a new one is never renewed for lack of time: another would
+    have no more). Renewed in place (:func:`before_layout`): the registry keeps one per
+    cluster."""
 
     cluster: str
     jobid: str
     owned: bool
     where: Commands = _LOCAL
+    layouts: int = 0
     _closed: bool = False
+
+    def renewed(self, jobid: str) -> None:
+        """Now allocation ``jobid``, made by this run, its first layout starting."""
+        self.jobid, self.owned, self.layouts, self._closed = jobid, True, 1, False
 
     def close(self) -> None:
         if self._closed or not self.owned:
@@ -375,8 +411,18 @@ def resolve(cluster: Cluster, run_id: str, registry: Registry, jobid: str = "",
         registry.shared(("slurm-allocation", cluster.name), lambda: Allocation(
             cluster.name, jobid, owned=True, where=where))
         os.environ[JOBID_ENV + cluster.name] = jobid  # xdist workers take this allocation
+    else:  # the user's (or the controller's): kept track of, never cancelled
+        registry.shared(("slurm-allocation", cluster.name), lambda: Allocation(
+            cluster.name, jobid, owned=False, where=commands(cluster)))
+    return _with_nodes(cluster, jobid)
+
+
+def _with_nodes(cluster: Cluster, jobid: str) -> Cluster:
+    """``cluster`` on the nodes of allocation ``jobid``, with the CPUs it holds per node."""
     hosts = _job_nodes(cluster, jobid)
-    return replace(cluster, hosts=tuple(hosts), slurm_jobid=jobid)
+    held = allotted(commands(cluster), jobid)
+    cpus = min((held[h.name].cpus for h in hosts if h.name in held), default=0)
+    return replace(cluster, hosts=tuple(hosts), slurm_jobid=jobid, slurm_node_cpus=cpus)
 
 
 def _allocate(where: Commands, argv: Sequence[str], name: str, timeout_s: float, what: str
@@ -455,10 +501,13 @@ def _srun_base(cluster: Cluster, name: str) -> list[str]:
 
 
 def container_args(cluster: Cluster) -> list[str]:
-    """Pyxis' options of a step in ``container_image`` (its image and mounts); [] without."""
+    """Pyxis' options of a step in ``container_image``; [] without: the image each node imported
+    once (import_image), the engine's own command, not the image's entrypoint, the user's home
+    kept out of the container (as srt-slurm runs the same engine), and the mounts."""
     if not cluster.container_image:
         return []
-    argv = ["--container-image", cluster.container_image]
+    argv = ["--container-image", image_file(cluster), "--no-container-entrypoint",
+            "--no-container-mount-home"]
     if cluster.mounts:
         argv += ["--container-mounts", ",".join(cluster.mounts)]
     return argv
@@ -543,6 +592,7 @@ def srun_step_argv(cluster: Cluster, name: str, nodes: Sequence[str]) -> list[st
     argv = [*_srun_base(cluster, name), "--nodes", str(len(nodes)), "--ntasks-per-node", "1",
             "--ntasks", str(len(nodes)), "--nodelist", ",".join(nodes), "--label",
             "--kill-on-bad-exit=0"]
+    argv += step_resources(cluster)
     argv += container_args(cluster)
     argv += list(cluster.srun_options)
     return [*argv, "sh", "-c", f'eval "${SCRIPT_ENV}"']
@@ -729,8 +779,9 @@ class SlurmLauncher:
     """Starts each layout as one job step of the cluster's allocation, on all of ``cluster``'s
     nodes (the comm step's launcher gets the domain's nodes only)."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, registry: Registry | None = None) -> None:
         self.cluster = cluster
+        self.registry = registry
         self._lock = threading.Lock()
         self._pending: dict[tuple[str, str], _Pending] = {}
 
@@ -748,6 +799,11 @@ class SlurmLauncher:
             ready = len(group.specs) == size
         if ready and not group.cancelled:
             ordered = [group.specs[r] for r in sorted(group.specs)]
+            if self.registry is not None:  # Pyxis: nodes new to the run import the image once
+                failed = import_image(self.cluster, [s.host for s, _l, _p in ordered],
+                                      self.registry)
+                if failed:
+                    raise HostError(f"cluster {self.cluster.name}: " + "; ".join(failed))
             group.step = SlurmStep(
                 self.cluster, group.name, [s for s, _l, _p in ordered],
                 [dict(lab, **{NODE_RANK_LABEL: str(s.node_rank)}) for s, lab, _p in ordered],
@@ -790,3 +846,310 @@ def check_pyxis(cluster: Cluster) -> list[str]:
             "(--container-image in `srun --help`), found an srun without it: install the Pyxis "
             "SPANK plugin, or leave container_image out to run the nodes' own python"]
 
+
+
+# -- what the allocation gives each rank ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Allotted:
+    """What an allocation holds on one node (``scontrol show job -d``): CPUs, memory in MB
+    (0: no memory is allotted, the node's own counts) and GPUs (gres gpu)."""
+
+    cpus: int
+    mem_mb: int
+    gpus: int
+
+
+_JOB_NODES = re.compile(r"^\s*Nodes=(\S+) CPU_IDs=(\S+) Mem=(\d+)(?: GRES=(\S*))?", re.M)
+
+
+def _count_ids(ids: str) -> int:
+    """``0-3,8`` → 5."""
+    n = 0
+    for part in ids.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit():
+            n += int(hi) - int(lo) + 1 if hi.isdigit() else 1
+    return n
+
+
+def _gres_gpus(gres: str) -> int:
+    """GPUs of a gres list ``gpu:8(IDX:0-7)``, ``gpu:h200:4(IDX:0-3),nic:1`` → 8, 4."""
+    total = 0
+    for item in re.split(r",(?![^()]*\))", gres):
+        name, _, rest = item.partition(":")
+        if name != "gpu":
+            continue
+        count = re.search(r"(\d+)(?:\(|$)", rest)
+        total += int(count.group(1)) if count else 0
+    return total
+
+
+def allotted(where: Commands, jobid: str) -> dict[str, Allotted]:
+    """Node name → what allocation ``jobid`` holds there (``scontrol show job -d``)."""
+    what = f"allocation {jobid}"
+    out = where.checked(["scontrol", "show", "job", "-d", jobid], 30, what)
+    held: dict[str, Allotted] = {}
+    for nodes, ids, mem, gres in _JOB_NODES.findall(out):
+        names = where.checked(["scontrol", "show", "hostnames", nodes], 30, what).split()
+        for name in names:
+            held[name] = Allotted(_count_ids(ids), int(mem), _gres_gpus(gres or ""))
+    return held
+
+
+def mem_mb(size: str) -> int:
+    """A Slurm memory size in MB (``200G`` → 204800; no unit: MB)."""
+    unit = size[-1:].upper()
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+    if unit in scale:
+        return int(int(size[:-1]) * scale[unit])
+    return int(size)
+
+
+# printed by each task of the probe step: what the task itself sees
+_PROBE = r"""
+mem=$(awk '/^MemTotal:/ {print int($2/1024)}' /proc/meminfo)
+gpus=$("$@" -L 2>/dev/null | grep -c '^GPU ')
+echo "ppsweep-probe cpus=${SLURM_CPUS_PER_TASK:-0} nproc=$(nproc)" \
+  "mem=${SLURM_MEM_PER_NODE:-0} memtotal=$mem gpus=$gpus"
+"""
+_PROBED = re.compile(r"ppsweep-probe cpus=(\d+) nproc=(\d+) mem=(\d+) memtotal=(\d+) gpus=(\d+)")
+
+
+def resources(cluster: Cluster, smi: Callable[[str], list[str]]) -> tuple[list[str], list[str]]:
+    """Each node's CPUs, memory and GPUs in the allocation and as a rank sees them (a step
+    with a layout's own resources, one task per node), and the problems where a rank would get
+    fewer than the sweep asks: ``cpus_per_task`` CPUs (else at least one), ``mem`` (0: any),
+    ``gpus_per_node`` GPUs; ``smi``: a node's nvidia-smi command line, by its address.
+    Returns (report lines, problems), each ``<node> (<address>): …``."""
+    from pytest_ppsweep.cluster.ssh import on_all
+
+    where = commands(cluster)
+    held = allotted(where, cluster.slurm_jobid)
+    want_cpus = cluster.slurm_cpus_per_task or 1
+    want_mem = mem_mb(cluster.slurm_mem)
+    want_gpus = cluster.gpus_per_node
+    asks = (f"a rank asks {cluster.slurm_cpus_per_task or 'every'} CPU(s), "
+            f"{cluster.slurm_mem if want_mem else 'all the'} memory, {want_gpus} GPU(s)")
+
+    jobid = cluster.slurm_jobid
+
+    def lacks(shown: str, cpus: int, mem: int, gpus: int | None, seen: str) -> list[str]:
+        """What a rank asks and does not get (``seen``: where the numbers come from)."""
+        problems = []
+        if cpus < want_cpus:
+            problems.append(f"{shown}: a rank asks {want_cpus} CPU(s) (cpus_per_task), found "
+                            f"{cpus} {seen}")
+        if want_mem and mem and mem < want_mem:
+            problems.append(f"{shown}: a rank asks {cluster.slurm_mem} = {want_mem} MB (mem), "
+                            f"found {mem} MB {seen}")
+        if gpus is not None and gpus < want_gpus:
+            problems.append(f"{shown}: a rank asks {want_gpus} GPU(s) (gpus_per_node), found "
+                            f"{gpus} {seen}")
+        return problems
+
+    def probe(host: Host) -> tuple[str, list[str]]:
+        shown = f"{host.name} ({host.address})"
+        got = held.get(host.name)
+        if got is None:
+            return "", [f"{shown}: not a node of allocation {jobid} (scontrol show job -d does "
+                        "not list it)"]
+        allot = (f"allocation {jobid} holds {got.cpus} CPU(s), "
+                 f"{f'{got.mem_mb} MB' if got.mem_mb else 'no memory limit'}, "
+                 f"{got.gpus} GPU(s) (gres) there")
+        # what Slurm allotted first: a step asking more would not even start
+        short = lacks(shown, got.cpus, got.mem_mb, got.gpus if gpu_options(cluster) else None,
+                      f"in allocation {jobid} (scontrol show job -d)")
+        if short:
+            return f"{shown}: {allot}", short
+        # then what a rank sees in a step with a layout's own resources
+        argv = [*_srun_base(cluster, CMD_STEP), "--nodes", "1", "--ntasks", "1", "--nodelist",
+                host.name, *step_resources(cluster), "sh", "-c", _PROBE, "ppsweep-probe",
+                *(smi(host.address) if cluster.nvidia_smi else ["false"])]
+        res = where.run(argv, 60, f"cluster {cluster.name}: {shown}")
+        found = _PROBED.search(res.stdout)
+        if found is None:
+            said = _TASK_EXIT.sub("", res.stderr).strip() or res.stdout.strip()
+            step = shlex.join(step_resources(cluster))
+            return f"{shown}: {allot}", [
+                f"{shown}: a step with a rank's resources ({step}) cannot start in allocation "
+                f"{jobid}: {said[:300]}; {allot}; {asks}"]
+        cpus, nproc, mem, memtotal, gpus = (int(x) for x in found.groups())
+        rank_cpus = min(cpus, nproc) if cpus else min(got.cpus or nproc, nproc)
+        rank_mem = mem or got.mem_mb or memtotal
+        # GPUs asked of Slurm: what the allocation holds there; else what nvidia-smi lists
+        rank_gpus = got.gpus if gpu_options(cluster) else gpus
+        line = (f"{shown}: a rank gets {rank_cpus} CPU(s) (nproc {nproc}), {rank_mem} MB, "
+                f"{rank_gpus} GPU(s); {allot}")
+        return line, lacks(shown, rank_cpus, rank_mem,
+                           rank_gpus if gpu_options(cluster) or cluster.nvidia_smi else None,
+                           f"in a step of allocation {jobid}" + (
+                               "" if gpu_options(cluster) else
+                               " (GPUs: none asked of Slurm, request_gpus = false: the node's "
+                               "nvidia-smi counts)"))
+
+    per_node = on_all(cluster.hosts, probe)
+    return ([line for line, _p in per_node if line],
+            [p for _line, problems in per_node for p in problems])
+
+
+# -- Pyxis: the image imported once per node ---------------------------------------------------
+
+
+def image_file(cluster: Cluster) -> str:
+    """The squashfs a step's ``--container-image`` names: the image imported into
+    ``container_cache`` on each node (an image given as a .sqsh path is used as it is)."""
+    image = cluster.container_image
+    if image.startswith("/") and image.endswith(".sqsh"):
+        return image
+    return f"{cluster.container_cache.rstrip('/')}/{_safe(image)}.sqsh"
+
+
+# $1 the squashfs, $2 the enroot URI: imported unless there (a shared cache: another node's
+# import is atomic by rename, a second import of a race is only wasted)
+_IMPORT = r"""
+f=$1; [ -s "$f" ] && { echo "ppsweep-image cached $f"; exit 0; }
+mkdir -p "$(dirname "$f")" || exit 1
+tmp="$f.$(hostname).$$.tmp"
+enroot import --output "$tmp" "$2" || { rm -f "$tmp"; exit 1; }
+mv -f "$tmp" "$f" && echo "ppsweep-image imported $f"
+"""
+
+
+class _Imported:
+    """The nodes that hold the image's squashfs, in the run's registry (one per cluster)."""
+
+    def __init__(self) -> None:
+        self.nodes: set[tuple[str, str]] = set()
+        self.lock = threading.Lock()
+
+    def close(self) -> None:
+        pass
+
+
+def import_image(cluster: Cluster, nodes: Sequence[str], registry: Registry) -> list[str]:
+    """The image imported as a squashfs on each of ``nodes`` that does not hold it yet (one
+    step over those nodes: ``enroot import`` unless the file is there); problems named by
+    node. Later layouts of the run reuse it (their steps name the file)."""
+    if not cluster.container_image or image_file(cluster) == cluster.container_image:
+        return []
+    done = registry.shared(("slurm-image", cluster.name), _Imported)
+    with done.lock:
+        todo = [n for n in nodes if (image_file(cluster), n) not in done.nodes]
+    if not todo:
+        return []
+    # the import is idempotent (the file is looked for first): two callers at once only ask twice
+    argv = [*_srun_base(cluster, CMD_STEP), "--nodes", str(len(todo)), "--ntasks-per-node",
+            "1", "--ntasks", str(len(todo)), "--nodelist", ",".join(todo), "--label",
+            "sh", "-c", _IMPORT, "ppsweep-import", image_file(cluster),
+            "docker://" + cluster.container_image]
+    res = commands(cluster).run(argv, 1800, f"cluster {cluster.name}: image import")
+    ok = {todo[int(m.group(1))] for m in re.finditer(r"^\s*(\d+): ppsweep-image ",
+                                                     res.stdout, re.M)
+          if int(m.group(1)) < len(todo)}
+    with done.lock:
+        done.nodes |= {(image_file(cluster), n) for n in ok}
+    said = (res.stdout + res.stderr).strip()[-400:]
+    return [f"{n}: enroot import of {cluster.container_image} into {image_file(cluster)} "
+            f"failed: {said}" for n in todo if n not in ok]
+
+
+# -- the allocation's limits: its time, its nodes -----------------------------------------------
+
+
+def time_left_s(where: Commands, jobid: str) -> float | None:
+    """Seconds allocation ``jobid`` has left (``squeue -o %L``: ``[D-][H:]M:S``); None when it
+    has no limit."""
+    out = where.checked(["squeue", "--noheader", "--jobs", jobid, "--format", "%L"], 30,
+                        f"allocation {jobid}").strip()
+    days, _, clock = out.rpartition("-")
+    parts = clock.split(":")
+    if not out or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+        return None  # UNLIMITED, NOT_SET, or no longer listed (the state check says which)
+    seconds = 0
+    for p in parts:
+        seconds = seconds * 60 + int(p)
+    return seconds + int(days or 0) * 86400
+
+
+def job_state(where: Commands, jobid: str) -> str:
+    """The job's state (``RUNNING``, ``NODE_FAIL``, ``TIMEOUT``…); "" once the queue no longer
+    lists it."""
+    out = where.run(["squeue", "--noheader", "--jobs", jobid, "--states", "all", "--format",
+                     "%T"], 30, f"allocation {jobid}").stdout.split()
+    return out[0] if out else ""
+
+
+_FAILED_STATES = ("down", "drain", "fail", "maint", "no_respond", "not_responding", "unk",
+                  "power_down", "reboot")
+
+
+def failed_nodes(where: Commands, names: Sequence[str]) -> list[str]:
+    """The nodes of ``names`` that Slurm does not count as usable (down, drained, failing,
+    not responding), with the reason Slurm gives."""
+    out = where.run(["sinfo", "--noheader", "--Node", "--nodes", ",".join(names), "--format",
+                     "%N|%T|%E"], 30, "sinfo").stdout
+    found = []
+    for line in out.splitlines():
+        name, _, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
+        if name in names and any(s in state.lower() for s in _FAILED_STATES):
+            found.append(f"{name} ({state.lower()}{': ' + reason if reason.strip() else ''})")
+    return sorted(set(found))
+
+
+def before_layout(cluster: Cluster, eta_s: float | None, run_id: str, registry: Registry,
+                  say: Callable[[str], None]) -> Cluster:
+    """Before a layout starts: the allocation still runs, on nodes that all work, with at least
+    the layout's ETA + ``time_margin_s`` left. Otherwise (``on_limit``): "renew" releases it
+    and makes a new one (without the failed nodes); "stop" raises ClusterStop. A new
+    allocation is never renewed for lack of time (another would have no more): the layout
+    starts, said to be short; an allocation the user holds (jobid) is never released."""
+    where = commands(cluster)
+    held = registry.shared(("slurm-allocation", cluster.name), lambda: Allocation(
+        cluster.name, cluster.slurm_jobid, owned=False, where=where))
+    what = f"cluster {cluster.name}: allocation {cluster.slurm_jobid}"
+    state = job_state(where, cluster.slurm_jobid)
+    down = failed_nodes(where, [h.name for h in cluster.hosts])
+    reason = ""
+    if state != "RUNNING" or down:
+        reason = f"{what} {'ended (' + state + ')' if state else 'ended'}" if (
+            state != "RUNNING") else f"{what} runs"
+        if down:
+            reason += f"; its node(s) {', '.join(down)} failed"
+    else:
+        left = time_left_s(where, cluster.slurm_jobid)
+        need = (eta_s or 0.0) + cluster.slurm_time_margin_s
+        if left is not None and left < need:
+            eta = f"ETA {eta_s:.0f} s" if eta_s is not None else "ETA not known yet"
+            reason = (f"{what} has {left:.0f} s left, fewer than the next layout needs "
+                      f"({eta} + time_margin_s {cluster.slurm_time_margin_s} s)")
+            if held.layouts == 0:
+                say(f"WARNING: {reason}; it was made for this layout, a new one would have no "
+                    "more time: the layout starts (its rounds may be cut: a resume reruns them)")
+                reason = ""
+            elif not held.owned:
+                raise ClusterStop(f"{reason}; it is the user's (jobid), not released: stopping")
+    if not reason:
+        held.layouts += 1
+        return cluster
+    if cluster.slurm_on_limit == "stop":
+        raise ClusterStop(f"{reason}; on_limit = \"stop\": stopping")
+    exclude = [d.split(" ", 1)[0] for d in down]
+    say(f"{reason}; on_limit = \"renew\": releasing it, asking for a new one of "
+        f"{len(cluster.hosts)} node(s)" + (f" without {', '.join(exclude)}" if exclude else ""))
+    if held.owned:
+        held.close()
+    name = job_name(run_id, cluster.name)
+    try:
+        jobid = _allocate(where, salloc_argv(cluster, name, f"ppsweep run {run_id}", exclude),
+                          name, 600.0, f"cluster {cluster.name}")
+    except SlurmError as exc:
+        raise ClusterStop(f"{reason}; no new allocation: {exc}") from None
+    held.renewed(jobid)
+    os.environ[JOBID_ENV + cluster.name] = jobid
+    fresh = _with_nodes(cluster, jobid)
+    say(f"cluster {cluster.name}: new allocation {jobid} on "
+        f"{', '.join(h.name for h in fresh.hosts)}")
+    return fresh

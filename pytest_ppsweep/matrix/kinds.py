@@ -17,7 +17,8 @@ NEEDS_IMAGE: Mapping[str, bool] = {"process": False, "docker": True}
 LAUNCHERS = tuple(NEEDS_IMAGE)
 
 SLURM_KEYS = ("nodes", "jobid", "partition", "account", "time", "request_gpus",
-              "salloc_options", "srun_options", "container_image", "login")
+              "salloc_options", "srun_options", "container_image", "login", "exclusive",
+              "cpus_per_task", "mem", "gres", "on_limit", "time_margin_s", "container_cache")
 
 
 @dataclass(frozen=True)

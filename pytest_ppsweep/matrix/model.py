@@ -70,6 +70,20 @@ class Cluster:
     # the login node the Slurm commands run on, over SSH with the ssh_* keys ("": this host)
     slurm_login: str = ""
     container_image: str = ""  # Pyxis: srun --container-image (mounts: --container-mounts)
+    # what the allocation and each step ask for (cluster/slurm.py: salloc_argv, step_resources)
+    slurm_exclusive: bool = True  # salloc --exclusive
+    slurm_cpus_per_task: int = 0  # 0: every CPU the allocation has on the node
+    slurm_mem: str = "0"  # salloc/srun --mem ("0": all of the node's memory)
+    slurm_gres: str = ""  # salloc/srun --gres instead of --gpus-per-node
+    # before each layout: the allocation's time left vs the layout's ETA + margin, and after a
+    # node failure: "renew" (a new allocation without the failed nodes) or "stop" (resumable)
+    slurm_on_limit: str = "renew"
+    slurm_time_margin_s: int = 120
+    # Pyxis: where each node keeps the image imported once as a squashfs (enroot import)
+    container_cache: str = "/tmp/ppsweep-containers"
+    # learnt from the allocation (cluster/slurm.resolve): the CPUs it holds on each node (the
+    # fewest of any node), what a step's task asks for when cpus_per_task is 0
+    slurm_node_cpus: int = 0
 
     @property
     def gpus(self) -> int:

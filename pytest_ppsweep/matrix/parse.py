@@ -634,6 +634,16 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             srun_options=tuple(c.str_list("srun_options", default=[])),
             container_image=c.text("container_image", default=""),
             slurm_login=_optional(c, "login", _HOSTNAME, "a login node's host name or address"),
+            slurm_exclusive=c.flag("exclusive", default=True),
+            slurm_cpus_per_task=c.integer("cpus_per_task", default=0, minimum=0),
+            slurm_mem=_optional(c, "mem", _MEM, "a Slurm memory size (digits, then K, M, G or T; "
+                                "0: all of the node's)") or "0",
+            slurm_gres=_optional(c, "gres", _GRES, "a Slurm gres list (e.g. gpu:8 or gpu:h200:8)"),
+            slurm_on_limit=c.choice("on_limit", ("renew", "stop"), default="renew"),
+            slurm_time_margin_s=c.integer("time_margin_s", default=120, minimum=0),
+            container_cache=_optional(c, "container_cache", _ABS_PATH,
+                                      "an absolute directory path on the nodes")
+            or "/tmp/ppsweep-containers",
         )
     if not out:
         raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")
@@ -642,6 +652,10 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
 
 _JOBID = re.compile(r"[0-9]+")
 _TIME = re.compile(r"[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}")
+_MEM = re.compile(r"[0-9]+[KMGT]?")
+_GRES_ONE = r"[A-Za-z][A-Za-z0-9_]*(:[A-Za-z0-9_.-]+)*"
+_GRES = re.compile(rf"{_GRES_ONE}(,{_GRES_ONE})*")
+_ABS_PATH = re.compile(r"/[A-Za-z0-9_./-]*")
 
 
 def _slurm_nodes(c: Reader) -> tuple[Host, ...]:

@@ -108,6 +108,13 @@ CLUSTER_KEYS = (
     "srun_options",
     "container_image",
     "login",
+    "exclusive",
+    "cpus_per_task",
+    "mem",
+    "gres",
+    "on_limit",
+    "time_margin_s",
+    "container_cache",
 )
 HOST_KEYS = ("name", "address")
 # Flags the plugin derives from the layout and the cluster; a sweep file must not set them.

@@ -100,6 +100,18 @@ class SweepClock:
             left -= self.clock() - self._since
         return max(left, 0.0)
 
+    def layout_s(self, layout: str) -> float | None:
+        """Seconds ``layout`` will take from now (its boot unless its server configuration is
+        up, then its rounds left), or None before a boot and a round were measured: what a
+        Slurm allocation's time left is compared with before the layout starts."""
+        if not self.boots or not self.round_s:
+            return None
+        group = self.groups.get(layout, layout)
+        boot = 0.0 if layout in self.booted or group in self._booted_groups else (
+            statistics.mean(self.boots))
+        rounds = max(self.rounds.get(layout, 0) - self.rounds_done.get(layout, 0), 0)
+        return boot + rounds * statistics.mean(self.round_s)
+
     def describe(self, layout: str) -> str:
         """``layout 3/5, ETA 12 min`` (no ETA before one boot and one round)."""
         eta = self.eta_s()

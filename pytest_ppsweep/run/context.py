@@ -30,7 +30,8 @@ __all__ = ["ClusterTime", "Clusters", "RunContext"]
 class Clusters:
     """The clusters this process may boot on: the pool, or under xdist the leased one. A slurm
     cluster's nodes are known once its allocation is made, after the run was set up
-    (session/nodes.py): :meth:`use` then puts them in, once."""
+    (session/nodes.py): :meth:`use` then puts them in; a new allocation made before a layout
+    (its time or a node ran out) puts its own in with :meth:`replace`."""
 
     def __init__(self, clusters: Iterable[Cluster]) -> None:
         self._clusters = tuple(clusters)
@@ -42,6 +43,11 @@ class Clusters:
     def use(self, clusters: Iterable[Cluster]) -> None:
         """The clusters once their nodes are known."""
         self._clusters = tuple(clusters)
+
+    def replace(self, cluster: Cluster) -> None:
+        """``cluster`` instead of the one of its name (a slurm cluster on a new allocation's
+        nodes, ``Backend.before_layout``)."""
+        self._clusters = tuple(cluster if c.name == cluster.name else c for c in self._clusters)
 
     def first(self) -> Cluster:
         """The first (under xdist: the only) cluster of this process."""

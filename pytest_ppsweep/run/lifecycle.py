@@ -11,6 +11,7 @@ from typing import Any
 
 import requests
 
+from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.cluster.rankspec import rank_specs
@@ -52,13 +53,25 @@ class Lifecycle:
     # -- boot -----------------------------------------------------------------------------------
 
     def boot(self, config: Config) -> Booted:
-        """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
+        """Start every rank, wait for health, read the topology; raise BootFailed on failure
+        (ClusterStop: the cluster cannot take the layout, and the sweep stops resumable)."""
+        self._limits(config)
         started = time.monotonic()
         row = ConfigRow(self.ctx.store, config.id)
         service, before = self._launch(config, row)
         self._wait(service, before, row, started)
         info, topo = self._server_info(service, before, row, started)
         return self._record(service, info, topo, before, row, started)
+
+    def _limits(self, config: Config) -> None:
+        """The cluster's word before the layout starts, given its ETA (an allocation that ends
+        too soon or lost a node is renewed, or ClusterStop: ``Backend.before_layout``)."""
+        cluster = self.cluster_for(config)
+        fresh = backend_of(cluster).before_layout(
+            self.ctx.live.eta_s(config.id), self.ctx.store.run_id, self.ctx.registry,
+            self.ctx.progress)
+        if fresh is not cluster:
+            self.ctx.clusters.replace(fresh)
 
     def _launch(self, config: Config, row: ConfigRow) -> tuple[Service, list[GpuMemory]]:
         """The layout's row, its cluster and manifest, the GPUs before it, and its service."""

@@ -33,6 +33,9 @@ class LiveStatus(Protocol):
         """A boot (``what`` = ``boot``), a failed boot (``failed``) or a round (``round``) of
         ``key`` took ``seconds`` real seconds."""
 
+    def eta_s(self, key: str) -> float | None:
+        """Seconds layout ``key`` will take from now (None: nothing measured to tell)."""
+
 
 class NoStatus:
     """No live status (a run driven from a script)."""
@@ -49,6 +52,9 @@ class NoStatus:
 
     def took(self, key: str, what: str, seconds: float | None) -> None:
         pass
+
+    def eta_s(self, key: str) -> float | None:
+        return None
 
 
 # The phases after which a layout is finished in its process (its live record entry goes)
@@ -90,6 +96,9 @@ class Recorded:
         if what == "failed":  # a failed boot: the layout runs nothing more
             self._phase.pop(key, None)
             self.record.done(key, self.clock())
+
+    def eta_s(self, key: str) -> float | None:
+        return self.inner.eta_s(key)
 
 
 # A round's bar is redrawn at most this often (the per-request callback stays cheap).

@@ -354,9 +354,13 @@ class SweepSession:
         if word == runstatus.INTERRUPTED:  # the last selected point that started, unfinished
             started = self.store.config_rows()
             at = next((c for c in reversed(missing) if c in wanted and c in started), None)
-        resume = None if word == runstatus.COMPLETE else runstatus.resume_command(
-            [str(a) for a in self.config.invocation_params.args], self.store.run_id)
+        resume = None if word == runstatus.COMPLETE else self.resume_command()
         return runstatus.RunStatus(word, tuple(measured), tuple(missing), at, resume)
+
+    def resume_command(self) -> str:
+        """The command line that resumes this run in its folder."""
+        return runstatus.resume_command([str(a) for a in self.config.invocation_params.args],
+                                        self.store.run_id)
 
     def _finish_profile(self) -> None:
         """profile.csv once more from every profiled layout's attribution.json (under xdist

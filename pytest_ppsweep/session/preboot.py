@@ -81,7 +81,11 @@ class Preflight:
                         f"runs are still on the nodes (remove them with --ppsweep-reap):\n"
                         + reap.describe(leftovers)
                     )
-            problems = preflight.check(self.ctx.sweep, cluster, self.ctx.registry)
+            lines, problems = preflight.resources(self.ctx.sweep, cluster, self.ctx.registry)
+            if lines:
+                self.progress(f"cluster {cluster.name}: what each rank gets:\n"
+                              + "\n".join(f"  {line}" for line in lines))
+            problems += preflight.check(self.ctx.sweep, cluster, self.ctx.registry)
             if problems:
                 raise pytest.UsageError(preflight.message(cluster, problems))
             # read once per image (the node check above asked it): never silently unchecked

@@ -230,6 +230,10 @@ class Progress:
         else:  # a failed boot: the layout runs no rounds
             clock.skipped(key)
 
+    def eta_s(self, key: str) -> float | None:
+        """Seconds layout ``key`` will take from now (:meth:`SweepClock.layout_s`)."""
+        return self.sweep_clock.layout_s(key) if self.sweep_clock is not None else None
+
     def status(self, key: str, text: str, *, state: str | None = None,
                phase: str | None = None) -> None:
         """The status of ``key`` (a layout) is now ``text``, followed by the sweep's position and

@@ -44,7 +44,7 @@ def test_slurm_with_a_container_image_is_pyxis() -> None:
     assert backend_of(slurm).nodes_from_allocation
     assert backend_of(slurm).node_checks(rank0=True)[0] == "module"
     assert backend_of(replace(slurm, container_image="i")).node_checks(rank0=False) == (
-        "paths", "gpus", "ports")
+        "pyxis_image", "paths", "gpus", "ports")
 
 
 def test_local_kinds_are_this_machine(tmp_path: Path) -> None:

@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 from support.paths import sweep_folder
 from support.processes import wait_until
-from support.slurm import TestSlurm, node_processes, slurm, slurm_cluster_toml, two_layout_sweep
+from support.slurm import (
+    TestSlurm,
+    node_back,
+    node_processes,
+    slurm,
+    slurm_cluster_toml,
+    two_layout_sweep,
+)
 
 from pytest_ppsweep.cluster.labels import CONFIG_ENV, NODE_RANK_ENV
 
@@ -137,12 +144,8 @@ def test_step_cancelled_task_killed_node_down_in_a_held_allocation(
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-        # an admin DOWN may already be undone (ReturnToService=2 when slurmd registers again)
-        if slurm("sinfo", "--noheader", "--nodes", node, "--format", "%t").strip() != "idle":
-            slurm("scontrol", "update", f"NodeName={node}", "State=RESUME")
-        wait_until(lambda: "idle" in slurm("sinfo", "--noheader", "--nodes", node,
-                                           "--format", "%t"), 30, f"{node} idle again")
-        subprocess.run(["scancel", held], check=False, timeout=60)
+        subprocess.run(["scancel", held], check=False, timeout=60)  # it may still hold the node
+        node_back(node)  # an admin DOWN may already be undone (ReturnToService=2)
     assert proc.returncode == 1, out[-6000:]
     # each death is named: the step Slurm ended, the task that exited, the node that went down
     for config in (A, B, C):

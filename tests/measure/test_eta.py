@@ -48,6 +48,11 @@ def test_workloads_sharing_a_boot_count_one_boot() -> None:
     sweep.round_done("pp1-prefill", 10.0)
     # pp1's decode runs on pp1's boot: one boot left (pp2's), 7 rounds
     assert sweep.eta_s() == pytest.approx(100.0 + 7 * 10.0)
+    # one layout's own time (a Slurm allocation's time left is compared with it): pp1's decode
+    # needs no boot, pp2's prefill one
+    assert sweep.layout_s("pp1-decode") == pytest.approx(20.0)
+    assert sweep.layout_s("pp2-prefill") == pytest.approx(120.0)
+    assert SweepClock({"pp1": 2}, clock).layout_s("pp1") is None  # nothing measured: no guess
 
 
 @pytest.mark.parametrize(("seconds", "shown"), [(12.4, "12 s"), (600, "10 min"),

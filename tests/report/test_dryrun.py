@@ -164,7 +164,7 @@ nodes = 2
 gpus_per_node = 8
 partition = "h200"
 time = "02:00:00"
-salloc_options = ["--exclusive"]
+salloc_options = ["--qos=perf"]
 srun_options = ["--mpi=none"]
 python = "/shared/venv/bin/python"
 env = { HF_TOKEN = "hf_secret-value-123" }
@@ -182,12 +182,14 @@ def test_a_slurm_dry_run_prints_its_salloc_and_srun_lines(tmp_path: Path) -> Non
     assert lines[1:6] == [
         "Slurm commands run on this machine",
         "allocation: salloc --no-shell --job-name 'ppsweep-<run-id>+gpu' --comment 'ppsweep "
-        "run <run-id>' --nodes 2 --partition h200 --time 02:00:00 --gpus-per-node 8 --exclusive",
+        "run <run-id>' --nodes 2 --ntasks-per-node 1 --exclusive --mem 0 --gpus-per-node 8 "
+        "--partition h200 --time 02:00:00 --qos=perf",
         "  (held until the run ends; its 2 nodes replace node0…node1 below, its job id <jobid>)",
         "pp2-tp8-ep1: PP/TP/EP 2 / 8 / 1 at C = 1",
         "  step: srun --overlap --jobid '<jobid>' --job-name 'ppsweep-<run-id>+pp2-tp8-ep1+"
         "<random>' --export ALL --quiet --nodes 2 --ntasks-per-node 1 --ntasks 2 --nodelist "
-        "node0,node1 --label --kill-on-bad-exit=0 --mpi=none sh -c 'eval \"$PPSWEEP_STEP_SCRIPT\"'",
+        "node0,node1 --label --kill-on-bad-exit=0 --mem 0 --gpus-per-node 8 --mpi=none sh -c "
+        "'eval \"$PPSWEEP_STEP_SCRIPT\"'",
     ]
     assert lines[7].startswith("  node0 node0 (slurm-node0): env HF_TOKEN=")
     assert "hf_secret-value-123" not in "\n".join(lines)
@@ -201,11 +203,13 @@ def test_a_slurm_dry_run_prints_its_salloc_and_srun_lines(tmp_path: Path) -> Non
         "allocation: job 4242 is taken as it is (no salloc); its nodes replace node0… below",
         "Pyxis: each step runs in image nvcr.io#lmsysorg/sglang:v0.5.23, mounts "
         "/data/hf_models:/models:ro (srun --container-image); the preflight checks that srun "
-        "--help offers --container-image",
+        "--help offers --container-image and imports the image once per node into "
+        "/tmp/ppsweep-containers/nvcr.io_lmsysorg_sglang_v0.5.23.sqsh",
     ]
     step = lines[5]
     assert step.startswith("  step: srun --overlap --jobid 4242 ")
-    assert ("--container-image 'nvcr.io#lmsysorg/sglang:v0.5.23' --container-mounts "
+    assert ("--container-image /tmp/ppsweep-containers/nvcr.io_lmsysorg_sglang_v0.5.23.sqsh "
+            "--no-container-entrypoint --no-container-mount-home --container-mounts "
             "/data/hf_models:/models:ro --mpi=none") in step
 
 

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,31 @@ def test_slurm() -> Iterator[TestSlurm]:
             run_script("teardown_slurm.sh")
 
 
+def node_back(node: str, timeout_s: float = 60) -> None:
+    """A node set DOWN by a test is idle again: State=RESUME, asked again until Slurm takes it
+    (it refuses while the node's jobs are still completing; a drained node stays out until
+    then), within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    state = ""
+    while time.monotonic() < deadline:
+        state = slurm("sinfo", "--noheader", "--nodes", node, "--format", "%t").strip()
+        if state == "idle":
+            return
+        if state.startswith(("down", "drain", "fail")):
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"],
+                           capture_output=True, check=False, timeout=60)
+        elif state.startswith(("mix", "alloc")) and not slurm(
+                "squeue", "--noheader", "--nodelist", node, "--format", "%i").strip():
+            # cons_tres with ReturnToService=2 may keep the killed job's CPUs counted on the
+            # node (no job listed): cancelling the jobs on the node clears them
+            subprocess.run(["scancel", "--quiet", "--nodelist", node], capture_output=True,
+                           check=False, timeout=60)
+        time.sleep(0.2)
+    jobs = slurm("squeue", "--noheader", "--nodelist", node, "--format", "%i %j %T").strip()
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {node} idle again "
+                         f"(sinfo: {state}; its jobs: {jobs or 'none'})")
+
+
 def allocations_granted() -> int:
     """How many allocations slurmctld has granted so far (its log: one line per salloc)."""
     log = ROOT / "ctld" / "slurmctld.log"
@@ -129,8 +155,10 @@ def clean(cluster: TestSlurm) -> None:
 
 
 def slurm_cluster_toml(name: str, state: Path, *, nodes: int = 4, scale: float = 1000,
-                       extra: str = "") -> str:
-    """A kind = "slurm" cluster of the emulator (8 GPUs per node, its GPU state in ``state``)."""
+                       extra: str = "", request_gpus: bool = False) -> str:
+    """A kind = "slurm" cluster of the emulator (8 GPUs per node, its GPU state in ``state``).
+    ``request_gpus``: the allocation and each step ask for the nodes' 8 GPUs (the test Slurm's
+    gres gpu:8, without device files); by default they ask none."""
     smi = (f'["env", "PPSWEEP_SIM_STATE_DIR={state}", "{sys.executable}", "-m", '
            '"pytest_ppsweep.sim.smi", "--host", "{host}"]')
     return "\n".join([
@@ -138,7 +166,7 @@ def slurm_cluster_toml(name: str, state: Path, *, nodes: int = 4, scale: float =
         'kind = "slurm"',
         f"nodes = {nodes}",
         "gpus_per_node = 8",
-        "request_gpus = false  # the test Slurm has no GPU gres",
+        f"request_gpus = {'true' if request_gpus else 'false'}",
         'server_module = "pytest_ppsweep.sim"',
         f'python = "{sys.executable}"',
         "port = 30000",
