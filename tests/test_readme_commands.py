@@ -55,6 +55,12 @@ NOT_RUN = {
     "pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-image local/sglang:new-image":
         "hosts 601-604 are the users' cluster, not reachable from here; tests/remote runs the "
         "same ssh + docker path on namespace hosts",
+    "pytest test_matrix --ppsweep-cluster h200": "a GPU Slurm cluster, not reachable from here; "
+        "tests/e2e/test_slurm_e2e.py, test_slurm_resources.py and test_slurm_limits.py run the "
+        "same path on the suite's real Slurm",
+    "pytest test_matrix --ppsweep-cluster h200-pyxis": "Pyxis cannot be installed here; "
+        "tests/e2e/test_slurm_resources.py runs the path with SPANK-free Pyxis/enroot wrappers "
+        "on the suite's real Slurm",
     "python tools/screenshots.py": "the seeds' whole sweep and a browser (minutes); "
         "tests/browser/test_screenshots_script.py runs its screenshot part",
     "python tools/screenshots.py --run reports/<run_id> --out /tmp/img": "needs the browser; "
