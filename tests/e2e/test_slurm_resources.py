@@ -166,8 +166,13 @@ def test_pyxis_steps_name_the_squashfs_each_node_imported_once(
     assert imports and len(importers) == len(set(importers)), imports
     assert all(line.split()[1] == "docker://registry.example#lab/sglang:t1" for line in imports)
     steps = [line for line in log.read_text().splitlines() if "nodes=" in line]
-    layout_steps = [line for line in steps if "--container-mounts" in line]
+    # a layout's step spans its nodes; the one-node steps are the engine's own commands run in
+    # the image (the server-flag check on node 0, each node's versions: Backend.run_engine)
+    layout_steps = [line for line in steps if "," in line.split("nodes=", 1)[1]]
+    engine_steps = [line for line in steps if line not in layout_steps]
     assert len(layout_steps) == 2, steps  # one step per layout
-    for line in layout_steps:
+    assert engine_steps and all(line.endswith(("nodes=s701", "nodes=s702"))
+                                for line in engine_steps), steps
+    for line in layout_steps + engine_steps:
         assert line.startswith(f"--container-image={squashfs} --no-container-entrypoint "
                                "--no-container-mount-home --container-mounts=/data:/data:ro"), line
