@@ -180,11 +180,13 @@ class SloSearch:
                     if r["config_id"] == cfg.id and r["workload"] == (cfg.workload or "default")]
         for lim in slo.percentile_limits:
             need = min_requests(lim.percentile or 100, slo.confidence)
+            short = base.num_requests < need
             self.ctx.progress(
-                f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
+                ("WARNING: " if short else "")
+                + f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
                 f"needs at least {need} requests to prove it; this workload sends "
-                f"{base.num_requests}" + ("" if base.num_requests >= need else
-                                          ": every probe will be unproven, raise num_requests"))
+                f"{base.num_requests}" + (": every probe will be unproven, raise num_requests"
+                                          if short else ""))
         self.ctx.progress(f"{cfg.id}: {plan_text(slo, base.num_requests, workload.repeats)}")
         if replay(search, recorded, cfg.id):
             self.ctx.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "

@@ -200,11 +200,13 @@ class Progress:
     # -- what the steps call ----------------------------------------------------------------
 
     def __call__(self, message: str) -> None:
-        """One event: a timestamped line in progress.log and on the terminal."""
+        """One event: a timestamped line in progress.log and on the terminal; an event that
+        starts with ``WARNING: `` (a step's warning that needs action, e.g. an SLO probe too
+        small to prove its limit) shows with ``-q`` too, as :meth:`warn`."""
         line = self._stamp(message)
         with self._lock:
             self._log(line)
-            self._terminal_line(line)
+            self._terminal_line(line, always=message.startswith("WARNING: "))
 
     def warn(self, message: str) -> None:
         """A warning that needs action (``WARNING: …``): as an event line, shown with ``-q``

@@ -108,11 +108,14 @@ def test_a_warning_that_needs_action_shows_with_q(tmp_path: Path,
     progress(f"{PP8}: healthy after 3.1 s real")
     progress.warn("cluster local: 2 rank(s) of earlier runs are still on the nodes (remove "
                   "them with --ppsweep-reap)")
+    # a step's own warning (run/ has only the progress callable): the same rule
+    progress(f"WARNING: {PP8}: TTFT p99 ≤ 5 s needs 299 requests a probe; this workload sends 40")
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and re.fullmatch(
+    assert len(err) == 2 and re.fullmatch(
         STAMP + r" WARNING: cluster local: 2 rank\(s\) of earlier runs .*--ppsweep-reap\)",
         err[0]), err
-    assert len(log.read_text().splitlines()) == 2
+    assert "WARNING: pp8-tp4-ep4: TTFT p99" in err[1]
+    assert len(log.read_text().splitlines()) == 3
 
 
 def test_only_status_changes_reach_the_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]
