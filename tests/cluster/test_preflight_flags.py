@@ -68,7 +68,9 @@ def test_slurm_says_the_dry_run_cannot_and_where_the_preflight_does(tmp_path: Pa
 
 
 def test_pyxis_runs_the_parser_in_a_step_in_the_image() -> None:
-    """The preflight's step on node 0 opens the container image as the ranks' steps do."""
+    """The preflight's step on node 0 opens the container image as the ranks' steps do (an
+    image given as a .sqsh path is used as it is; the engine's own command, not the image's
+    entrypoint; the user's home kept out)."""
     sweep_cluster = replace(
         load(Path(__file__).parents[2] / "test_matrix" / "ppsweep.toml").cluster("local"),
         kind="slurm", container_image="/srv/sglang.sqsh", mounts=("/data:/data:ro",),
@@ -78,6 +80,7 @@ def test_pyxis_runs_the_parser_in_a_step_in_the_image() -> None:
     assert argv[:2] == ["srun", "--overlap"] and "--jobid" in argv and "42" in argv
     at = argv.index("--nodelist")
     assert argv[at + 1:] == [node0.name, "--container-image", "/srv/sglang.sqsh",
+                             "--no-container-entrypoint", "--no-container-mount-home",
                              "--container-mounts", "/data:/data:ro", "python3", "-c", "x"]
     plain = SlurmNodeHost(sweep_cluster, node0).argv(["true"])
     assert "--container-image" not in plain
