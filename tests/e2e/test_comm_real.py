@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from support.paths import ACCEPTANCE, REPO
 from support.real import ProvisionImpossible, provision
+from support.runs import run_dir
 
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.comm.runner import CommFailed, run_comm
@@ -70,7 +71,7 @@ def test_comm_with_gloo_on_four_loopback_nodes(tmp_path: Path, torch_python: str
     assert proc.returncode == 0, out
     assert "test_comm[pp1-tp4-ep1] PASSED" in out and "test_comm[pp2-tp2-ep1] PASSED" in out
     assert "test_comm[pp4-tp1-ep1] SKIPPED" in out  # TP1: no all-reduce
-    (run,) = reports.iterdir()
+    run = run_dir(reports)  # (beside it: the history, reports/history.sqlite)
     with (run / "comm.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     by: dict[str, list[dict[str, str]]] = {}
