@@ -143,11 +143,14 @@ def test_corrupted_image_fails_the_gate_on_correctness_alone(
     pytester: pytest.Pytester, reference: tuple[Path, Path]
 ) -> None:
     """Every layout of the new image computes wrong tokens (stage 0 corrupted, sim faults): the
-    layouts agree with each other, as fast as before, but not with the reference run."""
+    layouts agree with each other, as fast as before, but not with the reference run. The speed
+    thresholds are wide (a busy machine's emulated times may drift beyond the defaults between
+    the two runs): only the outputs can fail this gate."""
     folder, reports = reference
     with_profile(folder, faults="corrupt_stage=0")
     result = sweep(pytester, folder, reports, "--ppsweep-compare", "good",
-                   "--ppsweep-threshold", "input_tps:-50%")
+                   "--ppsweep-threshold", "input_tps:-50%", "--ppsweep-threshold",
+                   "ttft_p50:+200%")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     seen = outcomes(result.stdout.str())
     failed = sorted(t for t, o in seen.items() if o != "PASSED")
