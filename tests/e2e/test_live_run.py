@@ -63,7 +63,7 @@ def test_a_running_sweep_is_running_in_runs_show_and_the_report(tmp_path: Path) 
         wait_until(lambda: proc.poll() is not None or _booting(reports, PP2), timeout_s=300,
                    interval_s=0.2, what=f"{PP2} to be booting")
         assert proc.poll() is None, "the sweep ended before its second layout booted"
-        run = next(reports.iterdir())
+        run = next(p for p in reports.iterdir() if p.is_dir())
         measured = {r["config_id"] for r in rows(run / "results.csv")}
         assert measured == {PP1}, measured  # the first layout measured, nothing of the second
 

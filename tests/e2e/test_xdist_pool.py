@@ -65,7 +65,7 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
                           "--ppsweep-threshold", "ttft_p50:+2000%")
     assert parallel.returncode == 0, parallel.stdout[-3000:]
     assert "50 passed" in parallel.stdout  # 40 sweep tests + 10 test_no_regression
-    par_run = next(p for p in (tmp_path / "runs").iterdir() if p != serial_run)
+    par_run = next(p for p in (tmp_path / "runs").iterdir() if p.is_dir() and p != serial_run)
     key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
     s_rows = rows(serial_run / "results.csv")
     p_rows = rows(par_run / "results.csv")
