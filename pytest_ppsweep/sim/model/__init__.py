@@ -13,8 +13,6 @@ Layers: ``model`` → ``launch`` → ``http`` → ``rank``; each imports only th
 
 from __future__ import annotations
 
-import importlib
-
 # typing.TYPE_CHECKING without importing typing (mypy reads the name): the nvidia-smi shim, an
 # interpreter per call, imports this module
 TYPE_CHECKING = False
@@ -41,6 +39,13 @@ def __getattr__(name: str) -> Any:
     module = _NAMES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    from . import (
+        driver,
+    )
+
+    modules = {
+        "driver": driver,
+    }
+    value = getattr(modules[module], name)
     globals()[name] = value
     return value
