@@ -275,7 +275,9 @@ def test_gating_a_new_image_and_rebuilding_reports(reports: Path) -> None:
     history = reports / "history.sqlite"
     before = history.read_bytes()
     out = _ok(_run([*cli, "history", "--rebuild", *where], timeout=120), "history --rebuild")
-    assert "history rebuilt from 3 run folder(s)" in out
+    # this test's three runs, and other commands' runs of the shared reports folder
+    rebuilt = re.search(r"history rebuilt from (\d+) run folder\(s\)", out)
+    assert rebuilt is not None and int(rebuilt.group(1)) >= 3, out
     trend = "python -m pytest_ppsweep trend kimi3-pp --layout pp8-tp4-ep4 --metric ttft_p50"
     out = _ok(_run([*shlex.split(trend), *where], timeout=120), trend)
     assert out.startswith("pp8-tp4-ep4 C=") and "local/sglang:new" in out
