@@ -23,6 +23,7 @@ from pytest_ppsweep.results.stats import Rule, more_rounds_to_decide
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
+from pytest_ppsweep.run.stops import raise_lost_stop
 from pytest_ppsweep.service.launch import LayoutDead
 
 __all__ = ["Rounds", "ThirdRepeat"]
@@ -79,6 +80,7 @@ class Rounds:
             if (cfg.id, concurrency, repeat) in self.done:
                 self.ctx.progress(f"{cfg.id} C={concurrency}: round {of} kept (resume)")
                 continue
+            raise_lost_stop()  # a stop signal dropped inside a finalizer ends the run here
             booted.check_alive()
             self.ctx.snapshots.changed(booted.cluster)
             t0 = time.monotonic()

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+from pytest_ppsweep.run.stops import note_stop, stop_reached_pytest
+
 __all__ = ["REPORT_SIGNALS", "STOP_SIGNALS", "Signals", "stopping_as_ctrl_c"]
 
 
@@ -24,7 +26,9 @@ STOP_SIGNALS = tuple(
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     # Turn the signal into pytest's Ctrl-C path so fixtures tear every rank down.
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    name = signal.Signals(signum).name
+    note_stop(name)  # raised again if this one is dropped inside a finalizer (run/stops.py)
+    raise KeyboardInterrupt(f"signal {name}")
 
 
 @contextlib.contextmanager
@@ -57,9 +61,14 @@ class Signals:
         self._deferred: int | None = None  # a stop signal received while the report is written
 
     def install(self) -> None:
-        """SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down)."""
+        """SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down); a Ctrl-C itself is
+        remembered too, so that one dropped in a finalizer is raised again."""
         if threading.current_thread() is threading.main_thread():
-            for sig in STOP_SIGNALS:
+            stop_reached_pytest()  # a new session: nothing of an earlier one
+            stop = list(STOP_SIGNALS)
+            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                stop.append(signal.SIGINT)  # not one a caller ignores or handles itself
+            for sig in stop:
                 self._previous_handlers[sig] = signal.signal(sig, _on_sigterm)
 
     def defer(self) -> None:
