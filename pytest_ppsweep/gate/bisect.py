@@ -11,9 +11,11 @@ measurement and comparison (gate/comparison.py; its noise rule, results/noise.py
    sweep with ``--ppsweep-image`` and ``--ppsweep-compare <G's run>``, only the regressed
    layouts: ``--ppsweep-config``) unless the history has a run of it with those points, then
    judged on the regressed points alone: *bad* when one of them is a gate regression against
-   G, *good* otherwise. An image whose layouts do not boot (every regressed point ``broken``:
-   did not boot) is reported and skipped, as is one whose rounds are broken, and the search
-   takes the nearest untried image of the range instead.
+   G, *good* otherwise. Only the regressed points run: their layouts (``--ppsweep-config``) at
+   their concurrencies (``--ppsweep-concurrency``; the union over the layouts, as one pytest
+   run selects Cs for all its layouts alike). An image whose layouts do not boot (every
+   regressed point ``broken``: did not boot) is reported and skipped, as is one whose rounds
+   are broken, and the search takes the nearest untried image of the range instead.
 4. The result is the first bad image with its evidence at the gate's significance: its gate rows
    against G, and against the last good image before it. Unbootable images between the last
    good and the first bad leave the answer as a range, said so.
@@ -38,6 +40,8 @@ from pytest_ppsweep.gate.history import History, HistoryError
 
 GOOD, BAD, NO_BOOT, BROKEN = "good", "bad", "does not boot", "broken"
 Point = tuple[str, int, str]  # (configuration, C, metric) of a gate row
+Wanted = Sequence[tuple[str, int]]  # the (configuration, C) points an image's run must measure
+RunOf = Callable[[str, Wanted | None], tuple[Path | None, bool, str]]
 
 
 class BisectError(ValueError):
@@ -122,11 +126,12 @@ def judge(image: str, run_dir: Path | None, good_run: Path, regressed: Sequence[
 
 
 def search(images: Sequence[str], good: str, bad: str,
-           run_of: Callable[[str, Sequence[str] | None], tuple[Path | None, bool, str]],
+           run_of: RunOf,
            thresholds: Mapping[str, Threshold] | None = None) -> Outcome:
     """Bisect ``images`` (ordered, oldest first) between ``good`` and ``bad``. ``run_of(image,
-    layouts)`` gives an image's run folder (None: no folder, with the why), whether it came
-    from the history, and a note; ``layouts`` None for the good and bad images' own runs."""
+    wanted)`` gives an image's run folder (None: no folder, with the why), whether it came
+    from the history, and a note; ``wanted`` the regressed (configuration, C) points, None for
+    the good and bad images' own runs (every point)."""
     if len(set(images)) != len(images):
         dup = next(i for i in images if list(images).count(i) > 1)
         raise BisectError(f"--images: {dup} is listed twice")
@@ -138,9 +143,9 @@ def search(images: Sequence[str], good: str, bad: str,
         raise BisectError(f"--good {good} must come before --bad {bad} in --images")
     measured = 0
 
-    def run(image: str, layouts: Sequence[str] | None) -> tuple[Path | None, bool, str]:
+    def run(image: str, wanted: Wanted | None) -> tuple[Path | None, bool, str]:
         nonlocal measured
-        folder, reused, note = run_of(image, layouts)
+        folder, reused, note = run_of(image, wanted)
         measured += 0 if reused else 1
         return folder, reused, note
 
@@ -159,7 +164,7 @@ def search(images: Sequence[str], good: str, bad: str,
         outcome.measured = measured
         return outcome
     outcome.judged.append(judge(bad, bad_run, good_run, regressed, thresholds, bad_reused))
-    layouts = list(dict.fromkeys(c for c, _, _ in regressed))
+    wanted = list(dict.fromkeys((c, n) for c, n, _ in regressed))
     runs = {good: good_run, bad: bad_run}
     skipped: set[int] = set()
     while True:
@@ -168,7 +173,7 @@ def search(images: Sequence[str], good: str, bad: str,
             break
         middle = (lo + hi) / 2
         mid = min(left, key=lambda i: (abs(i - middle), i))
-        folder, reused, note = run(images[mid], layouts)
+        folder, reused, note = run(images[mid], wanted)
         judged = judge(images[mid], folder, good_run, regressed, thresholds, reused, note)
         outcome.judged.append(judged)
         if judged.state == BAD:
@@ -216,8 +221,9 @@ class GateRunner:
     good_run: Path | None = None
     log: Callable[[str], None] = print
 
-    def reusable(self, image: str, layouts: Sequence[str] | None) -> Path | None:
-        """The newest run of ``image`` in the history that measured every layout asked."""
+    def reusable(self, image: str, wanted: Wanted | None) -> Path | None:
+        """The newest run of ``image`` in the history that measured every point asked (a point
+        without a C: its layout)."""
         try:
             found = History(self.reports).runs_of_image(image, self.sweep)
         except HistoryError:
@@ -226,13 +232,12 @@ class GateRunner:
             if record.status not in (None, "complete", "partial"):
                 continue
             folder = self.reports / record.folder
-            if layouts is None or set(layouts) <= _measured_layouts(folder):
+            if wanted is None or _measures(folder, wanted):
                 return folder
         return None
 
-    def __call__(self, image: str, layouts: Sequence[str] | None) -> tuple[Path | None, bool,
-                                                                             str]:
-        folder = self.reusable(image, layouts)
+    def __call__(self, image: str, wanted: Wanted | None) -> tuple[Path | None, bool, str]:
+        folder = self.reusable(image, wanted)
         if folder is not None:
             self.log(f"{image}: reusing {folder.name} from the history")
             self.good_run = self.good_run or folder  # the first image asked is the good one
@@ -242,14 +247,19 @@ class GateRunner:
         argv = [sys.executable, "-m", "pytest", str(self.sweep_dir), "-p", "no:cacheprovider",
                 "--ppsweep-reports", str(self.reports), "--ppsweep-run-id", run_id,
                 "--ppsweep-image", image]
+        layouts = list(dict.fromkeys(c for c, _ in wanted or ()))
         if layouts:
             argv += ["--ppsweep-config", ",".join(layouts)]
+        concurrencies = sorted({n for _, n in wanted or ()})
+        if wanted and all(n for _, n in wanted):  # a layout-level point runs every C
+            argv += ["--ppsweep-concurrency", ",".join(map(str, concurrencies))]
         if layouts and self.good_run is not None:
             argv += ["--ppsweep-compare", str(self.good_run)]
         for t in self.thresholds:
             argv += ["--ppsweep-threshold", t]
         argv += list(self.pytest_args)
-        self.log(f"{image}: measuring ({run_id}{', ' + ','.join(layouts) if layouts else ''})")
+        self.log(f"{image}: measuring ({run_id}{', ' + ','.join(layouts) if layouts else ''}"
+                 f"{' at C=' + ','.join(map(str, concurrencies)) if concurrencies else ''})")
         try:
             done = subprocess.run(argv, cwd=self.sweep_dir, capture_output=True, text=True,
                                   timeout=self.timeout_s, check=False)
@@ -263,9 +273,14 @@ class GateRunner:
         return folder, False, ""
 
 
-def _measured_layouts(folder: Path) -> set[str]:
+def _measures(folder: Path, wanted: Wanted) -> bool:
+    """Whether the run folder has valid rounds at every wanted point (a point without a C: at
+    any C of its layout)."""
     try:
         data = load(folder)
     except (OSError, ValueError):
-        return set()
-    return {cid for (cid, _), rows in points(data.results).items() if valid_mask(rows).any()}
+        return False
+    valid = {(cid, int(c)) for (cid, c), rows in points(data.results).items()
+             if valid_mask(rows).any()}
+    return all((cid, n) in valid if n else any(v == cid for v, _ in valid)
+               for cid, n in wanted)

@@ -64,6 +64,7 @@ class Selection:
         self.nodes = nodes
         self.progress = progress
         self.tests: dict[str, list[str]] = {}  # config id → its tests, as collected
+        self.concurrencies = options.selected_concurrencies(config, self.sweep)
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
         """One session-scoped ``ppsweep_config`` per selected layout; ``concurrency`` per C. A
@@ -86,9 +87,10 @@ class Selection:
 
     def all_concurrencies(self) -> tuple[int, ...]:
         """Every C of the sweep's workloads, in first-seen order (each point keeps its own
-        workload's: :meth:`drop_foreign_points`)."""
+        workload's: :meth:`drop_foreign_points`); with --ppsweep-concurrency only those."""
         named = self.sweep.workloads.values() or [self.sweep.workload]
-        return tuple(dict.fromkeys(c for w in named for c in w.concurrency))
+        every = dict.fromkeys(c for w in named for c in w.concurrency)
+        return tuple(c for c in every if self.concurrencies is None or c in self.concurrencies)
 
     def drop_foreign_points(self, items: list[pytest.Item]) -> None:
         """Items of a C that the point's workload does not run are deselected (several

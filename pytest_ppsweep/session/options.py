@@ -116,6 +116,15 @@ def addoption(parser: pytest.Parser) -> None:
         "pp16.",
     )
     group.addoption(
+        "--ppsweep-concurrency",
+        dest="ppsweep_concurrency",
+        action="append",
+        default=[],
+        metavar="C",
+        help="run only these concurrencies (repeatable or comma-separated), e.g. the points a "
+        "gate found regressed; each must be one of the sweep's workloads' concurrency.",
+    )
+    group.addoption(
         "--ppsweep-dry-run",
         dest="ppsweep_dry_run",
         action="store_true",
@@ -329,6 +338,24 @@ def selected_ids(config: pytest.Config, sweep: Sweep) -> list[str]:
         )
     chosen = {c.id for s in selectors for c in select(sweep.configs, s)}
     return [c.id for c in sweep.configs if c.id in chosen]
+
+
+def selected_concurrencies(config: pytest.Config, sweep: Sweep) -> frozenset[int] | None:
+    """The concurrencies chosen by --ppsweep-concurrency (None: every one of the workloads)."""
+    given = [s.strip() for v in config.getoption("ppsweep_concurrency") for s in v.split(",")]
+    given = [s for s in given if s]
+    if not given:
+        return None
+    named = sweep.workloads.values() or [sweep.workload]
+    known = tuple(dict.fromkeys(c for w in named for c in w.concurrency))
+    chosen: set[int] = set()
+    for value in given:
+        if not value.isdigit() or int(value) not in known:
+            raise pytest.UsageError(
+                f"--ppsweep-concurrency: expected one of {', '.join(map(str, known))} (the "
+                f"concurrency of {sweep.path}'s workloads), found {value!r}")
+        chosen.add(int(value))
+    return frozenset(chosen)
 
 
 def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:

@@ -168,6 +168,7 @@ class SweepSession:
             except NotImplementedError as exc:
                 raise pytest.UsageError(f"{matrix}: {exc}") from None
         ids = options.selected_ids(config, sweep)
+        options.selected_concurrencies(config, sweep)  # a bad one fails before anything is made
         dry_run = dry_run_requested(config)
         if not is_worker(config):
             setup.resumed_folder(config)  # a resume of a missing run fails, the dry run's too

@@ -53,6 +53,26 @@ def test_sweep_runs_without_an_optional_plugin(
         assert "pytest-html is not active" not in text
 
 
+def test_concurrency_option_runs_only_the_chosen_points(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    """--ppsweep-concurrency (bisect's selection of the regressed points): the other C is
+    never collected, run.json says which Cs were selected; a C no workload has is a usage
+    error that names the option, what was expected and what was found."""
+    folder, reports = sweep_dir(), tmp_path / "reports"
+    bad = run(pytester, folder, "--ppsweep-concurrency", "3", "--ppsweep-reports", reports)
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--ppsweep-concurrency: expected one of 2, 4 (the concurrency "
+                              "of *ppsweep.toml's workloads), found '3'*"])
+    assert not reports.exists()  # nothing launched, nothing written
+    result = run(pytester, folder, "-v", "--ppsweep-config", "pp8", "--ppsweep-concurrency",
+                 "4", "--ppsweep-reports", reports)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert "c2]" not in result.stdout.str()  # the C=2 items do not exist
+    got = rows(run_dir(reports) / "results.csv")
+    assert {r["concurrency"] for r in got} == {"4"} and len(got) == 2  # 2 repeats at C=4
+
+
 def test_resume_with_a_rewritten_test_file_skips_what_finished(
     pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -3,29 +3,40 @@ judges each image, an unbootable image is reported and skipped, history runs are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from support.runs import Point, record_run
 
-from pytest_ppsweep.gate.bisect import BAD, GOOD, NO_BOOT, BisectError, read_images, search
+from pytest_ppsweep.gate.bisect import (
+    BAD,
+    GOOD,
+    NO_BOOT,
+    BisectError,
+    RunOf,
+    Wanted,
+    read_images,
+    search,
+)
 from pytest_ppsweep.gate.comparison import parse_thresholds
 
 IMAGES = [f"reg/sglang:v{i}" for i in range(1, 9)]
 THRESHOLDS = parse_thresholds(["input_tps:-2%", "ttft_p50:+50%"])
 
 
-RunOf = Callable[[str, Sequence[str] | None], tuple[Path | None, bool, str]]
+points_asked: list[tuple[tuple[str, int], ...] | None] = []  # what each run_of was asked
 
 
 def fake_gate(root: Path, slow_from: int, no_boot: Sequence[str] = ()) -> tuple[RunOf, list[str]]:
     """run_of for :func:`search`: a run folder per image, 5 % slower from ``slow_from`` on;
     the images of ``no_boot`` fail at boot. Records what was measured."""
     asked: list[str] = []
+    points_asked.clear()
 
-    def run_of(image: str, layouts: Sequence[str] | None) -> tuple[Path | None, bool, str]:
+    def run_of(image: str, wanted: Wanted | None) -> tuple[Path | None, bool, str]:
         asked.append(image)
+        points_asked.append(None if wanted is None else tuple(wanted))
         index = IMAGES.index(image)
         factor = 0.95 if index >= slow_from else 1.0
         points = [Point("pp8-tp4-ep4", 8, 4, 4, 8, 8800.0 * factor, 1.2, 1.4, 0.002),
@@ -44,6 +55,8 @@ def test_finds_the_first_slow_image_in_three_runs(tmp_path: Path) -> None:
     assert outcome.first_bad == IMAGES[5] and outcome.last_good == IMAGES[4]
     assert outcome.regressed == (("pp8-tp4-ep4", 8, "input_tps"),)
     assert len(asked) - 2 == 3  # the good and the bad image, then three gate runs
+    # every point of the good and bad images; then only the regressed point (layout and C)
+    assert points_asked == [None, None] + [(("pp8-tp4-ep4", 8),)] * 3
     assert [r.verdict for r in outcome.evidence] == ["regression"]
     text = "\n".join(outcome.lines())
     assert f"first bad image: {IMAGES[5]} (last good: {IMAGES[4]})" in text
