@@ -14,7 +14,7 @@ import pytest
 
 from pytest_ppsweep.fixtures import one_line_summary
 from pytest_ppsweep.report import summary
-from pytest_ppsweep.run.stops import raise_lost_stop, stop_reached_pytest
+from pytest_ppsweep.run.stops import raise_lost_stop
 from pytest_ppsweep.service.liveness import LayoutDead
 from pytest_ppsweep.session import collection, options
 from pytest_ppsweep.session.owner import SweepSession
@@ -143,10 +143,6 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if (session := SweepSession.of(item.config)) is not None:
         raise_lost_stop()  # a stop signal dropped inside a finalizer still stops the run
         session.adaptive.skip(item)
-
-
-def pytest_keyboard_interrupt() -> None:
-    stop_reached_pytest()
 
 
 @pytest.hookimpl(wrapper=True)

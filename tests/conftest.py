@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,13 @@ from support.paths import DATA
 
 # shared_fixtures: the session fixtures of several folders (sglang_cpu, test_hosts)
 pytest_plugins = ["pytester", "support.shared_fixtures"]
+
+# A suite started as a background job (`cmd &` in a script) inherits SIGINT ignored, and every
+# sweep it starts would too (an ignored signal stays ignored across exec): its Ctrl-C tests could
+# not interrupt anything. A Ctrl-C is what they test, so the suite takes Python's default back;
+# the sweeps it starts then begin with it.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -270,6 +270,7 @@ class SweepSession:
     def measuring(self) -> None:
         """The ``ppsweep`` fixture, in the process that boots: an xdist worker takes its
         controller's slurm allocation now, and starts measuring."""
+        self.signals.watch_dropped()  # a Ctrl-C dropped in a finalizer is raised again
         self.nodes.allocate()
         if self.worker and not self.state.measuring:
             self.state.running()

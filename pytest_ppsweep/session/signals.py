@@ -7,12 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-from pytest_ppsweep.run.stops import note_stop, stop_reached_pytest
+from pytest_ppsweep.run.stops import forget_stops, note_dropped_stop
 
 __all__ = ["REPORT_SIGNALS", "STOP_SIGNALS", "Signals", "stopping_as_ctrl_c"]
 
@@ -26,9 +27,7 @@ STOP_SIGNALS = tuple(
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     # Turn the signal into pytest's Ctrl-C path so fixtures tear every rank down.
-    name = signal.Signals(signum).name
-    note_stop(name)  # raised again if this one is dropped inside a finalizer (run/stops.py)
-    raise KeyboardInterrupt(f"signal {name}")
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 @contextlib.contextmanager
@@ -59,17 +58,28 @@ class Signals:
         self._previous_handlers: dict[int, Any] = {}
         self._report_handlers: dict[int, Any] = {}  # while the report is written (finish)
         self._deferred: int | None = None  # a stop signal received while the report is written
+        self._previous_unraisable: Any = None  # sys.unraisablehook before watch_dropped
 
     def install(self) -> None:
-        """SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down); a Ctrl-C itself is
-        remembered too, so that one dropped in a finalizer is raised again."""
+        """SIGTERM and SIGHUP become a Ctrl-C (fixtures tear down)."""
         if threading.current_thread() is threading.main_thread():
-            stop_reached_pytest()  # a new session: nothing of an earlier one
-            stop = list(STOP_SIGNALS)
-            if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-                stop.append(signal.SIGINT)  # not one a caller ignores or handles itself
-            for sig in stop:
+            for sig in STOP_SIGNALS:
                 self._previous_handlers[sig] = signal.signal(sig, _on_sigterm)
+
+    def watch_dropped(self) -> None:
+        """Once pytest's own hooks are in place (measuring starts): a Ctrl-C that Python drops
+        inside a finalizer is noted (run/stops.py) for the run to raise again, then passed on
+        to the hook of before (pytest's, which reports it as a warning)."""
+        if self._previous_unraisable is None:
+            forget_stops()
+            self._previous_unraisable = sys.unraisablehook
+            sys.unraisablehook = self._on_unraisable
+
+    def _on_unraisable(self, unraisable: Any) -> None:
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            note_dropped_stop(str(unraisable.exc_value or ""))
+        if self._previous_unraisable is not None:
+            self._previous_unraisable(unraisable)
 
     def defer(self) -> None:
         """From pytest_sessionfinish on (every rank is stopped): a stop signal lets the report
@@ -103,7 +113,12 @@ class Signals:
             signal.raise_signal(sig)
 
     def restore(self) -> None:
-        """Put back the report's and the run's SIGTERM/SIGHUP handlers."""
+        """Put back the report's and the run's SIGTERM/SIGHUP handlers, and the unraisable
+        hook."""
+        if self._previous_unraisable is not None:
+            if sys.unraisablehook == self._on_unraisable:
+                sys.unraisablehook = self._previous_unraisable
+            self._previous_unraisable = None
         self._restore_report_handlers()  # first: they put back the run's own handlers
         if self._previous_handlers and threading.current_thread() is threading.main_thread():
             for sig, previous in self._previous_handlers.items():
