@@ -324,6 +324,10 @@ def run_case(backend: Backend, moment: Moment, root: Path, *, resume: bool | Non
     moment's index): start, trigger, signal, wait, check; SIGKILL (and ``resume=True``) cases
     are resumed and checked again."""
     i = moment.index if slot is None else slot
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # started as a background job: SIGINT ignored, and the sweeps would inherit it; the
+        # Ctrl-C cases need Python's default back (tests/conftest.py says more)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     run_id = f"intr-{backend.name}-{i}-{os.getpid()}"
     case = Case(moment, backend.name, run_id)
     folder = make_folder(backend, i, root)
