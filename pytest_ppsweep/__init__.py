@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pytest_ppsweep.measure.metrics import RoundResult
     from pytest_ppsweep.pointchecks import (
         Validity,
+        accuracy_problems,
         completion_problems,
         log_problems,
         outputs_problems,
@@ -53,6 +54,7 @@ _NAMES = {
     "TraceError": "profile.trace",
     "Validity": "pointchecks",
     "WorstRank": "measure.gpu",
+    "accuracy_problems": "pointchecks",
     "completion_problems": "pointchecks",
     "log_problems": "pointchecks",
     "outputs_problems": "pointchecks",
@@ -82,6 +84,7 @@ __all__ = [
     "Validity",
     "WorstRank",
     "__version__",
+    "accuracy_problems",
     "completion_problems",
     "log_problems",
     "outputs_problems",

@@ -50,6 +50,10 @@ def pytest_configure(config: pytest.Config) -> None:
         "--ppsweep-comm or a [comm] table"
     )
     config.addinivalue_line(
+        "markers", "ppsweep_accuracy: the task score of a layout; collected only with an "
+        "[accuracy] table"
+    )
+    config.addinivalue_line(
         "markers", "ppsweep_slo: the highest load within the workload's SLO; collected only for "
         "the layouts whose workload has an [workload.slo] table"
     )

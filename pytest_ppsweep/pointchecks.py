@@ -182,6 +182,17 @@ def slo_regression_problems(run_dir: Path, reference: Path, config_id: str) -> l
     return slo_regressions(run_dir, reference, config_id)
 
 
+def accuracy_problems(run_dir: Path, config_id: str, reference: Path | None = None
+                      ) -> list[str]:
+    """Why ``config_id``'s ``[accuracy]`` task score fails: a question that could not be asked,
+    a score below ``min_score``, significantly worse than the run's reference layout
+    (parallelism must not change accuracy) or, under the gate, than the baseline run's score.
+    Each line names both scores, their intervals, n and the threshold (results/accuracy.py)."""
+    from pytest_ppsweep.results.accuracy import accuracy_problems as problems
+
+    return problems(run_dir, config_id, reference)
+
+
 def outputs_problems(run_dir: Path, config_id: str, reference: Path | None = None) -> list[str]:
     """Where ``config_id``'s greedy outputs (the ``[correctness]`` probe) disagree with the run's
     reference layout and, under the gate, with the reference run's: each line names the prompt,

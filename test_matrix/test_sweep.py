@@ -19,6 +19,7 @@ from pytest_ppsweep import (
     ProfileError,
     SweepRun,
     TraceError,
+    accuracy_problems,
     completion_problems,
     log_problems,
     outputs_problems,
@@ -130,6 +131,24 @@ def test_outputs_match(
         pytest.skip("[correctness] enabled = false: no outputs probe")
     record_property("outputs", str(ppsweep.probe_outputs(ppsweep_service)))
     problems = outputs_problems(ppsweep.store.dir, ppsweep_config.id, ppsweep.compare_ref)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.ppsweep_accuracy
+def test_accuracy(
+    ppsweep: SweepRun,
+    ppsweep_service: Booted,
+    ppsweep_config: Config,
+    record_property: pytest.RecordProperty,
+) -> None:
+    """The layout answers the [accuracy] task file as well as the others (collected only with an
+    [accuracy] table): the questions greedy through the server's API, once per boot, into
+    accuracy/<layout>.json. It fails below min_score, significantly below the run's reference
+    layout (parallelism must not change accuracy) or, with --ppsweep-compare, below the
+    threshold against the baseline run's score; the message names both scores, their
+    intervals, n and the threshold."""
+    record_property("accuracy", str(ppsweep.check_accuracy(ppsweep_service)))
+    problems = accuracy_problems(ppsweep.store.dir, ppsweep_config.id, ppsweep.compare_ref)
     assert not problems, "\n".join(problems)
 
 

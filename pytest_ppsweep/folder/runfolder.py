@@ -76,6 +76,7 @@ COMM_DIR = "comm"
 PLANNER_DIR = "planner"
 SLO_DIR = "slo"
 OUTPUTS_DIR = "outputs"  # outputs/<point>.json: the correctness probe (results/outputs.py)
+ACCURACY_DIR = "accuracy"  # accuracy/<point>.json: the [accuracy] task score (results/accuracy.py)
 # made when the folder is opened
 SUBDIRS = (METADATA_DIR, SERVICE_DIR, RAW_DIR, GPU_DIR, BENCH_DIR)
 
@@ -141,6 +142,31 @@ def live_json(pid: int) -> str:
 def slo_outcome_json(config_id: str) -> str:
     """``slo/<config>.json``: a layout's SLO search outcome."""
     return f"{SLO_DIR}/{config_id}.json"
+
+
+def accuracy_json(config_id: str) -> str:
+    """``accuracy/<config>.json``: a layout's task score, its interval and its plan."""
+    return f"{ACCURACY_DIR}/{config_id}.json"
+
+
+def accuracy_answers_jsonl(config_id: str) -> str:
+    """``accuracy/<config>.answers.jsonl``: each question's completion, one line as answered."""
+    return f"{ACCURACY_DIR}/{config_id}.answers.jsonl"
+
+
+def accuracy_lm_eval_dir(config_id: str) -> str:
+    """``accuracy/lm-eval/<config>/``: the generated lm-eval task (YAML, JSONL) and its output."""
+    return f"{ACCURACY_DIR}/lm-eval/{config_id}"
+
+
+# In accuracy/lm-eval/<config>/ (run/accuracy_step.py): the task lm-eval runs (the questions, the
+# shots, the task YAML), the worker's arguments, its per-question answers and its log.
+LM_EVAL_QUESTIONS = "questions.jsonl"
+LM_EVAL_SHOTS = "shots.jsonl"
+LM_EVAL_TASK_YAML = "ppsweep_accuracy.yaml"
+LM_EVAL_ARGS = "args.json"
+LM_EVAL_SAMPLES = "samples.json"
+LM_EVAL_LOG = "lm-eval.log"
 
 
 def profile_request_json(config_id: str) -> str:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.matrix.accuracyspec import AccuracySpec
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec
 from pytest_ppsweep.matrix.expectspec import Expectation, expectation_for
@@ -309,6 +310,8 @@ class Sweep:
     comm: CommSpec | None = None
     # The [correctness] table (matrix.correctnessspec): the outputs probe of every layout.
     correctness: CorrectnessSpec = field(default_factory=CorrectnessSpec)
+    # The [accuracy] table (matrix.accuracyspec): the task score of every layout; None: not asked.
+    accuracy: AccuracySpec | None = None
     # [[expect]] (matrix.expectspec): the failures expected, reported as pytest's xfail.
     expect: tuple[Expectation, ...] = ()
     # Keys taken from a shared file (``extends``): (dotted key, file), the sweep file's own

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.matrix import axes as axes_mod
+from pytest_ppsweep.matrix.accuracyspec import read_accuracy
 from pytest_ppsweep.matrix.commspec import read_comm
 from pytest_ppsweep.matrix.correctnessspec import read_correctness
 from pytest_ppsweep.matrix.expectspec import read_expectations
@@ -287,6 +288,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         axis_names=axis_names,
         comm=read_comm(top),
         correctness=read_correctness(top),
+        accuracy=read_accuracy(top),
         expect=read_expectations(top, axis_names),
         gpu_hour_usd=_price(sw),
     )

@@ -28,7 +28,8 @@ SPREAD_RULES = ("fail", "warn")
 TOP_KEYS = ("extends", "sweep", "server", "env", "configs", "workload", "clusters", "profile",
             "axes", "exclude", "include", "workloads", "compare", "comm",
             "correctness",  # [correctness]: matrix/correctnessspec.py
-            "expect")  # [[expect]]: matrix/expectspec.py
+            "expect",  # [[expect]]: matrix/expectspec.py
+            "accuracy")  # [accuracy]: matrix/accuracyspec.py
 COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct", "sequential")
 PROFILE_KEYS = ("layouts", "concurrency", "num_requests", "num_steps", "activities", "output_dir",
                 "timeout_s")

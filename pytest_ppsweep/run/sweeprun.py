@@ -19,6 +19,7 @@ from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec
+from pytest_ppsweep.run.accuracy_step import AccuracyStep
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.boots import Boots
 from pytest_ppsweep.run.comm_step import CommStep
@@ -76,6 +77,8 @@ class SweepRun:
         self.slo = SloSearch(ctx, self.rounds)
         # [correctness]: the outputs probe, once per boot (run/outputs_step.py)
         self.outputs = OutputsStep(ctx)
+        # [accuracy]: the task score, once per boot (run/accuracy_step.py)
+        self.accuracy = AccuracyStep(ctx, compare_ref)
 
     # -- what a sweep's tests read ------------------------------------------------------------
 
@@ -142,6 +145,11 @@ class SweepRun:
         """The ``[correctness]`` prompts, greedy with logprobs, once per boot: the layout's
         ``outputs/<layout>.json`` (``run.outputs_step``)."""
         return self.outputs.probe(booted)
+
+    def check_accuracy(self, booted: Booted) -> Path:
+        """The ``[accuracy]`` questions, greedy through ``/v1/completions`` (or lm-eval), once
+        per boot: the layout's ``accuracy/<layout>.json`` (``run.accuracy_step``)."""
+        return self.accuracy.check(booted)
 
     def comm(self, config: Config) -> list[DomainRun]:
         """The all-reduce benchmark on each TP domain of ``config`` (``run.comm_step``)."""

@@ -113,10 +113,13 @@ class Selection:
     def not_collected(self, obj: object) -> bool:
         """A test function that does not exist in this run, so that pytest neither collects nor
         counts it (its header and its final line then agree on what ran): test_comm without
-        ``--ppsweep-comm`` or a ``[comm]`` table, test_profile when no layout has a profile
+        ``--ppsweep-comm`` or a ``[comm]`` table, test_accuracy without an ``[accuracy]``
+        table, test_profile when no layout has a profile
         window (``--ppsweep-profile`` or ``[profile]``)."""
         marks = {getattr(m, "name", "") for m in getattr(obj, "pytestmark", [])}
         if "ppsweep_comm" in marks and self.sweep.comm is None:
+            return True
+        if "ppsweep_accuracy" in marks and self.sweep.accuracy is None:
             return True
         if "ppsweep_slo" in marks and not any(self._has_slo(i) for i in self.ids):
             return True
