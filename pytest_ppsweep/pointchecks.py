@@ -17,6 +17,7 @@ from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.measure.completion import NN_KINDS, result_problems
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.profile.attribution import LayoutProfile
+from pytest_ppsweep.results.accuracy import accuracy_problems as task_accuracy_problems
 from pytest_ppsweep.results.outputs import outputs_problems as problems
 from pytest_ppsweep.results.replace import only_nn, replaced
 from pytest_ppsweep.service.logscan import Finding
@@ -188,9 +189,7 @@ def accuracy_problems(run_dir: Path, config_id: str, reference: Path | None = No
     a score below ``min_score``, significantly worse than the run's reference layout
     (parallelism must not change accuracy) or, under the gate, than the baseline run's score.
     Each line names both scores, their intervals, n and the threshold (results/accuracy.py)."""
-    from pytest_ppsweep.results.accuracy import accuracy_problems as problems
-
-    return problems(run_dir, config_id, reference)
+    return task_accuracy_problems(run_dir, config_id, reference)
 
 
 def outputs_problems(run_dir: Path, config_id: str, reference: Path | None = None) -> list[str]:

@@ -12,7 +12,13 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pytest_ppsweep.folder.runfolder import BASELINE_FILES, BASELINE_JSON, METADATA_DIR, RESULTS_CSV
+from pytest_ppsweep.folder.runfolder import (
+    ACCURACY_DIR,
+    BASELINE_FILES,
+    BASELINE_JSON,
+    METADATA_DIR,
+    RESULTS_CSV,
+)
 from pytest_ppsweep.gate.benchjson import atomic_text, load, write_benchmark_json
 from pytest_ppsweep.results.aggregate import RunFolderError
 from pytest_ppsweep.results.outputs import OUTPUTS_DIR
@@ -57,6 +63,8 @@ def save_baseline(run_dir: Path, name: str, root: Path, *, replace: bool = False
     shutil.copytree(run_dir / METADATA_DIR, tmp / METADATA_DIR)
     if (run_dir / OUTPUTS_DIR).is_dir():  # the layouts' greedy outputs: the gate's correctness
         shutil.copytree(run_dir / OUTPUTS_DIR, tmp / OUTPUTS_DIR)
+    if (run_dir / ACCURACY_DIR).is_dir():  # the layouts' task scores: the gate's accuracy
+        shutil.copytree(run_dir / ACCURACY_DIR, tmp / ACCURACY_DIR)
     atomic_text(tmp / BASELINE_JSON, json.dumps(
         {"name": name, "source_run": str(run_dir.resolve()),
          "saved": datetime.now(UTC).isoformat()}, indent=2) + "\n")

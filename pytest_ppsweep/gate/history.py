@@ -9,7 +9,8 @@ What a run's rows hold, each read from its folder alone (:func:`read_run`):
   status (results/runstatus.py), the ``runs`` listing's counts (layouts, valid/invalid
   verdicts, the gate's result, the answers' line), correctness (``agree`` / ``disagree`` /
   NULL without outputs: every layout's outputs against the run's reference layout,
-  results/outputs.py) and accuracy (NULL: the accuracy check is not built yet); ``stamp`` is the
+  results/outputs.py) and accuracy (the ``[accuracy]`` task score, every layout pooled:
+  results/accuracy.run_accuracy; NULL without one); ``stamp`` is the
   size and mtime of the files the rows come from, so a reader sees a folder changed since.
 * ``points``: per point (configuration × C) and gated metric (gate/comparison.METRICS): the
   median of the valid repeats (the gate's N/N rule), their count, and the point's own interval of
@@ -44,6 +45,7 @@ from typing import Any
 import pandas as pd
 
 from pytest_ppsweep.folder.runfolder import (
+    ACCURACY_DIR,
     ANSWERS_JSON,
     CONFIGS_CSV,
     GATE_CSV,
@@ -56,6 +58,7 @@ from pytest_ppsweep.folder.runfolder import (
 from pytest_ppsweep.gate.baselines import BASELINES
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.gate.comparison import FAILING, METRICS, SIGNIFICANT
+from pytest_ppsweep.results.accuracy import run_accuracy
 from pytest_ppsweep.results.aggregate import RunData, RunFolderError
 from pytest_ppsweep.results.answers import one_line
 from pytest_ppsweep.results.outputs import outputs_problems
@@ -188,11 +191,11 @@ def gate_result(run_dir: Path) -> str:
 
 
 def stamp(run_dir: Path) -> str:
-    """Size and mtime of the files a run's rows come from (and of its outputs/): a folder whose
-    stamp changed since it was indexed is read again."""
+    """Size and mtime of the files a run's rows come from (and of its outputs/ and accuracy/): a
+    folder whose stamp changed since it was indexed is read again."""
     parts = []
-    outputs = sorted((run_dir / OUTPUTS_DIR).glob("*.json")) if (
-        run_dir / OUTPUTS_DIR).is_dir() else []
+    outputs = [p for d in (OUTPUTS_DIR, ACCURACY_DIR) if (run_dir / d).is_dir()
+               for p in sorted((run_dir / d).glob("*.json"))]
     for path in [*(run_dir / n for n in _STAMPED), *outputs]:
         try:
             st = path.stat()
@@ -282,7 +285,8 @@ def read_run(run_dir: Path, analysis: Analysis | None = None
         engine_version=_text(raw.get("sglang_version")), git_commit=_text(raw.get("git_commit")),
         simulated=int(bool(raw.get("simulated"))), status=_text(raw.get("run_status")),
         layouts=layouts, valid=valid, invalid=invalid, gate=gate_result(run_dir),
-        answers=answered, correctness=correctness, accuracy=None, stamp=stamp(run_dir))
+        answers=answered, correctness=correctness, accuracy=run_accuracy(run_dir),
+        stamp=stamp(run_dir))
     return record, pts, outs
 
 

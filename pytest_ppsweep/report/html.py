@@ -24,7 +24,7 @@ from pytest_ppsweep.folder.runfolder import (
     SERVICE_DIR,
     FolderFiles,
 )
-from pytest_ppsweep.report import plannerview, sloview, trendview
+from pytest_ppsweep.report import accuracyview, plannerview, sloview, trendview
 from pytest_ppsweep.report.answerview import html_block, reasons_html
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
 from pytest_ppsweep.report.commview import comm_html
@@ -511,6 +511,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     # the tables, charts and evidence that back the answer come after it.
     body = [sloview.html_section(files), *_axis_sections(data, summary),
             reasons_html(answers), _medians(summary, by_key), _charts(summary),
+            accuracyview.html_section(data.run_dir),
             trendview.html_section(data.run_dir, str(files.meta.get("sweep") or ""),
                                    data.meta.run_id),
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_ppsweep import gate
 from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
 from pytest_ppsweep.gate import differs
-from pytest_ppsweep.report import plannerview, sloview
+from pytest_ppsweep.report import accuracyview, plannerview, sloview
 from pytest_ppsweep.report.commview import comm_html, comm_terminal
 from pytest_ppsweep.results.sloanswer import answers_of
 
@@ -97,14 +97,16 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
         # test_comm alone (the service never booted): the §9.2 section is still the report's
         comm = comm_html(files)
         slo = slo_html(files)  # an SLO search alone (-k slo) still answers
-        return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, comm) if x)],
+        acc = accuracyview.html_section(files.dir)  # the accuracy check alone (-k accuracy)
+        return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, acc, comm) if x)],
                         [note, *slo_answer_lines(files, width), *slo_lines(files),
-                         *comm_terminal(files)])
+                         *accuracyview.terminal_lines(files.dir, width), *comm_terminal(files)])
     data, summary, verdicts, rec = analysis
     return Rendered(
         html_summary(data, summary, verdicts, rec, files),
         terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files)
-        + planner_lines(files) + comm_terminal(files),
+        + accuracyview.terminal_lines(files.dir, width) + planner_lines(files)
+        + comm_terminal(files),
     )
 
 

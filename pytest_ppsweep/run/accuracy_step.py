@@ -65,6 +65,8 @@ from pytest_ppsweep.run.live import BAR_EVERY_S, round_bar
 __all__ = ["AccuracyError", "AccuracyStep", "completion_body", "lm_eval_task"]
 
 LM_EVAL_TASK = "ppsweep_accuracy"
+# Run as a script by its path (never imported here: it imports lm-eval at its top).
+WORKER = Path(__file__).with_name("lmeval_worker.py")
 # lm-eval's API progress bar on its stderr (tqdm): "Requesting API:  45%|####5 | 9/20 [...]"
 _TQDM = re.compile(r"Requesting API:.*?\|\s*(\d+)/(\d+)")
 LM_EVAL_GRACE_S = 120.0  # lm-eval's own start (imports, the dataset) on top of the questions
@@ -296,7 +298,7 @@ class AccuracyStep:
                    "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
             with log.open("w", encoding="utf-8") as log_fh:
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "pytest_ppsweep.run.lmeval_worker", str(args_file)],
+                    [sys.executable, str(WORKER), str(args_file)],
                     stdout=log_fh, stderr=subprocess.PIPE, env=env, cwd=str(folder))
                 assert proc.stderr is not None
                 reader = threading.Thread(target=self._follow, args=(proc.stderr, log_fh, bar),

@@ -1,4 +1,4 @@
-"""``python -m pytest_ppsweep.run.lmeval_worker ARGS.json``: one lm-eval evaluation of the
+"""``python …/run/lmeval_worker.py ARGS.json``: one lm-eval evaluation of the
 ``[accuracy]`` task against a live server, in its own process (run/accuracy_step.py starts it;
 nothing of the plugin imports this module, and it imports nothing of the plugin).
 
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lm_eval import simple_evaluate
+from lm_eval.tasks import TaskManager
+
 
 def main(argv: list[str]) -> int:
     args = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    from lm_eval import simple_evaluate
-    from lm_eval.tasks import TaskManager
-
     manager = TaskManager(include_path=args["task_dir"])
     result: Any = simple_evaluate(
         model="local-completions", model_args=args["model_args"], tasks=[args["task"]],

@@ -323,6 +323,32 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
     return json_response({"text": job.text, "output_ids": job.ids, "meta_info": meta})
 
 
+def greedy_tokens(
+    state: ServerState, text: str | None, ids: list[int] | range | None, n: int, top_k: int
+) -> list[tuple[int, float, list[tuple[float, int]]]]:
+    """The layout's greedy positions of a prompt (sim/model/greedy.py), the ``corrupt_stage``
+    fault applied when the layout has that stage."""
+    cfg = state.cfg
+    layout = cfg.layout
+    fault = cfg.settings.faults.get("corrupt_stage")
+    stage = int(fault.number()) if fault is not None else None
+    vocab = state.engine.vocab if state.engine is not None else cfg.profile.model.vocab_size
+    return greedy.generate(
+        greedy.prompt_seed(text, ids), n, vocab, top_k,
+        jitter=greedy.layout_jitter(layout.pp, layout.tp, layout.ep),
+        corrupt=stage if stage is not None and stage < layout.pp else None,
+    )
+
+
+def greedy_text(state: ServerState, text: str | None, ids: list[int] | range | None, n: int,
+                stop: list[str]) -> str:
+    """The greedy completion of a prompt as text (a ``temperature`` 0 ``/v1/completions``: the
+    accuracy check's answers), cut before the first ``stop`` string as SGLang does."""
+    out = "".join(token_text(tid) for tid, _, _ in greedy_tokens(state, text, ids, n, 1))
+    cuts = [i for i in (out.find(s) for s in stop if s) if i >= 0]
+    return out[:min(cuts)] if cuts else out
+
+
 def greedy_answer(
     state: ServerState,
     body: dict[str, Any],
@@ -333,17 +359,8 @@ def greedy_answer(
 ) -> dict[str, Any]:
     """The answer of a ``return_logprob`` request: the prompt's greedy tokens and logprobs
     (sim/model/greedy.py; the module docstring says the shapes)."""
-    cfg = state.cfg
-    layout = cfg.layout
-    fault = cfg.settings.faults.get("corrupt_stage")
-    stage = int(fault.number()) if fault is not None else None
     top_k = int(body.get("top_logprobs_num") or 0)
-    vocab = state.engine.vocab if state.engine is not None else cfg.profile.model.vocab_size
-    out = greedy.generate(
-        greedy.prompt_seed(text, ids), n, vocab, max(top_k, 1),
-        jitter=greedy.layout_jitter(layout.pp, layout.tp, layout.ep),
-        corrupt=stage if stage is not None and stage < layout.pp else None,
-    )
+    out = greedy_tokens(state, text, ids, n, max(top_k, 1))
     tokens = [tid for tid, _, _ in out]
     meta["input_token_logprobs"] = []
     meta["output_token_logprobs"] = [[lp, tid, None] for tid, lp, _ in out]

@@ -13,7 +13,15 @@ from typing import Any
 from aiohttp import web
 
 from ..model.engine import Job, count_text_tokens
-from .api_generate import DONE, SSE_HEADERS, BadRequest, check_prompt, json_response, read_json
+from .api_generate import (
+    DONE,
+    SSE_HEADERS,
+    BadRequest,
+    check_prompt,
+    greedy_text,
+    json_response,
+    read_json,
+)
 from .jsonfast import dumps
 from .sse import DirectSink, aborting, install, prepare_stream
 from .state import ServerState
@@ -58,6 +66,26 @@ def _metadata(job: Job) -> dict[str, Any]:
     }
 
 
+def _prompt_text(prompt: Any) -> tuple[str | None, list[int] | None]:
+    if isinstance(prompt, list) and len(prompt) == 1 and not isinstance(prompt[0], int):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        return prompt, None
+    return None, [int(x) for x in prompt]
+
+
+def _text(state: ServerState, body: dict[str, Any], job: Job) -> str:
+    """A non-streamed completion's text: with ``temperature`` 0, the prompt's greedy answer (the
+    same on every layout, sim/model/greedy.py; ``corrupt_stage`` changes it), else the job's."""
+    temperature = body.get("temperature")
+    if not isinstance(temperature, (int, float)) or temperature != 0:
+        return job.text
+    stop = body.get("stop") or []
+    stops = [stop] if isinstance(stop, str) else [str(s) for s in stop]
+    text, ids = _prompt_text(body["prompt"])
+    return greedy_text(state, text, ids, min(len(job.ids), job.requested_new), stops)
+
+
 async def handle_completions(request: web.Request) -> web.StreamResponse:
     """POST ``/v1/completions``."""
     state: ServerState = request.app["state"]
@@ -100,7 +128,7 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
                 "choices": [
                     {
                         "index": 0,
-                        "text": job.text,
+                        "text": _text(state, body, job),
                         "logprobs": None,
                         "finish_reason": "length",
                         "matched_stop": None,
