@@ -180,12 +180,13 @@ def test_the_two_docs_agree_on_timings_rules_and_tests() -> None:
     assert FIRST_RUN in readme and FIRST_RUN in walk
     assert NOISE_RULE_WORDS in readme and NOISE_RULE_WORDS in walk
     assert "spread of either run" not in readme + walk  # the earlier rule
-    # Every test a plain run collects (the others need --ppsweep-profile/-compare/-comm) is
-    # named in the README's table and in the walkthrough's list.
+    # Every test a plain run collects (the others need --ppsweep-profile/-compare/-comm, an
+    # SLO or an [accuracy] table) is named in the README's table and in the walkthrough's list.
     tests = re.findall(r"^def (test_\w+)", (REPO / "test_matrix" / "test_sweep.py").read_text(),
                        re.M)
     plain = [t for t in tests if t not in ("test_profile", "test_no_regression", "test_comm",
-                                           "test_slo", "test_slo_no_regression")]
+                                           "test_slo", "test_slo_no_regression",
+                                           "test_accuracy")]
     assert len(plain) == 6, tests  # test_outputs_match: the correctness probe (issue 40)
     for name in plain:
         assert f"`{name}" in readme and f"`{name}" in walk, name

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.matrices import one_cpu_node_sweep
+from support.matrices import cpu_text, one_cpu_node_sweep
 from support.paths import DATA, REPO, SEED
 
 from pytest_ppsweep.comm.domains import tp_domains
@@ -110,7 +110,7 @@ def test_domains_of_the_cpu_cluster() -> None:
 
 def _with_comm(tmp_path: Path, table: str) -> Path:
     path = tmp_path / "sweep.toml"
-    path.write_text(CPU.read_text() + "\n[comm]\n" + table + "\n")
+    path.write_text(cpu_text() + "\n[comm]\n" + table + "\n")
     return path
 
 

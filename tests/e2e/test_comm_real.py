@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.matrices import cpu_text
 from support.paths import ACCEPTANCE, REPO
 from support.real import ProvisionImpossible, provision
 from support.runs import run_dir
@@ -46,7 +47,7 @@ def torch_python() -> str:
 
 
 def _matrix(tmp_path: Path, python: str, comm: str = COMM) -> Path:
-    text = CPU.read_text()
+    text = cpu_text()
     for i, host in enumerate(HOSTS):
         text = text.replace(f"127.0.6.{i + 1}", host)
     text = (text.replace("port = 34000", "port = 42200")

@@ -20,15 +20,19 @@ emulator's stream latency with them.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -47,12 +51,23 @@ from support.conformance import (
     types_of,
     wait_ready,
 )
-from support.paths import DATA
+from support.paths import DATA, REPO
 from support.real import ProvisionImpossible, marked_processes, provision
 
+from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, read_tasks
 from pytest_ppsweep.measure.bench import run_round_sync
 from pytest_ppsweep.measure.completion import result_problems
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
+from pytest_ppsweep.results.accuracy import (
+    Answer,
+    LayoutAccuracy,
+    accuracy_problems,
+    layout_accuracy,
+    read_accuracy,
+)
+from pytest_ppsweep.results.accuracystats import plan
+from pytest_ppsweep.run.accuracy_step import AccuracyStep
+from pytest_ppsweep.run.live import NoStatus
 from pytest_ppsweep.service.probe import server_info, topology
 
 pytestmark = pytest.mark.slow
@@ -567,3 +582,89 @@ def test_bench_round_reads_every_request(service: Service, api: str) -> None:
     if api == "generate":
         assert all(isinstance(r["server_e2e_latency"], float) for r in result.records)
         assert all(isinstance(r["cached_tokens"], int) for r in result.records)
+
+
+# ---------------------------------------------------------------- task accuracy (accuracy_step.py)
+
+# cpu.toml's task file: 2 shots and 16 questions whose answers are tiny-qwen3moe's own greedy
+# answers (tools/capture_task_answers.py; tests/real/test_real_sglang.py shows qwen3moe scores
+# them 100 % again). This service is another model (the tiny Llama; the emulator's stand-in).
+CPU_TASKS = REPO / "test_matrix" / "cpu_tasks.jsonl"
+
+
+def _task_spec(path: Path, backend: str = "builtin") -> AccuracySpec:
+    return AccuracySpec(tasks_path=path, tasks=read_tasks(path, str(path)), few_shot=2,
+                        max_tokens=4, concurrency=4, backend=backend)
+
+
+def _evaluate(service: Service, spec: AccuracySpec, folder: Path,
+              compare_ref: Path | None = None) -> tuple[LayoutAccuracy, list[str]]:
+    """The accuracy check of run/accuracy_step.py on this live service, as a sweep runs it
+    (its score in ``folder``/accuracy/pp2.json; the printed lines returned)."""
+    lines: list[str] = []
+    ctx: Any = SimpleNamespace(sweep=SimpleNamespace(accuracy=spec, model_path=service.model_path),
+                               store=SimpleNamespace(dir=folder), progress=lines.append,
+                               live=NoStatus())
+    booted: Any = SimpleNamespace(
+        service=SimpleNamespace(base_url=service.url(), config=SimpleNamespace(id="pp2")),
+        config=SimpleNamespace(id="pp2"), boot_id="pp2", check_alive=lambda: None)
+    AccuracyStep(ctx, compare_ref).check(booted)
+    stored = read_accuracy(folder, "pp2")
+    assert stored is not None, lines
+    return stored, lines
+
+
+def _answers(folder: Path) -> dict[int, str]:
+    lines = (folder / "accuracy" / "pp2.answers.jsonl").read_text().splitlines()
+    return {int(a["index"]): a["extracted"] for a in map(json.loads, lines)}
+
+
+def _backends(service: Service) -> list[str]:
+    """Both backends on real SGLang (lm-eval is in the test extras); the builtin one on the
+    emulator (its /v1/completions conformance is above)."""
+    if service.kind != "sglang":
+        return ["builtin"]
+    assert importlib.util.find_spec("lm_eval"), "lm-eval is a test extra: pip install -e .[test]"
+    return ["builtin", "lm-eval"]
+
+
+def test_accuracy_of_the_models_own_answers_is_stable(service: Service, tmp_path: Path) -> None:
+    """A task file whose answers are this service's own greedy answers (captured by a first
+    evaluation) scores 16/16 on every later evaluation, with either backend, and lm-eval's
+    local-completions answers each question as the builtin client does (same prompts, greedy)."""
+    capture = tmp_path / "capture"
+    _evaluate(service, _task_spec(CPU_TASKS), capture)
+    own = tmp_path / "own.jsonl"
+    shutil.copyfile(CPU_TASKS, own)
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "capture_task_answers.py"),
+                           str(capture), "pp2", str(own)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, check=False)
+    assert done.returncode == 0, done.stderr
+    answers = _answers(capture)
+    for backend in _backends(service):
+        folder = tmp_path / backend
+        stored, lines = _evaluate(service, _task_spec(own, backend), folder)
+        assert (stored.n, stored.correct, stored.errors) == (16, 16, 0), (backend, lines)
+        assert _answers(folder) == answers, backend
+        assert "pp2: accuracy 100.0 % (16/16), 95 % Wilson interval [80.6, 100.0]" in lines[-1]
+
+
+def test_accuracy_drops_on_another_models_answers(service: Service, tmp_path: Path) -> None:
+    """Gated against a baseline whose score of cpu.toml's task is 16/16 (tiny-qwen3moe, whose
+    answers they are), this other model scores far lower with either backend: test_accuracy's
+    rule fails it, naming both scores, their intervals, n and the threshold."""
+    baseline = tmp_path / "baseline"
+    spec = _task_spec(CPU_TASKS)
+    layout_accuracy(spec, plan(spec.min_drop, spec.alpha, spec.beta, 16), "pp2",
+                    [Answer(i, "", "", True) for i in range(16)]).write(baseline)
+    for backend in _backends(service):
+        folder = tmp_path / backend
+        stored, lines = _evaluate(service, _task_spec(CPU_TASKS, backend), folder, baseline)
+        assert stored.n == 16 and stored.errors == 0, lines
+        assert any("pp2: accuracy passes at ≥ 70.9 % (vs pp2 of the baseline run baseline, "
+                   "100.0 % [80.6, 100.0] (16/16))" in line for line in lines), lines
+        problems = accuracy_problems(folder, "pp2", baseline)
+        assert len(problems) == 1 and stored.correct < 12, (backend, stored, problems)
+        assert problems[0].startswith(f"pp2: accuracy {stored.shown()} of n = 16 is below the "
+                                      "threshold 70.9 % against pp2 of the baseline run "
+                                      "baseline's 100.0 % [80.6, 100.0] (16/16) of n = 16")

@@ -71,6 +71,7 @@ def test_real_sweep_boots_measures_scans_and_tears_down(cpu_sweep: CpuSweep) -> 
         f"test_valid[{cid}-c2]": "passed",
         f"test_valid[{cid}-c4]": "passed",
         f"test_outputs_match[{cid}]": "passed",
+        f"test_accuracy[{cid}]": "passed",
         f"test_logs_clean[{cid}]": "passed",
         f"test_gpu_memory[{cid}]": "skipped",  # nvidia_smi = []: a cluster without GPUs
         f"test_profile[{cid}]": "passed",
@@ -152,6 +153,25 @@ def test_real_outputs_are_stored_and_agree(cpu_sweep: CpuSweep) -> None:
         assert all(top[0][1] == lp for top, lp in zip(p.top, p.logprobs, strict=True)), p
     assert outputs_problems(run, cid) == []
     assert compare_layouts(stored, stored, "itself") == []
+
+
+def test_real_accuracy_is_the_captured_score(cpu_sweep: CpuSweep) -> None:
+    """Task accuracy on real SGLang (issue 40.2), builtin backend: cpu.toml's 16 questions,
+    whose answers are this model's greedy answers on this layout captured in an earlier run
+    (tools/capture_task_answers.py), score 100 % again (a stable score); n and the threshold
+    are printed before, the score with its interval after."""
+    from pytest_ppsweep.results.accuracy import read_accuracy
+
+    cid, run = "pp2-tp2-ep1", cpu_sweep.run
+    assert run is not None, cpu_sweep.out[-8000:]
+    stored = read_accuracy(run, cid)
+    assert stored is not None, cpu_sweep.out[-8000:]
+    assert (stored.backend, stored.n, stored.correct, stored.errors) == ("builtin", 16, 16, 0), (
+        (run / "accuracy" / f"{cid}.answers.jsonl").read_text())
+    progress = (run / "progress.log").read_text()
+    assert (f"{cid}: accuracy (builtin, cpu_tasks.jsonl, 2-shot, exact): n = 16 questions (all "
+            "the task file has (16)") in progress
+    assert f"{cid}: accuracy 100.0 % (16/16), 95 % Wilson interval [80.6, 100.0]" in progress
 
 
 def test_real_profile_window_traces_every_rank(cpu_sweep: CpuSweep) -> None:

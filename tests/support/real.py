@@ -9,6 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.matrices import cpu_text, drop_table
 from support.paths import REPO, SCRIPTS
 from support.processes import cmdline, proc_entries
 
@@ -95,9 +96,9 @@ def sweep_toml(
     ``[workload.slo]`` table (``slo``: its TOML text)."""
     # cpu.toml's SLO search and profile window run only where a test asks for them (the shared
     # run of its README command, support.shared_fixtures.cpu_sweep): each costs real rounds.
-    text = CPU_TOML.read_text(encoding="utf-8")
+    text = cpu_text()  # without its [accuracy] (the shared README run checks it)
     for table in ("workload.slo", "profile"):
-        text = _drop_table(text, table)
+        text = drop_table(text, table)
     subs = [
         (r'^python = ".*"$', f"python = {json.dumps(prov.python)}"),
         (r'^model_path = ".*"$', f"model_path = {json.dumps(prov.models[model])}"),
@@ -119,18 +120,6 @@ def sweep_toml(
     # Every rank (and every child it forks) inherits this, so /proc tells our ranks apart.
     text = text.replace("[clusters.cpu.env]\n", f'[clusters.cpu.env]\n{MARK_VAR} = "{mark}"\n')
     return text
-
-
-def _drop_table(text: str, name: str) -> str:
-    """``text`` without the TOML table ``[name]`` and the comment lines just above it."""
-    lines = text.splitlines(keepends=True)
-    start = lines.index(f"[{name}]\n")  # ValueError: cpu.toml no longer has it
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("[")), len(lines))
-    while end > start + 1 and (lines[end - 1].startswith("#") or not lines[end - 1].strip()):
-        end -= 1  # the next table's own comment stays with it
-    while start > 0 and lines[start - 1].startswith("#"):
-        start -= 1
-    return "".join(lines[:start] + lines[end:])
 
 
 def marked_processes(mark: str) -> list[tuple[int, str]]:

@@ -2,6 +2,11 @@
 
 Streamed chunks are written from the scheduler's due-time callback like ``/generate``'s
 (sim/http/sse.py); :class:`CompletionChunks` encodes them.
+
+A non-streamed request with ``temperature`` 0 answers as greedy decoding of one model does: its
+text is the prompt's greedy tokens (sim/model/greedy.py through api_generate.greedy_text), the
+same on every layout and cut before the first ``stop`` string, so a task file can be scored on
+the emulator; the ``corrupt_stage`` fault changes it (a corrupted stage drops the accuracy).
 """
 
 from __future__ import annotations

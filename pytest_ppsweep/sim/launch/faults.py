@@ -42,7 +42,9 @@ SGLang would; the other ranks then lose their connection to rank 0 and exit too.
                          the last node): its rank files are missing (sim/http/api_profile.py).
 ``corrupt_stage=K``      PP stage ``K`` computes a wrong output (a dropped layer, a broken kernel):
                          the greedy answer of ``/generate`` with ``return_logprob`` differs from
-                         every other layout's from the first token on (sim/model/greedy.py).
+                         every other layout's from the first token on (sim/model/greedy.py),
+                         and so does its temperature-0 ``/v1/completions`` text: its task
+                         accuracy drops (the ``[accuracy]`` check).
                          A layout without stage ``K`` (pp ≤ K) is not affected; ``0`` corrupts
                          every layout (a bad image). The rank boots and serves as usual.
 
