@@ -200,3 +200,27 @@ def test_each_new_verb_has_its_help(verb: str, capsys: pytest.CaptureFixture[str
         main([verb, "--help"])
     assert done.value.code == 0
     assert "examples:" in capsys.readouterr().out
+
+
+def test_the_accuracy_column_is_the_runs_pooled_score_and_follows_the_folder(
+        tmp_path: Path) -> None:
+    """runs.accuracy: right answers over questions asked, every layout pooled
+    (results/accuracy.run_accuracy); a score written later is picked up by the next reader."""
+    from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
+    from pytest_ppsweep.results.accuracy import Answer, layout_accuracy
+    from pytest_ppsweep.results.accuracystats import plan
+
+    reports = _reports(tmp_path)
+    run = reports / "kimi-20261202-090000"
+    spec = AccuracySpec(tasks_path=tmp_path / "t.jsonl", tasks=(Task("q", "a"),))
+    the_plan = plan(0.03, 0.05, 0.2, 10)
+    history = History(reports)
+    assert history.records()[0].accuracy is None  # no [accuracy]: NULL
+    for cid, right in (("pp8-tp4-ep4", 9), ("pp4-tp8-ep4", 6)):
+        layout_accuracy(spec, the_plan, cid, [Answer(i, "", "", i < right)
+                                              for i in range(10)]).write(run)
+    record = next(r for r in history.records() if r.folder == run.name)
+    assert record.accuracy == pytest.approx(15 / 20)
+    assert main(["history", "--rebuild", "--reports", str(reports)]) == 0
+    assert next(r for r in History(reports).records(sync=False)
+                if r.folder == run.name).accuracy == pytest.approx(0.75)
