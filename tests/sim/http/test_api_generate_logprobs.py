@@ -62,3 +62,29 @@ def test_layouts_agree_and_a_corrupted_stage_does_not(cluster: ClusterFactory) -
     assert [p[0][1] for p in meta["output_top_logprobs"]] == good["output_ids"]
     assert unaffected["output_ids"] == good["output_ids"]  # pp1 has no stage 1
     assert bad["output_ids"][0] != good["output_ids"][0]
+
+
+def _complete(c: Any, prompt: Any, **extra: Any) -> str:
+    body = {"model": "m", "prompt": prompt, "max_tokens": 5, **extra}
+    status, raw, _ = http("POST", c.base_url + "/v1/completions", body)
+    assert status == 200, raw
+    return str(json.loads(raw)["choices"][0]["text"])
+
+
+def test_a_greedy_completion_is_the_prompts_and_a_corrupted_stage_changes_it(
+        cluster: ClusterFactory) -> None:
+    """The accuracy check's answers: /v1/completions at temperature 0 is the prompt's greedy
+    text on every layout (a one-element prompt list too), cut before a stop string; the
+    corrupt_stage fault changes it on a layout with that stage."""
+    tp2 = cluster(1, ["--tp-size", "2"])
+    pp2 = cluster(2, ["--pp-size", "2", "--tp-size", "2"],
+                  env={"PPSWEEP_SIM_FAULTS": "corrupt_stage=1"})
+    for c in (tp2, pp2):
+        c.wait_healthy(30)
+    good = _complete(tp2, "Question: 2+2=", temperature=0)
+    assert good == _complete(tp2, ["Question: 2+2="], temperature=0.0)
+    assert len(good.split()) == 5 and good.startswith(" ")
+    second = good.split()[1]
+    assert _complete(tp2, "Question: 2+2=", temperature=0, stop=[" " + second]) == (
+        " " + good.split()[0])
+    assert _complete(pp2, "Question: 2+2=", temperature=0) != good  # stage 1 corrupted
