@@ -707,10 +707,10 @@ def _planner_verbs(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 _HELP["history"] = (
     "the run history: repair it, or --rebuild it from the run folders",
     "Every finished run is indexed in <reports>/history.sqlite (run id, sweep, image,\n"
-    "cluster, versions, status, per-point medians and intervals, correctness). It is a cache\n"
-    "of the run folders: without --rebuild, folders not indexed or changed since are read\n"
-    "again (what `runs`, `compare` and `trend` do first); with --rebuild every row is made\n"
-    "anew from the folders (deleting the file loses nothing).",
+    "cluster, versions, status, per-point medians and intervals, correctness, accuracy). It\n"
+    "is a cache of the run folders: without --rebuild, folders not indexed or changed since\n"
+    "are read again (what `runs`, `compare` and `trend` do first); with --rebuild every row\n"
+    "is made anew from the folders (deleting the file loses nothing).",
     "examples:\n  python -m pytest_ppsweep history --rebuild\n"
     "  python -m pytest_ppsweep history --reports /data/ppsweep/reports")
 _HELP["trend"] = (
