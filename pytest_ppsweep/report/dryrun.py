@@ -35,9 +35,19 @@ from pytest_ppsweep.measure.slosearch import Search, load_text
 from pytest_ppsweep.planner.data import PlannerError
 from pytest_ppsweep.planner.fitting import load_fitted
 from pytest_ppsweep.pool.balance import earlier_runs, expected_durations, outside_layouts_s
+from pytest_ppsweep.results.accuracystats import plan
 
-__all__ = ["SEEDS", "ClusterTime", "Reference", "boots_line", "cluster_time", "dry_run_lines",
-           "fitted_profile", "slo_probe_lines"]
+__all__ = [
+    "SEEDS",
+    "ClusterTime",
+    "Reference",
+    "accuracy_lines",
+    "boots_line",
+    "cluster_time",
+    "dry_run_lines",
+    "fitted_profile",
+    "slo_probe_lines",
+]
 
 
 @dataclass(frozen=True)
@@ -190,12 +200,24 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
             lines.append(f"  node{spec.node_rank} {spec.host} ({spec.address}): "
                          f"{spec.command_line()}")
     lines += slo_probe_lines(sweep, configs)
+    lines += accuracy_lines(sweep)
     lines.append(boots_line(configs))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
     if flags_line:  # never silently skipped: where it was made, or why it was not
         lines.append(flags_line)
     return lines
+
+
+def accuracy_lines(sweep: Sweep) -> list[str]:
+    """The ``[accuracy]`` check (test_accuracy, once per boot): its backend, task file and the
+    questions each boot is asked (results/accuracystats.plan)."""
+    spec = sweep.accuracy
+    if spec is None:
+        return []
+    the_plan = plan(spec.min_drop, spec.alpha, spec.beta, len(spec.pool), spec.questions)
+    return [f"accuracy ({spec.backend}, {spec.tasks_path}, {spec.few_shot}-shot, "
+            f"{spec.metric}) once per boot: {the_plan.line()}"]
 
 
 def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:

@@ -241,3 +241,16 @@ def test_pytest_dry_run_prints_the_probes_and_the_slurm_lines(tmp_path: Path) ->
     assert "  step: srun --overlap --jobid '<jobid>' " in out
     assert "hf_secret-value-123" not in out
     assert not (tmp_path / "reports").exists() or not any((tmp_path / "reports").iterdir())
+
+
+def test_the_accuracy_check_is_listed_with_its_questions(tmp_path: Path) -> None:
+    """cpu.toml's [accuracy]: its backend, task file and the n each boot is asked."""
+    sweep = load(REPO / "test_matrix" / "cpu.toml")
+    lines = dry_run_lines(sweep, sweep.cluster("cpu"), sweep.configs[:1], tmp_path)
+    assert [x for x in lines if x.startswith("accuracy (")] == [
+        f"accuracy (builtin, {REPO / 'test_matrix' / 'cpu_tasks.jsonl'}, 2-shot, exact) once "
+        "per boot: n = 16 questions (all the task file has (16); θ = 3.0 points, α = 0.05, "
+        "β = 0.2 ask 3435): detects a drop of 44.0 points at this α and β, not 3.0"]
+    seed = load(SEED)
+    assert not any(x.startswith("accuracy (") for x in dry_run_lines(
+        seed, next(iter(seed.clusters.values())), seed.configs[:1], tmp_path))
