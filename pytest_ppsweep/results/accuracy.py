@@ -18,7 +18,9 @@ results/accuracystats.py:
 * a question that could not be asked (an HTTP error): the layout fails, naming it;
 * a score below ``min_score`` fails;
 * parallelism must not change accuracy: a layout significantly worse than the run's reference
-  layout (the baseline layout, else the first in sweep order with a score) fails;
+  layout (the baseline layout, else the first in sweep order with a score) fails, and the
+  reference layout itself fails when it is significantly worse than the others pooled (seen
+  once they have run: the report, a resumed run);
 * under the gate (``--ppsweep-compare``), a score below the threshold against the reference
   run's score of the same layout (else of its reference layout) fails.
 
@@ -31,7 +33,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -291,6 +293,18 @@ def accuracy_problems(run_dir: Path, config_id: str, compare_ref: Path | None = 
                        f"accuracy)")
         if line:
             problems.append(line)
+    elif ref_id == config_id:  # the reference itself: against the others, pooled
+        others = [a for a in all_accuracy(run_dir)
+                  if a.config_id != config_id and a.tasks == mine.tasks and a.n]
+        if others:
+            pooled = replace(mine, config_id="+".join(a.config_id for a in others),
+                             n=sum(a.n for a in others),
+                             correct=sum(a.correct for a in others), errors=0)
+            line = compare_line(mine, pooled, f"the run's other layouts, pooled (this is the "
+                                              f"reference layout; parallelism must not change "
+                                              f"accuracy)")
+            if line:
+                problems.append(line)
     if compare_ref is not None:
         other = Path(compare_ref)
         gate_id = config_id if read_accuracy(other, config_id) is not None else (

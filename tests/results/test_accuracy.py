@@ -74,3 +74,19 @@ def test_min_score_and_another_task_file(tmp_path: Path) -> None:
                         [acc.Answer(0, "", "", True)]).write(other)
     assert any("not comparable with pp2 of the baseline run other: another task file" in line
                for line in acc.accuracy_problems(tmp_path, "pp2", other))
+
+
+def test_a_worse_reference_layout_fails_against_the_others_pooled(tmp_path: Path) -> None:
+    (tmp_path / "metadata").mkdir()
+    (tmp_path / "metadata" / "run.json").write_text(json.dumps(
+        {"baseline": "pp8", "order": ["pp8", "pp1", "pp2"]}))
+    spec, p = _spec(), plan(0.03, 0.05, 0.2, 20)
+    for cid, right in (("pp8", 6), ("pp1", 19), ("pp2", 18)):
+        acc.layout_accuracy(spec, p, cid, [acc.Answer(i, "", "", i < right)
+                                           for i in range(20)]).write(tmp_path)
+    assert acc.accuracy_problems(tmp_path, "pp1") == []  # better than the reference: passes
+    (line,) = acc.accuracy_problems(tmp_path, "pp8")
+    assert line.startswith("pp8: accuracy 30.0 % [14.5, 51.9] (6/20) of n = 20 is below the "
+                           "threshold 70.0 % against the run's other layouts, pooled (this is "
+                           "the reference layout; parallelism must not change accuracy)'s "
+                           "92.5 % [80.1, 97.4] (37/40) of n = 40"), line
