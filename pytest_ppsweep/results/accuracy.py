@@ -300,9 +300,9 @@ def accuracy_problems(run_dir: Path, config_id: str, compare_ref: Path | None = 
             pooled = replace(mine, config_id="+".join(a.config_id for a in others),
                              n=sum(a.n for a in others),
                              correct=sum(a.correct for a in others), errors=0)
-            line = compare_line(mine, pooled, f"the run's other layouts, pooled (this is the "
-                                              f"reference layout; parallelism must not change "
-                                              f"accuracy)")
+            line = compare_line(mine, pooled, "the run's other layouts, pooled (this is the "
+                                              "reference layout; parallelism must not change "
+                                              "accuracy)")
             if line:
                 problems.append(line)
     if compare_ref is not None:
