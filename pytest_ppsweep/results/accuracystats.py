@@ -64,10 +64,11 @@ def detectable_drop(n: int, alpha: float, beta: float, sigma: float = SIGMA,
 
 
 def threshold(ref_score: float, n: int, n_ref: int, alpha: float, sigma: float = SIGMA) -> float:
-    """The lowest score of ``n`` questions that passes against ``ref_score`` of ``n_ref``."""
+    """The lowest score of ``n`` questions that passes against ``ref_score`` of ``n_ref`` (at
+    least 0: below a low reference every score passes)."""
     if n < 1 or n_ref < 1:
         raise ValueError(f"expected questions on both sides, found n={n}, n_ref={n_ref}")
-    return ref_score - _z(1 - alpha) * sigma * math.sqrt(1 / n + 1 / n_ref)
+    return max(0.0, ref_score - _z(1 - alpha) * sigma * math.sqrt(1 / n + 1 / n_ref))
 
 
 def significantly_worse(score: float, n: int, ref_score: float, n_ref: int, alpha: float,
