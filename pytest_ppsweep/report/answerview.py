@@ -19,16 +19,14 @@ from pytest_ppsweep.results.answers import (
     EQUIVALENT,
     INCONCLUSIVE,
     NO_VALID_POINT,
+    ONE_LEVEL_NOTE,
+    SINGLE_BOOT_NOTE,
+    TWO_LEVEL_NOTE,
     Answer,
     Evidence,
 )
 from pytest_ppsweep.results.objective import label
-from pytest_ppsweep.results.questions import (
-    NOISY_NOTE,
-    PER_C_NOTE,
-    SINGLE_BOOT_NOTE,
-    TWO_LEVEL_NOTE,
-)
+from pytest_ppsweep.results.questions import NOISY_NOTE, PER_C_NOTE
 
 BEGIN, END = "<!--ppsweep-answers-->", "<!--/ppsweep-answers-->"
 _STYLE = """<style>
@@ -103,7 +101,8 @@ def paragraph(a: Answer) -> str:
     parts += noisy
     parts += [r for r in a.reasons if r.startswith(PER_C_NOTE)]
     if a.status in (DECIDED, EQUIVALENT, INCONCLUSIVE):  # the level of its intervals
-        parts += [r for r in a.reasons if r.startswith((SINGLE_BOOT_NOTE, TWO_LEVEL_NOTE))]
+        parts += [r for r in a.reasons
+                  if r.startswith((SINGLE_BOOT_NOTE, TWO_LEVEL_NOTE, ONE_LEVEL_NOTE))]
     if a.excluded:
         parts.append("Excluded: " + "; ".join(f"{p} ({w})" for p, w in a.excluded) + ".")
     parts += [f"Caveat: {c}" for c in a.caveats]

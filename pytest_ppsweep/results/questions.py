@@ -44,6 +44,8 @@ from pytest_ppsweep.results.answers import (
     INCONCLUSIVE,
     MEASURED,
     NO_VALID_POINT,
+    SINGLE_BOOT_NOTE,
+    TWO_LEVEL_NOTE,
     Answer,
     AnswerInput,
     Evidence,
@@ -75,10 +77,7 @@ _KEPT = ("spread ", )
 _REPEATS_SUFFIX = "required"
 NOISY_NOTE = "Over the spread limit, kept and judged by the decision rule"
 PER_C_NOTE = "Per C"  # the per-C answer's reason starts so (the report shows it)
-# The evidence's level (issue 37 point 4): the reason that says it starts so (the terminal's
-# paragraph shows it)
-SINGLE_BOOT_NOTE = "Single boot per layout"
-TWO_LEVEL_NOTE = "Two levels"
+
 
 
 def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:

@@ -211,3 +211,23 @@ def test_two_boots_carry_the_second_level_and_plan_the_rerun(tmp_path: Path) -> 
     assert layout.rerun and "--ppsweep-repeats" in layout.rerun
     shown = paragraph(layout)
     assert f"{TWO_LEVEL_NOTE}: {PP8} 2 boots" in shown and f"Rerun: {layout.rerun}" in shown
+
+
+def test_slo_answers_say_their_level() -> None:
+    """The SLO answers judge each layout's probes as one level: they say so (answers.json and the
+    terminal's paragraph)."""
+    from pytest_ppsweep.results.answers import ONE_LEVEL_NOTE
+    from pytest_ppsweep.results.sloanswer import LEVEL_TEXT, _gpu_answer, _load_answer
+
+    def entry(layout: str, low: float, high: float, tps: float) -> dict[str, Any]:
+        return {"layout": layout, "low": low, "high": high, "confirmed": True,
+                "search": f"{low}-{high} req/s", "tps_per_gpu": tps,
+                "tps_per_gpu_rounds": [tps, tps * 1.001, tps * 0.999],
+                "usd_per_m_tokens": None}
+
+    entries = [entry(PP8, 0.8, 0.9, 300.0), entry(PP4, 0.4, 0.5, 200.0)]
+    for answer in (_load_answer("", "TTFT p50 ≤ 5 s", entries, []),
+                   _gpu_answer("", "TTFT p50 ≤ 5 s", entries, "tok/s per GPU")):
+        assert answer.status == DECIDED and answer.answer == PP8
+        assert LEVEL_TEXT in answer.reasons and LEVEL_TEXT.startswith(ONE_LEVEL_NOTE)
+        assert LEVEL_TEXT in paragraph(answer)
