@@ -171,11 +171,15 @@ def one_run(folder: Path, run_id: str, smoke: bool, busy: bool) -> dict[str, obj
             "rerun": layout.get("rerun"), "tail": done.stdout[-1500:]}
 
 
+Verdict = tuple[str, str | None]  # a decision's status and winner
+
+
 def _aa_trial(rng: random.Random, sigma_w: float, sigma_b: float, boots: int, rounds: int,
-              concs: int) -> tuple[str, str]:
-    """One A/A trial: two points with the same truth, each ``boots`` boots × ``rounds`` rounds
-    at ``concs`` Cs (a boot's offset shared by its Cs), decided with the rounds pooled and with
-    their boots named: (rounds-only status, two-level status)."""
+              concs: int, gap: float = 0.0) -> tuple[Verdict, Verdict]:
+    """One trial: two points, ``a`` ``gap`` (log) above ``b`` (0: the same truth, A/A), each
+    ``boots`` boots × ``rounds`` rounds at ``concs`` Cs (a boot's offset shared by its Cs),
+    decided with the rounds pooled and with their boots named: ((status, winner) rounds-only,
+    (status, winner) two-level)."""
     pooled: dict[str, dict[str, dict[int, list[float]]]] = {m: {} for m in PREFILL}
     named: dict[str, dict[str, dict[int, list[float]]]] = {m: {} for m in PREFILL}
     for point in ("a", "b"):
@@ -185,13 +189,15 @@ def _aa_trial(rng: random.Random, sigma_w: float, sigma_b: float, boots: int, ro
                 values, tags = [], []
                 for boot, off in enumerate(offsets):
                     for _ in range(rounds):
-                        values.append(1000.0 * math.exp(off + rng.gauss(0.0, sigma_w)))
+                        truth = gap if point == "a" and metric == PREFILL[0] else 0.0
+                        values.append(1000.0 * math.exp(truth + off + rng.gauss(0.0, sigma_w)))
                         tags.append(f"{point}{boot}")
                 pooled[metric].setdefault(point, {})[c] = values
                 named[metric].setdefault(point, {})[c] = Sample(values, tags)
     concs_ = tuple(range(concs))
-    return (decide(["a", "b"], PREFILL, pooled, concs_).status,
-            decide(["a", "b"], PREFILL, named, concs_).status)
+    one = decide(["a", "b"], PREFILL, pooled, concs_)
+    two = decide(["a", "b"], PREFILL, named, concs_)
+    return (one.status, one.winner), (two.status, two.winner)
 
 
 def boot_level_figures(sigma_w_pct: float, draws: int, concs: int = 2) -> list[str]:
@@ -199,11 +205,15 @@ def boot_level_figures(sigma_w_pct: float, draws: int, concs: int = 2) -> list[s
     rng = random.Random(37)
     sw, sb = math.log1p(sigma_w_pct / 100.0), math.log1p(BOOT_OFFSET_PCT / 100.0)
     both = [_aa_trial(rng, sw, sb, 2, 3, concs) for _ in range(draws)]
-    rounds_only = sum(a == DECIDED for a, _ in both) / draws * 100
-    two = sum(b == DECIDED for _, b in both) / draws * 100
-    changed = sum(a != b for a, b in both) / draws * 100
-    single = sum(_aa_trial(rng, sw, sb, 1, 6, concs)[1] == DECIDED
+    rounds_only = sum(a[0] == DECIDED for a, _ in both) / draws * 100
+    two = sum(b[0] == DECIDED for _, b in both) / draws * 100
+    changed = sum(a[0] != b[0] for a, b in both) / draws * 100
+    single = sum(_aa_trial(rng, sw, sb, 1, 6, concs)[1][0] == DECIDED
                  for _ in range(draws)) / draws * 100
+    # the price: a true 2 % gap, decided for the faster point
+    gap = [_aa_trial(rng, sw, sb, 2, 3, concs, math.log1p(0.02)) for _ in range(draws)]
+    power_one = sum(a == (DECIDED, "a") for a, _ in gap) / draws * 100
+    power_two = sum(b == (DECIDED, "a") for _, b in gap) / draws * 100
     k, n = boots_for(2.0, sigma_w_pct, BOOT_OFFSET_PCT)
     where = (f"σ_boot {BOOT_OFFSET_PCT:g} % (profile), σ_round {sigma_w_pct:.2f} % (measured), "
              f"{concs} C, {draws} trials")
@@ -216,6 +226,8 @@ def boot_level_figures(sigma_w_pct: float, draws: int, concs: int = 2) -> list[s
         f"RESULT A/A false decisions, 2 boots x 3 rounds, two-level intervals: {two:.1f} % "
         f"({where}) | goal <= 5 % | {'ok' if two <= 5.0 else 'not ok'}",
         f"RESULT verdicts changed by the second level: {changed:.1f} % of A/A trials | info",
+        f"RESULT true 2 % gap decided, 2 boots x 3 rounds, rounds-only / two-level: "
+        f"{power_one:.1f} % / {power_two:.1f} % (the second level's price in power) | info",
         f"RESULT A/A false decisions, single boot x 6 rounds (its answer says so): "
         f"{single:.1f} % ({where}) | info",
         f"RESULT rerun plan for a 2 % gap at these σ: {k} boots x {n} round{'s' if n != 1 else ''} "
