@@ -3,7 +3,10 @@
 Noise rule: results/noise.py (its home: results/noise.py), 5 × the median distance of a repeat
 from its own run's median over both runs' valid repeats, in %: calibrated for two runs two boots
 apart, so the gate keeps it rather than the decisions' within-run interval (results/stats.py).
-A delta whose size exceeds the noise is *significant*. Each metric row gets one of three tiers:
+A delta whose size exceeds the noise is *significant*. Each metric row also records the two runs'
+spread as a second level (``between_boots_pct``: each run one boot of the point, one-way
+random-effects ANOVA of results/stats.py): for an unchanged configuration, the boot-to-boot
+spread that a single run's intervals do not hold. Each metric row gets one of three tiers:
 
 * ``regression``: worse than its threshold and significant (fails the gate);
 * ``significant``: significant but not beyond the threshold (either direction): shown and
@@ -36,6 +39,7 @@ from pytest_ppsweep.matrix.schema import did_you_mean
 from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
 from pytest_ppsweep.results.aggregate import RunData, round_problems
 from pytest_ppsweep.results.noise import noise_pct
+from pytest_ppsweep.results.stats import Sample, levels, sigma_pct
 
 VERDICTS = ("regression", "significant", "improvement", "within noise", "only in current",
             "only in reference", "broken")
@@ -109,6 +113,11 @@ class Comparison:
     noise_pct: float | None
     verdict: str
     message: str
+    # The two runs as two boots of the point (results/stats.levels: rounds within a run's
+    # boot, the runs' boots apart): σ between them beyond their rounds' spread, in %. For an
+    # unchanged configuration (gate.csv ``differs`` empty) it is the boot-to-boot spread, the
+    # second level a single run's intervals do not hold; with a change it holds the change too.
+    between_boots_pct: float | None = None
 
 
 def _parse_one(token: str) -> Threshold:
@@ -208,7 +217,11 @@ def _metric_row(cid: str, conc: int, th: Threshold, ref: list[float], cur: list[
     message = (f"{_where(cid, conc)}: {th.label} {c:,.2f}{unit} vs {r:,.2f}{unit} "
                f"({_pct(delta)}, threshold {_pct(th.pct, 'g')}, noise "
                f"{noise:.1f} %) — {why}")
-    return Comparison(cid, conc, th.metric, r, c, delta, th.pct, noise, verdict, message)
+    found = levels(Sample([*ref, *cur], ["reference"] * len(ref) + ["current"] * len(cur)))
+    between = (round(sigma_pct(found.between), 4) if found is not None and found.two_level
+               and not math.isnan(found.between) else None)
+    return Comparison(cid, conc, th.metric, r, c, delta, th.pct, noise, verdict, message,
+                      between)
 
 
 def _point(cid: str, conc: int, verdict: str, message: str) -> Comparison:

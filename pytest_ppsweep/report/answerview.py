@@ -14,7 +14,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.report.format import delta, fit_table, num
-from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, NO_VALID_POINT, Answer, Evidence
+from pytest_ppsweep.results.answers import (
+    DECIDED,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    NO_VALID_POINT,
+    ONE_LEVEL_NOTE,
+    SINGLE_BOOT_NOTE,
+    TWO_LEVEL_NOTE,
+    Answer,
+    Evidence,
+)
 from pytest_ppsweep.results.objective import label
 from pytest_ppsweep.results.questions import NOISY_NOTE, PER_C_NOTE
 
@@ -90,6 +100,9 @@ def paragraph(a: Answer) -> str:
     noisy = [r for r in a.reasons if r.startswith(NOISY_NOTE)]
     parts += noisy
     parts += [r for r in a.reasons if r.startswith(PER_C_NOTE)]
+    if a.status in (DECIDED, EQUIVALENT, INCONCLUSIVE):  # the level of its intervals
+        parts += [r for r in a.reasons
+                  if r.startswith((SINGLE_BOOT_NOTE, TWO_LEVEL_NOTE, ONE_LEVEL_NOTE))]
     if a.excluded:
         parts.append("Excluded: " + "; ".join(f"{p} ({w})" for p, w in a.excluded) + ".")
     parts += [f"Caveat: {c}" for c in a.caveats]

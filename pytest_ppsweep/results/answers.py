@@ -52,6 +52,12 @@ WITHIN_NOISE = "within noise"  # neither different nor shown equivalent
 # (EQUIVALENT, "equivalent", is also a comparison's verdict: inside ±min_effect by TOST)
 NOT_COMPARED = "not compared"
 
+# The level of an answer's evidence (issue 37 point 4): the reason that states it starts with
+# one of these (results/questions.py, results/sloanswer.py; the terminal's paragraph shows it).
+SINGLE_BOOT_NOTE = "Single boot per layout"
+TWO_LEVEL_NOTE = "Two levels"
+ONE_LEVEL_NOTE = "One level"
+
 
 @dataclass(frozen=True)
 class Evidence:

@@ -49,7 +49,14 @@ from pytest_ppsweep.results.answers import (
     Evidence,
 )
 from pytest_ppsweep.results.objective import higher_is_better, label
-from pytest_ppsweep.results.stats import DEFAULT_RULE, Rule, half_width_pct, holm, interval
+from pytest_ppsweep.results.stats import (
+    DEFAULT_RULE,
+    Rule,
+    half_width_pct,
+    holm,
+    interval,
+    without_nan,
+)
 
 # Repeats per metric per C of each candidate: {point: {C: [values of its valid rounds]}}.
 Repeats = Mapping[str, Mapping[int, Sequence[float]]]
@@ -80,8 +87,7 @@ class _Pending:
 
 def _measure(point: str, versus: str, conc: int, metric: str, mine: Sequence[float],
              theirs: Sequence[float], rule: Rule) -> _Pending:
-    mine = [v for v in mine if not math.isnan(v)]
-    theirs = [v for v in theirs if not math.isnan(v)]
+    mine, theirs = without_nan(mine), without_nan(theirs)  # each value's boot kept
     reps = (len(mine), len(theirs))
     if not mine or not theirs:
         return _Pending(Evidence(point, versus, conc, metric, math.nan, math.nan, NOT_COMPARED,

@@ -44,6 +44,8 @@ from pytest_ppsweep.results.answers import (
     INCONCLUSIVE,
     MEASURED,
     NO_VALID_POINT,
+    SINGLE_BOOT_NOTE,
+    TWO_LEVEL_NOTE,
     Answer,
     AnswerInput,
     Evidence,
@@ -57,7 +59,16 @@ from pytest_ppsweep.results.objective import (
     workload_objectives,
 )
 from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS
-from pytest_ppsweep.results.stats import DEFAULT_RULE, Rule, repeats_for
+from pytest_ppsweep.results.stats import (
+    DEFAULT_RULE,
+    Levels,
+    Rule,
+    Sample,
+    boots_for,
+    levels,
+    repeats_for,
+    sigma_pct,
+)
 from pytest_ppsweep.results.verdict import Verdict, as_bool, records
 
 # A verdict's failures that leave the point a candidate: the spread rule and the repeat count
@@ -66,6 +77,7 @@ _KEPT = ("spread ", )
 _REPEATS_SUFFIX = "required"
 NOISY_NOTE = "Over the spread limit, kept and judged by the decision rule"
 PER_C_NOTE = "Per C"  # the per-C answer's reason starts so (the report shows it)
+
 
 
 def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
@@ -154,7 +166,8 @@ def _noisy(verdicts: Sequence[Verdict], cid: str) -> str:
 
 def _repeats(given: AnswerInput, metrics: Sequence[str]) -> dict[str, dict[str, dict[
         int, list[float]]]]:
-    """{metric: {point: {C: values of its valid (N/N) rounds}}}."""
+    """{metric: {point: {C: values of its valid (N/N) rounds}}}, each a :class:`Sample` that
+    names the boot of each value."""
     results = given.data.results
     if "counted" not in given.cache:
         given.cache["counted"] = results[round_counts(results)] if not results.empty else results
@@ -167,9 +180,17 @@ def _repeats(given: AnswerInput, metrics: Sequence[str]) -> dict[str, dict[str, 
             out[m] = given.cache[f"repeats:{m}"]
             continue
         values = pd.to_numeric(counted[m], errors="coerce")
+        boots = (counted["boot"] if "boot" in counted.columns
+                 else pd.Series("", index=counted.index))
         for (cid, conc), part in values.groupby([counted["config_id"], counted["concurrency"]]):
-            kept = [float(v) for v in part if not math.isnan(float(v))]
-            out[m].setdefault(str(cid), {})[int(str(conc))] = kept
+            pairs = [(float(v), str(b) if isinstance(b, str) else "")
+                     for v, b in zip(part, boots.loc[part.index], strict=True)
+                     if not math.isnan(float(v))]
+            # each value with its boot (results/stats.py: two levels); no boots when any
+            # round does not name its boot (a run folder written before the column)
+            named = all(b for _, b in pairs)
+            out[m].setdefault(str(cid), {})[int(str(conc))] = Sample(
+                [v for v, _ in pairs], [b for _, b in pairs] if named else ())
         given.cache[f"repeats:{m}"] = out[m]
     return out
 
@@ -235,7 +256,10 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     boots = _boots(given, candidates)
     if boots:
         extra.setdefault("extra", {})["boots"] = boots
-        reasons.append(_boots_text(boots))
+        found = _levels(candidates, reps.get(objective[0], {}), concs)
+        if found:
+            extra["extra"]["levels"] = found
+        reasons.append(_boots_text(boots, found))
     spent = _rounds_spent(candidates, reps.get(objective[0], {}), concs)
     if spent:
         extra.setdefault("extra", {})["rounds"] = spent
@@ -245,6 +269,11 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     rerun = None
     if decision.status == INCONCLUSIVE:
         need, why = _repeats_needed(decision, objective[0], reps, concs, rule)
+        plan = _boots_needed(given, decision, objective[0], reps, concs, rule)
+        if plan is not None:
+            (boots_n, rounds_n), levels_why = plan
+            extra.setdefault("extra", {})["rerun_plan"] = {"boots": boots_n, "rounds": rounds_n}
+            why = f"{levels_why}; its {why} within one boot"
         rerun = rerun_command(given, decision.unseparated, need)
         reasons.append(f"To separate them ({why}): {rerun}")
     if decision.status == NO_VALID_POINT and excluded:
@@ -297,16 +326,44 @@ def _boots(given: AnswerInput, candidates: Sequence[str]) -> dict[str, int]:
     return out
 
 
-def _boots_text(boots: dict[str, int]) -> str:
-    """The evidence's level (issue 37 point 4): one boot per point, or which points pooled
-    rounds of several boots."""
-    if all(n == 1 for n in boots.values()):
-        return ("Single boot: each point's rounds come from one boot of its layout; the "
-                "intervals are of rounds within a boot and do not include the spread between "
-                "boots (a rerun that boots again measures it).")
-    several = ", ".join(f"{cid} {n}" for cid, n in boots.items() if n > 1)
-    return (f"Boots: {several} boots (the others one); their rounds are pooled as one level, "
-            "the spread between boots is not modelled apart.")
+def _levels(candidates: Sequence[str], values: dict[str, dict[int, list[float]]],
+            concs: Sequence[int]) -> dict[str, dict[str, float | int]]:
+    """Per candidate whose valid rounds come from two boots or more, its variance components on
+    the primary metric (results/stats.levels; the median over the Cs): boots, σ within a boot
+    and σ between boots in % (answers.json ``levels``)."""
+    out: dict[str, dict[str, float | int]] = {}
+    for cid in candidates:
+        found = [lv for c in concs if (lv := levels(values.get(cid, {}).get(c, ()))) is not None
+                 and lv.two_level]
+        if not found:
+            continue
+        out[cid] = {"boots": max(lv.boots for lv in found),
+                    "within_pct": round(_median_sigma(found, "within"), 3),
+                    "between_pct": round(_median_sigma(found, "between"), 3)}
+    return out
+
+
+def _median_sigma(found: Sequence[Levels], which: str) -> float:
+    known = [sigma_pct(getattr(lv, which)) for lv in found]
+    known = [v for v in known if not math.isnan(v)]
+    return statistics.median(known) if known else math.nan
+
+
+def _boots_text(boots: dict[str, int], found: dict[str, dict[str, float | int]]) -> str:
+    """The evidence's level (issue 37 point 4): one boot per point (the boot-to-boot noise is
+    not in the intervals), or which points were measured over several boots and so compared
+    with the boot as the unit (results/stats.py: two levels)."""
+    if all(n == 1 for n in boots.values()) or not found:
+        return (f"{SINGLE_BOOT_NOTE}: the boot-to-boot noise is not in these intervals (each "
+                "point's rounds come from one boot of its layout; a rerun that boots again "
+                "measures it).")
+    parts = [f"{cid} {lv['boots']} boots (σ within a boot {lv['within_pct']:.2f} %, between "
+             f"boots {lv['between_pct']:.2f} %)" for cid, lv in found.items()]
+    single = [cid for cid, n in boots.items() if n == 1]
+    return (f"{TWO_LEVEL_NOTE}: {'; '.join(parts)}: their side of each interval takes the boot "
+            "as the unit (rounds averaged within each boot)" + (
+                f"; {', '.join(single)} single boot: the boot-to-boot noise is not in its side"
+                if single else "") + ".")
 
 
 def _rounds_spent(candidates: Sequence[str], values: dict[str, dict[int, list[float]]],
@@ -388,6 +445,57 @@ def _repeats_needed(decision: Decision, metric: str,
     need = max(repeats_for(gap, sigma, rule, family), have + 1)
     return need, (f"{need} repeats each give 90 % power for a {gap:.2f} % gap at the measured "
                   f"σ {sigma:.2f} % per repeat")
+
+
+def _boots_needed(given: AnswerInput, decision: Decision, metric: str,
+                  reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
+                  rule: Rule) -> tuple[tuple[int, int], str] | None:
+    """Boots × rounds per boot per point that the rerun needs for 90 % power, from the
+    unseparated points' variance components (results/stats.boots_for), when a point of the run
+    measured the spread between boots; None when none did (one boot each: no estimate)."""
+    values = reps.get(metric, {})
+    found = [lv for p in decision.unseparated for c in concs
+             if (lv := levels(values.get(p, {}).get(c, ()))) is not None]
+    two = [lv for lv in found if lv.two_level and not math.isnan(lv.between)]
+    if not two:
+        return None
+    lead = decision.unseparated[0]
+    gaps = [max(abs(e.delta_pct), rule.min_effect_pct) for e in decision.evidence
+            if e.metric == metric and e.point == lead and e.versus in decision.unseparated
+            and not math.isnan(e.delta_pct)]
+    within = _median_sigma(found, "within")
+    between = _median_sigma(two, "between")
+    if not gaps or math.isnan(within):
+        return None
+    gap = min(gaps)
+    raw = run_json(given.data.run_dir)
+    cap = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)
+    family = max(1, (len(decision.ranking) - 1) * len(concs))
+    k, n = boots_for(gap, within, between, rule, family, max_rounds=cap,
+                     boot_cost_rounds=_boot_cost_rounds(given))
+    measured = ", ".join(p for p in decision.unseparated if any(
+        lv.two_level for c in concs if (lv := levels(values.get(p, {}).get(c, ()))) is not None))
+    return (k, n), (
+        f"{k} boots × {n} round{'s' if n != 1 else ''} each of "
+        f"{', '.join(decision.unseparated)} give 90 % power for a "
+        f"{gap:.2f} % gap at the measured σ {within:.2f} % within a boot and {between:.2f} % "
+        f"between boots (over the boots of {measured}); a run boots each layout once (no "
+        "option asks for more boots of a layout in one run), so the command below measures one "
+        "more boot per point, and separate runs are not pooled into one answer")
+
+
+def _boot_cost_rounds(given: AnswerInput) -> float:
+    """A boot's cost in rounds (configs.csv ``boot_s`` over results.csv ``duration_s``,
+    medians), 10 when either is not known: Kalibera and Jones's c_boot / c_round."""
+    configs, results = given.data.configs, given.data.results
+    try:
+        boot = pd.to_numeric(configs["boot_s"], errors="coerce").dropna()
+        took = pd.to_numeric(results["duration_s"], errors="coerce").dropna()
+    except KeyError:
+        return 10.0
+    if boot.empty or took.empty or float(took.median()) <= 0:
+        return 10.0
+    return max(1.0, float(boot.median()) / float(took.median()))
 
 
 def _faster_excluded(decision: Decision, excluded: Sequence[tuple[str, str]], metric: str,

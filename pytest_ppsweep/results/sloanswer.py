@@ -33,6 +33,7 @@ from pytest_ppsweep.results.answers import (
     DECIDED,
     FILE_NAME,
     INCONCLUSIVE,
+    ONE_LEVEL_NOTE,
     WITHIN_NOISE,
     Answer,
     AnswerInput,
@@ -186,6 +187,10 @@ def _closest(probes: Sequence[Mapping[str, str]], ids: Sequence[str]) -> str:
 
 
 NO_LAYOUT = "no layout meets the SLO"
+# The level of the SLO answers' evidence (issue 37 point 4): a layout's probes are judged as one
+# level, whatever boots they came from.
+LEVEL_TEXT = (f"{ONE_LEVEL_NOTE}: the boot-to-boot noise is not in these brackets (each layout's "
+              "probes are judged as rounds of one boot; a rerun that boots again measures it).")
 LOAD = "sustainable load"
 # Each SLO question's own name (report/answerview.title): two questions, two titles.
 MOST_LOAD = "most load"
@@ -234,7 +239,7 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
     return Answer(kind=KIND, workload=workload, question=question, objective=(LOAD,),
                   status=status, answer=best["layout"] if status == DECIDED else None,
                   fallback=meeting[1]["layout"] if len(meeting) > 1 else None, ranking=ranking,
-                  evidence=tuple(evidence), rerun=rerun, reasons=tuple(why),
+                  evidence=tuple(evidence), rerun=rerun, reasons=(*why, LEVEL_TEXT),
                   extra={"slo": slo, "text": text, "layouts": entries,
                          "best": best["layout"], "aspect": MOST_LOAD})
 
@@ -282,7 +287,7 @@ def _gpu_answer(workload: str, slo: str, entries: list[dict[str, Any]],
     return Answer(kind=KIND, workload=workload, question=question, objective=(metric,),
                   status=status, answer=best["layout"] if status == DECIDED else None,
                   fallback=scored[1]["layout"] if len(scored) > 1 else None, ranking=ranking,
-                  evidence=tuple(evidence), rerun=rerun,
+                  evidence=tuple(evidence), rerun=rerun, reasons=(LEVEL_TEXT,),
                   extra={"slo": slo, "text": text, "layouts": entries,
                          "best": best["layout"], "aspect": MOST_PER_GPU})
 

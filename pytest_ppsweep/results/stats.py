@@ -61,6 +61,24 @@ after the planned rounds. The stopping rule itself (:func:`more_rounds_to_decide
 rounds; the error rate does not depend on it. Without ``sequential`` there is one look, at all
 rounds, with all of α (the fixed design; spread-rule extra rounds do not look at the means).
 
+**Two levels: rounds within boots** (issue 37 point 4). Rounds of one boot share that boot's
+state (placement, warmed caches, clocks), so their spread understates the spread between boots
+of the same configuration (Kalibera and Jones, "Rigorous benchmarking in reasonable time": a
+nested random-effects model, rounds within boots, boots within the point). Each round carries
+the boot it came from (results.csv ``boot``; a :class:`Sample`). When a point's rounds come from
+two boots or more, its side of every comparison takes **the boot as the unit**: the mean of the
+boots' mean log values, its variance the variance of those boot means over the number of boots,
+with boots − 1 degrees of freedom (the same Welch interval, a side's variance and degrees of
+freedom from its own level). That is the honest standard error of a point whose boots differ:
+it holds whatever the between-boot share, and it widens the interval (with two boots one degree
+of freedom: t = 12.7 at 95 %), where pooling the rounds as one level would not. The variance
+components themselves (:func:`levels`: one-way random-effects ANOVA on the log values,
+σ²_between = (MS_between − MS_within) / n₀, never below 0) are stated in the answer and plan the
+rerun (:func:`boots_for`: boots × rounds per boot for a stated power, the rounds per boot
+Kalibera and Jones's cost optimum √(c_boot σ²_within / (c_round σ²_between))). A point measured
+in one boot has no between-boot estimate: its side stays the rounds' level, and its answer says
+that the boot-to-boot noise is not in its interval (results/questions.py).
+
 No dependency: the Student t distribution is computed here (regularised incomplete beta by
 continued fraction; quantiles by bisection), checked against scipy's values in
 tests/results/test_stats.py.
@@ -71,7 +89,7 @@ from __future__ import annotations
 import functools
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 DEFAULT_ALPHA = 0.05
@@ -212,8 +230,104 @@ def t_ppf(q: float, df: float) -> float:
 
 # --- one comparison ---------------------------------------------------------------------------
 
+class Sample(list[float]):
+    """A point's valid rounds at one C in round order, each with the boot it came from (the
+    results.csv ``boot`` of its row): a list of the values, so that every reader of plain
+    values reads it unchanged, and ``boots`` beside them (empty: not known)."""
+
+    def __init__(self, values: Iterable[float] = (), boots: Iterable[str] = ()) -> None:
+        super().__init__(values)
+        self.boots: tuple[str, ...] = tuple(boots)
+        if self.boots and len(self.boots) != len(self):
+            raise ValueError(f"{len(self)} values but {len(self.boots)} boots")
+
+
+def boots_of(values: Sequence[float]) -> tuple[str, ...]:
+    """The boot of each of ``values`` (a :class:`Sample`'s), or () when not known."""
+    boots = getattr(values, "boots", ())
+    return tuple(boots) if len(boots) == len(values) else ()
+
+
+def _clean(values: Sequence[float]) -> Sample:
+    """The positive finite values (their boots kept beside them)."""
+    boots = boots_of(values)
+    keep = [i for i, v in enumerate(values) if v > 0 and math.isfinite(v)]
+    return Sample([values[i] for i in keep], [boots[i] for i in keep] if boots else ())
+
+
+def without_nan(values: Sequence[float]) -> Sample:
+    """``values`` less the NaN ones, their boots kept beside them."""
+    boots = boots_of(values)
+    keep = [i for i, v in enumerate(values) if not math.isnan(v)]
+    return Sample([values[i] for i in keep], [boots[i] for i in keep] if boots else ())
+
+
+def _head(values: Sample, m: int) -> Sample:
+    """The first ``m`` values of a clean sample, with their boots."""
+    return Sample(values[:m], values.boots[:m])
+
+
 def _logs(values: Sequence[float]) -> list[float]:
     return [math.log(v) for v in values if v > 0 and math.isfinite(v)]
+
+
+@dataclass(frozen=True)
+class Levels:
+    """A point's mean log value and its uncertainty at the level its rounds allow.
+
+    ``mean``: the mean of the log values (of the boots' mean log values with two boots or
+    more); ``var_mean``: the variance of that mean; ``df``: its degrees of freedom; ``rounds``,
+    ``boots``: how many of each (boots 1: one boot, or not known); ``within``: σ² of a round
+    within a boot (log scale; NaN with one round per boot); ``between``: σ² between boots, the
+    one-way random-effects ANOVA estimate (NaN with one boot)."""
+
+    mean: float
+    var_mean: float
+    df: float
+    rounds: int
+    boots: int
+    within: float
+    between: float
+
+    @property
+    def two_level(self) -> bool:
+        """Whether the boot is the unit (two boots or more)."""
+        return self.boots >= 2
+
+
+def levels(values: Sequence[float]) -> Levels | None:
+    """The level of ``values`` (module docstring: two levels), None with fewer than two
+    positive finite values."""
+    clean = _clean(values)
+    logs = [math.log(v) for v in clean]
+    if len(logs) < 2:
+        return None
+    groups: dict[str, list[float]] = {}
+    for i, x in enumerate(logs):
+        groups.setdefault(clean.boots[i] if clean.boots else "", []).append(x)
+    if len(groups) < 2:
+        var = statistics.variance(logs)
+        return Levels(statistics.fmean(logs), var / len(logs), len(logs) - 1.0, len(logs), 1,
+                      var, math.nan)
+    means = [statistics.fmean(g) for g in groups.values()]
+    k, total = len(groups), len(logs)
+    ss_within = sum((x - m) ** 2 for g, m in zip(groups.values(), means, strict=True)
+                    for x in g)
+    df_within = total - k
+    ms_within = ss_within / df_within if df_within > 0 else math.nan
+    grand = sum(len(g) * m for g, m in zip(groups.values(), means, strict=True)) / total
+    ms_between = sum(len(g) * (m - grand) ** 2
+                     for g, m in zip(groups.values(), means, strict=True)) / (k - 1)
+    n0 = (total - sum(len(g) ** 2 for g in groups.values()) / total) / (k - 1)
+    between = (max(0.0, (ms_between - ms_within) / n0) if not math.isnan(ms_within)
+               else math.nan)
+    return Levels(statistics.fmean(means), statistics.variance(means) / k, k - 1.0, total, k,
+                  ms_within, between)
+
+
+def sigma_pct(var: float) -> float:
+    """A log-scale variance as the ± % of one standard deviation (NaN stays NaN)."""
+    return math.nan if math.isnan(var) else _pct(math.sqrt(max(0.0, var)))
 
 
 def _pct(log_ratio: float) -> float:
@@ -260,7 +374,7 @@ def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAUL
     if looks == 1:
         return _fixed(mine, theirs, rule)
     weights = look_weights(looks)
-    a, b = _logs(mine)[:rule.last_look], _logs(theirs)[:rule.last_look]
+    a, b = _head(_clean(mine), rule.last_look), _head(_clean(theirs), rule.last_look)
     p, p_equiv = math.inf, math.inf
     seen: set[tuple[int, int]] = set()
     for j, m in enumerate(range(rule.first_look, rule.last_look + 1)):
@@ -271,14 +385,12 @@ def interval(mine: Sequence[float], theirs: Sequence[float], rule: Rule = DEFAUL
         if sizes in seen:  # the same data as an earlier look: nothing new to test
             continue
         seen.add(sizes)
-        at = _fixed([math.exp(v) for v in a[:sizes[0]]], [math.exp(v) for v in b[:sizes[1]]],
-                    rule, bounds=False)
+        at = _fixed(_head(a, sizes[0]), _head(b, sizes[1]), rule, bounds=False)
         if at is None:
             continue
         p = min(p, at.p_value / weights[j])
         p_equiv = min(p_equiv, at.p_equiv / weights[j])
-    last = _fixed([math.exp(v) for v in a], [math.exp(v) for v in b],
-                  replace(rule, alpha=rule.alpha * weights[-1]))
+    last = _fixed(a, b, replace(rule, alpha=rule.alpha * weights[-1]))
     if last is None:
         return None
     return replace(last, p_value=min(1.0, p), p_equiv=min(1.0, p_equiv))
@@ -288,19 +400,19 @@ def _fixed(mine: Sequence[float], theirs: Sequence[float], rule: Rule,
            bounds: bool = True) -> Interval | None:
     """:func:`interval` of one look (all the values given); ``bounds=False``: the p-values
     only (an interim look; the interval's ends are then NaN)."""
-    a, b = _logs(mine), _logs(theirs)
-    if len(a) < 2 or len(b) < 2:
+    la, lb = levels(mine), levels(theirs)
+    if la is None or lb is None:
         return None
-    diff = statistics.fmean(a) - statistics.fmean(b)
-    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    # Each side at its own level: the rounds of one boot, or its boots as the unit
+    diff = la.mean - lb.mean
+    va, vb = la.var_mean, lb.var_mean
     se = math.sqrt(va + vb)
     margin = math.log1p(rule.min_effect_pct / 100.0)
     if se <= 1e-12 * max(1.0, abs(diff)):  # no variance on either side: the data is exact
         p = 0.0 if diff else 1.0
         inside = abs(diff) < margin
         return Interval(_pct(diff), _pct(diff), _pct(diff), p, 0.0 if inside else 1.0, math.inf)
-    df = (va + vb) ** 2 / ((va * va / (len(a) - 1) if va else 0.0)
-                           + (vb * vb / (len(b) - 1) if vb else 0.0))
+    df = (va + vb) ** 2 / ((va * va / la.df if va else 0.0) + (vb * vb / lb.df if vb else 0.0))
     t = diff / se
     p = min(1.0, 2.0 * t_sf(abs(t), df))
     half = t_ppf(1.0 - rule.alpha / 2.0, df) * se if bounds else math.nan
@@ -310,12 +422,11 @@ def _fixed(mine: Sequence[float], theirs: Sequence[float], rule: Rule,
 
 def half_width_pct(values: Sequence[float], rule: Rule = DEFAULT_RULE) -> float:
     """A point's own (1 − α) interval of its geometric mean, as ± % (inf with fewer than two
-    values)."""
-    logs = _logs(values)
-    if len(logs) < 2:
+    values), at its level (boots as the unit when its rounds come from two boots or more)."""
+    found = levels(values)
+    if found is None:
         return math.inf
-    se = statistics.stdev(logs) / math.sqrt(len(logs))
-    return _pct(t_ppf(1.0 - rule.alpha / 2.0, len(logs) - 1) * se)
+    return _pct(t_ppf(1.0 - rule.alpha / 2.0, found.df) * math.sqrt(found.var_mean))
 
 
 def holm(p_values: Sequence[float], alpha: float) -> list[bool]:
@@ -346,6 +457,38 @@ def repeats_for(gap_pct: float, sigma_pct: float, rule: Rule = DEFAULT_RULE,
         if need <= delta:
             return n
     return 1000
+
+
+def boots_for(gap_pct: float, within_pct: float, between_pct: float,
+              rule: Rule = DEFAULT_RULE, family: int = 1, power: float = 0.9,
+              max_rounds: int = 8, boot_cost_rounds: float = 10.0) -> tuple[int, int]:
+    """Boots per point and rounds per boot that separate a true ``gap_pct`` with ``power`` when
+    a round varies by ``within_pct`` inside its boot and a boot's mean by ``between_pct``
+    (one σ each, in %), the boot as the unit (module docstring: two levels), in a family of
+    ``family`` comparisons (Holm's first step, α / family).
+
+    Rounds per boot: Kalibera and Jones's cost optimum √(c_boot σ²_within / (c_round
+    σ²_between)), ``boot_cost_rounds`` = c_boot / c_round (a boot costs that many rounds),
+    between 1 and ``max_rounds`` (``max_rounds`` when the boots do not differ). Then the fewest
+    boots (at least 2) whose standard error √(2 (σ²_b + σ²_w / n) / k), with 2 (k − 1) degrees of
+    freedom, reaches the power."""
+    if gap_pct <= 0:
+        return 2, max(1, max_rounds)
+    delta = math.log1p(abs(gap_pct) / 100.0)
+    sw = math.log1p(max(0.0, within_pct) / 100.0) if not math.isnan(within_pct) else 0.0
+    sb = math.log1p(max(0.0, between_pct) / 100.0) if not math.isnan(between_pct) else 0.0
+    if sb <= 0.0:
+        rounds = max(1, max_rounds)
+    else:
+        best = math.sqrt(max(boot_cost_rounds, 0.0) * sw * sw / (sb * sb))
+        rounds = min(max(1, max_rounds), max(1, round(best)))
+    level = rule.alpha / max(1, family)
+    for k in range(2, 1000):
+        df = 2.0 * (k - 1)
+        se = math.sqrt(2.0 * (sb * sb + sw * sw / rounds) / k)
+        if (t_ppf(1.0 - level / 2.0, df) + t_ppf(power, df)) * se <= delta:
+            return k, rounds
+    return 1000, rounds
 
 
 def more_rounds_to_decide(mine: Sequence[float], rivals: Mapping[str, Sequence[float]],

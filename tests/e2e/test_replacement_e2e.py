@@ -90,6 +90,6 @@ def test_replaced_round_sequential_rounds_and_the_per_c_answer(
     # every round names its boot (a digest, not the token): one boot per layout here
     boots = {(r["config_id"], r["boot"]) for r in rows(run / "results.csv")}
     assert len(boots) == 2 and all(b.startswith("boot-") and len(b) == 17 for _, b in boots)
-    assert any(r.startswith("Single boot: ") for r in layout["reasons"])
+    assert any(r.startswith("Single boot per layout: ") for r in layout["reasons"])
     assert any(r.startswith("Per C (each C at α / 2)") and
                f"{PP8} is invalid at C=2 only" in r for r in layout["reasons"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -236,3 +237,27 @@ def test_table_html_and_csv(tmp_path: Path, ref: Path) -> None:
         read = list(csv.DictReader(fh))
     assert len(read) == len(rows)
     assert read[0]["verdict"] in {"within noise", "regression"}
+
+
+def test_the_two_runs_spread_is_recorded_as_a_second_level(tmp_path: Path, ref: Path) -> None:
+    """Issue 37 point 4: each run one boot of the point, the gate records σ between the two
+    boots beyond their rounds' spread (one-way random-effects ANOVA), in gate.csv too."""
+    cur = record_run(tmp_path, "cur", seed_trio(**{
+        "pp8-tp4-ep4@16": (8824.12 * 1.02, 27.31, 29.77)}))  # this boot 2 % faster
+    rows = compare(cur, ref)
+    moved = next(r for r in rows if r.metric == "input_tps" and r.config_id == "pp8-tp4-ep4"
+                 and r.concurrency == 16)
+    same = next(r for r in rows if r.metric == "input_tps" and r.config_id == "pp8-tp4-ep4"
+                and r.concurrency == 8)
+    # boot means 2 % apart (log 0.0198), rounds ±0.3 %: σ_b² = (MS_b − MS_w) / 3
+    logs_b = math.log(1.02)
+    ms_b = 3 * 2 * (logs_b / 2) ** 2
+    ms_w = 2 * 0.003 ** 2 * 2 / 4  # each run's rounds: −0.3 %, 0, +0.3 % around its value
+    assert moved.between_boots_pct == pytest.approx(
+        math.expm1(math.sqrt((ms_b - ms_w) / 3)) * 100, rel=0.02)
+    assert same.between_boots_pct == 0.0  # the same values: no spread between the boots
+    path = write_comparison_csv(cur, rows)
+    with path.open(encoding="utf-8", newline="") as fh:
+        written = [r for r in csv.DictReader(fh) if r["metric"] == "input_tps"
+                   and r["config_id"] == "pp8-tp4-ep4" and r["concurrency"] == "16"]
+    assert float(written[0]["between_boots_pct"]) == pytest.approx(moved.between_boots_pct)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 from support.runs import SEED_LAYOUTS, config_row, rounds, seed_points, write_run
 
 from pytest_ppsweep.results.aggregate import load_run, summarize_run
@@ -95,32 +94,3 @@ def test_no_per_c_answer_when_every_c_agrees(tmp_path: Path) -> None:
     # the rounds each decision read: PP8's replaced round leaves 3 valid at C=16
     assert layout.extra["rounds"] == {PP4: {"8": 3, "16": 3}, PP8: {"8": 3, "16": 3}}
     assert f"Rounds spent (valid, per C 8/16): {PP4} 3/3; {PP8} 3/3." in layout.reasons
-
-
-def test_single_boot_evidence_and_pooled_boots(tmp_path: Path) -> None:
-    """Issue 37 point 4, the part done: an answer says when each point's rounds come from one
-    boot (its intervals do not include the spread between boots), or which points pooled
-    several boots."""
-    rows = _pp8_rows(_c16(())) + [r for p in seed_points([PP4]) for r in rounds(p)]
-    for r in rows:
-        r["boot"] = f"boot-{r['config_id'][:3]}"
-    configs = [config_row(cid, *SEED_LAYOUTS[cid][:3], i, SEED_LAYOUTS[cid][3])
-               for i, cid in enumerate((PP4, PP8))]
-    meta = {"baseline": PP4, "order": [PP4, PP8],
-            "workload": {"concurrency": [8, 16], "num_requests": 40, "repeats": 3}}
-    columns = [*rows[0]]
-    run = write_run(tmp_path / "one", rows, configs, **meta)
-    pd.DataFrame(rows, columns=columns).to_csv(run / "results.csv", index=False)
-    layout = next(a for a in analyse(run)[3] if a.kind == "layout")
-    assert layout.extra["boots"] == {PP8: 1, PP4: 1}
-    assert any(r.startswith("Single boot: each point's rounds come from one boot") for r in
-               layout.reasons)
-    for r in rows:
-        if r["config_id"] == PP8 and r["repeat"] == 3:
-            r["boot"] = "boot-second"
-    run = write_run(tmp_path / "two", rows, configs, **meta)
-    pd.DataFrame(rows, columns=columns).to_csv(run / "results.csv", index=False)
-    layout = next(a for a in analyse(run)[3] if a.kind == "layout")
-    assert layout.extra["boots"] == {PP8: 2, PP4: 1}
-    assert f"Boots: {PP8} 2 boots (the others one); their rounds are pooled as one level" in (
-        " ".join(layout.reasons))

@@ -79,6 +79,9 @@ class SchedulerSpec:
     stage_sync_ms: float
     stage_sync_base_ms: float
     jitter_frac: float
+    # σ in % of a normal log offset drawn once per boot (rank/serve.py) that scales every
+    # micro-batch's work: the boot-to-boot spread of one configuration (issue 37 point 4)
+    boot_offset_pct: float
 
 
 @dataclass(frozen=True)

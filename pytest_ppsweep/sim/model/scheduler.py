@@ -30,6 +30,7 @@ Model (see sim/model/costmodel.py for what a stage's step costs, ``CostModel.sta
 
 from __future__ import annotations
 
+import math
 import random
 from collections import deque
 from collections.abc import Callable
@@ -106,8 +107,11 @@ class PPScheduler:
         kv_capacity: int,
         seed: int = 0,
         log: LogFn | None = None,
+        boot_offset: float = 0.0,
     ) -> None:
         self.cost = cost
+        # this boot's own log offset (profile [scheduler] boot_offset_pct, drawn at boot)
+        self._boot_factor = math.exp(boot_offset)
         self.pp = cost.layout.pp
         self.chunk = chunked_prefill_size
         self.max_micro = pp_max_micro_batch_size
@@ -252,7 +256,7 @@ class PPScheduler:
             if not self._work_left():
                 return  # idle until a submit
             mb = MicroBatch("empty", (), slot)  # the slot's turn passes (its sync was paid)
-        factor = max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter))
+        factor = max(0.0, 1.0 + self._rng.gauss(0.0, self._jitter)) * self._boot_factor
         mb = MicroBatch(mb.kind, mb.pieces, slot, factor)
         self._formed += 1
         if mb.kind == "prefill":

@@ -40,8 +40,10 @@ def make_scheduler(
     chunked_prefill_size: int | None = None,
     pp_max_micro_batch_size: int | None = None,
     seed: int = 0,
+    boot_offset: float = 0.0,
 ) -> PPScheduler:
-    """A scheduler configured the way the server would configure it."""
+    """A scheduler configured the way the server would configure it (``boot_offset``: the
+    boot's log offset, rank/serve.boot_offset)."""
     chunk = chunked_prefill_size or profile.memory.chunked_prefill_size_default
     mem = plan_memory(profile, layout, mem_fraction_static=None, chunked_prefill_size=chunk)
     micro = pp_max_micro_batch_size or max(mem.max_running_requests // layout.pp, 1)
@@ -51,6 +53,7 @@ def make_scheduler(
         pp_max_micro_batch_size=micro,
         kv_capacity=mem.max_total_num_tokens,
         seed=seed,
+        boot_offset=boot_offset,
     )
 
 

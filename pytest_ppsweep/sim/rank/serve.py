@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
+import random
 import time
 
 from aiohttp import web
@@ -64,6 +66,15 @@ def _on_finished(rp: RankProcess, engine: Engine, completed: int) -> None:
         )
 
 
+def boot_offset(sigma_pct: float) -> float:
+    """This boot's log offset: normal with σ log(1 + sigma_pct / 100), drawn from the OS's
+    randomness (a boot's offset is not reproducible by the run's seed: that is what the spread
+    between boots is); 0 when the profile models none."""
+    if sigma_pct <= 0:
+        return 0.0
+    return random.SystemRandom().gauss(0.0, math.log1p(sigma_pct / 100.0))
+
+
 async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
     """Rank 0: wait for every rank, open the API, warm up, serve."""
     cfg, a = rp.cfg, rp.cfg.args
@@ -83,6 +94,7 @@ async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
         kv_capacity=cfg.mem.max_total_num_tokens,
         seed=cfg.settings.seed,
         log=rp.slog.first,
+        boot_offset=boot_offset(cfg.profile.scheduler.boot_offset_pct),
     )
     fail = rp.faults.get("fail_requests")
     nth = frozenset(int(f.number()) for f in rp.faults.faults if f.name == "fail_request_n")

@@ -1,0 +1,96 @@
+"""Issue 37 point 4 end to end on the emulator: a point measured across two boots carries the
+second level in its interval.
+
+Two pytest runs of PP4 and PP8 (3 repeats at C=2 and C=4). Between them, PP8's third round at
+each C is taken out of results.csv: the state a run interrupted after PP8's second rounds leaves
+(those rounds never written). ``--ppsweep-resume`` then boots PP8 again for its third rounds, so
+PP8's rounds come from two real boots of the emulator (two boot ids in results.csv), PP4's from
+one. The resumed run's answer must judge PP8 with the boot as the unit (its interval is the
+two-level one, computed here from results.csv, and wider than the rounds pooled as one level),
+state both variance components, and say that PP4's side holds one boot only."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from support.runs import rows
+
+from pytest_ppsweep.results.stats import Sample, interval
+
+pytestmark = pytest.mark.slow
+
+PP4, PP8 = "pp4-tp8-ep4", "pp8-tp4-ep4"
+
+
+def _drop_third_rounds(results: Path, config_id: str) -> int:
+    with results.open(encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        fields = list(reader.fieldnames or [])
+        kept = list(reader)
+    left = [r for r in kept if not (r["config_id"] == config_id and r["repeat"] == "3")]
+    with results.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(left)
+    return len(kept) - len(left)
+
+
+def _values(got: list[dict[str, str]], cid: str, conc: str, boots: bool) -> list[float]:
+    mine = [r for r in got if r["config_id"] == cid and r["concurrency"] == conc
+            and r["completed"] == r["num_requests"]]
+    values = [float(r["input_tps"]) for r in mine]
+    return Sample(values, [r["boot"] for r in mine]) if boots else values
+
+
+def test_a_point_of_two_boots_is_judged_by_its_boots(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    folder = sweep_dir(edits={"repeats = 2": "repeats = 3"})
+    reports = tmp_path / "reports"
+    first = pytester.runpytest_subprocess(str(folder), "--ppsweep-reports", str(reports),
+                                          "--ppsweep-run-id", "boots", timeout=600)
+    assert first.ret == 0, first.stdout.str()[-4000:]
+    run = reports / "boots"
+    once = json.loads((run / "answers.json").read_text())["answers"]
+    layout = next(a for a in once if a["kind"] == "layout")
+    assert layout["boots"] == {PP4: 1, PP8: 1}
+    assert any(r.startswith("Single boot per layout: the boot-to-boot noise is not in these "
+                            "intervals") for r in layout["reasons"]), layout["reasons"]
+    # the terminal's Answers block (its paragraphs wrap at the terminal's width)
+    assert "Single boot per layout: the boot-to-boot noise" in " ".join(first.stdout.str().split())
+
+    assert _drop_third_rounds(run / "results.csv", PP8) == 2  # C=2 and C=4
+    resumed = pytester.runpytest_subprocess(str(folder), "--ppsweep-reports", str(reports),
+                                            "--ppsweep-resume", str(run), timeout=600)
+    text = resumed.stdout.str()
+    assert resumed.ret == 0, text[-4000:]
+    got = rows(run / "results.csv")
+    boots = {cid: [r["boot"] for r in got if r["config_id"] == cid and r["concurrency"] == "2"]
+             for cid in (PP4, PP8)}
+    # PP4 kept (one boot); PP8's rounds 1-2 from its first boot, round 3 from the second
+    assert len(set(boots[PP4])) == 1 and len(boots[PP4]) == 3, boots
+    assert len(boots[PP8]) == 3 and boots[PP8][0] == boots[PP8][1] != boots[PP8][2], boots
+
+    answers = json.loads((run / "answers.json").read_text())["answers"]
+    layout = next(a for a in answers if a["kind"] == "layout")
+    assert layout["boots"] == {PP4: 1, PP8: 2}
+    assert layout["levels"][PP8]["boots"] == 2 and PP4 not in layout["levels"]
+    two = next(r for r in layout["reasons"] if r.startswith("Two levels: "))
+    assert f"{PP8} 2 boots (σ within a boot " in two
+    assert f"{PP4} single boot: the boot-to-boot noise is not in its side" in two
+    assert f"Two levels: {PP8} 2 boots" in " ".join(text.split())  # the terminal shows it too
+    for conc in ("2", "4"):
+        ev = next(e for e in layout["evidence"] if {e["point"], e["versus"]} == {PP4, PP8}
+                  and e["metric"] == "input_tps" and str(e["concurrency"]) == conc)
+        leveled = interval(_values(got, ev["point"], conc, True),
+                           _values(got, ev["versus"], conc, True))
+        pooled = interval(_values(got, ev["point"], conc, False),
+                          _values(got, ev["versus"], conc, False))
+        assert leveled is not None and pooled is not None
+        # the answer's interval is the two-level one: PP8's two boot means, 1 degree of freedom
+        assert ev["noise_pct"] == pytest.approx(leveled.half_width_pct, abs=2e-4), (ev, conc)
+        assert ev["noise_pct"] > pooled.half_width_pct, (ev, pooled, conc)
