@@ -6,41 +6,58 @@ from __future__ import annotations
 
 import pytest
 
+import math
+
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.slosearch import Search
-from pytest_ppsweep.run.slo_search import plan_text, replay
+from pytest_ppsweep.results.slocapacity import CapacitySearch
+from pytest_ppsweep.run.slo_search import parse_over, plan_text, replay
 
 LIMIT = 1.3  # a layout "within the SLO" up to this rate
+N = 200  # requests judged per probe
 
 
-def search() -> Search:
-    return Search(0.1, 3.0, 0.2, 5, repeats=2)
+def search() -> CapacitySearch:
+    """The policy as run/slo_search.new_search builds it: the bracket, then refine probes."""
+    return CapacitySearch(Search(0.1, 3.0, 0.2, 5, repeats=2), {"ttft_p50_s": 0.5}, 0.95,
+                          precision_pct=2.0, max_refine=4)
 
 
-def rows_of(s: Search) -> list[dict[str, str]]:
+def over(load: float) -> dict[str, tuple[int, int]]:
+    """Requests over the limit: a share that crosses 0.5 at LIMIT, with a deterministic wobble
+    (so the fit has a dispersion to measure)."""
+    share = 1.0 / (1.0 + math.exp(-(load - LIMIT) / 0.15))
+    wobble = 0.05 * math.sin(load * 37.0)
+    return {"ttft_p50_s": (round(N * min(max(share + wobble, 0.0), 1.0)), N)}
+
+
+def rows_of(s: CapacitySearch) -> list[dict[str, str]]:
     """The slo_probes.csv rows of every probe ``s`` measured (as csv writes them)."""
-    return [{"probe": str(k), "phase": p.phase, "load": str(p.load), "within": str(p.within)}
-            for k, p in enumerate(s.probes, 1)]
+    return [{"probe": str(k), "phase": p.phase, "load": str(p.load), "within": str(p.within),
+             "over_limit": ";".join(f"{key}={k}/{n}" for key, (k, n) in over(p.load).items())}
+            for k, p in enumerate(s.rounds, 1)]
 
 
-def measure(s: Search, probes: int | None = None) -> None:
-    while (step := s.next()) is not None and (probes is None or len(s.probes) < probes):
-        s.record(step[0], step[0] <= LIMIT)
+def measure(s: CapacitySearch, probes: int | None = None) -> None:
+    while (step := s.next()) is not None and (probes is None or len(s.rounds) < probes):
+        s.record(step[0], step[0] <= LIMIT, over(step[0]))
 
 
 def test_a_resumed_search_goes_on_where_the_interrupted_one_stopped() -> None:
     whole = search()
     measure(whole)
-    for cut in range(len(whole.probes) + 1):
+    for cut in range(len(whole.rounds) + 1):
         interrupted = search()
         measure(interrupted, cut)
         resumed = search()
         recorded = rows_of(interrupted)
         assert replay(resumed, list(reversed(recorded)), "pp8") == cut  # kept in probe order
         measure(resumed)
-        assert resumed.probes == whole.probes and resumed.outcome() == whole.outcome()
+        assert resumed.rounds == whole.rounds and resumed.capacity() == whole.capacity()
+        assert resumed.bracket.outcome() == whole.bracket.outcome()
+    assert whole.refines > 0  # the refine probes are replayed too
     done = search()
-    assert replay(done, rows_of(whole), "pp8") == len(whole.probes)
+    assert replay(done, rows_of(whole), "pp8") == len(whole.rounds)
     assert done.next() is None  # a finished search measures nothing again
 
 
@@ -60,4 +77,26 @@ def test_the_search_says_what_it_will_spend_before_it_starts() -> None:
     assert plan_text(slo, 40, 3) == (
         "SLO search plan: at most 8 search probes to bracket the load within 0.05 req/s, then "
         "up to 2 repeat(s) at the low end and 1 at the high end, 40 requests a probe; a probe's "
-        "arrivals last 800 s at 0.05 req/s and 20 s at 2 req/s (emulated or real seconds)")
+        "arrivals last 800 s at 0.05 req/s and 20 s at 2 req/s (emulated or real seconds); "
+        "then up to 16 refine probe(s) of 40 requests either side of the estimated capacity "
+        "until its 95% interval is within ±10 % (at most 27 probes, 1080 requests in all)")
+    no_refine = SloSpec(limits=(SloLimit("ttft", 50, 5.0),), low=0.05, high=2.0,
+                        precision=0.05, max_refine=0)
+    assert "refine" not in plan_text(no_refine, 40, 3)
+
+
+def test_the_over_limit_cell_reads_back_and_an_old_row_has_none() -> None:
+    """slo_probes.csv's over_limit: per limit, requests over it of those judged; a row written
+    before the column existed replays with no share (the fit leaves it out)."""
+    assert parse_over("ttft_p50_s=12/160;e2e_p99_s=0/160") == {"ttft_p50_s": (12, 160),
+                                                                "e2e_p99_s": (0, 160)}
+    assert parse_over(None) == {} and parse_over("") == {}
+    old = search()
+    rows = [{k: v for k, v in r.items() if k != "over_limit"} for r in rows_of(old)]
+    assert rows == [] or "over_limit" not in rows[0]
+    whole = search()
+    measure(whole, 4)
+    legacy = [{k: v for k, v in r.items() if k != "over_limit"} for r in rows_of(whole)]
+    resumed = search()
+    assert replay(resumed, legacy, "pp8") == 4
+    assert all(sh.n == 0 for sh in resumed.shares["ttft_p50_s"])
