@@ -240,7 +240,7 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
         def load(value: float, integer: bool = integer, unit: str = unit) -> str:
             return f"{load_text(value, integer)} {unit}"
 
-        n = w.num_requests
+        n = slo.probe_requests(w.num_requests)
         how = (f"{n} requests at that rate (open loop"
                + (f", at most {slo.max_concurrency} in flight)" if slo.max_concurrency else ")")
                if slo.search == "rate" else f"{n} requests at that concurrency")

@@ -81,14 +81,14 @@ def _fit(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.nd
     """(α, β), their covariance (binomial) and Pearson's χ² of the logistic fit."""
     design = np.column_stack([np.ones_like(x), x])
     y = (k + 0.5) / (n + 1.0)
-    coef = np.zeros(2)
+    coef: np.ndarray = np.zeros(2)
     for _ in range(50):
         eta = design @ coef
         mu = 1.0 / (1.0 + np.exp(-eta))
         w = (n + 1.0) * mu * (1.0 - mu)
         z = eta + (y - mu) / np.maximum(mu * (1.0 - mu), 1e-12)
         info = design.T @ (design * w[:, None])
-        new = np.linalg.solve(info, design.T @ (w * z))
+        new: np.ndarray = np.linalg.solve(info, design.T @ (w * z))
         if np.max(np.abs(new - coef)) < 1e-10:
             coef = new
             break

@@ -1,7 +1,8 @@
 """The SLO search on a booted layout (test_slo): the highest load within the workload's SLO,
 on one boot.
 
-The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/withinslo.py
+The probe policy is measure/slosearch.py and results/slocapacity.py (pure); the verdict of each
+probe is measure/withinslo.py
 (the N/N rule included). This module only runs the probes the policy asks for against the
 booted service, through the same load generator as every round, and writes each one as it is
 produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's lock),
@@ -11,10 +12,13 @@ produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's
 anything, so it goes on from the first probe that did not finish (a finished search measures
 nothing again).
 
-A rate probe sends the workload's ``num_requests`` with bench_serving's ``--request-rate``
-semantics (measure/arrivals.py) under ``max_concurrency`` (0: no cap); a concurrency probe
-sends them at that C with the workload's own ``request_rate`` (inf: all at once). Probe ``k``
-(repeats included) draws arrival stream ``k``: its own schedule, the same on every layout.
+A rate probe sends ``[workload.slo] requests`` (default: the workload's ``num_requests``) with
+bench_serving's ``--request-rate`` semantics (measure/arrivals.py) under ``max_concurrency``
+(0: no cap); a concurrency probe sends them at that C with the workload's own ``request_rate``
+(inf: all at once). Probe ``k`` (repeats and refines included) draws arrival stream ``k``: its
+own schedule, the same on every layout. After the bracket, refine probes narrow the capacity
+estimate (results/slocapacity.py); each probe's counts over every percentile limit are kept in
+``over_limit`` so a resumed search fits and asks exactly what it would have.
 Before the first probe the search says how many requests a probe needs to prove each
 percentile limit at the SLO's confidence (measure/withinslo.py).
 """
@@ -37,10 +41,10 @@ from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
 from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
-from pytest_ppsweep.measure.workload import WorkloadSpec
+from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.results import cost
-from pytest_ppsweep.results.slocapacity import Capacity, CapacitySearch
 from pytest_ppsweep.results.sloanswer import read_probes
+from pytest_ppsweep.results.slocapacity import Capacity, CapacitySearch
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
@@ -217,6 +221,9 @@ class SloSearch:
         if slo is None:
             raise ValueError(f"{cfg.id}: its workload has no SLO")
         base, prompts = self.ctx.workloads.workload_for(cfg)
+        if slo.probe_requests(base.num_requests) != base.num_requests:
+            base = replace(base, num_requests=slo.probe_requests(base.num_requests))
+            prompts = generate_prompts(base)  # the probes' own size ([workload.slo] requests)
         scale = booted.topology.time_scale
         search = new_search(workload)
         raw_dir = self.ctx.store.raw_dir(cfg.id)
@@ -230,9 +237,9 @@ class SloSearch:
             self.ctx.progress(
                 ("WARNING: " if short else "")
                 + f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
-                f"needs at least {need} requests to prove it; this workload sends "
-                f"{base.num_requests}" + (": every probe will be unproven, raise num_requests"
-                                          if short else ""))
+                f"needs at least {need} requests to prove it; a probe sends "
+                f"{base.num_requests}" + (": every probe will be unproven, raise "
+                                          "[workload.slo] requests" if short else ""))
         self.ctx.progress(f"{cfg.id}: {plan_text(slo, base.num_requests, workload.repeats)}")
         if replay(search, recorded, cfg.id):
             self.ctx.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "

@@ -4,9 +4,9 @@ finished search asks nothing; a recorded probe the policy would not ask is refus
 
 from __future__ import annotations
 
-import pytest
-
 import math
+
+import pytest
 
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.slosearch import Search
