@@ -25,8 +25,12 @@ plugin's probes do. Figures, per probe size (requests a probe):
 - **cost**: the mean probes (the refine ones among them) and the arrival time they take
   (cluster hours).
 
-Before (the bracket alone, its low end as the answer): 18/40/54/63 % of seeds within ±10 % at
-40/200/400/1,000 requests a probe.
+The seeds' slo.toml sends 200 requests a probe (``[workload.slo] requests``): a probe starts
+from an empty queue, and shorter ones see less queueing than the steady state, so they
+overestimate the capacity however many run (the 40 and 100 rows).
+
+Before (the bracket alone, its low end as the answer, 100 seeds): 18/40/54/63 % of seeds within
+±10 % at 40/200/400/1,000 requests a probe.
 
     python benchmarks/bench_slo_capacity.py [--seeds 200] [--smoke]
 

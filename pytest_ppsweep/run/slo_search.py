@@ -200,7 +200,7 @@ def refine_text(search: CapacitySearch, num_requests: int) -> str:
         return (f"SLO refine: the probes do not place the capacity yet; up to "
                 f"{search.max_refine} refine probe(s) of {num_requests} requests near the "
                 "crossing")
-    need = math.ceil(cap.requests * ((cap.half_width_pct / pct) ** 2 - 1) / num_requests)
+    need = max(1, math.ceil(cap.probes * ((cap.half_width_pct / pct) ** 2 - 1)))
     return (f"SLO refine: capacity {cap.text(search.bracket.unit)}; dispersion "
             f"{cap.dispersion:.1f} (a probe's requests count as 1/{cap.dispersion:.1f} "
             f"independent ones); ±{pct:g} % needs about {need} more probe(s) of {num_requests} "

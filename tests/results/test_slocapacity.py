@@ -114,3 +114,15 @@ def test_a_verdict_for_a_load_not_asked_is_refused() -> None:
     s.next()
     with pytest.raises(ValueError, match="was not asked"):
         s.record(3.0, True, {})
+
+
+def test_the_readmes_worked_example() -> None:
+    """README "The capacity, with its confidence": seven probes of 160 judged requests."""
+    shares = [Share(0.36, 32, 160), Share(0.40, 72, 160), Share(0.42, 48, 160),
+              Share(0.44, 61, 160), Share(0.46, 99, 160), Share(0.49, 128, 160),
+              Share(0.40, 40, 160)]
+    cap = estimate(shares, 0.5, 0.95)
+    assert cap is not None
+    assert (round(cap.point, 3), round(cap.low, 3), round(cap.high, 2)) == (0.439, 0.413, 0.49)
+    assert round(cap.dispersion, 1) == 8.4 and round(cap.half_width_pct) == 12
+    assert round(cap.point / 1.1, 3) == 0.4 and round(cap.point * 1.1, 3) == 0.483

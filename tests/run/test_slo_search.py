@@ -10,8 +10,8 @@ import pytest
 
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.slosearch import Search
-from pytest_ppsweep.results.slocapacity import CapacitySearch
-from pytest_ppsweep.run.slo_search import parse_over, plan_text, replay
+from pytest_ppsweep.results.slocapacity import CapacitySearch, Share
+from pytest_ppsweep.run.slo_search import parse_over, plan_text, refine_text, replay
 
 LIMIT = 1.3  # a layout "within the SLO" up to this rate
 N = 200  # requests judged per probe
@@ -100,3 +100,19 @@ def test_the_over_limit_cell_reads_back_and_an_old_row_has_none() -> None:
     resumed = search()
     assert replay(resumed, legacy, "pp8") == 4
     assert all(sh.n == 0 for sh in resumed.shares["ttft_p50_s"])
+
+
+def test_the_refine_line_says_where_the_capacity_stands_and_what_precision_needs() -> None:
+    """docs/WALKTHROUGH.md §5: seven probes of 160 judged requests; ±12 % → ±10 % needs about
+    7 × ((12/10)² − 1) = 3 more probes (the width shrinks as the root of the probes)."""
+    s = search()
+    assert refine_text(s, 200).startswith("SLO refine: the probes do not place the capacity yet")
+    s = CapacitySearch(Search(0.05, 2.0, 0.05, 8, repeats=3), {"ttft_p50_s": 0.5}, 0.95, 10.0,
+                       16)
+    s.shares["ttft_p50_s"] = [Share(0.36, 32, 160), Share(0.40, 72, 160), Share(0.42, 48, 160),
+                              Share(0.44, 61, 160), Share(0.46, 99, 160), Share(0.49, 128, 160),
+                              Share(0.40, 40, 160)]
+    assert refine_text(s, 200) == (
+        "SLO refine: capacity 0.439 req/s (95% interval 0.413-0.49 req/s, ±12 %, from 7 probes); "
+        "dispersion 8.4 (a probe's requests count as 1/8.4 independent ones); ±10 % needs about "
+        "3 more probe(s) of 200 requests (at most 16)")
