@@ -16,7 +16,7 @@ bound at 95 %). Every probe starts from an empty queue and draws its own arrival
 plugin's probes do. Figures, per probe size (requests a probe):
 
 - **capacity error**: the share of seeds whose capacity estimate is within ±10 % of the truth
-  (goal ≥ 90 %);
+  (goal ≥ 90 % at the probe size slo.toml states, 200 requests; the other sizes are shown);
 - **coverage**: the share of seeds whose stated 95 % interval holds the truth (goal: its
   nominal 95 %; a one-sided binomial test at 5 % over the seeds, so a calibrated interval
   passes 95 % of the time: measured ≥ 95 % − 1.645 standard errors of the seeds' count);
@@ -44,7 +44,7 @@ import math
 import random
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,7 +52,7 @@ sys.path.insert(0, str(REPO))
 
 from benchkit.results import Result, add_smoke, finish, goal, info  # noqa: E402
 
-from pytest_ppsweep.matrix.model import Workload  # noqa: E402
+from pytest_ppsweep.matrix.parse import load  # noqa: E402
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec  # noqa: E402
 from pytest_ppsweep.measure.withinslo import judge_percentile  # noqa: E402
 from pytest_ppsweep.run.slo_search import new_search  # noqa: E402
@@ -60,9 +60,12 @@ from pytest_ppsweep.run.slo_search import new_search  # noqa: E402
 INPUT_LEN, TPS = 16384, 8800.0  # the seeds' 16K prompts on PP8 (seeds §5)
 SERVICE_S = INPUT_LEN / TPS
 LIMIT = SloLimit("ttft", 50, 5.0)
-SLO = SloSpec(limits=(LIMIT,), low=0.05, high=2.0, precision=0.05, max_probes=8)  # slo.toml
-REPEATS, TRIM = 3, 0.1
+SHIPPED = load(REPO / "test_matrix" / "slo.toml").workload  # the seeds' SLO sweep
+assert SHIPPED.slo is not None and SHIPPED.slo.limits == (LIMIT,)
+SLO: SloSpec = SHIPPED.slo  # its range, precision, budget and the estimate's defaults
+REPEATS, TRIM = SHIPPED.repeats, SLO.trim
 ERROR_GOAL, LOW_GOAL = 0.90, 0.95
+DEFAULT_REQUESTS = SLO.probe_requests(SHIPPED.num_requests)  # the goals' probe size (200)
 
 
 def ttfts(rate: float, n: int, rng: random.Random) -> list[float]:
@@ -115,10 +118,7 @@ class Run:
 
 def one_search(seed: int, n: int) -> Run:
     """The plugin's search policy with probes of ``n`` requests."""
-    workload = Workload(dataset="random-ids", input_len=INPUT_LEN, output_len=1, range_ratio=1.0,
-                        concurrency=(8,), num_requests=n, repeats=REPEATS, seed=1,
-                        vocab_size=163840, warmup_requests=1, api="generate",
-                        request_timeout_s=600.0, round_timeout_s=3600.0, slo=SLO)
+    workload = replace(SHIPPED, num_requests=n, slo=replace(SLO, requests=0))
     search = new_search(workload)
     spent = 0.0
     while (step := search.next()) is not None:
@@ -137,7 +137,8 @@ def main() -> int:
     add_smoke(ap, "8 seeds, probes of 40 and 200 requests")
     args = ap.parse_args()
     seeds = 8 if args.smoke else args.seeds
-    sizes = (40, 200) if args.smoke else (40, 100, 200, 400)
+    sizes = (40, DEFAULT_REQUESTS) if args.smoke else tuple(sorted({40, 100, DEFAULT_REQUESTS,
+                                                                   400}))
     truth = true_capacity()
     nominal = SLO.confidence
     floor = nominal - 1.645 * math.sqrt(nominal * (1 - nominal) / seeds)
@@ -155,13 +156,20 @@ def main() -> int:
         below = sum(r.low is None or r.low <= truth for r in runs) / seeds
         found = sorted(r.point for r in runs if r.point is not None)
         span = f"{found[0]:.2f}-{found[-1]:.2f}" if found else "none"
+        error = (f"{near:.0%} of {seeds} seeds (estimates {span} req/s, {seeds - len(found)} "
+                 "without one)")
+        if n == DEFAULT_REQUESTS:  # the goals hold at the size slo.toml states
+            results += [
+                goal(f"capacity within 10 % of the truth, {n} requests a probe", error,
+                     f">= {ERROR_GOAL:.0%}", near >= ERROR_GOAL),
+                goal(f"95 % interval holds the truth, {n} requests a probe", f"{held:.1%}",
+                     f"its nominal {nominal:.0%} (>= {floor:.1%}, 1.645 SE of {seeds} seeds)",
+                     held >= floor)]
+        else:
+            results += [
+                info(f"capacity within 10 % of the truth, {n} requests a probe", error),
+                info(f"95 % interval holds the truth, {n} requests a probe", f"{held:.1%}")]
         results += [
-            goal(f"capacity within 10 % of the truth, {n} requests a probe",
-                 f"{near:.0%} of {seeds} seeds (estimates {span} req/s, "
-                 f"{seeds - len(found)} without one)", f">= {ERROR_GOAL:.0%}", near >= ERROR_GOAL),
-            goal(f"95 % interval holds the truth, {n} requests a probe", f"{held:.1%}",
-                 f"its nominal {nominal:.0%} (>= {floor:.1%}, 1.645 SE of {seeds} seeds)",
-                 held >= floor),
             info(f"interval within ±{SLO.precision_pct:g} %, {n} requests a probe",
                  f"{narrow:.0%}"),
             goal(f"low end at or below the truth, {n} requests a probe", f"{below:.0%}",
