@@ -156,7 +156,7 @@ def main() -> int:
         below = sum(r.low is None or r.low <= truth for r in runs) / seeds
         found = sorted(r.point for r in runs if r.point is not None)
         span = f"{found[0]:.2f}-{found[-1]:.2f}" if found else "none"
-        error = (f"{near:.0%} of {seeds} seeds (estimates {span} req/s, {seeds - len(found)} "
+        error = (f"{near:.1%} of {seeds} seeds (estimates {span} req/s, {seeds - len(found)} "
                  "without one)")
         if n == DEFAULT_REQUESTS:  # the goals hold at the size slo.toml states
             results += [
@@ -171,8 +171,8 @@ def main() -> int:
                 info(f"95 % interval holds the truth, {n} requests a probe", f"{held:.1%}")]
         results += [
             info(f"interval within ±{SLO.precision_pct:g} %, {n} requests a probe",
-                 f"{narrow:.0%}"),
-            goal(f"low end at or below the truth, {n} requests a probe", f"{below:.0%}",
+                 f"{narrow:.1%}"),
+            goal(f"low end at or below the truth, {n} requests a probe", f"{below:.1%}",
                  f">= {LOW_GOAL:.0%}", below >= LOW_GOAL),
             info(f"cost, {n} requests a probe",
                  f"{statistics.fmean(r.probes for r in runs):.1f} probes "

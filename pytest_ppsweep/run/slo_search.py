@@ -128,11 +128,15 @@ def _append(store: RunStore, row: dict[str, Any]) -> None:
             if data and not data.endswith(b"\n"):
                 path.write_bytes(data[: data.rfind(b"\n") + 1])
         new = not path.exists() or path.stat().st_size == 0
+        fields: list[str] = list(PROBE_COLUMNS)
+        if not new:  # a file an earlier version began (a resumed run) keeps its own columns
+            with path.open(newline="", encoding="utf-8") as fh:
+                fields = next(csv.reader(fh), None) or fields
         with path.open("a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=PROBE_COLUMNS)
+            writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
             if new:
                 writer.writeheader()
-            writer.writerow({k: "" if row.get(k) is None else row[k] for k in PROBE_COLUMNS})
+            writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -304,8 +308,10 @@ def outcome_text(outcome: SearchOutcome, capacity: Capacity | None, refines: int
     """The bracket's words, then the capacity estimate with its interval (or why none)."""
     if capacity is not None:
         est = f"capacity {capacity.text(outcome.unit)}"
-    elif outcome.low is None or outcome.high is None:
-        est = "no capacity estimate (the share over the limit never crossed it in the range)"
+    elif outcome.low is None:
+        est = "no capacity estimate (nothing within the SLO from the minimum)"
+    elif outcome.high is None:
+        est = "no capacity estimate (within the SLO up to the maximum)"
     else:
         est = "no capacity estimate (too few probes near the crossing to fit it)"
     return f"{outcome.text()}; {est}" + (f", {refines} refine probe(s)" if refines else "")

@@ -4,14 +4,26 @@ finished search asks nothing; a recorded probe the policy would not ask is refus
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import math
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.slosearch import Search
 from pytest_ppsweep.results.slocapacity import CapacitySearch, Share
-from pytest_ppsweep.run.slo_search import parse_over, plan_text, refine_text, replay
+from pytest_ppsweep.run.slo_search import (
+    PROBE_COLUMNS,
+    _append,
+    outcome_text,
+    parse_over,
+    plan_text,
+    refine_text,
+    replay,
+)
 
 LIMIT = 1.3  # a layout "within the SLO" up to this rate
 N = 200  # requests judged per probe
@@ -116,3 +128,47 @@ def test_the_refine_line_says_where_the_capacity_stands_and_what_precision_needs
         "SLO refine: capacity 0.439 req/s (95% interval 0.413-0.49 req/s, ±12 %, from 7 probes); "
         "dispersion 8.4 (a probe's requests count as 1/8.4 independent ones); ±10 % needs about "
         "3 more probe(s) of 200 requests (at most 16)")
+
+
+def test_a_probe_row_appended_to_an_older_file_keeps_that_files_columns(
+        tmp_path: Path) -> None:
+    """A resumed run whose slo_probes.csv an earlier version began (no over_limit column): the
+    new rows keep that file's columns, so every row still reads under its header."""
+
+    class Store:
+        dir = tmp_path
+
+        @contextlib.contextmanager
+        def locked(self) -> Iterator[None]:
+            yield
+
+    old = [c for c in PROBE_COLUMNS if c != "over_limit"]
+    (tmp_path / "slo_probes.csv").write_text(",".join(old) + "\n" + ",".join(
+        "1" if c == "probe" else "" for c in old) + "\n", encoding="utf-8")
+    _append(Store(), {"probe": 2, "load": 0.5, "over_limit": "ttft_p50_s=3/8"})  # type: ignore[arg-type]
+    with (tmp_path / "slo_probes.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["probe"] for r in rows] == ["1", "2"] and rows[1]["load"] == "0.5"
+    assert all(None not in r for r in rows)  # no value without a column
+    fresh = tmp_path / "new"
+    fresh.mkdir()
+    Store.dir = fresh
+    _append(Store(), {"probe": 1, "over_limit": "ttft_p50_s=3/8"})  # type: ignore[arg-type]
+    with (fresh / "slo_probes.csv").open(newline="", encoding="utf-8") as fh:
+        assert next(csv.DictReader(fh))["over_limit"] == "ttft_p50_s=3/8"
+
+
+def test_the_outcome_says_the_capacity_or_why_there_is_none() -> None:
+    whole = search()
+    measure(whole)
+    cap = whole.capacity()
+    assert cap is not None
+    text = outcome_text(whole.bracket.outcome(), cap, whole.refines)
+    assert text.startswith(whole.bracket.outcome().text() + "; capacity ")
+    assert f"95% interval {cap.low:.3g}-{cap.high:.3g} req/s" in text
+    assert text.endswith(f", {whole.refines} refine probe(s)")
+    below = Search(0.1, 3.0, 0.2, 5)
+    below.next()
+    below.record(0.1, False)
+    assert outcome_text(below.outcome(), None, 0).endswith(
+        "; no capacity estimate (nothing within the SLO from the minimum)")
