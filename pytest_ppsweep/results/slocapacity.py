@@ -12,19 +12,19 @@ throws most of that away; this module uses all of it:
   all 1 and the curve need not hold there). Half a request is added over and under at each probe
   (Haldane's correction) so that a probe of 0 of n or n of n never drives the fit to infinity;
 * **the point**: ``exp((logit(a) − α) / β)``, the load where the fitted share is ``a``;
-* **the interval**: Fieller's for that ratio (the loads where ``α + β·ln(load)`` is within
-  ``t`` standard errors of ``logit(a)``), at the SLO's ``confidence`` (two-sided), with a
-  Student t quantile on ``m − 2`` degrees of freedom (``m`` probes in the window). Requests of one probe are not
-  independent (a queue that is long stays long: at 80 % utilisation the share of one probe of
+* **the interval**: Fieller's for that ratio (the loads where ``α + β·ln(load)`` is within ``t``
+  standard errors of ``logit(a)``), at the SLO's ``confidence`` (two-sided), with a Student t
+  quantile on ``m − 2`` degrees of freedom (``m`` probes in the window). Requests of one probe are
+  not independent (a queue that is long stays long: at 80 % utilisation the share of one probe of
   1,000 requests varies as much as ~30 independent ones), so the binomial variance is scaled by
-  the dispersion the probes themselves show: Pearson's χ² over ``m − 2`` (a quasi-binomial fit;
-  at least 1). Without three probes at distinct loads in the window, or with a curve that does
-  not rise, there is no interval (:func:`estimate` returns None) and the search probes on.
+  the dispersion the probes themselves show: Pearson's χ² over ``m − 2`` (a quasi-binomial fit; at
+  least 1). Without three probes at distinct loads in the window, or with a curve that does not
+  rise, there is no interval (:func:`estimate` returns None) and the search probes on.
 
-The estimate speaks for the percentile limits only (the lowest capacity over them binds); the
-N/N rule, per-request limits and the client's schedule are judged per probe by the bracket, whose
-low end the outcome still states. The interval's coverage is measured, not assumed: benchmarks/bench_slo_capacity.py runs the
-search on a queue model whose true capacity is known.
+The estimate speaks for the percentile limits only (the lowest capacity over them binds); the N/N
+rule, per-request limits and the client's schedule are judged per probe by the bracket, whose low
+end the outcome still states. The interval's coverage is measured, not assumed:
+benchmarks/bench_slo_capacity.py runs the search on a queue model whose true capacity is known.
 """
 
 from __future__ import annotations
