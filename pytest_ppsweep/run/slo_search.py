@@ -131,7 +131,7 @@ def _append(store: RunStore, row: dict[str, Any]) -> None:
         fields: list[str] = list(PROBE_COLUMNS)
         if not new:  # a file an earlier version began (a resumed run) keeps its own columns
             with path.open(newline="", encoding="utf-8") as fh:
-                fields = next(csv.reader(fh), None) or fields
+                fields = next(csv.reader(fh), []) or fields
         with path.open("a", newline="", encoding="utf-8") as fh:
             writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
             if new:
