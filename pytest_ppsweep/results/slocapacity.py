@@ -38,8 +38,9 @@ import numpy as np
 from pytest_ppsweep.measure.slosearch import Probe, Search
 from pytest_ppsweep.results.stats import t_ppf
 
-__all__ = ["WINDOW", "Capacity", "CapacitySearch", "Share", "estimate", "next_load"]
+__all__ = ["MIN_REFINE", "WINDOW", "Capacity", "CapacitySearch", "Share", "estimate", "next_load"]
 
+MIN_REFINE = 2  # refine probes before the interval may stop it: one on each side of the estimate
 WINDOW = 1.5  # probes within this factor of the estimate (either way) enter the fit
 
 
@@ -171,9 +172,11 @@ def next_load(shares: Sequence[Share], allowance: float) -> float | None:
 @dataclass
 class CapacitySearch:
     """The SLO search with its capacity estimate: the bracket of measure/slosearch.Search first
-    (its probes, repeats and confirm round, unchanged), then ``refine`` probes at the estimated
-    capacity until its interval at ``confidence`` is within ±``precision_pct`` % of it, or
-    ``max_refine`` of them are spent (``precision_pct`` None: no refine probe, the estimate is
+    (its probes, repeats and confirm round, unchanged), then ``refine`` probes either side of the
+    estimated capacity in turn until its interval at ``confidence`` is within ±``precision_pct``
+    % of it (after at least :data:`MIN_REFINE` of them: stopping on the first narrow interval
+    alone covers the truth less often than stated, bench_slo_capacity), or ``max_refine`` of them
+    are spent (``precision_pct`` None: no refine probe, the estimate is
     still given). ``limits`` maps each percentile limit's key to its allowance; every probe
     records, per limit, how many of its judged requests were over it."""
 
@@ -209,7 +212,7 @@ class CapacitySearch:
         step = self.bracket.next()
         if step is None and self.precision_pct is not None and self.refines < self.max_refine:
             cap = self.capacity()
-            if cap is None or cap.half_width_pct > self.precision_pct:
+            if cap is None or cap.half_width_pct > self.precision_pct or self.refines < MIN_REFINE:
                 load = cap.point if cap is not None else self._crossing()
                 if load is not None:
                     # either side of the estimate in turn, by the precision asked: the slope of
