@@ -200,7 +200,9 @@ class CapacitySearch:
                  if (c := estimate(self.shares.get(key, []), allowance, self.confidence))]
         return min(found, key=lambda c: c.point) if found else None
 
-    def _crossing(self) -> float | None:
+    def crossing(self) -> float | None:
+        """Where the lowest crossing lies by the probes' shares before any fit (None: no
+        percentile limit's share crossed its allowance)."""
         places = [x for key, allowance in self.limits.items()
                   if (x := next_load(self.shares.get(key, []), allowance)) is not None]
         return min(places) if places else None
@@ -213,7 +215,7 @@ class CapacitySearch:
         if step is None and self.precision_pct is not None and self.refines < self.max_refine:
             cap = self.capacity()
             if cap is None or cap.half_width_pct > self.precision_pct or self.refines < MIN_REFINE:
-                load = cap.point if cap is not None else self._crossing()
+                load = cap.point if cap is not None else self.crossing()
                 if load is not None:
                     # either side of the estimate in turn, by the precision asked: the slope of
                     # the share is learnt as well as where it crosses

@@ -295,30 +295,37 @@ class SloSearch:
                           f"SLO ({slo.text()})" + ("" if verdict.within else
                                                     f": {'; '.join(verdict.reasons)}"))
         outcome, capacity = bracket.outcome(), search.capacity()
+        text = outcome_text(outcome, capacity, search.refines, search.crossing() is not None)
         self.ctx.store.write_json(outcome_path(cfg.id),
-                                  outcome_json(cfg, workload, outcome, capacity, search.refines))
-        self.ctx.progress(f"{cfg.id}: highest load within {slo.text()}: "
-                          f"{outcome_text(outcome, capacity, search.refines)} "
+                                  outcome_json(cfg, workload, outcome, capacity, search.refines,
+                                               text))
+        self.ctx.progress(f"{cfg.id}: highest load within {slo.text()}: {text} "
                           f"({time.monotonic() - started:.1f} s real)")
         self.ctx.cluster_time.worked(cfg.id, time.monotonic() - started)
         return outcome
 
 
-def outcome_text(outcome: SearchOutcome, capacity: Capacity | None, refines: int) -> str:
-    """The bracket's words, then the capacity estimate with its interval (or why none)."""
+def outcome_text(outcome: SearchOutcome, capacity: Capacity | None, refines: int,
+                 crossed: bool = True) -> str:
+    """The bracket's words, then the capacity estimate with its interval (or why none;
+    ``crossed``: some probe's share over a percentile limit crossed its allowance)."""
     if capacity is not None:
         est = f"capacity {capacity.text(outcome.unit)}"
     elif outcome.low is None:
         est = "no capacity estimate (nothing within the SLO from the minimum)"
     elif outcome.high is None:
         est = "no capacity estimate (within the SLO up to the maximum)"
+    elif not crossed:
+        est = ("no capacity estimate (no probe had more requests over a percentile limit than "
+               "it allows: the probes outside it broke another rule)")
     else:
         est = "no capacity estimate (too few probes near the crossing to fit it)"
     return f"{outcome.text()}; {est}" + (f", {refines} refine probe(s)" if refines else "")
 
 
 def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome,
-                 capacity: Capacity | None = None, refines: int = 0) -> dict[str, Any]:
+                 capacity: Capacity | None = None, refines: int = 0,
+                 text: str | None = None) -> dict[str, Any]:
     """``slo/<layout>.json``: the search's outcome with what it was asked, and the capacity
     estimate (``capacity``: point, low, high, confidence; None when the probes cannot place
     it)."""
@@ -338,5 +345,6 @@ def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome,
         "repeats_wanted": outcome.repeats_wanted, "confirmed": outcome.confirmed,
         "high_outside": outcome.high_outside, "high_rounds": outcome.high_rounds,
         "high_confirmed": outcome.high_confirmed,
-        "status": outcome.status, "text": outcome_text(outcome, capacity, refines),
+        "status": outcome.status,
+        "text": text if text is not None else outcome_text(outcome, capacity, refines),
     }

@@ -172,3 +172,11 @@ def test_the_outcome_says_the_capacity_or_why_there_is_none() -> None:
     below.record(0.1, False)
     assert outcome_text(below.outcome(), None, 0).endswith(
         "; no capacity estimate (nothing within the SLO from the minimum)")
+    crossed = Search(0.1, 3.0, 0.2, 5)
+    crossed.next()
+    crossed.record(0.1, True)
+    crossed.next()
+    crossed.record(3.0, False)
+    assert "the probes outside it broke another rule" in outcome_text(
+        crossed.outcome(), None, 0, crossed=False)
+    assert "too few probes near the crossing" in outcome_text(crossed.outcome(), None, 0)
