@@ -270,7 +270,7 @@ PROBE_COLUMNS = (
     "failed", "good", "goodput_rps", "attainment", "duration_s", "input_tps", "output_tps",
     "input_tps_per_gpu", "output_tps_per_gpu", "tps_per_user", "ttft_p50_s", "ttft_p99_s",
     "tpot_p50_s", "tpot_p99_s", "itl_p99_s", "e2e_p50_s", "e2e_p99_s", "lag_p99_raw_s",
-    "usd_per_m_input", "usd_per_m_output", "time_scale", "simulated",
+    "usd_per_m_input", "usd_per_m_output", "time_scale", "simulated", "over_limit",
 )  # fmt: skip
 
 # -- run.json -----------------------------------------------------------------------------------

@@ -16,6 +16,15 @@ The search for the highest load within the SLO on one boot (measure/slosearch.py
 * ``precision``: the search stops when the bracket is this narrow (default (max − min) / 16;
   concurrency: 1);
 * ``max_probes`` (default 8, at most 64): the most probes before the repeats at the final load;
+* ``precision_pct`` (default 10): after the bracket, the capacity is estimated from every probe
+  (the share of requests over each percentile limit, fitted against the load:
+  results/slocapacity.py) with an interval at ``confidence``; ``refine`` probes near the
+  estimate go on until that interval is within ± this % of it;
+* ``max_refine`` (default 16, at most 64; 0: none): the most refine probes;
+* ``requests`` (default: the workload's ``num_requests``): the requests every probe sends. A
+  probe starts from an empty queue: it must last well beyond the queue's warm-up near the
+  capacity, or the capacity is overestimated (benchmarks/bench_slo_capacity.py: on the 16K
+  prefill model 40 requests a probe overestimate it, 200 do not);
 * ``max_concurrency`` (default 0: none): the cap on requests in flight while searching a rate;
 * ``confidence`` (default 0.95): a percentile limit is met only when a one-sided binomial
   (Clopper-Pearson) bound at this confidence keeps the share of requests over the limit within
@@ -50,7 +59,8 @@ SEARCH_KINDS = ("rate", "concurrency")
 _PCT_KEY = re.compile(r"(ttft|tpot|itl|e2e)_p(50|90|95|99)_s")
 _REQ_KEYS = tuple(f"{m}_s" for m in METRICS)
 SEARCH_KEYS = ("search", "min", "max", "precision", "max_probes", "max_concurrency",
-               "attainment", "confidence", "trim")  # fmt: skip
+               "attainment", "confidence", "trim", "precision_pct", "max_refine",
+               "requests")  # fmt: skip
 SLO_KEYS = (*(f"{m}_p{q}_s" for m in METRICS for q in PERCENTILES), *_REQ_KEYS, *SEARCH_KEYS)
 MAX_PROBES_CAP = 64
 
@@ -88,6 +98,13 @@ class SloSpec:
     attainment: float = 1.0
     confidence: float = 0.95
     trim: float = 0.1
+    precision_pct: float = 10.0
+    max_refine: int = 16
+    requests: int = 0  # a probe's requests; 0: the workload's num_requests
+
+    def probe_requests(self, num_requests: int) -> int:
+        """The requests a probe sends (``requests``, else the workload's ``num_requests``)."""
+        return self.requests or num_requests
 
     @property
     def percentile_limits(self) -> tuple[SloLimit, ...]:
@@ -145,6 +162,7 @@ def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
                           f"({', '.join(SLO_KEYS[:3])}, … ttft_s, tpot_s, itl_s, e2e_s), "
                           "found none")
     search = tab.choice("search", SEARCH_KINDS, default="rate")
+    requests = tab.integer("requests", default=0, minimum=1) if "requests" in tab.data else 0
     for bound in ("min", "max"):
         if bound not in tab.data:
             unit = "req/s" if search == "rate" else "C"
@@ -157,7 +175,7 @@ def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
                               f"found {low!r}")
     else:
         low = float(tab.integer("min", minimum=1))
-        high = float(tab.integer("max", minimum=1, maximum=num_requests))
+        high = float(tab.integer("max", minimum=1, maximum=requests or num_requests))
     if not high > low:
         raise MatrixError(f"{tab.path}: key '{tab.where}.max': expected more than min "
                           f"({low:g}), found {high:g}")
@@ -180,8 +198,13 @@ def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
     if not 0 <= trim < 0.5:
         raise MatrixError(f"{tab.path}: key '{tab.where}.trim': expected 0 ≤ share < 0.5 (left "
                           f"out at each end of a probe), found {trim!r}")
+    precision_pct = tab.number("precision_pct", default=10.0, minimum=0.0)
+    if not 0 < precision_pct < 100:
+        raise MatrixError(f"{tab.path}: key '{tab.where}.precision_pct': expected 0 < % < 100 "
+                          f"(the capacity interval's half-width), found {precision_pct!r}")
     return SloSpec(
-        confidence=confidence, trim=trim,
+        confidence=confidence, trim=trim, precision_pct=precision_pct, requests=requests,
+        max_refine=tab.integer("max_refine", default=16, minimum=0, maximum=MAX_PROBES_CAP),
         limits=tuple(limits), search=search, low=low, high=high, precision=precision,
         max_probes=tab.integer("max_probes", default=8, minimum=2, maximum=MAX_PROBES_CAP),
         max_concurrency=tab.integer("max_concurrency", default=0, minimum=0),

@@ -55,6 +55,9 @@ class SloVerdict:
     observed: Mapping[str, float] = field(default_factory=dict)  # per percentile limit's key
     lag: Lag | None = None
     unproven: tuple[str, ...] = ()  # the percentile limits the data could not prove either way
+    # per percentile limit's key: (requests over the limit, requests judged), what the capacity
+    # estimate (results/slocapacity.py) fits across the probes
+    over: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def attainment(self) -> float:
@@ -181,12 +184,15 @@ def evaluate(result: RoundResult, slo: SloSpec) -> SloVerdict:
     reasons = [str(p) for p in result_problems(result)]
     observed: dict[str, float] = {}
     unproven: list[str] = []
+    over: dict[str, tuple[int, int]] = {}
     for lim in slo.percentile_limits:
         value = observed[lim.key] = _percentile(judged, lim)
         if math.isnan(value):
             reasons.append(f"{lim}: nothing measured")
             continue
-        state, words = judge_percentile(_values(judged, lim), lim, slo.confidence)
+        values = _values(judged, lim)
+        over[lim.key] = (sum(v > lim.limit_s for v in values), len(values))
+        state, words = judge_percentile(values, lim, slo.confidence)
         if state == "outside":
             reasons.append(f"{lim}: measured {value:.3g} s ({words})")
         elif state == "unproven":
@@ -205,5 +211,5 @@ def evaluate(result: RoundResult, slo: SloSpec) -> SloVerdict:
     return SloVerdict(
         within=not reasons, reasons=tuple(reasons), good=good, num_requests=total,
         goodput_rps=good / duration if duration > 0 else math.nan, observed=observed,
-        lag=behind, unproven=tuple(unproven),
+        lag=behind, unproven=tuple(unproven), over=over,
     )

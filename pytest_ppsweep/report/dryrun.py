@@ -240,7 +240,7 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
         def load(value: float, integer: bool = integer, unit: str = unit) -> str:
             return f"{load_text(value, integer)} {unit}"
 
-        n = w.num_requests
+        n = slo.probe_requests(w.num_requests)
         how = (f"{n} requests at that rate (open loop"
                + (f", at most {slo.max_concurrency} in flight)" if slo.max_concurrency else ")")
                if slo.search == "rate" else f"{n} requests at that concurrency")
@@ -264,10 +264,18 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
             + f" until it is {load(slo.precision)} narrow or {slo.max_probes} probes are spent",
             f"  then {w.repeats - 1} repeat(s) at the load found ({w.repeats} rounds in all) and "
             "1 at the bracket's high end (both ends confirmed)",
-            f"  requests per point: {n} to {rounds * n} ({rounds} rounds of {n}: "
-            f"{slo.max_probes} probes + {w.repeats - 1} repeats + 1 confirm), more when a "
-            "repeat falls outside the SLO and the search goes on below it",
         ]
+        refine = slo.max_refine if slo.percentile_limits else 0
+        if refine:
+            lines.append(
+                f"  then up to {refine} refine probe(s) either side of the capacity estimated "
+                f"from every probe (results/slocapacity.py) until its {slo.confidence:.0%} "
+                f"interval is within ±{slo.precision_pct:g} %")
+        lines.append(
+            f"  requests per point: {n} to {(rounds + refine) * n} ({rounds + refine} rounds of "
+            f"{n}: {slo.max_probes} probes + {w.repeats - 1} repeats + 1 confirm"
+            + (f" + {refine} refine" if refine else "") + "), more when a "
+            "repeat falls outside the SLO and the search goes on below it")
     return lines
 
 

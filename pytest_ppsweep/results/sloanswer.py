@@ -87,6 +87,7 @@ def _entry(out: Mapping[str, Any], probes: Sequence[Mapping[str, str]],
         "layout": cid, "gpus": out.get("gpus"), "low": low, "high": number(out.get("high")),
         "unit": out.get("unit"), "status": out.get("status"),
         "confirmed": bool(out.get("confirmed")), "search": out.get("text"),
+        "capacity": out.get("capacity"),  # point, low, high, confidence (results/slocapacity)
         "tps_per_gpu": statistics.median(tps) if tps else None, "tps_per_gpu_rounds": tps,
         "usd_per_m_tokens": statistics.median(costs) if costs else None,
     }

@@ -1,7 +1,8 @@
 """The SLO search on a booted layout (test_slo): the highest load within the workload's SLO,
 on one boot.
 
-The probe policy is measure/slosearch.py (pure); the verdict of each probe is measure/withinslo.py
+The probe policy is measure/slosearch.py and results/slocapacity.py (pure); the verdict of each
+probe is measure/withinslo.py
 (the N/N rule included). This module only runs the probes the policy asks for against the
 booted service, through the same load generator as every round, and writes each one as it is
 produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's lock),
@@ -11,10 +12,13 @@ produced: ``slo_probes.csv`` (one row per probe, appended under the run folder's
 anything, so it goes on from the first probe that did not finish (a finished search measures
 nothing again).
 
-A rate probe sends the workload's ``num_requests`` with bench_serving's ``--request-rate``
-semantics (measure/arrivals.py) under ``max_concurrency`` (0: no cap); a concurrency probe
-sends them at that C with the workload's own ``request_rate`` (inf: all at once). Probe ``k``
-(repeats included) draws arrival stream ``k``: its own schedule, the same on every layout.
+A rate probe sends ``[workload.slo] requests`` (default: the workload's ``num_requests``) with
+bench_serving's ``--request-rate`` semantics (measure/arrivals.py) under ``max_concurrency``
+(0: no cap); a concurrency probe sends them at that C with the workload's own ``request_rate``
+(inf: all at once). Probe ``k`` (repeats and refines included) draws arrival stream ``k``: its
+own schedule, the same on every layout. After the bracket, refine probes narrow the capacity
+estimate (results/slocapacity.py); each probe's counts over every percentile limit are kept in
+``over_limit`` so a resumed search fits and asks exactly what it would have.
 Before the first probe the search says how many requests a probe needs to prove each
 percentile limit at the SLO's confidence (measure/withinslo.py).
 """
@@ -37,9 +41,10 @@ from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
 from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
-from pytest_ppsweep.measure.workload import WorkloadSpec
+from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.results import cost
 from pytest_ppsweep.results.sloanswer import read_probes
+from pytest_ppsweep.results.slocapacity import Capacity, CapacitySearch
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
@@ -94,7 +99,25 @@ def probe_row(run_id: str, price: float | None, booted: Booted, workload: Worklo
         "usd_per_m_input": cost.per_million(_num(result.input_tps), gpus, price),
         "usd_per_m_output": cost.per_million(_num(result.output_tps), gpus, price),
         "time_scale": booted.topology.time_scale, "simulated": booted.topology.simulated,
+        "over_limit": over_text(verdict.over),
     }
+
+
+def over_text(over: dict[str, tuple[int, int]] | Any) -> str:
+    """The ``over_limit`` cell: per percentile limit, requests over it of those judged
+    (``ttft_p50_s=12/160``; ``;`` between limits)."""
+    return ";".join(f"{key}={k}/{n}" for key, (k, n) in dict(over).items())
+
+
+def parse_over(cell: str | None) -> dict[str, tuple[int, int]]:
+    """The ``over_limit`` cell read back (empty: a row written before the column existed)."""
+    out: dict[str, tuple[int, int]] = {}
+    for part in (cell or "").split(";"):
+        key, _, counts = part.partition("=")
+        k, _, n = counts.partition("/")
+        if key and k.isdigit() and n.isdigit():
+            out[key] = (int(k), int(n))
+    return out
 
 
 def _append(store: RunStore, row: dict[str, Any]) -> None:
@@ -105,26 +128,35 @@ def _append(store: RunStore, row: dict[str, Any]) -> None:
             if data and not data.endswith(b"\n"):
                 path.write_bytes(data[: data.rfind(b"\n") + 1])
         new = not path.exists() or path.stat().st_size == 0
+        fields: list[str] = list(PROBE_COLUMNS)
+        if not new:  # a file an earlier version began (a resumed run) keeps its own columns
+            with path.open(newline="", encoding="utf-8") as fh:
+                fields = next(csv.reader(fh), []) or fields
         with path.open("a", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=PROBE_COLUMNS)
+            writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
             if new:
                 writer.writeheader()
-            writer.writerow({k: "" if row.get(k) is None else row[k] for k in PROBE_COLUMNS})
+            writer.writerow({k: "" if row.get(k) is None else row[k] for k in fields})
             fh.flush()
             os.fsync(fh.fileno())
 
 
-def new_search(workload: Workload) -> Search:
-    """The policy's state for ``workload`` (its SLO's range, precision, budget; its repeats)."""
+def new_search(workload: Workload) -> CapacitySearch:
+    """The policy's state for ``workload`` (its SLO's range, precision, budget; its repeats;
+    the capacity estimate's precision and refine budget)."""
     slo = workload.slo
     if slo is None:
         raise ValueError("the workload has no SLO")
-    return Search(slo.low, slo.high, slo.precision, slo.max_probes, repeats=workload.repeats,
-                  integer=slo.search == "concurrency",
-                  unit="req/s" if slo.search == "rate" else "C")
+    bracket = Search(slo.low, slo.high, slo.precision, slo.max_probes, repeats=workload.repeats,
+                     integer=slo.search == "concurrency",
+                     unit="req/s" if slo.search == "rate" else "C")
+    return CapacitySearch(
+        bracket, {lim.key: 1.0 - (lim.percentile or 100) / 100.0
+                  for lim in slo.percentile_limits},
+        slo.confidence, slo.precision_pct, slo.max_refine)
 
 
-def replay(search: Search, recorded: list[dict[str, str]], config_id: str) -> int:
+def replay(search: CapacitySearch, recorded: list[dict[str, str]], config_id: str) -> int:
     """Feed the probes an interrupted run recorded for this layout (``slo_probes.csv`` rows, in
     probe order) into ``search``, as if measured now; the number replayed. The policy is
     deterministic, so each row must be the probe it asks next: one that is not (the search's
@@ -138,7 +170,7 @@ def replay(search: Search, recorded: list[dict[str, str]], config_id: str) -> in
                 f"{config_id}: {PROBES_CSV} probe {row['probe']} ({row['phase']} at {load}) is "
                 f"not the probe this search asks ({step}): its [workload.slo] changed since; "
                 "start a new run")
-        search.record(step[0], row["within"] == "True")
+        search.record(step[0], row["within"] == "True", parse_over(row.get("over_limit")))
     return len(recorded)
 
 
@@ -154,7 +186,29 @@ def plan_text(slo: SloSpec, num_requests: int, repeats: int) -> str:
         text += (f"; a probe's arrivals last {num_requests / slo.low:.0f} s at "
                  f"{load_text(slo.low, False)} req/s and {num_requests / slo.high:.0f} s at "
                  f"{load_text(slo.high, False)} req/s (emulated or real seconds)")
+    if slo.max_refine and slo.percentile_limits:
+        text += (f"; then up to {slo.max_refine} refine probe(s) of {num_requests} requests "
+                 f"either side of the estimated capacity until its {slo.confidence:.0%} "
+                 f"interval is within ±{slo.precision_pct:g} % (at most "
+                 f"{slo.max_probes + repeats + slo.max_refine} probes, "
+                 f"{(slo.max_probes + repeats + slo.max_refine) * num_requests} requests in all)")
     return text
+
+
+def refine_text(search: CapacitySearch, num_requests: int) -> str:
+    """Said when the refine probes start: where the capacity stands and how many probes the
+    precision needs by the probes so far (the interval narrows as the square root of the
+    requests near the crossing, their measured dispersion included)."""
+    cap, pct = search.capacity(), search.precision_pct or 0.0
+    if cap is None:
+        return (f"SLO refine: the probes do not place the capacity yet; up to "
+                f"{search.max_refine} refine probe(s) of {num_requests} requests near the "
+                "crossing")
+    need = max(1, math.ceil(cap.probes * ((cap.half_width_pct / pct) ** 2 - 1)))
+    return (f"SLO refine: capacity {cap.text(search.bracket.unit)}; dispersion "
+            f"{cap.dispersion:.1f} (a probe's requests count as 1/{cap.dispersion:.1f} "
+            f"independent ones); ±{pct:g} % needs about {need} more probe(s) of {num_requests} "
+            f"requests (at most {search.max_refine})")
 
 
 class SloSearch:
@@ -171,6 +225,9 @@ class SloSearch:
         if slo is None:
             raise ValueError(f"{cfg.id}: its workload has no SLO")
         base, prompts = self.ctx.workloads.workload_for(cfg)
+        if slo.probe_requests(base.num_requests) != base.num_requests:
+            base = replace(base, num_requests=slo.probe_requests(base.num_requests))
+            prompts = generate_prompts(base)  # the probes' own size ([workload.slo] requests)
         scale = booted.topology.time_scale
         search = new_search(workload)
         raw_dir = self.ctx.store.raw_dir(cfg.id)
@@ -184,24 +241,32 @@ class SloSearch:
             self.ctx.progress(
                 ("WARNING: " if short else "")
                 + f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
-                f"needs at least {need} requests to prove it; this workload sends "
-                f"{base.num_requests}" + (": every probe will be unproven, raise num_requests"
-                                          if short else ""))
+                f"needs at least {need} requests to prove it; a probe sends "
+                f"{base.num_requests}" + (": every probe will be unproven, raise "
+                                          "[workload.slo] requests" if short else ""))
         self.ctx.progress(f"{cfg.id}: {plan_text(slo, base.num_requests, workload.repeats)}")
         if replay(search, recorded, cfg.id):
             self.ctx.progress(f"{cfg.id}: SLO search resumed: {len(recorded)} probe(s) kept from "
                           "the interrupted run")
+        bracket = search.bracket
+        refine_said = False
         while (step := search.next()) is not None:
             load, phase = step
-            k = len(search.probes) + 1
+            k = len(search.rounds) + 1
+            if phase == "refine" and not refine_said:
+                refine_said = True
+                self.ctx.progress(f"{cfg.id}: {refine_text(search, base.num_requests)}")
             if slo.search == "rate":
                 spec = replace(base, request_rate=load, arrival_stream=k)
                 conc = slo.max_concurrency or base.num_requests
             else:
                 spec, conc = replace(base, arrival_stream=k), int(load)
             booted.check_alive()
-            what = (f"SLO {phase} {k} (probe {search.spent + (phase == 'search')}/"
-                    f"{slo.max_probes}) at {load_text(load, search.integer)} {search.unit}")
+            what = (f"SLO {phase} {k} (probe {bracket.spent + (phase == 'search')}/"
+                    f"{slo.max_probes}) at {load_text(load, bracket.integer)} {bracket.unit}"
+                    if phase != "refine" else
+                    f"SLO refine {k} ({search.refines + 1}/{slo.max_refine}) at "
+                    f"{load_text(load, bracket.integer)} {bracket.unit}")
             bar = RoundBar(self.ctx.live, cfg.id, what, spec.num_requests, scale,
                            decode=decode_workload(workload))
             with (raw_dir / f"slo-p{k}.jsonl").open("w", encoding="utf-8") as raw:
@@ -225,23 +290,53 @@ class SloSearch:
             _append(self.ctx.store, probe_row(self.ctx.store.run_id, self.ctx.sweep.gpu_hour_usd,
                                               booted, workload, slo, k, phase, load, spec, conc,
                                               result, verdict))
-            search.record(load, verdict.within)
+            search.record(load, verdict.within, dict(verdict.over))
             self.ctx.progress(f"{cfg.id}: {what}: {'within' if verdict.within else 'outside'} the "
                           f"SLO ({slo.text()})" + ("" if verdict.within else
                                                     f": {'; '.join(verdict.reasons)}"))
-        outcome = search.outcome()
-        self.ctx.store.write_json(outcome_path(cfg.id), outcome_json(cfg, workload, outcome))
-        self.ctx.progress(f"{cfg.id}: highest load within {slo.text()}: {outcome.text()} "
-                      f"({time.monotonic() - started:.1f} s real)")
+        outcome, capacity = bracket.outcome(), search.capacity()
+        text = outcome_text(outcome, capacity, search.refines, search.crossing() is not None)
+        self.ctx.store.write_json(outcome_path(cfg.id),
+                                  outcome_json(cfg, workload, outcome, capacity, search.refines,
+                                               text))
+        self.ctx.progress(f"{cfg.id}: highest load within {slo.text()}: {text} "
+                          f"({time.monotonic() - started:.1f} s real)")
         self.ctx.cluster_time.worked(cfg.id, time.monotonic() - started)
         return outcome
 
 
-def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome) -> dict[str, Any]:
-    """``slo/<layout>.json``: the search's outcome with what it was asked."""
+def outcome_text(outcome: SearchOutcome, capacity: Capacity | None, refines: int,
+                 crossed: bool = True) -> str:
+    """The bracket's words, then the capacity estimate with its interval (or why none;
+    ``crossed``: some probe's share over a percentile limit crossed its allowance)."""
+    if capacity is not None:
+        est = f"capacity {capacity.text(outcome.unit)}"
+    elif outcome.low is None:
+        est = "no capacity estimate (nothing within the SLO from the minimum)"
+    elif outcome.high is None:
+        est = "no capacity estimate (within the SLO up to the maximum)"
+    elif not crossed:
+        est = ("no capacity estimate (no probe had more requests over a percentile limit than "
+               "it allows: the probes outside it broke another rule)")
+    else:
+        est = "no capacity estimate (too few probes near the crossing to fit it)"
+    return f"{outcome.text()}; {est}" + (f", {refines} refine probe(s)" if refines else "")
+
+
+def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome,
+                 capacity: Capacity | None = None, refines: int = 0,
+                 text: str | None = None) -> dict[str, Any]:
+    """``slo/<layout>.json``: the search's outcome with what it was asked, and the capacity
+    estimate (``capacity``: point, low, high, confidence; None when the probes cannot place
+    it)."""
     slo = workload.slo
     assert slo is not None
     return {
+        "capacity": None if capacity is None else {
+            "point": capacity.point, "low": capacity.low, "high": capacity.high,
+            "confidence": capacity.confidence, "probes": capacity.probes,
+            "dispersion": capacity.dispersion, "half_width_pct": capacity.half_width_pct},
+        "precision_pct": slo.precision_pct, "refines": refines, "max_refine": slo.max_refine,
         "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp, "ep": cfg.ep, "gpus": cfg.gpus,
         "workload": cfg.workload or "default", "slo": slo.text(), "search": slo.search,
         "unit": outcome.unit, "low": outcome.low, "high": outcome.high,
@@ -250,5 +345,6 @@ def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome) -> dic
         "repeats_wanted": outcome.repeats_wanted, "confirmed": outcome.confirmed,
         "high_outside": outcome.high_outside, "high_rounds": outcome.high_rounds,
         "high_confirmed": outcome.high_confirmed,
-        "status": outcome.status, "text": outcome.text(),
+        "status": outcome.status,
+        "text": text if text is not None else outcome_text(outcome, capacity, refines),
     }

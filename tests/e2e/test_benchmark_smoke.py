@@ -80,7 +80,10 @@ SMOKES: dict[str, Smoke] = {
         r"^RESULT a wide point against a steady one .*\| goal not decided \| ok$")),
     "bench_sim_stream_latency": Smoke(),
     "bench_slo_capacity": Smoke(expect=(
-        r"^RESULT true capacity, TTFT p50 ≤ 5 s", r"^RESULT low end at or below the truth, 40")),
+        r"^RESULT true capacity, TTFT p50 ≤ 5 s", r"^RESULT low end at or below the truth, 40",
+        r"^RESULT capacity within 10 % of the truth, 200 requests a probe: .* \| goal >= 90%",
+        r"^RESULT 95 % interval holds the truth, 200 requests a probe: .* \| goal its nominal",
+        r"^RESULT cost, 200 requests a probe: [\d.]+ probes \([\d.]+ refine\)")),
     "bench_xdist_pool": Smoke(),
 }
 

@@ -245,6 +245,7 @@ min = 1
 max = 8
 precision = 4
 max_probes = 4
+max_refine = 2
 """}
 
 

@@ -18,6 +18,7 @@ min = 0.1
 max = 3.0
 precision = 0.4
 max_probes = 4
+max_refine = 2
 """
 
 
@@ -43,6 +44,14 @@ def test_slo_search_answers_and_draws_the_front(
         assert (run / "raw" / cid / "slo-p1.jsonl").is_file()
         outcome = json.loads((run / "slo" / f"{cid}.json").read_text())
         assert outcome["max_probes"] == 4 and outcome["text"] in out
+        # the capacity estimate: every probe's counts over the limit kept, at most 2 refines
+        refines = [p for p in mine if p["phase"] == "refine"]
+        assert outcome["refines"] == len(refines) <= 2 and "capacity" in outcome
+        assert all(p["over_limit"].startswith("ttft_p50_s=") for p in mine)
+        if outcome["capacity"] is not None:
+            cap = outcome["capacity"]
+            assert cap["low"] <= cap["point"] <= cap["high"] and cap["confidence"] == 0.95
+            assert "capacity " in outcome["text"] and "95% interval" in outcome["text"]
         assert outcome["low"] is not None, outcome  # 8 s: one 4K prompt at a time is within
         if outcome["confirmed"]:  # the final load is repeated as the seeds repeat
             assert sum(p["load"] == str(outcome["low"]) and p["within"] == "True"

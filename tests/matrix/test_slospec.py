@@ -46,6 +46,19 @@ def test_limits_of_every_kind_and_open_loop_keys(tmp_path: Path) -> None:
     assert [x.key for x in w.slo.request_limits] == ["e2e_s"]
 
 
+def test_the_capacity_keys_default_and_read(tmp_path: Path) -> None:
+    """precision_pct (10 %), max_refine (16) and requests (the workload's num_requests)."""
+    plain = load(sweep_with(tmp_path, "[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\n"))
+    slo = plain.workload.slo
+    assert slo is not None and (slo.precision_pct, slo.max_refine, slo.requests) == (10.0, 16, 0)
+    assert slo.probe_requests(plain.workload.num_requests) == plain.workload.num_requests
+    path = sweep_with(tmp_path, "[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\n"
+                      "precision_pct = 5\nmax_refine = 0\nrequests = 300\n")
+    slo = load(path).workload.slo
+    assert slo is not None and (slo.precision_pct, slo.max_refine) == (5.0, 0)
+    assert slo.probe_requests(40) == 300
+
+
 def test_an_open_loop_workload_needs_no_concurrency(tmp_path: Path) -> None:
     text = SLO_TOML.replace("concurrency = [8, 16]\n", 'request_rate = "inf"\n')
     (tmp_path / "s.toml").write_text(text, encoding="utf-8")
@@ -75,6 +88,14 @@ def test_an_open_loop_workload_needs_no_concurrency(tmp_path: Path) -> None:
      "workload.slo.confidence", "found 1.0"),
     ("[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\ntrim = 0.5\n", "",
      "workload.slo.trim", "found 0.5"),
+    ("[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\nprecision_pct = 0\n", "",
+     "workload.slo.precision_pct", "found 0.0"),
+    ("[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\nmax_refine = -1\n", "",
+     "workload.slo.max_refine", "found int -1"),
+    ("[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\nrequests = 0\n", "",
+     "workload.slo.requests", "found int 0"),
+    ("[workload.slo]\nttft_p50_s = 5\nsearch = \"concurrency\"\nmin = 1\nmax = 64\n"
+     "requests = 32\n", "", "workload.slo.max", "found int 64"),
     ("", "request_rate = 0\n", "workload.request_rate", "found int 0"),
     ("", "burstiness = 0\n", "workload.burstiness", "found 0.0"),
 ])

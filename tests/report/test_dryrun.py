@@ -105,18 +105,21 @@ def test_the_slo_search_probes_are_listed_with_their_requests(tmp_path: Path) ->
     i = lines.index(
         "SLO search of workload 'default' (TTFT p50 ≤ 5 s) on each of 5 point(s) (pp1-tp32-ep4, "
         "pp2-tp16-ep4, pp4-tp8-ep4, pp8-tp4-ep4, pp16-tp2-ep2), after its rounds; each probe "
-        "sends 40 requests at that rate (open loop):")
-    assert lines[i + 1:i + 6] == [
+        "sends 200 requests at that rate (open loop):")
+    assert lines[i + 1:i + 7] == [
         '  probe 1: 0.05 req/s (the minimum; outside the SLO: the search ends, "below min")',
         '  probe 2: 2 req/s (the maximum; within the SLO: the search ends, "at least max")',
         "  probes 3-8: bisection of the bracket (first 0.316 req/s) until it is 0.05 req/s "
         "narrow or 8 probes are spent",
         "  then 2 repeat(s) at the load found (3 rounds in all) and 1 at the bracket's high end "
         "(both ends confirmed)",
-        "  requests per point: 40 to 440 (11 rounds of 40: 8 probes + 2 repeats + 1 confirm), "
-        "more when a repeat falls outside the SLO and the search goes on below it",
+        "  then up to 16 refine probe(s) either side of the capacity estimated from every "
+        "probe (results/slocapacity.py) until its 95% interval is within ±10 %",
+        "  requests per point: 200 to 5400 (27 rounds of 200: 8 probes + 2 repeats + 1 confirm "
+        "+ 16 refine), more when a repeat falls outside the SLO and the search goes on below "
+        "it",
     ]
-    assert lines[i + 6].startswith("boots: ")
+    assert lines[i + 7].startswith("boots: ")
     seed = load(SEED)
     assert not any(line.startswith("SLO search") for line in dry_run_lines(
         seed, seed.cluster(None), seed.configs, tmp_path / "reports"))
@@ -138,7 +141,7 @@ def test_the_probes_first_midpoint_is_the_policys(tmp_path: Path) -> None:
     assert "  probe 1: 2 C (the minimum; outside the SLO: the search ends, \"below min\")" in lines
     assert ("  probes 3-8: bisection of the bracket (first 4 C) until it is 1 C narrow or 8 "
             "probes are spent") in lines
-    assert any(line.endswith("each probe sends 40 requests at that concurrency:")
+    assert any(line.endswith("each probe sends 200 requests at that concurrency:")
                for line in lines)
 
 

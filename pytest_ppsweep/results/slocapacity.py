@@ -1,0 +1,242 @@
+"""The SLO capacity as an interval with its confidence, from every probe of a search (pure).
+
+A percentile limit "p<q> ≤ L" is met while the share of requests over ``L`` is at most the
+allowance ``a = 1 − q/100``. That share rises with the load, so the capacity is the load where
+it crosses ``a``. Each probe measured it: ``over`` of ``n`` judged requests (the warm-up and the
+drain left out, measure/withinslo.py). A single verdict per probe (within / outside / unproven)
+throws most of that away; this module uses all of it:
+
+* **the fit**: a logistic curve of the share against log load, ``logit(share) = α + β·ln(load)``,
+  fitted by maximum likelihood (binomial, iteratively reweighted least squares) to the probes
+  near the crossing (within :data:`WINDOW` × of the estimate either way: far probes are all 0 or
+  all 1 and the curve need not hold there). Half a request is added over and under at each probe
+  (Haldane's correction) so that a probe of 0 of n or n of n never drives the fit to infinity;
+* **the point**: ``exp((logit(a) − α) / β)``, the load where the fitted share is ``a``;
+* **the interval**: Fieller's for that ratio (the loads where ``α + β·ln(load)`` is within ``t``
+  standard errors of ``logit(a)``), at the SLO's ``confidence`` (two-sided), with a Student t
+  quantile on ``m − 2`` degrees of freedom (``m`` probes in the window). Requests of one probe are
+  not independent (a queue that is long stays long: at 80 % utilisation the share of one probe of
+  1,000 requests varies as much as ~30 independent ones), so the binomial variance is scaled by
+  the dispersion the probes themselves show: Pearson's χ² over ``m − 2`` (a quasi-binomial fit; at
+  least 1). Without three probes at distinct loads in the window, or with a curve that does not
+  rise, there is no interval (:func:`estimate` returns None) and the search probes on.
+
+The estimate speaks for the percentile limits only (the lowest capacity over them binds); the N/N
+rule, per-request limits and the client's schedule are judged per probe by the bracket, whose low
+end the outcome still states. The interval's coverage is measured, not assumed:
+benchmarks/bench_slo_capacity.py runs the search on a queue model whose true capacity is known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pytest_ppsweep.measure.slosearch import Probe, Search
+from pytest_ppsweep.results.stats import t_ppf
+
+__all__ = ["MIN_REFINE", "WINDOW", "Capacity", "CapacitySearch", "Share", "estimate", "next_load"]
+
+MIN_REFINE = 2  # refine probes before the interval may stop it: one on each side of the estimate
+WINDOW = 1.5  # probes within this factor of the estimate (either way) enter the fit
+
+
+@dataclass(frozen=True)
+class Share:
+    """What one probe measured of one percentile limit: ``over`` of ``n`` requests over it."""
+
+    load: float
+    over: int
+    n: int
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The load where the share over the limit crosses its allowance: ``point`` in
+    [``low``, ``high``] at ``confidence``, from ``probes`` probes."""
+
+    point: float
+    low: float
+    high: float
+    confidence: float
+    probes: int
+    dispersion: float
+    requests: int = 0  # judged requests of the probes in the fit
+
+    @property
+    def half_width_pct(self) -> float:
+        """The larger distance from the point to an end, in % of the point."""
+        return max(self.point - self.low, self.high - self.point) / self.point * 100.0
+
+    def text(self, unit: str) -> str:
+        return (f"{self.point:.3g} {unit} ({self.confidence:.0%} interval {self.low:.3g}-"
+                f"{self.high:.3g} {unit}, ±{self.half_width_pct:.0f} %, from {self.probes} "
+                "probes)")
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def _fit(x: np.ndarray, k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(α, β), their covariance (binomial) and Pearson's χ² of the logistic fit."""
+    design = np.column_stack([np.ones_like(x), x])
+    y = (k + 0.5) / (n + 1.0)
+    coef: np.ndarray = np.zeros(2)
+    for _ in range(50):
+        eta = design @ coef
+        mu = 1.0 / (1.0 + np.exp(-eta))
+        w = (n + 1.0) * mu * (1.0 - mu)
+        z = eta + (y - mu) / np.maximum(mu * (1.0 - mu), 1e-12)
+        info = design.T @ (design * w[:, None])
+        new: np.ndarray = np.linalg.solve(info, design.T @ (w * z))
+        if np.max(np.abs(new - coef)) < 1e-10:
+            coef = new
+            break
+        coef = new
+    mu = 1.0 / (1.0 + np.exp(-(design @ coef)))
+    w = (n + 1.0) * mu * (1.0 - mu)
+    cov = np.linalg.inv(design.T @ (design * w[:, None]))
+    chi2 = float(np.sum((n + 1.0) * (y - mu) ** 2 / np.maximum(mu * (1.0 - mu), 1e-12)))
+    return coef, cov, chi2
+
+
+def _one(shares: Sequence[Share], allowance: float, confidence: float,
+         centre: float) -> Capacity | None:
+    near = [s for s in shares if s.n > 0 and centre / WINDOW <= s.load <= centre * WINDOW]
+    if len({s.load for s in near}) < 2 or len(near) < 3:
+        return None
+    x = np.log(np.array([s.load for s in near]))
+    k = np.array([float(s.over) for s in near])
+    n = np.array([float(s.n) for s in near])
+    try:
+        (alpha, beta), cov, chi2 = _fit(x, k, n)
+    except np.linalg.LinAlgError:
+        return None
+    if not beta > 0:
+        return None
+    dof = len(near) - 2
+    dispersion = max(1.0, chi2 / dof)
+    target = _logit(allowance)
+    t = t_ppf(0.5 + confidence / 2.0, dof)
+    # Fieller: the x where (α + βx − target)² ≤ t²·φ·var(α + βx), a quadratic A x² + B x + C ≤ 0
+    q = t * t * dispersion
+    a2 = beta * beta - q * cov[1, 1]
+    b2 = 2.0 * (beta * (alpha - target) - q * cov[0, 1])
+    c2 = (alpha - target) ** 2 - q * cov[0, 0]
+    disc = b2 * b2 - 4.0 * a2 * c2
+    if not a2 > 0 or not disc >= 0:
+        return None  # the slope is not known well enough: the interval is unbounded
+    root = math.sqrt(disc)
+    lo, hi = (-b2 - root) / (2.0 * a2), (-b2 + root) / (2.0 * a2)
+    at = (target - alpha) / beta
+    if not all(abs(v) < 50 for v in (lo, hi, at)):
+        return None
+    return Capacity(point=math.exp(at), low=math.exp(lo), high=math.exp(hi),
+                    confidence=confidence, probes=len(near), dispersion=dispersion,
+                    requests=int(n.sum()))
+
+
+def estimate(shares: Sequence[Share], allowance: float, confidence: float) -> Capacity | None:
+    """The capacity from ``shares`` (one limit's, every probe), or None while the probes cannot
+    place it: the fit is redone on the window around its own estimate until it settles."""
+    centre = next_load(shares, allowance)
+    if centre is None:
+        return None
+    found: Capacity | None = None
+    for _ in range(5):
+        found = _one(shares, allowance, confidence, centre)
+        if found is None or math.isclose(found.point, centre, rel_tol=1e-6):
+            break
+        centre = found.point
+    return found
+
+
+def next_load(shares: Sequence[Share], allowance: float) -> float | None:
+    """Where the crossing lies by the probes' own shares, before any fit: the geometric mean of
+    the highest load measured at or below the allowance and the lowest above it, each the
+    nearest to the other (None without a load on each side)."""
+    under = [s.load for s in shares if s.n and s.over / s.n <= allowance]
+    over = [s.load for s in shares if s.n and s.over / s.n > allowance]
+    if not under or not over:
+        return None
+    hi = min(over)
+    below = [u for u in under if u < hi]
+    lo = max(below) if below else min(under)
+    return math.sqrt(lo * hi)
+
+
+@dataclass
+class CapacitySearch:
+    """The SLO search with its capacity estimate: the bracket of measure/slosearch.Search first
+    (its probes, repeats and confirm round, unchanged), then ``refine`` probes either side of the
+    estimated capacity in turn until its interval at ``confidence`` is within ±``precision_pct``
+    % of it (after at least :data:`MIN_REFINE` of them: stopping on the first narrow interval
+    alone covers the truth less often than stated, bench_slo_capacity), or ``max_refine`` of them
+    are spent (``precision_pct`` None: no refine probe, the estimate is
+    still given). ``limits`` maps each percentile limit's key to its allowance; every probe
+    records, per limit, how many of its judged requests were over it."""
+
+    bracket: Search
+    limits: dict[str, float]
+    confidence: float
+    precision_pct: float | None = None
+    max_refine: int = 0
+    shares: dict[str, list[Share]] = field(default_factory=dict)
+    rounds: list[Probe] = field(default_factory=list)  # every probe, refines included
+    _pending: tuple[float, str] | None = None
+
+    @property
+    def refines(self) -> int:
+        return sum(p.phase == "refine" for p in self.rounds)
+
+    def capacity(self) -> Capacity | None:
+        """The binding limit's capacity: the lowest estimate over the percentile limits (a
+        limit whose share never crossed its allowance binds nothing)."""
+        found = [c for key, allowance in self.limits.items()
+                 if (c := estimate(self.shares.get(key, []), allowance, self.confidence))]
+        return min(found, key=lambda c: c.point) if found else None
+
+    def crossing(self) -> float | None:
+        """Where the lowest crossing lies by the probes' shares before any fit (None: no
+        percentile limit's share crossed its allowance)."""
+        places = [x for key, allowance in self.limits.items()
+                  if (x := next_load(self.shares.get(key, []), allowance)) is not None]
+        return min(places) if places else None
+
+    def next(self) -> tuple[float, str] | None:
+        """The next (load, phase) to measure, or None when the search is over."""
+        if self._pending is not None:
+            return self._pending
+        step = self.bracket.next()
+        if step is None and self.precision_pct is not None and self.refines < self.max_refine:
+            cap = self.capacity()
+            if cap is None or cap.half_width_pct > self.precision_pct or self.refines < MIN_REFINE:
+                load = cap.point if cap is not None else self.crossing()
+                if load is not None:
+                    # either side of the estimate in turn, by the precision asked: the slope of
+                    # the share is learnt as well as where it crosses
+                    load *= (1.0 + self.precision_pct / 100.0) ** (
+                        1 if self.refines % 2 else -1)
+                    b = self.bracket
+                    load = min(max(load, b.min_load), b.max_load)
+                    step = (float(max(1, round(load))) if b.integer else load, "refine")
+        self._pending = step
+        return step
+
+    def record(self, load: float, within: bool, over: dict[str, tuple[int, int]]) -> None:
+        """The verdict of the round asked by the last ``next()`` and, per limit key, its
+        (requests over the limit, requests judged)."""
+        if self._pending is None or self._pending[0] != load:
+            raise ValueError(f"load {load} was not asked (pending: {self._pending})")
+        phase = self._pending[1]
+        self._pending = None
+        if phase != "refine":
+            self.bracket.record(load, within)
+        self.rounds.append(Probe(load, phase, within))
+        for key in self.limits:
+            k, n = over.get(key, (0, 0))
+            self.shares.setdefault(key, []).append(Share(load, k, n))
