@@ -50,20 +50,30 @@ def measured_points(order: Sequence[str], wanted: Mapping[str, Iterable[int]],
     return measured, missing
 
 
-def resume_command(args: Sequence[str], run_id: str) -> str:
+# The options that narrow what a run selects: a partial run's resume drops them to measure
+# the rest (an interrupted run's keeps them: it finishes what was asked).
+_SELECTION = ("-k", "-m", "--ppsweep-config", "--ppsweep-concurrency")
+
+
+def resume_command(args: Sequence[str], run_id: str, *, every_layout: bool = False) -> str:
     """``pytest <args> --ppsweep-resume <run_id>``: the command line of this run, without its
-    own --ppsweep-resume/--ppsweep-run-id, resuming this run folder."""
+    own --ppsweep-resume/--ppsweep-run-id, resuming this run folder; ``every_layout`` (a
+    partial run) also without the options that narrowed its selection (-k, -m,
+    --ppsweep-config, --ppsweep-concurrency), so that it measures the rest."""
+    dropped = ("--ppsweep-resume", "--ppsweep-run-id", *(_SELECTION if every_layout else ()))
     kept: list[str] = []
     skip = False
     for arg in args:
         if skip:
             skip = False
             continue
-        if arg in ("--ppsweep-resume", "--ppsweep-run-id"):
+        if arg in dropped:
             skip = True
             continue
-        if arg.startswith(("--ppsweep-resume=", "--ppsweep-run-id=")):
+        if arg.startswith(tuple(f"{d}=" for d in dropped if d.startswith("--"))):
             continue
+        if every_layout and arg.startswith(("-k", "-m")) and not arg.startswith("--"):
+            continue  # -kpp8, -mslow: the value attached
         kept.append(arg)
     return shlex.join(["pytest", *kept, "--ppsweep-resume", run_id])
 

@@ -356,13 +356,15 @@ class SweepSession:
         if word == runstatus.INTERRUPTED:  # the last selected point that started, unfinished
             started = self.store.config_rows()
             at = next((c for c in reversed(missing) if c in wanted and c in started), None)
-        resume = None if word == runstatus.COMPLETE else self.resume_command()
+        resume = None if word == runstatus.COMPLETE else self.resume_command(
+            every_layout=word == runstatus.PARTIAL)
         return runstatus.RunStatus(word, tuple(measured), tuple(missing), at, resume)
 
-    def resume_command(self) -> str:
-        """The command line that resumes this run in its folder."""
+    def resume_command(self, *, every_layout: bool = False) -> str:
+        """The command line that resumes this run in its folder (``every_layout``: a partial
+        run's, which measures the layouts its selection left out)."""
         return runstatus.resume_command([str(a) for a in self.config.invocation_params.args],
-                                        self.store.run_id)
+                                        self.store.run_id, every_layout=every_layout)
 
     def _finish_profile(self) -> None:
         """profile.csv once more from every profiled layout's attribution.json (under xdist

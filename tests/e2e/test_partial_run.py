@@ -151,3 +151,11 @@ def test_k_after_a_full_run_shows_deltas_vs_its_baseline(
     assert "from run full (manifest identical except layout)" in (
         reports / "part" / "report.html").read_text()
     assert sorted(p.name for p in (reports / "part" / "service").iterdir()) == ["pp8-tp4-ep4"]
+    # The partial run's resume command measures the rest: its selection (-k) is dropped.
+    (resume,) = [line for line in text.splitlines() if line.startswith("resume: ")]
+    assert " -k " not in resume and resume.endswith("--ppsweep-resume part"), resume
+    rest = run(pytester, folder, "--ppsweep-reports", reports, "--ppsweep-resume", "part")
+    assert rest.ret == 0, rest.stdout.str()[-3000:]
+    assert "run status: COMPLETE, 2 of 2 layouts measured" in rest.stdout.str()
+    assert {r["config_id"] for r in rows(reports / "part" / "summary.csv")} == {
+        "pp8-tp4-ep4", "pp4-tp8-ep4"}

@@ -37,6 +37,15 @@ def test_the_resume_command_replaces_the_run_id_options() -> None:
         "pytest test_matrix -k 'pp8 or pp4' --ppsweep-resume mine")
 
 
+def test_a_partial_runs_resume_drops_the_selection_to_measure_the_rest() -> None:
+    args = ["test_matrix", "-k", "pp8", "-mslow", "--ppsweep-config", "pp4,pp8",
+            "--ppsweep-concurrency=16", "-q", "-p", "no:cacheprovider", "--ppsweep-run-id", "r"]
+    assert resume_command(args, "r", every_layout=True) == (
+        "pytest test_matrix -q -p no:cacheprovider --ppsweep-resume r")
+    # an interrupted run's keeps them: it finishes what was asked
+    assert resume_command(args, "r").startswith("pytest test_matrix -k pp8 -mslow")
+
+
 def test_an_interrupted_run_decides_nothing() -> None:
     status = RunStatus(INTERRUPTED, ("pp1",), ("pp2", "pp4", "pp8", "pp16"), "pp2", "pytest x")
     (a,) = qualify([_answer()], status)
