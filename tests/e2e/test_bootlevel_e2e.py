@@ -6,7 +6,7 @@ each C is taken out of results.csv: the state a run interrupted after PP8's seco
 (those rounds never written). ``--ppsweep-resume`` then boots PP8 again for its third rounds, so
 PP8's rounds come from two real boots of the emulator (two boot ids in results.csv), PP4's from
 one. The resumed run's answer must judge PP8 with the boot as the unit (its interval is the
-two-level one, computed here from results.csv, and wider than the rounds pooled as one level),
+two-level one, computed here from results.csv, not the rounds pooled as one level),
 state both variance components, and say that PP4's side holds one boot only."""
 
 from __future__ import annotations
@@ -93,4 +93,6 @@ def test_a_point_of_two_boots_is_judged_by_its_boots(
         assert leveled is not None and pooled is not None
         # the answer's interval is the two-level one: PP8's two boot means, 1 degree of freedom
         assert ev["noise_pct"] == pytest.approx(leveled.half_width_pct, abs=2e-4), (ev, conc)
-        assert ev["noise_pct"] > pooled.half_width_pct, (ev, pooled, conc)
+        # and not the rounds pooled as one level (which of the two is wider depends on the draw:
+        # two boot means that happen to agree give a narrower one)
+        assert ev["noise_pct"] != pytest.approx(pooled.half_width_pct, abs=2e-4), (ev, pooled)

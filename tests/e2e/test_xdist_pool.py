@@ -69,7 +69,17 @@ def test_two_clusters_match_a_serial_run(tmp_path: Path) -> None:
     key = ("config_id", "concurrency", "repeat", "completed", "failed", "input_tokens")
     s_rows = rows(serial_run / "results.csv")
     p_rows = rows(par_run / "results.csv")
-    assert [tuple(r[k] for k in key) for r in p_rows] == [tuple(r[k] for k in key) for r in s_rows]
+    # The planned rounds match; an extra round (a spread over the limit on this busy machine,
+    # decided while the layout is up) may differ between the runs, and each run says why.
+    planned = [[tuple(r[k] for k in key) for r in rs if int(r["repeat"]) <= 2]
+               for rs in (p_rows, s_rows)]
+    assert planned[0] == planned[1]
+    for run_folder, rs in ((par_run, p_rows), (serial_run, s_rows)):
+        log = (run_folder / "progress.log").read_text()
+        for r in rs:
+            if int(r["repeat"]) > 2:
+                assert f"{r['config_id']} C={r['concurrency']}: extra round {r['repeat']}" in log \
+                    or f"round {r['repeat']} replaces" in log, (r, run_folder.name)
     assert verdict_lines(parallel.stdout) == verdict_lines(serial.stdout)
     # The plan comes from the serial run's cluster time per layout.
     held = {r["config_id"]: float(r["held_s"]) for r in rows(serial_run / "configs.csv")}
