@@ -39,12 +39,12 @@ from typing import Any
 
 from pytest_ppsweep.folder.runfolder import (
     ACCURACY_DIR,
-    RUN_JSON,
     accuracy_answers_jsonl,
     accuracy_json,
 )
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
 from pytest_ppsweep.results.accuracystats import SIGMA, Plan, threshold, wilson
+from pytest_ppsweep.results.outputs import baseline_and_order
 
 __all__ = ["FALLBACK", "FORMAT", "Answer", "LayoutAccuracy", "accuracy_problems", "all_accuracy",
            "append_answer", "extract", "read_accuracy", "reference_layout", "run_accuracy",
@@ -221,7 +221,7 @@ def all_accuracy(run_dir: Path) -> list[LayoutAccuracy]:
     folder = Path(run_dir) / ACCURACY_DIR
     if not folder.is_dir():
         return []
-    _, order = _order(run_dir)
+    _, order = baseline_and_order(run_dir)
     rank = {cid: i for i, cid in enumerate(order)}
     found = [a for p in sorted(folder.glob("*.json"))
              if (a := read_accuracy(run_dir, p.stem)) is not None]
@@ -236,20 +236,10 @@ def run_accuracy(run_dir: Path) -> float | None:
     return sum(a.correct for a in scores) / asked if asked else None
 
 
-def _order(run_dir: Path) -> tuple[str, list[str]]:
-    try:
-        data = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "", []
-    if not isinstance(data, dict):
-        return "", []
-    return str(data.get("baseline") or ""), [str(c) for c in data.get("order") or []]
-
-
 def reference_layout(run_dir: Path) -> str | None:
     """The layout the others are compared with: the baseline layout when it has a score, else
     the first in sweep order that has one."""
-    baseline, order = _order(run_dir)
+    baseline, order = baseline_and_order(run_dir)
     folder = Path(run_dir) / ACCURACY_DIR
     have = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
     for cid in [baseline, *order, *sorted(have)]:

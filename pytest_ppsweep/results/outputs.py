@@ -47,6 +47,7 @@ __all__ = [
     "Disagreement",
     "LayoutOutputs",
     "PromptOutput",
+    "baseline_and_order",
     "compare_layouts",
     "compare_prompt",
     "outputs_file",
@@ -233,7 +234,7 @@ def compare_layouts(ref: LayoutOutputs, got: LayoutOutputs, reference: str) -> l
     return lines
 
 
-def _order(run_dir: Path) -> tuple[str, list[str]]:
+def baseline_and_order(run_dir: Path) -> tuple[str, list[str]]:
     """The baseline layout and the sweep order, from run.json."""
     try:
         data = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
@@ -248,7 +249,7 @@ def _order(run_dir: Path) -> tuple[str, list[str]]:
 def reference_layout(run_dir: Path) -> str | None:
     """The layout every other layout of the run is compared with: the baseline when it has
     outputs, else the first layout in sweep order that has them (None: no layout has)."""
-    baseline, order = _order(run_dir)
+    baseline, order = baseline_and_order(run_dir)
     folder = Path(run_dir) / OUTPUTS_DIR
     have = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
     for cid in [baseline, *order, *sorted(have)]:
