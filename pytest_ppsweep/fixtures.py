@@ -4,7 +4,8 @@
 ``ppsweep_service`` boots each server configuration once (the points of one layout and axis
 values that differ only in their workload share the boot, run/boots.py), their tests run, and
 it is torn down before the next one boots. ``concurrency`` is a function-level parameter
-(``c8``, ``c16``).
+(``c8``, ``c16``). With ``[sweep] boots`` > 1, ``ppsweep_boot_no`` (session scope, ``boot2``, …)
+makes each layout's later boots: a new value of it is a new boot of the same layout.
 """
 
 from __future__ import annotations
@@ -72,6 +73,13 @@ def ppsweep_config(request: pytest.FixtureRequest, ppsweep: SweepRun) -> Config:
     return ppsweep.sweep.config(str(config_id))
 
 
+@pytest.fixture(scope="session")
+def ppsweep_boot_no(request: pytest.FixtureRequest) -> int:
+    """Which of the layout's boots in this run the test runs on (parametrised by the plugin
+    with ``[sweep] boots`` > 1, ids ``boot1``, ``boot2``, …; else 1)."""
+    return int(getattr(request, "param", 1))
+
+
 @dataclass
 class _Boot:
     """One layout's boot, shared by its tests: the booted service, or why it failed and the
@@ -83,15 +91,15 @@ class _Boot:
 
 
 @pytest.fixture(scope="session")
-def _ppsweep_boot(request: pytest.FixtureRequest, ppsweep: SweepRun, ppsweep_config: Config
-                  ) -> Iterator[_Boot]:
+def _ppsweep_boot(request: pytest.FixtureRequest, ppsweep: SweepRun, ppsweep_config: Config,
+                  ppsweep_boot_no: int) -> Iterator[_Boot]:
     """The point's boot, on every node, for all its tests: one per server configuration
     (the points that differ only in their workload share it, run/boots.py); stopped after the
     last test of the last of them. A cluster that cannot take the layout (ClusterStop: a
     Slurm allocation's time or nodes ran out, and the sweep file says stop or no new one
     fits) stops the session, with the command that resumes it."""
     try:
-        booted = ppsweep.acquire(ppsweep_config)
+        booted = ppsweep.acquire(ppsweep_config, ppsweep_boot_no)
     except ClusterStop as exc:
         session = SweepSession.of(request.config)
         resume = f"\nresume: {session.resume_command()}" if session is not None else ""
@@ -100,12 +108,12 @@ def _ppsweep_boot(request: pytest.FixtureRequest, ppsweep: SweepRun, ppsweep_con
         try:
             yield _Boot(None, exc)
         finally:
-            ppsweep.release(ppsweep_config)
+            ppsweep.release(ppsweep_config, ppsweep_boot_no)
         return
     try:
         yield _Boot(booted)
     finally:
-        ppsweep.release(ppsweep_config)
+        ppsweep.release(ppsweep_config, ppsweep_boot_no)
 
 
 @pytest.fixture

@@ -83,6 +83,8 @@ def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None =
         },
         "nodes": nodes,
     }
+    if sweep.boots > 1:  # [sweep] boots: the rounds of K boots (absent: one, as before)
+        manifest["boots"] = sweep.boots
     # The JSON round trip makes an in-memory manifest equal to one read back from disk.
     return json.loads(json.dumps(redact(manifest)))  # type: ignore[no-any-return]
 
@@ -269,6 +271,7 @@ def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]
             reasons.append(f"{config_id} {what} in the reference run ({column} = False)")
     workload = manifest.get("workload") or {}
     n, repeats = int(workload.get("num_requests", 0)), int(workload.get("repeats", 0))
+    repeats *= int(manifest.get("boots") or 1)  # [sweep] boots: the rounds of every boot
     rows = [r for r in _read_rows(Path(ref_run_dir) / RESULTS_CSV)
             if r["config_id"] == config_id]
     for conc in workload.get("concurrency") or []:

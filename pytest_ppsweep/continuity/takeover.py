@@ -88,9 +88,10 @@ def resume(sweep: Sweep, pool: tuple[Cluster, ...], store: RunStore, ids: list[s
                     f"--ppsweep-resume {store.dir}: {cid} changed since it ran: " + "; ".join(diff)
                 )
         points = 0
+        rounds = w.repeats * sweep.boots  # [sweep] boots: the rounds of every boot
         for conc in w.concurrency:
-            if all((cid, conc, r) in plan.done for r in range(1, w.repeats + 1)):
-                plan.skip_points[f"{cid}-c{conc}"] = f"all {w.repeats} rounds done in this run"
+            if all((cid, conc, r) in plan.done for r in range(1, rounds + 1)):
+                plan.skip_points[f"{cid}-c{conc}"] = f"all {rounds} rounds done in this run"
                 plan.reused_from[cid] = store.run_id
                 points += 1
         checked = all(facts.get(cid, {}).get(k) for k in ("topology_ok", "log_clean"))

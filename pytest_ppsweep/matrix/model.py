@@ -301,6 +301,12 @@ class Sweep:
     # Adaptive repeats: a point over the spread limit after its planned rounds gets more rounds
     # on the booted layout, up to this many in all (results/spread.py; 0: the default, 8).
     max_repeats: int = 0
+    # ``[sweep] boots`` (--ppsweep-boots): how many times each layout is booted in one run, its
+    # rounds ([workload] repeats) measured on every boot; the boots of all layouts go round
+    # by round (every layout's first boot, then every layout's second, …), so a drift of the
+    # cluster over the run is not taken for a layout's effect. The boot-to-boot spread is then
+    # the decisions' second level (results/stats.levels, Kalibera and Jones).
+    boots: int = 1
     # Real seconds a rank ≥ 1 may leave /health unanswered (a timeout, not a refusal) before the
     # liveness watch calls the layout dead (service/liveness.py; a SIGSTOPped or hung rank).
     health_stall_s: float = HEALTH_STALL_S

@@ -277,6 +277,7 @@ def _build(top: Reader, path: Path) -> Sweep:
         min_repeats=sw.integer("min_repeats", default=workload.repeats, minimum=1),
         spread_rule=sw.choice("spread_rule", SPREAD_RULES, default="fail"),
         max_repeats=_max_repeats(sw, workload.repeats),
+        boots=sw.integer("boots", default=1, minimum=1),
         fatal_patterns=_patterns(sw),
         thresholds=tuple(sw.str_list("thresholds", default=[])),
         profile=_profile(top, configs, workload) if "profile" in top.data else None,

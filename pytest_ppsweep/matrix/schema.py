@@ -47,6 +47,7 @@ SWEEP_KEYS = (
     "spread_threshold",
     "min_repeats",
     "max_repeats",
+    "boots",
     "spread_rule",
     "fatal_patterns",
     "thresholds",

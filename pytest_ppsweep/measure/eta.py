@@ -31,13 +31,19 @@ class SweepClock:
     """The layouts this process will boot, in order, with the rounds each will run."""
 
     def __init__(self, rounds: Mapping[str, int], clock: Callable[[], float] = time.monotonic,
-                 groups: Mapping[str, str] | None = None, reused: int = 0) -> None:
+                 groups: Mapping[str, str] | None = None, reused: int = 0,
+                 boots: int = 1) -> None:
         """``groups``: each layout → the layout whose boot it runs on (one boot per server
         configuration, ``matrix.model.boot_groups``); absent: each layout boots. The points
         run boot by boot (session/collection.keep_boots_together), so they are counted in that
         order. ``reused``: the selected points this process does not run (reused from another
-        run, or done before a resume)."""
+        run, or done before a resume). ``boots``: each server configuration's boots
+        ([sweep] boots; ``rounds`` counts the rounds of all of them), every one's first boot
+        before any second."""
         self.groups = dict(groups or {})
+        self.boots_each = max(1, boots)
+        self._made: dict[str, int] = {}  # server configuration → its boots so far
+        self._last: str | None = None  # the server configuration booted last (up, or was)
         first: dict[str, int] = {}
         for i, x in enumerate(rounds):
             first.setdefault(self.groups.get(x, x), i)
@@ -62,9 +68,18 @@ class SweepClock:
         kept = f" ({self.reused} reused)" if self.reused else ""
         point = f"{self.order.index(layout) + 1}/{len(self.order)}"
         if len(self.boot_order) == len(self.order):
-            return f"layout {point}{kept}"
+            return f"layout {point}{kept}{self._round(layout)}"
         boot = self.boot_order.index(self.groups.get(layout, layout)) + 1
-        return f"boot {boot}/{len(self.boot_order)}, point {point}{kept}"
+        return f"boot {boot}/{len(self.boot_order)}, point {point}{kept}{self._round(layout)}"
+
+    def _round(self, layout: str) -> str:
+        """``, boot 2/3``: which of the layout's boots ([sweep] boots > 1) it is at."""
+        if self.boots_each == 1:
+            return ""
+        group = self.groups.get(layout, layout)
+        made = self._made.get(group, 0)
+        now = made if group == self._last else made + 1
+        return f", boot {min(max(now, 1), self.boots_each)}/{self.boots_each}"
 
     def begin(self) -> None:
         """A boot or a round starts now."""
@@ -73,7 +88,10 @@ class SweepClock:
     def boot_done(self, layout: str, seconds: float) -> None:
         self.boots.append(seconds)
         self.booted.add(layout)
-        self._booted_groups.add(self.groups.get(layout, layout))
+        group = self.groups.get(layout, layout)
+        self._booted_groups.add(group)
+        self._made[group] = self._made.get(group, 0) + 1
+        self._last = group
         self._since = None
 
     def round_done(self, layout: str, seconds: float) -> None:
@@ -85,14 +103,19 @@ class SweepClock:
         """A layout that will not boot (reused, done, failed to boot): nothing left of it."""
         self.booted.add(layout)
         self.rounds_done[layout] = self.rounds.get(layout, 0)
+        self._made[self.groups.get(layout, layout)] = self.boots_each  # no later boot either
 
     def eta_s(self) -> float | None:
         """Seconds until the last layout is done, or None before a boot and a round were
         measured."""
         if not self.boots or not self.round_s:
             return None
-        boots_left = len({self.groups.get(x, x) for x in self.order if x not in self.booted
-                          and self.groups.get(x, x) not in self._booted_groups})
+        if self.boots_each == 1:
+            boots_left = len({self.groups.get(x, x) for x in self.order if x not in self.booted
+                              and self.groups.get(x, x) not in self._booted_groups})
+        else:
+            boots_left = sum(max(self.boots_each - self._made.get(g, 0), 0)
+                             for g in self.boot_order)
         rounds_left = sum(max(self.rounds[x] - self.rounds_done.get(x, 0), 0) for x in self.order)
         left = (boots_left * statistics.mean(self.boots)
                 + rounds_left * statistics.mean(self.round_s))
@@ -107,6 +130,12 @@ class SweepClock:
         if not self.boots or not self.round_s:
             return None
         group = self.groups.get(layout, layout)
+        if self.boots_each > 1:  # this boot of it only: the next boot is another layout's turn
+            each = self.rounds.get(layout, 0) / self.boots_each
+            if group == self._last:
+                done = self.rounds_done.get(layout, 0) - (self._made.get(group, 1) - 1) * each
+                return max(each - done, 0.0) * statistics.mean(self.round_s)
+            return statistics.mean(self.boots) + each * statistics.mean(self.round_s)
         boot = 0.0 if layout in self.booted or group in self._booted_groups else (
             statistics.mean(self.boots))
         rounds = max(self.rounds.get(layout, 0) - self.rounds_done.get(layout, 0), 0)

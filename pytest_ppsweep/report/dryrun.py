@@ -94,6 +94,15 @@ class ClusterTime:
             return f"about {_span(self.low)} to {_span(self.seconds)} ({self.source}){bound}"
         return f"about {held} ({self.source})"
 
+    def times(self, boots: int) -> ClusterTime:
+        """The estimate of one boot per layout, for ``boots`` boots of each ([sweep] boots:
+        every boot runs its rounds again)."""
+        if boots == 1:
+            return self
+        return replace(self, seconds=self.seconds * boots,
+                       low=None if self.low is None else self.low * boots,
+                       source=f"{self.source}; × {boots} boots of each layout")
+
 
 def _span(seconds: float) -> str:
     """A range's end: seconds up to 3 min (``88 s``, not ``1 min``), else as :func:`duration`."""
@@ -139,7 +148,12 @@ def _from_reference(sweep: Sweep, configs: Sequence[Config], cluster: Cluster | 
 def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
                  cluster: Cluster | None = None) -> ClusterTime:
     """The estimated cluster time of booting and measuring ``configs`` on ``cluster`` (see the
-    module)."""
+    module), ``[sweep] boots`` times over."""
+    return _one_boot_each(sweep, configs, reports, cluster).times(sweep.boots)
+
+
+def _one_boot_each(sweep: Sweep, configs: Sequence[Config], reports: Path,
+                   cluster: Cluster | None) -> ClusterTime:
     profile = fitted_profile(reports, sweep.name)
     if profile is not None:
         try:
@@ -201,7 +215,7 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
                          f"{spec.command_line()}")
     lines += slo_probe_lines(sweep, configs)
     lines += accuracy_lines(sweep)
-    lines.append(boots_line(configs))
+    lines.append(boots_line(configs, sweep.boots))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
     if flags_line:  # never silently skipped: where it was made, or why it was not
@@ -279,12 +293,16 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
     return lines
 
 
-def boots_line(configs: Sequence[Config]) -> str:
+def boots_line(configs: Sequence[Config], each: int = 1) -> str:
     """How many boots the run makes: one per server configuration (the points that differ
-    only in their workload share one, ``matrix.model.boot_groups``)."""
+    only in their workload share one, ``matrix.model.boot_groups``), ``each`` times over
+    ([sweep] boots)."""
     groups = boot_groups(configs)
     boots = len(set(groups.values()))
+    times = (f" × {each} boots each = {boots * each}, every one's first boot before any "
+             "second; the SLO search, accuracy and profile on the first only"
+             if each > 1 else "")
     if boots == len(configs):
-        return f"boots: {boots} (one per point)"
+        return f"boots: {boots} (one per point{times})"
     return (f"boots: {boots} (one per server configuration; {len(configs)} points, those that "
-            "differ only in their workload share a boot)")
+            f"differ only in their workload share a boot{times})")

@@ -26,7 +26,7 @@ from pytest_ppsweep.folder.runfolder import (
 )
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
 from pytest_ppsweep.results import objective
-from pytest_ppsweep.results.spread import spread_pct
+from pytest_ppsweep.results.spread import boot_spread_pct
 
 if TYPE_CHECKING:
     from pytest_ppsweep.results.status import RunStatus
@@ -287,8 +287,12 @@ def summarize(
     table["_rank"] = table["config_id"].map(rank)
     table = table.sort_values(["concurrency", "_rank"], kind="stable").reset_index(drop=True)
     # The spread rule (results/spread.py): the rounds nearest the median when there are extra.
+    # A point of several boots: the largest spread within one of them (boot_spread_pct).
+    boots = (results["boot"].fillna("").astype(str) if "boot" in results.columns
+             else pd.Series([""] * len(results), index=results.index))
     for column, name in (("input_tps", "tps_spread_pct"), ("ttft_p50_s", "ttft_p50_spread_pct")):
-        spreads = {(str(k[0]), int(str(k[1]))): spread_pct(list(v), spread_keep)
+        spreads = {(str(k[0]), int(str(k[1]))): boot_spread_pct(
+                       list(v), list(boots.loc[v.index]), spread_keep)
                    for k, v in results.groupby(["config_id", "concurrency"], sort=False)[column]}
         table[name] = [spreads.get((str(c), int(k)), np.nan)
                        for c, k in zip(table["config_id"], table["concurrency"], strict=True)]

@@ -227,14 +227,19 @@ def _value(facts: dict[str, Any], axis: str) -> str:
     return json.dumps((facts.get("axes") or {}).get(axis), sort_keys=True)
 
 
-def rerun_command(given: AnswerInput, points: Sequence[str], repeats: int) -> str:
-    """The command that measures ``points`` again with ``repeats`` repeats, taking everything
-    else over from this run (``--ppsweep-reuse``)."""
+def rerun_command(given: AnswerInput, points: Sequence[str], repeats: int,
+                  boots: int = 1) -> str:
+    """The command that measures ``points`` again with ``repeats`` repeats (per boot, on
+    ``boots`` boots each: ``--ppsweep-boots``), taking everything else over from this run
+    (``--ppsweep-reuse``)."""
     meta = given.data.meta
     matrix = meta.matrix or "test_matrix/ppsweep.toml"
     folder = str(Path(matrix).parent) if meta.matrix else "test_matrix"
     parts = ["pytest", folder, "--ppsweep-matrix", matrix, "--ppsweep-config", ",".join(points),
-             "--ppsweep-repeats", str(repeats), "--ppsweep-reuse", str(given.data.run_dir)]
+             "--ppsweep-repeats", str(repeats)]
+    if boots > 1:
+        parts += ["--ppsweep-boots", str(boots)]
+    parts += ["--ppsweep-reuse", str(given.data.run_dir)]
     return shlex.join(parts)
 
 
@@ -270,11 +275,12 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     if decision.status == INCONCLUSIVE:
         need, why = _repeats_needed(decision, objective[0], reps, concs, rule)
         plan = _boots_needed(given, decision, objective[0], reps, concs, rule)
+        boots_n = 1
         if plan is not None:
-            (boots_n, rounds_n), levels_why = plan
+            (boots_n, rounds_n), why = plan
             extra.setdefault("extra", {})["rerun_plan"] = {"boots": boots_n, "rounds": rounds_n}
-            why = f"{levels_why}; its {why} within one boot"
-        rerun = rerun_command(given, decision.unseparated, need)
+            need = rounds_n
+        rerun = rerun_command(given, decision.unseparated, need, boots_n)
         reasons.append(f"To separate them ({why}): {rerun}")
     if decision.status == NO_VALID_POINT and excluded:
         reasons.append("Every point was excluded.")
@@ -479,9 +485,7 @@ def _boots_needed(given: AnswerInput, decision: Decision, metric: str,
         f"{k} boots × {n} round{'s' if n != 1 else ''} each of "
         f"{', '.join(decision.unseparated)} give 90 % power for a "
         f"{gap:.2f} % gap at the measured σ {within:.2f} % within a boot and {between:.2f} % "
-        f"between boots (over the boots of {measured}); a run boots each layout once (no "
-        "option asks for more boots of a layout in one run), so the command below measures one "
-        "more boot per point, and separate runs are not pooled into one answer")
+        f"between boots (over the boots of {measured})")
 
 
 def _boot_cost_rounds(given: AnswerInput) -> float:

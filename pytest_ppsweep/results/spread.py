@@ -3,9 +3,11 @@ run another round of a point before it is torn down (adaptive repeats).
 
 spread = (max − min) / median, in %, of the point's primary metric (results/objective.py) over
 the ``keep`` valid rounds nearest the median of all its valid rounds (``keep``: run.json
-``min_repeats``, the planned repeats by default). With exactly the planned rounds that is every
-round, the rule as it always was; extra rounds can only take an outlier round out of it (the
-threshold is the same), and every round, extra or not, stays in the medians and the noise rule.
+``min_repeats``, the planned repeats by default); for a point measured on several boots
+(``[sweep] boots``, a resume), the largest such spread within one boot (:func:`boot_spread_pct`).
+With exactly the planned rounds that is every round, the rule as it always was; extra rounds can
+only take an outlier round out of it (the threshold is the same), and every round, extra or not,
+stays in the medians and the noise rule.
 
 Adaptive repeats: after the planned rounds of a point, while its spread exceeds the threshold
 and it has fewer than ``[sweep] max_repeats`` rounds, the layout runs one more round.
@@ -32,6 +34,22 @@ def spread_pct(values: Sequence[float], keep: int = 0) -> float:
     if 0 < keep < len(clean):
         clean = sorted(clean, key=lambda v: (abs(v - med), v))[:keep]
     return (max(clean) - min(clean)) / abs(med) * 100.0
+
+
+def boot_spread_pct(values: Sequence[float], boots: Sequence[str], keep: int = 0) -> float:
+    """The spread rule on a point whose rounds may come from several boots (results.csv
+    ``boot``, aligned with ``values``): the largest spread within one boot, over the boots with
+    two rounds or more (NaN when none has two: a point of single-round boots has no spread
+    within a boot). Boots differ by more than rounds do, and that difference is the decision's
+    second level (results/stats.levels), not a fault of the measurement that this rule looks
+    for. One boot (or no boot ids): :func:`spread_pct` of all the values, as always."""
+    groups: dict[str, list[float]] = {}
+    for value, boot in zip(values, boots, strict=True):
+        groups.setdefault(str(boot or ""), []).append(value)
+    if len(groups) < 2:
+        return spread_pct(values, keep)
+    each = [s for g in groups.values() if len(g) >= 2 and not math.isnan(s := spread_pct(g))]
+    return max(each) if each else math.nan
 
 
 def more_rounds(values: Sequence[float], planned: int, threshold_pct: float, max_repeats: int,

@@ -33,7 +33,7 @@ from pytest_ppsweep.results.aggregate import (
 )
 from pytest_ppsweep.results.objective import label, primary_metrics, run_json, workload_objectives
 from pytest_ppsweep.results.replace import only_nn, replaced
-from pytest_ppsweep.results.spread import spread_pct
+from pytest_ppsweep.results.spread import boot_spread_pct
 from pytest_ppsweep.results.status import RUNNING
 
 _TRUE = {"true", "1", "yes", "y", "t"}
@@ -225,8 +225,10 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
         metric = metrics.get(str(cid), default)
         if metric == "input_tps" or metric not in part.columns:
             continue
-        spread = spread_pct(list(pd.to_numeric(part[metric], errors="coerce")),
-                            data.meta.min_repeats)
+        boots = (list(part["boot"].fillna("").astype(str)) if "boot" in part.columns
+                 else [""] * len(part))
+        spread = boot_spread_pct(list(pd.to_numeric(part[metric], errors="coerce")), boots,
+                                 data.meta.min_repeats)
         if not math.isnan(spread):
             out[(str(cid), int(str(conc)))] = (metric, spread)
     return out

@@ -26,6 +26,9 @@ class Booted:
     # The point measured on this boot when it is not the one that booted it: a point of the
     # same server configuration with another workload (run/boots.py, matrix.model.server_key).
     measures: Config | None = None
+    # Which of the layout's boots in this run this is (1 … [sweep] boots, run/boots.py): the
+    # rounds of a later boot follow the earlier boots' rounds (run/rounds.py).
+    boot_no: int = 1
 
     @property
     def config(self) -> Config:

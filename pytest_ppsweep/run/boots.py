@@ -12,6 +12,11 @@ without booting again. A point asks for its boot (:meth:`Boots.acquire`) and say
 tests are done (:meth:`Boots.release`); the boot stops when no point that still expects it
 (:meth:`Boots.expect`, this process's selected points) is left, before a boot of another
 server configuration, or at :meth:`Boots.close`.
+
+With ``[sweep] boots`` > 1 (--ppsweep-boots) each server configuration is booted that many
+times; a boot is then the pair (server configuration, boot number), and a later boot number is
+a new boot even when the same configuration is up. A server configuration whose boot failed is
+not booted again for its later boot numbers: they fail with the same cause.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class _Up:
     booted: Booted | None
     failure: BootFailed | None = None
     points: list[str] = field(default_factory=list)
+    boot_no: int = 1
 
 
 class Boots:
@@ -55,37 +61,49 @@ class Boots:
         self.ctx = ctx
         self.lifecycle = lifecycle
         self.current: _Up | None = None
-        # server key → the points still expected to run on its boot in this process
-        self._pending: dict[str, set[str]] = {}
+        # (server key, boot number) → the points still expected to run on that boot here
+        self._pending: dict[tuple[str, int], set[str]] = {}
+        self._failed: dict[str, _Up] = {}  # server key → its failed boot (not booted again)
         self.count = 0  # boots made by this process (failed ones too)
 
-    def expect(self, configs: Iterable[Config]) -> None:
-        """The points this process will measure (each one's tests ask for its boot): a server
-        configuration's boot stays up until the last of its points is released."""
+    def expect(self, points: Iterable[Config | tuple[Config, int]]) -> None:
+        """The points this process will measure (each one's tests ask for its boot), each with
+        its boot number (a bare Config: boot 1): a boot stays up until the last of its points
+        is released."""
         self._pending = {}
-        for config in configs:
-            self._pending.setdefault(server_key(config), set()).add(config.id)
+        for point in points:
+            config, boot_no = point if isinstance(point, tuple) else (point, 1)
+            self._pending.setdefault((server_key(config), boot_no), set()).add(config.id)
 
-    def acquire(self, config: Config) -> Booted:
-        """The boot ``config`` is measured on: the one up for its server configuration, else a
-        new one (the boot of another server configuration is torn down first). Raises
-        :class:`BootFailed` when its server configuration's boot failed."""
+    def acquire(self, config: Config, boot_no: int = 1) -> Booted:
+        """The boot ``config`` is measured on: the one up for its server configuration and boot
+        number, else a new one (the boot up is torn down first). Raises :class:`BootFailed`
+        when its server configuration's boot failed (in this boot or an earlier one)."""
         key = server_key(config)
         up = self.current
-        if up is not None and (up.key != key or (up.booted is not None and (
-                up.boot_id not in self.lifecycle.up or up.booted.dead is not None))):
-            # another server configuration, stopped already (test_comm), or a rank died: the
-            # next workload gets a boot of its own
+        if up is not None and (up.key != key or up.boot_no != boot_no or (
+                up.booted is not None and (up.boot_id not in self.lifecycle.up
+                                           or up.booted.dead is not None))):
+            # another server configuration or boot number, stopped already (test_comm), or a
+            # rank died: the next workload gets a boot of its own
             self._end(up)
             up = None
+        if up is None and key in self._failed and boot_no > self._failed[key].boot_no:
+            failed = self._failed[key]
+            self.current = up = _Up(key, failed.boot_id, None, failed.failure,
+                                    list(failed.points), boot_no=boot_no)
+            self.ctx.progress(f"{config.id}: boot {boot_no} not made: boot "
+                              f"{failed.boot_no} of this server configuration failed")
         if up is None:
             self.count += 1
             try:
-                booted = self.lifecycle.boot(config)
+                booted = self.lifecycle.boot(config, boot_no)
             except BootFailed as exc:
-                self.current = _Up(key, config.id, None, exc, [config.id])
+                self.current = _Up(key, config.id, None, exc, [config.id], boot_no=boot_no)
+                self._failed.setdefault(key, self.current)
                 raise
-            self.current = _Up(key, config.id, booted, points=[config.id])
+            booted.boot_no = boot_no
+            self.current = _Up(key, config.id, booted, points=[config.id], boot_no=boot_no)
             ConfigRow(self.ctx.store, config.id).boot_of(config.id)
             return booted
         if config.id not in up.points:
@@ -96,14 +114,14 @@ class Boots:
         assert up.booted is not None
         return up.booted.for_point(config)
 
-    def release(self, config: Config) -> None:
-        """``config``'s tests on its boot are done: the boot stops when no other point of its
-        server configuration is still expected."""
+    def release(self, config: Config, boot_no: int = 1) -> None:
+        """``config``'s tests on its boot ``boot_no`` are done: the boot stops when no other
+        point of its server configuration is still expected on it."""
         key = server_key(config)
-        left = self._pending.get(key, set())
+        left = self._pending.get((key, boot_no), set())
         left.discard(config.id)
         up = self.current
-        if up is not None and up.key == key and not left:
+        if up is not None and up.key == key and up.boot_no == boot_no and not left:
             self._end(up)
 
     def close(self) -> None:

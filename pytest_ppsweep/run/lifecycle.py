@@ -45,6 +45,9 @@ class Lifecycle:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.up: dict[str, Booted] = {}  # layouts booted and not yet torn down (comm stops one)
+        # fatal log lines found so far per layout over its boots in this process ([sweep]
+        # boots): configs.csv's log scan is clean only when every boot's logs were
+        self._findings: dict[str, int] = {}
 
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
@@ -52,13 +55,14 @@ class Lifecycle:
 
     # -- boot -----------------------------------------------------------------------------------
 
-    def boot(self, config: Config) -> Booted:
+    def boot(self, config: Config, boot_no: int = 1) -> Booted:
         """Start every rank, wait for health, read the topology; raise BootFailed on failure
-        (ClusterStop: the cluster cannot take the layout, and the sweep stops resumable)."""
+        (ClusterStop: the cluster cannot take the layout, and the sweep stops resumable).
+        ``boot_no``: which of the layout's boots in this run ([sweep] boots)."""
         self._limits(config)
         started = time.monotonic()
         row = ConfigRow(self.ctx.store, config.id)
-        service, before = self._launch(config, row)
+        service, before = self._launch(config, row, boot_no)
         self._wait(service, before, row, started)
         info, topo = self._server_info(service, before, row, started)
         return self._record(service, info, topo, before, row, started)
@@ -73,7 +77,8 @@ class Lifecycle:
         if fresh is not cluster:
             self.ctx.clusters.replace(fresh)
 
-    def _launch(self, config: Config, row: ConfigRow) -> tuple[Service, list[GpuMemory]]:
+    def _launch(self, config: Config, row: ConfigRow,
+                boot_no: int = 1) -> tuple[Service, list[GpuMemory]]:
         """The layout's row, its cluster and manifest, the GPUs before it, and its service."""
         sid = config.id
         row.planned(config)
@@ -95,7 +100,9 @@ class Lifecycle:
             on_status=lambda status: self._booting(config, status),
             specs=specs,
         )
-        self.ctx.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}")
+        boots = self.ctx.sweep.boots
+        which = f" (boot {boot_no} of {boots})" if boots > 1 else ""
+        self.ctx.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}{which}")
         return service, before
 
     def _wait(self, service: Service, before: list[GpuMemory], row: ConfigRow,
@@ -271,7 +278,9 @@ class Lifecycle:
         ConfigRow(self.ctx.store, config_id).held(self.ctx.cluster_time.of(config_id))
 
     def record_logs(self, config_id: str, findings: list[Finding]) -> None:
-        ConfigRow(self.ctx.store, config_id).logs(len(findings))
+        """The log scan's count, over every boot of the layout in this process."""
+        self._findings[config_id] = self._findings.get(config_id, 0) + len(findings)
+        ConfigRow(self.ctx.store, config_id).logs(self._findings[config_id])
 
     def record_memory(self, config_id: str, gpus: list[GpuMemory]) -> None:
         worst = worst_rank(gpus)

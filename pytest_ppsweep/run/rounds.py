@@ -52,17 +52,27 @@ class Rounds:
         decode = decode_workload(workload)
         spec, prompts = self.ctx.workloads.workload_for(cfg)
         cap = max(self.ctx.sweep.max_repeats or DEFAULT_MAX_REPEATS, repeats)
-        repeat = 0
+        # [sweep] boots: a later boot's rounds follow the point's rounds so far in this run;
+        # the design is boots × rounds, so no adaptive extra round (a replacement still runs)
+        several = self.ctx.sweep.boots > 1
+        start = self._last_repeat(cfg.id, concurrency) if booted.boot_no > 1 else 0
+        of_boot = f", boot {booted.boot_no}/{self.ctx.sweep.boots}" if several else ""
+        planned = start + repeats
+        repeat = start
         while True:
             repeat += 1
             # A round that missed N/N is kept with its errors and replaced once while the
             # layout is up (results/replace.py); a second failure at the point excludes it.
             failed = self._failed_rounds(cfg.id, concurrency)
-            replacing = replacement_for(failed, repeat, repeats)
+            # (a later boot replaces only its own miss: an earlier boot's was replaced there)
+            replacing = (replacement_for(failed, repeat, planned)
+                         if min(failed, default=start + 1) > start else None)
             if replacing is not None:
                 self.ctx.progress(f"{cfg.id} C={concurrency}: round {repeat} replaces "
-                                  f"{replacing}")
-            elif repeat > repeats + min(len(failed), 1):
+                                  f"{replacing}{of_boot}")
+            elif several and repeat > planned:
+                break
+            elif repeat > planned + min(len(failed), 1):
                 # Adaptive repeats, decided while the layout is up: one more round while the
                 # point's spread is over the limit (results/spread.py), or, with [compare]
                 # sequential, while a comparison it takes part in is undecided
@@ -72,11 +82,13 @@ class Rounds:
                     break
                 self.ctx.progress(f"{cfg.id} C={concurrency}: extra round {repeat} (up to {cap}): "
                               f"{why}")
-            if repeat == 3 and (why := self._skip_third(cfg.id, concurrency, results)):
+            if repeat == 3 and not several and (
+                    why := self._skip_third(cfg.id, concurrency, results)):
                 self.ctx.progress(f"{cfg.id} C={concurrency}: round 3/{repeats} skipped (adaptive "
                               f"repeats): {why}")
                 break
-            of = f"{repeat}/{repeats}" if repeat <= repeats else f"{repeat} (extra)"
+            of = (f"{repeat}/{planned}{of_boot}" if repeat <= planned
+                  else f"{repeat} (replacement{of_boot})" if several else f"{repeat} (extra)")
             if (cfg.id, concurrency, repeat) in self.done:
                 self.ctx.progress(f"{cfg.id} C={concurrency}: round {of} kept (resume)")
                 continue
@@ -128,7 +140,7 @@ class Rounds:
                     "time_scale": scale,
                     "simulated": booted.topology.simulated,
                     "reused": False,
-                    "extra": repeat > repeats,
+                    "extra": repeat > planned,
                     "boot": _boot_id(booted.service.boot_token),
                 }
             )
@@ -177,6 +189,13 @@ class Rounds:
         return more_rounds_to_decide(values, rivals, higher_is_better(metric), rule,
                                      family=max(1, len(rivals)) * len(workload.concurrency),
                                      tie_break=len(objective) > 1, later=later)
+
+    def _last_repeat(self, config_id: str, concurrency: int) -> int:
+        """The highest repeat of the point in results.csv so far (0: none): a later boot's
+        first round is the next ([sweep] boots)."""
+        return max((int(str(row.get("repeat"))) for row in self.ctx.store.result_rows()
+                    if row.get("config_id") == config_id
+                    and str(row.get("concurrency")) == str(concurrency)), default=0)
 
     def _valid_values(self, metric: str, concurrency: int) -> dict[str, list[float]]:
         """Every point's valid rounds of ``metric`` at ``concurrency`` so far (results.csv, a

@@ -113,16 +113,16 @@ class SweepRun:
         """Start every rank, wait for health, read the topology; raise BootFailed on failure."""
         return self.lifecycle.boot(config)
 
-    def acquire(self, config: Config) -> Booted:
+    def acquire(self, config: Config, boot_no: int = 1) -> Booted:
         """The boot ``config`` is measured on: one per server configuration
-        (``matrix.model.server_key``), shared by the points that differ only in their workload
-        (run/boots.py); raise BootFailed when it failed."""
-        return self.boots.acquire(config)
+        (``matrix.model.server_key``) and boot number (``[sweep] boots``), shared by the points
+        that differ only in their workload (run/boots.py); raise BootFailed when it failed."""
+        return self.boots.acquire(config, boot_no)
 
-    def release(self, config: Config) -> None:
-        """``config``'s tests are done: its boot stops after the last point of its server
-        configuration."""
-        self.boots.release(config)
+    def release(self, config: Config, boot_no: int = 1) -> None:
+        """``config``'s tests on its boot ``boot_no`` are done: the boot stops after the last
+        point of its server configuration."""
+        self.boots.release(config, boot_no)
 
     def slo_search(self, booted: Booted) -> SearchOutcome:
         """The highest load within the workload's SLO on this boot (run/slo_search.py): bounded

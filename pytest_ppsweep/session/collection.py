@@ -28,12 +28,17 @@ if TYPE_CHECKING:
     from pytest_ppsweep.session.setup import Nodes
 
 __all__ = [
+    "ONCE_PER_LAYOUT",
     "Selection",
     "baseline_manifest",
     "baseline_ref",
     "points_from_ids",
     "selection_fields",
 ]
+
+# The tests that run on a layout's first boot only when [sweep] boots > 1: they search, profile
+# or score the layout, and another boot would only repeat them (their markers).
+ONCE_PER_LAYOUT = ("ppsweep_slo", "ppsweep_accuracy", "ppsweep_profile", "ppsweep_comm")
 
 
 class Selection:
@@ -84,6 +89,13 @@ class Selection:
         if "concurrency" in metafunc.fixturenames:
             conc = self.all_concurrencies()
             metafunc.parametrize("concurrency", conc, ids=[f"c{c}" for c in conc], indirect=True)
+        if self.sweep.boots > 1 and "_ppsweep_boot" in metafunc.fixturenames:
+            # [sweep] boots: a layout's later boots repeat the tests of the boot and its rounds;
+            # the SLO search, the profile window and the task accuracy run on its first boot
+            once = any(metafunc.definition.get_closest_marker(m) for m in ONCE_PER_LAYOUT)
+            boots = [1] if once else list(range(1, self.sweep.boots + 1))
+            metafunc.parametrize("ppsweep_boot_no", boots, ids=[f"boot{b}" for b in boots],
+                                 indirect=True, scope="session")
 
     def all_concurrencies(self) -> tuple[int, ...]:
         """Every C of the sweep's workloads, in first-seen order (each point keeps its own
@@ -154,6 +166,10 @@ class Selection:
             why = plan.skip_configs.get(cid)
             if why is None and "concurrency" in params:
                 why = plan.skip_points.get(f"{cid}-c{params['concurrency']}")
+            if why is None and "ppsweep_boot_no" in params and not any(
+                    item.get_closest_marker(m) for m in ONCE_PER_LAYOUT):
+                why = self._boot_done(str(cid), int(params["ppsweep_boot_no"]),
+                                      params.get("concurrency"))
             if why:
                 item.add_marker(pytest.mark.skip(reason=f"{cid}: {why}"))
                 item.add_marker(pytest.mark.ppsweep_reused(plan.reused_from.get(cid, "")))
@@ -162,6 +178,19 @@ class Selection:
                 if expected is not None:  # [[expect]]: XFAIL, or XPASS(strict) when it boots
                     item.add_marker(pytest.mark.xfail(
                         strict=True, raises=ExpectedFailure, reason=f"{cid}: {expected.text}"))
+
+    def _boot_done(self, config_id: str, boot_no: int, concurrency: Any) -> str | None:
+        """[sweep] boots, on a resume: why the tests of the point's boot ``boot_no`` need no
+        boot (every C of it, or the test's C, has the rounds of that many boots done), else
+        None."""
+        workload = self.sweep.workload_of(self.sweep.config(config_id))
+        concs = [int(concurrency)] if concurrency is not None else list(workload.concurrency)
+        wanted = boot_no * workload.repeats
+        done = [sum(1 for cid, c, _ in self.plan.done if cid == config_id and c == conc)
+                for conc in concs]
+        if done and min(done) >= wanted:
+            return f"boot {boot_no}'s rounds done in this run ({min(done)} of {wanted})"
+        return None
 
     def keep_boots_together(self, items: list[pytest.Item]) -> None:
         """After pytest's own ordering and -k/-m: the tests of one server configuration (the
@@ -173,17 +202,20 @@ class Selection:
         order: dict[str, int] = {}
         keyed = []
         for index, item in enumerate(items):
-            cid = _params(item).get("ppsweep_config")
+            params = _params(item)
+            cid = params.get("ppsweep_config")
             group = groups.get(str(cid), "") if cid is not None else ""
             rank = order.setdefault(group, len(order)) if group else len(order) + index
             late = bool(item.get_closest_marker("ppsweep_comm"))
-            keyed.append(((rank, late, index), item))
+            # [sweep] boots: every layout's first boot, then every layout's second, …
+            keyed.append(((int(params.get("ppsweep_boot_no", 1)), rank, late, index), item))
         items[:] = [item for _key, item in sorted(keyed, key=lambda k: k[0])]
-        uses = {str(_params(i)["ppsweep_config"]) for i in items
-                if "ppsweep_config" in _params(i)
+        uses = {(str(p["ppsweep_config"]), int(p.get("ppsweep_boot_no", 1)))
+                for i in items if "ppsweep_config" in (p := _params(i))
                 and "ppsweep_service" in getattr(i, "fixturenames", ())
                 and not i.get_closest_marker("skip")}
-        self.run.boots.expect(self.sweep.config(cid) for cid in self.ids if cid in uses)
+        self.run.boots.expect((self.sweep.config(cid), boot) for cid in self.ids
+                              for boot in range(1, self.sweep.boots + 1) if (cid, boot) in uses)
 
     def collection_finished(self, items: list[pytest.Item]) -> None:
         """The layouts and Cs whose tests are left after -k/-m deselection (controller)."""
@@ -207,11 +239,12 @@ class Selection:
         """The layouts this process boots, in order, with the rounds each runs (its Cs × its
         repeats; none for a layout reused or already done): the live status's ``layout 3/5``
         and ETA."""
+        boots = self.sweep.boots
         return SweepClock({
-            cid: len(points[cid]) * self.sweep.workload_of(self.sweep.config(cid)).repeats
+            cid: len(points[cid]) * self.sweep.workload_of(self.sweep.config(cid)).repeats * boots
             for cid in self.ids if cid in points and cid not in self.plan.skip_configs},
             groups=boot_groups(self.sweep.configs),
-            reused=sum(cid in points for cid in self.plan.skip_configs))
+            reused=sum(cid in points for cid in self.plan.skip_configs), boots=boots)
 
     def worker_collected(self, ids: list[str]) -> None:
         """xdist: the controller collects nothing; the first worker's test ids tell the layouts
@@ -279,7 +312,8 @@ def resumed_verdict(item: pytest.Item, report: pytest.TestReport, run_dir: Path)
 
 def points_from_ids(nodeids: list[str], ids: list[str]) -> dict[str, set[int]]:
     """The layouts and Cs of test ids (``test_x[<layout>]``, ``test_x[<layout>-c<C>]``, maybe
-    with xdist's ``@<group>`` suffix): what an xdist worker collected."""
+    with ``-boot<N>`` ([sweep] boots) and xdist's ``@<group>`` suffix): what an xdist worker
+    collected."""
     points: dict[str, set[int]] = {}
     known = sorted(ids, key=len, reverse=True)
     for nodeid in nodeids:
@@ -290,7 +324,8 @@ def points_from_ids(nodeids: list[str], ids: list[str]) -> dict[str, set[int]]:
         if cid is None:
             continue
         conc = points.setdefault(cid, set())
-        if match := re.fullmatch(r"c(\d+)", param[len(cid) + 1 :]):
+        rest = re.sub(r"-?boot\d+$", "", param[len(cid) + 1 :])  # [sweep] boots' id
+        if match := re.fullmatch(r"c(\d+)", rest):
             conc.add(int(match[1]))
     return points
 

@@ -39,6 +39,13 @@ OPTIONS: tuple[tuple[str, str, str | None], ...] = (
     ("ppsweep_repeats", "repeats per concurrency instead of [workload] repeats.", None),
     ("ppsweep_requests", "requests per round instead of [workload] num_requests.", None),
     (
+        "ppsweep_boots",
+        "boots of each layout in this run, every layout's first boot before any second one; "
+        "each boot runs the rounds of every C (--ppsweep-repeats per boot), and the spread "
+        "between boots becomes the decisions' second level. Default: [sweep] boots (1).",
+        None,
+    ),
+    (
         "ppsweep_spread_rule",
         "fail or warn: whether a spread above spread_threshold fails test_valid (exploratory "
         "and cut-down runs: warn). Default: [sweep] spread_rule (fail).",
@@ -376,6 +383,7 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
         num_requests=int(requests) if requests else w.num_requests,
     )
     boot = _number(config, "ppsweep_boot_timeout", float)
+    boots = _number(config, "ppsweep_boots", int)
     rule = get(config, "ppsweep_spread_rule")
     if rule is not None and rule not in SPREAD_RULES:
         raise pytest.UsageError(
@@ -388,6 +396,7 @@ def load_sweep(config: pytest.Config, matrix: Path) -> Sweep:
         min_repeats=min(sweep.min_repeats, workload.repeats),
         spread_rule=rule or sweep.spread_rule,
         max_repeats=max(sweep.max_repeats, workload.repeats),
+        boots=int(boots) if boots else sweep.boots,
     )
     sweep = _named_workloads_cut(sweep, repeats, requests)
     scale = _number(config, "ppsweep_time_scale", float)

@@ -78,3 +78,29 @@ def test_reused_points_are_counted_apart() -> None:
     """A resumed run: the points done before are not this process's to run, and are said."""
     sweep = SweepClock({"pp8": 6}, _Clock(), reused=4)
     assert sweep.position("pp8") == "layout 1/1 (4 reused)"
+
+
+def test_several_boots_per_layout_count_every_boot() -> None:
+    """[sweep] boots = 2: the position says which boot of the layout it is, the ETA counts the
+    boots still to make and the rounds of all of them, and a layout's time (a Slurm allocation's
+    check) is its current boot's."""
+    clock = _Clock()
+    sweep = SweepClock({"pp1": 4, "pp2": 4}, clock, boots=2)  # 2 rounds per boot
+    assert sweep.describe("pp1") == "layout 1/2, boot 1/2"
+    sweep.boot_done("pp1", 100.0)
+    sweep.round_done("pp1", 10.0)
+    sweep.round_done("pp1", 10.0)
+    # 3 boots to make (pp1's 2nd, both of pp2) × 100 s + 6 rounds × 10 s
+    assert sweep.eta_s() == pytest.approx(360.0)
+    assert sweep.describe("pp1") == "layout 1/2, boot 1/2, ETA 6 min"
+    assert sweep.describe("pp2") == "layout 2/2, boot 1/2, ETA 6 min"
+    assert sweep.layout_s("pp2") == pytest.approx(120.0)  # its boot and its 2 rounds
+    sweep.boot_done("pp2", 100.0)
+    sweep.round_done("pp2", 10.0)
+    assert sweep.layout_s("pp2") == pytest.approx(10.0)  # one round of this boot left
+    sweep.round_done("pp2", 10.0)
+    assert sweep.describe("pp1") == "layout 1/2, boot 2/2, ETA 4 min"  # pp1's 2nd is next
+    sweep.boot_done("pp1", 100.0)
+    assert sweep.describe("pp1").startswith("layout 1/2, boot 2/2")
+    sweep.skipped("pp2")  # its boot failed: no later boot, no rounds
+    assert sweep.eta_s() == pytest.approx(20.0)  # pp1's two rounds of boot 2

@@ -257,3 +257,18 @@ def test_the_accuracy_check_is_listed_with_its_questions(tmp_path: Path) -> None
     seed = load(SEED)
     assert not any(x.startswith("accuracy (") for x in dry_run_lines(
         seed, next(iter(seed.clusters.values())), seed.configs[:1], tmp_path))
+
+
+def test_several_boots_per_layout_multiply_the_boots_and_the_estimate(tmp_path: Path) -> None:
+    """[sweep] boots = 3 (--ppsweep-boots): the boots line counts every boot and says the order;
+    the estimate is the one-boot estimate three times over, and says so."""
+    sweep = load(_seed_with_secret(tmp_path))
+    cluster = sweep.cluster(None)
+    once = cluster_time(sweep, sweep.configs, tmp_path / "reports", cluster)
+    thrice = replace(sweep, boots=3)
+    lines = dry_run_lines(thrice, cluster, thrice.configs, tmp_path / "reports")
+    assert lines[-2].startswith("boots: 5 (one per point × 3 boots each = 15, every one's first "
+                                "boot before any second")
+    est = cluster_time(thrice, thrice.configs, tmp_path / "reports", cluster)
+    assert est.seconds == 3 * once.seconds and est.low == 3 * (once.low or 0.0)
+    assert est.source.endswith("; × 3 boots of each layout") and "× 3 boots" in lines[-1]

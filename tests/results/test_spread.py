@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pytest_ppsweep.results.spread import more_rounds, spread_pct
+from pytest_ppsweep.results.spread import boot_spread_pct, more_rounds, spread_pct
 
 
 def test_planned_rounds_use_the_plain_range() -> None:
@@ -32,3 +32,18 @@ def test_more_rounds_until_the_rule_holds_or_the_cap() -> None:
     noisy = [100.0, 90.0, 110.0, 95.0, 105.0, 92.0, 108.0, 100.0]
     assert more_rounds(noisy, planned=3, threshold_pct=2.0, max_repeats=8) is None  # cap
     assert more_rounds([1.0, 1.0, 1.0], planned=3, threshold_pct=2.0, max_repeats=8) is None
+
+
+def test_a_point_of_several_boots_is_judged_within_each_boot() -> None:
+    """Two boots 3 % apart, each steady: the spread rule looks within a boot (0.2 %), not across
+    the boots (3.15 %: the decision's second level); single-round boots have no spread within a
+    boot (NaN, not the boots' difference); one boot is the plain rule."""
+    values = [1000.0, 1001.0, 1002.0, 1030.0, 1031.0, 1032.0]
+    boots = ["a", "a", "a", "b", "b", "b"]
+    assert spread_pct(values) == pytest.approx(3.15, abs=0.01)
+    assert boot_spread_pct(values, boots) == pytest.approx(0.2, abs=0.01)
+    assert boot_spread_pct([1000.0, 1001.0, 1040.0, 1000.0], ["a", "a", "b", "b"]) == \
+        pytest.approx(3.92, abs=0.01)  # the worse boot decides
+    assert math.isnan(boot_spread_pct([1000.0, 1030.0, 1015.0], ["a", "b", "c"]))
+    assert boot_spread_pct(values, [""] * 6) == spread_pct(values)
+    assert boot_spread_pct(values, ["a"] * 6, keep=3) == spread_pct(values, 3)

@@ -207,8 +207,9 @@ def test_two_boots_carry_the_second_level_and_plan_the_rerun(tmp_path: Path) -> 
     rounds_word = "round" if plan["rounds"] == 1 else "rounds"
     assert (f"To separate them ({plan['boots']} boots × {plan['rounds']} {rounds_word} each "
             f"of {PP8}, {PP4} give 90 % power for a ") in text
-    assert "no option asks for more boots of a layout in one run" in text
-    assert layout.rerun and "--ppsweep-repeats" in layout.rerun
+    # the plan runs as one command: its boots and its rounds per boot
+    assert layout.rerun and (f"--ppsweep-repeats {plan['rounds']} --ppsweep-boots "
+                             f"{plan['boots']} --ppsweep-reuse") in layout.rerun
     shown = paragraph(layout)
     assert f"{TWO_LEVEL_NOTE}: {PP8} 2 boots" in shown and f"Rerun: {layout.rerun}" in shown
 

@@ -35,8 +35,8 @@ class _Lifecycle:
         self.up: dict[str, Any] = {}
         self.calls: list[str] = []
 
-    def boot(self, config: Config) -> Booted:
-        self.calls.append(f"boot {config.id}")
+    def boot(self, config: Config, boot_no: int = 1) -> Booted:
+        self.calls.append(f"boot {config.id}" + (f" #{boot_no}" if boot_no > 1 else ""))
         if self.fail:
             raise BootFailed(f"{config.id}: boot failed: OOM", reason="OOM")
         ConfigRow(self.store, config.id).booted(12.0, 4)
@@ -115,3 +115,45 @@ def test_a_failed_boot_fails_every_workload_without_booting_again(
     assert row["boot_ok"] == "False" and row["boot_of"] == prefill.id
     assert "boot of pp4-tp8-ep4-prefill (same server configuration) failed: OOM" in (
         row["boot_error"])
+
+
+def test_later_boots_boot_again_and_keep_the_workloads_together(
+    sweep: Sweep, tmp_path: Path
+) -> None:
+    """[sweep] boots = 2: the second boot of a server configuration is a new boot even right
+    after the first; its workloads share it as on the first; a boot number's last point
+    tears it down."""
+    boots, life = _boots(sweep, tmp_path)
+    prefill, decode = sweep.config("pp8-tp4-ep4-prefill"), sweep.config("pp8-tp4-ep4-decode")
+    boots.expect([(prefill, 1), (decode, 1), (prefill, 2), (decode, 2)])
+    assert boots.acquire(prefill, 1).boot_no == 1
+    boots.release(prefill, 1)
+    boots.acquire(decode, 1)
+    boots.release(decode, 1)
+    second = boots.acquire(prefill, 2)
+    assert second.boot_no == 2
+    boots.release(prefill, 2)  # its decode is still expected on boot 2
+    on = boots.acquire(decode, 2)
+    assert on.boot_no == 2 and on.boot_id == prefill.id
+    boots.release(decode, 2)
+    assert life.calls == [f"boot {prefill.id}", f"teardown {prefill.id}",
+                          f"boot {prefill.id} #2", f"teardown {prefill.id}"]
+
+
+def test_a_failed_boot_is_not_booted_again_for_its_later_boots(
+    sweep: Sweep, tmp_path: Path
+) -> None:
+    """A server configuration whose first boot failed fails its later boot numbers with the
+    same cause, without booting again, and keeps the first failure's reason in configs.csv."""
+    boots, life = _boots(sweep, tmp_path, fail=True)
+    prefill = sweep.config("pp4-tp8-ep4-prefill")
+    boots.expect([(prefill, 1), (prefill, 2)])
+    with pytest.raises(BootFailed):
+        boots.acquire(prefill, 1)
+    boots.release(prefill, 1)
+    with pytest.raises(BootFailed, match="OOM"):
+        boots.acquire(prefill, 2)
+    boots.release(prefill, 2)
+    assert life.calls == [f"boot {prefill.id}"]
+    row = boots.ctx.store.config_rows().get(prefill.id, {})
+    assert "(same server configuration)" not in row.get("boot_error", "")
