@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from pytest_ppsweep.folder.runfolder import (
+    ANSWERS_JSON,
     PLAN_CSV,
     PLAN_CSV_NAME,
     PLANNER_DIR,
@@ -90,9 +91,15 @@ _WIDTH = 100
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    path, summary, verdicts, rec = rebuild_report(resolve_run(str(args.run_dir), args.reports))
+    run_dir = resolve_run(str(args.run_dir), args.reports)
+    path, summary, verdicts, rec = rebuild_report(run_dir)
     print(f"report: {path}")
-    print(f"summary: {path.parent / SUMMARY_CSV}")
+    status = folder_status(run_dir)
+    if status is not None and status.status == RUNNING:  # report/html.rebuild_report: not saved
+        print(f"summary: not written: the run is still running (it writes {SUMMARY_CSV} and "
+              f"{ANSWERS_JSON} at its close); this report is a snapshot")
+    else:
+        print(f"summary: {path.parent / SUMMARY_CSV}")
     print("\n".join(terminal_summary(summary, verdicts, rec, width=terminal_width())))
     return 0
 

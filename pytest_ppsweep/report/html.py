@@ -543,6 +543,11 @@ def _comparisons(summary: Summary) -> str:
     return comparisons_html(summary.comparisons)
 
 
+def live(data: RunData) -> bool:
+    """Whether the analysed run is still running (its owner process alive: results/livestatus)."""
+    return data.meta.status is not None and data.meta.status.status == RUNNING
+
+
 def build_report(run_dir: Path) -> Path:
     """Rebuild summary.csv and a self-contained ``report-rebuilt.html`` from the run's files
     alone (no cluster, no pytest). Returns the HTML path."""
@@ -552,9 +557,12 @@ def build_report(run_dir: Path) -> Path:
 def rebuild_report(
     run_dir: Path,
 ) -> tuple[Path, Summary, tuple[Verdict, ...], list[Answer]]:
-    """:func:`build_report`, also returning what it computed (for the terminal summary)."""
+    """:func:`build_report`, also returning what it computed (for the terminal summary). A run
+    that is still running keeps its summary.csv and answers.json to itself (it writes them at its
+    close): only report-rebuilt.html is written, its status box saying that the run is running."""
     data, summary, verdicts, rec = analyse(Path(run_dir))
-    save(data, summary, rec)
+    if not live(data):
+        save(data, summary, rec)
     title = escape(f"PP/TP/EP sweep {data.meta.run_id}")
     page = ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"/>"
             f"<title>{title}</title></head><body style=\"font-family:sans-serif\">"
