@@ -24,7 +24,9 @@ The search for the highest load within the SLO on one boot (measure/slosearch.py
 * ``requests`` (default: the workload's ``num_requests``): the requests every probe sends. A
   probe starts from an empty queue: it must last well beyond the queue's warm-up near the
   capacity, or the capacity is overestimated (benchmarks/bench_slo_capacity.py: on the 16K
-  prefill model 40 requests a probe overestimate it, 200 do not);
+  prefill model 40 requests a probe overestimate it, 200 do not). ``"auto"``: computed before
+  each layout's search from its measured prefill time, the fewest that keep the estimate
+  within ``precision_pct`` (measure/probesize.py; a queue model, stated with the size);
 * ``max_concurrency`` (default 0: none): the cap on requests in flight while searching a rate;
 * ``confidence`` (default 0.95): a percentile limit is met only when a one-sided binomial
   (Clopper-Pearson) bound at this confidence keeps the share of requests over the limit within
@@ -101,6 +103,8 @@ class SloSpec:
     precision_pct: float = 10.0
     max_refine: int = 16
     requests: int = 0  # a probe's requests; 0: the workload's num_requests
+    # requests = "auto": sized before each layout's search (measure/probesize.py)
+    auto_requests: bool = False
 
     def probe_requests(self, num_requests: int) -> int:
         """The requests a probe sends (``requests``, else the workload's ``num_requests``)."""
@@ -162,7 +166,12 @@ def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
                           f"({', '.join(SLO_KEYS[:3])}, … ttft_s, tpot_s, itl_s, e2e_s), "
                           "found none")
     search = tab.choice("search", SEARCH_KINDS, default="rate")
-    requests = tab.integer("requests", default=0, minimum=1) if "requests" in tab.data else 0
+    auto_requests = tab.raw("requests") == "auto"
+    if isinstance(tab.raw("requests"), str) and not auto_requests:
+        raise MatrixError(f"{tab.path}: key '{tab.where}.requests': expected an integer ≥ 1 or "
+                          f"\"auto\", found {tab.raw('requests')!r}")
+    requests = (tab.integer("requests", default=0, minimum=1)
+                if "requests" in tab.data and not auto_requests else 0)
     for bound in ("min", "max"):
         if bound not in tab.data:
             unit = "req/s" if search == "rate" else "C"
@@ -204,6 +213,7 @@ def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
                           f"(the capacity interval's half-width), found {precision_pct!r}")
     return SloSpec(
         confidence=confidence, trim=trim, precision_pct=precision_pct, requests=requests,
+        auto_requests=auto_requests,
         max_refine=tab.integer("max_refine", default=16, minimum=0, maximum=MAX_PROBES_CAP),
         limits=tuple(limits), search=search, low=low, high=high, precision=precision,
         max_probes=tab.integer("max_probes", default=8, minimum=2, maximum=MAX_PROBES_CAP),

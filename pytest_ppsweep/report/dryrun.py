@@ -31,6 +31,7 @@ from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
+from pytest_ppsweep.measure.probesize import not_modelled, probe_size
 from pytest_ppsweep.measure.slosearch import Search, load_text
 from pytest_ppsweep.planner.data import PlannerError
 from pytest_ppsweep.planner.fitting import load_fitted
@@ -255,6 +256,14 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
             return f"{load_text(value, integer)} {unit}"
 
         n = slo.probe_requests(w.num_requests)
+        auto = ""
+        if slo.auto_requests:  # sized at the search, from the layout's measured prefill time
+            n = probe_size(slo, None, w.num_requests).requests
+            why = not_modelled(slo)
+            auto = (f" (requests = \"auto\": {why}, so the workload's num_requests)" if why
+                    else " (requests = \"auto\": each layout's size is computed before its "
+                    "search from its measured prefill time, measure/probesize.py; counted here "
+                    f"at {n}, the workload's own)")
         how = (f"{n} requests at that rate (open loop"
                + (f", at most {slo.max_concurrency} in flight)" if slo.max_concurrency else ")")
                if slo.search == "rate" else f"{n} requests at that concurrency")
@@ -268,7 +277,7 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
         rounds = slo.max_probes + w.repeats  # + the repeats and the high end's confirm round
         lines += [
             f"SLO search of workload {name!r} ({slo.text()}) on each of {len(ids)} point(s) "
-            f"({', '.join(ids)}), after its rounds; each probe sends {how}:",
+            f"({', '.join(ids)}), after its rounds; each probe sends {how}{auto}:",
             f"  probe 1: {load(slo.low)} (the minimum; outside the SLO: the search ends, "
             "\"below min\")",
             f"  probe 2: {load(slo.high)} (the maximum; within the SLO: the search ends, "

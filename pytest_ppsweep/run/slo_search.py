@@ -20,7 +20,8 @@ own schedule, the same on every layout. After the bracket, refine probes narrow 
 estimate (results/slocapacity.py); each probe's counts over every percentile limit are kept in
 ``over_limit`` so a resumed search fits and asks exactly what it would have.
 Before the first probe the search says how many requests a probe needs to prove each
-percentile limit at the SLO's confidence (measure/withinslo.py).
+percentile limit at the SLO's confidence (measure/withinslo.py) and, with ``requests = "auto"``,
+the probe size computed from the layout's measured prefill time (measure/probesize.py) and why.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import csv
 import json
 import math
 import os
+import statistics
 import time
 from dataclasses import replace
 from typing import Any
@@ -38,7 +40,9 @@ from pytest_ppsweep.folder.runfolder import SLO_PROBES_CSV, RunStore, slo_outcom
 from pytest_ppsweep.matrix.model import Config, Workload
 from pytest_ppsweep.matrix.slospec import SloSpec
 from pytest_ppsweep.measure import bench
+from pytest_ppsweep.measure.completion import counts
 from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.measure.probesize import probe_size
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
 from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
@@ -225,8 +229,11 @@ class SloSearch:
         if slo is None:
             raise ValueError(f"{cfg.id}: its workload has no SLO")
         base, prompts = self.ctx.workloads.workload_for(cfg)
-        if slo.probe_requests(base.num_requests) != base.num_requests:
-            base = replace(base, num_requests=slo.probe_requests(base.num_requests))
+        size, said = probe_requests(slo, self.ctx.store.result_rows(), cfg.id, base.num_requests)
+        if said:
+            self.ctx.progress(said)
+        if size != base.num_requests:
+            base = replace(base, num_requests=size)
             prompts = generate_prompts(base)  # the probes' own size ([workload.slo] requests)
         scale = booted.topology.time_scale
         search = new_search(workload)
@@ -303,6 +310,39 @@ class SloSearch:
                           f"({time.monotonic() - started:.1f} s real)")
         self.ctx.cluster_time.worked(cfg.id, time.monotonic() - started)
         return outcome
+
+
+def service_time(rows: list[dict[str, str]], config_id: str) -> float | None:
+    """A layout's measured prefill time per request (seconds of the run's clock: emulated on
+    the emulator): input tokens per completed request over the Input TPS of its valid rounds
+    at its highest C (the queue saturated), their median; None without such a round."""
+    mine = [r for r in rows if r.get("config_id") == config_id and counts(r)]
+    if not mine:
+        return None
+    top = max(int(str(r.get("concurrency"))) for r in mine)
+    each = []
+    for r in mine:
+        try:
+            tokens, done, tps = (float(r.get("input_tokens") or "nan"),
+                                 float(r.get("completed") or "nan"),
+                                 float(r.get("input_tps") or "nan"))
+        except ValueError:
+            continue
+        if int(str(r.get("concurrency"))) == top and done > 0 and tps > 0 and tokens > 0:
+            each.append(tokens / done / tps)
+    return statistics.median(each) if each else None
+
+
+def probe_requests(slo: SloSpec, rows: list[dict[str, str]], config_id: str,
+                   num_requests: int) -> tuple[int, str]:
+    """The requests each probe of the layout's search sends, and the line that says how they
+    were chosen ("" for a size the sweep file states): with ``requests = "auto"``, sized from
+    the layout's measured prefill time in this run's ``rows`` (measure/probesize.py), a
+    WARNING when the model cannot size it."""
+    if not slo.auto_requests:
+        return slo.probe_requests(num_requests), ""
+    size = probe_size(slo, service_time(rows, config_id), num_requests)
+    return size.requests, ("" if size.modelled else "WARNING: ") + f"{config_id}: {size.line()}"
 
 
 def outcome_text(outcome: SearchOutcome, capacity: Capacity | None, refines: int,

@@ -31,6 +31,7 @@ def test_the_shipped_slo_sweep_reads() -> None:
     slo = sweep.workload.slo
     assert slo is not None and slo.text() == "TTFT p50 ≤ 5 s"
     assert (slo.search, slo.low, slo.high, slo.max_probes) == ("rate", 0.05, 2.0, 8)
+    assert slo.auto_requests  # sized before each search (measure/probesize.py)
     assert sweep.gpu_hour_usd == 2.0 and sweep.slo_workloads.keys() == {"default"}
     assert {c.pp for c in sweep.configs} == {1, 2, 4, 8, 16}
 
@@ -57,6 +58,13 @@ def test_the_capacity_keys_default_and_read(tmp_path: Path) -> None:
     slo = load(path).workload.slo
     assert slo is not None and (slo.precision_pct, slo.max_refine) == (5.0, 0)
     assert slo.probe_requests(40) == 300
+    auto = load(sweep_with(tmp_path, '[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\n'
+                           'requests = "auto"\n')).workload.slo
+    assert auto is not None and auto.auto_requests and auto.requests == 0
+    with pytest.raises(MatrixError, match=r"key 'workload\.slo\.requests': expected an integer ≥ "
+                                          r"1 or \"auto\", found 'lots'"):
+        load(sweep_with(tmp_path, '[workload.slo]\nttft_p50_s = 5\nmin = 1\nmax = 2\n'
+                        'requests = "lots"\n'))
 
 
 def test_an_open_loop_workload_needs_no_concurrency(tmp_path: Path) -> None:

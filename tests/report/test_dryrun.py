@@ -105,7 +105,9 @@ def test_the_slo_search_probes_are_listed_with_their_requests(tmp_path: Path) ->
     i = lines.index(
         "SLO search of workload 'default' (TTFT p50 ≤ 5 s) on each of 5 point(s) (pp1-tp32-ep4, "
         "pp2-tp16-ep4, pp4-tp8-ep4, pp8-tp4-ep4, pp16-tp2-ep2), after its rounds; each probe "
-        "sends 200 requests at that rate (open loop):")
+        "sends 40 requests at that rate (open loop) (requests = \"auto\": each layout's size is "
+        "computed before its search from its measured prefill time, measure/probesize.py; "
+        "counted here at 40, the workload's own):")
     assert lines[i + 1:i + 7] == [
         '  probe 1: 0.05 req/s (the minimum; outside the SLO: the search ends, "below min")',
         '  probe 2: 2 req/s (the maximum; within the SLO: the search ends, "at least max")',
@@ -115,7 +117,7 @@ def test_the_slo_search_probes_are_listed_with_their_requests(tmp_path: Path) ->
         "(both ends confirmed)",
         "  then up to 16 refine probe(s) either side of the capacity estimated from every "
         "probe (results/slocapacity.py) until its 95% interval is within ±10 %",
-        "  requests per point: 200 to 5400 (27 rounds of 200: 8 probes + 2 repeats + 1 confirm "
+        "  requests per point: 40 to 1080 (27 rounds of 40: 8 probes + 2 repeats + 1 confirm "
         "+ 16 refine), more when a repeat falls outside the SLO and the search goes on below "
         "it",
     ]
@@ -141,8 +143,10 @@ def test_the_probes_first_midpoint_is_the_policys(tmp_path: Path) -> None:
     assert "  probe 1: 2 C (the minimum; outside the SLO: the search ends, \"below min\")" in lines
     assert ("  probes 3-8: bisection of the bracket (first 4 C) until it is 1 C narrow or 8 "
             "probes are spent") in lines
-    assert any(line.endswith("each probe sends 200 requests at that concurrency:")
-               for line in lines)
+    assert any(line.endswith("each probe sends 40 requests at that concurrency (requests = "
+                             "\"auto\": a concurrency search is a closed loop, not the Poisson "
+                             "queue the size is modelled on, so the workload's num_requests):")
+               for line in lines), lines
 
 
 SLURM_SWEEP = """
