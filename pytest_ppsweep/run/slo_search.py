@@ -44,13 +44,18 @@ from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.results import cost
 from pytest_ppsweep.results.sloanswer import read_probes
-from pytest_ppsweep.results.slocapacity import Capacity, CapacitySearch
+from pytest_ppsweep.results.slocapacity import (
+    Capacity,
+    CapacitySearch,
+    over_cell,
+    parse_over,
+)
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
 from pytest_ppsweep.run.rounds import Rounds, decode_workload
 
-__all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path"]
+__all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path", "parse_over"]
 
 PROBES_CSV = SLO_PROBES_CSV
 
@@ -99,25 +104,8 @@ def probe_row(run_id: str, price: float | None, booted: Booted, workload: Worklo
         "usd_per_m_input": cost.per_million(_num(result.input_tps), gpus, price),
         "usd_per_m_output": cost.per_million(_num(result.output_tps), gpus, price),
         "time_scale": booted.topology.time_scale, "simulated": booted.topology.simulated,
-        "over_limit": over_text(verdict.over),
+        "over_limit": over_cell(verdict.over),
     }
-
-
-def over_text(over: dict[str, tuple[int, int]] | Any) -> str:
-    """The ``over_limit`` cell: per percentile limit, requests over it of those judged
-    (``ttft_p50_s=12/160``; ``;`` between limits)."""
-    return ";".join(f"{key}={k}/{n}" for key, (k, n) in dict(over).items())
-
-
-def parse_over(cell: str | None) -> dict[str, tuple[int, int]]:
-    """The ``over_limit`` cell read back (empty: a row written before the column existed)."""
-    out: dict[str, tuple[int, int]] = {}
-    for part in (cell or "").split(";"):
-        key, _, counts = part.partition("=")
-        k, _, n = counts.partition("/")
-        if key and k.isdigit() and n.isdigit():
-            out[key] = (int(k), int(n))
-    return out
 
 
 def _append(store: RunStore, row: dict[str, Any]) -> None:
