@@ -368,12 +368,14 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
     best, rivals = meeting[0], meeting[1:]
     unit = str(best.get("unit") or "")
     rerun = None
+    shown: list[str] = []  # how a decided best beats each rival, for the text
     if not interval_rule:
         why_rule = ("this run folder's outcomes carry no capacity interval: written before the "
                     "capacity estimate (results/slocapacity.py)" if not known else
                     "the SLO has no percentile limit, so no capacity interval")
         evidence, why = _bracket_evidence(best, meeting, why_rule)
-        rule_text = (f"The rule: the searches' brackets (no stated error rate), as {why_rule}.")
+        rule_text = f"The rule: the searches' brackets (no stated error rate), as {why_rule}."
+        shown.append(f"on the brackets, as {why_rule}")
         if why:
             rerun = ("narrow [workload.slo] precision or raise max_probes (or max), then rerun "
                      f"--ppsweep-config {','.join(e['layout'] for e in meeting[:2])}")
@@ -412,6 +414,8 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
                       f"ratio {est:.3g}, at least {low:.3g} with {bound:.4g} confidence ("
                       + ("above 1: it carries more" if apart else "not above 1: the intervals "
                          "do not separate them") + ")")))
+            shown.append(f"{rival['layout']} {r.point:.3g} {unit}, ratio {est:.3g} "
+                         f"(at least {low:.3g})")
             if not apart:
                 why.append(f"{rival['layout']}'s capacity is not below {best['layout']}'s with "
                            f"{confidence:.0%} confidence (ratio {est:.3g}, {level:.4g} interval "
@@ -427,6 +431,11 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
             f"{_per_gpu_text(best)}.")
     if status == INCONCLUSIVE:
         text += " Inconclusive: " + "; ".join(why) + "."
+    elif interval_rule and rivals:
+        text += (f" It carries more than every rival with {confidence:.0%} confidence: "
+                 + "; ".join(shown) + ".")
+    elif rivals:
+        text += f" Decided {shown[0]}."
     return Answer(kind=KIND, workload=workload, question=question, objective=(LOAD,),
                   status=status, answer=best["layout"] if status == DECIDED else None,
                   fallback=meeting[1]["layout"] if len(meeting) > 1 else None, ranking=ranking,

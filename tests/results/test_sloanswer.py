@@ -42,6 +42,9 @@ def test_separate_brackets_decide_the_most_load(tmp_path: Path) -> None:
     assert "$0.185 per million tokens" in load["text"]  # 2 $/GPU-h at 3,000 tok/s per GPU
     assert load["evidence"][0]["verdict"] == "better"
     assert gpu["objective"] == ["input_tps_per_gpu"]
+    # a run folder written before the capacity estimate: the bracket rule, and it says so
+    assert load["rule"] == "bracket" and ("Decided on the brackets, as this run folder's "
+                                          "outcomes carry no capacity interval") in load["text"]
 
 
 def test_overlapping_brackets_or_per_gpu_within_noise_are_inconclusive(tmp_path: Path) -> None:
@@ -115,6 +118,8 @@ def test_capacity_intervals_decide_where_the_brackets_overlap(tmp_path: Path) ->
     assert "capacity 2 req/s (0.95 interval 1.9" in note and "vs 1.5 req/s (0.95 interval" in note
     assert "with 0.975 confidence (above 1" in note and load["evidence"][0]["low_pct"] > 0
     assert any("capacity intervals at 95% confidence over 1 rival" in r for r in load["reasons"])
+    assert ("It carries more than every rival with 95% confidence: pp8 1.5 req/s, ratio 1.33 "
+            "(at least 1.2") in load["text"]
     before = load_answer(old)
     assert (before["status"], before["rule"]) == ("inconclusive", "bracket")
     assert "bracket rule (this run folder's outcomes carry no capacity interval" in (
