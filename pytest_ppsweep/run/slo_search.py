@@ -20,7 +20,8 @@ own schedule, the same on every layout. After the bracket, refine probes narrow 
 estimate (results/slocapacity.py); each probe's counts over every percentile limit are kept in
 ``over_limit`` so a resumed search fits and asks exactly what it would have.
 Before the first probe the search says how many requests a probe needs to prove each
-percentile limit at the SLO's confidence (measure/withinslo.py).
+percentile limit at the SLO's confidence (measure/withinslo.py; independent ones: a probe's
+own dispersion lowers the count its requests are worth).
 """
 
 from __future__ import annotations
@@ -229,7 +230,8 @@ class SloSearch:
             self.ctx.progress(
                 ("WARNING: " if short else "")
                 + f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
-                f"needs at least {need} requests to prove it; a probe sends "
+                f"needs at least {need} requests to prove it (independent ones: requests that "
+                "come in runs count less, measure/withinslo.dispersion); a probe sends "
                 f"{base.num_requests}" + (": every probe will be unproven, raise "
                                           "[workload.slo] requests" if short else ""))
         self.ctx.progress(f"{cfg.id}: {plan_text(slo, base.num_requests, workload.repeats)}")
