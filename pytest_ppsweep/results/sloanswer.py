@@ -23,13 +23,16 @@ layout's search). Statuses:
   root), the refine probes, the ``[workload.slo] precision_pct`` and ``max_refine`` that reach
   it. Tokens/s per GPU: per-GPU figures within noise;
 * ``no layout meets the SLO``: no layout was within it even at the lowest load searched;
-  ``text`` says how far the closest came (each limit's measured value against it).
-
-``equivalent`` is not an SLO status: showing two capacities within ``[compare]
-min_effect_pct`` (a TOST on the ratio) needs both ends of each pair's interval inside the
-margin, a claim of its own that would take a share of α from the decisions above, and at the
-search's default precision (± 10 %) a 1 % margin is out of reach; overlapping intervals stay
-``inconclusive``.
+  ``text`` says how far the closest came (each limit's measured value against it);
+* ``equivalent`` (load, two layouts only): the ratio's interval (the same one, at 1 − α) lies
+  inside ±``[compare] min_effect_pct`` (run.json; default 1 %): they carry the same load within
+  that margin (a TOST read off the interval), and the pick is left to tokens/s per GPU or cost.
+  With two layouts there is one interval, and every claim read from it (more, or the same within
+  the margin) is wrong only when it misses, at most α. With three or more, an equivalence to a
+  best chosen from the data would need every pair's interval (Bonferroni over all pairs, not
+  over the k rivals), which would cost the decisions above power; so it is not offered there, and
+  overlapping intervals stay ``inconclusive``. At the search's default precision (± 10 %) a 1 %
+  margin is far out of reach: the rerun says how many more judged requests would show it.
 
 **Fallback: the bracket rule**, for a run folder whose outcomes carry no ``capacity`` (written
 before the capacity estimate) or an SLO without a percentile limit (nothing to fit): decided
@@ -58,6 +61,7 @@ from pytest_ppsweep.matrix.slospec import DEFAULT_CONFIDENCE
 from pytest_ppsweep.results.answers import (
     BETTER,
     DECIDED,
+    EQUIVALENT,
     FILE_NAME,
     INCONCLUSIVE,
     ONE_LEVEL_NOTE,
@@ -75,6 +79,7 @@ from pytest_ppsweep.results.slocapacity import (
     parse_over,
     ratio_interval,
 )
+from pytest_ppsweep.results.stats import DEFAULT_MIN_EFFECT_PCT, rule_of
 
 __all__ = ["MOST_LOAD", "MOST_PER_GPU", "NO_LAYOUT", "Distance", "answers_of", "distances",
            "final_values", "number", "over_text", "read_outcomes", "read_probes", "slo_answers",
@@ -270,7 +275,8 @@ def _no_interval_rerun(missing: Mapping[str, Any], best: Mapping[str, Any],
 
 
 def _interval_text(cap: Capacity, unit: str) -> str:
-    return f"{cap.point:.3g} {unit} ({cap.confidence:.4g} interval {cap.low:.3g}-{cap.high:.3g})"
+    return (f"{cap.point:.4g} {unit} ({cap.confidence:.4g} interval {cap.low:.4g}-"
+            f"{cap.high:.4g})")
 
 
 def _more_text(entry: Mapping[str, Any], cap: Capacity, factor: float) -> str:
@@ -282,7 +288,8 @@ def _more_text(entry: Mapping[str, Any], cap: Capacity, factor: float) -> str:
 
 
 def _separates(best: Mapping[str, Any], rival: Mapping[str, Any], caps: Mapping[str, Capacity],
-               at: Mapping[str, Capacity], level: float, ratio: float) -> str:
+               at: Mapping[str, Capacity], level: float, ratio: float,
+               min_effect_pct: float | None = None) -> str:
     """What would separate ``best`` from ``rival``: the factor of judged requests near the
     crossing both need for the ratio's lower bound at ``level`` to clear 1 (a Fieller interval
     narrows as 1/√requests near the crossing, its dispersion included), in refine probes and in
@@ -292,10 +299,17 @@ def _separates(best: Mapping[str, Any], rival: Mapping[str, Any], caps: Mapping[
     b, r = at[best["layout"]], at[rival["layout"]]
     spread = math.hypot(math.log(b.point / b.low), math.log(r.high / r.point))
     ids = f"--ppsweep-config {best['layout']},{rival['layout']}"
+    same = ""
+    if min_effect_pct is not None and math.log1p(min_effect_pct / 100.0) > abs(gap):
+        # equivalence: the whole ratio interval inside ±margin (its wider side counts)
+        wide = max(spread, math.hypot(math.log(b.high / b.point), math.log(r.point / r.low)))
+        need = (wide / (math.log1p(min_effect_pct / 100.0) - abs(gap))) ** 2
+        same = (f"; to show them equivalent within ±{min_effect_pct:g} % instead: about "
+                f"×{need:.2g} the judged requests near each crossing")
     if gap <= 0 or spread <= 0:
         return (f"{best['layout']} and {rival['layout']} have capacities "
                 f"{abs(ratio - 1) * 100:.1f} % apart: no number of probes would separate "
-                f"them at that gap; rerun {ids} only to see whether the gap holds")
+                f"them at that gap{same}; rerun {ids}")
     factor = (spread / gap) ** 2
     # the search's stop, at the SLO's confidence: the half-width (in log terms) each interval
     # may keep so that the ratio's bound at ``level`` clears 1
@@ -311,7 +325,7 @@ def _separates(best: Mapping[str, Any], rival: Mapping[str, Any], caps: Mapping[
             f"{best.get('precision_pct') if best.get('precision_pct') is not None else '?'}) and "
             f"max_refine ≥ {max(total, refine)} (now {refine}); more requests per probe "
             f"([workload.slo] requests) help less while a probe's requests are correlated "
-            f"(dispersion {max(b0.dispersion, r0.dispersion):.1f}); then rerun {ids}")
+            f"(dispersion {max(b0.dispersion, r0.dispersion):.1f}){same}; then rerun {ids}")
 
 
 def _bracket_evidence(best: Mapping[str, Any], meeting: Sequence[Mapping[str, Any]],
@@ -337,7 +351,8 @@ def _bracket_evidence(best: Mapping[str, Any], meeting: Sequence[Mapping[str, An
 
 
 def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
-                 probes: Sequence[Mapping[str, str]]) -> Answer:
+                 probes: Sequence[Mapping[str, str]],
+                 min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT) -> Answer:
     meeting = [e for e in entries if e["low"] is not None]
     others = [e for e in entries if e["low"] is None]
     question = f"which layout carries the most load within {slo}"
@@ -369,6 +384,7 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
     unit = str(best.get("unit") or "")
     rerun = None
     shown: list[str] = []  # how a decided best beats each rival, for the text
+    equivalent = ""  # two layouts shown to carry the same load within the margin
     if not interval_rule:
         why_rule = ("this run folder's outcomes carry no capacity interval: written before the "
                     "capacity estimate (results/slocapacity.py)" if not known else
@@ -390,6 +406,7 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
         at = {cid: c for cid, mine in rows.items() if cid in caps
               and (c := of_probes(mine, confidence, interval_at=level))}
         evidence, why = [], []
+        margin = 1.0 + min_effect_pct / 100.0
         bound = 1.0 - alpha / (2 * k)  # each end of a two-sided interval at ``level``
         for rival in rivals:
             b, r = at.get(best["layout"]), at.get(rival["layout"])
@@ -405,31 +422,45 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
                 continue
             est, low, high = ratio_interval(b, r)
             apart = low > 1.0
+            # two layouts: the one interval also shows them equivalent (module docstring)
+            same = not apart and len(rivals) == 1 and 1 / margin < low and high < margin
             evidence.append(Evidence(
                 point=best["layout"], versus=rival["layout"], concurrency=0, metric=LOAD,
                 delta_pct=(est - 1) * 100, noise_pct=max(est - low, high - est) * 100,
                 low_pct=(low - 1) * 100, high_pct=(high - 1) * 100,
-                verdict=BETTER if apart else WITHIN_NOISE,
+                verdict=BETTER if apart else EQUIVALENT if same else WITHIN_NOISE,
                 note=(f"capacity {_interval_text(b, unit)} vs {_interval_text(r, unit)}: "
-                      f"ratio {est:.3g}, at least {low:.3g} with {bound:.4g} confidence ("
-                      + ("above 1: it carries more" if apart else "not above 1: the intervals "
-                         "do not separate them") + ")")))
-            shown.append(f"{rival['layout']} {r.point:.3g} {unit}, ratio {est:.3g} "
-                         f"(at least {low:.3g})")
-            if not apart:
+                      f"ratio {est:.4g}, at least {low:.4g} with {bound:.4g} confidence ("
+                      + ("above 1: it carries more" if apart else
+                         f"{level:.4g} interval {low:.4g}-{high:.4g} within "
+                         f"±{min_effect_pct:g} %: equivalent" if same else
+                         "not above 1: the intervals do not separate them") + ")")))
+            shown.append(f"{rival['layout']} {r.point:.3g} {unit}, ratio {est:.4g} "
+                         f"(at least {low:.4g})")
+            if same:
+                equivalent = (f"{best['layout']} and {rival['layout']} carry the same load "
+                              f"within ±{min_effect_pct:g} % with {confidence:.0%} confidence "
+                              f"(ratio {est:.4g}, {level:.4g} interval {low:.4g}-{high:.4g})")
+            elif not apart:
                 why.append(f"{rival['layout']}'s capacity is not below {best['layout']}'s with "
-                           f"{confidence:.0%} confidence (ratio {est:.3g}, {level:.4g} interval "
-                           f"{low:.3g}-{high:.3g})")
+                           f"{confidence:.0%} confidence (ratio {est:.4g}, {level:.4g} interval "
+                           f"{low:.4g}-{high:.4g})")
                 if rerun is None:
-                    rerun = _separates(best, rival, caps, at, level, est)
+                    rerun = _separates(best, rival, caps, at, level, est,
+                                       min_effect_pct if len(rivals) == 1 else None)
         rule_text = (f"The rule: the capacity intervals at {confidence:.0%} confidence over "
                      f"{len(rivals)} rival(s): each ratio best/rival has a {level:.4g} "
                      "interval (Bonferroni over the rivals) whose lower end must be above 1 "
                      "(results/slocapacity.py).")
-    status = INCONCLUSIVE if why else DECIDED
+    status = INCONCLUSIVE if why else EQUIVALENT if equivalent else DECIDED
     text = (f"{best['layout']} carries the most load within {slo}: {best['search']}"
             f"{_per_gpu_text(best)}.")
-    if status == INCONCLUSIVE:
+    if status == EQUIVALENT:
+        pick = max(meeting, key=lambda e: e["tps_per_gpu"] or 0.0)
+        text = (f"Equivalent: {equivalent}; pick by tokens/s per GPU or cost"
+                + (f" ({pick['layout']}{_per_gpu_text(pick)})" if pick["tps_per_gpu"] else "")
+                + ".")
+    elif status == INCONCLUSIVE:
         text += " Inconclusive: " + "; ".join(why) + "."
     elif interval_rule and rivals:
         text += (f" It carries more than every rival with {confidence:.0%} confidence: "
@@ -442,7 +473,9 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
                   evidence=tuple(evidence), rerun=rerun, reasons=(*why, rule_text, LEVEL_TEXT),
                   extra={"slo": slo, "text": text, "layouts": entries,
                          "best": best["layout"], "aspect": MOST_LOAD,
-                         "rule": "capacity interval" if interval_rule else "bracket"})
+                         "rule": "capacity interval" if interval_rule else "bracket",
+                         **({"equivalent": [e["layout"] for e in meeting]}
+                            if status == EQUIVALENT else {})})
 
 
 def _per_gpu_text(entry: Mapping[str, Any]) -> str:
@@ -507,7 +540,8 @@ def answers_of(source: FolderSource) -> list[Answer]:
                      for o in mine for r in probes)
         tps_key = "output_tps_per_gpu" if decode else "input_tps_per_gpu"
         entries = [_entry(o, probes, tps_key) for o in mine]
-        answers.append(_load_answer(workload, slo, entries, probes))
+        answers.append(_load_answer(workload, slo, entries, probes,
+                                    rule_of(files.meta, workload).min_effect_pct))
         answers.append(_gpu_answer(workload, slo, entries, tps_key))
     return answers
 

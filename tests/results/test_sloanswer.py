@@ -3,6 +3,7 @@ writes them (run/slo_search.py's outcome and probe columns)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 from support.slo import SLO, fitted, share_at
 from support.slo import searched as layout
 
+from pytest_ppsweep.folder.runfolder import RunFolder
 from pytest_ppsweep.report.answerview import title
 from pytest_ppsweep.results.answers import DECIDED, read_answers, write_answers
 from pytest_ppsweep.results.finders import finders
@@ -115,10 +117,10 @@ def test_capacity_intervals_decide_where_the_brackets_overlap(tmp_path: Path) ->
                                                                "capacity interval")
     note = load["evidence"][0]["note"]
     # both intervals, the ratio's lower end and the confidence (one rival: 0.95 intervals)
-    assert "capacity 2 req/s (0.95 interval 1.9" in note and "vs 1.5 req/s (0.95 interval" in note
+    assert "capacity 2.001 req/s (0.95 interval 1.941-2.062) vs 1.501 req/s (0.95 interval" in note
     assert "with 0.975 confidence (above 1" in note and load["evidence"][0]["low_pct"] > 0
     assert any("capacity intervals at 95% confidence over 1 rival" in r for r in load["reasons"])
-    assert ("It carries more than every rival with 95% confidence: pp8 1.5 req/s, ratio 1.33 "
+    assert ("It carries more than every rival with 95% confidence: pp8 1.5 req/s, ratio 1.333 "
             "(at least 1.2") in load["text"]
     before = load_answer(old)
     assert (before["status"], before["rule"]) == ("inconclusive", "bracket")
@@ -140,6 +142,7 @@ def test_brackets_apart_but_intervals_overlapping_is_inconclusive_with_a_compute
     load = load_answer(new)
     assert (load["status"], load["answer"], load["fallback"]) == ("inconclusive", None, "pp8")
     assert "pp8's capacity is not below pp4's with 95% confidence (ratio 1.05" in load["text"]
+    assert "to show them equivalent" not in rerun_of(load)  # 5 % apart: not within ±1 %
     rerun = load["rerun"]
     factor = float(rerun.split("about ×")[1].split(" ")[0])
     assert factor > 1.5, rerun  # 40 requests a probe are far from enough
@@ -199,6 +202,39 @@ def test_a_layout_without_a_capacity_interval_is_not_decided_on_its_bracket(
     fitted(old, "pp4", 3.0, with_capacity=False)
     fitted(old, "pp8", 1.0, spread=(0.5, 2.0), with_capacity=False)
     assert load_answer(old)["status"] == "decided"
+
+
+def rerun_of(answer: dict[str, Any]) -> str:
+    return str(answer["rerun"])
+
+
+def test_two_layouts_whose_ratio_interval_lies_inside_the_margin_are_equivalent(
+        tmp_path: Path) -> None:
+    """Capacities 2.004 and 2.0 req/s: with 20,000 judged requests a probe the ratio's 95 %
+    interval (0.998-1.006) lies inside ±1 % ([compare] min_effect_pct): equivalent, the pick left
+    to tokens/s per GPU. With 5,000 it does not: inconclusive, and the rerun says how many more
+    requests show them equivalent. A margin of 0.1 % (run.json) is narrower than the gap: no
+    equivalence is offered. Three such layouts are never `equivalent` (module docstring)."""
+    wide, narrow, strict, three = (tmp_path / n for n in ("wide", "narrow", "strict", "three"))
+    for run, n in ((wide, 5000), (narrow, 20000), (strict, 20000), (three, 20000)):
+        fitted(run, "pp4", 2.004, n=n)
+        fitted(run, "pp8", 2.0, n=n, tps=1100.0)
+    fitted(three, "pp2", 2.002, n=20000)
+    same = load_answer(narrow)
+    assert (same["status"], same["answer"], same["equivalent"]) == (
+        "equivalent", None, ["pp4", "pp8"])
+    assert same["text"].startswith("Equivalent: pp4 and pp8 carry the same load within ±1 % with "
+                                   "95% confidence (ratio 1.002, 0.95 interval 0.99")
+    assert "pick by tokens/s per GPU or cost (pp8 (1,100 tok/s per GPU))" in same["text"]
+    assert same["evidence"][0]["verdict"] == "equivalent"
+    apart = load_answer(wide)
+    assert apart["status"] == "inconclusive"
+    assert "to show them equivalent within ±1 % instead: about ×1.1 the judged" in rerun_of(apart)
+    RunFolder(strict).run_json.parent.mkdir(parents=True, exist_ok=True)
+    RunFolder(strict).run_json.write_text(json.dumps({"compare": {"min_effect_pct": 0.1}}))
+    tight = load_answer(strict)
+    assert tight["status"] == "inconclusive" and "equivalent" not in rerun_of(tight)
+    assert load_answer(three)["status"] == "inconclusive"
 
 
 def _none() -> Capacity:
