@@ -12,8 +12,9 @@ Each seed runs the plugin's own search as run/slo_search.new_search builds it wi
 confirmed) and the defaults of the capacity estimate (results/slocapacity.py: precision_pct 10,
 max_refine 16, confidence 0.95), with the plugin's own probe verdict and counts
 (measure/withinslo: the warm-up and drain trimmed, the percentile judged with the binomial
-bound at 95 %). Every probe starts from an empty queue and draws its own arrival stream, as the
-plugin's probes do. Figures, per probe size (requests a probe):
+bound at 95 % over the probe's effective requests, its own dispersion by batch means). Every
+probe starts from an empty queue and draws its own arrival stream, as the plugin's probes do.
+Figures, per probe size (requests a probe):
 
 - **capacity error**: the share of seeds whose capacity estimate is within ±10 % of the truth
   (goal ≥ 90 % at the probe size slo.toml's ``requests = "auto"`` computes for this server,

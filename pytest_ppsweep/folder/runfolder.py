@@ -775,7 +775,7 @@ class RunJson:
                 "spread_rule": sweep.spread_rule,
                 "max_repeats": sweep.max_repeats,
                 "boots": sweep.boots,  # each layout's boots in this run (--ppsweep-boots)
-                # the decision rule's parameters (results/questions.rule_of reads them)
+                # the decision rule's parameters (results/stats.rule_of reads them)
                 "compare": {"alpha": sweep.compare_alpha,
                             "min_effect_pct": sweep.compare_min_effect_pct,
                             "sequential": sweep.compare_sequential},

@@ -63,8 +63,7 @@ from pytest_ppsweep.results.aggregate import RunData, RunFolderError
 from pytest_ppsweep.results.answers import one_line
 from pytest_ppsweep.results.outputs import outputs_problems
 from pytest_ppsweep.results.pipeline import Analysis, analyse
-from pytest_ppsweep.results.questions import rule_of
-from pytest_ppsweep.results.stats import half_width_pct
+from pytest_ppsweep.results.stats import half_width_pct, rule_of
 
 __all__ = ["History", "HistoryError", "OutputRow", "PointRow", "RunRecord", "TrendRow",
            "gate_result", "read_run", "run_date", "run_folders"]

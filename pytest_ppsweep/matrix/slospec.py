@@ -45,12 +45,14 @@ from dataclasses import dataclass
 from pytest_ppsweep.matrix.schema import MatrixError, Reader
 
 __all__ = [
+    "DEFAULT_CONFIDENCE",
     "METRICS",
     "PERCENTILES",
     "SEARCH_KINDS",
     "SLO_KEYS",
     "SloLimit",
     "SloSpec",
+    "percentile_of",
     "read_rate",
     "read_slo",
 ]  # fmt: skip
@@ -65,6 +67,7 @@ SEARCH_KEYS = ("search", "min", "max", "precision", "max_probes", "max_concurren
                "requests")  # fmt: skip
 SLO_KEYS = (*(f"{m}_p{q}_s" for m in METRICS for q in PERCENTILES), *_REQ_KEYS, *SEARCH_KEYS)
 MAX_PROBES_CAP = 64
+DEFAULT_CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class SloSpec:
     max_probes: int = 8
     max_concurrency: int = 0
     attainment: float = 1.0
-    confidence: float = 0.95
+    confidence: float = DEFAULT_CONFIDENCE
     trim: float = 0.1
     precision_pct: float = 10.0
     max_refine: int = 16
@@ -125,6 +128,13 @@ class SloSpec:
     def text(self) -> str:
         """The SLO in one line (``TTFT p50 ≤ 5 s``; joined with ``and``)."""
         return " and ".join(str(lim) for lim in self.limits)
+
+
+def percentile_of(key: str) -> int | None:
+    """The percentile of a percentile limit's key (``ttft_p50_s`` → 50), None for any other key
+    (the key is the results' column and slo_probes.csv's ``over_limit`` name of the limit)."""
+    found = _PCT_KEY.fullmatch(key)
+    return int(found.group(2)) if found else None
 
 
 def read_rate(r: Reader, key: str) -> float:
@@ -199,7 +209,7 @@ def read_slo(w: Reader, num_requests: int) -> SloSpec | None:
     if not 0 < attainment <= 1:
         raise MatrixError(f"{tab.path}: key '{tab.where}.attainment': expected 0 < share ≤ 1, "
                           f"found {attainment!r}")
-    confidence = tab.number("confidence", default=0.95, minimum=0.0)
+    confidence = tab.number("confidence", default=DEFAULT_CONFIDENCE, minimum=0.0)
     if not 0.5 <= confidence < 1:
         raise MatrixError(f"{tab.path}: key '{tab.where}.confidence': expected 0.5 ≤ confidence "
                           f"< 1 (the binomial bound's level), found {confidence!r}")

@@ -10,8 +10,19 @@ A round is within the SLO when all of these hold (every failing one is a reason)
   LoadGen's early stopping bounds a latency percentile. When the lower bound is above the
   allowance the limit is missed; in between the probe is *unproven*, and an unproven probe is
   not within (the search treats it as outside: the capacity found is one the data shows).
-  :func:`min_requests` is the fewest requests that can prove a percentile with none over it
-  (p50: 5, p90: 29, p99: 299 at 95 %). The observed percentile (bench_serving's definitions,
+  Requests of one probe are not independent: a queue that is long stays long, so the requests
+  over the limit come in runs and their share varies more than a binomial's. The bound is taken
+  over the *effective* number of requests: ``n / φ`` (and ``k / φ`` over), where the dispersion
+  φ (:func:`dispersion`, at least 1) is measured on the probe itself by batch means: the
+  requests in arrival order cut into batches of ⌊√n⌋, φ = the variance of the batches' shares
+  over the binomial's for that batch size. A probe whose effective requests are too few to prove
+  the limit is unproven, not within. φ cannot be seen where every request or none is over the
+  limit (it is 1 there), nor beyond the batch size (a run longer than ⌊√n⌋ requests is seen
+  only in part): it is the least the probe itself shows. (results/slocapacity.py measures the
+  dispersion across probes for the capacity's interval; this is the one probe's own.)
+  :func:`min_requests` is the fewest independent requests that can prove a percentile with
+  none over it (p50: 5, p90: 29, p99: 299 at 95 %). The observed percentile (bench_serving's
+  definitions,
   measure/metrics.py) is reported beside it. Both are taken over the requests between the
   warm-up and the drain: the SLO's ``trim`` share (default 10 %) of the requests at each end, by
   arrival, is left out (the first meet an empty queue, the last have no arrivals behind them);
@@ -39,8 +50,8 @@ from pytest_ppsweep.measure.arrivals import Lag, lag
 from pytest_ppsweep.measure.completion import result_problems
 from pytest_ppsweep.measure.metrics import RoundResult, request_itls, request_tpot
 
-__all__ = ["SloVerdict", "binomial_bounds", "evaluate", "min_requests", "request_values",
-           "steady"]
+__all__ = ["MIN_BATCHES", "SloVerdict", "binomial_bounds", "dispersion", "evaluate",
+           "min_requests", "request_values", "steady"]
 
 
 @dataclass(frozen=True)
@@ -133,22 +144,56 @@ def min_requests(percentile: int, confidence: float) -> int:
     return math.ceil(math.log(1.0 - confidence) / math.log(1.0 - allowed) - 1e-12)
 
 
+MIN_BATCHES = 5  # fewer batches than this give no variance worth the name: φ = 1
+
+
+def dispersion(over: Sequence[bool]) -> float:
+    """How many times the variance of the share over a limit exceeds the binomial's, from one
+    probe's requests in arrival order (``over``: each one over the limit or not): batch means
+    over batches of ⌊√n⌋ requests (the last, partial one left out), the batches' sample variance
+    × the batch size / (p (1 − p)); at least 1, and 1 when it cannot be seen (every request or
+    none over, fewer than :data:`MIN_BATCHES` batches)."""
+    n = len(over)
+    size = math.isqrt(n)
+    batches = n // size if size else 0
+    if batches < MIN_BATCHES:
+        return 1.0
+    used = [bool(v) for v in over[:batches * size]]
+    p = sum(used) / len(used)
+    if p <= 0.0 or p >= 1.0:
+        return 1.0
+    means = [sum(used[i * size:(i + 1) * size]) / size for i in range(batches)]
+    var = sum((m - p) ** 2 for m in means) / (batches - 1)
+    return max(1.0, var * size / (p * (1.0 - p)))
+
+
 def judge_percentile(values: Sequence[float], limit: SloLimit,
                      confidence: float) -> tuple[str, str]:
-    """("within" | "outside" | "unproven", the words) for one percentile limit."""
+    """("within" | "outside" | "unproven", the words) for one percentile limit; ``values`` in
+    the requests' arrival order (their dispersion is measured in it)."""
     n = len(values)
-    over = sum(v > limit.limit_s for v in values)
+    flags = [v > limit.limit_s for v in values]
+    over = sum(flags)
+    phi = dispersion(flags)
+    # the effective counts: n / φ requests, k / φ of them over (rounded; never below 1 of 1)
+    n_eff = max(1, round(n / phi)) if n else 0
+    k_eff = min(n_eff, round(over / phi))
     allowed = 1.0 - (limit.percentile or 100) / 100.0
-    lower, upper = binomial_bounds(over, n, confidence)
+    lower, upper = binomial_bounds(k_eff, n_eff, confidence)
     share = (f"{over} of {n} requests over {limit.limit_s:g} s; the share over it is "
              f"{lower:.2f}-{upper:.2f} at {confidence:.0%} confidence, {allowed:.2f} allowed")
+    if phi > 1.0:
+        share += (f"; dispersion {phi:.1f} (batch means): the {n} requests count as {n_eff} "
+                  "independent ones")
     if upper <= allowed:
         return "within", share
     if lower > allowed:
         return "outside", share
     need = min_requests(limit.percentile or 100, confidence)
-    return "unproven", share + (f" (at least {need} requests are needed to prove it)"
-                                if n < need else "")
+    return "unproven", share + (
+        (f" (at least {need} requests are needed to prove it" + (
+            f"; about {math.ceil(need * phi)} at this dispersion)" if phi > 1.0 else ")"))
+        if n_eff < need else "")
 
 
 def _good(rec: Mapping[str, Any], limits: Sequence[SloLimit]) -> bool:

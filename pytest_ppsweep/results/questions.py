@@ -67,6 +67,7 @@ from pytest_ppsweep.results.stats import (
     boots_for,
     levels,
     repeats_for,
+    rule_of,
     sigma_pct,
 )
 from pytest_ppsweep.results.verdict import Verdict, as_bool, records
@@ -90,29 +91,6 @@ def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
                                      axes={str(k): str(v) for k, v in
                                            (e.get("axes") or {}).items()}))
     return tuple(found)
-
-
-def rule_of(raw: dict[str, Any], workload: str = "") -> Rule:
-    """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``, and
-    with ``sequential`` the looks from the workload's planned ``repeats`` to ``max_repeats``;
-    the defaults for a run folder written before them)."""
-    given = raw.get("compare")
-    if not isinstance(given, dict):
-        return DEFAULT_RULE
-    try:
-        rule = Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
-                    min_effect_pct=float(given.get("min_effect_pct",
-                                                   DEFAULT_RULE.min_effect_pct)))
-        if given.get("sequential") is True:
-            named = raw.get("workloads")
-            spec = (named.get(workload) if isinstance(named, dict) and workload else None) or (
-                raw.get("workload") or {})
-            first = int(spec.get("repeats") or 0)
-            last = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)  # run/rounds.py's cap
-            rule = replace(rule, first_look=first, last_look=max(first, last))
-        return rule
-    except (TypeError, ValueError, AttributeError):
-        return DEFAULT_RULE
 
 
 def _rule(given: AnswerInput, workload: str) -> Rule:

@@ -6,15 +6,44 @@ Each answer is an :class:`~pytest_ppsweep.results.answers.Answer` of ``kind = "s
 ``extra`` adds ``slo`` (the target), ``text`` (the answer in one sentence) and ``layouts`` (each
 layout's search). Statuses:
 
-* ``decided``: load: the best layout's highest load within the SLO (confirmed by its repeats)
-  is at or above every rival's lowest load outside it, so the brackets cannot overlap;
-  tokens/s per GPU: the best beats the next beyond the gate's noise rule (results/noise.py) over
-  their rounds at their final loads;
-* ``inconclusive``: brackets that overlap, a final load not confirmed by its repeats, layouts
-  that all reached the top of the searched range, or per-GPU figures within noise. ``rerun``
-  says what would separate them;
+* ``decided``: load: the best layout's capacity (results/slocapacity.py: the load where the
+  share of requests over a percentile limit crosses its allowance, fitted over every probe) is
+  above every rival's with the SLO's ``confidence``: each ratio best / rival gets an interval
+  from the two Fieller intervals (slocapacity.ratio_interval: MOVER on the log scale), both
+  refitted from the probes at ``1 − α/k`` (α = 1 − confidence, k rivals: Bonferroni), and each
+  lower end is above 1. Each end of such an interval errs with at most α/(2k); a wrong "best"
+  (another layout carries as much or more, ties included, whichever layout the data ranked
+  first) needs one of at most 2k such ends to err, so it happens with at most α. The evidence
+  names both intervals, the ratio's and the confidence. Tokens/s per GPU: the best beats the
+  next beyond the gate's noise rule (results/noise.py) over their rounds at their final loads;
+* ``inconclusive``: load: a ratio interval that reaches down to 1, or a layout without a
+  capacity interval (the search's words say why: within the SLO up to the maximum, too few
+  probes near the crossing); ``rerun`` says what would narrow the intervals, computed from them:
+  the factor of judged requests near each crossing (a Fieller interval narrows as their square
+  root), the refine probes, the ``[workload.slo] precision_pct`` and ``max_refine`` that reach
+  it. Tokens/s per GPU: per-GPU figures within noise;
 * ``no layout meets the SLO``: no layout was within it even at the lowest load searched;
-  ``text`` says how far the closest came (each limit's measured value against it).
+  ``text`` says how far the closest came (each limit's measured value against it);
+* ``equivalent`` (load, two layouts only): the ratio's interval (the same one, at 1 − α) lies
+  inside ±``[compare] min_effect_pct`` (run.json; default 1 %): they carry the same load within
+  that margin (a TOST read off the interval), and the pick is left to tokens/s per GPU or cost.
+  With two layouts there is one interval, and every claim read from it (more, or the same within
+  the margin) is wrong only when it misses, at most α. With three or more, an equivalence to a
+  best chosen from the data would need every pair's interval (Bonferroni over all pairs, not
+  over the k rivals), which would cost the decisions above power; so it is not offered there, and
+  overlapping intervals stay ``inconclusive``. At the search's default precision (± 10 %) a 1 %
+  margin is far out of reach: the rerun says how many more judged requests would show it.
+
+**Fallback: the bracket rule**, for a run folder whose outcomes carry no ``capacity`` (written
+before the capacity estimate) or an SLO without a percentile limit (nothing to fit): decided
+when the best layout's highest load within the SLO (confirmed by its repeats) is at or above
+every rival's lowest load outside it, so the brackets cannot overlap; inconclusive when they
+overlap or the best's final load was not confirmed. It states no error rate, and its evidence
+and reasons say that it was used and why (``extra["rule"]``: ``capacity interval`` or
+``bracket``).
+
+The capacity speaks for the percentile limits only (slocapacity's docstring): the N/N rule,
+per-request limits and the client's schedule are judged per probe by the bracket.
 """
 
 from __future__ import annotations
@@ -28,9 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource, RunFolder
+from pytest_ppsweep.matrix.slospec import DEFAULT_CONFIDENCE
 from pytest_ppsweep.results.answers import (
     BETTER,
     DECIDED,
+    EQUIVALENT,
     FILE_NAME,
     INCONCLUSIVE,
     ONE_LEVEL_NOTE,
@@ -41,6 +72,14 @@ from pytest_ppsweep.results.answers import (
     write_answers,
 )
 from pytest_ppsweep.results.noise import noise_pct
+from pytest_ppsweep.results.slocapacity import (
+    WINDOW,
+    Capacity,
+    of_probes,
+    parse_over,
+    ratio_interval,
+)
+from pytest_ppsweep.results.stats import DEFAULT_MIN_EFFECT_PCT, rule_of
 
 __all__ = ["MOST_LOAD", "MOST_PER_GPU", "NO_LAYOUT", "Distance", "answers_of", "distances",
            "final_values", "number", "over_text", "read_outcomes", "read_probes", "slo_answers",
@@ -88,6 +127,9 @@ def _entry(out: Mapping[str, Any], probes: Sequence[Mapping[str, str]],
         "unit": out.get("unit"), "status": out.get("status"),
         "confirmed": bool(out.get("confirmed")), "search": out.get("text"),
         "capacity": out.get("capacity"),  # point, low, high, confidence (results/slocapacity)
+        # an outcome written before the capacity estimate has no such key (the bracket rule)
+        "interval_known": "capacity" in out, "precision_pct": out.get("precision_pct"),
+        "refines": out.get("refines"), "max_refine": out.get("max_refine"),
         "tps_per_gpu": statistics.median(tps) if tps else None, "tps_per_gpu_rounds": tps,
         "usd_per_m_tokens": statistics.median(costs) if costs else None,
     }
@@ -190,59 +232,250 @@ def _closest(probes: Sequence[Mapping[str, str]], ids: Sequence[str]) -> str:
 NO_LAYOUT = "no layout meets the SLO"
 # The level of the SLO answers' evidence (issue 37 point 4): a layout's probes are judged as one
 # level, whatever boots they came from.
-LEVEL_TEXT = (f"{ONE_LEVEL_NOTE}: the boot-to-boot noise is not in these brackets (each layout's "
-              "probes are judged as rounds of one boot; a rerun that boots again measures it).")
+LEVEL_TEXT = (f"{ONE_LEVEL_NOTE}: the boot-to-boot noise is not in these intervals or brackets "
+              "(each layout's probes are judged as rounds of one boot; a rerun that boots again "
+              "measures it).")
 LOAD = "sustainable load"
 # Each SLO question's own name (report/answerview.title): two questions, two titles.
 MOST_LOAD = "most load"
 MOST_PER_GPU = "most tok/s per GPU"
 
 
+def _rows_of(probes: Sequence[Mapping[str, str]], config_id: str,
+             workload: str) -> list[dict[str, str]]:
+    """One layout's slo_probes.csv rows of ``workload`` (a row without the column counts)."""
+    return [dict(r) for r in probes if r["config_id"] == config_id
+            and (r.get("workload") or workload) == workload]
+
+
+def _no_interval_why(entry: Mapping[str, Any], level: float) -> str:
+    """Why a layout has no capacity interval at ``level``: the search's own words where it gave
+    none, else the probes do not bound it at that confidence."""
+    if entry.get("capacity") is None:
+        said = re.search(r"no capacity estimate \((?P<why>[^)]*)\)", str(entry.get("search")))
+        return (f"{entry['layout']} has no capacity estimate"
+                + (f" ({said['why']})" if said else ""))
+    return (f"{entry['layout']}'s probes do not bound its capacity at {level:.4g} "
+            "confidence (the interval is unbounded there)")
+
+
+def _no_interval_rerun(missing: Mapping[str, Any], best: Mapping[str, Any],
+                       rival: Mapping[str, Any]) -> str:
+    """What would give ``missing`` a capacity interval, by why it has none."""
+    ids = f"--ppsweep-config {best['layout']},{rival['layout']}"
+    search = str(missing.get("search"))
+    if missing.get("high") is None or "up to the maximum" in search:
+        return (f"{missing['layout']} was within the SLO up to the maximum searched "
+                f"({missing['low']} {missing.get('unit') or ''}): raise [workload.slo] max above "
+                f"it so that its probes cross the limit, then rerun {ids}")
+    refine = int(missing.get("max_refine") or 0)
+    return (f"more probes near {missing['layout']}'s crossing: raise [workload.slo] max_refine "
+            f"(now {refine}; the fit needs three probes at two loads or more within "
+            f"×{WINDOW:g} of the crossing), then rerun {ids}")
+
+
+def _interval_text(cap: Capacity, unit: str) -> str:
+    return (f"{cap.point:.4g} {unit} ({cap.confidence:.4g} interval {cap.low:.4g}-"
+            f"{cap.high:.4g})")
+
+
+def _more_text(entry: Mapping[str, Any], cap: Capacity, factor: float) -> str:
+    """The refine probes one layout needs to carry ``factor`` × the judged requests near its
+    crossing that it has."""
+    per = cap.requests / cap.probes if cap.probes else 0.0
+    more = max(1, math.ceil(cap.probes * (factor - 1.0)))
+    return f"{more} more refine probe(s) of ~{per:.0f} judged requests on {entry['layout']}"
+
+
+def _separates(best: Mapping[str, Any], rival: Mapping[str, Any], caps: Mapping[str, Capacity],
+               at: Mapping[str, Capacity], level: float, ratio: float,
+               min_effect_pct: float | None = None) -> str:
+    """What would separate ``best`` from ``rival``: the factor of judged requests near the
+    crossing both need for the ratio's lower bound at ``level`` to clear 1 (a Fieller interval
+    narrows as 1/√requests near the crossing, its dispersion included), in refine probes and in
+    [workload.slo] precision_pct (the search's stop, at the SLO's own confidence) and
+    max_refine."""
+    gap = math.log(ratio)
+    b, r = at[best["layout"]], at[rival["layout"]]
+    spread = math.hypot(math.log(b.point / b.low), math.log(r.high / r.point))
+    ids = f"--ppsweep-config {best['layout']},{rival['layout']}"
+    same = ""
+    if min_effect_pct is not None and math.log1p(min_effect_pct / 100.0) > abs(gap):
+        # equivalence: the whole ratio interval inside ±margin (its wider side counts)
+        wide = max(spread, math.hypot(math.log(b.high / b.point), math.log(r.point / r.low)))
+        need = (wide / (math.log1p(min_effect_pct / 100.0) - abs(gap))) ** 2
+        same = (f"; to show them equivalent within ±{min_effect_pct:g} % instead: about "
+                f"×{need:.2g} the judged requests near each crossing")
+    if gap <= 0 or spread <= 0:
+        return (f"{best['layout']} and {rival['layout']} have capacities "
+                f"{abs(ratio - 1) * 100:.1f} % apart: no number of probes would separate "
+                f"them at that gap{same}; rerun {ids}")
+    factor = (spread / gap) ** 2
+    # the search's stop, at the SLO's confidence: the half-width (in log terms) each interval
+    # may keep so that the ratio's bound at ``level`` clears 1
+    b0, r0 = caps[best["layout"]], caps[rival["layout"]]
+    ratio_of_levels = ((math.log(b0.point / b0.low) + math.log(r0.high / r0.point))
+                       / (math.log(b.point / b.low) + math.log(r.high / r.point)))
+    target = (math.exp(gap / math.sqrt(2.0) * ratio_of_levels) - 1.0) * 100.0
+    refine = max(int(best.get("max_refine") or 0), int(rival.get("max_refine") or 0))
+    total = max(math.ceil(c.probes * factor) for c in (b0, r0))
+    return (f"about ×{factor:.2g} the judged requests near each crossing: "
+            f"{_more_text(best, b0, factor)} and {_more_text(rival, r0, factor)}; set "
+            f"[workload.slo] precision_pct ≤ {target:.2g} (now "
+            f"{best.get('precision_pct') if best.get('precision_pct') is not None else '?'}) and "
+            f"max_refine ≥ {max(total, refine)} (now {refine}); more requests per probe "
+            f"([workload.slo] requests) help less while a probe's requests are correlated "
+            f"(dispersion {max(b0.dispersion, r0.dispersion):.1f}){same}; then rerun {ids}")
+
+
+def _bracket_evidence(best: Mapping[str, Any], meeting: Sequence[Mapping[str, Any]],
+                      why_rule: str) -> tuple[list[Evidence], list[str]]:
+    """The bracket rule (the fallback): the best's highest load within the SLO at or above each
+    rival's lowest load outside it."""
+    evidence, why = [], []
+    for rival in meeting:
+        if rival is best:
+            continue
+        apart = rival["high"] is not None and best["low"] >= rival["high"]
+        delta = (best["low"] / rival["low"] - 1) * 100 if rival["low"] else math.nan
+        evidence.append(Evidence(
+            point=best["layout"], versus=rival["layout"], concurrency=0, metric=LOAD,
+            delta_pct=delta, noise_pct=math.nan, verdict=BETTER if apart else WITHIN_NOISE,
+            note=f"bracket rule ({why_rule}): {best['search']} vs {rival['search']}: "
+                 + ("the brackets are apart" if apart else "the brackets overlap")))
+        if not apart:
+            why.append(f"{rival['layout']}'s bracket overlaps ({rival['search']})")
+    if not best["confirmed"]:
+        why.append(f"{best['layout']}'s final load did not hold on every repeat")
+    return evidence, why
+
+
 def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
-                 probes: Sequence[Mapping[str, str]]) -> Answer:
-    meeting = sorted((e for e in entries if e["low"] is not None),
-                     key=lambda e: (-e["low"], -(e["tps_per_gpu"] or 0.0)))
+                 probes: Sequence[Mapping[str, str]],
+                 min_effect_pct: float = DEFAULT_MIN_EFFECT_PCT) -> Answer:
+    meeting = [e for e in entries if e["low"] is not None]
     others = [e for e in entries if e["low"] is None]
-    ranking = tuple(e["layout"] for e in meeting) + tuple(e["layout"] for e in others)
     question = f"which layout carries the most load within {slo}"
     if not meeting:
         ids = [e["layout"] for e in entries]
         far = _closest(probes, ids)
         text = f"No layout meets {slo} at the lowest load searched; {far}."
         return Answer(kind=KIND, workload=workload, question=question, objective=(LOAD,),
-                      status=NO_LAYOUT, ranking=ranking,
+                      status=NO_LAYOUT, ranking=tuple(ids),
                       reasons=tuple(_how_far(probes, e["layout"]) for e in entries),
                       extra={"slo": slo, "text": text, "layouts": entries, "aspect": MOST_LOAD,
                              "closest": [d.as_dict() for d in distances(probes, ids)]})
-    best = meeting[0]
-    evidence, status, why = [], DECIDED, []
-    for rival in meeting[1:]:
-        apart = rival["high"] is not None and best["low"] >= rival["high"]
-        delta = (best["low"] / rival["low"] - 1) * 100 if rival["low"] else math.nan
-        evidence.append(Evidence(
-            point=best["layout"], versus=rival["layout"], concurrency=0, metric=LOAD,
-            delta_pct=delta, noise_pct=math.nan, verdict=BETTER if apart else WITHIN_NOISE,
-            note=f"{best['search']} vs {rival['search']}: "
-                 + ("the brackets are apart" if apart else "the brackets overlap")))
-        if not apart:
-            status = INCONCLUSIVE
-            why.append(f"{rival['layout']}'s bracket overlaps ({rival['search']})")
-    if not best["confirmed"]:
-        status = INCONCLUSIVE
-        why.append(f"{best['layout']}'s final load did not hold on every repeat")
+    rows = {e["layout"]: _rows_of(probes, e["layout"], workload) for e in meeting}
+    counted = any(parse_over(r.get("over_limit")) for mine in rows.values() for r in mine)
+    known = any(e.get("interval_known") for e in meeting)
+    confidence = next((float(e["capacity"]["confidence"]) for e in meeting
+                       if isinstance(e.get("capacity"), dict)
+                       and number(e["capacity"].get("confidence")) is not None),
+                      DEFAULT_CONFIDENCE)
+    caps = {cid: c for cid, mine in rows.items() if (c := of_probes(mine, confidence))}
+    interval_rule = known and counted
+    # the ranking: by the capacity's estimate where the interval rule holds (its bracket's low
+    # end for a layout without one), else by the bracket's low end
+    meeting.sort(key=lambda e: (-(caps[e["layout"]].point if interval_rule
+                                  and e["layout"] in caps else e["low"]),
+                                -(e["tps_per_gpu"] or 0.0)))
+    ranking = tuple(e["layout"] for e in meeting) + tuple(e["layout"] for e in others)
+    best, rivals = meeting[0], meeting[1:]
+    unit = str(best.get("unit") or "")
+    rerun = None
+    shown: list[str] = []  # how a decided best beats each rival, for the text
+    equivalent = ""  # two layouts shown to carry the same load within the margin
+    if not interval_rule:
+        why_rule = ("this run folder's outcomes carry no capacity interval: written before the "
+                    "capacity estimate (results/slocapacity.py)" if not known else
+                    "the SLO has no percentile limit, so no capacity interval")
+        evidence, why = _bracket_evidence(best, meeting, why_rule)
+        rule_text = f"The rule: the searches' brackets (no stated error rate), as {why_rule}."
+        shown.append(f"on the brackets, as {why_rule}")
+        if why:
+            rerun = ("narrow [workload.slo] precision or raise max_probes (or max), then rerun "
+                     f"--ppsweep-config {','.join(e['layout'] for e in meeting[:2])}")
+    else:
+        # Bonferroni over the k rivals: each ratio best / rival has a two-sided interval at
+        # 1 − α/k (its two capacities' intervals at that level); the best is decided when every
+        # lower end is above 1. Whichever layout the data ranked first, and with ties, the
+        # chance of naming a best while another carries as much or more is at most α = 1 − the
+        # SLO's confidence (module docstring).
+        alpha, k = 1.0 - confidence, max(len(rivals), 1)
+        level = 1.0 - alpha / k
+        at = {cid: c for cid, mine in rows.items() if cid in caps
+              and (c := of_probes(mine, confidence, interval_at=level))}
+        evidence, why = [], []
+        margin = 1.0 + min_effect_pct / 100.0
+        bound = 1.0 - alpha / (2 * k)  # each end of a two-sided interval at ``level``
+        for rival in rivals:
+            b, r = at.get(best["layout"]), at.get(rival["layout"])
+            if b is None or r is None:
+                missing = best if b is None else rival
+                note = _no_interval_why(missing, level) + ": not compared on capacity"
+                evidence.append(Evidence(
+                    point=best["layout"], versus=rival["layout"], concurrency=0, metric=LOAD,
+                    delta_pct=math.nan, noise_pct=math.nan, verdict=WITHIN_NOISE, note=note))
+                why.append(note)
+                if rerun is None:
+                    rerun = _no_interval_rerun(missing, best, rival)
+                continue
+            est, low, high = ratio_interval(b, r)
+            apart = low > 1.0
+            # two layouts: the one interval also shows them equivalent (module docstring)
+            same = not apart and len(rivals) == 1 and 1 / margin < low and high < margin
+            evidence.append(Evidence(
+                point=best["layout"], versus=rival["layout"], concurrency=0, metric=LOAD,
+                delta_pct=(est - 1) * 100, noise_pct=max(est - low, high - est) * 100,
+                low_pct=(low - 1) * 100, high_pct=(high - 1) * 100,
+                verdict=BETTER if apart else EQUIVALENT if same else WITHIN_NOISE,
+                note=(f"capacity {_interval_text(b, unit)} vs {_interval_text(r, unit)}: "
+                      f"ratio {est:.4g}, at least {low:.4g} with {bound:.4g} confidence ("
+                      + ("above 1: it carries more" if apart else
+                         f"{level:.4g} interval {low:.4g}-{high:.4g} within "
+                         f"±{min_effect_pct:g} %: equivalent" if same else
+                         "not above 1: the intervals do not separate them") + ")")))
+            shown.append(f"{rival['layout']} {r.point:.3g} {unit}, ratio {est:.4g} "
+                         f"(at least {low:.4g})")
+            if same:
+                equivalent = (f"{best['layout']} and {rival['layout']} carry the same load "
+                              f"within ±{min_effect_pct:g} % with {confidence:.0%} confidence "
+                              f"(ratio {est:.4g}, {level:.4g} interval {low:.4g}-{high:.4g})")
+            elif not apart:
+                why.append(f"{rival['layout']}'s capacity is not below {best['layout']}'s with "
+                           f"{confidence:.0%} confidence (ratio {est:.4g}, {level:.4g} interval "
+                           f"{low:.4g}-{high:.4g})")
+                if rerun is None:
+                    rerun = _separates(best, rival, caps, at, level, est,
+                                       min_effect_pct if len(rivals) == 1 else None)
+        rule_text = (f"The rule: the capacity intervals at {confidence:.0%} confidence over "
+                     f"{len(rivals)} rival(s): each ratio best/rival has a {level:.4g} "
+                     "interval (Bonferroni over the rivals) whose lower end must be above 1 "
+                     "(results/slocapacity.py).")
+    status = INCONCLUSIVE if why else EQUIVALENT if equivalent else DECIDED
     text = (f"{best['layout']} carries the most load within {slo}: {best['search']}"
             f"{_per_gpu_text(best)}.")
-    rerun = None
-    if status == INCONCLUSIVE:
+    if status == EQUIVALENT:
+        pick = max(meeting, key=lambda e: e["tps_per_gpu"] or 0.0)
+        text = (f"Equivalent: {equivalent}; pick by tokens/s per GPU or cost"
+                + (f" ({pick['layout']}{_per_gpu_text(pick)})" if pick["tps_per_gpu"] else "")
+                + ".")
+    elif status == INCONCLUSIVE:
         text += " Inconclusive: " + "; ".join(why) + "."
-        rerun = ("narrow [workload.slo] precision or raise max_probes (or max), then rerun "
-                 f"--ppsweep-config {','.join(e['layout'] for e in meeting[:2])}")
+    elif interval_rule and rivals:
+        text += (f" It carries more than every rival with {confidence:.0%} confidence: "
+                 + "; ".join(shown) + ".")
+    elif rivals:
+        text += f" Decided {shown[0]}."
     return Answer(kind=KIND, workload=workload, question=question, objective=(LOAD,),
                   status=status, answer=best["layout"] if status == DECIDED else None,
                   fallback=meeting[1]["layout"] if len(meeting) > 1 else None, ranking=ranking,
-                  evidence=tuple(evidence), rerun=rerun, reasons=(*why, LEVEL_TEXT),
+                  evidence=tuple(evidence), rerun=rerun, reasons=(*why, rule_text, LEVEL_TEXT),
                   extra={"slo": slo, "text": text, "layouts": entries,
-                         "best": best["layout"], "aspect": MOST_LOAD})
+                         "best": best["layout"], "aspect": MOST_LOAD,
+                         "rule": "capacity interval" if interval_rule else "bracket",
+                         **({"equivalent": [e["layout"] for e in meeting]}
+                            if status == EQUIVALENT else {})})
 
 
 def _per_gpu_text(entry: Mapping[str, Any]) -> str:
@@ -307,7 +540,8 @@ def answers_of(source: FolderSource) -> list[Answer]:
                      for o in mine for r in probes)
         tps_key = "output_tps_per_gpu" if decode else "input_tps_per_gpu"
         entries = [_entry(o, probes, tps_key) for o in mine]
-        answers.append(_load_answer(workload, slo, entries, probes))
+        answers.append(_load_answer(workload, slo, entries, probes,
+                                    rule_of(files.meta, workload).min_effect_pct))
         answers.append(_gpu_answer(workload, slo, entries, tps_key))
     return answers
 

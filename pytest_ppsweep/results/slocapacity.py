@@ -30,15 +30,18 @@ benchmarks/bench_slo_capacity.py runs the search on a queue model whose true cap
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from pytest_ppsweep.matrix.slospec import percentile_of
 from pytest_ppsweep.measure.slosearch import Probe, Search
 from pytest_ppsweep.results.stats import t_ppf
 
-__all__ = ["MIN_REFINE", "WINDOW", "Capacity", "CapacitySearch", "Share", "estimate", "next_load"]
+__all__ = ["MIN_REFINE", "WINDOW", "Capacity", "CapacitySearch", "Share", "binding", "estimate",
+           "limits_of", "next_load", "of_probes", "over_cell", "parse_over", "ratio_interval",
+           "shares_of"]  # fmt: skip
 
 MIN_REFINE = 2  # refine probes before the interval may stop it: one on each side of the estimate
 WINDOW = 1.5  # probes within this factor of the estimate (either way) enter the fit
@@ -155,6 +158,84 @@ def estimate(shares: Sequence[Share], allowance: float, confidence: float) -> Ca
     return found
 
 
+def binding(shares: Mapping[str, Sequence[Share]], limits: Mapping[str, float],
+            confidence: float, interval_at: float | None = None) -> Capacity | None:
+    """The binding limit's capacity: the lowest estimate at ``confidence`` over the percentile
+    limits (``limits``: key → allowance; a limit whose share never crossed its allowance binds
+    nothing). With ``interval_at``, that same limit's capacity with its interval at that
+    confidence instead (None: the probes do not bound it there; a limit that binds at the
+    search's confidence binds whatever level its interval is asked at)."""
+    found = [(c, key) for key, allowance in limits.items()
+             if (c := estimate(shares.get(key, []), allowance, confidence))]
+    if not found:
+        return None
+    cap, key = min(found, key=lambda f: f[0].point)
+    if interval_at is None or interval_at == confidence:
+        return cap
+    return estimate(shares.get(key, []), limits[key], interval_at)
+
+
+def over_cell(over: Mapping[str, tuple[int, int]]) -> str:
+    """slo_probes.csv's ``over_limit`` cell: per percentile limit, requests over it of those
+    judged (``ttft_p50_s=12/160``; ``;`` between limits); :func:`parse_over` reads it back."""
+    return ";".join(f"{key}={k}/{n}" for key, (k, n) in dict(over).items())
+
+
+def parse_over(cell: str | None) -> dict[str, tuple[int, int]]:
+    """slo_probes.csv's ``over_limit`` cell read back (``ttft_p50_s=12/160;e2e_p99_s=0/160``:
+    per percentile limit, requests over it of those judged); empty for a row written before
+    the column existed."""
+    out: dict[str, tuple[int, int]] = {}
+    for part in (cell or "").split(";"):
+        key, _, counts = part.partition("=")
+        k, _, n = counts.partition("/")
+        if key and k.isdigit() and n.isdigit():
+            out[key] = (int(k), int(n))
+    return out
+
+
+def shares_of(rows: Sequence[Mapping[str, str]]) -> dict[str, list[Share]]:
+    """Per percentile limit's key, the shares of slo_probes.csv ``rows`` (one layout's, every
+    phase: the search fits them all), in probe order."""
+    out: dict[str, list[Share]] = {}
+    for row in sorted(rows, key=lambda r: int(r.get("probe") or 0)):
+        try:
+            load = float(row["load"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        for key, (k, n) in parse_over(row.get("over_limit")).items():
+            out.setdefault(key, []).append(Share(load, k, n))
+    return out
+
+
+def limits_of(keys: Sequence[str]) -> dict[str, float]:
+    """key → allowance (``1 − q/100``) of the percentile limits among ``keys``."""
+    return {key: 1.0 - q / 100.0 for key in keys if (q := percentile_of(key)) is not None}
+
+
+def of_probes(rows: Sequence[Mapping[str, str]], confidence: float,
+              interval_at: float | None = None) -> Capacity | None:
+    """The capacity (:func:`binding`) from one layout's slo_probes.csv ``rows`` as the search
+    fitted it (None: the rows carry no ``over_limit`` counts, or they do not place it)."""
+    shares = shares_of(rows)
+    return binding(shares, limits_of(list(shares)), confidence, interval_at)
+
+
+def ratio_interval(a: Capacity, b: Capacity) -> tuple[float, float, float]:
+    """The ratio ``a/b`` of two capacities: (estimate, low, high), from their two intervals
+    (each at the same confidence, which this interval then has), by MOVER ("method of variance
+    estimates recovery", Zou and Donner 2008) on the log scale: each end is the log ratio plus
+    or minus the root of the two estimates' squared distances to their own ends on that side
+    (Fieller's intervals are asymmetric: each side keeps its own). It takes the two estimates as
+    independent: two layouts, or two runs, fitted on probes of their own. Where they share
+    arrival schedules (common random numbers) their errors are positively correlated, which
+    only makes the true interval of the ratio narrower: the one given is conservative."""
+    est = math.log(a.point / b.point)
+    down = math.hypot(math.log(a.point / a.low), math.log(b.high / b.point))
+    up = math.hypot(math.log(a.high / a.point), math.log(b.point / b.low))
+    return math.exp(est), math.exp(est - down), math.exp(est + up)
+
+
 def next_load(shares: Sequence[Share], allowance: float) -> float | None:
     """Where the crossing lies by the probes' own shares, before any fit: the geometric mean of
     the highest load measured at or below the allowance and the lowest above it, each the
@@ -194,11 +275,8 @@ class CapacitySearch:
         return sum(p.phase == "refine" for p in self.rounds)
 
     def capacity(self) -> Capacity | None:
-        """The binding limit's capacity: the lowest estimate over the percentile limits (a
-        limit whose share never crossed its allowance binds nothing)."""
-        found = [c for key, allowance in self.limits.items()
-                 if (c := estimate(self.shares.get(key, []), allowance, self.confidence))]
-        return min(found, key=lambda c: c.point) if found else None
+        """The binding limit's capacity (:func:`binding`)."""
+        return binding(self.shares, self.limits, self.confidence)
 
     def crossing(self) -> float | None:
         """Where the lowest crossing lies by the probes' shares before any fit (None: no

@@ -91,6 +91,9 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
+
+from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_MIN_EFFECT_PCT = 1.0
@@ -143,6 +146,29 @@ class Rule:
 
 
 DEFAULT_RULE = Rule()
+
+
+def rule_of(raw: dict[str, Any], workload: str = "") -> Rule:
+    """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``, and
+    with ``sequential`` the looks from the workload's planned ``repeats`` to ``max_repeats``;
+    the defaults for a run folder written before them)."""
+    given = raw.get("compare")
+    if not isinstance(given, dict):
+        return DEFAULT_RULE
+    try:
+        rule = Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
+                    min_effect_pct=float(given.get("min_effect_pct",
+                                                   DEFAULT_RULE.min_effect_pct)))
+        if given.get("sequential") is True:
+            named = raw.get("workloads")
+            spec = (named.get(workload) if isinstance(named, dict) and workload else None) or (
+                raw.get("workload") or {})
+            first = int(spec.get("repeats") or 0)
+            last = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)  # run/rounds.py's cap
+            rule = replace(rule, first_look=first, last_look=max(first, last))
+        return rule
+    except (TypeError, ValueError, AttributeError):
+        return DEFAULT_RULE
 
 
 # --- the Student t distribution -------------------------------------------------------------

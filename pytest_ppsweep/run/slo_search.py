@@ -20,8 +20,9 @@ own schedule, the same on every layout. After the bracket, refine probes narrow 
 estimate (results/slocapacity.py); each probe's counts over every percentile limit are kept in
 ``over_limit`` so a resumed search fits and asks exactly what it would have.
 Before the first probe the search says how many requests a probe needs to prove each
-percentile limit at the SLO's confidence (measure/withinslo.py) and, with ``requests = "auto"``,
-the probe size computed from the layout's measured prefill time (measure/probesize.py) and why.
+percentile limit at the SLO's confidence (measure/withinslo.py; independent ones: a probe's
+own dispersion lowers the count its requests are worth) and, with ``requests = "auto"``, the
+probe size computed from the layout's measured prefill time (measure/probesize.py) and why.
 """
 
 from __future__ import annotations
@@ -48,13 +49,18 @@ from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.results import cost
 from pytest_ppsweep.results.sloanswer import read_probes
-from pytest_ppsweep.results.slocapacity import Capacity, CapacitySearch
+from pytest_ppsweep.results.slocapacity import (
+    Capacity,
+    CapacitySearch,
+    over_cell,
+    parse_over,
+)
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
 from pytest_ppsweep.run.rounds import Rounds, decode_workload
 
-__all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path"]
+__all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path", "parse_over"]
 
 PROBES_CSV = SLO_PROBES_CSV
 
@@ -103,25 +109,8 @@ def probe_row(run_id: str, price: float | None, booted: Booted, workload: Worklo
         "usd_per_m_input": cost.per_million(_num(result.input_tps), gpus, price),
         "usd_per_m_output": cost.per_million(_num(result.output_tps), gpus, price),
         "time_scale": booted.topology.time_scale, "simulated": booted.topology.simulated,
-        "over_limit": over_text(verdict.over),
+        "over_limit": over_cell(verdict.over),
     }
-
-
-def over_text(over: dict[str, tuple[int, int]] | Any) -> str:
-    """The ``over_limit`` cell: per percentile limit, requests over it of those judged
-    (``ttft_p50_s=12/160``; ``;`` between limits)."""
-    return ";".join(f"{key}={k}/{n}" for key, (k, n) in dict(over).items())
-
-
-def parse_over(cell: str | None) -> dict[str, tuple[int, int]]:
-    """The ``over_limit`` cell read back (empty: a row written before the column existed)."""
-    out: dict[str, tuple[int, int]] = {}
-    for part in (cell or "").split(";"):
-        key, _, counts = part.partition("=")
-        k, _, n = counts.partition("/")
-        if key and k.isdigit() and n.isdigit():
-            out[key] = (int(k), int(n))
-    return out
 
 
 def _append(store: RunStore, row: dict[str, Any]) -> None:
@@ -248,7 +237,8 @@ class SloSearch:
             self.ctx.progress(
                 ("WARNING: " if short else "")
                 + f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
-                f"needs at least {need} requests to prove it; a probe sends "
+                f"needs at least {need} requests to prove it (independent ones: requests that "
+                "come in runs count less, measure/withinslo.dispersion); a probe sends "
                 f"{base.num_requests}" + (": every probe will be unproven, raise "
                                           "[workload.slo] requests" if short else ""))
         self.ctx.progress(f"{cfg.id}: {plan_text(slo, base.num_requests, workload.repeats)}")

@@ -305,7 +305,11 @@ def test_a_killed_search_resumes_and_the_gate_fails_a_fallen_load(
     assert seen["test_slo_no_regression[pp8-tp4-ep4]"] == "FAILED"
     assert seen["test_slo_no_regression[pp4-tp8-ep4]"] == "PASSED"
     assert seen["test_slo[pp8-tp4-ep4]"] == "PASSED"  # the slower server works, carries less
+    # gate/sloregress.py: the capacity intervals where both runs have them, else the brackets
     assert re.search(r"pp8-tp4-ep4: (highest load within TTFT p50 ≤ 16 s fell at least "
-                     r"[\d.]+ % \(noise [\d.]+ %\): now|no load within TTFT p50 ≤ 16 s any "
-                     r"more \(reference: ≥ )", out), out[-4000:]
+                     r"[\d.]+ % \(noise [\d.]+ %; bracket rule: [^)]*\): now|capacity within "
+                     r"TTFT p50 ≤ 16 s fell [\d.]+ %, at least [\d.]+ % with 95% confidence "
+                     r"\(capacity interval rule|no load within TTFT p50 ≤ 16 s any more "
+                     r"\(reference: ≥ )", out), out[-4000:]
     assert "pp4-tp8-ep4: highest load within TTFT p50 ≤ 16 s fell" not in out
+    assert "pp4-tp8-ep4: capacity within TTFT p50 ≤ 16 s fell" not in out

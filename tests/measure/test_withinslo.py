@@ -11,6 +11,7 @@ from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.metrics import summarize
 from pytest_ppsweep.measure.withinslo import (
     binomial_bounds,
+    dispersion,
     evaluate,
     judge_percentile,
     min_requests,
@@ -106,8 +107,9 @@ def test_a_percentile_near_its_limit_is_unproven_not_within() -> None:
     assert not verdict.within and verdict.unproven == ("ttft_p50_s",)
     assert verdict.reasons[0].startswith("TTFT p50 ≤ 2 s: unproven: measured 1 s (13 of 32 "
                                          "requests over 2 s")
-    assert judge_percentile([1.0] * 30 + [3.0] * 10, limit, 0.95)[0] == "within"
-    assert judge_percentile([1.0] * 10 + [3.0] * 30, limit, 0.95)[0] == "outside"
+    # the slow requests spread through the probe (every fourth): independent-looking
+    assert judge_percentile([1.0, 1.0, 1.0, 3.0] * 10, limit, 0.95)[0] == "within"
+    assert judge_percentile([3.0, 3.0, 3.0, 1.0] * 10, limit, 0.95)[0] == "outside"
     # a p99 over 40 requests can never be proven: the words say how many it needs
     state, words = judge_percentile([1.0] * 40, SloLimit("ttft", 99, 2.0), 0.95)
     assert state == "unproven" and "at least 299 requests are needed" in words
@@ -125,3 +127,29 @@ def test_the_warm_up_and_the_drain_are_left_out_of_the_percentiles() -> None:
     assert trimmed.num_requests == whole.num_requests == 20  # N/N and goodput count them all
     # ordered by arrival, not by the order the records came back in
     assert [r["index"] for r in steady(list(reversed(records)), 0.1)] == list(range(2, 18))
+
+
+def test_requests_that_come_in_runs_count_as_fewer_independent_ones() -> None:
+    """Issue 37 point 7: a queue that is long stays long. 10 of 40 requests over the p50 limit,
+    all in one run at the end: the independent-requests bound calls it within (the old rule),
+    but batch means (6 batches of 6: five with none over, one all over) show the share varying
+    7.2 × a binomial's: 40 requests count as 6, and the probe is unproven. The same 10 spread
+    through the probe keep φ = 1 and stay within."""
+    limit = SloLimit("ttft", 50, 2.0)
+    runs = [1.0] * 30 + [3.0] * 10
+    spread = [1.0, 1.0, 1.0, 3.0] * 10
+    assert dispersion([v > 2.0 for v in spread]) == 1.0
+    phi = dispersion([v > 2.0 for v in runs])
+    assert phi == pytest.approx(7.2)
+    assert binomial_bounds(10, 40, 0.95)[1] < 0.5  # the old rule: within
+    state, words = judge_percentile(runs, limit, 0.95)
+    assert state == "unproven", words
+    assert "dispersion 7.2 (batch means): the 40 requests count as 6 independent" in words
+    assert judge_percentile(spread, limit, 0.95)[0] == "within"
+    # too few batches to see a variance, or no request over: φ = 1, the binomial's bound
+    assert dispersion([False, True] * 10) == 1.0 and dispersion([False] * 100) == 1.0
+    assert dispersion([True] * 4 + [False] * 12) == 1.0  # 4 batches of 4
+    # a p90 over 100 requests, 5 over in one run: φ 5.3, 19 effective of the 29 it needs
+    state, words = judge_percentile([1.0] * 95 + [3.0] * 5, SloLimit("ttft", 90, 2.0), 0.95)
+    assert state == "unproven", words
+    assert "(at least 29 requests are needed to prove it; about 153 at this dispersion)" in words

@@ -12,10 +12,15 @@ import pytest
 from pytest_ppsweep.measure.slosearch import Search
 from pytest_ppsweep.results.slocapacity import (
     MIN_REFINE,
+    Capacity,
     CapacitySearch,
     Share,
     estimate,
     next_load,
+    of_probes,
+    over_cell,
+    parse_over,
+    ratio_interval,
 )
 
 TRUE = 2.0  # req/s where the share over the limit is 0.5
@@ -147,3 +152,35 @@ def test_an_interval_precise_after_the_bracket_still_gets_one_refine_probe_each_
     assert cap is not None and cap.half_width_pct <= 5.0
     run(s)
     assert s.refines == MIN_REFINE == 2
+
+
+def test_the_ratio_of_two_capacities_has_an_interval_from_theirs() -> None:
+    """MOVER on the log scale: the ratio's ends from each estimate's own distances to its ends
+    (asymmetric intervals keep their sides); equal intervals give a ratio interval around 1
+    narrower than their non-overlap would need (√2 × one width, not 2 ×)."""
+    a = Capacity(point=2.0, low=1.8, high=2.4, confidence=0.95, probes=5, dispersion=1.0)
+    b = Capacity(point=1.0, low=0.9, high=1.1, confidence=0.95, probes=5, dispersion=1.0)
+    est, low, high = ratio_interval(a, b)
+    assert est == pytest.approx(2.0)
+    assert low == pytest.approx(2.0 * math.exp(-math.hypot(math.log(2 / 1.8), math.log(1.1))))
+    assert high == pytest.approx(2.0 * math.exp(math.hypot(math.log(2.4 / 2), math.log(1 / .9))))
+    same = ratio_interval(b, b)
+    assert same[1] < 1 < same[2] and math.log(same[2]) < 2 * math.log(1.1)
+
+
+def test_the_capacity_refits_from_probe_rows_and_binds_on_the_lowest_limit() -> None:
+    """of_probes reads the over_limit cells back (over_cell's format) and fits as the search
+    does; a second level widens the interval around the same estimate, on the same (binding)
+    limit."""
+    loads = (1.6, 1.8, 2.0, 2.2, 2.5)
+    rows = [{"probe": str(i + 1), "load": str(x), "over_limit": over_cell({
+        "ttft_p50_s": (round(200 * share_at(x)), 200),
+        "e2e_p99_s": (round(200 * share_at(x / 1.2)) // 50, 200)})}  # ≤ 1 %: binds nothing
+        for i, x in enumerate(loads)]
+    assert parse_over(rows[0]["over_limit"])["ttft_p50_s"][1] == 200
+    cap = of_probes(rows, 0.95)
+    wide = of_probes(rows, 0.95, interval_at=0.99)
+    assert cap is not None and wide is not None
+    assert cap.point == pytest.approx(TRUE, rel=0.01) and wide.point == pytest.approx(cap.point)
+    assert wide.low < cap.low and wide.high > cap.high and wide.confidence == 0.99
+    assert of_probes([{"probe": "1", "load": "1.0"}], 0.95) is None  # an older row: no counts
