@@ -24,9 +24,10 @@ The search for the highest load within the SLO on one boot (measure/slosearch.py
 * ``requests`` (default: the workload's ``num_requests``): the requests every probe sends. A
   probe starts from an empty queue: it must last well beyond the queue's warm-up near the
   capacity, or the capacity is overestimated (benchmarks/bench_slo_capacity.py: on the 16K
-  prefill model 40 requests a probe overestimate it, 200 do not). ``"auto"``: computed before
-  each layout's search from its measured prefill time, the fewest that keep the estimate
-  within ``precision_pct`` (measure/probesize.py; a queue model, stated with the size);
+  prefill model 40 requests a probe overestimate it, 200 do not). ``"auto"``: the first probe
+  sends the workload's size; the others the fewest that keep the estimate within
+  ``precision_pct``, computed from the layout's measured prefill time and the first probe's
+  TTFT (measure/probesize.py; a queue model, stated with the size);
 * ``max_concurrency`` (default 0: none): the cap on requests in flight while searching a rate;
 * ``confidence`` (default 0.95): a percentile limit is met only when a one-sided binomial
   (Clopper-Pearson) bound at this confidence keeps the share of requests over the limit within

@@ -11,13 +11,18 @@ saturation the SLO sits, which is what this module computes.
 The model (an assumption, stated where it is used: the run's progress line and the dry run):
 
 * the layout's prefill is one FIFO queue with Poisson arrivals (a rate search sends them,
-  measure/arrivals.py) and a deterministic service time ``S`` per request: an M/D/1 queue.
-  ``S`` is the layout's measured prefill time per request (its rounds' input tokens per request
-  over their Input TPS at the highest C, on this boot), not a guess. Batching of short prompts
-  and decode interference are outside it: only TTFT percentile limits of a rate search are
-  modelled; any other SLO keeps the workload's ``num_requests``, and says so;
+  measure/arrivals.py) and a deterministic service time ``S`` per request: an M/D/1 queue,
+  behind a fixed latency. ``S`` is the layout's measured prefill time per request at
+  saturation (its rounds' input tokens per request over their Input TPS at the highest C, on
+  this boot); the fixed latency is its TTFT with no queue, ``T0``, read from the search's first
+  probe (at ``min``, where the queue is nearly always empty: its TTFT p50 is ``T0`` while
+  ρ < ½). A pipeline holds several requests at once, so ``T0`` exceeds ``S`` there (the
+  emulated PP8 of the seeds: S = 1.85 s, T0 = 7.4 s); TTFT = T0 + the queue's wait. Batching of
+  short prompts and decode interference are outside it: only TTFT percentile limits of a rate
+  search are modelled; any other SLO keeps the workload's ``num_requests``, and says so;
 * the load the SLO allows: the utilisation ρ* at which the steady-state TTFT percentile equals
-  its limit, from Erlang's exact M/D/1 waiting-time distribution (Erlang 1909; as given by
+  its limit (the wait allowed is the limit − T0; none when T0 is over it), from Erlang's exact
+  M/D/1 waiting-time distribution (Erlang 1909; as given by
   Gross and Harris, *Fundamentals of Queueing Theory*, M/D/1):
   P(W ≤ x) = (1 − ρ) Σ_{k=0}^{⌊x/S⌋} [λ(kS − x)]^k / k! · e^{−λ(kS − x)}, λ = ρ/S
   (computed in 80+ decimal digits: its terms alternate and cancel);
@@ -35,10 +40,12 @@ The model (an assumption, stated where it is used: the run's progress line and t
 ``BIAS_SHARE`` = ¾ leaves a quarter of the precision to the probes' noise, which the refine
 probes narrow (results/slocapacity.py). It is calibrated on bench_slo_capacity's queue model of
 the seeds' 16K prefill server (S = 1.86 s, TTFT p50 ≤ 5 s, ρ* = 0.84, 200 seeds), where probes of
-this size are within ±10 % of the true capacity in every seed and the 95 % interval holds the
-truth at its nominal rate, at fewer requests than the 200 slo.toml used to state; a share of 1
-(109 requests) lets the interval's coverage fall to 89 %, ½ (294) costs 46 % more arrivals
-for no gain the benchmark can see.
+this size (198) are within ±10 % of the true capacity in every seed and the 95 % interval holds
+the truth in 95.0 % of them; a share of 1 (120 requests) lets the coverage fall to 90.5 %, under
+its 92.5 % floor, and ½ (321) costs 50 % more arrivals for no gain the benchmark can see. The
+first probe, at the minimum load, sends the workload's own size: it is the probe that measures
+the TTFT with no queue, and the slowest to send (2.11 h of arrivals per search with "auto"
+against 2.99 h with 198 throughout).
 """
 
 from __future__ import annotations
@@ -79,10 +86,12 @@ def md1_wait_cdf(wait_s: float, rho: float, service_s: float) -> float:
         return min(max(float((1 - Decimal(rho)) * total), 0.0), 1.0)
 
 
-def capacity_utilisation(service_s: float, limit_s: float, percentile: int) -> float | None:
-    """ρ* at which the steady-state TTFT ``percentile`` equals ``limit_s`` (TTFT = wait +
-    ``service_s``); None when no load meets it (the limit is under one service time)."""
-    wait = limit_s - service_s
+def capacity_utilisation(service_s: float, limit_s: float, percentile: int,
+                         latency_s: float | None = None) -> float | None:
+    """ρ* at which the steady-state TTFT ``percentile`` equals ``limit_s`` (TTFT = the wait +
+    ``latency_s``, the TTFT with no queue; default ``service_s``); None when no load meets it
+    (the limit is under that latency)."""
+    wait = limit_s - (service_s if latency_s is None else latency_s)
     share = percentile / 100.0
     if wait < 0 or md1_wait_cdf(wait, 0.0, service_s) < share:
         return None
@@ -138,10 +147,12 @@ def not_modelled(slo: SloSpec) -> str | None:
     return None
 
 
-def probe_size(slo: SloSpec, service_s: float | None, fallback: int) -> ProbeSize:
+def probe_size(slo: SloSpec, service_s: float | None, fallback: int,
+               latency_s: float | None = None) -> ProbeSize:
     """The requests a probe of ``slo`` sends when its ``requests`` is ``"auto"``, for the layout
-    whose measured prefill time per request is ``service_s`` (None: not measured); ``fallback``:
-    the workload's ``num_requests``, used with the reason when the model does not apply."""
+    whose measured prefill time per request at saturation is ``service_s`` and whose TTFT with
+    no queue is ``latency_s`` (None: ``service_s``, one request at a time); ``fallback``: the
+    workload's ``num_requests``, used with the reason when the model does not apply."""
     floors = [math.ceil(min_requests(lim.percentile or 100, slo.confidence)
                         / max(1.0 - 2 * slo.trim, 1e-9))
               for lim in slo.percentile_limits]
@@ -158,23 +169,27 @@ def probe_size(slo: SloSpec, service_s: float | None, fallback: int) -> ProbeSiz
     utilisations = []
     for lim in ttft:
         try:
-            rho = capacity_utilisation(service_s, lim.limit_s, lim.percentile or 100)
+            rho = capacity_utilisation(service_s, lim.limit_s, lim.percentile or 100, latency_s)
         except ValueError as exc:
             return ProbeSize(max(fallback, floor), f"the workload's num_requests: {exc}")
         if rho is not None:
             utilisations.append(rho)
     if not utilisations:
+        lat = service_s if latency_s is None else latency_s
         return ProbeSize(max(fallback, floor),
-                         f"the workload's num_requests: no load meets the TTFT limits at the "
-                         f"measured prefill time {service_s:.3g} s (the search will say so)")
+                         f"the workload's num_requests: no load meets the TTFT limits, whose "
+                         f"TTFT with no queue is already {lat:.3g} s")
     rho = max(utilisations)  # the longest relaxation bounds the others
     allowed = BIAS_SHARE * slo.precision_pct / 100.0
     n = floor
     while start_bias(n, rho, slo.trim) > allowed and n < _MAX_REQUESTS:
         n += 1
     tau = relaxation_requests(rho)
+    behind = ("" if latency_s is None
+              else f" behind a TTFT of {latency_s:.3g} s with no queue (the first probe's)")
     return ProbeSize(n, (
-        f"M/D/1 model of the prefill queue at the measured {service_s:.3g} s per request: the "
+        f"M/D/1 model of the prefill queue at the measured {service_s:.3g} s per request"
+        f"{behind}: the "
         f"SLO sits near utilisation {rho:.2f}, where the queue relaxes in ~{tau:.0f} requests; "
         f"{n} keep the empty start's bias within {allowed * 100:.3g} % of the capacity "
         f"(¾ of precision_pct {slo.precision_pct:g} %)"

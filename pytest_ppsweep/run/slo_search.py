@@ -48,7 +48,7 @@ from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
 from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.results import cost
-from pytest_ppsweep.results.sloanswer import read_probes
+from pytest_ppsweep.results.sloanswer import number, read_probes
 from pytest_ppsweep.results.slocapacity import (
     Capacity,
     CapacitySearch,
@@ -218,7 +218,8 @@ class SloSearch:
         if slo is None:
             raise ValueError(f"{cfg.id}: its workload has no SLO")
         base, prompts = self.ctx.workloads.workload_for(cfg)
-        size, said = probe_requests(slo, self.ctx.store.result_rows(), cfg.id, base.num_requests)
+        own = base.num_requests
+        size, said, service = probe_requests(slo, self.ctx.store.result_rows(), cfg.id, own)
         if said:
             self.ctx.progress(said)
         if size != base.num_requests:
@@ -250,6 +251,14 @@ class SloSearch:
         while (step := search.next()) is not None:
             load, phase = step
             k = len(search.rounds) + 1
+            if service is not None and k > 1:  # "auto": sized once the first probe measured
+                size, said = resized(slo, service, _first_ttft(self.ctx.store, cfg, recorded),
+                                     cfg.id, own)
+                self.ctx.progress(said)
+                service = None
+                if size != base.num_requests:
+                    base = replace(base, num_requests=size)
+                    prompts = generate_prompts(base)
             if phase == "refine" and not refine_said:
                 refine_said = True
                 self.ctx.progress(f"{cfg.id}: {refine_text(search, base.num_requests)}")
@@ -302,6 +311,15 @@ class SloSearch:
         return outcome
 
 
+def _first_ttft(store: RunStore, cfg: Config, recorded: list[dict[str, str]]) -> float | None:
+    """The TTFT p50 of the layout's first probe in this search (slo_probes.csv: measured now,
+    or kept from the interrupted run)."""
+    rows = [r for r in read_probes(store.dir) if r["config_id"] == cfg.id
+            and r["workload"] == (cfg.workload or "default") and r["probe"] == "1"] or [
+        r for r in recorded if r["probe"] == "1"]
+    return number(rows[0].get("ttft_p50_s")) if rows else None
+
+
 def service_time(rows: list[dict[str, str]], config_id: str) -> float | None:
     """A layout's measured prefill time per request (seconds of the run's clock: emulated on
     the emulator): input tokens per completed request over the Input TPS of its valid rounds
@@ -324,14 +342,34 @@ def service_time(rows: list[dict[str, str]], config_id: str) -> float | None:
 
 
 def probe_requests(slo: SloSpec, rows: list[dict[str, str]], config_id: str,
-                   num_requests: int) -> tuple[int, str]:
-    """The requests each probe of the layout's search sends, and the line that says how they
-    were chosen ("" for a size the sweep file states): with ``requests = "auto"``, sized from
-    the layout's measured prefill time in this run's ``rows`` (measure/probesize.py), a
-    WARNING when the model cannot size it."""
+                   num_requests: int) -> tuple[int, str, float | None]:
+    """The requests the search's first probe sends, the line that says how they were chosen
+    ("" for a size the sweep file states), and, when ``requests = "auto"`` can size the later
+    probes once the first has measured the TTFT with no queue (:func:`resized`), the layout's
+    measured prefill time per request at saturation in this run's ``rows`` (else None; a
+    WARNING says why the workload's size is kept)."""
     if not slo.auto_requests:
-        return slo.probe_requests(num_requests), ""
-    size = probe_size(slo, service_time(rows, config_id), num_requests)
+        return slo.probe_requests(num_requests), "", None
+    service = service_time(rows, config_id)
+    size = probe_size(slo, service, num_requests)
+    if not size.modelled or service is None:
+        return size.requests, f"WARNING: {config_id}: {size.line()}", None
+    first = probe_size(slo, None, num_requests).requests  # the floors, the workload's size
+    return first, (f"{config_id}: SLO probe size: the first probe (at the minimum load) sends "
+                   f"{first} requests; the others are sized from what it measures "
+                   f"(requests = \"auto\", measure/probesize.py)"), service
+
+
+def resized(slo: SloSpec, service_s: float, first_ttft_p50_s: float | None, config_id: str,
+            num_requests: int) -> tuple[int, str]:
+    """``requests = "auto"``: the later probes' size from the layout's prefill time at
+    saturation and the first probe's TTFT p50 (at the minimum load: the TTFT with no queue),
+    and the line that says why (a WARNING when the model cannot size them)."""
+    if first_ttft_p50_s is None or not first_ttft_p50_s > 0:
+        size = probe_size(slo, None, num_requests)
+        return size.requests, (f"WARNING: {config_id}: {size.line()}: the first probe measured "
+                               "no TTFT to size the others on")
+    size = probe_size(slo, service_s, num_requests, first_ttft_p50_s)
     return size.requests, ("" if size.modelled else "WARNING: ") + f"{config_id}: {size.line()}"
 
 

@@ -82,9 +82,11 @@ SMOKES: dict[str, Smoke] = {
     "bench_slo_capacity": Smoke(expect=(
         r"^RESULT true capacity, TTFT p50 ≤ 5 s", r"^RESULT low end at or below the truth, 40",
         r'^RESULT probe size of requests = "auto" \(measure/probesize.py\): (\d+) requests: M/D/1',
-        r"^RESULT capacity within 10 % of the truth, \d+ requests a probe: .* \| goal >= 90%",
-        r"^RESULT 95 % interval holds the truth, \d+ requests a probe: .* \| goal its nominal",
-        r"^RESULT cost, \d+ requests a probe: [\d.]+ probes \([\d.]+ refine\)")),
+        r'^RESULT capacity within 10 % of the truth, "auto" \(40 then \d+\) requests a probe: .* '
+        r"\| goal >= 90%",
+        r'^RESULT 95 % interval holds the truth, "auto" \(40 then \d+\) requests a probe: .* '
+        r"\| goal its nominal",
+        r'^RESULT cost, "auto" \(40 then \d+\) requests a probe: [\d.]+ probes \([\d.]+ refine\)')),
     "bench_xdist_pool": Smoke(),
 }
 

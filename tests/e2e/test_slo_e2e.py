@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ max = 3.0
 precision = 0.4
 max_probes = 4
 max_refine = 2
+requests = "auto"
 """
 
 
@@ -34,13 +36,21 @@ def test_slo_search_answers_and_draws_the_front(
     out = result.stdout.str()
     result.assert_outcomes(passed=6, deselected=18)
     run = run_dir(reports)
+    log = (run / "progress.log").read_text(encoding="utf-8")
     with (run / "slo_probes.csv").open(newline="") as fh:
         probes = list(csv.DictReader(fh))
     for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
         mine = [p for p in probes if p["config_id"] == cid]
         search = [p for p in mine if p["phase"] == "search"]
         assert 1 <= len(search) <= 4 and search[0]["load"] == "0.1"
-        assert all(p["completed"] == "6" and p["usd_per_m_input"] for p in mine)
+        assert all(p["completed"] == p["num_requests"] and p["usd_per_m_input"] for p in mine)
+        # requests = "auto": the first probe sends the floor of a p50 proof (5 kept of 7), the
+        # others the size the first one's TTFT gave, as the progress line says
+        sized = re.search(rf"\] {cid}: SLO probe size: (\d+) requests a probe \(M/D/1 model of "
+                          r"the prefill queue at the measured [\d.]+ s per request behind a TTFT "
+                          r"of [\d.]+ s with no queue \(the first probe's\)", log)
+        assert sized is not None, log[-3000:]
+        assert [p["num_requests"] for p in mine] == ["7"] + [sized[1]] * (len(mine) - 1)
         assert (run / "raw" / cid / "slo-p1.jsonl").is_file()
         outcome = json.loads((run / "slo" / f"{cid}.json").read_text())
         assert outcome["max_probes"] == 4 and outcome["text"] in out

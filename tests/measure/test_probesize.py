@@ -17,7 +17,7 @@ from pytest_ppsweep.measure.probesize import (
     relaxation_requests,
     start_bias,
 )
-from pytest_ppsweep.run.slo_search import probe_requests, service_time
+from pytest_ppsweep.run.slo_search import probe_requests, resized, service_time
 
 S = 16384 / 8800  # the seeds' 16K prompt on PP8: 1.86 s of prefill
 SEEDS_SLO = SloSpec(limits=(SloLimit("ttft", 50, 5.0),), search="rate", low=0.05, high=2.0,
@@ -94,11 +94,33 @@ def test_the_service_time_is_the_layouts_own_at_its_highest_c() -> None:
     got = service_time(rows, "pp8")
     assert got == pytest.approx(16384 / 8800.0)
     assert service_time(rows, "pp4") is None
-    # the search's size and the line it prints before its first probe
-    assert probe_requests(SEEDS_SLO, rows, "pp8", 40) == (
-        198, f"pp8: {probe_size(SEEDS_SLO, 16384 / 8800.0, 40).line()}")
-    n, said = probe_requests(SEEDS_SLO, rows, "pp4", 40)  # nothing measured: said, not guessed
-    assert n == 40 and said.startswith("WARNING: pp4: SLO probe size: 40 requests a probe (the "
-                                       "workload's num_requests: no measured Input TPS")
+    # the search's first probe sends the workload's size and says the others follow from it
+    n, said, service = probe_requests(SEEDS_SLO, rows, "pp8", 40)
+    assert (n, service) == (40, pytest.approx(16384 / 8800.0))
+    assert said == ("pp8: SLO probe size: the first probe (at the minimum load) sends 40 "
+                    "requests; the others are sized from what it measures (requests = \"auto\", "
+                    "measure/probesize.py)")
+    # one prompt at a time (the first probe's TTFT is S): 198, as the bench's server
+    assert resized(SEEDS_SLO, 16384 / 8800.0, 16384 / 8800.0, "pp8", 40) == (
+        198, f"pp8: {probe_size(SEEDS_SLO, 16384 / 8800.0, 40, 16384 / 8800.0).line()}")
+    n, said, service = probe_requests(SEEDS_SLO, rows, "pp4", 40)  # nothing measured
+    assert (n, service) == (40, None) and said.startswith(
+        "WARNING: pp4: SLO probe size: 40 requests a probe (the workload's num_requests: no "
+        "measured Input TPS")
+    n, said = resized(SEEDS_SLO, 1.86, None, "pp8", 40)  # the first probe measured no TTFT
+    assert n == 40 and said.endswith("the first probe measured no TTFT to size the others on")
     assert probe_requests(replace(SEEDS_SLO, auto_requests=False, requests=300), rows, "pp8",
-                          40) == (300, "")
+                          40) == (300, "", None)
+
+
+def test_a_pipeline_whose_ttft_with_no_queue_is_over_the_limit_meets_it_at_no_load() -> None:
+    """The emulated PP8 of the seeds: 1.85 s a request at saturation, but 7.4 s for one request
+    alone (a pipeline holds several): no load meets TTFT p50 ≤ 5 s, and the size says so
+    instead of claiming a utilisation; a TTFT with no queue of 3 s leaves 2 s to wait."""
+    none = probe_size(SEEDS_SLO, 1.85, 40, 7.4)
+    assert not none.modelled and none.requests == 40
+    assert "no load meets the TTFT limits, whose TTFT with no queue is already 7.4 s" in none.why
+    some = probe_size(SEEDS_SLO, 1.85, 40, 3.0)
+    assert some.modelled and "behind a TTFT of 3 s with no queue (the first probe's)" in some.why
+    assert capacity_utilisation(1.85, 5.0, 50, 3.0) == pytest.approx(
+        capacity_utilisation(1.85, 1.85 + 2.0, 50), abs=1e-9)
