@@ -259,6 +259,9 @@ class SloSearch:
                 if size != base.num_requests:
                     base = replace(base, num_requests=size)
                     prompts = generate_prompts(base)
+                    # the budget again, in the probes' own size (the first one's was a floor)
+                    self.ctx.progress(f"{cfg.id}: "
+                                      f"{plan_text(slo, base.num_requests, workload.repeats)}")
             if phase == "refine" and not refine_said:
                 refine_said = True
                 self.ctx.progress(f"{cfg.id}: {refine_text(search, base.num_requests)}")

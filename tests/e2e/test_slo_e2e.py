@@ -51,6 +51,9 @@ def test_slo_search_answers_and_draws_the_front(
                           r"of [\d.]+ s with no queue \(the first probe's\)", log)
         assert sized is not None, log[-3000:]
         assert [p["num_requests"] for p in mine] == ["7"] + [sized[1]] * (len(mine) - 1)
+        # and the search's budget is said again in that size before the second probe
+        assert f"{cid}: SLO search plan: at most 4 search probes" in log
+        assert re.search(rf"\] {cid}: SLO search plan: .*, {sized[1]} requests a probe;", log)
         assert (run / "raw" / cid / "slo-p1.jsonl").is_file()
         outcome = json.loads((run / "slo" / f"{cid}.json").read_text())
         assert outcome["max_probes"] == 4 and outcome["text"] in out
