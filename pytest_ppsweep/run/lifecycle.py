@@ -19,7 +19,7 @@ from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.folder.runfolder import PHASES_JSON, RunJson, server_info_json
 from pytest_ppsweep.matrix.model import Cluster, Config
 from pytest_ppsweep.measure.configrow import ConfigRow
-from pytest_ppsweep.measure.gpu import not_released, worst_rank
+from pytest_ppsweep.measure.gpu import WorstRank, not_released, worst_rank
 from pytest_ppsweep.pointchecks import topology_problems
 from pytest_ppsweep.redact import redact
 from pytest_ppsweep.results.runstatus import INTERRUPTED_BOOT
@@ -48,6 +48,8 @@ class Lifecycle:
         # fatal log lines found so far per layout over its boots in this process ([sweep]
         # boots): configs.csv's log scan is clean only when every boot's logs were
         self._findings: dict[str, int] = {}
+        # and the most loaded GPU over its boots (the worst of them is the layout's headroom)
+        self._worst: dict[str, WorstRank] = {}
 
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
@@ -286,6 +288,10 @@ class Lifecycle:
         worst = worst_rank(gpus)
         if worst is None:
             return
+        earlier = self._worst.get(config_id)
+        if earlier is not None and earlier.used_mib > worst.used_mib:
+            worst = earlier
+        self._worst[config_id] = worst
         ConfigRow(self.ctx.store, config_id).memory(worst)
 
 

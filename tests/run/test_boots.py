@@ -157,3 +157,23 @@ def test_a_failed_boot_is_not_booted_again_for_its_later_boots(
     assert life.calls == [f"boot {prefill.id}"]
     row = boots.ctx.store.config_rows().get(prefill.id, {})
     assert "(same server configuration)" not in row.get("boot_error", "")
+
+
+def test_a_layouts_boots_add_up_in_its_configs_row(sweep: Sweep, tmp_path: Path) -> None:
+    """[sweep] boots: the log scan is clean only when every boot's logs were (a clean second
+    boot does not hide the first one's fatal line), and the memory facts are the most loaded
+    GPU over the boots, not the last boot's."""
+    from pytest_ppsweep.cluster.gpus import GpuMemory
+    from pytest_ppsweep.service.logscan import Finding
+
+    store = RunStore(tmp_path / "reports", "r")
+    life = Lifecycle(RunContext.build(sweep, [sweep.cluster("local")], store, Registry()))
+    cid = "pp8-tp4-ep4-prefill"
+    life.record_logs(cid, [Finding("oom", "node0.log", 7, "CUDA out of memory")])
+    life.record_memory(cid, [GpuMemory("n0", 0, "gpu", 80_000, 81_000)])
+    life.record_logs(cid, [])  # the second boot's logs are clean
+    life.record_memory(cid, [GpuMemory("n1", 3, "gpu", 79_000, 81_000)])
+    row = store.config_rows()[cid]
+    assert (row["log_clean"], row["log_findings"]) == ("False", "1")
+    assert (row["mem_peak_mib"], row["mem_worst_node"], row["mem_headroom_mib"]) == (
+        "80000", "n0", "1000")
