@@ -38,6 +38,14 @@ def searched(run: Path, cid: str, low: float | None, high: float | None, *,
                      "ttft_p50_s": 6.0, "input_tps": 1100.0 * gpus})
     if low is None:
         rows.append({"load": 0.5, "within": False, "reasons": reason})
+    append_probes(run, cid, gpus, rows)
+
+
+
+
+def append_probes(run: Path, cid: str, gpus: int, rows: list[dict[str, Any]]) -> None:
+    """``rows`` appended to the run's slo_probes.csv (its header first when new), as probes of
+    ``cid``'s rate search on ``gpus`` GPUs."""
     path = run / "slo_probes.csv"
     new = not path.exists()
     with path.open("a", newline="", encoding="utf-8") as fh:
@@ -46,8 +54,6 @@ def searched(run: Path, cid: str, low: float | None, high: float | None, *,
             writer.writeheader()
         for row in rows:
             writer.writerow({"config_id": cid, "search": "rate", "gpus": gpus, **row})
-
-
 
 
 def share_at(load: float, capacity: float, slope: float = 8.0) -> float:
@@ -96,12 +102,5 @@ def fitted(run: Path, cid: str, capacity: float, *, n: int = 200,
             "half_width_pct": cap.half_width_pct}
     (run / "slo").mkdir(parents=True, exist_ok=True)
     (run / outcome_path(cid)).write_text(json.dumps(out), encoding="utf-8")
-    path = run / "slo_probes.csv"
-    new = not path.exists()
-    with path.open("a", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=PROBE_COLUMNS)
-        if new:
-            writer.writeheader()
-        for row in rows:
-            writer.writerow({"config_id": cid, "search": "rate", "gpus": gpus, **row})
+    append_probes(run, cid, gpus, rows)
     return out
