@@ -1,14 +1,15 @@
 """How many requests an SLO probe sends when ``[workload.slo] requests = "auto"``: the fewest
-that keep the capacity estimate within its stated precision (``precision_pct``), computed before
-the search from the layout's own measured prefill time. Pure: no server, no file.
+that keep the capacity estimate within its stated precision (``precision_pct``), computed from
+the layout's own measured prefill time and the search's first probe (run/slo_search.py sizes the
+probes after it). Pure: no server, no file.
 
 Why a probe must be long. Every probe starts from an empty queue, so its first requests wait
 less than they would in the steady state, and a short probe sees a capacity that is too high
 however many probes run (benchmarks/bench_slo_capacity.py: 40 requests a probe are within ±10 %
-of the truth in 18 % of its seeds). How long the start matters depends on how close to
+of the truth in 40 % of its seeds). How long the start matters depends on how close to
 saturation the SLO sits, which is what this module computes.
 
-The model (an assumption, stated where it is used: the run's progress line and the dry run):
+The model (an assumption, stated where it is used: the size's progress line):
 
 * the layout's prefill is one FIFO queue with Poisson arrivals (a rate search sends them,
   measure/arrivals.py) and a deterministic service time ``S`` per request: an M/D/1 queue,
