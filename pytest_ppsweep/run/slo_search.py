@@ -248,12 +248,15 @@ class SloSearch:
                           "the interrupted run")
         bracket = search.bracket
         refine_said = False
+        # the first probe's TTFT p50 (the TTFT with no queue): kept by a resumed run, else
+        # measured below; requests = "auto" sizes the later probes on it
+        first_ttft = next((number(r.get("ttft_p50_s")) for r in recorded if r["probe"] == "1"),
+                          None)
         while (step := search.next()) is not None:
             load, phase = step
             k = len(search.rounds) + 1
             if service is not None and k > 1:  # "auto": sized once the first probe measured
-                size, said = resized(slo, service, _first_ttft(self.ctx.store, cfg, recorded),
-                                     cfg.id, own)
+                size, said = resized(slo, service, first_ttft, cfg.id, own)
                 self.ctx.progress(said)
                 service = None
                 if size != base.num_requests:
@@ -296,6 +299,8 @@ class SloSearch:
                 finally:
                     self.ctx.live.end(cfg.id)
             verdict = evaluate(result, slo)
+            if k == 1:
+                first_ttft = _num(result.ttft_p50_s)
             _append(self.ctx.store, probe_row(self.ctx.store.run_id, self.ctx.sweep.gpu_hour_usd,
                                               booted, workload, slo, k, phase, load, spec, conc,
                                               result, verdict))
@@ -312,15 +317,6 @@ class SloSearch:
                           f"({time.monotonic() - started:.1f} s real)")
         self.ctx.cluster_time.worked(cfg.id, time.monotonic() - started)
         return outcome
-
-
-def _first_ttft(store: RunStore, cfg: Config, recorded: list[dict[str, str]]) -> float | None:
-    """The TTFT p50 of the layout's first probe in this search (slo_probes.csv: measured now,
-    or kept from the interrupted run)."""
-    rows = [r for r in read_probes(store.dir) if r["config_id"] == cfg.id
-            and r["workload"] == (cfg.workload or "default") and r["probe"] == "1"] or [
-        r for r in recorded if r["probe"] == "1"]
-    return number(rows[0].get("ttft_p50_s")) if rows else None
 
 
 def service_time(rows: list[dict[str, str]], config_id: str) -> float | None:
