@@ -463,9 +463,11 @@ class RunFolder:
             return None
         return raw if isinstance(raw, dict) else None
 
-    def files(self) -> FolderFiles:
-        """The files the report's views show, each read once (:class:`FolderFiles`)."""
-        return FolderFiles(self.dir, self.read_run_json(), self.slo_probes(),
+    def files(self, meta: dict[str, Any] | None = None) -> FolderFiles:
+        """The files the report's views show, each read once (:class:`FolderFiles`); ``meta``:
+        run.json as read already (results/aggregate.RunData.run_json), else read here."""
+        return FolderFiles(self.dir, self.read_run_json() if meta is None else meta,
+                           self.slo_probes(),
                            self.slo_outcomes(), self.comm_rows(), self.smi_texts(),
                            self.plan_rows(), self.planner_profile())
 

@@ -99,8 +99,9 @@ def load(run_dir: Path) -> RunData:
     if run_dir.is_dir() and not (run_dir / RESULTS_CSV).exists():
         configs = (pd.read_csv(run_dir / CONFIGS_CSV, dtype={"config_id": str})
                    if (run_dir / CONFIGS_CSV).is_file() else pd.DataFrame(columns=["config_id"]))
-        return RunData(run_dir, RunMeta.from_dict(_run_json(run_dir), run_dir.name),
-                       pd.DataFrame(columns=list(RESULT_COLUMNS)), configs)
+        raw = _run_json(run_dir)
+        return RunData(run_dir, RunMeta.from_dict(raw, run_dir.name),
+                       pd.DataFrame(columns=list(RESULT_COLUMNS)), configs, raw)
     return load_run(run_dir)
 
 
@@ -179,7 +180,7 @@ def _benchmark(run: RunData, config_id: str, conc: int, rows: pd.DataFrame) -> d
 
 def machine_info(run: RunData) -> dict[str, Any]:
     """pytest-benchmark's machine keys for this (load-generating) machine, plus the cluster."""
-    raw = _run_json(run.run_dir)
+    raw = run.run_json
     return {
         "node": platform.node(), "processor": platform.processor(),
         "machine": platform.machine(), "python_compiler": platform.python_compiler(),
@@ -209,7 +210,7 @@ def benchmark_json(run_dir: Path, run: RunData | None = None) -> dict[str, Any]:
         "machine_info": machine_info(run),
         # The code under test is the image, not a git checkout: only the project is known.
         "commit_info": {"id": "", "time": None, "author_time": None, "dirty": False,
-                        "project": str(_run_json(run.run_dir).get("sweep") or "pytest-ppsweep"),
+                        "project": str(run.run_json.get("sweep") or "pytest-ppsweep"),
                         "branch": ""},
         "benchmarks": benches,
         "datetime": datetime.now(UTC).isoformat(),

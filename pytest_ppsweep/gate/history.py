@@ -249,16 +249,20 @@ def _output_rows(run_dir: Path) -> list[OutputRow]:
 def read_run(run_dir: Path, analysis: Analysis | None = None
              ) -> tuple[RunRecord, list[PointRow], list[OutputRow]]:
     """A run folder's rows (RunFolderError when it has no readable run.json); ``analysis``: the
-    folder's results pipeline already run (run/close.py), else run here."""
+    folder's results pipeline already run (run/close.py: its run.json as read, not read
+    again), else run here."""
     manifest = run_dir / RUN_JSON
-    if not manifest.is_file():
-        raise RunFolderError(f"missing file: {manifest}")
-    try:
-        raw = RunFolder(run_dir).read_run_json(strict=True)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise RunFolderError(f"{manifest}: not valid JSON ({exc})") from exc
-    if not raw:
-        raise RunFolderError(f"{manifest}: expected a JSON object")
+    if analysis is not None and analysis[0].run_json:
+        raw = analysis[0].run_json
+    else:
+        if not manifest.is_file():
+            raise RunFolderError(f"missing file: {manifest}")
+        try:
+            raw = RunFolder(run_dir).read_run_json(strict=True)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RunFolderError(f"{manifest}: not valid JSON ({exc})") from exc
+        if not raw:
+            raise RunFolderError(f"{manifest}: expected a JSON object")
     layouts: int | None = len(raw.get("order") or ()) or None
     valid = invalid = None
     answered = ""

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from html import escape
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -52,9 +52,10 @@ def _shown(value: str) -> str:
     return "unset" if loaded is None else str(loaded)
 
 
-def axis_sweep_html(run_dir: Path, table: pd.DataFrame, configs: pd.DataFrame) -> str:
-    """The axis tables and charts ("" for a sweep without axes)."""
-    sections = axis_table(table, configs, run_dir)
+def axis_sweep_html(meta: Mapping[str, Any], table: pd.DataFrame, configs: pd.DataFrame) -> str:
+    """The axis tables and charts ("" for a sweep without axes); ``meta``: the run's run.json
+    as read (its ``points`` and ``axes``)."""
+    sections = axis_table(table, configs, meta)
     if not sections:
         return ""
     parts = [_STYLE, '<div class="ppsweep-axes"><h3>Axis sweep</h3>']

@@ -503,8 +503,8 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
                  answers: Sequence[Answer], files: FolderFiles | None = None) -> list[str]:
     """HTML fragments for ``pytest_html_results_summary`` (extend ``prefix`` or ``summary``).
     Links are relative to the run folder, where report.html lives. ``files``: the folder's
-    other files the views show, read once (read here when not given)."""
-    files = files or FolderFiles.of(data.run_dir)
+    other files the views show, read once (the analysis's, else read here)."""
+    files = files or data.files or FolderFiles.of(data.run_dir)
     by_key = {(v.config_id, v.concurrency): v for v in verdicts}
     evidence = " | ".join(_link(data.run_dir, target) for target in EVIDENCE)
     # The first screen answers the question (which layout, by how much, can it be trusted);
@@ -532,7 +532,7 @@ def _axis_sections(data: RunData, summary: Summary) -> list[str]:
     """An axis sweep's tables with memory headroom per variant (first screen, axisview.py)."""
     from pytest_ppsweep.report.axisview import axis_sweep_html
 
-    return [s for s in (axis_sweep_html(data.run_dir, summary.table, summary.configs),) if s]
+    return [s for s in (axis_sweep_html(data.run_json, summary.table, summary.configs),) if s]
 
 
 def _comparisons(summary: Summary) -> str:

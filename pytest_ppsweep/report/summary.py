@@ -92,7 +92,7 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
             analysis = analyse(run_dir)
         except RunFolderError as exc:
             note = f"no summary: {exc}"
-    files = FolderFiles.of(run_dir)
+    files = (analysis[0].files if analysis is not None else None) or FolderFiles.of(run_dir)
     if analysis is None:
         # test_comm alone (the service never booted): the §9.2 section is still the report's
         comm = comm_html(files)

@@ -239,9 +239,11 @@ def run_accuracy(run_dir: Path) -> float | None:
 def reference_layout(run_dir: Path) -> str | None:
     """The layout the others are compared with: the baseline layout when it has a score, else
     the first in sweep order that has one."""
-    baseline, order = baseline_and_order(run_dir)
     folder = Path(run_dir) / ACCURACY_DIR
     have = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
+    if not have:
+        return None
+    baseline, order = baseline_and_order(run_dir)
     for cid in [baseline, *order, *sorted(have)]:
         if cid and cid in have:
             return cid

@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.folder.runfolder import (
     COMPARISONS_CSV,
     CONFIGS_CSV,
     RESULTS_CSV,
     RUN_JSON,
     SUMMARY_CSV,
+    FolderFiles,
 )
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
 from pytest_ppsweep.results import objective
@@ -121,12 +123,18 @@ class RunMeta:
 
 @dataclass(frozen=True, eq=False)
 class RunData:
-    """Everything read from one run folder."""
+    """Everything read from one run folder: each file once (``run_json``: metadata/run.json as
+    read, for its readers beyond :class:`RunMeta`: the objectives, the decision rule, the axis
+    points; none of them opens the file again)."""
 
     run_dir: Path
     meta: RunMeta
     results: pd.DataFrame
     configs: pd.DataFrame
+    run_json: dict[str, Any] = field(default_factory=dict)
+    # The folder's other files the answers and views read (the SLO search's, comm, planner),
+    # read once by results/pipeline.analyse; None until then.
+    files: FolderFiles | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -147,6 +155,9 @@ class Summary:
     # Every comparison with the manifest fields its two points differ in and the confounded
     # mark (results/confound.py); None when not computed (a table built without a run folder).
     comparisons: pd.DataFrame | None = None
+    # Each point's manifest (metadata/<point>.manifest.json, None: none), read once with the
+    # comparisons; the answers' confounding caveats read them here.
+    manifests: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 
 def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...]) -> pd.DataFrame:
@@ -189,7 +200,7 @@ def load_run(run_dir: Path) -> RunData:
         raise RunFolderError(f"{meta_path}: not valid JSON ({exc})") from exc
     if not isinstance(raw, dict):
         raise RunFolderError(f"{meta_path}: expected a JSON object")
-    return RunData(run_dir, RunMeta.from_dict(raw, run_dir.name), results, configs)
+    return RunData(run_dir, RunMeta.from_dict(raw, run_dir.name), results, configs, raw)
 
 
 def round_problems(results: pd.DataFrame) -> list[list[Shortfall]]:
@@ -393,8 +404,10 @@ def with_comparisons(data: RunData, summary: Summary) -> Summary:
     ``*_extra``). Decode metrics' medians are added to the table when results.csv has them."""
     from pytest_ppsweep.results import confound
 
-    frame = confound.comparisons(data.run_dir, summary.table, data.results,
-                                 baseline=summary.baseline, order=summary.order)
+    manifests = {cid: manifest.load(data.run_dir, cid) for cid in summary.order}
+    frame = confound.comparisons(data.run_dir, data.run_json, summary.table, data.results,
+                                 baseline=summary.baseline, order=summary.order,
+                                 manifests=manifests)
     table = summary.table
     for kind, prefix in (("baseline", "vs_base"), ("step", "step")):
         part = frame[frame["kind"] == kind] if not frame.empty else frame
@@ -404,7 +417,7 @@ def with_comparisons(data: RunData, summary: Summary) -> Summary:
         table[f"{prefix}_extra"] = [index[k]["extra"] if k in index else "" for k in keys]
         table[f"{prefix}_confounded"] = [bool(index[k]["confounded"]) if k in index else False
                                          for k in keys]
-    if confound.load_points(data.run_dir):
+    if confound.points_of(data.run_json):
         # Points with axes or workloads: every delta within one workload and one set of axis
         # values (never pp8-…-a2a_flashinfer → pp4-tp8-ep4).
         _per_workload_deltas(table, frame)
@@ -413,8 +426,8 @@ def with_comparisons(data: RunData, summary: Summary) -> Summary:
         if metric in medians.columns and metric not in table.columns:
             keys = list(zip(table["config_id"], table["concurrency"].astype(int), strict=True))
             table[metric] = [medians[metric].get(k, np.nan) for k in keys]
-    _references(data.run_dir, summary, table, frame)
-    return replace(summary, table=table, comparisons=frame)
+    _references(data.run_json, summary, table, frame)
+    return replace(summary, table=table, comparisons=frame, manifests=manifests)
 
 
 # Deltas against the row's reference beyond those summarize computes for prefill: a decode
@@ -423,14 +436,13 @@ DECODE_DELTAS = (("output_tps", "output_tps_vs_base_pct"), ("tpot_p50_s", "tpot_
                  ("itl_p50_s", "itl_p50_vs_base_pct"))
 
 
-def _references(run_dir: Path, summary: Summary, table: pd.DataFrame,
+def _references(raw: dict[str, Any], summary: Summary, table: pd.DataFrame,
                 frame: pd.DataFrame) -> None:
     """What each row of ``table`` is and is compared with: ``workload`` (its name, "" for a
     sweep's one workload), ``objective`` (its workload's ranking metrics, space-separated),
     ``vs_base_of`` (the point its vs-baseline deltas are measured against: the comparisons'
     reference, the row's own point when it is a reference, "" for none) and the decode
-    deltas (:data:`DECODE_DELTAS`) against that point."""
-    raw = objective.run_json(run_dir)
+    deltas (:data:`DECODE_DELTAS`) against that point; ``raw``: the run's run.json."""
     workload_of = objective.point_workloads(raw)
     objectives = objective.workload_objectives(raw)
     table["workload"] = [workload_of.get(str(c), "") for c in table["config_id"]]

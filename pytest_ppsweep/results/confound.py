@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV, RUN_JSON
+from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -44,8 +44,8 @@ __all__ = [
     "confounded_lines",
     "differing",
     "extra_fields",
-    "load_points",
     "median_metrics",
+    "points_of",
     "write_comparisons",
 ]
 
@@ -61,24 +61,12 @@ COMPARISON_COLUMNS = ("kind", "workload", "concurrency", "config_id", "reference
 _IDENTITY = ("config_id",)
 
 
-def load_points(run_dir: Path) -> dict[str, dict[str, Any]]:
-    """run.json ``points`` (matrix/axes.point_facts), ``{}`` for a sweep without axes."""
-    path = Path(run_dir) / RUN_JSON
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    points = raw.get("points") if isinstance(raw, dict) else None
+def points_of(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """run.json ``points`` (matrix/axes.point_facts) of ``raw``, the run's run.json as read
+    once (results/aggregate.RunData.run_json), ``{}`` for a sweep without axes."""
+    points = raw.get("points")
     return {str(k): v for k, v in points.items() if isinstance(v, dict)} if isinstance(
         points, dict) else {}
-
-
-def _run_json(run_dir: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
 
 
 def differing(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:
@@ -136,20 +124,24 @@ def median_metrics(results: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["config_id", "concurrency"], sort=False)[present].median()
 
 
-def comparisons(run_dir: Path, table: pd.DataFrame, results: pd.DataFrame | None = None,
-                baseline: str = "", order: Sequence[str] = ()) -> pd.DataFrame:
+def comparisons(run_dir: Path, raw: Mapping[str, Any], table: pd.DataFrame,
+                results: pd.DataFrame | None = None, baseline: str = "",
+                order: Sequence[str] = (),
+                manifests: Mapping[str, dict[str, Any] | None] | None = None) -> pd.DataFrame:
     """Every comparison of the run (module docstring), one row per point × C × kind, with its
-    deltas in % per metric the workload has, the differing fields and the confounded mark."""
+    deltas in % per metric the workload has, the differing fields and the confounded mark.
+    ``raw``: the run's run.json as read once; ``manifests``: the points' manifests as read
+    already (results/aggregate.Summary.manifests), else read here from ``run_dir``."""
     run_dir = Path(run_dir)
-    raw = _run_json(run_dir)
-    points = load_points(run_dir)
+    points = points_of(raw)
     axes = [str(a) for a in raw.get("axes") or []]
     given = raw.get("compare_baseline")
     chosen: dict[str, Any] = given if isinstance(given, dict) else {}
     baseline = baseline or str(raw.get("baseline") or "")
     ids = list(dict.fromkeys([*order, *table["config_id"].astype(str)])) if not table.empty else []
     medians = median_metrics(results) if results is not None else pd.DataFrame()
-    manifests = {cid: manifest.load(run_dir, cid) for cid in ids}
+    if manifests is None:
+        manifests = {cid: manifest.load(run_dir, cid) for cid in ids}
     rows_by_id: dict[str, dict[str, Any]] = {
         str(r["config_id"]): {str(k): v for k, v in r.items()} for r in table.to_dict("records")}
     facts = {cid: _facts(cid, rows_by_id.get(cid) or {}, points) for cid in ids}
@@ -285,13 +277,14 @@ def confounded_lines(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def axis_table(table: pd.DataFrame, configs: pd.DataFrame, run_dir: Path) -> list[dict[str, Any]]:
+def axis_table(table: pd.DataFrame, configs: pd.DataFrame,
+               raw: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The report's axis sweep: per workload and axis, rows grouped by layout with one column
     per axis value (the workload's headline metric per C) and the worst rank's memory headroom
     per variant. A list of ``{"workload", "axis", "values", "rows"}``; rows are
-    ``{"layout", "cells": {value: {"config_id", "metrics": {C: {...}}, "headroom_mib"}}}``."""
-    raw = _run_json(run_dir)
-    points = load_points(run_dir)
+    ``{"layout", "cells": {value: {"config_id", "metrics": {C: {...}}, "headroom_mib"}}}``;
+    ``raw``: the run's run.json as read once (its ``points`` and ``axes``)."""
+    points = points_of(raw)
     axes = [str(a) for a in raw.get("axes") or []]
     if not points or not axes:
         return []

@@ -10,11 +10,8 @@ The first metric is the **primary** one: the spread rule reads its repeats.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import RUN_JSON
 from pytest_ppsweep.matrix.schema import OBJECTIVE_METRICS
 
 PREFILL = ("input_tps", "ttft_p50_s")
@@ -56,15 +53,6 @@ def objective_of(workload: dict[str, Any] | None) -> tuple[str, ...]:
     except (TypeError, ValueError):
         return PREFILL
     return DECODE if out > 1 and out * 16 > inp else PREFILL
-
-
-def run_json(run_dir: Path) -> dict[str, Any]:
-    """metadata/run.json as a dict ({} when missing or broken)."""
-    try:
-        raw = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return raw if isinstance(raw, dict) else {}
 
 
 def workload_objectives(raw: dict[str, Any]) -> dict[str, tuple[str, ...]]:

@@ -249,9 +249,11 @@ def baseline_and_order(run_dir: Path) -> tuple[str, list[str]]:
 def reference_layout(run_dir: Path) -> str | None:
     """The layout every other layout of the run is compared with: the baseline when it has
     outputs, else the first layout in sweep order that has them (None: no layout has)."""
-    baseline, order = baseline_and_order(run_dir)
     folder = Path(run_dir) / OUTPUTS_DIR
     have = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
+    if not have:
+        return None
+    baseline, order = baseline_and_order(run_dir)
     for cid in [baseline, *order, *sorted(have)]:
         if cid and cid in have:
             return cid

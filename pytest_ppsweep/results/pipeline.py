@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import RunFolder
 from pytest_ppsweep.results.aggregate import (
     RunData,
     RunFolderError,
@@ -36,14 +37,17 @@ def analyse(run_dir: Path, data: RunData | None = None, status: RunStatus | None
     each point and answer its questions (results/finders.py), the answers qualified by the
     run's ``status`` (else the status its folder says now, results/livestatus.py): a running,
     interrupted or partial run never says decided about the whole question. The status is
-    the analysed data's ``meta.status``."""
+    the analysed data's ``meta.status``; the folder's other files (the SLO search's, comm,
+    planner) are read here, once, into its ``files``: the finders and the views read them
+    there (each of the folder's files is read once per analysis)."""
     data = load_run(run_dir) if data is None else data
     if status is None:
         frame = data.results
         rounds = rounds_of({"config_id": c, "concurrency": n}
                            for c, n in zip(frame["config_id"], frame["concurrency"], strict=True))
-        status = folder_status(data.run_dir, rounds=rounds)
-    data = replace(data, meta=replace(data.meta, status=status))
+        status = folder_status(data.run_dir, data.run_json, rounds=rounds)
+    data = replace(data, meta=replace(data.meta, status=status),
+                   files=RunFolder(data.run_dir).files(data.run_json))
     summary = summarize_run(data)
     verdicts = judge(data, summary)
     answers = answer_all(answer_input(data, summary, verdicts))

@@ -55,7 +55,6 @@ from pytest_ppsweep.results.objective import (
     PREFILL,
     higher_is_better,
     label,
-    run_json,
     workload_objectives,
 )
 from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS
@@ -96,18 +95,13 @@ def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
 def _rule(given: AnswerInput, workload: str) -> Rule:
     """The run's decision rule for ``workload`` (:func:`rule_of`) with, for sequential looks,
     the points in the order they were measured (their first row in results.csv)."""
-    rule = rule_of(run_json(given.data.run_dir), workload)
+    rule = rule_of(given.data.run_json, workload)
     if rule.looks == 1:
         return rule
     results = given.data.results
     if "config_id" not in results.columns:
         return rule
     return replace(rule, order=tuple(dict.fromkeys(str(c) for c in results["config_id"])))
-
-
-def objectives(run_dir: Path) -> dict[str, tuple[str, ...]]:
-    """Per workload its ranking metrics (run.json)."""
-    return workload_objectives(run_json(run_dir))
 
 
 def _facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
@@ -174,7 +168,7 @@ def _repeats(given: AnswerInput, metrics: Sequence[str]) -> dict[str, dict[str, 
 
 
 def _concs(given: AnswerInput, workload: str) -> tuple[int, ...]:
-    raw = run_json(given.data.run_dir)
+    raw = given.data.run_json
     named = raw.get("workloads")
     if isinstance(named, dict) and isinstance(named.get(workload), dict):
         wanted = {int(c) for c in named[workload].get("concurrency") or ()}
@@ -184,7 +178,7 @@ def _concs(given: AnswerInput, workload: str) -> tuple[int, ...]:
 
 
 def _baseline_axes(given: AnswerInput, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
-    raw = run_json(given.data.run_dir)
+    raw = given.data.run_json
     axes = [str(a) for a in raw.get("axes") or []]
     given_base = raw.get("compare_baseline")
     chosen: dict[str, Any] = given_base if isinstance(given_base, dict) else {}
@@ -452,7 +446,7 @@ def _boots_needed(given: AnswerInput, decision: Decision, metric: str,
     if not gaps or math.isnan(within):
         return None
     gap = min(gaps)
-    raw = run_json(given.data.run_dir)
+    raw = given.data.run_json
     cap = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)
     family = max(1, (len(decision.ranking) - 1) * len(concs))
     k, n = boots_for(gap, within, between, rule, family, max_rounds=cap,
@@ -576,7 +570,7 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
             if base_axes else "") + f", by {', then '.join(label(m) for m in objective)}?"
         answer, decision = _answer(given, "layout", w, what, objective, members,
                                    given.verdicts, reps, concs)
-        caveats = _confounded(given.data.run_dir, decision.winner, members)
+        caveats = _confounded(given, decision.winner, members)
         caveats += [f"{facts[alt].get('layout') or alt!s} takes part with its best valid "
                     f"point {alt}: at the baseline values its point {base} {why}"
                     for base, (alt, why) in stand_ins.items()]
@@ -614,16 +608,22 @@ def joint_answers(given: AnswerInput) -> list[Answer]:
     return out
 
 
-def _confounded(run_dir: Path, winner: str | None, members: Sequence[str]) -> list[str]:
-    """Members that differ from the winner in more than the layout (seeds §7: PP16's EP2)."""
+def _confounded(given: AnswerInput, winner: str | None, members: Sequence[str]) -> list[str]:
+    """Members that differ from the winner in more than the layout (seeds §7: PP16's EP2), by
+    the manifests the summary read (a point it has none of: read here)."""
     if winner is None:
         return []
-    mine = manifest.load(run_dir, winner)
+    read = given.summary.manifests
+
+    def manifest_of(cid: str) -> dict[str, Any] | None:
+        return read[cid] if cid in read else manifest.load(given.data.run_dir, cid)
+
+    mine = manifest_of(winner)
     out = []
     for cid in members:
         if cid == winner:
             continue
-        extra = confound.extra_fields(mine, manifest.load(run_dir, cid))
+        extra = confound.extra_fields(mine, manifest_of(cid))
         if extra:
             out.append(f"{cid} differs from {winner} in more than the layout ({', '.join(extra)})"
                        ": its comparison is confounded, not a pure PP/TP one.")
@@ -675,7 +675,7 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
                     + f", by {', then '.join(label(m) for m in objective)}?")
             answer, _ = _answer(given, "axis", w, what, objective, members, given.verdicts,
                                 reps, concs, layout=layout, axis=axis)
-            raw = run_json(given.data.run_dir)
+            raw = given.data.run_json
             table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
                                           configs, answer, _rule(given, w), expectations_of(raw))
             value = (json.loads(_value(facts[answer.answer], axis))
@@ -739,5 +739,5 @@ def answer_input(data: Any, summary: Any, verdicts: Sequence[Verdict],
                  command: str = "pytest test_matrix") -> AnswerInput:
     """The finders' input from a loaded, summarised and judged run folder."""
     return AnswerInput(data=data, summary=summary, verdicts=tuple(verdicts),
-                       points=confound.load_points(data.run_dir),
-                       objectives=objectives(data.run_dir), command=command)
+                       points=confound.points_of(data.run_json),
+                       objectives=workload_objectives(data.run_json), command=command)

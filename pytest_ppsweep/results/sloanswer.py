@@ -548,7 +548,7 @@ def answers_of(source: FolderSource) -> list[Answer]:
 
 def slo_answers(given: AnswerInput) -> list[Answer]:
     """The finder of the SLO question (results/finders.py)."""
-    return answers_of(given.data.run_dir)
+    return answers_of(given.data.files or given.data.run_dir)
 
 
 def write_if_absent(run_dir: Path, run_id: str) -> Path | None:

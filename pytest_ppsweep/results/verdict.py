@@ -31,7 +31,7 @@ from pytest_ppsweep.results.aggregate import (
     round_problems,
     summarize_run,
 )
-from pytest_ppsweep.results.objective import label, primary_metrics, run_json, workload_objectives
+from pytest_ppsweep.results.objective import label, primary_metrics, workload_objectives
 from pytest_ppsweep.results.replace import only_nn, replaced
 from pytest_ppsweep.results.spread import boot_spread_pct
 from pytest_ppsweep.results.status import RUNNING
@@ -214,7 +214,7 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
     """(max − min) / median in % of each point's primary metric (its workload's objective,
     results/objective.py) per C, for points whose primary metric is not Input TPS (that one
     is the summary's ``tps_spread_pct``)."""
-    raw = run_json(data.run_dir)
+    raw = data.run_json
     default = workload_objectives(raw)[""][0]
     metrics = primary_metrics(raw)
     out: dict[tuple[str, int], tuple[str, float]] = {}

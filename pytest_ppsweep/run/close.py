@@ -57,15 +57,16 @@ def close(
         ConfigRow(store, config_id).not_run(why)
     store.fold_configs()  # every fact the run's processes learnt, in configs.csv
     store.sort_results(order)
+    if status is not None:  # before the folder is read: what is read of run.json is final
+        RunJson(store).run_status(status.status, status.detail())
+        store.clear_live()  # no process of the run is busy any more
     data = None
     if store.results_csv.exists():
         data = load_run(store.dir)
         benchjson.write_benchmark_json(store.dir, run=data)
-    write_if_absent(store.dir, store.run_id)  # the SLO answers, unless every kind's were written
-    if status is not None:
-        RunJson(store).run_status(status.status, status.detail())
-        store.clear_live()  # no process of the run is busy any more
     analysis, note = summarize(store.dir, data, status)
+    if analysis is None:  # no summary: the SLO answers alone (the pipeline writes every kind's)
+        write_if_absent(store.dir, store.run_id)
     rows = None
     if compare_ref is not None:
         rows = gate.compare(store.dir, compare_ref, thresholds, current=data)

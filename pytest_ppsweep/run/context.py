@@ -30,7 +30,7 @@ __all__ = ["ClusterTime", "Clusters", "RunContext"]
 class Clusters:
     """The clusters this process may boot on: the pool, or under xdist the leased one. A slurm
     cluster's nodes are known once its allocation is made, after the run was set up
-    (session/nodes.py): :meth:`use` then puts them in; a new allocation made before a layout
+    (session/setup.Nodes): :meth:`use` then puts them in; a new allocation made before a layout
     (its time or a node ran out) puts its own in with :meth:`replace`."""
 
     def __init__(self, clusters: Iterable[Cluster]) -> None:

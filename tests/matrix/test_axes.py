@@ -15,6 +15,7 @@ import pytest
 from support.paths import REPO
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.folder.runfolder import RunFolder
 from pytest_ppsweep.matrix import MatrixError, load
 from pytest_ppsweep.matrix.model import boot_groups, select
 from pytest_ppsweep.pool.scheduling import PoolScheduling
@@ -271,7 +272,7 @@ def _fake_run(tmp_path: Path, matrix: Path) -> tuple[Path, pd.DataFrame]:
 
 def test_pp16_caveat_appears_by_itself_on_ppsweep(tmp_path: Path) -> None:
     run, table = _fake_run(tmp_path, MATRIX / "ppsweep.toml")
-    frame = confound.comparisons(run, table)
+    frame = confound.comparisons(run, RunFolder(run).read_run_json(), table)
     step = frame[(frame["kind"] == "step") & (frame["config_id"] == "pp16-tp2-ep2")].iloc[0]
     assert step["reference"] == "pp8-tp4-ep4"
     assert bool(step["confounded"])
@@ -287,7 +288,7 @@ def test_pp16_caveat_appears_by_itself_on_ppsweep(tmp_path: Path) -> None:
 
 def test_a2a_comparisons_per_group_baseline(tmp_path: Path) -> None:
     run, table = _fake_run(tmp_path, MATRIX / "a2a.toml")
-    frame = confound.comparisons(run, table)
+    frame = confound.comparisons(run, RunFolder(run).read_run_json(), table)
     axis = frame[frame["kind"] == "axis moe_a2a_backend"].set_index("config_id")
     # each variant against the same layout at moe_a2a_backend = none
     assert axis.loc["pp8-tp4-ep4-a2a_deepep", "reference"] == "pp8-tp4-ep4"
