@@ -730,6 +730,12 @@ def _order_key(value: Any) -> int:
         return 1 << 30
 
 
+# run.json keys read by more than their writer here (the rest are this class's keyword names)
+SELECTED = "selected"  # the layouts and Cs of the tests the collection selected
+ADAPTIVE_SKIPPED = "adaptive_skipped"  # the layouts the adaptive sweep predicted, with why
+SLURM_JOBS = "slurm_jobs"  # the controller's allocation of each slurm cluster
+
+
 class RunJson:
     """``metadata/run.json`` of one run folder, what the report needs to know about a run:
     created once by the folder's set-up, then merged into (the first boot adds the server's
@@ -804,6 +810,34 @@ class RunJson:
         """Merge ``fields`` into run.json (under the run folder's lock)."""
         self.store.update_json(RUN_JSON, **fields)
 
+    def nodes(self, hosts: Iterable[str], slurm_jobs: Mapping[str, str]) -> None:
+        """The pool's nodes once known, and the allocation of each cluster whose nodes come
+        from one (``slurm_jobs``: cluster name → job id; its xdist workers take it there)."""
+        self.update(hosts=list(hosts), **{SLURM_JOBS: dict(slurm_jobs)})
+
+    def slurm_jobs(self) -> dict[str, str]:
+        """The controller's allocation of each slurm cluster ({} before it is recorded)."""
+        jobs = self.read().get(SLURM_JOBS)
+        return {str(k): str(v) for k, v in jobs.items()} if isinstance(jobs, dict) else {}
+
+    def selection(self, selected: Mapping[str, Iterable[int]], baseline_run: str = "",
+                  baseline_path: str = "", baseline_chosen: str = "",
+                  baseline_note: str = "") -> None:
+        """The layouts and Cs the collection selected (the results layer judges those) and,
+        when the baseline is not among them, the earlier run its deltas come from (its id,
+        path and why it was chosen) or the note that says why there is none."""
+        source = {"run_id": baseline_run, "path": baseline_path, "chosen": baseline_chosen}
+        self.update(**{SELECTED: {cid: sorted(cs) for cid, cs in selected.items()},
+                       "baseline_from": source if baseline_run else None,
+                       "baseline_note": baseline_note})
+
+    def selected(self) -> dict[str, list[int]] | None:
+        """The selection as recorded (None: not recorded: every layout of ``order`` ran)."""
+        chosen = self.read().get(SELECTED)
+        if not isinstance(chosen, dict):
+            return None
+        return {str(cid): [int(c) for c in cs or ()] for cid, cs in chosen.items()}
+
     def server(self, version: Any, simulated: bool, time_scale: float) -> None:
         """What a booted server says about itself (every boot; the same for every layout)."""
         self.update(sglang_version=version, simulated=simulated, time_scale=time_scale)
@@ -820,10 +854,15 @@ class RunJson:
 
     def drop_skipped(self, skipped: Mapping[str, str]) -> None:
         """The layouts the adaptive sweep predicted but did not measure leave the selection."""
-        chosen = self.read().get("selected")
-        if isinstance(chosen, dict):
-            self.update(selected={k: v for k, v in chosen.items() if k not in skipped},
-                        adaptive_skipped=dict(skipped))
+        chosen = self.selected()
+        if chosen is not None:
+            self.update(**{SELECTED: {k: v for k, v in chosen.items() if k not in skipped},
+                           ADAPTIVE_SKIPPED: dict(skipped)})
+
+    def adaptive_skipped(self) -> dict[str, str]:
+        """The layouts the adaptive sweep predicted instead of measuring, with why."""
+        skipped = self.read().get(ADAPTIVE_SKIPPED)
+        return {str(k): str(v) for k, v in skipped.items()} if isinstance(skipped, dict) else {}
 
 
 def git_commit(folder: Path) -> str | None:

@@ -23,6 +23,7 @@ from pytest_ppsweep.folder.runfolder import (
     CONFIGS_CSV,
     RESULTS_CSV,
     RUN_JSON,
+    SELECTED,
     SUMMARY_CSV,
     FolderFiles,
 )
@@ -92,7 +93,7 @@ class RunMeta:
         # The planned concurrencies: explicit, else the copied workload of the matrix.
         planned = raw.get("concurrencies") or (
             workload.get("concurrency") if isinstance(workload, dict) else None)
-        chosen = raw.get("selected")
+        chosen = raw.get(SELECTED)
         source = raw.get("baseline_from")
         source = source if isinstance(source, dict) else {}
         return cls(

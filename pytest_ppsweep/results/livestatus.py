@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.cluster.claim import process_gone
-from pytest_ppsweep.folder.runfolder import RunFolder
+from pytest_ppsweep.folder.runfolder import ADAPTIVE_SKIPPED, SELECTED, RunFolder
 from pytest_ppsweep.results.runstatus import (
     INTERRUPTED,
     RUNNING,
@@ -90,9 +90,9 @@ def folder_status(run_dir: Path, raw: Mapping[str, Any] | None = None,
     detail = raw.get("run_status_detail")
     if word != RUNNING:
         return _closed(str(word), detail if isinstance(detail, dict) else {})
-    skipped = set(raw.get("adaptive_skipped") or {})  # the planner's, by design
+    skipped = set(raw.get(ADAPTIVE_SKIPPED) or {})  # the planner's, by design
     order = [str(c) for c in raw.get("order") or () if str(c) not in skipped]
-    chosen = raw.get("selected")
+    chosen = raw.get(SELECTED)
     wanted: dict[str, Iterable[int]] = ({str(k): v for k, v in chosen.items()}
                                         if isinstance(chosen, dict) else {c: () for c in order})
     rounds = rounds_of(folder.result_rows()) if rounds is None else rounds

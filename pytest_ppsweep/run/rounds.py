@@ -179,8 +179,8 @@ class Rounds:
         rivals = {cid: v for cid, v in measured.items() if cid in same}
         tried = {str(row.get("config_id")) for row in self.ctx.store.result_rows()
                  if str(row.get("concurrency")) == str(concurrency)}
-        chosen = RunJson(self.ctx.store).read().get("selected")
-        if isinstance(chosen, dict):  # this run's points at this C (-k, --ppsweep-config)
+        chosen = RunJson(self.ctx.store).selected()
+        if chosen is not None:  # this run's points at this C (-k, --ppsweep-config)
             same = {cid for cid in same if concurrency in (chosen.get(cid) or ())}
         later = len(same - tried)  # still to measure at this C
         rule = Rule(alpha=self.ctx.sweep.compare_alpha,

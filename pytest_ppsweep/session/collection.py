@@ -33,7 +33,7 @@ __all__ = [
     "baseline_manifest",
     "baseline_ref",
     "points_from_ids",
-    "selection_fields",
+    "record_selection",
 ]
 
 # The tests that run on a layout's first boot only when [sweep] boots > 1: they search, profile
@@ -269,13 +269,12 @@ class Selection:
             with self.quiet.refusal():
                 self.nodes.allocate()
         ctx = self.run.context
-        fields, notes = selection_fields(
-            self.sweep, ctx.clusters.all, self.ids, points, self.quiet.run_dir_for_lookups(),
-            self.baseline_ref
+        notes = record_selection(
+            RunJson(ctx.store), self.sweep, ctx.clusters.all, self.ids, points,
+            self.quiet.run_dir_for_lookups(), self.baseline_ref
         )
         for note in notes:
             self.progress(note)
-        RunJson(ctx.store).update(**fields)
         self.quiet.plan_dry_run(ctx, self.ids, points, notes)
 
 
@@ -363,39 +362,35 @@ def baseline_ref(config: pytest.Config, sweep: Sweep, pool: tuple[Cluster, ...])
     return ref
 
 
-def selection_fields(
+def record_selection(
+    run_json: RunJson,
     sweep: Sweep,
     pool: tuple[Cluster, ...],
     ids: list[str],
     points: dict[str, set[int]],
     run_dir: Path,
     baseline_from: Path | None,
-) -> tuple[dict[str, Any], list[str]]:
-    """What run.json records about the selection (the layouts and Cs the results layer judges)
-    and, when the baseline is not selected, which earlier run's baseline the deltas use
+) -> list[str]:
+    """Record in run.json the selection (the layouts and Cs the results layer judges) and,
+    when the baseline is not selected, which earlier run's baseline the deltas use
     (``--ppsweep-baseline-from``, else the newest matching run in the reports folder) or why
-    there is none; with the progress lines that say so."""
-    fields: dict[str, Any] = {
-        "selected": {cid: sorted(points[cid]) for cid in ids if cid in points},
-        "baseline_from": None,
-        "baseline_note": "",
-    }
+    there is none; returns the progress lines that say so."""
+    selected = {cid: points[cid] for cid in ids if cid in points}
     base = sweep.baseline
     if base in points:
-        notes = [] if baseline_from is None else [
+        run_json.selection(selected)
+        return [] if baseline_from is None else [
             f"--ppsweep-baseline-from {baseline_from.name}: not used, the baseline {base} runs "
             "in this run"
         ]
-        return fields, notes
     found, note, notes = _earlier_baseline(sweep, pool, run_dir, baseline_from)
     if found is None:
-        fields["baseline_note"] = note
-        return fields, [*notes, note]
-    fields["baseline_from"] = {
-        "run_id": run_id_of(found), "path": str(found.resolve()), "chosen": note
-    }
-    return fields, [*notes, f"baseline {base} not in this run: deltas vs its rounds in run "
-                            f"{run_id_of(found)} ({note})"]
+        run_json.selection(selected, baseline_note=note)
+        return [*notes, note]
+    run_json.selection(selected, baseline_run=run_id_of(found),
+                       baseline_path=str(found.resolve()), baseline_chosen=note)
+    return [*notes, f"baseline {base} not in this run: deltas vs its rounds in run "
+                    f"{run_id_of(found)} ({note})"]
 
 
 def _earlier_baseline(

@@ -340,11 +340,11 @@ class SweepSession:
     def _run_status(self) -> runstatus.RunStatus:
         """The run's status at its end (the state machine's word) with the points measured and
         missing, where it was interrupted and the command that resumes it."""
-        meta = RunJson(self.store).read()
-        chosen = meta.get("selected")
-        wanted: dict[str, Any] = dict(chosen) if isinstance(chosen, dict) else {
+        run_json = RunJson(self.store)
+        chosen = run_json.selected()
+        wanted: dict[str, Any] = dict(chosen) if chosen is not None else {
             cid: self.sweep.workload_of(self.sweep.config(cid)).concurrency for cid in self.ids}
-        predicted = set(meta.get("adaptive_skipped") or {})  # the planner's, by design
+        predicted = set(run_json.adaptive_skipped())  # the planner's, by design
         rounds = []
         for row in self.store.result_rows():
             with contextlib.suppress(KeyError, ValueError):

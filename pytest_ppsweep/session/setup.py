@@ -24,7 +24,7 @@ from pytest_ppsweep import continuity
 from pytest_ppsweep.cluster import backends
 from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.registry import Registry
-from pytest_ppsweep.folder.runfolder import RUN_JSON, RunJson, RunStore, new_run_id
+from pytest_ppsweep.folder.runfolder import RUN_JSON, SLURM_JOBS, RunJson, RunStore, new_run_id
 from pytest_ppsweep.session import options
 from pytest_ppsweep.session.runstate import RunState
 from pytest_ppsweep.session.signals import stopping_as_ctrl_c
@@ -36,8 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Nodes", "allocate", "nodes_needed_at_start", "open_store", "plan", "record_nodes"]
 
-SLURM_JOBS = "slurm_jobs"  # run.json: the controller's allocation of each slurm cluster
-
 
 def nodes_needed_at_start(config: pytest.Config) -> bool:
     """The set-up itself needs the nodes: a resume, a reuse or --ppsweep-baseline-from compare
@@ -48,9 +46,9 @@ def nodes_needed_at_start(config: pytest.Config) -> bool:
 
 def record_nodes(store: RunStore, pool: tuple[Cluster, ...]) -> None:
     """run.json: the pool's nodes, and each slurm cluster's allocation (its workers take it)."""
-    RunJson(store).update(hosts=[h.address for c in pool for h in c.hosts], **{
-        SLURM_JOBS: {c.name: c.slurm_jobid for c in pool
-                     if backends.backend_of(c).nodes_from_allocation}})
+    RunJson(store).nodes([h.address for c in pool for h in c.hosts],
+                         {c.name: c.slurm_jobid for c in pool
+                          if backends.backend_of(c).nodes_from_allocation})
 
 
 def allocate(
@@ -107,7 +105,7 @@ class Nodes:
         store = self.ctx.store
         taken: dict[str, str] | None = None
         if self.state.worker:
-            taken = dict(RunJson(store).read().get(SLURM_JOBS) or {})
+            taken = RunJson(store).slurm_jobs()
         pool = allocate(self.config, self.matrix, self.ctx.clusters.all, store.run_id,
                         self.ctx.registry, taken)
         self.state.allocated()

@@ -14,10 +14,13 @@ from support.paths import REPO
 import pytest_ppsweep
 from pytest_ppsweep.folder import runfolder
 from pytest_ppsweep.folder.runfolder import (
+    ADAPTIVE_SKIPPED,
     CONFIG_COLUMNS,
     FORMAT_VERSION,
     FORMAT_VERSION_KEY,
     RESULT_COLUMNS,
+    SELECTED,
+    SLURM_JOBS,
     UNVERSIONED,
     RunFolder,
     RunJson,
@@ -112,3 +115,71 @@ def test_the_stored_folders_include_an_older_format() -> None:
     assert STORED
     assert any(RunFolder(p).format_version() == UNVERSIONED for p in STORED)
     assert any("output_tokens_nominal" not in RunFolder(p).result_rows()[0] for p in STORED)
+
+
+def test_run_json_records_the_selection_the_nodes_and_the_skips(tmp_path: Path) -> None:
+    """The keys the session writes after the set-up and reads back (the selection, the slurm
+    allocations, the adaptive sweep's skips) go through RunJson's typed writers and readers."""
+    sweep = load(REPO / "test_matrix" / "cpu.toml")
+    store = RunStore(tmp_path, "r-1")
+    run_json = RunJson(store)
+    run_json.create(sweep, tuple(sweep.clusters.values()), [c.id for c in sweep.configs])
+    assert run_json.selected() is None and run_json.slurm_jobs() == {}
+    run_json.selection({"pp2": {8, 2}, "pp1": {4}}, baseline_note="baseline pp4: not run")
+    assert run_json.selected() == {"pp2": [2, 8], "pp1": [4]}
+    meta = store.read_run_json()
+    assert (meta["baseline_from"], meta["baseline_note"]) == (None, "baseline pp4: not run")
+    run_json.selection({"pp2": {8}}, baseline_run="r-0", baseline_path="/r/r-0",
+                       baseline_chosen="newest")
+    assert store.read_run_json()["baseline_from"] == {"run_id": "r-0", "path": "/r/r-0",
+                                                      "chosen": "newest"}
+    run_json.nodes(["10.0.0.1", "10.0.0.2"], {"gpu": "4711"})
+    assert run_json.slurm_jobs() == {"gpu": "4711"}
+    assert store.read_run_json()["hosts"] == ["10.0.0.1", "10.0.0.2"]
+    run_json.selection({"pp2": {8}, "pp1": {4}})
+    run_json.drop_skipped({"pp1": "predicted"})
+    assert run_json.selected() == {"pp2": [8]}
+    assert run_json.adaptive_skipped() == {"pp1": "predicted"}
+
+
+# run.json keys that more than their writer read: only folder/runfolder.py spells them
+SHARED_KEYS = (SELECTED, ADAPTIVE_SKIPPED, SLURM_JOBS)
+
+
+def key_reads(source: str, keys: tuple[str, ...]) -> list[tuple[int, str]]:
+    """(line, source) of each ``x.get("key")``, ``x["key"]``, ``{"key": …}`` or
+    ``x.update(key=…)`` (run.json's merge) of ``keys``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "setdefault", "pop") and node.args
+                and isinstance(node.args[0], ast.Constant)):
+            key = node.args[0].value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("update", "update_json")):
+            key = next((k.arg for k in node.keywords if k.arg in keys), None)
+        elif isinstance(node, ast.Dict):
+            key = next((k.value for k in node.keys
+                        if isinstance(k, ast.Constant) and k.value in keys), None)
+        if key in keys:
+            found.append((node.lineno, ast.unparse(node)[:80]))
+    return found
+
+
+def test_the_walk_finds_a_spelled_key() -> None:
+    source = ('a = raw.get("selected")\nb = meta["slurm_jobs"]\n'
+              'c = run_json.update(adaptive_skipped=1)\nd = {"selected": 1}\n'
+              'ok = raw.get(SELECTED)\nphase = "selected"\n'
+              'meta = RunMeta(selected=None)\n')
+    assert [line for line, _ in key_reads(source, SHARED_KEYS)] == [1, 2, 3, 4]
+
+
+def test_no_other_module_spells_a_shared_run_json_key() -> None:
+    offenders = [f"{path.relative_to(PACKAGE)}:{line}: {text}"
+                 for path in sorted(PACKAGE.rglob("*.py"))
+                 if path != OWNER and "sim" not in path.relative_to(PACKAGE).parts[:1]
+                 for line, text in key_reads(path.read_text(encoding="utf-8"), SHARED_KEYS)]
+    assert offenders == []
