@@ -28,6 +28,7 @@ from pytest_ppsweep.folder.runfolder import (
 )
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.results.aggregate import load_run
+from pytest_ppsweep.results.pipeline import analyse
 
 PACKAGE = Path(pytest_ppsweep.__file__).parent
 OWNER = PACKAGE / "folder" / "runfolder.py"
@@ -108,11 +109,15 @@ def test_every_stored_run_folder_reads_through_runfolder(path: Path) -> None:
     assert {r["config_id"] for r in rows} <= set(configs)
     run = load_run(path)
     assert len(run.results) == len(rows)
+    _, summary, verdicts, answers = analyse(path)  # the whole pipeline reads it too
+    assert {v.config_id for v in verdicts} <= set(configs) and summary.order and answers
 
 
-def test_the_stored_folders_include_an_older_format() -> None:
-    """tests/data keeps folders written before format_version (and before the decode columns)."""
+def test_the_stored_folders_include_the_current_format_and_an_older_one() -> None:
+    """tests/data keeps a folder of today's format (tests/data/runfolders) and folders written
+    before format_version (and before the decode columns)."""
     assert STORED
+    assert any(RunFolder(p).format_version() == FORMAT_VERSION for p in STORED)
     assert any(RunFolder(p).format_version() == UNVERSIONED for p in STORED)
     assert any("output_tokens_nominal" not in RunFolder(p).result_rows()[0] for p in STORED)
 
