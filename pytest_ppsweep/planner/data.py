@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import COMM_CSV, RESULTS_CSV, RUN_JSON, server_info_candidates
+from pytest_ppsweep.folder.runfolder import COMM_CSV, RESULTS_CSV, server_info_candidates
 
 __all__ = ["CommPoint", "Measured", "Observation", "PlannerError", "load_measured",
            "read_comm_csv", "read_points_file"]
@@ -194,8 +194,9 @@ def load_run_folder(run_dir: Path) -> Measured:
     from pytest_ppsweep.results.aggregate import load_run
 
     data = load_run(run_dir)
-    raw = json.loads((run_dir / RUN_JSON).read_text(encoding="utf-8"))
-    workload = raw.get("workload") if isinstance(raw.get("workload"), dict) else {}
+    raw = data.run_json
+    given = raw.get("workload")
+    workload: dict[str, Any] = given if isinstance(given, dict) else {}
     output_len = int(workload.get("output_len") or 1)
     res = data.results
     ok = res[(res["completed"] == res["num_requests"]) & (res["failed"] == 0)

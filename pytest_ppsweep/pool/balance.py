@@ -14,7 +14,6 @@ lets an idle cluster take a layout another cluster has not started (see
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 import statistics
@@ -23,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, PROGRESS_LOG, RUN_JSON
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, PROGRESS_LOG, RunFolder
 
 # Beyond this many search nodes the best plan found so far is kept (it is never worse than
 # longest-first greedy, which is the search's first leaf).
@@ -48,11 +47,7 @@ class Estimates:
 
 def _sweep_of(run: Path) -> str | None:
     """The sweep name a run folder's metadata/run.json records (None: not a readable run)."""
-    try:
-        doc = json.loads((run / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    name = doc.get("sweep") if isinstance(doc, dict) else None
+    name = RunFolder(run).read_run_json().get("sweep")
     return name if isinstance(name, str) else None
 
 

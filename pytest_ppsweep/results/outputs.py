@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import OUTPUTS_DIR, RUN_JSON
+from pytest_ppsweep.folder.runfolder import OUTPUTS_DIR, RunFolder
 
 __all__ = [
     "FORMAT",
@@ -236,12 +236,7 @@ def compare_layouts(ref: LayoutOutputs, got: LayoutOutputs, reference: str) -> l
 
 def baseline_and_order(run_dir: Path) -> tuple[str, list[str]]:
     """The baseline layout and the sweep order, from run.json."""
-    try:
-        data = json.loads((Path(run_dir) / RUN_JSON).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return "", []
-    if not isinstance(data, dict):
-        return "", []
+    data = RunFolder(run_dir).read_run_json()
     order = [str(c) for c in data.get("order") or []]
     return str(data.get("baseline") or ""), order
 
