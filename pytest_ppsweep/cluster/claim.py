@@ -24,6 +24,10 @@ runs that start together cannot both win, and another user can take over a dead 
 directory only a file's owner may replace or remove it). A run whose claim was taken over
 finds out at its next heartbeat (``lost``, ``lost_since``: the last heartbeat that still found
 it its own, and ``on_lost``, which the session uses to mark what was measured since INVALID).
+A cluster whose nodes change during the run (a Slurm allocation renewed before a layout:
+``Backend.before_layout``) takes its claim along (:meth:`Claim.move`): the new nodes are claimed
+through the new allocation and the heartbeat goes on there; a node left behind that can no
+longer be asked (its allocation is gone) keeps its file, which goes stale and is taken over.
 
 This is the cluster-level lock, across pytest sessions; ``pytest_ppsweep.pool.lease`` hands
 the clusters of one session's pool to its xdist workers, on top of it (the controller claims
@@ -295,7 +299,7 @@ class Claim:
         last_ok = time.time()  # the claim was found ours when taken
         while not self._stop.wait(self.heartbeat_s):
             beat = time.time()
-            for node in self.nodes:
+            for node in list(self.nodes):  # move() may put other nodes in meanwhile
                 try:
                     state = self._call(node, "touch", mine)
                 except HostError:
@@ -304,6 +308,45 @@ class Claim:
                     self._lost(last_ok, Holder.parse(state.content))
                     return
             last_ok = beat
+
+    def move(self, cluster: Cluster, registry: Registry | None = None) -> None:
+        """The cluster on other nodes (a new allocation of its kind): the claim is taken on each
+        of them, as :meth:`try_acquire` does (a node already this run's keeps its file), and the
+        heartbeat and the release go on there. The nodes left behind are given back where they
+        can still be asked (not through an allocation that is gone: there their files go stale
+        and are taken over). Raises
+        :class:`ClusterBusy` when another live run holds one of the new nodes (the files taken
+        here are given back, the claim stays on its nodes); a claim already lost stays lost."""
+        if not self.held:
+            return
+        mine = self.me.text()
+        before = {node.key for node in self.nodes}
+        nodes = [_Node(key, host_for(cluster, node, registry))
+                 for key, node in node_keys(cluster)]
+        while True:
+            warnings: dict[str, str] = {}
+            taken: list[_Node] = []
+            busy: str | None = None
+            for node in nodes:
+                busy = self._take(node, mine, warnings)
+                if busy is not None:
+                    break
+                taken.append(node)
+            if busy is None:
+                break
+            for node in taken:  # all or none: give back what this move took
+                if node.key not in before:
+                    with contextlib.suppress(HostError):
+                        self._call(node, "drop", mine)
+            if busy != _RACED:
+                raise ClusterBusy(busy)
+        left = [node for node in self.nodes if node.key not in {n.key for n in nodes}]
+        self.cluster = cluster
+        self.nodes = nodes
+        self.warnings += list(warnings.values())
+        for node in left:
+            with contextlib.suppress(HostError):
+                self._call(node, "drop", mine)
 
     def _lost(self, since: float, holder: Holder | None) -> None:
         """The claim was found taken over: what was measured since ``since`` shared the

@@ -35,6 +35,7 @@ class Clusters:
 
     def __init__(self, clusters: Iterable[Cluster]) -> None:
         self._clusters = tuple(clusters)
+        self._watchers: list[Callable[[Cluster], None]] = []
 
     @property
     def all(self) -> tuple[Cluster, ...]:
@@ -46,8 +47,15 @@ class Clusters:
 
     def replace(self, cluster: Cluster) -> None:
         """``cluster`` instead of the one of its name (a slurm cluster on a new allocation's
-        nodes, ``Backend.before_layout``)."""
+        nodes, ``Backend.before_layout``); each watcher is told (the run's claim moves with the
+        nodes: session/claims.py), and may raise ClusterStop."""
         self._clusters = tuple(cluster if c.name == cluster.name else c for c in self._clusters)
+        for watcher in self._watchers:
+            watcher(cluster)
+
+    def watch(self, watcher: Callable[[Cluster], None]) -> None:
+        """Call ``watcher(cluster)`` whenever :meth:`replace` puts a cluster on new nodes."""
+        self._watchers.append(watcher)
 
     def first(self) -> Cluster:
         """The first (under xdist: the only) cluster of this process."""

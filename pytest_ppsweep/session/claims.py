@@ -2,7 +2,10 @@
 controller claims every cluster of its pool, kept by a heartbeat until the session closes; the
 xdist pool's leases then hand the claimed clusters to the workers (which claim nothing). A
 cluster another sweep holds: wait (--ppsweep-wait-cluster, in the live status) or refuse before
-anything is launched."""
+anything is launched. A cluster put on new nodes during the run (a Slurm allocation renewed
+before a layout) takes its claim along; a new node another live run holds stops the sweep
+(resumable). Under xdist a worker's renewal does not move the controller's claim: it stays on
+the old nodes and goes stale there."""
 
 from __future__ import annotations
 
@@ -12,13 +15,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_ppsweep.cluster.base import HostError
+from pytest_ppsweep.cluster.base import ClusterStop, HostError
 from pytest_ppsweep.cluster.claim import ClusterBusy, claim_all
 from pytest_ppsweep.folder.runfolder import CLAIM_LOST_JSON
 from pytest_ppsweep.session import options
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.claim import Claim
+    from pytest_ppsweep.matrix.model import Cluster
     from pytest_ppsweep.run.context import RunContext
     from pytest_ppsweep.session.progress import Progress
 
@@ -61,6 +65,25 @@ class Claims:
                                     f"cluster: {exc}; nothing was launched") from None
         finally:
             self.progress.end(STATUS_KEY)
+        self.ctx.clusters.watch(self.moved)
+
+    def moved(self, cluster: Cluster) -> None:
+        """``cluster`` is on new nodes (a new allocation before a layout): its claim goes with
+        it, or the sweep stops (ClusterStop, resumable) when another live run holds one of
+        them or they cannot be asked."""
+        for claim in self.held:
+            if claim.cluster.name != cluster.name:
+                continue
+            said = len(claim.warnings)
+            try:
+                claim.move(cluster, self.ctx.registry)
+            except (ClusterBusy, HostError) as exc:
+                raise ClusterStop(f"cluster {cluster.name}: cannot move the run's claim to its "
+                                  f"new nodes: {exc}") from None
+            for warning in claim.warnings[said:]:  # a dead run's claim on a new node
+                self.progress.warn(warning)
+            self.progress(f"cluster {cluster.name}: the run's claim moved to "
+                          f"{', '.join(h.name for h in cluster.hosts)}")
 
     def release(self) -> None:
         """Give the claims back (the ranks stopped and reaped first); a claim another run

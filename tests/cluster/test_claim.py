@@ -1,7 +1,8 @@
 """The cluster claim (cluster/claim.py) on a local cluster: one holder at a time, even when many
 try at once; a busy message naming the holder; waiting; a dead holder's claim taken over with a
-warning, and that holder finding out at its next heartbeat; clusters sharing a node meet; another
-user takes a dead run's claim over; a claim lost mid-run makes the rounds since INVALID."""
+warning, and that holder finding out at its next heartbeat; clusters sharing a node meet; a claim
+moves with its cluster's nodes (a renewed allocation); another user takes a dead run's claim
+over; a claim lost mid-run makes the rounds since INVALID."""
 
 from __future__ import annotations
 
@@ -232,6 +233,35 @@ def test_one_file_per_node_and_none_left(nodes: list[str]) -> None:
     finally:
         claim.release()
     assert not [a for a in nodes if Path(CLAIM_DIR, f"{a}.json").exists()]
+
+
+def _holder(address: str) -> str:
+    path = Path(CLAIM_DIR, f"{address}.json")
+    return json.loads(path.read_text())["run_id"] if path.exists() and path.stat().st_size else ""
+
+
+def test_a_claim_moves_with_its_clusters_nodes(nodes: list[str]) -> None:
+    """A renewed allocation puts the cluster on other nodes: the claim is taken there, the
+    heartbeat touches them, the node left behind is given back, and the release drops them all.
+    A new node another live run holds is refused: the claim stays where it was."""
+    a, b, c = nodes
+    claim = Claim(_local("prod", a, b), "renewed", heartbeat_s=0.1)
+    claim.acquire()
+    try:
+        claim.move(_local("prod", b, c))
+        assert [_holder(x) for x in nodes] == ["", "renewed", "renewed"]
+        old = time.time() - 30
+        os.utime(Path(CLAIM_DIR, f"{c}.json"), (old, old))
+        wait_until(lambda: Path(CLAIM_DIR, f"{c}.json").stat().st_mtime > old + 20, 10,
+                   "the heartbeat to touch the new node's claim")
+        with Claim(_local("other", a), "other-run", heartbeat_s=5):
+            with pytest.raises(ClusterBusy, match="cluster 'prod' is in use by run other-run"):
+                claim.move(_local("prod", c, a))
+            assert [_holder(x) for x in nodes] == ["other-run", "renewed", "renewed"]
+            assert claim.held and [n.key for n in claim.nodes] == sorted([b, c])
+    finally:
+        claim.release()
+    assert [_holder(x) for x in nodes] == ["", "", ""]
 
 
 # ---------------------------------------------------------------- two users

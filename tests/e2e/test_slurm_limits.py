@@ -8,7 +8,8 @@ Slurm's --time is in minutes, so the tests use ``time = "1"`` with ``time_margin
 the first layout, an allocation always has less than ETA + 60 s left, so the second layout always
 needs a new one, whatever the machine's speed. The first layout starts in a fresh allocation,
 which is never renewed for lack of time (another would have no more): it is said, and it starts.
-After each test there are 0 allocations, 0 steps and 0 tasks (slurm_clean)."""
+The run's claim on the nodes (cluster/claim.py) moves to the new allocation's nodes. After each
+test there are 0 allocations, 0 steps and 0 tasks (slurm_clean)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ from support.slurm import (
     slurm_cluster_toml,
     two_layout_sweep,
 )
+
+from pytest_ppsweep.cluster.claim import CLAIM_DIR
 
 A, B = "pp2-tp8-ep4", "pp4-tp4-ep4"
 SHORT = 'time = "1"\ntime_margin_s = 60'
@@ -88,6 +91,12 @@ def layouts_measured(run: Path) -> set[str]:
         return {row["config_id"] for row in csv.DictReader(fh)}
 
 
+def claims_of(run_id: str) -> list[str]:
+    """The claim files (cluster/claim.py, on the nodes' shared /tmp) that name run ``run_id``."""
+    return sorted(p.name for p in Path(CLAIM_DIR).glob("*.json")
+                  if f'"run_id": "{run_id}"' in p.read_text(errors="replace"))
+
+
 def requests_seen(reports: Path, config: str) -> int:
     if not reports.is_dir():
         return 0
@@ -112,9 +121,15 @@ def test_a_short_time_limit_renews_the_allocation_before_the_next_layout(
     assert re.search(r"allocation \d+ has \d+ s left, fewer than the next layout needs \(ETA "
                      r"\d+ s \+ time_margin_s 60 s\); on_limit = \"renew\": releasing it", out), (
         out[-6000:])
-    assert re.search(r"cluster slurm: new allocation \d+ on s70\d, s70\d", out), out[-6000:]
+    new = re.search(r"cluster slurm: new allocation \d+ on (s70\d, s70\d)", out)
+    assert new is not None, out[-6000:]
     assert allocations_granted() - granted == 2
-    assert layouts_measured(the_run(tmp_path / "reports")) == {A, B}
+    run = the_run(tmp_path / "reports")
+    assert layouts_measured(run) == {A, B}
+    # the run's claim went with the nodes (its heartbeat and release through the new
+    # allocation): said, and no claim file of the run is left on any node
+    assert f"cluster slurm: the run's claim moved to {new.group(1)}" in out, out[-6000:]
+    assert claims_of(run.name) == []
 
 
 def test_on_limit_stop_stops_with_the_resume_command_and_the_resume_finishes(
@@ -177,6 +192,8 @@ def test_a_node_down_resumes_in_a_new_allocation_without_it(
         out[-6000:])
     new = re.search(r"cluster slurm: new allocation \d+ on (s70\d), (s70\d)", out)
     assert new is not None and node not in new.groups(), out[-6000:]
+    assert f"cluster slurm: the run's claim moved to {', '.join(new.groups())}" in out, (
+        out[-6000:])
     assert B in layouts_measured(the_run(tmp_path / "reports"))
 
 

@@ -1,7 +1,9 @@
 """What Slurm is asked for, on the real test Slurm (issue 38, point 4): whole nodes, all their
 memory and their GPUs for the allocation and every step; the preflight's report of what each rank
 gets on each node, and its refusal when a rank would get fewer than the sweep asks; Pyxis steps
-that name a squashfs imported once per node.
+that name a squashfs imported once per node; a misspelt server flag refused by the preflight
+with the engine's own parser, in a step on node 0 (in the image with Pyxis), before any layout's
+step.
 
 The test Slurm (scripts/provision_slurm.sh) is select/cons_tres with 2 CPUs, RealMemory 4000 MB
 and gres gpu:8 (no device files) per node, so --exclusive, --cpus-per-task, --mem,
@@ -19,13 +21,23 @@ allocations, 0 steps and 0 tasks (slurm_clean)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from support.matrices import replace_once
 from support.paths import REPO, sweep_folder
 from support.processes import wait_until
-from support.slurm import TestSlurm, node_processes, slurm, slurm_cluster_toml, two_layout_sweep
+from support.slurm import (
+    TestSlurm,
+    allocations_granted,
+    node_processes,
+    slurm,
+    slurm_cluster_toml,
+    two_layout_sweep,
+)
 
 from pytest_ppsweep.cluster.labels import CONFIG_ENV
 
@@ -34,7 +46,7 @@ FAKE_PYXIS = REPO / "tests" / "support" / "fakepyxis"
 
 
 def make_folder(tmp_path: Path, extra: str = "", *, request_gpus: bool = True,
-                requests: int = 40) -> Path:
+                requests: int = 40, server: str = "") -> Path:
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
@@ -42,6 +54,8 @@ def make_folder(tmp_path: Path, extra: str = "", *, request_gpus: bool = True,
     state.mkdir()
     text = two_layout_sweep("slurmres", model, "slurm", input_len=512, requests=requests,
                             repeats=1)
+    if server:
+        text = replace_once(text, "[server]\n", f"[server]\n{server}")
     return sweep_folder(tmp_path / "sweep", text + slurm_cluster_toml(
         "slurm", state, nodes=2, extra=extra, request_gpus=request_gpus))
 
@@ -176,3 +190,48 @@ def test_pyxis_steps_name_the_squashfs_each_node_imported_once(
     for line in layout_steps + engine_steps:
         assert line.startswith(f"--container-image={squashfs} --no-container-entrypoint "
                                "--no-container-mount-home --container-mounts=/data:/data:ro"), line
+
+
+PYXIS_IMAGE = 'container_image = "registry.example#lab/sglang:t1"'
+
+
+def test_a_misspelt_flag_is_refused_in_a_step_on_node_0_and_in_the_pyxis_image(
+    slurm_clean: TestSlurm, tmp_path: Path
+) -> None:
+    """A misspelt server flag on Slurm: the dry run says it cannot check it (it asks Slurm for
+    nothing) and where the preflight does; the run's preflight runs the engine's own parser in
+    a step on node 0 of its allocation and refuses the flag with the parser's suggestion before
+    any layout's step. With Pyxis (FAKE, module docstring) that step runs in the image, after
+    the nodes imported it."""
+    typo = "chunked_prefil_size = 4096\n"
+    suggestion = ("key 'server.chunked_prefil_size': expected a flag of pytest_ppsweep.sim (did "
+                  "you mean 'chunked_prefill_size'?), found --chunked-prefil-size, which its "
+                  "argument parser does not accept")
+    for sub in ("plain", "pyxis"):
+        (tmp_path / sub).mkdir()
+    plain = make_folder(tmp_path / "plain", server=typo)
+    dry = run(plain, tmp_path / "plain" / "reports", "--ppsweep-dry-run")
+    assert dry.returncode == 0, (dry.stdout + dry.stderr)[-4000:]
+    assert ("cluster 'slurm': server flags not checked by the dry run: a step needs the run's "
+            "allocation, and the dry run asks Slurm for nothing; the preflight checks them in "
+            "a step on node 0 of the allocation") in dry.stdout, dry.stdout[-4000:]
+    granted = allocations_granted()
+    for folder, env in ((plain, {}), (make_folder(
+            tmp_path / "pyxis", f'{PYXIS_IMAGE}\ncontainer_cache = "{tmp_path / "cache"}"',
+            server=typo), {"PATH": f"{FAKE_PYXIS}:{os.environ['PATH']}",
+                           "PPSWEEP_FAKE_PYXIS_LOG": str(tmp_path / "pyxis.log")})):
+        res = run(folder, folder.parent / "reports", env=env)
+        out = res.stdout + res.stderr
+        assert res.returncode == pytest.ExitCode.USAGE_ERROR, out[-4000:]
+        assert "nothing was started" in out, out[-4000:]
+        node0 = re.search(r"(s70\d) \(10\.201\.0\.1\d\d\): " + re.escape(
+            f"{folder / 'ppsweep.toml'}: {suggestion}"), out)
+        assert node0 is not None, out[-4000:]
+        assert not (folder.parent / "reports").exists() or not any(
+            (folder.parent / "reports").iterdir())
+    assert allocations_granted() - granted == 2  # the preflight ran in each run's allocation
+    # Pyxis: the engine's parser ran in a one-node step in the imported image; no layout step
+    steps = [line for line in (tmp_path / "pyxis.log").read_text().splitlines()
+             if "nodes=" in line]
+    assert steps and all("," not in line.split("nodes=", 1)[1] for line in steps), steps
+    assert all(line.startswith(f"--container-image={tmp_path / 'cache'}/") for line in steps)

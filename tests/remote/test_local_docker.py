@@ -11,8 +11,10 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import docker
 import pytest
 from support.matrices import SMALL_WORKLOAD
 from support.paths import ACCEPTANCE
@@ -28,9 +30,9 @@ from support.remote import (
 
 from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.docker_launcher import DockerLauncher
+from pytest_ppsweep.cluster.docker_launcher import METADATA_LABEL, DockerLauncher
 from pytest_ppsweep.cluster.kind_local_docker import LocalDaemon
-from pytest_ppsweep.cluster.labels import rank_labels
+from pytest_ppsweep.cluster.labels import RUN_LABEL, rank_labels
 from pytest_ppsweep.cluster.rankspec import RankSpec
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.matrix.model import Cluster, Host
@@ -113,13 +115,10 @@ tp = 4
 """
 
 
-def test_a_sweep_on_one_machine_through_its_own_dockerd(
-    test_hosts: TestHosts, tmp_path: Path
-) -> None:
-    """pytest runs inside h601's network namespace (its address is this machine's) and starts
-    the ranks through h601's dockerd on its socket: one 8-GPU box, two layouts."""
+def one_machine_folder(test_hosts: TestHosts, tmp_path: Path, server: str = "") -> Path:
+    """A sweep folder of two layouts on one 8-GPU box: h601's dockerd (``DOCKER_HOST``), the
+    emulator image; ``server``: lines added to its ``[server]`` table."""
     name, address = test_hosts.hosts[0]
-    sock = test_hosts.sockets[name]
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
@@ -131,7 +130,7 @@ def test_a_sweep_on_one_machine_through_its_own_dockerd(
     matrix = (
         f'[sweep]\nname = "box"\nmodel_path = "{model}"\ncluster = "box"\nep_cap = 4\n'
         'boot_timeout_s = 60\nspread_rule = "warn"\n\n'
-        "[server]\nchunked_prefill_size = 8192\ndisable_radix_cache = true\n"
+        f"[server]\nchunked_prefill_size = 8192\ndisable_radix_cache = true\n{server}"
         f"{ONE_MACHINE}{SMALL_WORKLOAD}"
         f'\n[profile]\noutput_dir = "{traces}"\ntimeout_s = 30\n\n'
         "[clusters.box]\n"
@@ -148,14 +147,32 @@ def test_a_sweep_on_one_machine_through_its_own_dockerd(
     folder.mkdir()
     (folder / "ppsweep.toml").write_text(matrix)
     (folder / "test_sweep.py").write_text(ACCEPTANCE.read_text())
-    reports = tmp_path / "reports"
-    done = subprocess.run(
+    return folder
+
+
+def in_h601(test_hosts: TestHosts, folder: Path, cwd: Path, *args: str
+            ) -> subprocess.CompletedProcess[str]:
+    """pytest on ``folder`` inside h601's network namespace, its dockerd as this machine's."""
+    name = test_hosts.hosts[0][0]
+    return subprocess.run(
         ["nsenter", f"--net=/run/netns/{name}", sys.executable, "-m", "pytest", str(folder),
-         "-v", "-p", "no:cacheprovider", "--ppsweep-image", IMAGE, "--ppsweep-reports",
-         str(reports)],
-        cwd=tmp_path, env={**os.environ, "DOCKER_HOST": sock}, capture_output=True, text=True,
-        timeout=600, check=False,
+         "-p", "no:cacheprovider", "--ppsweep-image", IMAGE, *args],
+        cwd=cwd, env={**os.environ, "DOCKER_HOST": test_hosts.sockets[name]},
+        capture_output=True, text=True, timeout=600, check=False,
     )
+
+
+def test_a_sweep_on_one_machine_through_its_own_dockerd(
+    test_hosts: TestHosts, tmp_path: Path
+) -> None:
+    """pytest runs inside h601's network namespace (its address is this machine's) and starts
+    the ranks through h601's dockerd on its socket: one 8-GPU box, two layouts."""
+    name, address = test_hosts.hosts[0]
+    sock = test_hosts.sockets[name]
+    traces = tmp_path / "traces"
+    folder = one_machine_folder(test_hosts, tmp_path)
+    reports = tmp_path / "reports"
+    done = in_h601(test_hosts, folder, tmp_path, "-v", "--ppsweep-reports", str(reports))
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-6000:]
     summary = out.strip().splitlines()[-1]
@@ -186,3 +203,52 @@ def test_a_sweep_on_one_machine_through_its_own_dockerd(
     assert all(n["image_id"].startswith("sha256:") for n in nodes["nodes"])
     assert not containers(test_hosts)  # every container stopped and removed
     assert SECRET_TOKEN not in out
+
+
+def _created(sock: str, since: float, label: str) -> list[str]:
+    """Every create of a container labelled ``label`` on the dockerd at ``sock`` since
+    ``since``, as ``create <image>``."""
+    client = docker.DockerClient(base_url=sock, version="1.41")
+    try:
+        events = client.events(since=int(since), until=int(time.time() + 1), decode=True,
+                               filters={"type": "container", "label": label,
+                                        "event": "create"})
+        return [f"create {e['Actor']['Attributes'].get('image', '')}" for e in events]
+    finally:
+        client.close()
+
+
+def test_a_misspelt_flag_is_refused_in_the_image_before_any_container_starts(
+    test_hosts: TestHosts, tmp_path: Path
+) -> None:
+    """Docker on this machine: the server's own parser runs in a throwaway container of the
+    image on this machine's dockerd, in the dry run and in the run's preflight; a misspelt
+    flag is refused with the parser's suggestion and no rank container is ever created. A clean
+    sweep's dry run says where its flags were checked."""
+    sock = test_hosts.sockets[test_hosts.hosts[0][0]]
+    for sub in ("clean", "typo"):
+        (tmp_path / sub).mkdir()
+    clean = in_h601(test_hosts, one_machine_folder(test_hosts, tmp_path / "clean"), tmp_path,
+                    "--ppsweep-dry-run")
+    assert clean.returncode == 0, (clean.stdout + clean.stderr)[-4000:]
+    assert ("cluster 'box': server flags, [axes] keys and choices checked against "
+            f"pytest_ppsweep.sim's own argument parser in image {IMAGE} on this machine's "
+            "dockerd") in clean.stdout, clean.stdout[-4000:]
+    folder = one_machine_folder(test_hosts, tmp_path / "typo", "chunked_prefil_size = 4096\n")
+    reports = tmp_path / "reports"
+    since = time.time()
+    expected = (f"{folder / 'ppsweep.toml'}: key 'server.chunked_prefil_size': expected a flag "
+                "of pytest_ppsweep.sim (did you mean 'chunked_prefill_size'?), found "
+                "--chunked-prefil-size, which its argument parser does not accept")
+    dry = in_h601(test_hosts, folder, tmp_path, "--ppsweep-dry-run", "--ppsweep-reports",
+                  str(reports))
+    assert dry.returncode == pytest.ExitCode.USAGE_ERROR, (dry.stdout + dry.stderr)[-4000:]
+    assert "--ppsweep-dry-run: preflight of cluster 'box'" in dry.stderr, dry.stderr[-4000:]
+    assert expected in dry.stderr, dry.stderr[-4000:]
+    done = in_h601(test_hosts, folder, tmp_path, "--ppsweep-reports", str(reports))
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, (done.stdout + done.stderr)[-4000:]
+    assert "nothing was started" in done.stderr and expected in done.stderr, done.stderr[-4000:]
+    # the parser ran in the image (one throwaway container per run: the dry run's, the run's)
+    assert _created(sock, since, METADATA_LABEL) == [f"create {IMAGE}"] * 2
+    assert _created(sock, since, RUN_LABEL) == []  # no rank container
+    assert not reports.exists() or not any(reports.iterdir())
