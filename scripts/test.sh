@@ -24,4 +24,5 @@ bash scripts/reserve_test_ports.sh
 # imports hypothesis at every run's end (~0.4 s); the fuzz tests use @given, which needs no plugin.
 unset PYTHONDONTWRITEBYTECODE
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -p no:hypothesispytest"
-exec .venv/bin/python -m pytest tests --durations=30 "$@"
+# -rs: every skipped test is listed with its reason (a skip must never pass unseen).
+exec .venv/bin/python -m pytest tests -rs --durations=30 "$@"
