@@ -42,6 +42,7 @@ from pytest_ppsweep.results.answers import (
     MEASURED,
     NO_VALID_POINT,
     Answer,
+    expected_failures,
 )
 from pytest_ppsweep.results.pipeline import analyse, save
 from pytest_ppsweep.results.runstatus import INTERRUPTED, PARTIAL, RUNNING
@@ -65,6 +66,7 @@ text-align:right}
 .ppsweep td.l,.ppsweep td.w{white-space:normal;overflow-wrap:anywhere}
 .ppsweep td.l,.ppsweep th.l,.ppsweep td.w{text-align:left}
 .ppsweep tr.invalid td{background:#fde8e8}.ppsweep .bad{color:#a00}.ppsweep .ok{color:#070}
+.ppsweep .expected{color:#8a5a00}
 .ppsweep-banner{background:#b00;color:#fff;font-weight:bold;padding:8px 12px;font-size:15px}
 .ppsweep .charts svg{margin:4px 12px 12px 0;border:1px solid #eee;box-sizing:border-box;
 max-width:calc(100% - 12px);height:auto}
@@ -274,11 +276,19 @@ def _plain(value: Any) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
-def _verdicts(verdicts: Sequence[Verdict]) -> str:
+def _verdicts(verdicts: Sequence[Verdict], answers: Sequence[Answer] = ()) -> str:
+    """The verdict of every point; a failure the sweep expected ([[expect]]) says so."""
     valid = sum(v.valid for v in verdicts)
-    items = "".join(f'<li class="{"ok" if v.valid else "bad"}">{escape(v.config_id)} '
-                    f"C={v.concurrency}: {escape(v.text)}</li>" for v in verdicts)
+    expected = expected_failures(answers)
+    items = "".join(f'<li class="{_verdict_class(v, expected)}">'
+                    f"{escape(v.config_id)} C={v.concurrency}: "
+                    + (f"{escape(expected[v.config_id])}; " if not v.valid and v.config_id in
+                       expected else "") + f"{escape(v.text)}</li>" for v in verdicts)
     return f"<h3>Verdicts ({valid}/{len(verdicts)} valid)</h3><ul>{items}</ul>"
+
+
+def _verdict_class(v: Verdict, expected: dict[str, str]) -> str:
+    return "ok" if v.valid else "expected" if v.config_id in expected else "bad"
 
 
 def _pct_vs(value: Any, reference: Any) -> float:
@@ -517,7 +527,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
             profile_section(data.run_dir, data.meta.baseline, data.meta.order),
             comm_html(files),
             _memory(data, summary), _steps(summary), _comparisons(summary),
-            _verdicts(verdicts), _metadata(data),
+            _verdicts(verdicts, answers), _metadata(data),
             plannerview.html_section(files),
             f"<h3>Evidence</h3><p>{evidence}</p>"]
     # The banner and the answers lead; in pytest-html's page, report.answers.lift moves them

@@ -25,7 +25,7 @@ from pytest_ppsweep.results.aggregate import (
     Summary,
     layout_label,
 )
-from pytest_ppsweep.results.answers import Answer
+from pytest_ppsweep.results.answers import Answer, expected_failures
 from pytest_ppsweep.results.objective import is_decode
 from pytest_ppsweep.results.verdict import Verdict
 
@@ -127,8 +127,11 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
         lines += fit_table(titles, body, width, align="<" + ">" * (len(titles) - 2) + "<")
         lines += _wrap(view.legend(deltas), width)
     # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
-    texts = [f"{v.config_id} C={v.concurrency}: {v.text}" for v in verdicts
-             if not v.valid or v.warnings]
+    # a failure the sweep expected ([[expect]]) says so before its INVALID
+    expected = expected_failures(answers)
+    texts = [f"{v.config_id} C={v.concurrency}: " + (
+        f"{expected[v.config_id]}; " if not v.valid and v.config_id in expected else "")
+        + v.text for v in verdicts if not v.valid or v.warnings]
     texts += confounded_text(summary.comparisons)
     for text in texts:
         lines += _wrap(text, width)

@@ -51,6 +51,9 @@ WORSE = "worse"
 WITHIN_NOISE = "within noise"  # neither different nor shown equivalent
 # (EQUIVALENT, "equivalent", is also a comparison's verdict: inside ±min_effect by TOST)
 NOT_COMPARED = "not compared"
+# An excluded point whose boot failed the way the sweep's [[expect]] said (its ``why`` in
+# Answer.excluded: ``OOM, as expected: <reason>``; results/questions.py writes it)
+AS_EXPECTED = ", as expected"
 
 # The level of an answer's evidence (issue 37 point 4): the reason that states it starts with
 # one of these (results/questions.py, results/sloanswer.py; the terminal's paragraph shows it).
@@ -171,6 +174,12 @@ class AnswerInput:
 
 Finder = Callable[[AnswerInput], list[Answer]]
 _REGISTERED: list[Finder] = []
+
+
+def expected_failures(answers: Sequence[Answer]) -> dict[str, str]:
+    """Per point whose failure the sweep expected, why (``OOM, as expected: <reason>``): the
+    verdicts show it beside their INVALID (issue 39 point 3)."""
+    return {cid: why for a in answers for cid, why in a.excluded if AS_EXPECTED in why}
 
 
 def register(finder: Finder) -> Finder:

@@ -39,6 +39,7 @@ from pytest_ppsweep.matrix.expectspec import FAILURES, Expectation, expectation_
 from pytest_ppsweep.results import confound
 from pytest_ppsweep.results.aggregate import round_counts
 from pytest_ppsweep.results.answers import (
+    AS_EXPECTED,
     DECIDED,
     EQUIVALENT,
     INCONCLUSIVE,
@@ -110,6 +111,37 @@ def _facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
         known = given.points.get(cid)
         out[cid] = dict(known) if known else {"layout": cid, "axes": {}, "workload": ""}
     return out
+
+
+def _sweep_facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
+    """:func:`_facts` of every point of the sweep (run.json ``order``), the points this run
+    did not measure (deselected, not reached) included: a question's whole scope."""
+    out = {cid: dict(given.points.get(cid) or {"layout": cid, "axes": {}, "workload": ""})
+           for cid in (str(c) for c in given.data.run_json.get("order") or ())}
+    return {**out, **_facts(given)}
+
+
+def _expected_why(given: AnswerInput, cid: str, why: str) -> str:
+    """``OOM, as expected: <reason>`` when ``cid``'s boot failed the way the run's ``[[expect]]``
+    said it would (run.json ``expect``), else ``why`` as it is: an expected failure is
+    evidence, shown as expected (issue 39 point 3)."""
+    raw = given.data.run_json
+    expected = expectations_of(raw)
+    if not expected or given.data.configs.empty:
+        return why
+    facts = given.points.get(cid) or {}
+    exp = expectation_for(expected, str(facts.get("runs") or cid), facts.get("axes") or {})
+    state = _boot_state(records(given.data.configs, "config_id").get(cid))
+    shown = _as_expected(exp, state)
+    return f"{shown}: {exp.reason}" if exp is not None and shown else why
+
+
+def _as_expected(exp: Expectation | None, state: str) -> str:
+    """``OOM, as expected`` for a point in boot ``state`` that ``exp`` expected, else ""."""
+    if exp is not None and state in ("OOM", "boot failed") and (
+            exp.failure != "oom" or state == "OOM"):
+        return state + AS_EXPECTED
+    return ""
 
 
 def _excluded(verdicts: Sequence[Verdict], cid: str) -> str:
@@ -218,8 +250,11 @@ def rerun_command(given: AnswerInput, points: Sequence[str], repeats: int,
 def _answer(given: AnswerInput, kind: str, workload: str, question: str,
             objective: tuple[str, ...], members: Sequence[str], verdicts: Sequence[Verdict],
             reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
-            **extra: Any) -> tuple[Answer, Decision]:
-    excluded = [(cid, why) for cid in members if (why := _excluded(verdicts, cid))]
+            scope: Sequence[str] = (), **extra: Any) -> tuple[Answer, Decision]:
+    """``scope``: every point of the sweep the question asks about, those this run did not
+    measure included (extra ``points``: results/runstatus.qualify names the ones missing)."""
+    excluded = [(cid, _expected_why(given, cid, why)) for cid in members
+                if (why := _excluded(verdicts, cid))]
     out = {cid for cid, _ in excluded}
     judged = {v.config_id for v in verdicts}
     candidates = [cid for cid in members if cid not in out and cid in judged]
@@ -284,7 +319,8 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
                                   f"{gain:.0f} % faster on {label(objective[0])} in its valid "
                                   f"rounds but was excluded ({why}): fix it or rerun it"
                                   for cid, gain, why in faster), **extra)
-    return answer, decision
+    points = list(dict.fromkeys([*scope, *members]))
+    return replace(answer, extra={**answer.extra, "points": points}), decision
 
 
 def _boots(given: AnswerInput, candidates: Sequence[str]) -> dict[str, int]:
@@ -551,16 +587,21 @@ def _stand_ins(given: AnswerInput, facts: dict[str, dict[str, Any]], workload: s
 def layout_answers(given: AnswerInput) -> list[Answer]:
     """One layout question per workload (module docstring)."""
     facts = _facts(given)
+    every = _sweep_facts(given)
     base_axes = _baseline_axes(given, facts)
     out: list[Answer] = []
     for w in _workloads(facts):
         members = [cid for cid, f in facts.items() if str(f.get("workload") or "") == w
                    and all(_value(f, a) == v for a, v in base_axes.items())]
+        scope = [cid for cid, f in every.items() if str(f.get("workload") or "") == w
+                 and all(_value(f, a) == v for a, v in base_axes.items())]
         objective = given.objectives.get(w, PREFILL)
         concs = _concs(given, w)
         reps = _repeats(given, objective)
         stand_ins = _stand_ins(given, facts, w, base_axes, members, objective, reps, concs)
         members = [c for c in members if c not in stand_ins] + [
+            alt for alt, _why in stand_ins.values()]
+        scope = [c for c in scope if c not in stand_ins] + [
             alt for alt, _why in stand_ins.values()]
         # One layout alone asks nothing next to an axis question (it is answered there).
         if not members or (len({facts[c].get("layout") for c in members}) < 2 and base_axes):
@@ -569,7 +610,7 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
             " (" + ", ".join(f"{a} = {json.loads(v)}" for a, v in base_axes.items()) + ")"
             if base_axes else "") + f", by {', then '.join(label(m) for m in objective)}?"
         answer, decision = _answer(given, "layout", w, what, objective, members,
-                                   given.verdicts, reps, concs)
+                                   given.verdicts, reps, concs, scope)
         caveats = _confounded(given, decision.winner, members)
         caveats += [f"{facts[alt].get('layout') or alt!s} takes part with its best valid "
                     f"point {alt}: at the baseline values its point {base} {why}"
@@ -602,8 +643,10 @@ def joint_answers(given: AnswerInput) -> list[Answer]:
         what = ("Which point overall, every layout × " + ", ".join(base_axes)
                 + (f" for workload {w}" if w else "")
                 + f", by {', then '.join(label(m) for m in objective)}?")
+        scope = [cid for cid, f in _sweep_facts(given).items()
+                 if str(f.get("workload") or "") == w]
         answer, _ = _answer(given, "joint", w, what, objective, members, given.verdicts,
-                            reps, concs)
+                            reps, concs, scope)
         out.append(answer)
     return out
 
@@ -657,14 +700,17 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
     base_axes = _baseline_axes(given, facts)
     configs = records(given.data.configs, "config_id") if not given.data.configs.empty else {}
     out: list[Answer] = []
+    every = _sweep_facts(given)
     for axis, base_value in base_axes.items():
         groups: dict[tuple[str, str, str], list[str]] = {}
-        for cid, f in facts.items():
-            others = json.dumps({k: v for k, v in sorted((f.get("axes") or {}).items())
-                                 if k != axis}, sort_keys=True)
-            key = (str(f.get("workload") or ""), str(f.get("layout") or cid), others)
-            groups.setdefault(key, []).append(cid)
-        for (w, layout, _others), members in groups.items():
+        scopes: dict[tuple[str, str, str], list[str]] = {}
+        for into, points in ((groups, facts), (scopes, every)):
+            for cid, f in points.items():
+                others = json.dumps({k: v for k, v in sorted((f.get("axes") or {}).items())
+                                     if k != axis}, sort_keys=True)
+                key = (str(f.get("workload") or ""), str(f.get("layout") or cid), others)
+                into.setdefault(key, []).append(cid)
+        for (w, layout, others_key), members in groups.items():
             if len(members) < 2:
                 continue
             objective = given.objectives.get(w, PREFILL)
@@ -674,7 +720,8 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
             what = (f"Which {axis} on {layout}" + (f" for workload {w}" if w else "")
                     + f", by {', then '.join(label(m) for m in objective)}?")
             answer, _ = _answer(given, "axis", w, what, objective, members, given.verdicts,
-                                reps, concs, layout=layout, axis=axis)
+                                reps, concs, scopes.get((w, layout, others_key), ()),
+                                layout=layout, axis=axis)
             raw = given.data.run_json
             table, evidence = _axis_table(facts, members, axis, base, objective[0], reps, concs,
                                           configs, answer, _rule(given, w), expectations_of(raw))
@@ -712,14 +759,11 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
         if state == "booted" and cid in excluded:
             state = "invalid"
         why = excluded.get(cid, "")
-        exp = expectation_for(expected, str(facts[cid].get("runs", "")),
+        exp = expectation_for(expected, str(facts[cid].get("runs") or cid),
                               facts[cid].get("axes") or {})
-        if exp is not None and state in ("OOM", "boot failed") and (
-                exp.failure != "oom" or state == "OOM"):
-            why = f"{state}, as expected ({exp.reason})"
-            state_shown = f"{state}, as expected"
-        else:
-            state_shown = state
+        state_shown = _as_expected(exp, state) or state
+        if exp is not None and state_shown != state:
+            why = f"{state_shown}: {exp.reason}"
         headroom = row.get("mem_headroom_mib") if row else None
         ev = [e for e in judged if e.point == cid]
         evidence += ev

@@ -12,6 +12,8 @@ import pytest
 from support.paths import REPO
 
 from pytest_ppsweep.report.answerview import terminal_lines
+from pytest_ppsweep.report.html import build_report
+from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer, one_line, read_answers
 from pytest_ppsweep.results.pipeline import Analysis, analyse, save
 
@@ -176,3 +178,42 @@ def test_a_layout_whose_baseline_value_failed_takes_part_with_its_best_valid_val
                             "at the baseline values its point pp8-tp4-ep4 boot failed")
                for c in layout.caveats), layout.caveats
     assert layout.status != "measured"  # compared, never "the only valid point"
+
+
+def test_an_expected_oom_is_evidence_and_a_partial_run_counts_each_questions_points(
+        tmp_path: Path) -> None:
+    """a2a with its [[expect]] (PP4 + DeepEP OOMs, as seeds §10 says) closed as partial (that
+    point never measured): the answers name the OOM as expected, the questions whose points
+    were all measured or failed as expected stay decided, and the verdict line says so."""
+    run = tmp_path / "a2a"
+    shutil.copytree(STORED / "a2a", run)
+    meta = run / "metadata" / "run.json"
+    raw = json.loads(meta.read_text())
+    deepep = "pp4-tp8-ep8-a2a_deepep"
+    raw["expect"] = [{"layout": "pp4-*", "axes": {"moe_a2a_backend": "deepep"},
+                      "failure": "oom", "reason": "seeds §10"}]
+    raw["run_status"] = "partial"
+    raw["run_status_detail"] = {"measured": [c for c in raw["order"] if c != deepep],
+                                "missing": [deepep], "interrupted_at": None, "resume": "pytest"}
+    meta.write_text(json.dumps(raw))
+    _, summary, verdicts, answers = analyse(run)
+    layout = next(a for a in answers if a.kind == "layout")
+    assert layout.status == DECIDED and layout.answer == "pp8-tp4-ep4"  # deepep is no layout
+    assert set(layout.extra["points"]) == {"pp8-tp4-ep4", "pp4-tp8-ep4"}
+    pp4 = _axis(answers, "pp4-tp8-ep4")
+    assert pp4.status == DECIDED, pp4.extra.get("text")
+    assert dict(pp4.excluded)[deepep] == "OOM, as expected: seeds §10"
+    assert _row(pp4, "deepep")["verdict"] == "OOM, as expected"
+    lines = terminal_summary(summary, verdicts, answers, 100)
+    assert any(line.startswith(f"{deepep} C=8: OOM, as expected: seeds §10; INVALID: boot "
+                               "failed") for line in lines), lines
+    page = build_report(run).read_text()
+    assert (f'<li class="expected">{deepep} C=8: OOM, as expected: seeds §10; INVALID: boot '
+            "failed") in page
+    # without the expectation, the same OOM is a failure: pp4's answer among 2 of its 3 points
+    raw.pop("expect")
+    meta.write_text(json.dumps(raw))
+    unexpected = _axis(analyse(run)[3], "pp4-tp8-ep4")
+    assert unexpected.status == "partial"
+    assert unexpected.extra["text"].startswith(
+        f"decided among 2 of 3 points: pp4-tp8-ep4; {deepep} failed.")

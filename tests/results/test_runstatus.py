@@ -3,6 +3,8 @@ qualified by an interrupted or partial run (never ``decided`` about the whole qu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE, Answer
 from pytest_ppsweep.results.runstatus import (
     COMPLETE,
@@ -80,3 +82,51 @@ def test_a_complete_run_keeps_its_answers() -> None:
     assert status.lines() == ["run status: COMPLETE, 5 of 5 layouts measured"]
     assert status.detail() == {"measured": IDS, "missing": [], "interrupted_at": None,
                                "resume": None}
+
+
+def _scoped(status: str = DECIDED, answer: str | None = "pp8", points: tuple[str, ...] = (),
+            excluded: tuple[tuple[str, str], ...] = (), kind: str = "axis") -> Answer:
+    return Answer(kind, "default", "which a2a", ("input_tps",), status, answer=answer,
+                  ranking=("pp8", "pp8-deepep"), excluded=excluded,
+                  extra={"points": list(points)})
+
+
+def test_a_partial_runs_answer_counts_the_points_of_its_own_question() -> None:
+    # pp16 and pp16-deepep were not run: the question about pp8's a2a lost none of its points
+    status = RunStatus(PARTIAL, ("pp8", "pp8-deepep", "pp4"), ("pp4-deepep", "pp16",
+                                                               "pp16-deepep"))
+    whole = _scoped(points=("pp8", "pp8-deepep"))
+    assert qualify([whole], status) == [whole]
+    # pp4's: its deepep point failed, as the sweep expected: evidence, not a gap
+    oom = ("pp4-deepep", "OOM, as expected: seeds §10")
+    expected = _scoped(answer="pp4", points=("pp4", "pp4-deepep"), excluded=(oom,))
+    assert qualify([expected], status) == [expected]
+    # a failure nobody expected and a point never run are named, each for what it is
+    lost = _scoped(answer="pp4", points=("pp8", "pp4", "pp4-deepep", "pp16"),
+                   excluded=(("pp4-deepep", "boot failed: NCCL error"),))
+    (a,) = qualify([lost], status)
+    assert a.status == "partial" and a.answer is None
+    assert a.extra["text"] == "decided among 2 of 4 points: pp4; pp16 not run; pp4-deepep failed."
+    both = _scoped(answer="pp4", points=("pp8", "pp4", "pp4-deepep", "pp16"), excluded=(oom,),
+                   kind="layout")
+    (b,) = qualify([both], status)
+    assert b.extra["text"] == ("decided among 2 of 4 layouts: pp4; pp16 not run; pp4-deepep "
+                               "OOM, as expected.")
+
+
+def test_an_undecided_answer_of_a_partial_run_names_the_points_not_run() -> None:
+    status = RunStatus(PARTIAL, ("pp4", "pp8", "pp16"), ("pp1", "pp2"))
+    unsure = _scoped(INCONCLUSIVE, None, points=("pp1", "pp2", "pp4", "pp8", "pp16"),
+                     kind="layout")
+    (a,) = qualify([unsure], status)
+    assert a.status == INCONCLUSIVE  # it claims nothing about the whole question...
+    assert a.caveats == ("among 3 of 5 layouts only: pp1 and pp2 not run.",)  # ...and says so
+    # a point that failed is named among the excluded already, with its reason: not again
+    failed = replace(unsure, excluded=(("pp1", "boot failed"), ("pp2", "boot failed")))
+    assert qualify([failed], status) == [failed]
+
+
+def test_an_interrupted_runs_answer_lists_the_points_of_its_question() -> None:
+    status = RunStatus(INTERRUPTED, ("pp8", "pp8-deepep", "pp4"), ("pp4-deepep",), "pp4-deepep")
+    (a,) = qualify([_scoped(answer="pp4", points=("pp4", "pp4-deepep"))], status)
+    assert a.extra["text"] == "interrupted after 3 of 4 layouts: pp4 measured; nothing compared."
