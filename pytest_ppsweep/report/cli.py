@@ -58,6 +58,7 @@ from pytest_ppsweep.gate.history import (
     run_folders,
     trend_lines,
 )
+from pytest_ppsweep.matrix.schema import did_you_mean
 from pytest_ppsweep.planner.data import PlannerError, load_measured
 from pytest_ppsweep.planner.fitting import fit, load_fitted
 from pytest_ppsweep.planner.plan import (
@@ -464,13 +465,18 @@ def _cmd_trend(args: argparse.Namespace) -> int:
         raise RunFolderError(f"missing reports folder: {reports}")
     metric = args.metric.removesuffix("_s")
     if metric not in METRICS:
-        print(f"error: --metric {args.metric!r}: expected one of {', '.join(METRICS)}",
-              file=sys.stderr)
+        print(f"error: --metric {args.metric!r}: expected one of {', '.join(METRICS)}"
+              + did_you_mean(metric, list(METRICS)), file=sys.stderr)
         return EXIT_MISSING
     history = History(reports)
     rows = history.trend(args.sweep, metric, args.layout)
     if not rows:
         known = history.sweeps()
+        if args.sweep not in known:  # a name from the command line: SWEEP, did you mean
+            print(f"error: SWEEP {args.sweep!r}: no run of that sweep in the history of "
+                  f"{reports}{did_you_mean(args.sweep, known)}; sweeps: "
+                  f"{', '.join(known) or 'none'}", file=sys.stderr)
+            return EXIT_MISSING
         print(f"error: no {metric} of sweep {args.sweep!r}"
               + (f" layout {args.layout!r}" if args.layout else "")
               + f" in the history of {reports} (sweeps: {', '.join(known) or 'none'})",

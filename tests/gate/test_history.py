@@ -142,6 +142,13 @@ def test_trend_prints_each_point_across_images(tmp_path: Path,
     assert "expected one of input_tps" in capsys.readouterr().err
     assert main(["trend", "other", "--reports", str(reports)]) == 2
     assert "sweeps: kimi3-pp" in capsys.readouterr().err
+    # a name from the command line that is close to one: did you mean, naming its argument
+    assert main(["trend", "kimi3-p", "--reports", str(reports)]) == 2
+    assert capsys.readouterr().err.startswith(
+        "error: SWEEP 'kimi3-p': no run of that sweep in the history of "
+        f"{reports} (did you mean 'kimi3-pp'?); sweeps: kimi3-pp")
+    assert main(["trend", "kimi3-pp", "--metric", "input_tp", "--reports", str(reports)]) == 2
+    assert "(did you mean 'input_tps'?)" in capsys.readouterr().err
 
 
 def test_compare_takes_an_image_from_the_history(tmp_path: Path,
