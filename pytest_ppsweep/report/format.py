@@ -91,3 +91,19 @@ def fit_table(titles: Sequence[str], rows: Sequence[Sequence[str] | str], width:
         out += [x.replace("\x00", " ") for x in textwrap.wrap(
             glued, width, initial_indent=inner, subsequent_indent=inner)]
     return out
+
+
+def wrap_lines(lines: Sequence[str], width: int) -> list[str]:
+    """Plain text lines within ``width``: a longer one wraps, its continuation under its own
+    indent plus four spaces; nothing cut, and a value with its unit (``6.63 %``) kept whole."""
+    out: list[str] = []
+    for text in lines:
+        if len(text) <= width:
+            out.append(text)
+            continue
+        lead = text[:len(text) - len(text.lstrip())]
+        glued = text.strip().replace(" %", "\x00%")
+        out += [x.replace("\x00", " ") for x in textwrap.wrap(
+            glued, width, initial_indent=lead, subsequent_indent=lead + "    ",
+            break_on_hyphens=False)]
+    return out

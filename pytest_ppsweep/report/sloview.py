@@ -9,6 +9,7 @@ from html import escape
 
 from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
 from pytest_ppsweep.report import pareto, slocharts, sloreach
+from pytest_ppsweep.report.format import wrap_lines
 from pytest_ppsweep.results.sloanswer import answers_of
 
 __all__ = ["html_section", "terminal_lines"]
@@ -48,9 +49,10 @@ def _reach_html(files: FolderFiles) -> str:
             + escape("\n".join(lines)) + "</pre></div>") if lines else ""
 
 
-def terminal_lines(source: FolderSource) -> list[str]:
+def terminal_lines(source: FolderSource, width: int | None = None) -> list[str]:
     """Each layout's search and the front for the terminal summary ([] without an SLO
-    search); the answers themselves are the Answers block's (report/answerview.py)."""
+    search); the answers themselves are the Answers block's (report/answerview.py). With a
+    ``width``, a longer line wraps (report/format.wrap_lines)."""
     files = FolderFiles.of(source)
     outcomes = files.outcomes
     if not outcomes:
@@ -58,4 +60,5 @@ def terminal_lines(source: FolderSource) -> list[str]:
     slos = list(dict.fromkeys(str(o.get("slo")) for o in outcomes))
     lines = [f"SLO searches (highest load within {' / '.join(slos)}):"]
     lines += [f"  {o['config_id']}: {o['text']}" for o in outcomes]
-    return lines + sloreach.terminal_lines(files) + pareto.terminal_lines(files)
+    lines += sloreach.terminal_lines(files) + pareto.terminal_lines(files)
+    return lines if width is None else wrap_lines(lines, width)

@@ -99,12 +99,12 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
         slo = slo_html(files)  # an SLO search alone (-k slo) still answers
         acc = accuracyview.html_section(files.dir)  # the accuracy check alone (-k accuracy)
         return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, acc, comm) if x)],
-                        [note, *slo_answer_lines(files, width), *slo_lines(files),
+                        [note, *slo_answer_lines(files, width), *slo_lines(files, width),
                          *accuracyview.terminal_lines(files.dir, width), *comm_terminal(files)])
     data, summary, verdicts, rec = analysis
     return Rendered(
         html_summary(data, summary, verdicts, rec, files),
-        terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files)
+        terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files, width)
         + accuracyview.terminal_lines(files.dir, width) + planner_lines(files)
         + comm_terminal(files),
     )
@@ -123,10 +123,10 @@ def slo_answer_lines(run_dir: FolderSource, width: int = 100) -> list[str]:
     return terminal_lines(answers_of(run_dir), width=width)
 
 
-def slo_lines(run_dir: FolderSource) -> list[str]:
+def slo_lines(run_dir: FolderSource, width: int | None = None) -> list[str]:
     """Each layout's SLO search and the Pareto front, where the run searched an SLO (the
-    answers are the Answers block's)."""
-    return sloview.terminal_lines(run_dir)
+    answers are the Answers block's); within ``width`` when given."""
+    return sloview.terminal_lines(run_dir, width)
 
 
 def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -> None:
