@@ -25,6 +25,8 @@ from support.paths import ACCEPTANCE, REPO
 from support.processes import wait_until
 from support.runs import rows
 
+from pytest_ppsweep.results.status import INTERRUPTED_BOOT
+
 PP1, PP2 = "pp1-tp32-ep4", "pp2-tp16-ep4"
 PENDING = ["pp4-tp8-ep4", "pp8-tp4-ep4", "pp16-tp2-ep2"]
 # PP2's ranks start this many emulated seconds late: 60 real seconds at 1000x, far longer than
@@ -108,7 +110,12 @@ def test_a_running_sweep_is_running_in_runs_show_and_the_report(tmp_path: Path) 
     # Stopped in PP2's boot, the run is interrupted there, and no longer reads as live.
     meta = json.loads((run / "metadata" / "run.json").read_text())
     assert meta["run_status"] == "interrupted", tail.decode(errors="replace")[-3000:]
+    # the boot the signal stopped is that layout's interruption, not a failed boot
+    assert meta["run_status_detail"]["interrupted_at"] == PP2, meta["run_status_detail"]
+    pp2 = {r["config_id"]: r for r in rows(run / "configs.csv")}[PP2]
+    assert pp2["boot_error"] == INTERRUPTED_BOOT, pp2
     assert not (run / "metadata" / "live").exists()
     after = _cli("show", run.name, "--reports", str(reports)).stdout
-    assert "run status: INTERRUPTED" in after and "RUNNING" not in after, after
+    assert f"run status: INTERRUPTED during {PP2}, after 1 of 5 layouts" in after, after
+    assert "RUNNING" not in after and "boot failed" not in after, after
     assert "pending:" not in after and "now:" not in after, after
