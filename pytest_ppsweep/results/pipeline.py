@@ -18,7 +18,7 @@ from pytest_ppsweep.results.aggregate import (
     summarize_run,
     write_summary,
 )
-from pytest_ppsweep.results.answers import Answer, write_answers
+from pytest_ppsweep.results.answers import Answer, expected_failures, write_answers
 from pytest_ppsweep.results.finders import answer_all
 from pytest_ppsweep.results.livestatus import folder_status, rounds_of
 from pytest_ppsweep.results.questions import answer_input
@@ -51,7 +51,13 @@ def analyse(run_dir: Path, data: RunData | None = None, status: RunStatus | None
     summary = summarize_run(data)
     verdicts = judge(data, summary)
     answers = answer_all(answer_input(data, summary, verdicts))
-    return data, summary, verdicts, answers if status is None else qualify(answers, status)
+    if status is None:
+        return data, summary, verdicts, answers
+    expected = expected_failures(answers)
+    if any(c in expected for c in status.missing):  # the status line says which, too
+        status = replace(status, expected=tuple(c for c in status.missing if c in expected))
+        data = replace(data, meta=replace(data.meta, status=status))
+    return data, summary, verdicts, qualify(answers, status)
 
 
 def save(data: RunData, summary: Summary, answers: Sequence[Answer]) -> None:

@@ -51,7 +51,8 @@ class RunStatus:
     the run was at when interrupted, and the command that resumes it (None when complete).
     While it runs: what each busy layout is doing (``now``) and the points not reached yet
     (``pending``); ``note``: why the status is what it is when the folder alone says so (a
-    process that ended without closing the run)."""
+    process that ended without closing the run); ``expected``: the missing points that failed
+    as the sweep expected ([[expect]]: the answers' evidence, shown so)."""
 
     status: str
     measured: tuple[str, ...] = ()
@@ -61,6 +62,8 @@ class RunStatus:
     now: tuple[Activity, ...] = ()
     pending: tuple[str, ...] = ()
     note: str = ""
+    # the missing points whose failure the sweep's [[expect]] named (the answers say so)
+    expected: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:
@@ -106,7 +109,8 @@ class RunStatus:
                 lines.append(f"not measured: {', '.join(stopped)}")
             return lines
         if self.missing and self.status != COMPLETE:
-            head += f"; not measured: {', '.join(self.missing)}"
+            head += "; not measured: " + ", ".join(
+                f"{c} (failed as expected)" if c in self.expected else c for c in self.missing)
         lines = [head]
         if self.note:
             lines.append(f"({self.note})")

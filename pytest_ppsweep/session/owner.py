@@ -328,6 +328,8 @@ class SweepSession:
             width=min(self.config.get_terminal_writer().fullwidth, 150))
         if self.compare_ref is not None and closed.gate is not None:
             summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, rendered)
+        if closed.analysis is not None and closed.analysis[0].meta.status is not None:
+            status = closed.analysis[0].meta.status  # with what the answers found (expected)
         rendered.terminal += status.lines()
         if closed.history_note:
             rendered.terminal.append(closed.history_note)

@@ -196,7 +196,10 @@ def test_an_expected_oom_is_evidence_and_a_partial_run_counts_each_questions_poi
     raw["run_status_detail"] = {"measured": [c for c in raw["order"] if c != deepep],
                                 "missing": [deepep], "interrupted_at": None, "resume": "pytest"}
     meta.write_text(json.dumps(raw))
-    _, summary, verdicts, answers = analyse(run)
+    data, summary, verdicts, answers = analyse(run)
+    assert data.meta.status is not None and data.meta.status.lines()[0] == (
+        f"run status: PARTIAL, 5 of 6 layouts measured; not measured: {deepep} (failed as "
+        "expected)")
     layout = next(a for a in answers if a.kind == "layout")
     assert layout.status == DECIDED and layout.answer == "pp8-tp4-ep4"  # deepep is no layout
     assert set(layout.extra["points"]) == {"pp8-tp4-ep4", "pp4-tp8-ep4"}
@@ -213,7 +216,9 @@ def test_an_expected_oom_is_evidence_and_a_partial_run_counts_each_questions_poi
     # without the expectation, the same OOM is a failure: pp4's answer among 2 of its 3 points
     raw.pop("expect")
     meta.write_text(json.dumps(raw))
-    unexpected = _axis(analyse(run)[3], "pp4-tp8-ep4")
+    again = analyse(run)
+    assert again[0].meta.status is not None and "expected" not in again[0].meta.status.lines()[0]
+    unexpected = _axis(again[3], "pp4-tp8-ep4")
     assert unexpected.status == "partial"
     assert unexpected.extra["text"].startswith(
         f"decided among 2 of 3 points: pp4-tp8-ep4; {deepep} failed.")
