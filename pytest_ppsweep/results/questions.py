@@ -292,7 +292,11 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     if decision.status == NO_VALID_POINT and excluded:
         reasons.append("Every point was excluded.")
     if decision.status == MEASURED:
-        extra["extra"] = {"text": decision.reasons[0]}
+        stored = given.summary.baseline_run  # the baseline's rounds from an earlier run
+        extra["extra"] = {"text": decision.reasons[0] + (
+            f" Its Δ in the summary is against the stored baseline {given.summary.baseline} "
+            f"of run {stored}." if stored and decision.winner != given.summary.baseline
+            else "")}
     if decision.status == EQUIVALENT:
         same = decision.unseparated
         pick = _roomiest(given, same)

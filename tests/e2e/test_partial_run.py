@@ -150,6 +150,11 @@ def test_k_after_a_full_run_shows_deltas_vs_its_baseline(
     assert all(r["tps_vs_base_pct"] for r in table)
     assert "from run full (manifest identical except layout)" in (
         reports / "part" / "report.html").read_text()
+    # one point is measured, not decided; its Δ is against the stored baseline, and says so
+    (answer,) = json.loads((reports / "part" / "answers.json").read_text())["answers"]
+    assert answer["status"] == "measured" and answer["answer"] == "pp8-tp4-ep4", answer
+    assert answer["text"].endswith("Its Δ in the summary is against the stored baseline "
+                                   "pp4-tp8-ep4 of run full."), answer["text"]
     assert sorted(p.name for p in (reports / "part" / "service").iterdir()) == ["pp8-tp4-ep4"]
     # The partial run's resume command measures the rest: its selection (-k) is dropped.
     (resume,) = [line for line in text.splitlines() if line.startswith("resume: ")]
