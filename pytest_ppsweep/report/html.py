@@ -390,8 +390,11 @@ def _run_status(data: RunData) -> str:
         return ""
     lines = status.lines()
     rest = "".join(f"<br>{escape(line)}" for line in lines[1:])
+    # a closed run's line names the points not measured (and those that failed as expected)
+    head = status.headline() if status.status == RUNNING else lines[0].removeprefix(
+        "run status: ")
     return (f'<p class="runstatus" data-run-status="{escape(status.status)}">'
-            f"Run status: <b>{escape(status.headline())}</b>{rest}</p>")
+            f"Run status: <b>{escape(head)}</b>{rest}</p>")
 
 
 def _undecided(data: RunData, rec: Answer | None, valid: int, judged: int) -> str:

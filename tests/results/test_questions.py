@@ -211,6 +211,8 @@ def test_an_expected_oom_is_evidence_and_a_partial_run_counts_each_questions_poi
     assert any(line.startswith(f"{deepep} C=8: OOM, as expected: seeds §10; INVALID: boot "
                                "failed") for line in lines), lines
     page = build_report(run).read_text()
+    assert (f"Run status: <b>PARTIAL, 5 of 6 layouts measured; not measured: {deepep} (failed "
+            "as expected)</b>") in page
     assert (f'<li class="expected">{deepep} C=8: OOM, as expected: seeds §10; INVALID: boot '
             "failed") in page
     # without the expectation, the same OOM is a failure: pp4's answer among 2 of its 3 points
