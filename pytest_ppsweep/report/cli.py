@@ -22,7 +22,6 @@ import math
 import os
 import shutil
 import sys
-import textwrap
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,6 +69,7 @@ from pytest_ppsweep.planner.plan import (
 )
 from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report.html import rebuild_report
+from pytest_ppsweep.report.summary import status_lines
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
     RunFolderError,
@@ -408,9 +408,9 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
                     else "nothing measured yet" if status.status == RUNNING
                     else "nothing measured")
         return [_sep(f"ppsweep summary: {RunFolder(run_dir).recorded_run_id()}", width),
-                *_wrapped(status.lines(), width), measured, f"run folder: {run_dir}"]
-    status_lines = _wrapped(data.meta.status.lines(), width) if data.meta.status else []
-    lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width), *status_lines,
+                *status_lines(status, width), measured, f"run folder: {run_dir}"]
+    state = status_lines(data.meta.status, width) if data.meta.status else []
+    lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width), *state,
              *terminal_summary(summary, verdicts, answers, width=width)]
     brief = f"answers: {one_line([a.as_dict() for a in answers])}"
     lines.append(brief if len(brief) <= width else brief[:width - 1] + "…")
@@ -424,13 +424,6 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
     report = run_dir / REPORT_HTML
     lines.append(f"report: {report}" if report.is_file() else f"report: (no {REPORT_HTML})")
     return lines
-
-
-def _wrapped(lines: Sequence[str], width: int) -> list[str]:
-    """Status lines wrapped at ``width`` (nothing cut: a long list of layouts goes on)."""
-    return [part for line in lines
-            for part in textwrap.wrap(line, width, subsequent_indent="    ",
-                                      break_on_hyphens=False) or [""]]
 
 
 def _cmd_show(args: argparse.Namespace) -> int:

@@ -18,7 +18,9 @@ from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
 from pytest_ppsweep.gate import differs
 from pytest_ppsweep.report import accuracyview, plannerview, sloview
 from pytest_ppsweep.report.commview import comm_html, comm_terminal
+from pytest_ppsweep.report.format import wrap_lines
 from pytest_ppsweep.results.sloanswer import answers_of
+from pytest_ppsweep.results.status import RESUME_PREFIX, RunStatus
 
 if TYPE_CHECKING:
     from pytest_ppsweep.results.pipeline import Analysis
@@ -108,6 +110,13 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
         + accuracyview.terminal_lines(files.dir, width) + planner_lines(files)
         + comm_terminal(files),
     )
+
+
+def status_lines(status: RunStatus, width: int) -> list[str]:
+    """The run's status lines for a terminal ``width`` wide: each wrapped (nothing cut), but
+    the resume command whole on its one line, to be copied as it is."""
+    return [part for line in status.lines()
+            for part in ([line] if line.startswith(RESUME_PREFIX) else wrap_lines([line], width))]
 
 
 def slo_html(run_dir: FolderSource) -> str:

@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["COMPLETE", "INTERRUPTED", "INTERRUPTED_BOOT", "PARTIAL", "RUNNING", "STATUSES",
-           "Activity", "RunStatus"]
+__all__ = ["COMPLETE", "INTERRUPTED", "INTERRUPTED_BOOT", "PARTIAL", "RESUME_PREFIX", "RUNNING",
+           "STATUSES", "Activity", "RunStatus"]
 
 RUNNING = "running"
 COMPLETE = "complete"
@@ -20,6 +20,8 @@ INTERRUPTED = "interrupted"
 STATUSES = (RUNNING, COMPLETE, PARTIAL, INTERRUPTED)
 # configs.csv boot_error of a layout whose boot a Ctrl-C/SIGTERM/SIGHUP stopped: not a failure
 INTERRUPTED_BOOT = "interrupted during its boot (Ctrl-C, SIGTERM or SIGHUP)"
+# the line that holds the resume command (a terminal never wraps it: it is copied whole)
+RESUME_PREFIX = "resume: "
 
 
 @dataclass(frozen=True)
@@ -115,5 +117,5 @@ class RunStatus:
         if self.note:
             lines.append(f"({self.note})")
         if self.resume:
-            lines.append(f"resume: {self.resume}")
+            lines.append(f"{RESUME_PREFIX}{self.resume}")
         return lines

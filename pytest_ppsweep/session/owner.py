@@ -323,14 +323,14 @@ class SweepSession:
         closed = close_folder.close(
             self.store, self.ids, not_run, self.compare_ref, self.thresholds, status
         )
+        width = min(self.config.get_terminal_writer().fullwidth, 150)
         rendered = self.render.rendered = summary.render(
-            closed.run_dir, closed.analysis, closed.note,
-            width=min(self.config.get_terminal_writer().fullwidth, 150))
+            closed.run_dir, closed.analysis, closed.note, width=width)
         if self.compare_ref is not None and closed.gate is not None:
             summary.render_gate(closed.run_dir, self.compare_ref, closed.gate, rendered)
         if closed.analysis is not None and closed.analysis[0].meta.status is not None:
             status = closed.analysis[0].meta.status  # with what the answers found (expected)
-        rendered.terminal += status.lines()
+        rendered.terminal += summary.status_lines(status, width)
         if closed.history_note:
             rendered.terminal.append(closed.history_note)
         name = options.get(self.config, "ppsweep_save_baseline")

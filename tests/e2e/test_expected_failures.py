@@ -74,3 +74,9 @@ def test_a_failure_of_another_kind_still_fails(
     assert "no summary" not in text, text[-3000:]
     result.stdout.fnmatch_lines(["*[[]layout[]] NO VALID POINT. Excluded: pp8-tp4-ep4 (boot*",
                                  "run status: PARTIAL, 0 of 2 layouts measured*"])
+    # the status lines fit pytest's 80 columns (the list of points not measured wraps); the
+    # resume command stays whole on its line, to be copied
+    tail = text[text.index("run status: PARTIAL"):].splitlines()
+    status = tail[:next(i for i, line in enumerate(tail) if line.startswith("resume: "))]
+    assert len(status) > 1 and all(len(line) <= 80 for line in status), status
+    assert "pp4-tp8-ep4" in " ".join(status)

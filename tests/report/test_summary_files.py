@@ -42,3 +42,22 @@ def test_a_view_given_the_files_reads_no_folder(tmp_path: Path) -> None:
     assert commview.comm_terminal(files)[0] == commview.COMM_TITLE
     assert sloview.html_section(files) == "" and sloview.terminal_lines(files) == []
     assert plannerview.terminal_lines(files)[1] == "  misfit: pp2-tp4 C=8"
+
+
+def test_the_status_lines_wrap_to_the_width_but_the_resume_command_stays_whole() -> None:
+    """The run's status at the end of the terminal summary: its lines within the width (a long
+    list of points not measured wraps), the resume command on one line, to be copied whole."""
+    from pytest_ppsweep.report.summary import status_lines
+    from pytest_ppsweep.results.status import RunStatus
+
+    ids = [f"pp{n}-tp{64 // n}-ep4" for n in (1, 2, 4, 8, 16)]
+    resume = ("pytest test_matrix --ppsweep-matrix test_matrix/a2a.toml --ppsweep-reports "
+              "reports --ppsweep-resume kimi3-a2a-20261205-063101")
+    status = RunStatus("partial", tuple(ids[:1]), tuple(ids[1:]), resume=resume,
+                       expected=(ids[-1],))
+    lines = status_lines(status, 60)
+    assert lines[-1] == f"resume: {resume}" and len(lines[-1]) > 60
+    assert all(len(line) <= 60 for line in lines[:-1]) and len(lines) > 2, lines
+    assert lines[0].startswith("run status: PARTIAL, 1 of 5 layouts measured;")
+    assert " ".join(" ".join(lines[:-1]).split()) == " ".join(status.lines()[0].split())
+    assert "pp16-tp4-ep4 (failed as expected)" in " ".join(" ".join(lines).split())
