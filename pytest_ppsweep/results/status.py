@@ -116,6 +116,10 @@ class RunStatus:
         lines = [head]
         if self.note:
             lines.append(f"({self.note})")
-        if self.resume:
+        if self.missing and set(self.missing) <= set(self.expected):
+            # a resume would boot them again only to fail as expected: nothing is left to do
+            lines.append("(nothing to resume: every point not measured failed as the sweep "
+                         "expects)")
+        elif self.resume:
             lines.append(f"{RESUME_PREFIX}{self.resume}")
         return lines

@@ -130,3 +130,18 @@ def test_an_interrupted_runs_answer_lists_the_points_of_its_question() -> None:
     status = RunStatus(INTERRUPTED, ("pp8", "pp8-deepep", "pp4"), ("pp4-deepep",), "pp4-deepep")
     (a,) = qualify([_scoped(answer="pp4", points=("pp4", "pp4-deepep"))], status)
     assert a.extra["text"] == "interrupted after 3 of 4 layouts: pp4 measured; nothing compared."
+
+
+def test_a_partial_run_whose_missing_points_failed_as_expected_has_nothing_to_resume() -> None:
+    """A resume would boot the expected failures again only to fail as expected: the status
+    says there is nothing to resume instead of printing the command; a point that is missing
+    for another cause keeps it."""
+    only_expected = RunStatus(PARTIAL, ("pp8", "pp4"), ("pp4-deepep",), None, "pytest z",
+                              expected=("pp4-deepep",))
+    lines = only_expected.lines()
+    assert "pp4-deepep (failed as expected)" in lines[0]
+    assert not any(line.startswith("resume: ") for line in lines)
+    assert "(nothing to resume: every point not measured failed as the sweep expects)" in lines
+    also_missing = RunStatus(PARTIAL, ("pp8", "pp4"), ("pp4-deepep", "pp16"), None, "pytest z",
+                             expected=("pp4-deepep",))
+    assert "resume: pytest z" in also_missing.lines()
