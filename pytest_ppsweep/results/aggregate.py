@@ -300,7 +300,7 @@ def summarize(
     table = table.sort_values(["concurrency", "_rank"], kind="stable").reset_index(drop=True)
     # The spread rule (results/spread.py): the rounds nearest the median when there are extra.
     # A point of several boots: the largest spread within one of them (boot_spread_pct).
-    boots = (results["boot"].fillna("").astype(str) if "boot" in results.columns
+    boots = (results["boot"].astype(object).fillna("").astype(str) if "boot" in results.columns
              else pd.Series([""] * len(results), index=results.index))
     for column, name in (("input_tps", "tps_spread_pct"), ("ttft_p50_s", "ttft_p50_spread_pct")):
         spreads = {(str(k[0]), int(str(k[1]))): boot_spread_pct(

@@ -225,7 +225,7 @@ def _primary_spreads(data: RunData) -> dict[tuple[str, int], tuple[str, float]]:
         metric = metrics.get(str(cid), default)
         if metric == "input_tps" or metric not in part.columns:
             continue
-        boots = (list(part["boot"].fillna("").astype(str)) if "boot" in part.columns
+        boots = (list(part["boot"].astype(object).fillna("").astype(str)) if "boot" in part.columns
                  else [""] * len(part))
         spread = boot_spread_pct(list(pd.to_numeric(part[metric], errors="coerce")), boots,
                                  data.meta.min_repeats)
