@@ -77,7 +77,8 @@ class Rounds:
                 # point's spread is over the limit (results/spread.py), or, with [compare]
                 # sequential, while a comparison it takes part in is undecided
                 # (results/stats.more_rounds_to_decide), up to max_repeats.
-                why = self._more_rounds(cfg.id, concurrency, workload, repeats, cap)
+                why = self._more_rounds(cfg.id, concurrency, workload, repeats, cap,
+                                        _boot_id(booted.service.boot_token))
                 if why is None:
                     break
                 self.ctx.progress(f"{cfg.id} C={concurrency}: extra round {repeat} (up to {cap}): "
@@ -156,7 +157,7 @@ class Rounds:
         return results
 
     def _more_rounds(self, config_id: str, concurrency: int, workload: Workload,
-                     repeats: int, cap: int) -> str | None:
+                     repeats: int, cap: int, boot: str) -> str | None:
         """Why the point needs one more round, from the valid rounds in results.csv (a resumed
         run's kept rounds too), or None: its spread over the threshold, fewer than ``cap``
         rounds (only under the strict spread rule: with ``spread_rule = "warn"`` a spread over
@@ -168,7 +169,11 @@ class Rounds:
         measured = self._valid_values(metric, concurrency)
         values = measured.pop(config_id, [])
         if self.ctx.sweep.spread_rule == "fail":
-            why = more_rounds(values, repeats, self.ctx.sweep.spread_threshold * 100.0, cap,
+            # the spread rule looks within this boot (results/spread.boot_spread_pct): a
+            # resumed point's earlier boot differs by the boot-to-boot level, not by a faulty
+            # round that one more round here could outvote
+            own = self._valid_values(metric, concurrency, boot).get(config_id, [])
+            why = more_rounds(own, repeats, self.ctx.sweep.spread_threshold * 100.0, cap,
                               keep=self.ctx.sweep.min_repeats)
             if why is not None:
                 return why
@@ -197,12 +202,16 @@ class Rounds:
                     if row.get("config_id") == config_id
                     and str(row.get("concurrency")) == str(concurrency)), default=0)
 
-    def _valid_values(self, metric: str, concurrency: int) -> dict[str, list[float]]:
+    def _valid_values(self, metric: str, concurrency: int,
+                      boot: str | None = None) -> dict[str, list[float]]:
         """Every point's valid rounds of ``metric`` at ``concurrency`` so far (results.csv, a
-        resumed run's kept rounds too), in round order."""
+        resumed run's kept rounds too), in round order; only those of one ``boot`` (results.csv
+        ``boot``) when given."""
         out: dict[str, list[float]] = {}
         for row in self.ctx.store.result_rows():
             if str(row.get("concurrency")) != str(concurrency) or not counts(row):
+                continue
+            if boot is not None and str(row.get("boot") or "") != boot:
                 continue
             try:
                 value = float(row.get(metric) or "nan")
