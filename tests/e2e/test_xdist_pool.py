@@ -138,6 +138,31 @@ def test_killed_worker_leaves_nothing_and_reports_not_run(tmp_path: Path) -> Non
     assert proc.returncode != 0
 
 
+@pytest.mark.slow
+def test_boots_under_xdist_stay_on_their_layouts_cluster(tmp_path: Path) -> None:
+    """``--ppsweep-boots 2`` with a pool: a layout's boots run on the worker of its cluster,
+    one after the other, each point's rounds numbered on across them with two boot ids, and
+    the second boot's tests named ``-boot2``."""
+    folder = pool_sweep(tmp_path / "sweep", tmp_path)
+    res = pytest_run(folder, tmp_path / "runs", "--ppsweep-cluster", "a,b", "-n", "2",
+                     "--ppsweep-boots", "2", "--ppsweep-config", "pp4,pp8", "-v")
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "32 passed" in res.stdout, res.stdout[-3000:]  # 2 layouts x 2 boots x 8 tests
+    # xdist's -v line: "[gw1] … PASSED <folder>/test_sweep.py::test_prefill[…-boot2]"
+    assert re.search(r"PASSED \S*test_prefill\[pp8-tp4-ep4-c8-boot2\]", res.stdout)
+    run = run_dir(tmp_path / "runs")
+    log = (run / "progress.log").read_text()
+    for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
+        booted = re.findall(rf"{cid}: booting on 4 nodes of (\w) \(boot (\d) of 2\)", log)
+        assert [b for _, b in booted] == ["1", "2"] and len({c for c, _ in booted}) == 1, booted
+        for conc in ("8", "16"):
+            mine = [r for r in rows(run / "results.csv")
+                    if r["config_id"] == cid and r["concurrency"] == conc]
+            assert [r["repeat"] for r in mine] == ["1", "2", "3", "4"], mine
+            assert mine[0]["boot"] == mine[1]["boot"] != mine[2]["boot"] == mine[3]["boot"]
+    assert {r["cluster"] for r in rows(run / "configs.csv")} == {"a", "b"}
+
+
 def test_more_workers_than_clusters_is_refused(tmp_path: Path) -> None:
     folder = pool_sweep(tmp_path / "sweep", tmp_path)
     res = pytest_run(folder, tmp_path / "r", "--ppsweep-cluster", "a,b", "-n", "3")
