@@ -25,7 +25,7 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -463,13 +463,36 @@ class RunFolder:
             return None
         return raw if isinstance(raw, dict) else None
 
+    def _json_objects(self, pattern: str, name: Callable[[Path], str]) -> dict[str, Any]:
+        """Each file matching ``pattern`` parsed, by ``name(path)`` (sorted paths); a file
+        half-written by a crashed run, unreadable or not an object is left out."""
+        found: dict[str, Any] = {}
+        for path in sorted(self.dir.glob(pattern)):
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(raw, dict):
+                found[name(path)] = raw
+        return found
+
+    def accuracy_scores(self) -> dict[str, dict[str, Any]]:
+        """Per layout, ``accuracy/<config>.json`` parsed (results/accuracy.py reads its
+        fields)."""
+        return self._json_objects(f"{ACCURACY_DIR}/*.json", lambda p: p.stem)
+
+    def attributions(self) -> dict[str, dict[str, Any]]:
+        """Per profiled layout, ``profile/<config>/attribution.json`` parsed (by name)."""
+        return self._json_objects(f"{PROFILE_DIR}/*/{ATTRIBUTION_JSON}", lambda p: p.parent.name)
+
     def files(self, meta: dict[str, Any] | None = None) -> FolderFiles:
         """The files the report's views show, each read once (:class:`FolderFiles`); ``meta``:
         run.json as read already (results/aggregate.RunData.run_json), else read here."""
         return FolderFiles(self.dir, self.read_run_json() if meta is None else meta,
                            self.slo_probes(),
                            self.slo_outcomes(), self.comm_rows(), self.smi_texts(),
-                           self.plan_rows(), self.planner_profile())
+                           self.plan_rows(), self.planner_profile(), self.accuracy_scores(),
+                           self.attributions())
 
 
 @dataclass(frozen=True)
@@ -485,6 +508,8 @@ class FolderFiles:
     smi: dict[str, str]  # per node: comm/<layout>/smi-q-node<r>.txt
     plan: list[dict[str, str]]  # planner/plan.csv
     planner_profile: dict[str, Any] | None  # planner/profile.json
+    accuracy: dict[str, dict[str, Any]]  # per layout: accuracy/<layout>.json
+    attributions: dict[str, dict[str, Any]]  # per layout: profile/<layout>/attribution.json
 
     @classmethod
     def of(cls, source: Path | str | FolderFiles) -> FolderFiles:

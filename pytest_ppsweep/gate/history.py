@@ -10,7 +10,7 @@ What a run's rows hold, each read from its folder alone (:func:`read_run`):
   verdicts, the gate's result, the answers' line), correctness (``agree`` / ``disagree`` /
   NULL without outputs: every layout's outputs against the run's reference layout,
   results/outputs.py) and accuracy (the ``[accuracy]`` task score, every layout pooled:
-  results/accuracy.run_accuracy; NULL without one); ``stamp`` is the
+  results/accuracy.RunAccuracy.pooled; NULL without one); ``stamp`` is the
   size and mtime of the files the rows come from, so a reader sees a folder changed since.
 * ``points``: per point (configuration × C) and gated metric (gate/comparison.METRICS): the
   median of the valid repeats (the gate's N/N rule), their count, and the point's own interval of
@@ -58,7 +58,7 @@ from pytest_ppsweep.folder.runfolder import (
 from pytest_ppsweep.gate.baselines import BASELINES
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.gate.comparison import FAILING, METRICS, SIGNIFICANT
-from pytest_ppsweep.results.accuracy import run_accuracy
+from pytest_ppsweep.results.accuracy import RunAccuracy
 from pytest_ppsweep.results.aggregate import RunData, RunFolderError
 from pytest_ppsweep.results.answers import one_line
 from pytest_ppsweep.results.outputs import outputs_problems
@@ -281,6 +281,8 @@ def read_run(run_dir: Path, analysis: Analysis | None = None
     outs = _output_rows(run_dir)
     correctness = None if not outs else "agree" if all(o.agrees for o in outs) else "disagree"
     date = run_date(run_dir)
+    files = analysis[0].files if analysis is not None else None
+    scores = RunAccuracy.of_files(files) if files is not None else RunAccuracy.read(run_dir)
     record = RunRecord(
         folder=run_dir.name, run_id=str(raw.get("run_id") or run_dir.name),
         started=date.isoformat() if date else "", sweep=str(raw.get("sweep") or ""),
@@ -288,7 +290,7 @@ def read_run(run_dir: Path, analysis: Analysis | None = None
         engine_version=_text(raw.get("sglang_version")), git_commit=_text(raw.get("git_commit")),
         simulated=int(bool(raw.get("simulated"))), status=_text(raw.get("run_status")),
         layouts=layouts, valid=valid, invalid=invalid, gate=gate_result(run_dir),
-        answers=answered, correctness=correctness, accuracy=run_accuracy(run_dir),
+        answers=answered, correctness=correctness, accuracy=scores.pooled(),
         stamp=stamp(run_dir))
     return record, pts, outs
 

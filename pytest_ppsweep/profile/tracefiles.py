@@ -12,11 +12,11 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import ATTRIBUTION_JSON, PROFILE_CSV, PROFILE_DIR
+from pytest_ppsweep.folder.runfolder import ATTRIBUTION_JSON, PROFILE_CSV, PROFILE_DIR, RunFolder
 
 from .attribution import LayoutProfile, table_rows
 
@@ -40,18 +40,16 @@ def write_layout(run_dir: Path, lp: LayoutProfile) -> Path:
 
 
 def load_layouts(run_dir: Path, order: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
-    """Every profiled layout's attribution.json, in ``order`` first, then by name."""
-    found: dict[str, dict[str, Any]] = {}
-    root = run_dir / PROFILE_DIR
-    if not root.is_dir():
-        return found
-    for path in sorted(root.glob(f"*/{ATTRIBUTION_JSON}")):
-        try:
-            found[path.parent.name] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue  # half-written by a crashed run: the layout's test failed and said so
+    """Every profiled layout's attribution.json, in ``order`` first, then by name (a file
+    half-written by a crashed run is left out: the layout's test failed and said so)."""
+    return in_order(RunFolder(run_dir).attributions(), order)
+
+
+def in_order(layouts: Mapping[str, dict[str, Any]], order: Sequence[str] = ()
+             ) -> dict[str, dict[str, Any]]:
+    """``layouts`` (per layout, its attribution.json) in ``order`` first, then by name."""
     rank = {cid: i for i, cid in enumerate(order)}
-    return dict(sorted(found.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+    return dict(sorted(layouts.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
 
 
 def write_table(run_dir: Path, baseline: str, order: Sequence[str] = ()) -> list[dict[str, Any]]:

@@ -5,10 +5,10 @@ rule; the gate's comparison with a baseline run is test_accuracy's). Nothing wit
 from __future__ import annotations
 
 from html import escape
-from pathlib import Path
 
+from pytest_ppsweep.folder.runfolder import FolderFiles
 from pytest_ppsweep.report.format import fit_table
-from pytest_ppsweep.results.accuracy import accuracy_problems, all_accuracy, reference_layout
+from pytest_ppsweep.results.accuracy import RunAccuracy
 
 __all__ = ["TITLE", "html_section", "terminal_lines"]
 
@@ -16,12 +16,13 @@ TITLE = "Task accuracy"
 HEADERS = ("layout", "backend", "n", "right", "score", "95 % interval", "result")
 
 
-def _rows(run_dir: Path) -> list[list[str]]:
-    ref = reference_layout(run_dir)
+def _rows(files: FolderFiles) -> list[list[str]]:
+    scores = RunAccuracy.of_files(files)
+    ref = scores.reference
     rows = []
-    for a in all_accuracy(run_dir):
+    for a in scores.scores:
         low, high = a.interval
-        problems = accuracy_problems(run_dir, a.config_id)
+        problems = scores.problems(a.config_id, files.dir)
         result = ("reference" if a.config_id == ref and not problems else
                   "pass" if not problems else "FAIL")
         rows.append([a.config_id, a.backend, str(a.n), str(a.correct), f"{100 * a.score:.1f} %",
@@ -29,9 +30,9 @@ def _rows(run_dir: Path) -> list[list[str]]:
     return rows
 
 
-def html_section(run_dir: Path) -> str:
+def html_section(files: FolderFiles) -> str:
     """The section's HTML ("" when no layout has a score)."""
-    rows = _rows(run_dir)
+    rows = _rows(files)
     if not rows:
         return ""
     head = "".join(f'<th{" class=l" if i < 2 else ""}>{escape(h)}</th>'
@@ -45,9 +46,9 @@ def html_section(run_dir: Path) -> str:
             "α).</p>")
 
 
-def terminal_lines(run_dir: Path, width: int = 100) -> list[str]:
+def terminal_lines(files: FolderFiles, width: int = 100) -> list[str]:
     """The section for the terminal summary ([] when no layout has a score)."""
-    rows = _rows(run_dir)
+    rows = _rows(files)
     if not rows:
         return []
     return ["", TITLE, *fit_table(HEADERS, rows, width, key=1)]

@@ -8,13 +8,12 @@ idle. Read from ``profile/<layout>/attribution.json`` alone, so a rebuilt report
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from html import escape
-from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.profile.attribution import table_rows
-from pytest_ppsweep.profile.tracefiles import load_layouts
+from pytest_ppsweep.profile.tracefiles import in_order
 from pytest_ppsweep.report.format import delta
 
 KIND_LABEL = {
@@ -66,9 +65,11 @@ def share_bars(layouts: dict[str, dict[str, Any]]) -> str:
     return "".join(parts) + "</svg>"
 
 
-def profile_section(run_dir: Path, baseline: str, order: Sequence[str] = ()) -> str:
-    """The section's HTML; empty when no layout of the run was profiled."""
-    layouts = load_layouts(Path(run_dir), order)
+def profile_section(attributions: Mapping[str, dict[str, Any]], baseline: str,
+                    order: Sequence[str] = ()) -> str:
+    """The section's HTML from each profiled layout's attribution.json as read
+    (``FolderFiles.attributions``); empty when no layout of the run was profiled."""
+    layouts = in_order(attributions, order)
     if not layouts:
         return ""
     rows = table_rows(layouts, baseline)

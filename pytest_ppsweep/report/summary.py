@@ -99,15 +99,15 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
         # test_comm alone (the service never booted): the §9.2 section is still the report's
         comm = comm_html(files)
         slo = slo_html(files)  # an SLO search alone (-k slo) still answers
-        acc = accuracyview.html_section(files.dir)  # the accuracy check alone (-k accuracy)
+        acc = accuracyview.html_section(files)  # the accuracy check alone (-k accuracy)
         return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, acc, comm) if x)],
                         [note, *slo_answer_lines(files, width), *slo_lines(files, width),
-                         *accuracyview.terminal_lines(files.dir, width), *comm_terminal(files)])
+                         *accuracyview.terminal_lines(files, width), *comm_terminal(files)])
     data, summary, verdicts, rec = analysis
     return Rendered(
         html_summary(data, summary, verdicts, rec, files),
         terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files, width)
-        + accuracyview.terminal_lines(files.dir, width) + planner_lines(files)
+        + accuracyview.terminal_lines(files, width) + planner_lines(files)
         + comm_terminal(files),
     )
 

@@ -32,13 +32,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.folder.runfolder import (
     ACCURACY_DIR,
+    FolderFiles,
+    RunFolder,
     accuracy_answers_jsonl,
     accuracy_json,
 )
@@ -46,7 +48,8 @@ from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
 from pytest_ppsweep.results.accuracystats import SIGMA, Plan, threshold, wilson
 from pytest_ppsweep.results.outputs import baseline_and_order
 
-__all__ = ["FALLBACK", "FORMAT", "Answer", "LayoutAccuracy", "accuracy_problems", "all_accuracy",
+__all__ = ["FALLBACK", "FORMAT", "Answer", "LayoutAccuracy", "RunAccuracy", "accuracy_problems",
+           "all_accuracy",
            "append_answer", "extract", "read_accuracy", "reference_layout", "run_accuracy",
            "score_answer", "task_digest", "task_prompt"]
 
@@ -205,49 +208,129 @@ def layout_accuracy(spec: AccuracySpec, plan: Plan, config_id: str, answers: Seq
         extra=extra or {})
 
 
+def _parsed(data: Any) -> LayoutAccuracy | None:
+    """A layout's score from its parsed accuracy/<config>.json (None: not a score of ours)."""
+    try:
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            return None
+        return LayoutAccuracy.from_json(data)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def read_accuracy(run_dir: Path, config_id: str) -> LayoutAccuracy | None:
     """A layout's score, None when the folder has none (or an unreadable file)."""
     try:
         data = json.loads((Path(run_dir) / accuracy_json(config_id)).read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return None
-        return LayoutAccuracy.from_json(data)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
+    return _parsed(data)
+
+
+@dataclass(frozen=True)
+class RunAccuracy:
+    """Every layout's score of one run, in sweep order (then by name), and the reference
+    layout the others are compared with: the baseline layout when it has a score, else the
+    first in sweep order that has one. Built from the folder's files as read once
+    (:meth:`of`, the report's views) or read here (:meth:`read`)."""
+
+    scores: tuple[LayoutAccuracy, ...]
+    reference: str | None
+
+    @classmethod
+    def of(cls, parsed: Mapping[str, Any], baseline: str, order: Sequence[str]) -> RunAccuracy:
+        """From each layout's accuracy/<config>.json as parsed (``FolderFiles.accuracy``)."""
+        rank = {cid: i for i, cid in enumerate(order)}
+        found = sorted((a for data in parsed.values() if (a := _parsed(data)) is not None),
+                       key=lambda a: (rank.get(a.config_id, len(rank)), a.config_id))
+        have = {a.config_id for a in found}
+        reference = next((cid for cid in [baseline, *order, *sorted(have)]
+                          if cid and cid in have), None)
+        return cls(tuple(found), reference)
+
+    @classmethod
+    def of_files(cls, files: FolderFiles) -> RunAccuracy:
+        """From the files a view was given (run.json's baseline and order among them)."""
+        return cls.of(files.accuracy, str(files.meta.get("baseline") or ""),
+                      [str(c) for c in files.meta.get("order") or []])
+
+    @classmethod
+    def read(cls, run_dir: Path) -> RunAccuracy:
+        """Read from a run folder now (each file once)."""
+        folder = RunFolder(run_dir)
+        if not (folder.dir / ACCURACY_DIR).is_dir():
+            return cls((), None)
+        baseline, order = baseline_and_order(run_dir)
+        return cls.of(folder.accuracy_scores(), baseline, order)
+
+    def get(self, config_id: str) -> LayoutAccuracy | None:
+        return next((a for a in self.scores if a.config_id == config_id), None)
+
+    def pooled(self) -> float | None:
+        """Right answers over questions asked, every layout pooled (None: no score)."""
+        asked = sum(a.n for a in self.scores)
+        return sum(a.correct for a in self.scores) / asked if asked else None
+
+    def problems(self, config_id: str, where: Path, compare_ref: Path | None = None
+                 ) -> list[str]:
+        """Why ``config_id``'s task score fails (the module docstring's rule); empty when it
+        passes. ``where``: the run folder, named when the layout has no score."""
+        mine = self.get(config_id)
+        if mine is None:
+            return [f"{config_id}: no accuracy recorded ({Path(where) / accuracy_json(config_id)})"]
+        problems = []
+        if mine.errors:
+            problems.append(f"{config_id}: {mine.errors} of {mine.n} questions could not be "
+                            f"asked (counted wrong); the first: {mine.first_error}")
+        if mine.score < mine.min_score:
+            problems.append(f"{config_id}: accuracy {mine.shown()} of n = {mine.n} is below "
+                            f"min_score {100 * mine.min_score:.1f} %")
+        ref_id = self.reference
+        if ref_id is not None and ref_id != config_id:
+            ref = self.get(ref_id)
+            line = None if ref is None else compare_line(
+                mine, ref, f"{ref_id} (this run's reference layout; parallelism must not change "
+                           f"accuracy)")
+            if line:
+                problems.append(line)
+        elif ref_id == config_id:  # the reference itself: against the others, pooled
+            others = [a for a in self.scores
+                      if a.config_id != config_id and a.tasks == mine.tasks and a.n]
+            if others:
+                pooled = replace(mine, config_id="+".join(a.config_id for a in others),
+                                 n=sum(a.n for a in others),
+                                 correct=sum(a.correct for a in others), errors=0)
+                line = compare_line(mine, pooled, "the run's other layouts, pooled (this is "
+                                                  "the reference layout; parallelism must not "
+                                                  "change accuracy)")
+                if line:
+                    problems.append(line)
+        if compare_ref is not None:
+            other = Path(compare_ref)
+            gate_id = config_id if read_accuracy(other, config_id) is not None else (
+                reference_layout(other))
+            gate = read_accuracy(other, gate_id) if gate_id is not None else None
+            if gate is not None:
+                line = compare_line(mine, gate, f"{gate_id} of the baseline run {other.name}")
+                if line:
+                    problems.append(line)
+        return problems
 
 
 def all_accuracy(run_dir: Path) -> list[LayoutAccuracy]:
     """Every layout's score in a run folder, in sweep order (then by name)."""
-    folder = Path(run_dir) / ACCURACY_DIR
-    if not folder.is_dir():
-        return []
-    _, order = baseline_and_order(run_dir)
-    rank = {cid: i for i, cid in enumerate(order)}
-    found = [a for p in sorted(folder.glob("*.json"))
-             if (a := read_accuracy(run_dir, p.stem)) is not None]
-    return sorted(found, key=lambda a: (rank.get(a.config_id, len(rank)), a.config_id))
+    return list(RunAccuracy.read(run_dir).scores)
 
 
 def run_accuracy(run_dir: Path) -> float | None:
     """The run's score: right answers over questions asked, every layout pooled (None: no
     layout has a score). The history's ``accuracy`` column."""
-    scores = all_accuracy(run_dir)
-    asked = sum(a.n for a in scores)
-    return sum(a.correct for a in scores) / asked if asked else None
+    return RunAccuracy.read(run_dir).pooled()
 
 
 def reference_layout(run_dir: Path) -> str | None:
-    """The layout the others are compared with: the baseline layout when it has a score, else
-    the first in sweep order that has one."""
-    folder = Path(run_dir) / ACCURACY_DIR
-    have = {p.stem for p in folder.glob("*.json")} if folder.is_dir() else set()
-    if not have:
-        return None
-    baseline, order = baseline_and_order(run_dir)
-    for cid in [baseline, *order, *sorted(have)]:
-        if cid and cid in have:
-            return cid
-    return None
+    """The layout the others are compared with (:class:`RunAccuracy`)."""
+    return RunAccuracy.read(run_dir).reference
 
 
 def compare_line(mine: LayoutAccuracy, ref: LayoutAccuracy, reference: str) -> str | None:
@@ -265,45 +348,6 @@ def compare_line(mine: LayoutAccuracy, ref: LayoutAccuracy, reference: str) -> s
 
 def accuracy_problems(run_dir: Path, config_id: str, compare_ref: Path | None = None
                       ) -> list[str]:
-    """Why ``config_id``'s task score fails (the module docstring's rule); empty when it
-    passes."""
-    mine = read_accuracy(run_dir, config_id)
-    if mine is None:
-        return [f"{config_id}: no accuracy recorded ({Path(run_dir) / accuracy_json(config_id)})"]
-    problems = []
-    if mine.errors:
-        problems.append(f"{config_id}: {mine.errors} of {mine.n} questions could not be asked "
-                        f"(counted wrong); the first: {mine.first_error}")
-    if mine.score < mine.min_score:
-        problems.append(f"{config_id}: accuracy {mine.shown()} of n = {mine.n} is below "
-                        f"min_score {100 * mine.min_score:.1f} %")
-    ref_id = reference_layout(run_dir)
-    if ref_id is not None and ref_id != config_id:
-        ref = read_accuracy(run_dir, ref_id)
-        line = None if ref is None else compare_line(
-            mine, ref, f"{ref_id} (this run's reference layout; parallelism must not change "
-                       f"accuracy)")
-        if line:
-            problems.append(line)
-    elif ref_id == config_id:  # the reference itself: against the others, pooled
-        others = [a for a in all_accuracy(run_dir)
-                  if a.config_id != config_id and a.tasks == mine.tasks and a.n]
-        if others:
-            pooled = replace(mine, config_id="+".join(a.config_id for a in others),
-                             n=sum(a.n for a in others),
-                             correct=sum(a.correct for a in others), errors=0)
-            line = compare_line(mine, pooled, "the run's other layouts, pooled (this is the "
-                                              "reference layout; parallelism must not change "
-                                              "accuracy)")
-            if line:
-                problems.append(line)
-    if compare_ref is not None:
-        other = Path(compare_ref)
-        gate_id = config_id if read_accuracy(other, config_id) is not None else (
-            reference_layout(other))
-        gate = read_accuracy(other, gate_id) if gate_id is not None else None
-        if gate is not None:
-            line = compare_line(mine, gate, f"{gate_id} of the baseline run {other.name}")
-            if line:
-                problems.append(line)
-    return problems
+    """Why ``config_id``'s task score fails (:meth:`RunAccuracy.problems`, the folder read
+    once); empty when it passes."""
+    return RunAccuracy.read(run_dir).problems(config_id, run_dir, compare_ref)

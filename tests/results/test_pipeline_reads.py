@@ -21,6 +21,9 @@ from support.paths import REPO
 from support.slo import searched
 
 import pytest_ppsweep
+from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
+from pytest_ppsweep.results.accuracy import Answer, layout_accuracy
+from pytest_ppsweep.results.accuracystats import plan
 
 STORED = REPO / "tests" / "data" / "answers"
 
@@ -72,10 +75,22 @@ def test_each_file_of_the_folder_is_read_once(tmp_path: Path, step: str) -> None
     shutil.copytree(STORED / "ppsweep", run)
     searched(run, "pp8-tp4-ep4", 0.45, 0.6)
     searched(run, "pp4-tp8-ep4", 0.2, 0.3)
+    # two layouts' task scores and one profile window: the accuracy and profile views read
+    # what FolderFiles read, not the folder (the accuracy table's rule reads every score)
+    spec = AccuracySpec(tasks_path=tmp_path / "t.jsonl", tasks=(Task("q", "a"),))
+    for cid, right in (("pp8-tp4-ep4", 19), ("pp4-tp8-ep4", 18)):
+        layout_accuracy(spec, plan(0.03, 0.05, 0.2, 20), cid,
+                        [Answer(i, "", "", i < right) for i in range(20)]).write(run)
+    window = run / "profile" / "pp8-tp4-ep4" / "attribution.json"
+    window.parent.mkdir(parents=True)
+    window.write_text(json.dumps({"calls": {}, "cumulative_ms": {}, "p50_ms": {},
+                                  "compute_share": 0.7, "exposed_share": 0.2,
+                                  "idle_share": 0.1}))
     reads = _reads(run, step)
     once = ["metadata/run.json", "configs.csv", "slo_probes.csv", "slo/pp8-tp4-ep4.json",
-            "slo/pp4-tp8-ep4.json",
+            "slo/pp4-tp8-ep4.json", "accuracy/pp8-tp4-ep4.json", "accuracy/pp4-tp8-ep4.json",
+            "profile/pp8-tp4-ep4/attribution.json",
             *(f"metadata/{p.name}" for p in sorted((run / "metadata").glob("*.manifest.json")))]
-    assert len(once) == 10
+    assert len(once) == 13
     assert {name: reads.get(name, 0) for name in once} == dict.fromkeys(once, 1)
     assert reads.get("planner/profile.json", 0) <= 1
