@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Final, TextIO, TypeAlias
 
 from pytest_ppsweep.matrix.axes import point_facts
 from pytest_ppsweep.matrix.model import Cluster, Sweep
@@ -275,8 +275,96 @@ PROBE_COLUMNS = (
 
 # -- run.json -----------------------------------------------------------------------------------
 
+
+class RunKey:
+    """Every top-level key of ``metadata/run.json``, named once: its writer (:class:`RunJson`)
+    and every reader spell them through this class (tests/folder/test_runfolder.py fails on a
+    run.json key read with a string literal anywhere else)."""
+
+    FORMAT_VERSION: Final = FORMAT_VERSION_KEY  # the folder's format (FORMAT_VERSION)
+    RUN_ID: Final = "run_id"
+    SWEEP: Final = "sweep"  # the sweep's name
+    BASELINE: Final = "baseline"  # the baseline layout's id
+    ORDER: Final = "order"  # every layout's id, in sweep order
+    CLUSTER: Final = "cluster"  # the pool's cluster names, comma-separated
+    HOSTS: Final = "hosts"  # the pool's node addresses (known once the nodes are)
+    SIMULATED: Final = "simulated"
+    TIME_SCALE: Final = "time_scale"  # the emulator's factor (1.0 on a real server)
+    IMAGE: Final = "image"
+    MODEL_PATH: Final = "model_path"
+    MATRIX: Final = "matrix"  # the sweep file's path
+    SPREAD_THRESHOLD: Final = "spread_threshold"
+    MIN_REPEATS: Final = "min_repeats"
+    SPREAD_RULE: Final = "spread_rule"
+    MAX_REPEATS: Final = "max_repeats"
+    BOOTS: Final = "boots"  # each layout's boots in this run (--ppsweep-boots)
+    COMPARE: Final = "compare"  # the decision rule's parameters (CompareKey)
+    EXPECT: Final = "expect"  # [[expect]]: the failures expected (ExpectKey)
+    WORKLOAD: Final = "workload"  # the sweep's workload (Workload.as_json)
+    GPU_HOUR_USD: Final = "gpu_hour_usd"
+    SGLANG_VERSION: Final = "sglang_version"
+    RUN_STATUS: Final = "run_status"  # running, complete, partial, interrupted
+    RUN_STATUS_DETAIL: Final = "run_status_detail"  # results/runstatus.RunStatus.detail
+    OWNER: Final = "owner"  # the process that runs it (OwnerKey)
+    GIT_COMMIT: Final = "git_commit"  # the sweep file's checkout (None outside git)
+    # an axis sweep's (axis_fields)
+    POINTS: Final = "points"  # per point: its layout, axis values, workload (point_facts)
+    AXES: Final = "axes"
+    COMPARE_BASELINE: Final = "compare_baseline"
+    WORKLOADS: Final = "workloads"  # the named workloads
+    CONCURRENCIES: Final = "concurrencies"
+    # written after the set-up
+    SELECTED: Final = "selected"  # the layouts and Cs of the tests the collection selected
+    BASELINE_FROM: Final = "baseline_from"  # the earlier run the deltas come from (SourceKey)
+    BASELINE_NOTE: Final = "baseline_note"  # why there is none
+    SLURM_JOBS: Final = "slurm_jobs"  # the controller's allocation of each slurm cluster
+    ADAPTIVE: Final = "adaptive"  # --ppsweep-adaptive
+    ADAPTIVE_SKIPPED: Final = "adaptive_skipped"  # the layouts it predicted, with why
+
+    @classmethod
+    def all(cls) -> frozenset[str]:
+        return frozenset(v for k, v in vars(cls).items() if k.isupper())
+
+
+class CompareKey:
+    """run.json ``compare``: the decision rule's parameters (results/stats.rule_of)."""
+
+    ALPHA: Final = "alpha"
+    MIN_EFFECT_PCT: Final = "min_effect_pct"
+    SEQUENTIAL: Final = "sequential"
+
+
+class ExpectKey:
+    """Each entry of run.json ``expect`` (results/questions.expectations_of)."""
+
+    LAYOUT: Final = "layout"
+    AXES: Final = "axes"
+    FAILURE: Final = "failure"
+    REASON: Final = "reason"
+
+
+class OwnerKey:
+    """run.json ``owner``: the process that runs the run (results/livestatus.py)."""
+
+    HOST: Final = "host"
+    PID: Final = "pid"
+    RESUME: Final = "resume"
+
+
+class SourceKey:
+    """run.json ``baseline_from``: the earlier run a baseline's deltas come from."""
+
+    RUN_ID: Final = "run_id"
+    PATH: Final = "path"
+    CHOSEN: Final = "chosen"
+
+
+# run.json as read (RunFolder.read_run_json, results/aggregate.RunData.run_json): a function
+# that takes it says so with this type (tests/folder/test_runfolder.py follows it)
+RunJsonDict: TypeAlias = dict[str, Any]
+
 # what the first boot's server info says (kept by a resumed run until it boots)
-LEARNT_AT_BOOT = ("sglang_version", "time_scale", "simulated")
+LEARNT_AT_BOOT = (RunKey.SGLANG_VERSION, RunKey.TIME_SCALE, RunKey.SIMULATED)
 
 
 def new_run_id(name: str, now: datetime | None = None) -> str:
@@ -350,7 +438,7 @@ class RunFolder:
         return self.run_json.is_file()
 
     # readers
-    def read_run_json(self, *, strict: bool = False) -> dict[str, Any]:
+    def read_run_json(self, *, strict: bool = False) -> RunJsonDict:
         """run.json as a dict ({} when missing or not an object; when torn too, unless
         ``strict``: then the ValueError of its JSON)."""
         try:
@@ -416,7 +504,7 @@ class RunFolder:
 
     def recorded_run_id(self) -> str:
         """The run id in run.json (a named baseline keeps its run's), else the folder's name."""
-        return str(self.read_run_json().get("run_id") or self.dir.name)
+        return str(self.read_run_json().get(RunKey.RUN_ID) or self.dir.name)
 
 
     def slo_probes(self) -> list[dict[str, str]]:
@@ -485,7 +573,7 @@ class RunFolder:
         """Per profiled layout, ``profile/<config>/attribution.json`` parsed (by name)."""
         return self._json_objects(f"{PROFILE_DIR}/*/{ATTRIBUTION_JSON}", lambda p: p.parent.name)
 
-    def files(self, meta: dict[str, Any] | None = None) -> FolderFiles:
+    def files(self, meta: RunJsonDict | None = None) -> FolderFiles:
         """The files the report's views show, each read once (:class:`FolderFiles`); ``meta``:
         run.json as read already (results/aggregate.RunData.run_json), else read here."""
         return FolderFiles(self.dir, self.read_run_json() if meta is None else meta,
@@ -501,7 +589,7 @@ class FolderFiles:
     reads those), each file read once: the views get this, not a folder to parse."""
 
     dir: Path
-    meta: dict[str, Any]  # metadata/run.json ({} when missing or broken)
+    meta: RunJsonDict  # metadata/run.json ({} when missing or broken)
     probes: list[dict[str, str]]  # slo_probes.csv
     outcomes: list[dict[str, Any]]  # slo/<layout>.json
     comm: list[dict[str, str]]  # comm.csv
@@ -755,10 +843,10 @@ def _order_key(value: Any) -> int:
         return 1 << 30
 
 
-# run.json keys read by more than their writer here (the rest are this class's keyword names)
-SELECTED = "selected"  # the layouts and Cs of the tests the collection selected
-ADAPTIVE_SKIPPED = "adaptive_skipped"  # the layouts the adaptive sweep predicted, with why
-SLURM_JOBS = "slurm_jobs"  # the controller's allocation of each slurm cluster
+# the keys the session shares, by their older names
+SELECTED = RunKey.SELECTED
+ADAPTIVE_SKIPPED = RunKey.ADAPTIVE_SKIPPED
+SLURM_JOBS = RunKey.SLURM_JOBS
 
 
 class RunJson:
@@ -790,44 +878,45 @@ class RunJson:
         self.store.write_json(
             RUN_JSON,
             kept | {
-                FORMAT_VERSION_KEY: FORMAT_VERSION,
-                "run_id": self.store.run_id,
-                "sweep": sweep.name,
-                "baseline": sweep.baseline,
-                "order": ids,
-                "cluster": ",".join(c.name for c in pool),
-                "hosts": [h.address for c in pool for h in c.hosts],
-                "simulated": simulated,
+                RunKey.FORMAT_VERSION: FORMAT_VERSION,
+                RunKey.RUN_ID: self.store.run_id,
+                RunKey.SWEEP: sweep.name,
+                RunKey.BASELINE: sweep.baseline,
+                RunKey.ORDER: ids,
+                RunKey.CLUSTER: ",".join(c.name for c in pool),
+                RunKey.HOSTS: [h.address for c in pool for h in c.hosts],
+                RunKey.SIMULATED: simulated,
                 # The real factor comes from the server info of the first boot.
-                "time_scale": 1.0,
-                "image": sweep.image,
-                "model_path": sweep.model_path,
-                "matrix": str(sweep.path),
-                "spread_threshold": sweep.spread_threshold,
-                "min_repeats": sweep.min_repeats,
-                "spread_rule": sweep.spread_rule,
-                "max_repeats": sweep.max_repeats,
-                "boots": sweep.boots,  # each layout's boots in this run (--ppsweep-boots)
+                RunKey.TIME_SCALE: 1.0,
+                RunKey.IMAGE: sweep.image,
+                RunKey.MODEL_PATH: sweep.model_path,
+                RunKey.MATRIX: str(sweep.path),
+                RunKey.SPREAD_THRESHOLD: sweep.spread_threshold,
+                RunKey.MIN_REPEATS: sweep.min_repeats,
+                RunKey.SPREAD_RULE: sweep.spread_rule,
+                RunKey.MAX_REPEATS: sweep.max_repeats,
+                RunKey.BOOTS: sweep.boots,  # each layout's boots in this run (--ppsweep-boots)
                 # the decision rule's parameters (results/stats.rule_of reads them)
-                "compare": {"alpha": sweep.compare_alpha,
-                            "min_effect_pct": sweep.compare_min_effect_pct,
-                            "sequential": sweep.compare_sequential},
+                RunKey.COMPARE: {CompareKey.ALPHA: sweep.compare_alpha,
+                                 CompareKey.MIN_EFFECT_PCT: sweep.compare_min_effect_pct,
+                                 CompareKey.SEQUENTIAL: sweep.compare_sequential},
                 # [[expect]]: the failures expected (results/questions.py says "as expected")
-                "expect": [{"layout": e.layout, "axes": dict(e.axes), "failure": e.failure,
-                            "reason": e.reason} for e in sweep.expect],
-                "workload": json.loads(json.dumps(sweep.workload.as_json())),
-                "gpu_hour_usd": sweep.gpu_hour_usd,
-                "sglang_version": None,
-                "run_status": "running",
-                "run_status_detail": None,
-                "owner": dict(owner) if owner else None,
+                RunKey.EXPECT: [{ExpectKey.LAYOUT: e.layout, ExpectKey.AXES: dict(e.axes),
+                                ExpectKey.FAILURE: e.failure, ExpectKey.REASON: e.reason}
+                               for e in sweep.expect],
+                RunKey.WORKLOAD: json.loads(json.dumps(sweep.workload.as_json())),
+                RunKey.GPU_HOUR_USD: sweep.gpu_hour_usd,
+                RunKey.SGLANG_VERSION: None,
+                RunKey.RUN_STATUS: "running",
+                RunKey.RUN_STATUS_DETAIL: None,
+                RunKey.OWNER: dict(owner) if owner else None,
                 # the sweep file's checkout (the run history's git version; None outside git)
-                "git_commit": git_commit(Path(sweep.path).parent),
+                RunKey.GIT_COMMIT: git_commit(Path(sweep.path).parent),
                 **axis_fields(sweep),
             } | {key: kept[key] for key in LEARNT_AT_BOOT if key in kept},
         )
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> RunJsonDict:
         raw = json.loads(self.path.read_text(encoding="utf-8"))
         return raw if isinstance(raw, dict) else {}
 
@@ -838,7 +927,7 @@ class RunJson:
     def nodes(self, hosts: Iterable[str], slurm_jobs: Mapping[str, str]) -> None:
         """The pool's nodes once known, and the allocation of each cluster whose nodes come
         from one (``slurm_jobs``: cluster name → job id; its xdist workers take it there)."""
-        self.update(hosts=list(hosts), **{SLURM_JOBS: dict(slurm_jobs)})
+        self.update(**{RunKey.HOSTS: list(hosts), RunKey.SLURM_JOBS: dict(slurm_jobs)})
 
     def slurm_jobs(self) -> dict[str, str]:
         """The controller's allocation of each slurm cluster ({} before it is recorded)."""
@@ -851,10 +940,11 @@ class RunJson:
         """The layouts and Cs the collection selected (the results layer judges those) and,
         when the baseline is not among them, the earlier run its deltas come from (its id,
         path and why it was chosen) or the note that says why there is none."""
-        source = {"run_id": baseline_run, "path": baseline_path, "chosen": baseline_chosen}
+        source = {SourceKey.RUN_ID: baseline_run, SourceKey.PATH: baseline_path,
+                  SourceKey.CHOSEN: baseline_chosen}
         self.update(**{SELECTED: {cid: sorted(cs) for cid, cs in selected.items()},
-                       "baseline_from": source if baseline_run else None,
-                       "baseline_note": baseline_note})
+                       RunKey.BASELINE_FROM: source if baseline_run else None,
+                       RunKey.BASELINE_NOTE: baseline_note})
 
     def selected(self) -> dict[str, list[int]] | None:
         """The selection as recorded (None: not recorded: every layout of ``order`` ran)."""
@@ -865,17 +955,19 @@ class RunJson:
 
     def server(self, version: Any, simulated: bool, time_scale: float) -> None:
         """What a booted server says about itself (every boot; the same for every layout)."""
-        self.update(sglang_version=version, simulated=simulated, time_scale=time_scale)
+        self.update(**{RunKey.SGLANG_VERSION: version, RunKey.SIMULATED: simulated,
+                       RunKey.TIME_SCALE: time_scale})
 
     def adaptive(self, min_repeats: int) -> None:
         """--ppsweep-adaptive: a point whose third repeat the planner skipped has two."""
-        self.update(adaptive=True, min_repeats=min_repeats)
+        self.update(**{RunKey.ADAPTIVE: True, RunKey.MIN_REPEATS: min_repeats})
 
     def run_status(self, status: str, detail: Mapping[str, Any] | None = None) -> None:
         """The run's status (``running``, then ``complete``, ``partial`` or ``interrupted``)
         and its detail (results/runstatus.RunStatus.detail: the points measured and missing,
         where it was interrupted, the resume command); None while it runs."""
-        self.update(run_status=status, run_status_detail=dict(detail) if detail else None)
+        self.update(**{RunKey.RUN_STATUS: status,
+                       RunKey.RUN_STATUS_DETAIL: dict(detail) if detail else None})
 
     def drop_skipped(self, skipped: Mapping[str, str]) -> None:
         """The layouts the adaptive sweep predicted but did not measure leave the selection."""
@@ -910,10 +1002,10 @@ def axis_fields(sweep: Sweep) -> dict[str, Any]:
         return {}
     named = sweep.workloads or {}
     return {
-        "points": point_facts(sweep.configs),
-        "axes": list(sweep.axis_names),
-        "compare_baseline": dict(sweep.compare_baseline),
-        "workloads": {n: json.loads(json.dumps(w.as_json())) for n, w in named.items()},
-        "concurrencies": list(dict.fromkeys(
+        RunKey.POINTS: point_facts(sweep.configs),
+        RunKey.AXES: list(sweep.axis_names),
+        RunKey.COMPARE_BASELINE: dict(sweep.compare_baseline),
+        RunKey.WORKLOADS: {n: json.loads(json.dumps(w.as_json())) for n, w in named.items()},
+        RunKey.CONCURRENCIES: list(dict.fromkeys(
             c for w in (named.values() or [sweep.workload]) for c in w.concurrency)),
     }

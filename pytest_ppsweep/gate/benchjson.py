@@ -42,7 +42,14 @@ from typing import Any, cast
 import pandas as pd
 
 from pytest_ppsweep.folder.runfolder import BENCHMARK_JSON as BENCHMARK_JSON
-from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, RESULT_COLUMNS, RESULTS_CSV, RUN_JSON
+from pytest_ppsweep.folder.runfolder import (
+    CONFIGS_CSV,
+    RESULT_COLUMNS,
+    RESULTS_CSV,
+    RUN_JSON,
+    RunJsonDict,
+    RunKey,
+)
 from pytest_ppsweep.results.aggregate import RunData, RunMeta, load_run, round_counts
 
 PB_VERSION = "5.3.1"  # the storage format written; read by pytest-benchmark 4.x and 5.x
@@ -85,7 +92,7 @@ def stats(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def _run_json(run_dir: Path) -> dict[str, Any]:
+def _run_json(run_dir: Path) -> RunJsonDict:
     path = run_dir / RUN_JSON
     raw = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     return raw if isinstance(raw, dict) else {}
@@ -190,7 +197,7 @@ def machine_info(run: RunData) -> dict[str, Any]:
         "release": platform.release(), "system": platform.system(),
         "cpu": {"arch": platform.machine(), "count": os.cpu_count(),
                 "brand_raw": platform.processor()},
-        "ppsweep_cluster": run.meta.cluster, "ppsweep_hosts": raw.get("hosts", []),
+        "ppsweep_cluster": run.meta.cluster, "ppsweep_hosts": raw.get(RunKey.HOSTS, []),
         "ppsweep_image": run.meta.image, "ppsweep_sglang_version": run.meta.sglang_version,
         "ppsweep_simulated": run.meta.simulated,
     }
@@ -210,7 +217,7 @@ def benchmark_json(run_dir: Path, run: RunData | None = None) -> dict[str, Any]:
         "machine_info": machine_info(run),
         # The code under test is the image, not a git checkout: only the project is known.
         "commit_info": {"id": "", "time": None, "author_time": None, "dirty": False,
-                        "project": str(run.run_json.get("sweep") or "pytest-ppsweep"),
+                        "project": str(run.run_json.get(RunKey.SWEEP) or "pytest-ppsweep"),
                         "branch": ""},
         "benchmarks": benches,
         "datetime": datetime.now(UTC).isoformat(),

@@ -54,6 +54,8 @@ from pytest_ppsweep.folder.runfolder import (
     RESULTS_CSV,
     RUN_JSON,
     RunFolder,
+    RunJsonDict,
+    RunKey,
 )
 from pytest_ppsweep.gate.baselines import BASELINES
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
@@ -209,7 +211,7 @@ def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _point_rows(run_dir: Path, raw: dict[str, Any], data: RunData | None = None
+def _point_rows(run_dir: Path, raw: RunJsonDict, data: RunData | None = None
                 ) -> list[PointRow]:
     rule = rule_of(raw)
     out = []
@@ -263,7 +265,7 @@ def read_run(run_dir: Path, analysis: Analysis | None = None
             raise RunFolderError(f"{manifest}: not valid JSON ({exc})") from exc
         if not raw:
             raise RunFolderError(f"{manifest}: expected a JSON object")
-    layouts: int | None = len(raw.get("order") or ()) or None
+    layouts: int | None = len(raw.get(RunKey.ORDER) or ()) or None
     valid = invalid = None
     answered = ""
     pts: list[PointRow] = []
@@ -284,11 +286,12 @@ def read_run(run_dir: Path, analysis: Analysis | None = None
     files = analysis[0].files if analysis is not None else None
     scores = RunAccuracy.of_files(files) if files is not None else RunAccuracy.read(run_dir)
     record = RunRecord(
-        folder=run_dir.name, run_id=str(raw.get("run_id") or run_dir.name),
-        started=date.isoformat() if date else "", sweep=str(raw.get("sweep") or ""),
-        image=str(raw.get("image") or ""), cluster=str(raw.get("cluster") or ""),
-        engine_version=_text(raw.get("sglang_version")), git_commit=_text(raw.get("git_commit")),
-        simulated=int(bool(raw.get("simulated"))), status=_text(raw.get("run_status")),
+        folder=run_dir.name, run_id=str(raw.get(RunKey.RUN_ID) or run_dir.name),
+        started=date.isoformat() if date else "", sweep=str(raw.get(RunKey.SWEEP) or ""),
+        image=str(raw.get(RunKey.IMAGE) or ""), cluster=str(raw.get(RunKey.CLUSTER) or ""),
+        engine_version=_text(raw.get(RunKey.SGLANG_VERSION)),
+        git_commit=_text(raw.get(RunKey.GIT_COMMIT)),
+        simulated=int(bool(raw.get(RunKey.SIMULATED))), status=_text(raw.get(RunKey.RUN_STATUS)),
         layouts=layouts, valid=valid, invalid=invalid, gate=gate_result(run_dir),
         answers=answered, correctness=correctness, accuracy=scores.pooled(),
         stamp=stamp(run_dir))

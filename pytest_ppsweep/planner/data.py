@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import COMM_CSV, RESULTS_CSV, server_info_candidates
+from pytest_ppsweep.folder.runfolder import COMM_CSV, RESULTS_CSV, RunKey, server_info_candidates
 
 __all__ = ["CommPoint", "Measured", "Observation", "PlannerError", "load_measured",
            "read_comm_csv", "read_points_file"]
@@ -195,7 +195,7 @@ def load_run_folder(run_dir: Path) -> Measured:
 
     data = load_run(run_dir)
     raw = data.run_json
-    given = raw.get("workload")
+    given = raw.get(RunKey.WORKLOAD)
     workload: dict[str, Any] = given if isinstance(given, dict) else {}
     output_len = int(workload.get("output_len") or 1)
     res = data.results
@@ -234,8 +234,8 @@ def load_run_folder(run_dir: Path) -> Measured:
             val("boot_s") if boot_ok else None, val("mem_peak_mib"), val("mem_total_mib"),
             not bool(server.get("disable_decode_cuda_graph", False)), int(micro or 0)))
     chunk = int(raw.get("chunked_prefill_size") or 8192)
-    return Measured(tuple(points), tuple(facts), str(raw.get("model_path") or ""),
-                    str(raw.get("image") or ""), (str(run_dir),), output_len, chunk,
+    return Measured(tuple(points), tuple(facts), str(raw.get(RunKey.MODEL_PATH) or ""),
+                    str(raw.get(RunKey.IMAGE) or ""), (str(run_dir),), output_len, chunk,
                     read_comm_csv(run_dir / COMM_CSV))
 
 

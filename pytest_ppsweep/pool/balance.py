@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, PROGRESS_LOG, RunFolder
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, PROGRESS_LOG, RunFolder, RunKey
 
 # Beyond this many search nodes the best plan found so far is kept (it is never worse than
 # longest-first greedy, which is the search's first leaf).
@@ -47,7 +47,7 @@ class Estimates:
 
 def _sweep_of(run: Path) -> str | None:
     """The sweep name a run folder's metadata/run.json records (None: not a readable run)."""
-    name = RunFolder(run).read_run_json().get("sweep")
+    name = RunFolder(run).read_run_json().get(RunKey.SWEEP)
     return name if isinstance(name, str) else None
 
 

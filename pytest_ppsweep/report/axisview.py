@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from html import escape
 from typing import Any
 
 import pandas as pd
 
+from pytest_ppsweep.folder.runfolder import RunJsonDict
 from pytest_ppsweep.report.charts import bar_chart
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.results.confound import axis_table, confounded_lines
@@ -52,7 +52,7 @@ def _shown(value: str) -> str:
     return "unset" if loaded is None else str(loaded)
 
 
-def axis_sweep_html(meta: Mapping[str, Any], table: pd.DataFrame, configs: pd.DataFrame) -> str:
+def axis_sweep_html(meta: RunJsonDict, table: pd.DataFrame, configs: pd.DataFrame) -> str:
     """The axis tables and charts ("" for a sweep without axes); ``meta``: the run's run.json
     as read (its ``points`` and ``axes``)."""
     sections = axis_table(table, configs, meta)

@@ -23,6 +23,7 @@ from pytest_ppsweep.folder.runfolder import (
     REBUILT_HTML,
     SERVICE_DIR,
     FolderFiles,
+    RunKey,
 )
 from pytest_ppsweep.report import accuracyview, plannerview, sloview, trendview
 from pytest_ppsweep.report.answerview import html_block, reasons_html
@@ -525,7 +526,7 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     body = [sloview.html_section(files), *_axis_sections(data, summary),
             reasons_html(answers), _medians(summary, by_key), _charts(summary),
             accuracyview.html_section(files),
-            trendview.html_section(data.run_dir, str(files.meta.get("sweep") or ""),
+            trendview.html_section(data.run_dir, str(files.meta.get(RunKey.SWEEP) or ""),
                                    data.meta.run_id),
             profile_section(files.attributions, data.meta.baseline, data.meta.order),
             comm_html(files),

@@ -31,6 +31,7 @@ from pytest_ppsweep.folder.runfolder import (
     RESULTS_CSV,
     FolderFiles,
     FolderSource,
+    RunKey,
 )
 from pytest_ppsweep.planner.fitting import load_fitted
 from pytest_ppsweep.planner.plan import cluster_layouts
@@ -75,7 +76,7 @@ def _median(values: Sequence[float | None]) -> float | None:
 
 def _slo_limit(files: FolderFiles, decode: bool) -> float | None:
     """The SLO's p50 limit of the x metric (TPOT for decode, TTFT for prefill), seconds."""
-    slo = (files.meta.get("workload") or {}).get("slo") or {}
+    slo = (files.meta.get(RunKey.WORKLOAD) or {}).get("slo") or {}
     for lim in slo.get("limits", []):
         if lim.get("metric") == ("tpot" if decode else "ttft") and lim.get("percentile") == 50:
             return number(lim.get("limit_s"))
@@ -83,7 +84,7 @@ def _slo_limit(files: FolderFiles, decode: bool) -> float | None:
 
 
 def _decode(files: FolderFiles) -> bool:
-    return int((files.meta.get("workload") or {}).get("output_len") or 1) > 1
+    return int((files.meta.get(RunKey.WORKLOAD) or {}).get("output_len") or 1) > 1
 
 
 def points(folder: FolderSource) -> list[Point]:
@@ -122,7 +123,7 @@ def points(folder: FolderSource) -> list[Point]:
             cost = _median([number(r.get("usd_per_m_output" if decode else "usd_per_m_input"))
                             for r in rows])
             if cost is None:  # a closed round: priced from run.json's gpu_hour_usd
-                cost = per_million(tps, gpus, number(files.meta.get("gpu_hour_usd")))
+                cost = per_million(tps, gpus, number(files.meta.get(RunKey.GPU_HOUR_USD)))
             out.append(Point(cid, gpus, source, load, per_user, tps / gpus, within,
                              usd_per_m=cost))
     return out
@@ -158,7 +159,8 @@ def predictions(source: FolderSource, measured: Sequence[Point]
     out = []
     num_layers = int(getattr(profile.hardware, "num_layers", 61))
     # the workload's own prompts and request count, not the seeds' 16,384 × 40 (issue 37, pt 7)
-    workload = files.meta.get("workload") if isinstance(files.meta.get("workload"), dict) else {}
+    workload = (files.meta.get(RunKey.WORKLOAD)
+                if isinstance(files.meta.get(RunKey.WORKLOAD), dict) else {})
     input_len = int((workload or {}).get("input_len") or 16384)
     num_requests = int((workload or {}).get("num_requests") or 40)
     for n in gpus:

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
+from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource, RunKey
 from pytest_ppsweep.report.charts import PALETTE, XYPlot, nice_max
 from pytest_ppsweep.results.sloanswer import number
 
@@ -34,7 +34,7 @@ def limits_by_metric(source: FolderSource) -> dict[str, list[tuple[int, float]]]
     metadata/run.json; ``{"ttft": []}`` when it limits no percentile (per-request limits only:
     TTFT is still what the reader wants to see against the load)."""
     run = FolderFiles.of(source).meta
-    slo = (run.get("workload") or {}).get("slo") or {}
+    slo = (run.get(RunKey.WORKLOAD) or {}).get("slo") or {}
     out: dict[str, list[tuple[int, float]]] = {}
     for lim in slo.get("limits", []):
         metric, pct, value = lim.get("metric"), lim.get("percentile"), number(lim.get("limit_s"))

@@ -19,7 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON, FolderFiles, FolderSource
+from pytest_ppsweep.folder.runfolder import (
+    PLANNER_PROFILE_JSON,
+    FolderFiles,
+    FolderSource,
+    RunJsonDict,
+    RunKey,
+)
 from pytest_ppsweep.planner.data import PlannerError, load_measured
 from pytest_ppsweep.planner.fitting import Fitted, fit, load_fitted
 from pytest_ppsweep.planner.plan import cluster_layouts
@@ -57,11 +63,11 @@ class Reach:
     lines: tuple[str, ...]
 
 
-def _workload(meta: dict[str, Any], name: str) -> dict[str, Any]:
-    named = meta.get("workloads")
+def _workload(meta: RunJsonDict, name: str) -> dict[str, Any]:
+    named = meta.get(RunKey.WORKLOADS)
     if isinstance(named, dict) and isinstance(named.get(name), dict):
         return dict(named[name])
-    return dict(meta.get("workload") or {})
+    return dict(meta.get(RunKey.WORKLOAD) or {})
 
 
 def _model(files: FolderFiles) -> tuple[Fitted | None, str]:

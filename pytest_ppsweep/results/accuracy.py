@@ -41,6 +41,7 @@ from pytest_ppsweep.folder.runfolder import (
     ACCURACY_DIR,
     FolderFiles,
     RunFolder,
+    RunKey,
     accuracy_answers_jsonl,
     accuracy_json,
 )
@@ -251,8 +252,8 @@ class RunAccuracy:
     @classmethod
     def of_files(cls, files: FolderFiles) -> RunAccuracy:
         """From the files a view was given (run.json's baseline and order among them)."""
-        return cls.of(files.accuracy, str(files.meta.get("baseline") or ""),
-                      [str(c) for c in files.meta.get("order") or []])
+        return cls.of(files.accuracy, str(files.meta.get(RunKey.BASELINE) or ""),
+                      [str(c) for c in files.meta.get(RunKey.ORDER) or []])
 
     @classmethod
     def read(cls, run_dir: Path) -> RunAccuracy:

@@ -26,6 +26,9 @@ from pytest_ppsweep.folder.runfolder import (
     SELECTED,
     SUMMARY_CSV,
     FolderFiles,
+    RunJsonDict,
+    RunKey,
+    SourceKey,
 )
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
 from pytest_ppsweep.results import objective
@@ -86,35 +89,35 @@ class RunMeta:
     status: RunStatus | None = None
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], default_run_id: str) -> RunMeta:
+    def from_dict(cls, raw: RunJsonDict, default_run_id: str) -> RunMeta:
         """Build from parsed JSON, ignoring unknown keys and tolerating missing ones."""
-        version = raw.get("sglang_version")
-        workload = raw.get("workload")
+        version = raw.get(RunKey.SGLANG_VERSION)
+        workload = raw.get(RunKey.WORKLOAD)
         # The planned concurrencies: explicit, else the copied workload of the matrix.
-        planned = raw.get("concurrencies") or (
+        planned = raw.get(RunKey.CONCURRENCIES) or (
             workload.get("concurrency") if isinstance(workload, dict) else None)
         chosen = raw.get(SELECTED)
-        source = raw.get("baseline_from")
+        source = raw.get(RunKey.BASELINE_FROM)
         source = source if isinstance(source, dict) else {}
         return cls(
-            run_id=str(raw.get("run_id") or default_run_id),
-            baseline=str(raw.get("baseline") or ""),
-            order=tuple(str(c) for c in raw.get("order") or ()),
-            simulated=bool(raw.get("simulated", False)),
-            cluster=str(raw.get("cluster") or ""),
-            image=str(raw.get("image") or ""),
-            matrix=str(raw.get("matrix") or ""),
-            time_scale=float(raw.get("time_scale") or 1.0),
+            run_id=str(raw.get(RunKey.RUN_ID) or default_run_id),
+            baseline=str(raw.get(RunKey.BASELINE) or ""),
+            order=tuple(str(c) for c in raw.get(RunKey.ORDER) or ()),
+            simulated=bool(raw.get(RunKey.SIMULATED, False)),
+            cluster=str(raw.get(RunKey.CLUSTER) or ""),
+            image=str(raw.get(RunKey.IMAGE) or ""),
+            matrix=str(raw.get(RunKey.MATRIX) or ""),
+            time_scale=float(raw.get(RunKey.TIME_SCALE) or 1.0),
             sglang_version=None if version is None else str(version),
-            spread_threshold=float(raw.get("spread_threshold", 0.02)),
-            min_repeats=int(raw.get("min_repeats", 3)),
-            spread_rule="warn" if raw.get("spread_rule") == "warn" else "fail",
+            spread_threshold=float(raw.get(RunKey.SPREAD_THRESHOLD, 0.02)),
+            min_repeats=int(raw.get(RunKey.MIN_REPEATS, 3)),
+            spread_rule="warn" if raw.get(RunKey.SPREAD_RULE) == "warn" else "fail",
             concurrencies=tuple(int(c) for c in planned or ()),
             selected=None if not isinstance(chosen, dict) else {
                 str(k): tuple(int(c) for c in v or ()) for k, v in chosen.items()},
-            baseline_from=str(source.get("path") or ""),
-            baseline_run=str(source.get("run_id") or ""),
-            baseline_note=str(raw.get("baseline_note") or ""),
+            baseline_from=str(source.get(SourceKey.PATH) or ""),
+            baseline_run=str(source.get(SourceKey.RUN_ID) or ""),
+            baseline_note=str(raw.get(RunKey.BASELINE_NOTE) or ""),
         )
 
     def in_run(self, config_id: str) -> bool:
@@ -132,7 +135,7 @@ class RunData:
     meta: RunMeta
     results: pd.DataFrame
     configs: pd.DataFrame
-    run_json: dict[str, Any] = field(default_factory=dict)
+    run_json: RunJsonDict = field(default_factory=dict)
     # The folder's other files the answers and views read (the SLO search's, comm, planner),
     # read once by results/pipeline.analyse; None until then.
     files: FolderFiles | None = None
@@ -437,7 +440,7 @@ DECODE_DELTAS = (("output_tps", "output_tps_vs_base_pct"), ("tpot_p50_s", "tpot_
                  ("itl_p50_s", "itl_p50_vs_base_pct"))
 
 
-def _references(raw: dict[str, Any], summary: Summary, table: pd.DataFrame,
+def _references(raw: RunJsonDict, summary: Summary, table: pd.DataFrame,
                 frame: pd.DataFrame) -> None:
     """What each row of ``table`` is and is compared with: ``workload`` (its name, "" for a
     sweep's one workload), ``objective`` (its workload's ranking metrics, space-separated),

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV
+from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV, RunJsonDict, RunKey
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -61,10 +61,10 @@ COMPARISON_COLUMNS = ("kind", "workload", "concurrency", "config_id", "reference
 _IDENTITY = ("config_id",)
 
 
-def points_of(raw: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def points_of(raw: RunJsonDict) -> dict[str, dict[str, Any]]:
     """run.json ``points`` (matrix/axes.point_facts) of ``raw``, the run's run.json as read
     once (results/aggregate.RunData.run_json), ``{}`` for a sweep without axes."""
-    points = raw.get("points")
+    points = raw.get(RunKey.POINTS)
     return {str(k): v for k, v in points.items() if isinstance(v, dict)} if isinstance(
         points, dict) else {}
 
@@ -124,7 +124,7 @@ def median_metrics(results: pd.DataFrame) -> pd.DataFrame:
     return frame.groupby(["config_id", "concurrency"], sort=False)[present].median()
 
 
-def comparisons(run_dir: Path, raw: Mapping[str, Any], table: pd.DataFrame,
+def comparisons(run_dir: Path, raw: RunJsonDict, table: pd.DataFrame,
                 results: pd.DataFrame | None = None, baseline: str = "",
                 order: Sequence[str] = (),
                 manifests: Mapping[str, dict[str, Any] | None] | None = None) -> pd.DataFrame:
@@ -134,10 +134,10 @@ def comparisons(run_dir: Path, raw: Mapping[str, Any], table: pd.DataFrame,
     already (results/aggregate.Summary.manifests), else read here from ``run_dir``."""
     run_dir = Path(run_dir)
     points = points_of(raw)
-    axes = [str(a) for a in raw.get("axes") or []]
-    given = raw.get("compare_baseline")
+    axes = [str(a) for a in raw.get(RunKey.AXES) or []]
+    given = raw.get(RunKey.COMPARE_BASELINE)
     chosen: dict[str, Any] = given if isinstance(given, dict) else {}
-    baseline = baseline or str(raw.get("baseline") or "")
+    baseline = baseline or str(raw.get(RunKey.BASELINE) or "")
     ids = list(dict.fromkeys([*order, *table["config_id"].astype(str)])) if not table.empty else []
     medians = median_metrics(results) if results is not None else pd.DataFrame()
     if manifests is None:
@@ -278,14 +278,14 @@ def confounded_lines(frame: pd.DataFrame) -> list[str]:
 
 
 def axis_table(table: pd.DataFrame, configs: pd.DataFrame,
-               raw: Mapping[str, Any]) -> list[dict[str, Any]]:
+               raw: RunJsonDict) -> list[dict[str, Any]]:
     """The report's axis sweep: per workload and axis, rows grouped by layout with one column
     per axis value (the workload's headline metric per C) and the worst rank's memory headroom
     per variant. A list of ``{"workload", "axis", "values", "rows"}``; rows are
     ``{"layout", "cells": {value: {"config_id", "metrics": {C: {...}}, "headroom_mib"}}}``;
     ``raw``: the run's run.json as read once (its ``points`` and ``axes``)."""
     points = points_of(raw)
-    axes = [str(a) for a in raw.get("axes") or []]
+    axes = [str(a) for a in raw.get(RunKey.AXES) or []]
     if not points or not axes:
         return []
     headroom, failed = {}, {}

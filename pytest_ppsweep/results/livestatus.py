@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.cluster.claim import process_gone
-from pytest_ppsweep.folder.runfolder import ADAPTIVE_SKIPPED, SELECTED, RunFolder
+from pytest_ppsweep.folder.runfolder import (
+    ADAPTIVE_SKIPPED,
+    SELECTED,
+    OwnerKey,
+    RunFolder,
+    RunJsonDict,
+    RunKey,
+)
 from pytest_ppsweep.results.runstatus import (
     INTERRUPTED,
     RUNNING,
@@ -76,7 +83,7 @@ def _activities(folder: RunFolder) -> list[Activity]:
     return list(out.values())
 
 
-def folder_status(run_dir: Path, raw: Mapping[str, Any] | None = None,
+def folder_status(run_dir: Path, raw: RunJsonDict | None = None,
                   rounds: Iterable[tuple[str, int]] | None = None,
                   now: float | None = None) -> RunStatus | None:
     """The run's status now (this module's docstring); ``raw``: run.json as read already,
@@ -84,29 +91,29 @@ def folder_status(run_dir: Path, raw: Mapping[str, Any] | None = None,
     written before the run status existed."""
     folder = RunFolder(run_dir)
     raw = folder.read_run_json() if raw is None else raw
-    word = raw.get("run_status")
+    word = raw.get(RunKey.RUN_STATUS)
     if word not in STATUSES:
         return None
-    detail = raw.get("run_status_detail")
+    detail = raw.get(RunKey.RUN_STATUS_DETAIL)
     if word != RUNNING:
         return _closed(str(word), detail if isinstance(detail, dict) else {})
     skipped = set(raw.get(ADAPTIVE_SKIPPED) or {})  # the planner's, by design
-    order = [str(c) for c in raw.get("order") or () if str(c) not in skipped]
+    order = [str(c) for c in raw.get(RunKey.ORDER) or () if str(c) not in skipped]
     chosen = raw.get(SELECTED)
     wanted: dict[str, Iterable[int]] = ({str(k): v for k, v in chosen.items()}
                                         if isinstance(chosen, dict) else {c: () for c in order})
     rounds = rounds_of(folder.result_rows()) if rounds is None else rounds
     measured, missing = measured_points(order, wanted, rounds)
-    owner: Mapping[str, Any] = raw["owner"] if isinstance(raw.get("owner"), dict) else {}
+    owner: Mapping[str, Any] = raw[RunKey.OWNER] if isinstance(raw.get(RunKey.OWNER), dict) else {}
     try:
-        pid = int(owner.get("pid") or 0)
+        pid = int(owner.get(OwnerKey.PID) or 0)
     except (TypeError, ValueError):
         pid = 0
-    host = str(owner.get("host") or "")
+    host = str(owner.get(OwnerKey.HOST) or "")
     started = folder.config_rows()
     if process_gone(host, pid):
         at = next((c for c in reversed(missing) if c in started), None)
-        resume = owner.get("resume")
+        resume = owner.get(OwnerKey.RESUME)
         return RunStatus(INTERRUPTED, tuple(measured), tuple(missing), at,
                          str(resume) if resume else None,
                          note=f"run.json says running, but its process {pid} on {host} has "

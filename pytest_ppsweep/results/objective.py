@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from pytest_ppsweep.folder.runfolder import RunJsonDict, RunKey
 from pytest_ppsweep.matrix.schema import OBJECTIVE_METRICS
 
 PREFILL = ("input_tps", "ttft_p50_s")
@@ -55,25 +56,25 @@ def objective_of(workload: dict[str, Any] | None) -> tuple[str, ...]:
     return DECODE if out > 1 and out * 16 > inp else PREFILL
 
 
-def workload_objectives(raw: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+def workload_objectives(raw: RunJsonDict) -> dict[str, tuple[str, ...]]:
     """Per workload name (``""`` for a sweep's one workload) its ranking metrics."""
-    named = raw.get("workloads")
-    out = {"": objective_of(raw.get("workload"))}
+    named = raw.get(RunKey.WORKLOADS)
+    out = {"": objective_of(raw.get(RunKey.WORKLOAD))}
     if isinstance(named, dict):
         out.update({str(k): objective_of(v) for k, v in named.items()})
     return out
 
 
-def point_workloads(raw: dict[str, Any]) -> dict[str, str]:
+def point_workloads(raw: RunJsonDict) -> dict[str, str]:
     """Per point id its workload name, from run.json ``points`` ({} without points)."""
-    points = raw.get("points")
+    points = raw.get(RunKey.POINTS)
     if not isinstance(points, dict):
         return {}
     return {str(k): str(v.get("workload") or "") for k, v in points.items()
             if isinstance(v, dict)}
 
 
-def primary_metrics(raw: dict[str, Any]) -> dict[str, str]:
+def primary_metrics(raw: RunJsonDict) -> dict[str, str]:
     """Per point id the primary metric of its workload (points of no known workload: absent;
     the caller uses Input TPS)."""
     objectives = workload_objectives(raw)

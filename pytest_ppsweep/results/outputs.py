@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import OUTPUTS_DIR, RunFolder
+from pytest_ppsweep.folder.runfolder import OUTPUTS_DIR, RunFolder, RunKey
 
 __all__ = [
     "FORMAT",
@@ -237,8 +237,8 @@ def compare_layouts(ref: LayoutOutputs, got: LayoutOutputs, reference: str) -> l
 def baseline_and_order(run_dir: Path) -> tuple[str, list[str]]:
     """The baseline layout and the sweep order, from run.json."""
     data = RunFolder(run_dir).read_run_json()
-    order = [str(c) for c in data.get("order") or []]
-    return str(data.get("baseline") or ""), order
+    order = [str(c) for c in data.get(RunKey.ORDER) or []]
+    return str(data.get(RunKey.BASELINE) or ""), order
 
 
 def reference_layout(run_dir: Path) -> str | None:

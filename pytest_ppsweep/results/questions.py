@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.folder.runfolder import CONFIGS_CSV
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, ExpectKey, RunJsonDict, RunKey
 from pytest_ppsweep.matrix.expectspec import FAILURES, Expectation, expectation_for
 from pytest_ppsweep.results import confound
 from pytest_ppsweep.results.aggregate import round_counts
@@ -81,15 +81,16 @@ PER_C_NOTE = "Per C"  # the per-C answer's reason starts so (the report shows it
 
 
 
-def expectations_of(raw: dict[str, Any]) -> tuple[Expectation, ...]:
+def expectations_of(raw: RunJsonDict) -> tuple[Expectation, ...]:
     """The failures a run expected (run.json ``expect``: its sweep's ``[[expect]]``)."""
     found = []
-    for e in raw.get("expect") or ():
-        if isinstance(e, dict) and e.get("failure") in FAILURES:
-            found.append(Expectation(failure=str(e["failure"]), reason=str(e.get("reason", "")),
-                                     layout=str(e.get("layout") or "*"),
+    for e in raw.get(RunKey.EXPECT) or ():
+        if isinstance(e, dict) and e.get(ExpectKey.FAILURE) in FAILURES:
+            found.append(Expectation(failure=str(e[ExpectKey.FAILURE]),
+                                     reason=str(e.get(ExpectKey.REASON, "")),
+                                     layout=str(e.get(ExpectKey.LAYOUT) or "*"),
                                      axes={str(k): str(v) for k, v in
-                                           (e.get("axes") or {}).items()}))
+                                           (e.get(ExpectKey.AXES) or {}).items()}))
     return tuple(found)
 
 
@@ -117,7 +118,7 @@ def _sweep_facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
     """:func:`_facts` of every point of the sweep (run.json ``order``), the points this run
     did not measure (deselected, not reached) included: a question's whole scope."""
     out = {cid: dict(given.points.get(cid) or {"layout": cid, "axes": {}, "workload": ""})
-           for cid in (str(c) for c in given.data.run_json.get("order") or ())}
+           for cid in (str(c) for c in given.data.run_json.get(RunKey.ORDER) or ())}
     return {**out, **_facts(given)}
 
 
@@ -201,7 +202,7 @@ def _repeats(given: AnswerInput, metrics: Sequence[str]) -> dict[str, dict[str, 
 
 def _concs(given: AnswerInput, workload: str) -> tuple[int, ...]:
     raw = given.data.run_json
-    named = raw.get("workloads")
+    named = raw.get(RunKey.WORKLOADS)
     if isinstance(named, dict) and isinstance(named.get(workload), dict):
         wanted = {int(c) for c in named[workload].get("concurrency") or ()}
         return tuple(c for c in given.summary.concurrencies if c in wanted) or tuple(
@@ -211,8 +212,8 @@ def _concs(given: AnswerInput, workload: str) -> tuple[int, ...]:
 
 def _baseline_axes(given: AnswerInput, facts: dict[str, dict[str, Any]]) -> dict[str, str]:
     raw = given.data.run_json
-    axes = [str(a) for a in raw.get("axes") or []]
-    given_base = raw.get("compare_baseline")
+    axes = [str(a) for a in raw.get(RunKey.AXES) or []]
+    given_base = raw.get(RunKey.COMPARE_BASELINE)
     chosen: dict[str, Any] = given_base if isinstance(given_base, dict) else {}
     out = {}
     for a in axes:
@@ -487,7 +488,7 @@ def _boots_needed(given: AnswerInput, decision: Decision, metric: str,
         return None
     gap = min(gaps)
     raw = given.data.run_json
-    cap = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)
+    cap = int(raw.get(RunKey.MAX_REPEATS) or DEFAULT_MAX_REPEATS)
     family = max(1, (len(decision.ranking) - 1) * len(concs))
     k, n = boots_for(gap, within, between, rule, family, max_rounds=cap,
                      boot_cost_rounds=_boot_cost_rounds(given))

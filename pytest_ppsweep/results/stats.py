@@ -91,8 +91,8 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from pytest_ppsweep.folder.runfolder import CompareKey, RunJsonDict, RunKey
 from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS
 
 DEFAULT_ALPHA = 0.05
@@ -148,23 +148,23 @@ class Rule:
 DEFAULT_RULE = Rule()
 
 
-def rule_of(raw: dict[str, Any], workload: str = "") -> Rule:
+def rule_of(raw: RunJsonDict, workload: str = "") -> Rule:
     """The decision rule of a run (run.json ``compare``: ``alpha``, ``min_effect_pct``, and
     with ``sequential`` the looks from the workload's planned ``repeats`` to ``max_repeats``;
     the defaults for a run folder written before them)."""
-    given = raw.get("compare")
+    given = raw.get(RunKey.COMPARE)
     if not isinstance(given, dict):
         return DEFAULT_RULE
     try:
-        rule = Rule(alpha=float(given.get("alpha", DEFAULT_RULE.alpha)),
-                    min_effect_pct=float(given.get("min_effect_pct",
+        rule = Rule(alpha=float(given.get(CompareKey.ALPHA, DEFAULT_RULE.alpha)),
+                    min_effect_pct=float(given.get(CompareKey.MIN_EFFECT_PCT,
                                                    DEFAULT_RULE.min_effect_pct)))
-        if given.get("sequential") is True:
-            named = raw.get("workloads")
+        if given.get(CompareKey.SEQUENTIAL) is True:
+            named = raw.get(RunKey.WORKLOADS)
             spec = (named.get(workload) if isinstance(named, dict) and workload else None) or (
-                raw.get("workload") or {})
+                raw.get(RunKey.WORKLOAD) or {})
             first = int(spec.get("repeats") or 0)
-            last = int(raw.get("max_repeats") or DEFAULT_MAX_REPEATS)  # run/rounds.py's cap
+            last = int(raw.get(RunKey.MAX_REPEATS) or DEFAULT_MAX_REPEATS)  # run/rounds.py's cap
             rule = replace(rule, first_look=first, last_look=max(first, last))
         return rule
     except (TypeError, ValueError, AttributeError):

@@ -40,6 +40,7 @@ from pytest_ppsweep.folder.runfolder import (
     PROFILE_DIR,
     PROGRESS_LOG,
     REPORT_HTML,
+    OwnerKey,
     RunJson,
     RunStore,
     new_run_id,
@@ -213,8 +214,8 @@ class SweepSession:
                                                  for c in pool)
             store.copy_matrix(matrix, sweep.shared_files)
             RunJson(store).create(sweep, pool, ids, owner={
-                "host": socket.gethostname(), "pid": os.getpid(),
-                "resume": runstatus.resume_command(
+                OwnerKey.HOST: socket.gethostname(), OwnerKey.PID: os.getpid(),
+                OwnerKey.RESUME: runstatus.resume_command(
                     [str(a) for a in config.invocation_params.args], store.run_id)})
             if nodes_known:
                 setup.record_nodes(store, pool)

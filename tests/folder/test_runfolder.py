@@ -24,6 +24,7 @@ from pytest_ppsweep.folder.runfolder import (
     UNVERSIONED,
     RunFolder,
     RunJson,
+    RunKey,
     RunStore,
 )
 from pytest_ppsweep.matrix.parse import load
@@ -188,3 +189,148 @@ def test_no_other_module_spells_a_shared_run_json_key() -> None:
                  if path != OWNER and "sim" not in path.relative_to(PACKAGE).parts[:1]
                  for line, text in key_reads(path.read_text(encoding="utf-8"), SHARED_KEYS)]
     assert offenders == []
+
+
+# -- every run.json key: read through RunKey, never spelled -------------------------------------
+
+RUN_JSON_TYPE = "RunJsonDict"  # folder/runfolder.py: the type of run.json as read
+RUN_JSON_ATTRS = ("run_json", "meta")  # RunData.run_json, FolderFiles.meta
+RUN_JSON_READERS = ("read_run_json",)  # RunFolder.read_run_json
+
+
+class _RunJsonScope(ast.NodeVisitor):
+    """Which names of one function (or module) hold run.json: a parameter or variable typed
+    RunJsonDict, or a variable assigned run.json (``x.run_json``, ``files.meta``,
+    ``folder.read_run_json()``, a call to a function of the module that returns RunJsonDict,
+    or either side of ``a if c else b`` / ``a or b`` of those)."""
+
+    def __init__(self, returning: set[str]) -> None:
+        self.returning = returning
+        self.names: set[str] = set()
+
+    def holds(self, node: ast.expr | None) -> bool:
+        if isinstance(node, ast.Name):
+            return node.id in self.names
+        if isinstance(node, ast.Attribute):
+            return node.attr in RUN_JSON_ATTRS
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            return name in RUN_JSON_READERS or name in self.returning
+        if isinstance(node, ast.IfExp):
+            return self.holds(node.body) or self.holds(node.orelse)
+        if isinstance(node, ast.BoolOp):
+            return any(self.holds(v) for v in node.values)
+        return False
+
+    def learn(self, scope: ast.AST) -> None:
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = scope.args
+            for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]:
+                if arg.annotation is not None and RUN_JSON_TYPE in ast.unparse(arg.annotation):
+                    self.names.add(arg.arg)
+        for _ in range(2):  # twice: a name assigned from a name learnt below it
+            for node in _own_nodes(scope):
+                if isinstance(node, ast.Assign) and self.holds(node.value):
+                    self.names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and (
+                        RUN_JSON_TYPE in ast.unparse(node.annotation) or self.holds(node.value)):
+                    self.names.add(node.target.id)
+
+
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of ``scope`` outside the functions and classes it defines."""
+    out: list[ast.AST] = []
+    todo = list(ast.iter_child_nodes(scope))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            continue
+        out.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def run_json_key_reads(source: str, keys: frozenset[str] = RunKey.all()
+                       ) -> list[tuple[int, str]]:
+    """(line, source) of each ``x.get("key")``, ``x["key"]`` (or setdefault, pop) of a run.json
+    key spelled as a literal, where ``x`` holds run.json (:class:`_RunJsonScope`): the same
+    literal on another dict (a CSV row, a point's facts, a manifest) does not count."""
+    tree = ast.parse(source)
+    returning = {f.name for f in ast.walk(tree)
+                 if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.returns
+                 is not None and RUN_JSON_TYPE in ast.unparse(f.returns)}
+    found = []
+    for scope in ast.walk(tree):
+        if not isinstance(scope, ast.Module | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        held = _RunJsonScope(returning)
+        held.learn(scope)
+        for node in _own_nodes(scope):
+            recv, key = None, None
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("get", "setdefault", "pop") and node.args
+                    and isinstance(node.args[0], ast.Constant)):
+                recv, key = node.func.value, node.args[0].value
+            elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+                recv, key = node.value, node.slice.value
+            if key in keys and held.holds(recv):
+                found.append((node.lineno, ast.unparse(node)[:80]))
+    return sorted(found)
+
+
+def test_the_run_json_walk_finds_a_spelled_key() -> None:
+    """The check below can fail: a run.json key read with a literal from run.json (however it
+    came) is found; the same literal on another dict, or through RunKey, is not."""
+    source = (
+        "def a(raw: RunJsonDict, row: dict[str, str]) -> None:\n"
+        "    x = raw.get('workload')\n"                  # 2: a typed parameter
+        "    y = row['workload']\n"                      # a CSV row: not run.json
+        "    z = raw.get(RunKey.WORKLOAD)\n"             # named: fine
+        "def b(data: RunData, files: FolderFiles) -> None:\n"
+        "    s = data.run_json['sweep']\n"               # 6: RunData.run_json
+        "    t = files.meta.get('gpu_hour_usd')\n"       # 7: FolderFiles.meta
+        "    meta = RunFolder(d).read_run_json()\n"
+        "    u = meta['order']\n"                        # 9: a variable assigned run.json
+        "    raw = json.loads(text)\n"
+        "    v = raw.get('sweep')\n"                     # a TOML/JSON of another file
+        "    w = meta.get('not_a_key')\n"                # not a run.json key
+        "def c() -> RunJsonDict:\n"
+        "    return {}\n"
+        "def d(p: Path) -> None:\n"
+        "    raw = c() if p else None\n"
+        "    return raw['run_status']\n"                 # 17: from a RunJsonDict function
+        "def e(p: dict[str, Any]) -> None:\n"
+        "    return p['axes']\n"                         # a point's facts
+    )
+    assert [line for line, _ in run_json_key_reads(source)] == [2, 6, 7, 9, 17]
+
+
+def test_no_other_module_reads_a_run_json_key_spelled_out() -> None:
+    """run.json's keys are RunKey's names everywhere but its owner."""
+    offenders = [f"{path.relative_to(PACKAGE)}:{line}: {text}"
+                 for path in sorted(PACKAGE.rglob("*.py"))
+                 if path != OWNER and "sim" not in path.relative_to(PACKAGE).parts[:1]
+                 for line, text in run_json_key_reads(path.read_text(encoding="utf-8"))]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("matrix", ["cpu.toml", "a2a.toml"])
+def test_run_key_names_every_key_run_json_gets(tmp_path: Path, matrix: str) -> None:
+    """RunKey is the whole schema: every key RunJson's writers put in run.json (an axis
+    sweep's too) is one of its names, and each of its names is written by one of them."""
+    sweep = load(REPO / "test_matrix" / matrix)
+    store = RunStore(tmp_path, "r-1")
+    run_json = RunJson(store)
+    run_json.create(sweep, tuple(sweep.clusters.values()), [c.id for c in sweep.configs],
+                    owner={"host": "h", "pid": 1, "resume": None})
+    run_json.selection({"pp1": {4}})
+    run_json.nodes(["10.0.0.1"], {})
+    run_json.server("0.4", True, 10.0)
+    run_json.adaptive(2)
+    run_json.drop_skipped({"pp1": "predicted"})
+    run_json.run_status("complete")
+    written = set(store.read_run_json())
+    assert written <= RunKey.all()
+    if sweep.axis_names:
+        assert written == RunKey.all()
