@@ -213,17 +213,11 @@ def round_problems(results: pd.DataFrame) -> list[list[Shortfall]]:
     return [row_problems({str(k): v for k, v in r.items()}) for r in results.to_dict("records")]
 
 
-_last_counts: list[tuple[pd.DataFrame, int, pd.Series]] = []
-
-
 def round_counts(results: pd.DataFrame) -> pd.Series:
     """Per results.csv row, whether its round counts (``measure.completion``'s N/N rule). The
-    verdicts and the answers of one run ask for the same frame: the last answer is kept."""
-    if _last_counts and _last_counts[0][0] is results and _last_counts[0][1] == len(results):
-        return _last_counts[0][2]
-    counts = pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
-    _last_counts[:] = [(results, len(results), counts)]
-    return counts
+    verdicts and the answers of one analysis share it: results/pipeline.analyse computes it
+    once and hands it to both."""
+    return pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
 
 
 def layout_label(pp: Any, tp: Any, ep: Any, fallback: str) -> str:

@@ -15,6 +15,7 @@ from pytest_ppsweep.results.aggregate import (
     RunFolderError,
     Summary,
     load_run,
+    round_counts,
     summarize_run,
     write_summary,
 )
@@ -49,8 +50,9 @@ def analyse(run_dir: Path, data: RunData | None = None, status: RunStatus | None
     data = replace(data, meta=replace(data.meta, status=status),
                    files=RunFolder(data.run_dir).files(data.run_json))
     summary = summarize_run(data)
-    verdicts = judge(data, summary)
-    answers = answer_all(answer_input(data, summary, verdicts))
+    counts = round_counts(data.results)  # the verdicts' and the answers' N/N rule, once
+    verdicts = judge(data, summary, counts=counts)
+    answers = answer_all(answer_input(data, summary, verdicts, counts=counts))
     if status is None:
         return data, summary, verdicts, answers
     expected = expected_failures(answers)

@@ -173,10 +173,7 @@ def _repeats(given: AnswerInput, metrics: Sequence[str]) -> dict[str, dict[str, 
         int, list[float]]]]:
     """{metric: {point: {C: values of its valid (N/N) rounds}}}, each a :class:`Sample` that
     names the boot of each value."""
-    results = given.data.results
-    if "counted" not in given.cache:
-        given.cache["counted"] = results[round_counts(results)] if not results.empty else results
-    counted = given.cache["counted"]
+    counted = _counted(given)
     out: dict[str, dict[str, dict[int, list[float]]]] = {m: {} for m in metrics}
     for m in metrics:
         if m not in counted.columns:
@@ -334,7 +331,7 @@ def _boots(given: AnswerInput, candidates: Sequence[str]) -> dict[str, int]:
     results = given.data.results
     if results.empty or "boot" not in results.columns:
         return {}
-    counted = results[round_counts(results)]
+    counted = _counted(given)
     out = {}
     for cid in candidates:
         ids = {str(b) for b in counted.loc[counted["config_id"] == cid, "boot"]
@@ -785,8 +782,25 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
 
 
 def answer_input(data: Any, summary: Any, verdicts: Sequence[Verdict],
-                 command: str = "pytest test_matrix") -> AnswerInput:
-    """The finders' input from a loaded, summarised and judged run folder."""
-    return AnswerInput(data=data, summary=summary, verdicts=tuple(verdicts),
-                       points=confound.points_of(data.run_json),
-                       objectives=workload_objectives(data.run_json), command=command)
+                 command: str = "pytest test_matrix", counts: pd.Series | None = None
+                 ) -> AnswerInput:
+    """The finders' input from a loaded, summarised and judged run folder; ``counts``: which
+    rows of its results count (aggregate.round_counts), when the verdicts computed it."""
+    given = AnswerInput(data=data, summary=summary, verdicts=tuple(verdicts),
+                        points=confound.points_of(data.run_json),
+                        objectives=workload_objectives(data.run_json), command=command)
+    if counts is not None:
+        given.cache[_COUNTED] = data.results[counts]
+    return given
+
+
+_COUNTED = "counted"
+
+
+def _counted(given: AnswerInput) -> pd.DataFrame:
+    """The results' rows that count (the N/N rule), computed once per input."""
+    if _COUNTED not in given.cache:
+        results = given.data.results
+        given.cache[_COUNTED] = results[round_counts(results)] if not results.empty else results
+    counted: pd.DataFrame = given.cache[_COUNTED]
+    return counted

@@ -127,14 +127,15 @@ def _round_failures(rounds: pd.DataFrame) -> list[str]:
             for problem in problems]
 
 
-def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()) -> (
-        tuple[Verdict, ...]):
+def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset(),
+          counts: pd.Series | None = None) -> tuple[Verdict, ...]:
     """One verdict per configuration (sweep order) x concurrency of ``summary``; a point that
     was not selected in this run (run.json ``selected``) and has no rounds gets none.
     ``pending``: configs.csv checks (``log_clean``) not recorded yet that do not count. While
     the run is running (``data.meta.status``), a point not reached yet (no rounds at that C,
     no failure recorded) is pending: no verdict, and a layout's log scan, recorded at its
-    teardown, does not count until it is recorded."""
+    teardown, does not count until it is recorded. ``counts``: which rows of the results count
+    (aggregate.round_counts), when computed already."""
     results, meta = data.results, data.meta
     running = meta.status is not None and meta.status.status == RUNNING
     if running:
@@ -142,7 +143,7 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
     configs = records(data.configs, "config_id")
     table = records(summary.table, "config_id", "concurrency")
     # Only rows that break the N/N rule need a text: select them once.
-    broken = results[~round_counts(results)]
+    broken = results[~(round_counts(results) if counts is None else counts)]
     broken_groups = {key: frame for key, frame in broken.groupby(["config_id", "concurrency"])}
     limit = meta.spread_threshold * 100.0
     selected = meta.selected

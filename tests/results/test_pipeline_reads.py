@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.paths import REPO
@@ -32,6 +33,7 @@ STORED = REPO / "tests" / "data" / "answers"
 COUNT = r"""
 import collections, json, os, sys
 from pathlib import Path
+from typing import Any
 run = Path(sys.argv[1])
 counts = collections.Counter()
 def hook(event, args):
@@ -94,3 +96,21 @@ def test_each_file_of_the_folder_is_read_once(tmp_path: Path, step: str) -> None
     assert len(once) == 13
     assert {name: reads.get(name, 0) for name in once} == dict.fromkeys(once, 1)
     assert reads.get("planner/profile.json", 0) <= 1
+
+
+def test_the_n_of_n_rule_is_computed_once_per_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdicts and the answers of one analysis share which rounds count: analyse computes
+    it once and hands it to both (no module-level memo keyed on the frame)."""
+    from pytest_ppsweep.results import aggregate, pipeline, questions, verdict
+
+    calls: list[int] = []
+
+    def counting(results: Any) -> Any:
+        calls.append(len(results))
+        return aggregate.round_counts(results)
+
+    for module in (pipeline, verdict, questions):
+        monkeypatch.setattr(module, "round_counts", counting)
+    _, _, verdicts, answers = pipeline.analyse(STORED / "a2a")
+    assert verdicts and answers
+    assert len(calls) == 1
