@@ -363,6 +363,28 @@ class SourceKey:
 # that takes it says so with this type (tests/folder/test_runfolder.py follows it)
 RunJsonDict: TypeAlias = dict[str, Any]
 
+
+@dataclass(frozen=True)
+class RunOwner:
+    """run.json ``owner``: the process that runs the run (its host and pid, and the command
+    that resumes it); empty for a folder written before it, or a broken entry."""
+
+    host: str = ""
+    pid: int = 0
+    resume: str | None = None
+
+    @classmethod
+    def of(cls, meta: RunJsonDict) -> RunOwner:
+        owner = meta.get(RunKey.OWNER)
+        if not isinstance(owner, dict):
+            return cls()
+        try:
+            pid = int(owner.get(OwnerKey.PID) or 0)
+        except (TypeError, ValueError):
+            pid = 0
+        resume = owner.get(OwnerKey.RESUME)
+        return cls(str(owner.get(OwnerKey.HOST) or ""), pid, str(resume) if resume else None)
+
 # what the first boot's server info says (kept by a resumed run until it boots)
 LEARNT_AT_BOOT = (RunKey.SGLANG_VERSION, RunKey.TIME_SCALE, RunKey.SIMULATED)
 

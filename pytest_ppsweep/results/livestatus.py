@@ -21,10 +21,10 @@ from pytest_ppsweep.cluster.claim import process_gone
 from pytest_ppsweep.folder.runfolder import (
     ADAPTIVE_SKIPPED,
     SELECTED,
-    OwnerKey,
     RunFolder,
     RunJsonDict,
     RunKey,
+    RunOwner,
 )
 from pytest_ppsweep.results.runstatus import (
     INTERRUPTED,
@@ -104,18 +104,12 @@ def folder_status(run_dir: Path, raw: RunJsonDict | None = None,
                                         if isinstance(chosen, dict) else {c: () for c in order})
     rounds = rounds_of(folder.result_rows()) if rounds is None else rounds
     measured, missing = measured_points(order, wanted, rounds)
-    owner: Mapping[str, Any] = raw[RunKey.OWNER] if isinstance(raw.get(RunKey.OWNER), dict) else {}
-    try:
-        pid = int(owner.get(OwnerKey.PID) or 0)
-    except (TypeError, ValueError):
-        pid = 0
-    host = str(owner.get(OwnerKey.HOST) or "")
+    owner = RunOwner.of(raw)
+    host, pid = owner.host, owner.pid
     started = folder.config_rows()
     if process_gone(host, pid):
         at = next((c for c in reversed(missing) if c in started), None)
-        resume = owner.get(OwnerKey.RESUME)
-        return RunStatus(INTERRUPTED, tuple(measured), tuple(missing), at,
-                         str(resume) if resume else None,
+        return RunStatus(INTERRUPTED, tuple(measured), tuple(missing), at, owner.resume,
                          note=f"run.json says running, but its process {pid} on {host} has "
                               "ended without closing the run (killed?)")
     busy = _activities(folder)
@@ -126,5 +120,4 @@ def folder_status(run_dir: Path, raw: RunJsonDict | None = None,
     pending = tuple(c for c in missing if c not in busy_ids and c not in started
                     and c in wanted)
     return RunStatus(RUNNING, tuple(measured), tuple(missing), now=tuple(busy),
-                     pending=pending, resume=str(owner["resume"]) if owner.get("resume")
-                     else None)
+                     pending=pending, resume=owner.resume)

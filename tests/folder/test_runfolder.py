@@ -25,6 +25,7 @@ from pytest_ppsweep.folder.runfolder import (
     RunFolder,
     RunJson,
     RunKey,
+    RunOwner,
     RunStore,
 )
 from pytest_ppsweep.matrix.parse import load
@@ -334,3 +335,15 @@ def test_run_key_names_every_key_run_json_gets(tmp_path: Path, matrix: str) -> N
     assert written <= RunKey.all()
     if sweep.axis_names:
         assert written == RunKey.all()
+
+
+def test_the_owner_reads_back_typed(tmp_path: Path) -> None:
+    """run.json ``owner`` as RunOwner: what create wrote; empty for a folder written before
+    it or a broken entry (a pid that is not a number reads as 0, not an error)."""
+    sweep = load(REPO / "test_matrix" / "cpu.toml")
+    store = RunStore(tmp_path, "r-1")
+    RunJson(store).create(sweep, tuple(sweep.clusters.values()), [c.id for c in sweep.configs],
+                          owner={"host": "node-a", "pid": 4711, "resume": "pytest --x"})
+    assert RunOwner.of(store.read_run_json()) == RunOwner("node-a", 4711, "pytest --x")
+    assert RunOwner.of({}) == RunOwner()
+    assert RunOwner.of({RunKey.OWNER: {"host": "h", "pid": "x"}}) == RunOwner("h", 0, None)
