@@ -31,8 +31,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, TextIO, TypeAlias
 
-from pytest_ppsweep.matrix.axes import point_facts
-from pytest_ppsweep.matrix.model import Cluster, Sweep
+from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import redact_toml
 
 # -- the format ---------------------------------------------------------------------------------
@@ -349,6 +348,31 @@ class OwnerKey:
     HOST: Final = "host"
     PID: Final = "pid"
     RESUME: Final = "resume"
+
+
+class PointKey:
+    """Each point's facts in run.json ``points`` (:func:`point_facts`): what the results layer
+    groups comparisons by (results/confound.py, results/questions.py)."""
+
+    LAYOUT: Final = "layout"  # pp<P>-tp<T>-ep<E>, the EP asked for
+    RUNS: Final = "runs"  # the layout id it runs as (SGLang's EP = TP rewrite)
+    AXES: Final = "axes"  # its axis values
+    TAGS: Final = "tags"  # its id's axis parts
+    WORKLOAD: Final = "workload"  # its workload's name ("" for a sweep's one workload)
+    ASKED_EP: Final = "asked_ep"
+    EP: Final = "ep"
+
+
+def point_facts(configs: Iterable[Config]) -> dict[str, dict[str, Any]]:
+    """Per point id: its layout, axis values, workload and EP rewrite (run.json ``points``,
+    what the results layer groups comparisons by)."""
+    return {
+        c.id: {PointKey.LAYOUT: f"pp{c.pp}-tp{c.tp}-ep{c.asked_ep or c.ep}",
+               PointKey.RUNS: c.layout_id, PointKey.AXES: dict(c.axes),
+               PointKey.TAGS: list(c.tags), PointKey.WORKLOAD: c.workload,
+               PointKey.ASKED_EP: c.asked_ep or c.ep, PointKey.EP: c.ep}
+        for c in configs
+    }
 
 
 class SourceKey:

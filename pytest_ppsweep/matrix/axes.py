@@ -62,7 +62,6 @@ __all__ = [
     "axis_tag",
     "expand",
     "parse_axes",
-    "point_facts",
 ]
 
 # Short names of the axes' id parts (``a2a_deepep``, ``chunk16k``, ``mbs1``); any other flag
@@ -427,14 +426,3 @@ def rewrite_ep(configs: Sequence[Config], server: Mapping[str, Any],
             c = replace(c, asked_ep=c.ep, ep=c.tp)
         out.append(c)
     return tuple(out)
-
-
-def point_facts(configs: Sequence[Config]) -> dict[str, dict[str, Any]]:
-    """Per point id: its layout, axis values, workload and EP rewrite (run.json ``points``,
-    what the results layer groups comparisons by)."""
-    return {
-        c.id: {"layout": f"pp{c.pp}-tp{c.tp}-ep{c.asked_ep or c.ep}", "runs": c.layout_id,
-               "axes": dict(c.axes), "tags": list(c.tags), "workload": c.workload,
-               "asked_ep": c.asked_ep or c.ep, "ep": c.ep}
-        for c in configs
-    }

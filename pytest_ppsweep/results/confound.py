@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV, RunJsonDict, RunKey
+from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV, PointKey, RunJsonDict, RunKey
 
 __all__ = [
     "COMPARISON_COLUMNS",
@@ -62,7 +62,7 @@ _IDENTITY = ("config_id",)
 
 
 def points_of(raw: RunJsonDict) -> dict[str, dict[str, Any]]:
-    """run.json ``points`` (matrix/axes.point_facts) of ``raw``, the run's run.json as read
+    """run.json ``points`` (folder/runfolder.point_facts) of ``raw``, the run's run.json as read
     once (results/aggregate.RunData.run_json), ``{}`` for a sweep without axes."""
     points = raw.get(RunKey.POINTS)
     return {str(k): v for k, v in points.items() if isinstance(v, dict)} if isinstance(
@@ -99,7 +99,7 @@ def _facts(cid: str, row: Mapping[str, Any], points: Mapping[str, dict[str, Any]
         layout = f"pp{int(row['pp'])}-tp{int(row['tp'])}-ep{int(row['ep'])}"
     except (KeyError, TypeError, ValueError):
         layout = cid
-    return {"layout": layout, "axes": {}, "workload": "", "tags": []}
+    return {PointKey.LAYOUT: layout, PointKey.AXES: {}, PointKey.WORKLOAD: "", PointKey.TAGS: []}
 
 
 def _axis_field(name: str, manifests: Sequence[Mapping[str, Any] | None]) -> str:
@@ -152,8 +152,8 @@ def comparisons(run_dir: Path, raw: RunJsonDict, table: pd.DataFrame,
 
     def key_without(cid: str, skip: str) -> tuple[Any, ...]:
         f = facts[cid]
-        ax = f.get("axes") or {}
-        return (f.get("workload", ""), f.get("layout") if skip != "layout" else None,
+        ax = f.get(PointKey.AXES) or {}
+        return (f.get(PointKey.WORKLOAD, ""), f.get(PointKey.LAYOUT) if skip != "layout" else None,
                 *(json.dumps(ax.get(a), sort_keys=True) for a in axes if a != skip))
 
     base_key = {cid: key_without(cid, "layout") for cid in ids}
@@ -176,11 +176,11 @@ def comparisons(run_dir: Path, raw: RunJsonDict, table: pd.DataFrame,
                 continue
             want = json.dumps(defaults[a], sort_keys=True)
             for cid in present:
-                mine = json.dumps((facts[cid].get("axes") or {}).get(a), sort_keys=True)
+                mine = json.dumps((facts[cid].get(PointKey.AXES) or {}).get(a), sort_keys=True)
                 if mine == want:
                     continue
                 ref = next((p for p in present if key_without(p, a) == key_without(cid, a)
-                            and json.dumps((facts[p].get("axes") or {}).get(a),
+                            and json.dumps((facts[p].get(PointKey.AXES) or {}).get(a),
                                            sort_keys=True) == want), None)
                 if ref is None:
                     continue
@@ -196,11 +196,11 @@ def comparisons(run_dir: Path, raw: RunJsonDict, table: pd.DataFrame,
 def _default(axis: str, facts: Mapping[str, dict[str, Any]]) -> Any:
     """An axis's default: the value of the points without an id part for it (first seen)."""
     for f in facts.values():
-        if f.get("axes") and axis in f["axes"] and not f.get("tags"):
-            return f["axes"][axis]
+        if f.get(PointKey.AXES) and axis in f[PointKey.AXES] and not f.get(PointKey.TAGS):
+            return f[PointKey.AXES][axis]
     for f in facts.values():
-        if f.get("axes") and axis in f["axes"]:
-            return f["axes"][axis]
+        if f.get(PointKey.AXES) and axis in f[PointKey.AXES]:
+            return f[PointKey.AXES][axis]
     return None
 
 
@@ -211,10 +211,10 @@ def _baseline_of(baseline: str, same: Sequence[str], facts: Mapping[str, dict[st
         return None
     if baseline in same:
         return baseline
-    layout = facts.get(baseline, {}).get("layout") if baseline in facts else None
+    layout = facts.get(baseline, {}).get(PointKey.LAYOUT) if baseline in facts else None
     if layout is None:
         layout = baseline.split("-")[:3] and "-".join(baseline.split("-")[:3])
-    return next((p for p in same if facts[p].get("layout") == layout), None)
+    return next((p for p in same if facts[p].get(PointKey.LAYOUT) == layout), None)
 
 
 def _row(kind: str, cid: str, ref: str, conc: int, facts: Mapping[str, dict[str, Any]],
@@ -224,7 +224,7 @@ def _row(kind: str, cid: str, ref: str, conc: int, facts: Mapping[str, dict[str,
     fields = list(dict.fromkeys(_field(d) for d in diff))
     extra = [f for f in fields if f not in studied and not _implied(f, studied)]
     row: dict[str, Any] = {
-        "kind": kind, "workload": facts[cid].get("workload", ""), "concurrency": conc,
+        "kind": kind, "workload": facts[cid].get(PointKey.WORKLOAD, ""), "concurrency": conc,
         "config_id": cid, "reference": ref, "studied": ", ".join(studied),
         "differs": "; ".join(diff), "extra": ", ".join(extra), "confounded": bool(extra),
     }
@@ -297,22 +297,23 @@ def axis_table(table: pd.DataFrame, configs: pd.DataFrame,
                   if isinstance(r.get("boot_error"), str) and r["boot_error"]}
     rows_by = {(str(r["config_id"]), int(r["concurrency"])): r for r in table.to_dict("records")}
     out = []
-    workloads = list(dict.fromkeys(str(p.get("workload", "")) for p in points.values()))
+    workloads = list(dict.fromkeys(str(p.get(PointKey.WORKLOAD, "")) for p in points.values()))
     for w in workloads:
         for a in axes:
             if a in ("pp", "tp"):
                 continue
-            values = list(dict.fromkeys(json.dumps((p.get("axes") or {}).get(a))
-                                        for p in points.values() if p.get("workload", "") == w))
+            values = list(dict.fromkeys(json.dumps((p.get(PointKey.AXES) or {}).get(a))
+                                        for p in points.values()
+                                        if p.get(PointKey.WORKLOAD, "") == w))
             groups: dict[str, dict[str, Any]] = {}
             for cid, p in points.items():
-                if p.get("workload", "") != w:
+                if p.get(PointKey.WORKLOAD, "") != w:
                     continue
-                value = json.dumps((p.get("axes") or {}).get(a))
-                others = {k: v for k, v in (p.get("axes") or {}).items() if k != a}
-                label = p.get("layout", cid) + "".join(
+                value = json.dumps((p.get(PointKey.AXES) or {}).get(a))
+                others = {k: v for k, v in (p.get(PointKey.AXES) or {}).items() if k != a}
+                label = p.get(PointKey.LAYOUT, cid) + "".join(
                     f" {k}={v}" for k, v in others.items() if k not in ("pp", "tp", "ep"))
-                cell = {"config_id": cid, "runs": p.get("runs", ""),
+                cell = {"config_id": cid, "runs": p.get(PointKey.RUNS, ""),
                         "headroom_mib": headroom.get(cid), "boot_error": failed.get(cid, ""),
                         "metrics": {}}
                 for (rid, c), r in rows_by.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import RunJsonDict, RunKey
+from pytest_ppsweep.folder.runfolder import PointKey, RunJsonDict, RunKey
 from pytest_ppsweep.matrix.schema import OBJECTIVE_METRICS
 
 PREFILL = ("input_tps", "ttft_p50_s")
@@ -70,7 +70,7 @@ def point_workloads(raw: RunJsonDict) -> dict[str, str]:
     points = raw.get(RunKey.POINTS)
     if not isinstance(points, dict):
         return {}
-    return {str(k): str(v.get("workload") or "") for k, v in points.items()
+    return {str(k): str(v.get(PointKey.WORKLOAD) or "") for k, v in points.items()
             if isinstance(v, dict)}
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
-from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, ExpectKey, RunJsonDict, RunKey
+from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, ExpectKey, PointKey, RunJsonDict, RunKey
 from pytest_ppsweep.matrix.expectspec import FAILURES, Expectation, expectation_for
 from pytest_ppsweep.results import confound
 from pytest_ppsweep.results.aggregate import round_counts
@@ -110,14 +110,16 @@ def _facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for cid in given.summary.order:
         known = given.points.get(cid)
-        out[cid] = dict(known) if known else {"layout": cid, "axes": {}, "workload": ""}
+        out[cid] = dict(known) if known else {PointKey.LAYOUT: cid, PointKey.AXES: {},
+                                              PointKey.WORKLOAD: ""}
     return out
 
 
 def _sweep_facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
     """:func:`_facts` of every point of the sweep (run.json ``order``), the points this run
     did not measure (deselected, not reached) included: a question's whole scope."""
-    out = {cid: dict(given.points.get(cid) or {"layout": cid, "axes": {}, "workload": ""})
+    out = {cid: dict(given.points.get(cid) or {PointKey.LAYOUT: cid, PointKey.AXES: {},
+                                                PointKey.WORKLOAD: ""})
            for cid in (str(c) for c in given.data.run_json.get(RunKey.ORDER) or ())}
     return {**out, **_facts(given)}
 
@@ -131,7 +133,8 @@ def _expected_why(given: AnswerInput, cid: str, why: str) -> str:
     if not expected or given.data.configs.empty:
         return why
     facts = given.points.get(cid) or {}
-    exp = expectation_for(expected, str(facts.get("runs") or cid), facts.get("axes") or {})
+    exp = expectation_for(expected, str(facts.get(PointKey.RUNS) or cid),
+                          facts.get(PointKey.AXES) or {})
     state = _boot_state(records(given.data.configs, "config_id").get(cid))
     shown = _as_expected(exp, state)
     return f"{shown}: {exp.reason}" if exp is not None and shown else why
@@ -219,14 +222,15 @@ def _baseline_axes(given: AnswerInput, facts: dict[str, dict[str, Any]]) -> dict
         if a in chosen:
             out[a] = json.dumps(chosen[a], sort_keys=True)
             continue
-        plain = [f for f in facts.values() if a in (f.get("axes") or {}) and not f.get("tags")]
-        pick = plain or [f for f in facts.values() if a in (f.get("axes") or {})]
-        out[a] = json.dumps(pick[0]["axes"][a], sort_keys=True) if pick else "null"
+        plain = [f for f in facts.values()
+                 if a in (f.get(PointKey.AXES) or {}) and not f.get(PointKey.TAGS)]
+        pick = plain or [f for f in facts.values() if a in (f.get(PointKey.AXES) or {})]
+        out[a] = json.dumps(pick[0][PointKey.AXES][a], sort_keys=True) if pick else "null"
     return out
 
 
 def _value(facts: dict[str, Any], axis: str) -> str:
-    return json.dumps((facts.get("axes") or {}).get(axis), sort_keys=True)
+    return json.dumps((facts.get(PointKey.AXES) or {}).get(axis), sort_keys=True)
 
 
 def rerun_command(given: AnswerInput, points: Sequence[str], repeats: int,
@@ -553,7 +557,7 @@ def _roomiest(given: AnswerInput, points: Sequence[str]) -> str | None:
 
 
 def _workloads(facts: dict[str, dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(str(f.get("workload") or "") for f in facts.values()))
+    return list(dict.fromkeys(str(f.get(PointKey.WORKLOAD) or "") for f in facts.values()))
 
 
 def _stand_ins(given: AnswerInput, facts: dict[str, dict[str, Any]], workload: str,
@@ -566,12 +570,12 @@ def _stand_ins(given: AnswerInput, facts: dict[str, dict[str, Any]], workload: s
     if not base_axes:
         return {}
     judged = {v.config_id for v in given.verdicts}
-    valid = {cid for cid, f in facts.items() if str(f.get("workload") or "") == workload
+    valid = {cid for cid, f in facts.items() if str(f.get(PointKey.WORKLOAD) or "") == workload
              and cid in judged and not _excluded(given.verdicts, cid)}
     by_layout: dict[str, list[str]] = {}
     for cid, f in facts.items():
-        if str(f.get("workload") or "") == workload:
-            by_layout.setdefault(str(f.get("layout") or cid), []).append(cid)
+        if str(f.get(PointKey.WORKLOAD) or "") == workload:
+            by_layout.setdefault(str(f.get(PointKey.LAYOUT) or cid), []).append(cid)
     out: dict[str, tuple[str, str]] = {}
     for layout, points in by_layout.items():
         base = next((c for c in points if c in members), None)
@@ -593,9 +597,9 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
     base_axes = _baseline_axes(given, facts)
     out: list[Answer] = []
     for w in _workloads(facts):
-        members = [cid for cid, f in facts.items() if str(f.get("workload") or "") == w
+        members = [cid for cid, f in facts.items() if str(f.get(PointKey.WORKLOAD) or "") == w
                    and all(_value(f, a) == v for a, v in base_axes.items())]
-        scope = [cid for cid, f in every.items() if str(f.get("workload") or "") == w
+        scope = [cid for cid, f in every.items() if str(f.get(PointKey.WORKLOAD) or "") == w
                  and all(_value(f, a) == v for a, v in base_axes.items())]
         objective = given.objectives.get(w, PREFILL)
         concs = _concs(given, w)
@@ -606,7 +610,7 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
         scope = [c for c in scope if c not in stand_ins] + [
             alt for alt, _why in stand_ins.values()]
         # One layout alone asks nothing next to an axis question (it is answered there).
-        if not members or (len({facts[c].get("layout") for c in members}) < 2 and base_axes):
+        if not members or (len({facts[c].get(PointKey.LAYOUT) for c in members}) < 2 and base_axes):
             continue
         what = "Which layout" + (f" for workload {w}" if w else "") + (
             " (" + ", ".join(f"{a} = {json.loads(v)}" for a, v in base_axes.items()) + ")"
@@ -614,7 +618,7 @@ def layout_answers(given: AnswerInput) -> list[Answer]:
         answer, decision = _answer(given, "layout", w, what, objective, members,
                                    given.verdicts, reps, concs, scope)
         caveats = _confounded(given, decision.winner, members)
-        caveats += [f"{facts[alt].get('layout') or alt!s} takes part with its best valid "
+        caveats += [f"{facts[alt].get(PointKey.LAYOUT) or alt!s} takes part with its best valid "
                     f"point {alt}: at the baseline values its point {base} {why}"
                     for base, (alt, why) in stand_ins.items()]
         if caveats:
@@ -635,8 +639,8 @@ def joint_answers(given: AnswerInput) -> list[Answer]:
         return []
     out: list[Answer] = []
     for w in _workloads(facts):
-        members = [cid for cid, f in facts.items() if str(f.get("workload") or "") == w]
-        layouts = {facts[c].get("layout") for c in members}
+        members = [cid for cid, f in facts.items() if str(f.get(PointKey.WORKLOAD) or "") == w]
+        layouts = {facts[c].get(PointKey.LAYOUT) for c in members}
         if len(members) < 2 or len(layouts) < 2:
             continue  # one layout: its axis questions already rank every point
         objective = given.objectives.get(w, PREFILL)
@@ -646,7 +650,7 @@ def joint_answers(given: AnswerInput) -> list[Answer]:
                 + (f" for workload {w}" if w else "")
                 + f", by {', then '.join(label(m) for m in objective)}?")
         scope = [cid for cid, f in _sweep_facts(given).items()
-                 if str(f.get("workload") or "") == w]
+                 if str(f.get(PointKey.WORKLOAD) or "") == w]
         answer, _ = _answer(given, "joint", w, what, objective, members, given.verdicts,
                             reps, concs, scope)
         out.append(answer)
@@ -708,9 +712,10 @@ def axis_answers(given: AnswerInput) -> list[Answer]:
         scopes: dict[tuple[str, str, str], list[str]] = {}
         for into, points in ((groups, facts), (scopes, every)):
             for cid, f in points.items():
-                others = json.dumps({k: v for k, v in sorted((f.get("axes") or {}).items())
+                others = json.dumps({k: v for k, v in sorted((f.get(PointKey.AXES) or {}).items())
                                      if k != axis}, sort_keys=True)
-                key = (str(f.get("workload") or ""), str(f.get("layout") or cid), others)
+                key = (str(f.get(PointKey.WORKLOAD) or ""), str(f.get(PointKey.LAYOUT) or cid),
+                       others)
                 into.setdefault(key, []).append(cid)
         for (w, layout, others_key), members in groups.items():
             if len(members) < 2:
@@ -761,8 +766,8 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
         if state == "booted" and cid in excluded:
             state = "invalid"
         why = excluded.get(cid, "")
-        exp = expectation_for(expected, str(facts[cid].get("runs") or cid),
-                              facts[cid].get("axes") or {})
+        exp = expectation_for(expected, str(facts[cid].get(PointKey.RUNS) or cid),
+                              facts[cid].get(PointKey.AXES) or {})
         state_shown = _as_expected(exp, state) or state
         if exp is not None and state_shown != state:
             why = f"{state_shown}: {exp.reason}"
@@ -771,7 +776,7 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
         evidence += ev
         rows.append({
             "value": json.loads(_value(facts[cid], axis)), "point": cid,
-            "runs": facts[cid].get("runs", ""), "state": state,
+            "runs": facts[cid].get(PointKey.RUNS, ""), "state": state,
             "headroom_mib": None if headroom is None or headroom != headroom else float(
                 headroom),
             "delta_pct": {str(e.concurrency): e.delta_pct for e in ev},
