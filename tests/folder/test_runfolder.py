@@ -22,11 +22,14 @@ from pytest_ppsweep.folder.runfolder import (
     SELECTED,
     SLURM_JOBS,
     UNVERSIONED,
+    CompareKey,
+    OwnerKey,
     RunFolder,
     RunJson,
     RunKey,
     RunOwner,
     RunStore,
+    SourceKey,
 )
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.results.aggregate import load_run
@@ -199,15 +202,45 @@ RUN_JSON_ATTRS = ("run_json", "meta")  # RunData.run_json, FolderFiles.meta
 RUN_JSON_READERS = ("read_run_json",)  # RunFolder.read_run_json
 
 
+def _names(namespace: type) -> frozenset[str]:
+    return frozenset(v for k, v in vars(namespace).items() if k.isupper())
+
+
+# the objects run.json holds whose keys are named too: a value read from run.json by them
+NESTED = {RunKey.COMPARE: _names(CompareKey), RunKey.OWNER: _names(OwnerKey),
+          RunKey.BASELINE_FROM: _names(SourceKey)}
+
+
 class _RunJsonScope(ast.NodeVisitor):
     """Which names of one function (or module) hold run.json: a parameter or variable typed
     RunJsonDict, or a variable assigned run.json (``x.run_json``, ``files.meta``,
     ``folder.read_run_json()``, a call to a function of the module that returns RunJsonDict,
-    or either side of ``a if c else b`` / ``a or b`` of those)."""
+    or either side of ``a if c else b`` / ``a or b`` of those); and which hold one of its
+    objects with named keys (NESTED: ``x = meta.get(RunKey.OWNER)``), with those keys."""
 
     def __init__(self, returning: set[str]) -> None:
         self.returning = returning
         self.names: set[str] = set()
+        self.nested: dict[str, frozenset[str]] = {}
+
+    def nested_keys(self, node: ast.expr | None) -> frozenset[str]:
+        """The keys of the run.json object ``node`` holds (empty: none of NESTED)."""
+        if isinstance(node, ast.Name):
+            return self.nested.get(node.id, frozenset())
+        if isinstance(node, ast.IfExp):
+            return self.nested_keys(node.body) | self.nested_keys(node.orelse)
+        if isinstance(node, ast.BoolOp):
+            return frozenset().union(*(self.nested_keys(v) for v in node.values))
+        recv, key = None, None
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get" and node.args):
+            recv, key = node.func.value, node.args[0]
+        elif isinstance(node, ast.Subscript):
+            recv, key = node.value, node.slice
+        if (isinstance(key, ast.Attribute) and isinstance(key.value, ast.Name)
+                and key.value.id == "RunKey" and self.holds(recv)):
+            return NESTED.get(getattr(RunKey, key.attr, ""), frozenset())
+        return frozenset()
 
     def holds(self, node: ast.expr | None) -> bool:
         if isinstance(node, ast.Name):
@@ -234,6 +267,9 @@ class _RunJsonScope(ast.NodeVisitor):
             for node in _own_nodes(scope):
                 if isinstance(node, ast.Assign) and self.holds(node.value):
                     self.names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+                elif isinstance(node, ast.Assign) and self.nested_keys(node.value):
+                    self.nested.update({t.id: self.nested_keys(node.value)
+                                        for t in node.targets if isinstance(t, ast.Name)})
                 elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and (
                         RUN_JSON_TYPE in ast.unparse(node.annotation) or self.holds(node.value)):
                     self.names.add(node.target.id)
@@ -255,8 +291,9 @@ def _own_nodes(scope: ast.AST) -> list[ast.AST]:
 def run_json_key_reads(source: str, keys: frozenset[str] = RunKey.all()
                        ) -> list[tuple[int, str]]:
     """(line, source) of each ``x.get("key")``, ``x["key"]`` (or setdefault, pop) of a run.json
-    key spelled as a literal, where ``x`` holds run.json (:class:`_RunJsonScope`): the same
-    literal on another dict (a CSV row, a point's facts, a manifest) does not count."""
+    key spelled as a literal, where ``x`` holds run.json (:class:`_RunJsonScope`), or of a key
+    of one of its NESTED objects on a value read from run.json by that key: the same literal
+    on another dict (a CSV row, a point's facts, a manifest) does not count."""
     tree = ast.parse(source)
     returning = {f.name for f in ast.walk(tree)
                  if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and f.returns
@@ -275,7 +312,7 @@ def run_json_key_reads(source: str, keys: frozenset[str] = RunKey.all()
                 recv, key = node.func.value, node.args[0].value
             elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
                 recv, key = node.value, node.slice.value
-            if key in keys and held.holds(recv):
+            if (key in keys and held.holds(recv)) or key in held.nested_keys(recv):
                 found.append((node.lineno, ast.unparse(node)[:80]))
     return sorted(found)
 
@@ -303,8 +340,16 @@ def test_the_run_json_walk_finds_a_spelled_key() -> None:
         "    return raw['run_status']\n"                 # 17: from a RunJsonDict function
         "def e(p: dict[str, Any]) -> None:\n"
         "    return p['axes']\n"                         # a point's facts
+        "def f(raw: RunJsonDict, row: dict[str, str]) -> None:\n"
+        "    owner = raw.get(RunKey.OWNER) or {}\n"
+        "    a = owner['resume']\n"                      # 22: a key of run.json's owner
+        "    b = raw.get(RunKey.COMPARE).get('alpha')\n"  # 23: of its compare
+        "    c = owner.get(OwnerKey.PID)\n"              # named: fine
+        "    d = row.get('pid')\n"                       # another dict's
+        "    rule = raw.get(RunKey.WORKLOAD) or {}\n"
+        "    e = rule.get('alpha')\n"                    # not an object of NESTED
     )
-    assert [line for line, _ in run_json_key_reads(source)] == [2, 6, 7, 9, 17]
+    assert [line for line, _ in run_json_key_reads(source)] == [2, 6, 7, 9, 17, 22, 23]
 
 
 def test_no_other_module_reads_a_run_json_key_spelled_out() -> None:
