@@ -118,8 +118,10 @@ def server_info_json(config_id: str) -> str:
 
 
 def server_info_candidates(config_id: str) -> tuple[str, ...]:
-    """Where the planner looks for a layout's resolved server info (planner/data.py)."""
-    return (f"{METADATA_DIR}/{config_id}.json", f"{METADATA_DIR}/server_info/{config_id}.json",
+    """Where the planner looks for a layout's resolved server info (planner/data.py): where a
+    run writes it (:func:`server_info_json`) first, then where older tools put it."""
+    return (server_info_json(config_id), f"{METADATA_DIR}/{config_id}.json",
+            f"{METADATA_DIR}/server_info/{config_id}.json",
             f"{METADATA_DIR}/{config_id}/server_info.json")
 
 

@@ -7,9 +7,11 @@ or with different input/output lengths per C, are not mixed: :class:`PlannerErro
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -218,10 +220,14 @@ def load_run_folder(run_dir: Path) -> Measured:
                            f"with every request completed and none failed, found "
                            f"{len(res)} round(s), none valid")
     facts: list[LayoutFacts] = []
+    chunks: list[int] = []  # each booted layout's chunked_prefill_size, as its server says
     cfg = data.configs
     for _, row in cfg.iterrows():
         cid = str(row["config_id"])
         server = _server_of(run_dir, cid)
+        with contextlib.suppress(TypeError, ValueError):
+            if server.get("chunked_prefill_size") is not None:
+                chunks.append(int(server["chunked_prefill_size"]))
         boot_ok = str(row.get("boot_ok")).lower() in ("true", "1", "1.0")
 
         def val(key: str, row: Any = row) -> float | None:
@@ -233,7 +239,9 @@ def load_run_folder(run_dir: Path) -> Measured:
             cid, int(row["pp"]), int(row["tp"]), int(row["ep"]),
             val("boot_s") if boot_ok else None, val("mem_peak_mib"), val("mem_total_mib"),
             not bool(server.get("disable_decode_cuda_graph", False)), int(micro or 0)))
-    chunk = int(raw.get("chunked_prefill_size") or 8192)
+    # the chunk the layouts ran with (the most common, when a sweep varies it), else 8192 (the
+    # seeds' chunk) when no server said; run.json has no such key: read there, it always was
+    chunk = Counter(chunks).most_common(1)[0][0] if chunks else 8192
     return Measured(tuple(points), tuple(facts), str(raw.get(RunKey.MODEL_PATH) or ""),
                     str(raw.get(RunKey.IMAGE) or ""), (str(run_dir),), output_len, chunk,
                     read_comm_csv(run_dir / COMM_CSV))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -202,3 +203,25 @@ def test_help_documents_the_planner_verbs(verb: str, capsys: pytest.CaptureFixtu
     with pytest.raises(SystemExit):
         main(["--help"])
     assert f"  {verb}  " in capsys.readouterr().out
+
+
+def test_a_runs_layout_facts_come_from_the_server_info_it_wrote(tmp_path: Path) -> None:
+    """The planner reads each layout's server info where a run writes it
+    (metadata/<layout>.server_info.json): its chunked prefill size and decode graph. Before,
+    it looked only where no run writes, and took 8192 and a decode graph for every layout."""
+    from pytest_ppsweep.planner.data import load_run_folder
+
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "runfolders" / "sim-format2",
+                    run)
+    infos = sorted((run / "metadata").glob("*.server_info.json"))
+    assert len(infos) == 2
+    for path in infos:
+        info = json.loads(path.read_text())
+        info["chunked_prefill_size"] = 4096
+        info["disable_decode_cuda_graph"] = path.name.startswith("pp8-")
+        path.write_text(json.dumps(info))
+    measured = load_run_folder(run)
+    assert measured.chunk == 4096
+    graphs = {f.config_id: f.decode_graph for f in measured.layouts}
+    assert graphs == {"pp4-tp8-ep4": True, "pp8-tp4-ep4": False}
