@@ -621,14 +621,17 @@ class RunFolder:
         """Per profiled layout, ``profile/<config>/attribution.json`` parsed (by name)."""
         return self._json_objects(f"{PROFILE_DIR}/*/{ATTRIBUTION_JSON}", lambda p: p.parent.name)
 
-    def files(self, meta: RunJsonDict | None = None) -> FolderFiles:
+    def files(self, meta: RunJsonDict | None = None,
+              rounds: list[dict[str, str]] | None = None) -> FolderFiles:
         """The files the report's views show, each read once (:class:`FolderFiles`); ``meta``:
-        run.json as read already (results/aggregate.RunData.run_json), else read here."""
+        run.json as read already (results/aggregate.RunData.run_json), else read here;
+        ``rounds``: results.csv's rows as read already (RunData.result_rows), else read here."""
         return FolderFiles(self.dir, self.read_run_json() if meta is None else meta,
                            self.slo_probes(),
                            self.slo_outcomes(), self.comm_rows(), self.smi_texts(),
                            self.plan_rows(), self.planner_profile(), self.accuracy_scores(),
-                           self.attributions())
+                           self.attributions(),
+                           _csv_rows(self.results_csv) if rounds is None else rounds)
 
 
 @dataclass(frozen=True)
@@ -646,6 +649,7 @@ class FolderFiles:
     planner_profile: dict[str, Any] | None  # planner/profile.json
     accuracy: dict[str, dict[str, Any]]  # per layout: accuracy/<layout>.json
     attributions: dict[str, dict[str, Any]]  # per layout: profile/<layout>/attribution.json
+    rounds: list[dict[str, str]]  # results.csv's rows as written
 
     @classmethod
     def of(cls, source: Path | str | FolderFiles) -> FolderFiles:
@@ -664,6 +668,13 @@ def _csv_rows(path: Path, whole: bool = True) -> list[dict[str, str]]:
         return []
     with path.open(newline="", encoding="utf-8") as fh:
         return [dict(r) for r in csv.DictReader(fh) if not whole or None not in r.values()]
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    """The whole rows of a CSV file's ``text`` as read already (a row short of cells, a line
+    being appended, is left out)."""
+    return [dict(r) for r in csv.DictReader(io.StringIO(text, newline=""))
+            if None not in r.values()]
 
 
 def run_id_of(folder: Path) -> str:

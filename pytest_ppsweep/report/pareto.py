@@ -28,7 +28,6 @@ from pathlib import Path
 from pytest_ppsweep.folder.runfolder import PARETO_CSV as PARETO_CSV
 from pytest_ppsweep.folder.runfolder import (
     PLANNER_PROFILE_JSON,
-    RESULTS_CSV,
     FolderFiles,
     FolderSource,
     RunKey,
@@ -90,19 +89,15 @@ def _decode(files: FolderFiles) -> bool:
 def points(folder: FolderSource) -> list[Point]:
     """Every measured point of the run folder (rounds and probes)."""
     files = FolderFiles.of(folder)
-    run_dir = files.dir
     decode = _decode(files)
     limit = _slo_limit(files, decode)
     x_key, y_key = ("tpot_p50_s", "output_tps") if decode else ("ttft_p50_s", "input_tps")
     out: list[Point] = []
-    results = run_dir / RESULTS_CSV
     groups: dict[tuple[str, str], list[dict[str, str]]] = {}
-    if results.is_file():
-        with results.open(newline="", encoding="utf-8") as fh:
-            for row in csv.DictReader(fh):
-                if row.get("failed") not in ("0", "0.0") or not row.get("pp"):
-                    continue
-                groups.setdefault((row["config_id"], f"C={row['concurrency']}"), []).append(row)
+    for row in files.rounds:
+        if row.get("failed") not in ("0", "0.0") or not row.get("pp"):
+            continue
+        groups.setdefault((row["config_id"], f"C={row['concurrency']}"), []).append(row)
     probes: dict[tuple[str, str], list[dict[str, str]]] = {}
     for row in files.probes:
         unit = "req/s" if row["search"] == "rate" else "C"

@@ -7,6 +7,7 @@ here imports pytest, so the report can be rebuilt from the files alone.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections.abc import Sequence
@@ -29,6 +30,7 @@ from pytest_ppsweep.folder.runfolder import (
     RunJsonDict,
     RunKey,
     SourceKey,
+    csv_rows,
 )
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
 from pytest_ppsweep.results import objective
@@ -139,6 +141,9 @@ class RunData:
     # The folder's other files the answers and views read (the SLO search's, comm, planner),
     # read once by results/pipeline.analyse; None until then.
     files: FolderFiles | None = None
+    # results.csv's rows as written (strings), from the same read as ``results``; None when
+    # the frame did not come from the folder
+    result_rows: list[dict[str, str]] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -164,13 +169,15 @@ class Summary:
     manifests: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 
-def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...]) -> pd.DataFrame:
-    if not path.is_file():
+def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
+              text: str | None = None) -> pd.DataFrame:
+    """The CSV at ``path`` as a frame (``text``: its contents as read already)."""
+    if text is None and not path.is_file():
         raise RunFolderError(f"missing file: {path}")
     try:
-        frame = pd.read_csv(path, dtype={"config_id": str, "run_id": str, "boot_error": str,
-                                         "log_findings": str, "mem_worst_node": str,
-                                         "cluster": str})
+        frame = pd.read_csv(path if text is None else io.StringIO(text),
+                            dtype={"config_id": str, "run_id": str, "boot_error": str,
+                                   "log_findings": str, "mem_worst_node": str, "cluster": str})
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame(columns=list(required))
     missing = [c for c in required if c not in frame.columns]
@@ -191,7 +198,13 @@ def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunFolderError(f"missing run folder: {run_dir}")
-    results = _read_csv(run_dir / RESULTS_CSV, REQUIRED_RESULT_COLUMNS, OPTIONAL_RESULT_COLUMNS)
+    path = run_dir / RESULTS_CSV
+    if not path.is_file():
+        raise RunFolderError(f"missing file: {path}")
+    # read once: the frame for the aggregates, the rows as written for the views (FolderFiles)
+    text = path.read_text(encoding="utf-8")
+    rows = csv_rows(text)
+    results = _read_csv(path, REQUIRED_RESULT_COLUMNS, OPTIONAL_RESULT_COLUMNS, text)
     results = results.dropna(subset=["concurrency"])
     results["concurrency"] = results["concurrency"].astype(int)
     configs = _read_csv(run_dir / CONFIGS_CSV, REQUIRED_CONFIG_COLUMNS, OPTIONAL_CONFIG_COLUMNS)
@@ -204,7 +217,8 @@ def load_run(run_dir: Path) -> RunData:
         raise RunFolderError(f"{meta_path}: not valid JSON ({exc})") from exc
     if not isinstance(raw, dict):
         raise RunFolderError(f"{meta_path}: expected a JSON object")
-    return RunData(run_dir, RunMeta.from_dict(raw, run_dir.name), results, configs, raw)
+    return RunData(run_dir, RunMeta.from_dict(raw, run_dir.name), results, configs, raw,
+                   result_rows=rows)
 
 
 def round_problems(results: pd.DataFrame) -> list[list[Shortfall]]:

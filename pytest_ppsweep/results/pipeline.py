@@ -48,7 +48,7 @@ def analyse(run_dir: Path, data: RunData | None = None, status: RunStatus | None
                            for c, n in zip(frame["config_id"], frame["concurrency"], strict=True))
         status = folder_status(data.run_dir, data.run_json, rounds=rounds)
     data = replace(data, meta=replace(data.meta, status=status),
-                   files=RunFolder(data.run_dir).files(data.run_json))
+                   files=RunFolder(data.run_dir).files(data.run_json, data.result_rows))
     summary = summarize_run(data)
     counts = round_counts(data.results)  # the verdicts' and the answers' N/N rule, once
     verdicts = judge(data, summary, counts=counts)

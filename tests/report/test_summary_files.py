@@ -39,7 +39,7 @@ def test_a_view_given_the_files_reads_no_folder(tmp_path: Path) -> None:
         {"config_id": "pp1-tp2-ep1", "domain": "tp0", "label": "NV18", "size_bytes": "134217728",
          "time_us": "500", "busbw_gbs": "300", "algbw_gbs": "150", "tool": "torch",
          "simulated": "True"}], smi={}, plan=[], planner_profile={"misfit": ["pp2-tp4 C=8"]},
-        accuracy={}, attributions={})
+        accuracy={}, attributions={}, rounds=[])
     assert commview.comm_terminal(files)[0] == commview.COMM_TITLE
     assert sloview.html_section(files) == "" and sloview.terminal_lines(files) == []
     assert plannerview.terminal_lines(files)[1] == "  misfit: pp2-tp4 C=8"
