@@ -308,9 +308,9 @@ class RunAccuracy:
                     problems.append(line)
         if compare_ref is not None:
             other = Path(compare_ref)
-            gate_id = config_id if read_accuracy(other, config_id) is not None else (
-                reference_layout(other))
-            gate = read_accuracy(other, gate_id) if gate_id is not None else None
+            theirs = RunAccuracy.read(other)  # the baseline run's scores, read once
+            gate_id = config_id if theirs.get(config_id) is not None else theirs.reference
+            gate = theirs.get(gate_id) if gate_id is not None else None
             if gate is not None:
                 line = compare_line(mine, gate, f"{gate_id} of the baseline run {other.name}")
                 if line:
