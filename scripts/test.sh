@@ -24,5 +24,6 @@ bash scripts/reserve_test_ports.sh
 # imports hypothesis at every run's end (~0.4 s); the fuzz tests use @given, which needs no plugin.
 unset PYTHONDONTWRITEBYTECODE
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -p no:hypothesispytest"
-# -rs: every skipped test is listed with its reason (a skip must never pass unseen).
-exec .venv/bin/python -m pytest tests -rs --durations=30 "$@"
+# -rfEs: every failure, error and skip is listed with its reason at the very end of the output, where
+# a CI log's tail shows it (a skip must never pass unseen; a failure's name must not scroll away).
+exec .venv/bin/python -m pytest tests -rfEs --durations=30 "$@"
