@@ -168,7 +168,13 @@ def terminal_lines(answers: Sequence[Answer], width: int = 100) -> list[str]:
         return []
     lines = ["Answers"]
     for a in answers:
-        lines += _wrap(f"[{title(a)}] {paragraph(a)}", width)
+        text = f"[{title(a)}] {paragraph(a)}"
+        rerun = f"Rerun: {a.rerun}" if a.rerun else ""
+        if rerun and text.endswith(rerun):
+            # the rerun command on its own line, whole, to be copied (a path is never split)
+            lines += [*_wrap(text[:-len(rerun)].rstrip(), width), f"      {rerun}"]
+        else:
+            lines += _wrap(text, width)
         lines += table_lines(a, width)
     return lines
 

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from support.runs import SEED_LAYOUTS, config_row, rounds, seed_points, write_run
 
+from pytest_ppsweep.report import answerview
 from pytest_ppsweep.report.answerview import paragraph
 from pytest_ppsweep.results.answers import DECIDED, INCONCLUSIVE
 from pytest_ppsweep.results.decide import decide
@@ -212,6 +213,11 @@ def test_two_boots_carry_the_second_level_and_plan_the_rerun(tmp_path: Path) -> 
                              f"{plan['boots']} --ppsweep-reuse") in layout.rerun
     shown = paragraph(layout)
     assert f"{TWO_LEVEL_NOTE}: {PP8} 2 boots" in shown and f"Rerun: {layout.rerun}" in shown
+    # the terminal wraps the paragraph to its width but keeps the command whole on its own
+    # line, to be copied (a path or flag is never split across lines)
+    block = answerview.terminal_lines([layout], width=60)
+    assert f"      Rerun: {layout.rerun}" in block
+    assert all(len(line) <= 60 for line in block if "Rerun:" not in line)
 
 
 def test_slo_answers_say_their_level() -> None:
