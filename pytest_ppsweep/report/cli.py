@@ -68,6 +68,7 @@ from pytest_ppsweep.planner.plan import (
     write_plan_csv,
 )
 from pytest_ppsweep.planner.trust import fit_trust
+from pytest_ppsweep.report.format import wrap_lines
 from pytest_ppsweep.report.html import rebuild_report
 from pytest_ppsweep.report.summary import status_lines
 from pytest_ppsweep.report.terminal import terminal_summary
@@ -312,8 +313,8 @@ def runs_lines(found: Sequence[tuple[Path, RunLine]], width: int | None = None) 
     lines = []
     for i, cells in enumerate(rows):
         lines.append(_row(cells, widths))
-        for line in under.get(i, ()):  # its status and answers under it, cut to the width
-            lines.append(line if len(line) <= width else line[:width - 1] + "…")
+        # its status and answers under it, wrapped to the width (nothing cut)
+        lines += wrap_lines(under.get(i, ()), width)
     return lines
 
 
@@ -412,8 +413,7 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
     state = status_lines(data.meta.status, width) if data.meta.status else []
     lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width), *state,
              *terminal_summary(summary, verdicts, answers, width=width)]
-    brief = f"answers: {one_line([a.as_dict() for a in answers])}"
-    lines.append(brief if len(brief) <= width else brief[:width - 1] + "…")
+    lines += wrap_lines([f"answers: {one_line([a.as_dict() for a in answers])}"], width)
     if (run_dir / GATE_CSV).is_file():
         try:
             gate = gate_lines(run_dir, width)

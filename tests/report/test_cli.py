@@ -263,16 +263,38 @@ def test_runs_prints_whole_ids_fitted_to_the_terminal(
 ) -> None:
     long_id = "kimi3-pp-a2a-flashinfer-phase5-20261201-110000"
     seed_run(reports / long_id, sweep="kimi3-pp-a2a", image="lmsysorg/sglang:v0.5.8")
-    for columns in (90, 100, 160):
+    for columns in (60, 90, 100, 160):
         monkeypatch.setenv("COLUMNS", str(columns))  # what shutil.get_terminal_size reads first
         assert main(["runs", "--reports", str(reports)]) == 0
-        table = [x for x in capsys.readouterr().out.splitlines() if x.startswith("kimi3-pp")]
+        out = capsys.readouterr().out
+        table = [x for x in out.splitlines() if x.startswith("kimi3-pp")]
         assert [x.split()[0] for x in table] == [long_id, NEW, GATED, OLD]  # every id whole
-        assert all(len(x) <= columns for x in table), (columns, table)
+        # (at 60 columns a 46-character id and the date leave no room: the id stays whole)
+        assert columns < 90 or all(len(x) <= columns for x in table), (columns, table)
+        # each run's status and answers under it: wrapped to the width, nothing cut
+        under = [x for x in out.splitlines() if x.startswith(" ")]
+        assert any(x.startswith("  answers: ") for x in under), out
+        assert all(len(x) <= columns and "…" not in x for x in under), (columns, under)
         if columns == 160:  # room for the whole image
             assert table[1].split()[4] == "lmsysorg/sglang:v0.5.8", table[1]
     # the id copied from `runs` is what show takes
     assert main(["show", long_id, "--reports", str(reports)]) == 0
+
+
+def test_runs_wraps_a_long_status_and_answers_line_whole() -> None:
+    """A run's status and answers under its row wrap to the terminal; no word of them is cut."""
+    from pytest_ppsweep.report.cli import RunLine, runs_lines
+
+    answers = ("layout pp8-tp4-ep4 (fallback pp4-tp8-ep4); a2a deepep equivalent to none; "
+               "slo: most load pp8-tp4-ep4 at 0.45-0.6 req/s; cheapest pp4-tp8-ep4")
+    status = "partial, 4 of 5 layouts measured; not measured: pp16-tp2-ep2 (boot failed)"
+    line = RunLine("kimi3-pp-20261201-093000", None, "kimi3-pp", "img", "c", 5, 10, 0, "—",
+                   answers, status)
+    lines = runs_lines([(Path("kimi3-pp-20261201-093000"), line)], 60)
+    under = lines[2:]
+    assert all(len(x) <= 60 for x in under) and "…" not in "".join(under), under
+    assert under[0].startswith("  status: ") and any(x.startswith("  answers: ") for x in under)
+    assert " ".join(x.strip() for x in under) == f"status: {status} answers: {answers}"
 
 
 def test_a_pipe_closed_early_ends_quietly(reports: Path) -> None:
