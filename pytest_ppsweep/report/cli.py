@@ -40,6 +40,7 @@ from pytest_ppsweep.folder.runfolder import (
     REPORT_HTML,
     RESULTS_CSV,
     SUMMARY_CSV,
+    FolderFiles,
     RunFolder,
 )
 from pytest_ppsweep.gate.bisect import BisectError, GateRunner, read_images, search
@@ -70,7 +71,7 @@ from pytest_ppsweep.planner.plan import (
 from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report.format import wrap_lines
 from pytest_ppsweep.report.html import rebuild_report
-from pytest_ppsweep.report.summary import status_lines
+from pytest_ppsweep.report.summary import status_lines, terminal_lines
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
     RunFolderError,
@@ -399,7 +400,7 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
     from pytest_ppsweep.gate.comparison import GATE_CSV
 
     try:
-        data, summary, verdicts, answers = analyse(run_dir)
+        analysis = analyse(run_dir)
     except RunFolderError as exc:
         status = folder_status(run_dir)
         if status is None:
@@ -410,9 +411,12 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
                     else "nothing measured")
         return [_sep(f"ppsweep summary: {RunFolder(run_dir).recorded_run_id()}", width),
                 *status_lines(status, width), measured, f"run folder: {run_dir}"]
+    data, _, _, answers = analysis
     state = status_lines(data.meta.status, width) if data.meta.status else []
+    # what the run's end printed: the medians, verdicts and answers, and the SLO searches,
+    # accuracy, planner and communication blocks where the run has them
     lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width), *state,
-             *terminal_summary(summary, verdicts, answers, width=width)]
+             *terminal_lines(analysis, data.files or FolderFiles.of(run_dir), width)]
     lines += wrap_lines([f"answers: {one_line([a.as_dict() for a in answers])}"], width)
     if (run_dir / GATE_CSV).is_file():
         try:

@@ -85,7 +85,6 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
     terminal's lines at most ``width`` wide (its tables wrap). The folder's other files are
     read once here and handed to every view."""
     from pytest_ppsweep.report.html import html_summary
-    from pytest_ppsweep.report.terminal import terminal_summary
     from pytest_ppsweep.results.aggregate import RunFolderError
     from pytest_ppsweep.results.pipeline import analyse
 
@@ -104,12 +103,20 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
                         [note, *slo_answer_lines(files, width), *slo_lines(files, width),
                          *accuracyview.terminal_lines(files, width), *comm_terminal(files)])
     data, summary, verdicts, rec = analysis
-    return Rendered(
-        html_summary(data, summary, verdicts, rec, files),
-        terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files, width)
-        + accuracyview.terminal_lines(files, width) + planner_lines(files)
-        + comm_terminal(files),
-    )
+    return Rendered(html_summary(data, summary, verdicts, rec, files),
+                    terminal_lines(analysis, files, width))
+
+
+def terminal_lines(analysis: Analysis, files: FolderFiles, width: int = 100) -> list[str]:
+    """The terminal summary of an analysed run: the medians with their verdicts and the answers,
+    then its SLO searches, accuracy scores, planner table and communication, where the run has
+    them. The run's end prints it, and ``show`` prints it again from the folder."""
+    from pytest_ppsweep.report.terminal import terminal_summary
+
+    _, summary, verdicts, rec = analysis
+    return (terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files, width)
+            + accuracyview.terminal_lines(files, width) + planner_lines(files)
+            + comm_terminal(files))
 
 
 def status_lines(status: RunStatus, width: int) -> list[str]:

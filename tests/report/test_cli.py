@@ -326,3 +326,25 @@ def test_compare_shows_noise_and_significance_by_the_gates_rule(reports: Path) -
         assert float(r["tps_noise_pct"]) == pytest.approx(g.noise_pct)
         assert r["tps_verdict"] == g.verdict == "regression"
     assert sum(line.endswith("  REGR/REGR") for line in lines) == 10, lines
+
+
+def test_show_prints_the_runs_own_summary_with_its_slo_searches(tmp_path: Path) -> None:
+    """``show`` prints what the run's end printed: besides the medians and answers, the SLO
+    searches (each layout's bracket and the Pareto front), from the folder alone."""
+    import shutil
+
+    from support.paths import REPO
+    from support.slo import searched
+
+    from pytest_ppsweep.report.cli import show_lines
+    from pytest_ppsweep.report.summary import render
+
+    run = tmp_path / "reports" / "ppsweep"
+    shutil.copytree(REPO / "tests" / "data" / "answers" / "ppsweep", run)
+    searched(run, "pp8-tp4-ep4", 0.45, 0.6)
+    searched(run, "pp4-tp8-ep4", 0.2, 0.3)
+    shown = show_lines(run, 100)
+    ended = render(run, width=100).terminal
+    assert any("SLO searches" in line for line in ended), ended
+    start = shown.index(ended[0])
+    assert shown[start:start + len(ended)] == ended, "\n".join(shown)
