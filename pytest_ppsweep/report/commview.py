@@ -11,6 +11,7 @@ from pytest_ppsweep.comm.smiq import node_line
 from pytest_ppsweep.comm.table import curves, summary_rows
 from pytest_ppsweep.folder.runfolder import COMM_CSV, COMM_SUMMARY_CSV, FolderFiles, FolderSource
 from pytest_ppsweep.report.charts import log2_line_chart
+from pytest_ppsweep.report.format import fit_table
 
 __all__ = ["COMM_TITLE", "comm_html", "comm_rows", "comm_terminal", "smi_lines"]
 
@@ -79,14 +80,13 @@ def comm_html(source: FolderSource) -> str:
             f'<div class="charts">{chart}</div>{note}')
 
 
-def comm_terminal(source: FolderSource) -> list[str]:
-    """The table as text lines for the terminal summary ([] without comm.csv)."""
+def comm_terminal(source: FolderSource, width: int = 100) -> list[str]:
+    """The table as text lines for the terminal summary ([] without comm.csv), within
+    ``width``: wider, each row's layout and domain on a line and its values under it
+    (report/format.fit_table)."""
     rows = comm_rows(source)
     if not rows:
         return []
-    table = [HEADERS[:-2], *[r[:-2] for r in _table_rows(rows)]]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = [COMM_TITLE]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-              for row in table]
-    return lines
+    titles = HEADERS[:-2]
+    return [COMM_TITLE, *fit_table(titles, [r[:-2] for r in _table_rows(rows)], width,
+                                   align="<" * len(titles), key=2)]

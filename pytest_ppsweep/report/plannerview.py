@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 
 from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
+from pytest_ppsweep.report.format import fit_table, wrap_lines
 
 __all__ = ["html_section", "terminal_lines"]
 
@@ -73,18 +74,16 @@ def html_section(source: FolderSource) -> str:
             f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
 
 
-def terminal_lines(source: FolderSource) -> list[str]:
-    """The same table for the terminal summary ([] without a plan)."""
+def terminal_lines(source: FolderSource, width: int = 100) -> list[str]:
+    """The same table for the terminal summary ([] without a plan), within ``width``: wider,
+    each row's layout and C on a line and its values under it (report/format.fit_table)."""
     files = FolderFiles.of(source)
     misfits = _misfits(files)
     if misfits:
-        return [MISFIT, *(f"  misfit: {m}" for m in misfits)]
+        return wrap_lines([MISFIT, *(f"  misfit: {m}" for m in misfits)], width)
     rows = files.plan
     if not rows:
         return []
-    table = [list(HEADERS), *(_cells(r) for r in rows)]
-    widths = [max(len(r[i]) for r in table) for i in range(len(HEADERS) - 1)]
-    lines = ["planner: predicted vs measured (90 % intervals)"]
-    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  "
-              + r[-1] for r in table]
-    return lines
+    return ["planner: predicted vs measured (90 % intervals)",
+            *fit_table(HEADERS, [_cells(r) for r in rows], width, align="<" * len(HEADERS),
+                       indent="  ", key=2)]

@@ -101,7 +101,7 @@ def render(run_dir: Path, analysis: Analysis | None = None, note: str = "",
         acc = accuracyview.html_section(files)  # the accuracy check alone (-k accuracy)
         return Rendered([f"<p>{html.escape(note)}</p>", *(x for x in (slo, acc, comm) if x)],
                         [note, *slo_answer_lines(files, width), *slo_lines(files, width),
-                         *accuracyview.terminal_lines(files, width), *comm_terminal(files)])
+                         *accuracyview.terminal_lines(files, width), *comm_terminal(files, width)])
     data, summary, verdicts, rec = analysis
     return Rendered(html_summary(data, summary, verdicts, rec, files),
                     terminal_lines(analysis, files, width))
@@ -115,8 +115,8 @@ def terminal_lines(analysis: Analysis, files: FolderFiles, width: int = 100) -> 
 
     _, summary, verdicts, rec = analysis
     return (terminal_summary(summary, verdicts, rec, width=width) + slo_lines(files, width)
-            + accuracyview.terminal_lines(files, width) + planner_lines(files)
-            + comm_terminal(files))
+            + accuracyview.terminal_lines(files, width) + planner_lines(files, width)
+            + comm_terminal(files, width))
 
 
 def status_lines(status: RunStatus, width: int) -> list[str]:
@@ -155,9 +155,10 @@ def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -
     rendered.gate += differs.differs_lines(run_dir, ref, ids)
 
 
-def planner_lines(run_dir: FolderSource) -> list[str]:
-    """The planner's predicted-vs-measured table, where the run folder has a plan."""
-    return plannerview.terminal_lines(run_dir)
+def planner_lines(run_dir: FolderSource, width: int = 100) -> list[str]:
+    """The planner's predicted-vs-measured table, where the run folder has a plan, within
+    ``width``."""
+    return plannerview.terminal_lines(run_dir, width)
 
 
 def lift_answers(html_path: str | None) -> None:

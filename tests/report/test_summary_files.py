@@ -3,6 +3,7 @@ a view given those files reads nothing from disk."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,17 @@ def test_a_view_given_the_files_reads_no_folder(tmp_path: Path) -> None:
         accuracy={}, attributions={}, rounds=[])
     assert commview.comm_terminal(files)[0] == commview.COMM_TITLE
     assert sloview.html_section(files) == "" and sloview.terminal_lines(files) == []
-    assert plannerview.terminal_lines(files)[1] == "  misfit: pp2-tp4 C=8"
+    planner = plannerview.terminal_lines(files, 60)  # the misfit text wraps to the width
+    assert "  misfit: pp2-tp4 C=8" in planner and all(len(x) <= 60 for x in planner), planner
+    comm = commview.comm_terminal(files, 60)  # wider than 60 side by side: each row's values
+    assert all(len(x) <= 60 for x in comm), comm  # under its layout and domain
+    assert any("pp1-tp2-ep1" in x for x in comm), comm
+    row = {"layout": "pp8-tp4-ep4", "concurrency": "8", "input_tps_pred": "1000",
+           "input_tps_lo90": "900", "input_tps_hi90": "1100", "state": "predicted, not measured"}
+    planned = dataclasses.replace(files, plan=[row], planner_profile={})
+    for width in (60, 100):
+        table = plannerview.terminal_lines(planned, width)
+        assert all(len(x) <= width for x in table) and "1,000 [900, 1,100]" in "".join(table)
 
 
 def test_the_status_lines_wrap_to_the_width_but_the_resume_command_stays_whole() -> None:
