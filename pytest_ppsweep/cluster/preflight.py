@@ -328,12 +328,13 @@ def dry_run_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> tuple[l
     return problems, f"{name} not checked: {read.problem}"
 
 
-def message(cluster: Cluster, problems: Sequence[str]) -> str:
-    """One failure message for all problems."""
+def message(cluster: Cluster, problems: Sequence[str],
+            outcome: str = "nothing was started") -> str:
+    """One failure message for all problems, ending with what it means for the run."""
     nodes = len({p.split(" (", 1)[0] for p in problems})
     return (
         f"preflight of cluster {cluster.name!r} found {len(problems)} problem(s) on {nodes} of "
-        f"{len(cluster.hosts)} node(s); nothing was started:\n"
+        f"{len(cluster.hosts)} node(s); {outcome}:\n"
         + "\n".join(f"  - {p}" for p in problems)
     )
 

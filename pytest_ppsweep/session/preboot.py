@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_ppsweep.cluster.backends import backend_of
+from pytest_ppsweep.cluster.base import ClusterStop
 from pytest_ppsweep.folder.runfolder import nodes_json
 from pytest_ppsweep.session import options
 
@@ -53,7 +54,7 @@ class Preflight:
         return True
 
     def _preflight(self) -> None:
-        from pytest_ppsweep.cluster import nodeinfo, preflight, reap
+        from pytest_ppsweep.cluster import preflight, reap
 
         self.claims.claim()  # one sweep per cluster: before anything looks at the nodes
         for cluster in self.ctx.clusters.all:
@@ -81,11 +82,7 @@ class Preflight:
                         f"runs are still on the nodes (remove them with --ppsweep-reap):\n"
                         + reap.describe(leftovers)
                     )
-            lines, problems = preflight.resources(self.ctx.sweep, cluster, self.ctx.registry)
-            if lines:
-                self.progress(f"cluster {cluster.name}: what each rank gets:\n"
-                              + "\n".join(f"  {line}" for line in lines))
-            problems += preflight.check(self.ctx.sweep, cluster, self.ctx.registry)
+            problems = self._check_nodes(cluster)
             if problems:
                 raise pytest.UsageError(preflight.message(cluster, problems))
             # read once per image (the node check above asked it): never silently unchecked
@@ -93,10 +90,40 @@ class Preflight:
             if read.flags is None:
                 self.progress(f"WARNING: cluster {cluster.name}: server flags not checked "
                               f"before launch: {read.unchecked or read.problem}")
-            self.ctx.store.write_json(
-                nodes_json(cluster.name),
-                nodeinfo.metadata(self.ctx.sweep, cluster, self.ctx.registry),
-            )
+            self._keep_nodes(cluster)
+        # after the claim's own watcher (session/claims.py): the claim moves first
+        self.ctx.clusters.watch(self.renewed)
+
+    def _check_nodes(self, cluster: Cluster) -> list[str]:
+        """What each rank gets on the cluster's nodes (said), and every node's problems."""
+        from pytest_ppsweep.cluster import preflight
+
+        lines, problems = preflight.resources(self.ctx.sweep, cluster, self.ctx.registry)
+        if lines:
+            self.progress(f"cluster {cluster.name}: what each rank gets:\n"
+                          + "\n".join(f"  {line}" for line in lines))
+        return problems + preflight.check(self.ctx.sweep, cluster, self.ctx.registry)
+
+    def _keep_nodes(self, cluster: Cluster) -> None:
+        from pytest_ppsweep.cluster import nodeinfo
+
+        self.ctx.store.write_json(nodes_json(cluster.name),
+                                  nodeinfo.metadata(self.ctx.sweep, cluster, self.ctx.registry))
+
+    def renewed(self, cluster: Cluster) -> None:
+        """``cluster`` is on new nodes (a Slurm allocation renewed before a layout,
+        ``Backend.before_layout``): they get the checks the first nodes got (what each rank
+        gets, free ports, GPUs, the image or module, paths) before the layout boots there, and
+        their facts replace the old nodes' in the run folder. A problem stops the sweep
+        (ClusterStop: resumable), as a refused claim on them does."""
+        from pytest_ppsweep.cluster import preflight
+
+        problems = self._check_nodes(cluster)
+        if problems:
+            raise ClusterStop(preflight.message(
+                cluster, problems, "the sweep stops before the next layout boots on them"))
+        self._keep_nodes(cluster)
+        self.progress(f"cluster {cluster.name}: the new nodes passed the preflight")
 
     def _stop_own_leftovers(self, cluster: Cluster, leftovers: list[Any]) -> list[Any]:
         """--ppsweep-resume on an ssh cluster: the ranks the interrupted run itself left (a

@@ -8,7 +8,8 @@ Slurm's --time is in minutes, so the tests use ``time = "1"`` with ``time_margin
 the first layout, an allocation always has less than ETA + 60 s left, so the second layout always
 needs a new one, whatever the machine's speed. The first layout starts in a fresh allocation,
 which is never renewed for lack of time (another would have no more): it is said, and it starts.
-The run's claim on the nodes (cluster/claim.py) moves to the new allocation's nodes. After each
+The run's claim on the nodes (cluster/claim.py) moves to the new allocation's nodes, and the new
+nodes get the first nodes' preflight before the next layout boots there. After each
 test there are 0 allocations, 0 steps and 0 tasks (slurm_clean)."""
 
 from __future__ import annotations
@@ -130,6 +131,10 @@ def test_a_short_time_limit_renews_the_allocation_before_the_next_layout(
     # allocation): said, and no claim file of the run is left on any node
     assert f"cluster slurm: the run's claim moved to {new.group(1)}" in out, out[-6000:]
     assert claims_of(run.name) == []
+    # the new nodes got the first nodes' preflight before B booted there
+    assert "cluster slurm: the new nodes passed the preflight" in out, out[-6000:]
+    assert out.index("the new nodes passed the preflight") < out.index(f"{B}: booting"), (
+        out[-6000:])
 
 
 def test_on_limit_stop_stops_with_the_resume_command_and_the_resume_finishes(
