@@ -137,10 +137,24 @@ def node_processes(cluster: TestSlurm) -> list[str]:
     return found
 
 
+# A job cancelled or ended stays in the queue as COMPLETING while its nodes run its epilog: on
+# its way out, not left behind. Waited for (bounded) before the queue is judged.
+COMPLETING_WAIT_S = 60.0
+
+
+def _jobs() -> list[str]:
+    return [line for line in slurm("squeue", "--noheader", "--format", "%i %j %T").splitlines()
+            if line.strip()]
+
+
 def leftovers(cluster: TestSlurm) -> list[str]:
-    """Allocations, steps and labelled processes still there; [] when the cluster is clean."""
-    left = [f"job {line}" for line in slurm("squeue", "--noheader", "--format",
-                                            "%i %j %T").splitlines() if line.strip()]
+    """Allocations, steps and labelled processes still there; [] when the cluster is clean. A
+    job still COMPLETING is first given :data:`COMPLETING_WAIT_S` to leave the queue; one that
+    does not is a leftover."""
+    deadline = time.monotonic() + COMPLETING_WAIT_S
+    while any(line.endswith(" COMPLETING") for line in _jobs()) and time.monotonic() < deadline:
+        time.sleep(0.2)  # bounded polling of the queue
+    left = [f"job {line}" for line in _jobs()]
     left += [f"step {line}" for line in slurm("squeue", "--noheader", "--steps", "--format",
                                               "%i %j").splitlines() if line.strip()]
     return left + node_processes(cluster)
