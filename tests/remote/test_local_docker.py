@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import docker
 import pytest
 from support.matrices import SMALL_WORKLOAD
 from support.paths import ACCEPTANCE
@@ -24,6 +23,7 @@ from support.remote import (
     SECRET_TOKEN,
     TestHosts,
     assert_container_rank_shape,
+    container_events,
     containers,
     make_device_dir,
 )
@@ -207,18 +207,9 @@ def test_a_sweep_on_one_machine_through_its_own_dockerd(
 
 def _created(sock: str, since: float, label: str) -> list[str]:
     """Every create of a container labelled ``label`` on the dockerd at ``sock`` since
-    ``since``, as ``create <image>``. dockerd's ``since`` is in whole seconds, so the events of
-    the second before ``since`` (the clean dry run's own container, on a fast machine) are
-    dropped by their nanosecond time."""
-    client = docker.DockerClient(base_url=sock, version="1.41")
-    try:
-        events = client.events(since=int(since), until=int(time.time() + 1), decode=True,
-                               filters={"type": "container", "label": label,
-                                        "event": "create"})
-        return [f"create {e['Actor']['Attributes'].get('image', '')}" for e in events
-                if int(e["timeNano"]) >= int(since * 1e9)]
-    finally:
-        client.close()
+    ``since``, as ``create <image>``."""
+    return [f"create {e['Actor']['Attributes'].get('image', '')}"
+            for e in container_events(sock, since, label, ("create",))]
 
 
 def test_a_misspelt_flag_is_refused_in_the_image_before_any_container_starts(

@@ -31,7 +31,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import docker
 import pytest
 from support.matrices import replace_once
 from support.paths import ACCEPTANCE
@@ -45,7 +44,7 @@ from support.real import (
     outcomes,
     sweep_toml,
 )
-from support.remote import TestHosts, containers, rank_processes
+from support.remote import TestHosts, container_events, containers, rank_processes
 from support.runs import rows, run_dir
 from support.shared_fixtures import SglangImage
 
@@ -99,18 +98,9 @@ def _pytest(folder: Path, *args: str) -> list[str]:
 def _rank_events(hosts: TestHosts, since: float) -> dict[str, list[str]]:
     """Every create/destroy of a rank container (label ppsweep.run) on each host since
     ``since``, as its dockerd recorded it."""
-    out: dict[str, list[str]] = {}
-    until = time.time() + 1
-    for name, sock in hosts.sockets.items():
-        client = docker.DockerClient(base_url=sock, version="1.41")
-        try:
-            events = client.events(since=int(since), until=int(until), decode=True,
-                                   filters={"type": "container", "label": RUN_LABEL})
-            out[name] = [f"{e['Action']} {e['Actor']['Attributes'].get('name', '')}"
-                         for e in events if e["Action"] in ("create", "destroy")]
-        finally:
-            client.close()
-    return out
+    return {name: [f"{e['Action']} {e['Actor']['Attributes'].get('name', '')}"
+                   for e in container_events(sock, since, RUN_LABEL)]
+            for name, sock in hosts.sockets.items()}
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,22 @@ def run_script(name: str, *args: str, timeout: float = 900) -> tuple[float, str]
 # -- what is left on the hosts ------------------------------------------------------------------
 
 
+def container_events(sock: str, since: float, label: str,
+                     actions: tuple[str, ...] = ("create", "destroy")) -> list[dict[str, Any]]:
+    """The dockerd at ``sock``'s events of containers labelled ``label`` since ``since`` (a
+    ``time.time()``), those of ``actions`` only. dockerd's ``since`` is in whole seconds: the
+    events of the second before ``since`` (another run's containers, on a fast machine) are
+    dropped by their nanosecond time."""
+    client = docker.DockerClient(base_url=sock, version="1.41")
+    try:
+        events = client.events(since=int(since), until=int(time.time() + 1), decode=True,
+                               filters={"type": "container", "label": label})
+        return [e for e in events
+                if e["Action"] in actions and int(e["timeNano"]) >= int(since * 1e9)]
+    finally:
+        client.close()
+
+
 def containers(hosts: TestHosts) -> dict[str, list[str]]:
     """Rank containers (label ppsweep.run) on each host, through its dockerd's local socket."""
     out: dict[str, list[str]] = {}
