@@ -66,9 +66,10 @@ def _ev_text(ev: Sequence[Evidence]) -> str:
                      for e in ev)
 
 
-def paragraph(a: Answer) -> str:
+def paragraph(a: Answer, rerun: bool = True) -> str:
     """One short paragraph: the status and answer, the evidence against the runner-up, what
-    was excluded, the caveats and, when inconclusive, the command that would decide."""
+    was excluded, the caveats and, when inconclusive and ``rerun``, the command that would
+    decide (the terminal puts it on a line of its own)."""
     objective = ", then ".join(label(m) for m in a.objective)
     own = str(a.extra.get("text", "")).strip()  # a kind that states its answer (the SLO's)
     if own and a.status in (DECIDED, INCONCLUSIVE):
@@ -106,7 +107,7 @@ def paragraph(a: Answer) -> str:
     if a.excluded:
         parts.append("Excluded: " + "; ".join(f"{p} ({w})" for p, w in a.excluded) + ".")
     parts += [f"Caveat: {c}" for c in a.caveats]
-    if a.rerun:
+    if a.rerun and rerun:
         parts.append(f"Rerun: {a.rerun}")
     return " ".join(parts)
 
@@ -168,13 +169,9 @@ def terminal_lines(answers: Sequence[Answer], width: int = 100) -> list[str]:
         return []
     lines = ["Answers"]
     for a in answers:
-        text = f"[{title(a)}] {paragraph(a)}"
-        rerun = f"Rerun: {a.rerun}" if a.rerun else ""
-        if rerun and text.endswith(rerun):
-            # the rerun command on its own line, whole, to be copied (a path is never split)
-            lines += [*_wrap(text[:-len(rerun)].rstrip(), width), f"      {rerun}"]
-        else:
-            lines += _wrap(text, width)
+        lines += _wrap(f"[{title(a)}] {paragraph(a, rerun=False)}", width)
+        if a.rerun:  # on its own line, whole, to be copied (a path is never split)
+            lines.append(f"      Rerun: {a.rerun}")
         lines += table_lines(a, width)
     return lines
 
