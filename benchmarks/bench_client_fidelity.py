@@ -96,13 +96,13 @@ def chunk_tap() -> Iterator[None]:
     """Wrap ``bench._feed`` so each record keeps its first event's server timestamps."""
     orig = bench._feed
 
-    def feed(rec: dict[str, Any], payload: bytes, api: str) -> None:
+    def feed(rec: dict[str, Any], payload: bytes, api: str, engine: Any = None) -> bool:
         if "chunk_sent_ts" not in rec:
             obj = orjson.loads(payload)
             meta = (obj.get("meta_info") or {}) if isinstance(obj, dict) else {}
             rec["chunk_sent_ts"] = meta.get("response_sent_to_client_ts")
             rec["chunk_received_ts"] = meta.get("request_received_ts")
-        orig(rec, payload, api)
+        return orig(rec, payload, api, engine)
 
     bench._feed = feed
     try:

@@ -22,13 +22,13 @@ the second level changes the verdicts: A/A trials (two points with the same trut
 N(0, σ_boot) from the profile and every round by the within-boot σ this run measured (PP8's
 rounds at C=8), decided once with the rounds pooled as one level (rounds-only intervals) and
 once with each round's boot named (two-level intervals: the boot as the unit,
-results/stats.py). Printed side by side, one line each: their false-decision rates (goal for
+stats/decision.py). Printed side by side, one line each: their false-decision rates (goal for
 the two-level one: ≤ 5 %, the rule's α), the share of trials whose verdict the second level
 changed, the single-boot rate (one boot × 6 rounds: what an answer that says "single boot per
 layout" holds), and the boots × rounds the rerun would plan for a 2 % gap at these σ.
 
-Its figures must mean something, so the benchmark checks the rounds themselves (README, "Rounds
-long enough to measure"):
+Its figures must mean something, so the benchmark checks the rounds themselves
+(docs/guides/decisions.md, "Rounds long enough to measure"):
 - ``shortest round (real ms)``: the emulator's timer is good to ~1 ms (epoll rounds its timeouts
   to whole milliseconds), so ``MIN_ROUND_MS`` = 50 ms real is the shortest round whose spread
   the timer alone keeps within 2 %. The earlier smoke (4 requests, time scale 1000) had PP8
@@ -62,10 +62,11 @@ from benchkit.processes import exit_on_stop_signals, stop_process  # noqa: E402
 from pytest_ppsweep.results.answers import DECIDED  # noqa: E402
 from pytest_ppsweep.results.decide import decide  # noqa: E402
 from pytest_ppsweep.results.objective import PREFILL  # noqa: E402
-from pytest_ppsweep.results.stats import Sample, boots_for  # noqa: E402
 from pytest_ppsweep.sim.model.placement import Layout  # noqa: E402
 from pytest_ppsweep.sim.model.profile import load_profile  # noqa: E402
 from pytest_ppsweep.sim.model.vbench import make_scheduler, run_round  # noqa: E402
+from pytest_ppsweep.stats.decision import Sample  # noqa: E402
+from pytest_ppsweep.stats.power import boots_for  # noqa: E402
 
 SMOKE_REQUESTS = 40
 MATRIX = REPO / "test_matrix" / "ppsweep.toml"

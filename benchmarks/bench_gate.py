@@ -8,15 +8,16 @@ larger, pointed at by ``PPSWEEP_SIM_PROFILE``). Every run is compared with the r
 ``gate.compare`` (what ``--ppsweep-compare`` runs), per layout × C × gated metric ("point").
 
 * false-alarm rate: points of the same-image reruns whose verdict is not ``within noise``
-  (goal <= 5 %); regressions among them are counted apart;
+  (goal <= 5 %); those failing the gate (regression, or inconclusive: worse than the threshold
+  within the noise) are counted apart;
 * detection: for each slowdown and point, the true change is the median over its runs of the
   point's median versus the median over the same-image runs (reference included), and the
   noise is the median noise the gate reported for that point over the same-image reruns; of the
   points whose true change is beyond 3 × that noise, the share shown as a change (significant,
   regression or improvement) (goal >= 95 %); of the points whose true change is worse than the
-  threshold, the share failing as a regression (goal 100 %).
+  threshold, the share failing the gate, as a regression or inconclusive (goal 100 %).
 
-The noise rule is results/noise.py's (``NOISE_RULE``); ``--old-rule`` also evaluates the earlier
+The noise rule is stats/gatenoise.py's (``NOISE_RULE``); ``--old-rule`` also evaluates the earlier
 one (the larger (max − min)/median spread of the two runs) on the same runs. ``--keep DIR``
 keeps the run folders, ``--reuse DIR`` evaluates them again without a sweep (the rates depend
 on the load of the machine while the sweeps ran: keep the runs of a quiet machine).
@@ -50,7 +51,7 @@ from benchkit.results import Result, add_smoke, goal, info, print_results  # noq
 
 from pytest_ppsweep.gate import comparison  # noqa: E402
 from pytest_ppsweep.gate.comparison import Comparison, compare  # noqa: E402
-from pytest_ppsweep.results.noise import NOISE_RULE  # noqa: E402
+from pytest_ppsweep.stats.gatenoise import NOISE_RULE  # noqa: E402
 
 PROFILE = REPO / "pytest_ppsweep" / "sim" / "profiles" / "kimi-k3-6000d.toml"
 MATRIX = """
@@ -94,7 +95,7 @@ dist_init_port = {dist_port}
 nvidia_smi = ["{{python}}", "-m", "pytest_ppsweep.sim.smi", "--host", "{{host}}"]
 env = {env}
 """
-CHANGED = {"significant", "regression", "improvement"}
+CHANGED = {"significant", "regression", "improvement", comparison.INCONCLUSIVE}
 Key = tuple[str, int, str]
 
 
@@ -133,7 +134,9 @@ def sweep_run(tmp: Path, profile: Path, args: argparse.Namespace, tag: str) -> P
 
 
 def by_key(rows: list[Comparison]) -> dict[Key, Comparison]:
-    return {(r.config_id, r.concurrency, r.metric): r for r in rows if r.metric}
+    """The gate's measured rows by point; the outputs and task-score rows are not timings."""
+    return {(r.config_id, r.concurrency, r.metric): r for r in rows
+            if r.metric in comparison.METRICS}
 
 
 def run_folder(tmp: Path, tag: str) -> Path:
@@ -170,7 +173,7 @@ def sweeps(args: argparse.Namespace, slowdowns: list[float]) -> Iterator[dict[st
 
 
 def old_rule(ref: Sequence[float], cur: Sequence[float]) -> float:
-    """The rule before results/noise.py: the larger (max − min) / median of the two runs, in %."""
+    """The rule before stats/gatenoise.py: the larger (max − min) / median of the two runs, in %."""
     def spread(v: Sequence[float]) -> float:
         med = statistics.median(v)
         return (max(v) - min(v)) / med * 100.0 if med else 0.0
@@ -189,18 +192,19 @@ def evaluate(runs: dict[str, Path], args: argparse.Namespace, slowdowns: list[fl
     keys = sorted(same[0])
     verdicts = [rows[k].verdict for rows in same for k in keys]
     alarms = sum(v != "within noise" for v in verdicts)
-    false_reg = sum(v == "regression" for v in verdicts)
+    false_reg = sum(v in comparison.FAILING for v in verdicts)
     print(f"\n== noise rule: {rule}")
     print(f"time scale {args.time_scale:g}, {args.requests} requests × 3 repeats, "
           f"{len(keys)} points ({len({k[0] for k in keys})} layouts × 2 C × "
           f"{len({k[2] for k in keys})} metrics)")
     print(f"same image, {args.reruns} reruns vs the reference: {alarms}/{len(verdicts)} points "
           f"shown as a change ({alarms / len(verdicts):.1%}; goal <= 5 %), "
-          f"{false_reg} false regressions")
+          f"{false_reg} failing the gate (regression or inconclusive)")
     results = [
         goal(f"{label}false alarms (same image)", f"{alarms}/{len(verdicts)} points "
              f"({alarms / len(verdicts):.1%})", "<= 5 %", alarms / len(verdicts) <= 0.05),
-        info(f"{label}false regressions (same image)", f"{false_reg}/{len(verdicts)} points"),
+        info(f"{label}false failures (same image, regression or inconclusive)",
+             f"{false_reg}/{len(verdicts)} points"),
     ]
     noise = {k: statistics.median(rows[k].noise_pct or 0.0 for rows in same) for k in keys}
     # The true value of a point: the median over the same-image runs (reference included).
@@ -211,7 +215,8 @@ def evaluate(runs: dict[str, Path], args: argparse.Namespace, slowdowns: list[fl
     for s in slowdowns:
         shown_all = [rows[k].verdict for rows in slow[s] for k in keys]
         print(f"compute +{s:.0%}: {sum(v in CHANGED for v in shown_all)}/{len(shown_all)} "
-              f"comparisons shown as a change, {shown_all.count('regression')} regressions")
+              f"comparisons shown as a change, {shown_all.count('regression')} regressions, "
+              f"{shown_all.count(comparison.INCONCLUSIVE)} inconclusive")
         for k in keys:
             cur = statistics.median(rows[k].cur or 0.0 for rows in slow[s])
             true = (cur / truth[k] - 1.0) * 100.0
@@ -227,7 +232,7 @@ def evaluate(runs: dict[str, Path], args: argparse.Namespace, slowdowns: list[fl
                 flags.append(f"beyond 3× noise: {ok}/{len(shown)} shown")
             if worse:
                 beyond_n += len(shown)
-                ok = sum(v == "regression" for v in shown)
+                ok = sum(v in comparison.FAILING for v in shown)
                 beyond_ok += ok
                 flags.append(f"beyond threshold: {ok}/{len(shown)} fail")
             if verbose:

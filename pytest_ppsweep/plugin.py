@@ -118,6 +118,12 @@ def pytest_collection_modifyitems_last(config: pytest.Config, items: list[pytest
         session.selection.keep_boots_together(items)
 
 
+def pytest_report_collectionfinish(config: pytest.Config) -> list[str]:
+    # below pytest's "collected N items / M deselected": what the gate's share of M is
+    session = SweepSession.of(config)
+    return session.selection.deselection_note() if session is not None else []
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     # after -k/-m deselection: which layouts are in this run (not called on an xdist controller)
     if (sweep := SweepSession.of(session.config)) is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep import gate
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.gate.sloregress import slo_regressions
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.measure.completion import NN_KINDS, result_problems
@@ -27,46 +28,11 @@ from pytest_ppsweep.service.probe import Topology
 def topology_problems(
     config: Config, server: Mapping[str, Any], topo: Topology, nnodes: int
 ) -> list[str]:
-    """Compare what the server reports with what the matrix asked for."""
-    problems = []
-    wanted: tuple[tuple[str, int, int | None], ...] = (
-        ("pp_size", config.pp, topo.pp),
-        ("tp_size", config.tp, topo.tp),
-        ("ep_size", config.ep, topo.ep),
-        ("nnodes", nnodes, topo.nnodes),
-    )
-    for name, want, got in wanted:
-        if got != want:
-            problems.append(f"{config.id}: server reports {name}={got}, the matrix asks {want}")
-    for backend, reported in (
-        ("moe_runner_backend", topo.moe_runner_backend),
-        ("moe_a2a_backend", topo.moe_a2a_backend),
-    ):
-        asked_backend = server.get(backend)
-        # SGLang keeps "auto" when nothing was asked (contract §1.3): accept it only then.
-        if asked_backend is not None and reported != asked_backend:
-            problems.append(
-                f"{config.id}: server reports {backend}={reported!r}, "
-                f"the matrix asks {asked_backend!r}"
-            )
-    mbs = topo.pp_max_micro_batch_size
-    asked = server.get("pp_max_micro_batch_size")
-    if mbs is None or mbs < 1:
-        problems.append(
-            f"{config.id}: no effective pp_max_micro_batch_size in internal_states (found {mbs!r})"
-        )
-    elif asked is not None and mbs != asked:
-        problems.append(
-            f"{config.id}: effective pp_max_micro_batch_size={mbs}, the matrix asks {asked}"
-        )
-    elif asked is None and topo.max_running_requests:
-        expected = max(topo.max_running_requests // config.pp, 1)
-        if mbs != expected:
-            problems.append(
-                f"{config.id}: effective pp_max_micro_batch_size={mbs}, SGLang's default "
-                f"max(max_running_requests // pp, 1) gives {expected}"
-            )
-    return problems
+    """Compare what the server reports with what the matrix asked for (the engine reads its
+    own server info: engine/)."""
+    group = config.deployment.serve_group
+    want = {"pp": group.pp, "tp": group.tp, "ep": group.ep, "nnodes": nnodes}
+    return engine_of(config.engine).topology_problems(config.id, want, server, topo)
 
 
 def completion_problems(
@@ -169,7 +135,9 @@ def regression_problems(run_dir: Path, reference: Path, thresholds: Mapping[str,
     """The gate's regressions of ``config_id`` at ``concurrency`` (and its boot, C 0) against
     the reference run, each with the noise of both runs, followed by what else differs from
     the reference's point (image, flags, env, workload); empty when there is none."""
-    rows = gate.compare(run_dir, reference, thresholds)
+    # speed alone: the outputs and the task score have their own tests (test_outputs_match,
+    # test_accuracy), which judge them against the reference run too
+    rows = gate.compare(run_dir, reference, thresholds, correctness=False)
     mine = [r for r in rows if r.config_id == config_id and r.concurrency in (0, concurrency)]
     bad = gate.regressions(mine)
     if not bad:
@@ -205,7 +173,7 @@ def profile_problems(profile: LayoutProfile, config: Config) -> list[str]:
     shows no collective call at all (a rank that did not take part in the window), or no trace."""
     if not profile.ranks:
         return [f"{config.id}: the profile window produced no trace"]
-    if config.pp * config.tp == 1:
+    if config.gpus == 1:
         return []
     return [
         f"{config.id}: rank {r.rank} ({r.path.rsplit('/', 1)[-1]}): no collective call in its "

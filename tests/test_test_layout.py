@@ -109,7 +109,8 @@ BENCHMARKS = REPO / "benchmarks"
 # module.
 E2E = ("e2e", "real", "remote", "reliability", "browser")
 # Checks of the repository itself, beside the folders.
-REPOSITORY_CHECKS = ("test_layering", "test_test_layout", "test_readme_commands")
+REPOSITORY_CHECKS = ("test_layering", "test_test_layout", "test_readme_commands",
+                     "test_no_history_in_code")
 
 
 def _mirrors(stem: str, modules: set[str]) -> bool:

@@ -1,4 +1,5 @@
-"""Rewrite the benchmark figures quoted in README.md and docs/RELIABILITY.md from a run.
+"""Rewrite the benchmark figures quoted in docs/guides/running.md and docs/RELIABILITY.md from a
+run.
 
 A quoted figure lives in a delimited block that names the command producing it::
 
@@ -6,12 +7,12 @@ A quoted figure lives in a delimited block that names the command producing it::
     ...whatever the last run wrote: its date, load and RESULT lines...
     <!-- /figures -->
 
-``python tools/bench_figures.py README.md docs/RELIABILITY.md`` runs each block's command from
-the repository root (``python`` is this interpreter) and rewrites the block: the command, the
-UTC date, the load average before → after and the command's ``RESULT`` lines (the format of
-benchmarks/benchkit/results.py). ``--only TEXT`` keeps the blocks whose command holds TEXT;
-``--from FILE`` (with ``--only``) takes the RESULT lines from a saved output of that command
-instead of running it (a run made elsewhere, e.g. as root), dated by the file's time or
+``python tools/bench_figures.py docs/guides/running.md docs/RELIABILITY.md`` runs each block's
+command from the repository root (``python`` is this interpreter) and rewrites the block: the
+command, the UTC date, the load average before → after and the command's ``RESULT`` lines (the
+format of benchmarks/benchkit/results.py). ``--only TEXT`` keeps the blocks whose command
+holds TEXT; ``--from FILE`` (with ``--only``) takes the RESULT lines from a saved output of that
+command instead of running it (a run made elsewhere, e.g. as root), dated by the file's time or
 ``--date``, with the load given by ``--load``.
 """
 

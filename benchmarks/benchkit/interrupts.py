@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from support.paths import ACCEPTANCE
-from support.processes import cmdline, proc_entries
+from support.processes import cmdline, proc_entries, state, wait_until
 
 from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.reap import find_local, reap_local
@@ -56,6 +56,7 @@ PORT_BASE = 44500
 TIME_SCALE = 100  # the boot lasts ~1 s of real time, a round ~20-60 ms
 EXIT_TIMEOUT_S = 60.0
 TRIGGER_TIMEOUT_S = 60.0
+GROUP_EXIT_S = 10.0  # how long a helper of the interrupted pytest may take to finish exiting
 
 # The smallest emulator sweep: one node, one GPU, one layout, 2 Cs x 2 repeats x 6 requests.
 MATRIX = """
@@ -404,15 +405,24 @@ def run_case(backend: Backend, moment: Moment, root: Path, *, resume: bool | Non
 
 
 def _group_left(pgid: int) -> list[str]:
-    """Processes still in the interrupted pytest's process group (its helpers)."""
-    left = []
-    for entry in proc_entries():
-        try:
-            if os.getpgid(int(entry.name)) == pgid:
-                left.append(f"process {entry.name} of pytest's group: {cmdline(entry)[:200]}")
-        except (OSError, ProcessLookupError):
-            continue
-    return left
+    """Processes still alive in the interrupted pytest's process group (its helpers). A helper
+    that got the signal with pytest may still be exiting when pytest is gone: the group is
+    watched for a bounded while before what is left counts. Zombies are dead processes whose
+    exit status nobody collected yet (pytest, their parent, is gone): they hold nothing."""
+    def alive() -> list[str]:
+        left = []
+        for entry in proc_entries():
+            try:
+                if os.getpgid(int(entry.name)) == pgid and state(entry) not in ("Z", "X"):
+                    left.append(f"process {entry.name} of pytest's group "
+                                f"(state {state(entry)}): {cmdline(entry)[:200]}")
+            except (OSError, ProcessLookupError, ValueError):
+                continue
+        return left
+
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: not alive(), timeout_s=GROUP_EXIT_S, what="pytest's group to exit")
+    return alive()
 
 
 def rounds_in(run: Path) -> tuple[set[tuple[str, int, int]], list[str]]:

@@ -7,7 +7,8 @@ Every ``benchmarks/bench_*.py`` ends its output with one line per figure::
 
 printed by :func:`print_results` and read back by :func:`parse_results` (the smoke test in
 tests/e2e/test_benchmark_smoke.py, tools/bench_figures.py which rewrites the figures quoted in
-README.md and docs/RELIABILITY.md). A figure name holds no ``:``; a value holds no ``|``.
+docs/guides/running.md and docs/RELIABILITY.md). A figure name holds no ``:``; a value holds no
+``|``.
 """
 
 from __future__ import annotations

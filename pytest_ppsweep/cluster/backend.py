@@ -11,8 +11,9 @@ The code that does the checking lives in the modules that use the answers (clust
 reap.py, nodeinfo.py import this one, never the other way).
 
 One module per kind subclasses it (``kind_local``, ``kind_ssh``, ``kind_slurm``,
-``kind_local_docker``) and :mod:`~pytest_ppsweep.cluster.backends` registers each under its
-``(kind, launcher)``: that is the one place that maps a cluster to its code. Outside
+``kind_local_docker``), each class naming the ``(kind, launcher)`` of the table of kinds
+(matrix/kinds.py) it is the code of, and :mod:`~pytest_ppsweep.cluster.backends` derives the
+registry from that table: the one place that maps a cluster to its code. Outside
 ``cluster/`` nothing branches on a kind: it asks ``backend_of(cluster).<capability>``
 (tests/test_layering_kind_branches.py keeps it so).
 """
@@ -28,6 +29,7 @@ from pytest_ppsweep.cluster.base import CommandHost, CommandResult, HostError, L
 from pytest_ppsweep.cluster.ports import listeners
 from pytest_ppsweep.cluster.rankspec import with_env
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.matrix.kinds import CLUSTER_KINDS, NEEDS_IMAGE
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
 HOSTS_PLACEHOLDER = "{hosts}"
@@ -42,33 +44,49 @@ NodeCheck = Literal["module", "image", "flags", "pyxis", "pyxis_image", "paths",
 
 
 class Backend:
-    """One cluster kind's code, bound to one cluster (``backend_of(cluster)``)."""
+    """One cluster kind's code, bound to one cluster (``backend_of(cluster)``). What the table
+    of kinds (matrix/kinds.py) says of its (kind, launcher) is not repeated here but read from
+    it: ``nodes_from_allocation`` and ``in_containers``."""
+    # the row of the table of kinds this is the code of (cluster/backends.py registers it there)
     kind: ClassVar[str]
     launcher_name: ClassVar[str]
-    # the nodes come from an allocation taken at the start of the run (slurm): not known from
-    # the sweep file alone, and recorded in run.json for the workers
-    nodes_from_allocation: ClassVar[bool] = False
     # every node is this machine (loopback "nodes"): one look answers for all of them
     on_this_machine: ClassVar[bool] = False
     # the ranks see this machine's files at the same paths (local processes): the traces are
     # written straight into the run folder, the comm worker runs from the package
     shares_files: ClassVar[bool] = False
-    # each rank is a container of the sweep's image
-    in_containers: ClassVar[bool] = False
     # leftovers are every labelled rank on the nodes; False: only the labelled ranks of other
     # runs that would collide with this cluster's ports (a machine others share, whose ranks
     # die with this process: local processes)
     reaps_by_label: ClassVar[bool] = True
     # where the server's own parser runs for the flag check (run_engine), in words
     flags_where: ClassVar[str] = "on node 0, with the ranks' interpreter and environment"
-    # why the dry run cannot run the server's parser ("": it can, asking node 0 only)
-    dry_run_flags_unavailable: ClassVar[str] = ""
+    # whether the engine runs on this machine, so that the dry run may run its parser without
+    # opening a connection (else it checks the flags offline: cluster/preflight.dry_run_flags)
+    engine_here: ClassVar[bool] = False
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
 
+    @classmethod
+    def for_cluster(cls, cluster: Cluster) -> Backend:
+        """The backend of ``cluster`` (a kind with variants picks one: Slurm with or without
+        Pyxis); what cluster/backends.backend_of calls."""
+        return cls(cluster)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.cluster.name!r})"
+
+    @property
+    def nodes_from_allocation(self) -> bool:
+        """The nodes come from an allocation taken at the start of the run (slurm): not known
+        from the sweep file alone, and recorded in run.json for the workers."""
+        return CLUSTER_KINDS[self.kind].allocated
+
+    @property
+    def in_containers(self) -> bool:
+        """Each rank is a container of the sweep's image."""
+        return NEEDS_IMAGE[self.launcher_name]
 
     # -- running things ----------------------------------------------------------------------
 
@@ -89,6 +107,17 @@ class Backend:
                 reap: bool = False) -> Cluster:
         """The cluster with its nodes known (an allocation's: ``nodes_from_allocation``)."""
         return self.cluster
+
+    def allocation(self) -> str:
+        """The allocation the cluster's nodes come from, as the file or :meth:`prepare` named
+        it ("": none, or not taken yet)."""
+        return ""
+
+    def with_allocation(self, jobid: str) -> Cluster:
+        """The cluster taking allocation ``jobid`` (an xdist worker takes its controller's);
+        only a kind whose nodes come from an allocation has one."""
+        raise HostError(f"cluster {self.cluster.name!r}: {self.kind} + {self.launcher_name} "
+                        "has no allocation")
 
     def before_layout(self, eta_s: float | None, run_id: str, registry: Registry,
                       say: Callable[[str], None]) -> Cluster:
@@ -161,7 +190,11 @@ class Backend:
     def dry_run_lines(self, sweep: Sweep) -> list[str]:
         """What the dry run says about this kind beyond the rank commands."""
         if self.in_containers:
-            return [f"each command runs in a container of image {sweep.image} on its node"]
+            from pytest_ppsweep.cluster.docker_launcher import container_options
+
+            return [f"each command runs in a container of image {sweep.image} on its node, "
+                    "with the container options: " + shlex.join(container_options(
+                        self.cluster, sweep.model_path, sweep.devices))]
         return []
 
     def dry_run_point_lines(self, config_id: str, nodes: Sequence[str]) -> list[str]:

@@ -1,11 +1,12 @@
 """Which backend a cluster uses: the one place that maps ``(kind, launcher)`` to code.
 
-Each kind is one module with one :class:`~pytest_ppsweep.cluster.backend.Backend` (or a
-factory choosing among variants, as Slurm with or without Pyxis), registered in
-:data:`BACKENDS` below; a new kind is a new module and its line here (and its row of the sweep
-file's table of kinds, matrix/kinds.py, which tests/cluster/test_backends.py keeps equal to
-this one). Every backend offers the same surface, so the rest of the package never branches on
-the cluster kind:
+Which pairs exist, and what each is (its launchers, where its nodes come from, its own keys),
+is the table of kinds, matrix/kinds.py. Each kind is one module with one
+:class:`~pytest_ppsweep.cluster.backend.Backend` per launcher, each class naming the pair it is
+the code of; :data:`BACKENDS` is derived from the table and :data:`CODE`, and this module fails
+to import when a pair of the table has no class, or a class names a pair the table has not. A new
+kind is its row there, its module and its class's line in :data:`CODE`. Every backend offers the
+same surface, so the rest of the package never branches on the cluster kind:
 
 * a *host* runs short commands: ``run(argv, timeout) -> CommandResult`` (nvidia-smi, preflight);
 * a *launcher* starts one rank per node and returns a handle with ``poll()`` and ``stop()``; the
@@ -15,25 +16,53 @@ the cluster kind:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping, Set
 
 from pytest_ppsweep.cluster.backend import Backend
 from pytest_ppsweep.cluster.base import CommandHost, Launcher
 from pytest_ppsweep.cluster.kind_local import LocalProcessBackend
 from pytest_ppsweep.cluster.kind_local_docker import LocalDockerBackend
-from pytest_ppsweep.cluster.kind_slurm import slurm_backend
+from pytest_ppsweep.cluster.kind_slurm import SlurmBackend
 from pytest_ppsweep.cluster.kind_ssh import SshDockerBackend, SshProcessBackend
 from pytest_ppsweep.cluster.registry import Registry
+from pytest_ppsweep.matrix import kinds
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 
-# (kind, launcher) → the backend of a cluster of that kind
-BACKENDS: Mapping[tuple[str, str], Callable[[Cluster], Backend]] = {
-    ("local", "process"): LocalProcessBackend,
-    ("local", "docker"): LocalDockerBackend,
-    ("ssh", "process"): SshProcessBackend,
-    ("ssh", "docker"): SshDockerBackend,
-    ("slurm", "process"): slurm_backend,
-}
+# the code of every (kind, launcher) of the table of kinds (matrix/kinds.py), one class each
+CODE: tuple[type[Backend], ...] = (
+    LocalProcessBackend,
+    LocalDockerBackend,
+    SshProcessBackend,
+    SshDockerBackend,
+    SlurmBackend,
+)
+
+
+def pair_code(code: Iterable[type[Backend]], pairs: Set[tuple[str, str]]
+             ) -> dict[tuple[str, str], type[Backend]]:
+    """(kind, launcher) → its class, for every pair of ``pairs`` (the table of kinds'); a
+    TypeError when a pair has no class, two classes name one pair, or a class names a pair that
+    is not in the table."""
+    out: dict[tuple[str, str], type[Backend]] = {}
+    for cls in code:
+        pair = (cls.kind, cls.launcher_name)
+        if pair not in pairs:
+            raise TypeError(f"{cls.__name__} is the code of {pair[0]} + {pair[1]}, which the "
+                            "table of kinds (matrix/kinds.py) does not name")
+        if pair in out:
+            raise TypeError(f"{out[pair].__name__} and {cls.__name__} are both the code of "
+                            f"{pair[0]} + {pair[1]}")
+        out[pair] = cls
+    missing = sorted(pairs - set(out))
+    if missing:
+        raise TypeError("no Backend for " + ", ".join(f"{k} + {launcher}"
+                                                      for k, launcher in missing)
+                        + " of the table of kinds (matrix/kinds.py)")
+    return out
+
+
+# (kind, launcher) → the backend class of a cluster of that kind
+BACKENDS: Mapping[tuple[str, str], type[Backend]] = pair_code(CODE, kinds.pairs())
 
 
 def backend_of(cluster: Cluster) -> Backend:
@@ -44,7 +73,7 @@ def backend_of(cluster: Cluster) -> Backend:
             f"cluster {cluster.name!r}: {cluster.kind} + {cluster.launcher} has no backend in "
             "this version"
         )
-    return make(cluster)
+    return make.for_cluster(cluster)
 
 
 def prepare(

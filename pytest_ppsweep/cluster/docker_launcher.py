@@ -212,6 +212,30 @@ def mount_spec(mount: str) -> tuple[str, dict[str, str]]:
     return host, {"bind": bind, "mode": mode}
 
 
+def volumes_of(cluster: Cluster, model_path: str) -> dict[str, dict[str, str]]:
+    """A rank container's bind mounts: the model path read-only, the cluster's ``mounts``."""
+    volumes: dict[str, dict[str, str]] = {}
+    if model_path:
+        volumes[model_path] = {"bind": model_path, "mode": "ro"}
+    for mount in cluster.mounts:
+        host, bind = mount_spec(mount)
+        volumes[host] = bind
+    return volumes
+
+
+def container_options(cluster: Cluster, model_path: str, devices: Sequence[str]) -> list[str]:
+    """A rank container's options as ``docker run`` writes them (what ``run_kwargs`` gives
+    docker-py): host network and IPC, the shared memory, every GPU, the sweep's ``devices``
+    and the bind mounts. The docker run line beside a rank's log and the dry run print them."""
+    args = ["--init", "--network", "host", "--ipc", "host", "--shm-size",
+            cluster.shm_size or DEFAULT_SHM_SIZE, "--gpus", "all"]
+    for d in devices:
+        args += ["--device", device_mapping(d)]
+    for host, bind in volumes_of(cluster, model_path).items():
+        args += ["-v", f"{host}:{bind['bind']}:{bind['mode']}"]
+    return args
+
+
 class DockerRank:
     """One rank's container: poll, stop (and remove), its log streamed into ``log_path``."""
 
@@ -375,13 +399,7 @@ class DockerLauncher:
 
     def volumes(self) -> dict[str, dict[str, str]]:
         """The ranks' bind mounts: the model path read-only, the cluster's ``mounts``."""
-        volumes: dict[str, dict[str, str]] = {}
-        if self.model_path:
-            volumes[self.model_path] = {"bind": self.model_path, "mode": "ro"}
-        for mount in self.cluster.mounts:
-            host, bind = mount_spec(mount)
-            volumes[host] = bind
-        return volumes
+        return volumes_of(self.cluster, self.model_path)
 
     def run_once(self, host: str, address: str, argv: Sequence[str], env: Mapping[str, str],
                  timeout: float) -> CommandResult:
@@ -418,12 +436,7 @@ class DockerLauncher:
         args = ["docker", "run", "-d", "--name", kw["name"]]
         for k, v in kw["labels"].items():
             args += ["--label", f"{k}={v}"]
-        args += ["--init", "--network", "host", "--ipc", "host", "--shm-size", kw["shm_size"]]
-        args += ["--gpus", "all"]
-        for d in kw["devices"]:
-            args += ["--device", d]
-        for host, bind in kw["volumes"].items():
-            args += ["-v", f"{host}:{bind['bind']}:{bind['mode']}"]
+        args += container_options(self.cluster, self.model_path, self.devices)
         for k, v in sorted(redact_env(kw["environment"]).items()):
             args += ["-e", f"{k}={v}"]
         args += [self.image, *redact_argv(spec.argv)]

@@ -18,6 +18,7 @@ class LocalProcessBackend(Backend):
     shares_files = True
     reaps_by_label = False
     flags_where = "on this machine, with the ranks' interpreter and environment"
+    engine_here = True
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         return LocalHost(host.name, host.address)

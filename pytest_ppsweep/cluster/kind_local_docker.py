@@ -64,8 +64,8 @@ class LocalDockerBackend(Backend):
     kind = "local"
     launcher_name = "docker"
     on_this_machine = True
-    in_containers = True
     flags_where = "in the image on this machine's dockerd (a throwaway container)"
+    engine_here = True
 
     def engine_id(self, sweep: Sweep) -> Hashable:
         return ("image", sweep.image)

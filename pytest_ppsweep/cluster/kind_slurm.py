@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from pytest_ppsweep.cluster.backend import Backend, NodeCheck
@@ -23,8 +22,10 @@ from pytest_ppsweep.cluster.slurm import (
     resources,
     salloc_argv,
     srun_step_argv,
+    with_allocation,
 )
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
+from pytest_ppsweep.matrix.slurmsettings import SlurmSettings
 from pytest_ppsweep.redact import redact_argv
 
 RUN_ID_PLACEHOLDER = "<run-id>"
@@ -40,10 +41,7 @@ def _placeholder_run(name: str) -> str:
 class SlurmBackend(Backend):
     kind = "slurm"
     launcher_name = "process"
-    nodes_from_allocation = True
     flags_where = "in a step on node 0 of the allocation"
-    dry_run_flags_unavailable = ("a step needs the run's allocation, and the dry run asks Slurm "
-                                 "for nothing")
 
     def host(self, host: Host, registry: Registry | None = None) -> CommandHost:
         # a one-task step on the node, in the run's allocation (cluster/slurm.py)
@@ -55,9 +53,27 @@ class SlurmBackend(Backend):
 
         return SlurmLauncher(self.cluster, registry)
 
+    @classmethod
+    def for_cluster(cls, cluster: Cluster) -> Backend:
+        """Plain steps, or steps in a container image through Pyxis."""
+        if SlurmSettings.of(cluster).container_image:
+            return SlurmPyxisBackend(cluster)
+        return cls(cluster)
+
+    @property
+    def own(self) -> SlurmSettings:
+        """The cluster's Slurm settings (its keys only a slurm cluster takes)."""
+        return SlurmSettings.of(self.cluster)
+
     def prepare(self, run_id: str, registry: Registry, jobid: str = "",
                 reap: bool = False) -> Cluster:
         return resolve(self.cluster, run_id, registry, jobid, reap)
+
+    def allocation(self) -> str:
+        return self.own.jobid
+
+    def with_allocation(self, jobid: str) -> Cluster:
+        return with_allocation(self.cluster, jobid)
 
     def fetch_files(self, host: CommandHost, folder: str, names: Sequence[str],
                     local: Path) -> None:
@@ -78,12 +94,12 @@ class SlurmBackend(Backend):
     def dry_run_lines(self, sweep: Sweep) -> list[str]:
         """Where the Slurm commands run, and the allocation: the run's ``salloc`` line (the
         run id and the granted job id are placeholders), or the job it takes."""
-        c = self.cluster
-        where = (f"on login node {c.slurm_login} over SSH" if c.slurm_login
+        c, own = self.cluster, self.own
+        where = (f"on login node {own.login} over SSH" if own.login
                  else "on this machine")
         lines = [f"Slurm commands run {where}"]
-        if c.slurm_jobid:
-            lines.append(f"allocation: job {c.slurm_jobid} is taken as it is (no salloc); its "
+        if own.jobid:
+            lines.append(f"allocation: job {own.jobid} is taken as it is (no salloc); its "
                          "nodes replace node0… below")
         else:
             name = _placeholder_run(job_name(_RUN_SENTINEL, c.name))
@@ -101,7 +117,7 @@ class SlurmBackend(Backend):
         """The point's one step: its ``srun`` line (each task runs the node line of its
         ``SLURM_NODEID``, given to it in the step's environment, never on the command line)."""
         c = self.cluster
-        jobbed = c if c.slurm_jobid else replace(c, slurm_jobid=JOBID_PLACEHOLDER)
+        jobbed = c if self.own.jobid else with_allocation(c, JOBID_PLACEHOLDER)
         name = _placeholder_run(job_name(_RUN_SENTINEL, config_id, "RANDOM")).replace(
             "RANDOM", "<random>")
         argv = redact_argv(srun_step_argv(jobbed, name, nodes))
@@ -126,11 +142,11 @@ class SlurmPyxisBackend(SlurmBackend):
     flags_where = "in the container image, in a step on node 0 of the allocation (Pyxis)"
 
     def engine_id(self, sweep: Sweep) -> Hashable:
-        return ("pyxis", self.cluster.container_image)
+        return ("pyxis", self.own.container_image)
 
     def engine_where(self, sweep: Sweep) -> str:
         host = self.cluster.rank0()
-        return (f"in container image {self.cluster.container_image} on node 0 {host.name} "
+        return (f"in container image {self.own.container_image} on node 0 {host.name} "
                 f"({host.address}), a Slurm step through Pyxis")
 
     def run_engine(self, sweep: Sweep, argv: Sequence[str], env: Mapping[str, str],
@@ -142,7 +158,7 @@ class SlurmPyxisBackend(SlurmBackend):
     def _image_lines(self) -> list[str]:
         c = self.cluster
         mounts = f", mounts {', '.join(c.mounts)}" if c.mounts else ""
-        return [f"Pyxis: each step runs in image {c.container_image}{mounts} (srun "
+        return [f"Pyxis: each step runs in image {self.own.container_image}{mounts} (srun "
                 "--container-image); the preflight checks that srun --help offers "
                 f"--container-image and imports the image once per node into {image_file(c)}"]
 
@@ -154,7 +170,3 @@ class SlurmPyxisBackend(SlurmBackend):
             return ("pyxis", "pyxis_image", "flags", "paths", "gpus", "ports")
         return ("pyxis_image", "paths", "gpus", "ports")
 
-
-def slurm_backend(cluster: Cluster) -> SlurmBackend:
-    """Plain steps, or steps in a container image through Pyxis."""
-    return SlurmPyxisBackend(cluster) if cluster.container_image else SlurmBackend(cluster)

@@ -50,7 +50,6 @@ class SshProcessBackend(_SshBackend):
 
 class SshDockerBackend(_SshBackend):
     launcher_name = "docker"
-    in_containers = True
     start_check = "image"
     flags_where = "in the image on node 0 (a throwaway container, over SSH)"
 

@@ -13,10 +13,26 @@ from typing import Any
 
 from pytest_ppsweep.cluster.backends import backend_of, host_for
 from pytest_ppsweep.cluster.base import HostError
-from pytest_ppsweep.cluster.gpus import QUERY_ARGS, GpuMemory, parse_query_gpu, split_nodes
+from pytest_ppsweep.cluster.gpus import (
+    QUERY_ARGS,
+    GpuMemory,
+    SmiParseError,
+    parse_query_gpu,
+    split_nodes,
+)
+from pytest_ppsweep.cluster.power import (
+    NVML_READ_SCRIPT,
+    CounterRead,
+    EnergyRead,
+    PowerParseError,
+    PowerSample,
+    parse_counter_step,
+    parse_nvml_reads,
+)
 from pytest_ppsweep.cluster.rankspec import local_path, rank_specs
 from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.ssh import on_all
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.matrix.model import Cluster, Host, Sweep
 from pytest_ppsweep.redact import is_secret_key, scrub
 
@@ -31,7 +47,7 @@ VERSIONS_SCRIPT = (
     "    except m.PackageNotFoundError:\n        return None\n"
     "top = sys.argv[1].split('.')[0]\n"
     "dists = m.packages_distributions().get(top, [])\n"
-    "print(json.dumps({'sglang': v('sglang'), 'server_module': sys.argv[1],\n"
+    "print(json.dumps({sys.argv[2]: v(sys.argv[2]), 'server_module': sys.argv[1],\n"
     "    'server_module_dists': {d: v(d) for d in dists}, 'python': sys.version.split()[0]}))"
 )
 
@@ -118,7 +134,7 @@ def _image_facts(cluster: Cluster, host: Host, image: str, registry: Registry) -
 
 
 def _versions(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) -> dict[str, Any]:
-    """The server module's and SGLang's versions where the node's rank runs (its interpreter,
+    """The server module's and the engine's versions where the node's rank runs (its interpreter,
     environment; in the image with the ranks' mounts on container kinds)."""
     rank = cluster.hosts.index(host)
     config = next((c for c in sweep.configs if cluster.fits(c)), sweep.configs[0])
@@ -126,7 +142,8 @@ def _versions(sweep: Sweep, cluster: Cluster, host: Host, registry: Registry) ->
         spec = rank_specs(sweep, cluster, config)[rank]  # where the ranks find the module
     except ValueError:
         return {"error": "the ranks' environment cannot be filled in"}
-    argv = [spec.argv[0], "-c", VERSIONS_SCRIPT, cluster.server_module]
+    argv = [spec.argv[0], "-c", VERSIONS_SCRIPT, cluster.server_module,
+            engine_of(config.engine).version_distribution]
     try:
         res = backend_of(cluster).run_engine(sweep, argv, spec.env, registry, 120, node=host)
     except HostError as exc:
@@ -208,3 +225,77 @@ def one_call(cluster: Cluster) -> bool:
     """Whether one nvidia-smi call answers for every node: a local cluster (its nodes are
     this machine) of several nodes whose ``nvidia_smi`` takes ``{hosts}``."""
     return backend_of(cluster).one_smi_call()
+
+
+# The emulator's server module: its nodes' NVML read is its nvidia-smi shim's ``--nvml-energy``
+# (sim/smi.py), as their nvidia-smi is the shim.
+EMULATOR_MODULE = "pytest_ppsweep.sim"
+
+
+def energy_command(cluster: Cluster, address: str) -> list[str]:
+    """The NVML read of the node(s) at ``address`` (``a,b`` for several at once on the
+    emulator): :data:`NVML_READ_SCRIPT` with the node's python, or on the emulator its
+    nvidia-smi shim's ``--nvml-energy`` (the emulator's model of the counter)."""
+    if cluster.server_module == EMULATOR_MODULE:
+        return smi_command(cluster, address, ["--nvml-energy"])
+    return [node_python(cluster), "-c", NVML_READ_SCRIPT]
+
+
+def _problem(host: Host, error: str) -> str:
+    """``<node>: NVML read failed: <the error's last line>`` (a traceback's last line says it)."""
+    last = error.strip().splitlines()[-1][:200] if error.strip() else "no output"
+    return f"{host.name}: NVML read failed: {last}"
+
+
+def read_energy(cluster: Cluster, registry: Registry) -> EnergyRead:
+    """Every node's energy counters at once, through the cluster's own node access (as the GPU
+    snapshots are taken): one call for an emulated local cluster of several nodes, else one
+    per node, concurrently. A node that cannot read NVML (no nvidia-ml-py, no GPU, a driver
+    without the counter) is a problem named with its node, never an error of the round."""
+    if not cluster.nvidia_smi:
+        return EnergyRead((), (), None, (), no_gpus=True)
+    texts: list[tuple[Host, str | None, str]] = []
+    if one_call(cluster) and cluster.server_module == EMULATOR_MODULE:
+        hosts = cluster.hosts
+        argv = energy_command(cluster, ",".join(h.address for h in hosts))
+        try:
+            res = host_for(cluster, hosts[0], registry).run(argv, 60)
+        except HostError as exc:
+            return EnergyRead((), (), None, (_problem(hosts[0], str(exc)),))
+        if not res.ok:
+            return EnergyRead((), (), None, (_problem(hosts[0], res.stderr or res.stdout),))
+        try:
+            parts = split_nodes(res.stdout, [h.address for h in hosts])
+        except SmiParseError as exc:
+            return EnergyRead((), (), None, (_problem(hosts[0], str(exc)),))
+        texts = [(h, parts[h.address], "") for h in hosts]
+    else:
+        def one(h: Host) -> tuple[Host, str | None, str]:
+            try:
+                res = host_for(cluster, h, registry).run(energy_command(cluster, h.address), 60)
+            except HostError as exc:
+                return h, None, str(exc)
+            return (h, res.stdout, "") if res.ok else (h, None, res.stderr or res.stdout)
+
+        texts = on_all(list(cluster.hosts), one)
+    reads: list[CounterRead] = []
+    samples: list[PowerSample] = []
+    problems: list[str] = []
+    steps: list[float] = []
+    scale = 1.0
+    for host, text, error in texts:
+        if text is None:
+            problems.append(_problem(host, error))
+            continue
+        try:
+            r, s = parse_nvml_reads(host.name, text)
+        except PowerParseError as exc:
+            problems.append(str(exc))
+            continue
+        reads += r
+        samples += s
+        step, scale = parse_counter_step(text)
+        if step is not None:
+            steps.append(step)
+    return EnergyRead(tuple(reads), tuple(samples), max(steps) if steps else None,
+                      tuple(problems), time_scale=scale)

@@ -30,7 +30,9 @@ from __future__ import annotations
 import re
 import shlex
 import socket
+import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 
 from pytest_ppsweep.cluster import serverflags
@@ -221,7 +223,7 @@ def read_server_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> ser
            spec.env.get("PYTHONPATH", ""))
 
     def read() -> serverflags.FlagsRead:
-        argv = serverflags.probe_argv(python, cluster.server_module)
+        argv = serverflags.probe_argv(python, cluster.server_module, sweep.engine)
         try:
             res = backend.run_engine(sweep, argv, spec.env, registry, FLAGS_TIMEOUT_S)
         except HostError as exc:
@@ -306,31 +308,58 @@ def check(sweep: Sweep, cluster: Cluster, registry: Registry | None = None) -> l
     ]
 
 
+OFFLINE = "offline check"  # what a problem of the dry run's offline flag check starts with
+EMULATOR_PACKAGE = "pytest_ppsweep.sim"  # the emulator ships with the plugin: its parser is here
+
+
 def dry_run_flags(sweep: Sweep, cluster: Cluster, registry: Registry) -> tuple[list[str], str]:
-    """The dry run's flag check: the server's parser run where the engine runs, as the
-    preflight does (the only thing the dry run asks of a node), unless the backend says the
-    dry run cannot (Slurm: a step needs the run's allocation). Returns the problems
-    (``"<node> (<address>): <problem>"``) and the dry run's line: what was checked where, or
-    why it was not and where the preflight checks it. Never silently skipped."""
+    """The dry run's flag check, which opens no connection. Where the engine runs on this
+    machine (``Backend.engine_here``), or is the emulator (the same package as here), its own
+    parser is run here; elsewhere (over SSH, in a Slurm step) the flags are checked offline
+    against the engine version's flag list kept in the project (serverflags.captured). Returns
+    the problems (each names file, key, expected and found) and the dry run's line: which
+    check was made, against what, and where the preflight checks them again. Never silently
+    skipped."""
     backend = backend_of(cluster)
     name = f"cluster {cluster.name!r}: server flags"
     later = f"; the preflight checks them {backend.flags_where}"
-    if backend.dry_run_flags_unavailable:
-        return [], f"{name} not checked by the dry run: {backend.dry_run_flags_unavailable}{later}"
-    read = read_server_flags(sweep, cluster, registry)
-    host = cluster.rank0()
-    problems = [f"{host.name} ({host.address}): {p}" for p in read.problems(sweep)]
-    if read.flags is not None:
-        return problems, (f"{name}, [axes] keys and choices checked against "
-                          f"{read.flags.module}'s own argument parser {read.where}")
-    if read.unchecked:
-        return problems, f"{name} not checked by the dry run: {read.unchecked}{later}"
-    return problems, f"{name} not checked: {read.problem}"
+    module = cluster.server_module
+    here = backend.engine_here
+    if module.startswith(EMULATOR_PACKAGE) and not here:  # the emulator's parser, run here
+        cluster = replace(cluster, kind="local", launcher="process", python=sys.executable,
+                          settings=None)
+        here = True
+    if here:
+        read = read_server_flags(sweep, cluster, registry)
+        host = cluster.rank0()
+        problems = [f"{host.name} ({host.address}): {p}" for p in read.problems(sweep)]
+        where = read.where if backend.engine_here else (
+            "on this machine (the emulator the ranks run ships with this plugin: no "
+            f"connection){later}")
+        if read.flags is not None:
+            return problems, (f"{name}, [axes] keys and choices checked against "
+                              f"{read.flags.module}'s own argument parser {where}")
+        if read.unchecked:
+            return problems, f"{name} not checked by the dry run: {read.unchecked}{later}"
+        return problems, f"{name} not checked: {read.problem}"
+    kept = serverflags.captured(sweep.engine, module)
+    if kept is None:
+        return [], (f"{name} not checked by the dry run: it opens no connection, and no flag "
+                    f"list of {sweep.engine}'s {module} is kept in the project "
+                    f"(tools/capture_engine_flags.py captures one){later}")
+    return [f"{OFFLINE}: {p}" for p in serverflags.check(sweep, kept.flags)], (
+        f"{name}, [axes] keys and choices checked offline (no connection) against "
+        f"{kept.describe()}{later}, against the version it runs")
 
 
 def message(cluster: Cluster, problems: Sequence[str],
             outcome: str = "nothing was started") -> str:
-    """One failure message for all problems, ending with what it means for the run."""
+    """One failure message for all problems, ending with what it means for the run (the
+    dry run's offline flag check: no node, the list it checked against named)."""
+    if problems and all(p.startswith(f"{OFFLINE}: ") for p in problems):
+        return (f"the server flags of cluster {cluster.name!r} have {len(problems)} "
+                f"problem(s), found by the {OFFLINE}; {outcome}:\n"
+                + "\n".join(f"  - {p.split(': ', 1)[1]}" for p in problems))
     nodes = len({p.split(" (", 1)[0] for p in problems})
     return (
         f"preflight of cluster {cluster.name!r} found {len(problems)} problem(s) on {nodes} of "

@@ -1,5 +1,5 @@
-"""The rank command: the argv and environment of every node's rank for one layout (what SGLang's
-``launch_server`` is given), the same for every launcher.
+"""The rank command: the argv and environment of every node's rank for one layout (the engine
+writes the argv: engine/), the same for every launcher.
 """
 
 from __future__ import annotations
@@ -11,22 +11,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE, engine_of
+from pytest_ppsweep.matrix.deployment import ServerGroup
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import redact, redact_argv, redact_env
 
 
-def server_flags(server: Mapping[str, Any]) -> list[str]:
-    """``{"disable_radix_cache": True, "chunked_prefill_size": 8192}`` → CLI flags."""
-    flags: list[str] = []
-    for key, value in server.items():
-        flag = "--" + key.replace("_", "-")
-        if value is True:
-            flags.append(flag)
-        elif value is False:
-            continue
-        else:
-            flags += [flag, str(value)]
-    return flags
+def server_flags(server: Mapping[str, Any], engine: str = DEFAULT_ENGINE) -> list[str]:
+    """``{"disable_radix_cache": True, "chunked_prefill_size": 8192}`` → CLI flags (the
+    engine's way)."""
+    return engine_of(engine).server_flags(server)
 
 
 @dataclass(frozen=True)
@@ -38,6 +32,7 @@ class RankSpec:
     address: str
     argv: tuple[str, ...]
     env: Mapping[str, str] = field(default_factory=dict)
+    group: str = ""  # the server group's label ("": a single serve group)
 
     def command_line(self) -> str:
         """The equivalent shell command, secrets redacted (evidence for service/)."""
@@ -49,7 +44,8 @@ class RankSpec:
 
 
 def cpu_bind(local_ranks: int, cores: int | None = None) -> str:
-    """SGLang's SGLANG_CPU_OMP_THREADS_BIND for this node: one core set per local rank,
+    """The ``{cpu_bind}`` of a rank's environment (what SGLang's CPU backend takes as its
+    OMP thread binding) for this node: one core set per local rank,
     separated by ``|``; with fewer cores than ranks, cores are shared round-robin."""
     n = cores or len(os.sched_getaffinity(0))
     if local_ranks <= n:
@@ -79,44 +75,37 @@ def local_path(cluster: Cluster, path: str) -> str:
 
 
 def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]:
-    """The argv and environment of every node's rank for ``config`` on ``cluster``."""
+    """The argv and environment of every node's rank for ``config`` on ``cluster``: each
+    server group's ranks (:func:`group_specs`), in the deployment's group order."""
+    deployment = config.deployment
+    placement = cluster.placement(config)
+    return [spec for group, nodes in zip(deployment.groups, placement, strict=True)
+            for spec in group_specs(sweep, cluster, config, group, nodes)]
+
+
+def group_specs(sweep: Sweep, cluster: Cluster, config: Config, group: ServerGroup,
+                nodes: Sequence[int]) -> list[RankSpec]:
+    """The ranks of one server ``group`` of ``config`` on ``cluster``'s hosts ``nodes``: node
+    ranks count from 0 within the group, its head node hosts its rendezvous."""
     python = local_path(cluster, cluster.python) or sys.executable
     model_path = local_path(cluster, sweep.model_path)
-    head = cluster.rank0()
-    server = sweep.server_args(config)
+    hosts = [cluster.hosts[i] for i in nodes]
+    head = hosts[0]
+    server = {**sweep.server, **group.flags}
+    engine = engine_of(group.engine)
     merged = {**sweep.env, **cluster.env, **config.env}
-    local_ranks = config.gpus // len(cluster.hosts)
+    local_ranks = group.gpus // len(hosts)
     specs = []
-    for rank, host in enumerate(cluster.hosts):
+    for rank, host in enumerate(hosts):
         fields = {"host": host.address, "node_rank": str(rank), "cpu_bind": cpu_bind(local_ranks),
                   "image": sweep.image}
         env = {k: _expand(v, fields, k) for k, v in merged.items()}
-        argv = [
-            python,
-            "-m",
-            cluster.server_module,
-            "--model-path",
-            model_path,
-            "--tp-size",
-            str(config.tp),
-            "--pp-size",
-            str(config.pp),
-            "--ep-size",
-            str(config.ep),
-            "--nnodes",
-            str(len(cluster.hosts)),
-            "--node-rank",
-            str(rank),
-            "--dist-init-addr",
-            f"{head.address}:{cluster.dist_init_port}",
-            # Every rank binds its node address so each health port is reachable (contract §1.1).
-            "--host",
-            host.address,
-            "--port",
-            str(cluster.port),
-            *server_flags(server),
-        ]
-        specs.append(RankSpec(rank, host.name, host.address, tuple(argv), env))
+        argv = engine.rank_argv(
+            python=python, module=cluster.server_module, model_path=model_path, pp=group.pp,
+            tp=group.tp, ep=group.ep, nnodes=len(hosts), node_rank=rank,
+            dist_init=f"{head.address}:{cluster.dist_init_port}", host=host.address,
+            port=cluster.port, server=server)
+        specs.append(RankSpec(rank, host.name, host.address, tuple(argv), env, group.label))
     return specs
 
 

@@ -41,7 +41,9 @@ from pytest_ppsweep.cluster.registry import Registry, temporary
 from pytest_ppsweep.cluster.slurm import cancel, cluster_of, commands, find_jobs, run_of, steps_of
 from pytest_ppsweep.cluster.ssh import on_all
 from pytest_ppsweep.cluster.ssh_launcher import stop_script
+from pytest_ppsweep.engine.engines import ENGINES
 from pytest_ppsweep.matrix.model import Cluster, Host
+from pytest_ppsweep.matrix.slurmsettings import SlurmSettings
 
 __all__ = ["Leftover", "find", "find_blocking", "remove"]
 
@@ -260,16 +262,17 @@ def _slurm_leftovers(cluster: Cluster, run_id: str | None) -> list[Leftover]:
     """Jobs named ``ppsweep-<run>+<this cluster>`` (allocations a killed run left; the
     cluster's own allocation is not one, nor another cluster's) and steps of the cluster's
     allocation named ``ppsweep-<run>+…`` (ranks)."""
+    own = SlurmSettings.of(cluster)
     where = commands(cluster)
     out = []
     for jobid, name, state in find_jobs(where):
         run = run_of(name)
-        if (jobid != cluster.slurm_jobid and (run_id is None or run == run_id)
+        if (jobid != own.jobid and (run_id is None or run == run_id)
                 and cluster_of(name) in ("", cluster.name)):
             out.append(Leftover("slurm", "slurm", "slurm job", jobid, run, cluster.name, "",
                                 "", state.lower()))
-    if cluster.slurm_jobid:
-        for stepid, name in steps_of(where, cluster.slurm_jobid):
+    if own.jobid:
+        for stepid, name in steps_of(where, own.jobid):
             run = run_of(name)
             if run and (run_id is None or run == run_id):
                 config = name.split("+")[1] if name.count("+") >= 2 else ""
@@ -321,21 +324,25 @@ def _environ(entry: Path) -> dict[str, str]:
     return out
 
 
-def _arg(argv: list[str], flag: str) -> str:
-    for i, arg in enumerate(argv):
-        if arg == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return ""
-
-
 def _netns(proc: Path) -> int:
     """The network namespace of a /proc entry (its inode; -1 when it cannot be read)."""
     try:
         return (proc / "ns" / "net").stat().st_ino
     except OSError:
         return -1
+
+
+def _holds(argv: Sequence[str], addresses: dict[str, Host], port: str,
+           rendezvous: str) -> tuple[Host | None, bool]:
+    """The node a rank's argv binds (of ``addresses``) and whether it holds, or would take,
+    ``port`` there or the ``rendezvous`` address, as any engine reads its argv."""
+    for engine in ENGINES.values():
+        bound, bound_port, first = engine.rank_identity(argv)
+        host = addresses.get(bound or "")
+        if (host is not None and bound_port == port) or (
+                first and engine.rendezvous_of(argv) == rendezvous):
+            return host, True
+    return None, False
 
 
 def find_blocking(cluster: Cluster, exclude_run: str = "") -> list[Leftover]:
@@ -364,11 +371,8 @@ def find_blocking(cluster: Cluster, exclude_run: str = "") -> list[Leftover]:
             pgid = os.getpgid(int(entry.name))
         except (OSError, ProcessLookupError):
             continue
-        host = addresses.get(_arg(argv, "--host"))
-        port = _arg(argv, "--port")
-        if not ((host is not None and port == str(cluster.port))
-                or (_arg(argv, "--node-rank") == "0" and _arg(argv, "--dist-init-addr")
-                    == rendezvous)):
+        host, holds = _holds(argv, addresses, str(cluster.port), rendezvous)
+        if not holds:
             continue
         node = host or cluster.rank0()
         groups.setdefault(str(pgid), Leftover(

@@ -4,67 +4,44 @@ flags, ``[axes]`` keys and enumerated values checked against it before anything 
 A typo in a server flag (``chunked_prefil_size``) used to pass validation and fail at boot, one
 boot per layout, with ~100 lines of argparse usage. The list is read from the parser itself:
 :data:`ARGS_SCRIPT` runs ``python -m <server_module> --help`` with ``argparse`` intercepted, so
-the first parser that is asked to parse (SGLang's ``prepare_server_args``, the emulator's
-``build_parser``) is dumped as JSON and the process exits before anything is loaded or started.
+the first parser that is asked to parse (the engine's probe, engine/argparse_dump.py) is
+dumped as JSON and the process exits before anything is loaded or started.
 A server module that parses no arguments this way yields no list and no check (never a false
 error).
+
+Where the parser cannot be reached without a connection (the dry run of a cluster over SSH or
+Slurm), the sweep is checked offline against the list the same probe printed for a released
+engine version, kept in the project (:data:`CAPTURED_DIR`, written by
+tools/capture_engine_flags.py): :func:`captured`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.engine.argparse_dump import (
+    ARGS_SCRIPT,
+    DUMPED,
+    MARKER,
+    NO_PARSER,
+    NOT_IMPORTABLE,
+)
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE, engine_of
 from pytest_ppsweep.matrix.axes import UNSET
 from pytest_ppsweep.matrix.model import Config, Sweep
-from pytest_ppsweep.matrix.schema import PLUGIN_OWNED_FLAGS, did_you_mean, shown_value
+from pytest_ppsweep.matrix.schema import did_you_mean, shown_value
 
-__all__ = ["ARGS_SCRIPT", "FlagsRead", "ServerFlags", "check", "parse_dump", "probe_argv",
-           "read_back"]
+__all__ = ["ARGS_SCRIPT", "CAPTURED_DIR", "DUMPED", "NOT_IMPORTABLE", "NO_PARSER", "Captured",
+           "FlagsRead", "ServerFlags", "captured", "captured_path", "check", "parse_dump",
+           "probe_argv", "read_back"]
 
-MARKER = "PPSWEEP_SERVER_FLAGS "
-# Run as ``python -c ARGS_SCRIPT <module>``: the first parser with long options that parses is
-# dumped (option strings, choices, whether it takes a value) and the process ends at once.
-ARGS_SCRIPT = r"""
-import argparse, importlib.util, json, os, runpy, sys
-module = sys.argv[1]
-try:
-    found = importlib.util.find_spec(module) is not None
-except Exception:
-    found = False
-if not found:
-    sys.exit(3)
-original = argparse.ArgumentParser.parse_known_args
-def dump(self, args=None, namespace=None):
-    acts = [a for a in self._actions if a.option_strings]
-    if sum(1 for a in acts if not isinstance(a, argparse._HelpAction)) < 3:
-        return original(self, args, namespace)
-    out = []
-    for a in acts:
-        choices = None
-        if a.choices is not None:
-            try:
-                choices = [str(c) for c in list(a.choices)[:500]]
-            except TypeError:
-                choices = None
-        out.append({"flags": list(a.option_strings), "choices": choices,
-                    "takes_value": a.nargs != 0})
-    sys.stdout.write("PPSWEEP_SERVER_FLAGS " + json.dumps(out) + "\n")
-    sys.stdout.flush()
-    os._exit(0)
-argparse.ArgumentParser.parse_known_args = dump
-sys.argv = [module, "--help"]
-try:
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
-except BaseException:
-    pass
-os._exit(4)
-"""
-# Exit statuses of ARGS_SCRIPT: the dump was printed; the module is not importable; it is, but
-# it parsed no arguments this way (no list, no check).
-DUMPED, NOT_IMPORTABLE, NO_PARSER = 0, 3, 4
+# each engine version's flag list, as its own parser printed it (tools/capture_engine_flags.py)
+CAPTURED_DIR = Path(__file__).resolve().parents[1] / "engine" / "flags"
 
 
 @dataclass(frozen=True)
@@ -95,6 +72,11 @@ def parse_dump(module: str, stdout: str) -> ServerFlags | None:
         actions = json.loads(line[len(MARKER):])
     except ValueError:
         return None
+    return _from_actions(module, actions)
+
+
+def _from_actions(module: str, actions: Sequence[Mapping[str, Any]]) -> ServerFlags | None:
+    """The flags of a parser dump's actions (None when it has no long option)."""
     options: set[str] = set()
     choices: dict[str, tuple[str, ...]] = {}
     takes: dict[str, bool] = {}
@@ -110,10 +92,52 @@ def parse_dump(module: str, stdout: str) -> ServerFlags | None:
     return ServerFlags(module, frozenset(options), choices, takes) if options else None
 
 
-def probe_argv(python: str, module: str) -> list[str]:
-    """The command that prints ``module``'s argument list: run where the engine runs, with the
-    ranks' interpreter (and, by the caller, their environment, image and mounts)."""
-    return [python, "-c", ARGS_SCRIPT, module]
+@dataclass(frozen=True)
+class Captured:
+    """An engine version's flag list kept in the project: what its parser accepted when
+    tools/capture_engine_flags.py ran it."""
+
+    engine: str
+    version: str
+    path: Path
+    flags: ServerFlags
+
+    def describe(self) -> str:
+        """``sglang 0.5.23's flag list (pytest_ppsweep/engine/flags/sglang-0.5.23.json, captured
+        from its parser)``."""
+        where = self.path.relative_to(CAPTURED_DIR.parents[2]) if self.path.is_relative_to(
+            CAPTURED_DIR.parents[2]) else self.path
+        return f"{self.engine} {self.version}'s flag list ({where}, captured from its parser)"
+
+
+def captured_path(engine: str, version: str, folder: Path = CAPTURED_DIR) -> Path:
+    """Where the flag list of ``engine`` ``version`` is kept."""
+    return folder / f"{engine}-{version}.json"
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def captured(engine: str, module: str, folder: Path = CAPTURED_DIR) -> Captured | None:
+    """The newest kept flag list of ``engine`` whose parser is ``module``'s (None: none kept;
+    a list of another server module says nothing of this one)."""
+    found: list[Captured] = []
+    for path in sorted(folder.glob(f"{engine}-*.json")):
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if raw.get("engine") != engine or raw.get("module") != module:
+            continue
+        flags = _from_actions(f"{module} {raw['version']}", raw.get("actions") or [])
+        if flags is not None:
+            found.append(Captured(engine, str(raw["version"]), path, flags))
+    return max(found, key=lambda c: _version_key(c.version)) if found else None
+
+
+def probe_argv(python: str, module: str, engine: str = DEFAULT_ENGINE) -> list[str]:
+    """The command that prints ``module``'s argument list (the engine's probe): run where the
+    engine runs, with the ranks' interpreter (and, by the caller, their environment, image and
+    mounts)."""
+    return engine_of(engine).flags_argv(python, module)
 
 
 @dataclass(frozen=True)
@@ -176,8 +200,9 @@ def check(sweep: Sweep, flags: ServerFlags) -> list[str]:
     value outside its choices: file, key, expected and found, with "did you mean"."""
     problems: dict[str, str] = {}  # one message per key
     names = flags.names()
+    owned = engine_of(sweep.engine).owned_flags
     for cfg, key, value in _keys(sweep):
-        if key in PLUGIN_OWNED_FLAGS:
+        if key in owned:
             continue
         where = _where(sweep, cfg, key)
         option = _option(key)

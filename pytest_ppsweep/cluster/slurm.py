@@ -59,6 +59,7 @@ from pytest_ppsweep.cluster.labels import (
     labels_env,
 )
 from pytest_ppsweep.matrix.model import Cluster, Host
+from pytest_ppsweep.matrix.slurmsettings import SlurmSettings, with_slurm
 
 if TYPE_CHECKING:
     from pytest_ppsweep.cluster.rankspec import RankSpec
@@ -265,15 +266,16 @@ _LOGINS_LOCK = threading.Lock()
 def commands(cluster: Cluster) -> Commands:
     """Where ``cluster``'s Slurm commands run (one SSH connection per login node and
     settings, kept for the process's life)."""
-    if not cluster.slurm_login:
+    own = SlurmSettings.of(cluster)
+    if not own.login:
         return _LOCAL
     from pytest_ppsweep.cluster.ssh import SshHost, SshSettings
 
     settings = SshSettings.from_cluster(cluster)
-    key = (cluster.slurm_login, settings)
+    key = (own.login, settings)
     with _LOGINS_LOCK:
         if key not in _LOGINS:
-            _LOGINS[key] = Commands(SshHost("login", cluster.slurm_login, settings))
+            _LOGINS[key] = Commands(SshHost("login", own.login, settings))
         return _LOGINS[key]
 
 
@@ -283,9 +285,10 @@ def commands(cluster: Cluster) -> Commands:
 def gpu_options(cluster: Cluster) -> list[str]:
     """The GPUs the allocation and each step ask for: ``--gres`` (key ``gres``), else
     ``--gpus-per-node <gpus_per_node>`` (``request_gpus = false``: none)."""
-    if cluster.slurm_gres:
-        return ["--gres", cluster.slurm_gres]
-    if cluster.slurm_request_gpus:
+    own = SlurmSettings.of(cluster)
+    if own.gres:
+        return ["--gres", own.gres]
+    if own.request_gpus:
         return ["--gpus-per-node", str(cluster.gpus_per_node)]
     return []
 
@@ -296,31 +299,33 @@ def salloc_argv(cluster: Cluster, name: str, comment: str,
     one task per node, ``--exclusive``, ``--cpus-per-task``, ``--mem`` and the GPUs as the
     cluster's keys say (defaults: whole nodes, all their memory, ``gpus_per_node`` GPUs);
     ``exclude``: nodes that failed in an earlier allocation of the run."""
+    own = SlurmSettings.of(cluster)
     argv = ["salloc", "--no-shell", "--job-name", name, "--comment", comment,
             "--nodes", str(len(cluster.hosts)), "--ntasks-per-node", "1"]
-    if cluster.slurm_exclusive:
+    if own.exclusive:
         argv.append("--exclusive")
-    if cluster.slurm_cpus_per_task:
-        argv += ["--cpus-per-task", str(cluster.slurm_cpus_per_task)]
-    argv += ["--mem", cluster.slurm_mem, *gpu_options(cluster)]
-    if cluster.slurm_partition:
-        argv += ["--partition", cluster.slurm_partition]
-    if cluster.slurm_account:
-        argv += ["--account", cluster.slurm_account]
-    if cluster.slurm_time:
-        argv += ["--time", cluster.slurm_time]
+    if own.cpus_per_task:
+        argv += ["--cpus-per-task", str(own.cpus_per_task)]
+    argv += ["--mem", own.mem, *gpu_options(cluster)]
+    if own.partition:
+        argv += ["--partition", own.partition]
+    if own.account:
+        argv += ["--account", own.account]
+    if own.time:
+        argv += ["--time", own.time]
     if exclude:
         argv += ["--exclude", ",".join(exclude)]
-    return argv + list(cluster.salloc_options)
+    return argv + list(own.salloc_options)
 
 
 def step_resources(cluster: Cluster) -> list[str]:
     """What each task (one rank per node) of a layout's step asks for: ``cpus_per_task`` CPUs
     (0: every CPU the allocation holds on the node), ``--mem`` and the GPUs of the allocation.
     A step that asks nothing gets one CPU per task where Slurm binds tasks to CPUs."""
-    cpus = cluster.slurm_cpus_per_task or cluster.slurm_node_cpus
+    own = SlurmSettings.of(cluster)
+    cpus = own.cpus_per_task or own.node_cpus
     argv = ["--cpus-per-task", str(cpus)] if cpus else []
-    return [*argv, "--mem", cluster.slurm_mem, *gpu_options(cluster)]
+    return [*argv, "--mem", own.mem, *gpu_options(cluster)]
 
 
 @dataclass
@@ -395,7 +400,7 @@ def resolve(cluster: Cluster, run_id: str, registry: Registry, jobid: str = "",
     other runs too: they hold the nodes the new one waits for."""
     if cluster.kind != "slurm":
         return cluster
-    jobid = jobid or cluster.slurm_jobid or os.environ.get(JOBID_ENV + cluster.name, "")
+    jobid = jobid or SlurmSettings.of(cluster).jobid or os.environ.get(JOBID_ENV + cluster.name, "")
     if not jobid:
         where = commands(cluster)
         what = f"cluster {cluster.name}"
@@ -422,7 +427,15 @@ def _with_nodes(cluster: Cluster, jobid: str) -> Cluster:
     hosts = _job_nodes(cluster, jobid)
     held = allotted(commands(cluster), jobid)
     cpus = min((held[h.name].cpus for h in hosts if h.name in held), default=0)
-    return replace(cluster, hosts=tuple(hosts), slurm_jobid=jobid, slurm_node_cpus=cpus)
+    return replace(with_allocation(cluster, jobid, cpus), hosts=tuple(hosts))
+
+
+def with_allocation(cluster: Cluster, jobid: str, node_cpus: int | None = None) -> Cluster:
+    """``cluster`` taking allocation ``jobid`` (its settings' ``jobid``), and the CPUs it holds
+    per node when known (``node_cpus``; None: as they were)."""
+    if node_cpus is None:
+        return with_slurm(cluster, jobid=jobid)
+    return with_slurm(cluster, jobid=jobid, node_cpus=node_cpus)
 
 
 def _allocate(where: Commands, argv: Sequence[str], name: str, timeout_s: float, what: str
@@ -496,7 +509,7 @@ def steps_of(where: Commands, jobid: str) -> list[tuple[str, str]]:
 
 
 def _srun_base(cluster: Cluster, name: str) -> list[str]:
-    return ["srun", "--overlap", "--jobid", cluster.slurm_jobid, "--job-name", name,
+    return ["srun", "--overlap", "--jobid", SlurmSettings.of(cluster).jobid, "--job-name", name,
             "--export", "ALL", "--quiet"]
 
 
@@ -504,7 +517,7 @@ def container_args(cluster: Cluster) -> list[str]:
     """Pyxis' options of a step in ``container_image``; [] without: the image each node imported
     once (import_image), the engine's own command, not the image's entrypoint, the user's home
     kept out of the container (as srt-slurm runs the same engine), and the mounts."""
-    if not cluster.container_image:
+    if not SlurmSettings.of(cluster).container_image:
         return []
     argv = ["--container-image", image_file(cluster), "--no-container-entrypoint",
             "--no-container-mount-home"]
@@ -529,7 +542,7 @@ class SlurmNodeHost:
                 self.name, *image, *argv]
 
     def run(self, argv: Sequence[str], timeout: float = 60.0) -> CommandResult:
-        if not self.cluster.slurm_jobid:
+        if not SlurmSettings.of(self.cluster).jobid:
             raise HostError(f"host {self.name}: cluster {self.cluster.name} has no allocation")
         res = commands(self.cluster).run(self.argv(argv), timeout, f"host {self.name} (as a "
                                          "Slurm step)")
@@ -594,7 +607,7 @@ def srun_step_argv(cluster: Cluster, name: str, nodes: Sequence[str]) -> list[st
             "--kill-on-bad-exit=0"]
     argv += step_resources(cluster)
     argv += container_args(cluster)
-    argv += list(cluster.srun_options)
+    argv += list(SlurmSettings.of(cluster).srun_options)
     return [*argv, "sh", "-c", f'eval "${SCRIPT_ENV}"']
 
 
@@ -659,7 +672,7 @@ class SlurmStep:
 
     def find_stepid(self) -> str:
         if not self.stepid:
-            for sid, name in steps_of(self.where, self.cluster.slurm_jobid):
+            for sid, name in steps_of(self.where, SlurmSettings.of(self.cluster).jobid):
                 if name == self.name:
                     self.stepid = sid
         return self.stepid
@@ -697,7 +710,7 @@ class SlurmStep:
             self._reader.join(timeout=10)
             # proof: Slurm no longer lists the step (its tasks have all ended)
             deadline = time.monotonic() + 30
-            jobid = self.cluster.slurm_jobid
+            jobid = SlurmSettings.of(self.cluster).jobid
             while any(name == self.name for _sid, name in steps_of(self.where, jobid)):
                 if time.monotonic() > deadline:
                     raise SlurmError(f"{what}: still listed by squeue --steps 30 s after SIGKILL")
@@ -786,7 +799,7 @@ class SlurmLauncher:
         self._pending: dict[tuple[str, str], _Pending] = {}
 
     def start(self, spec: RankSpec, log_path: Path, labels: Mapping[str, str]) -> RankHandle:
-        if not self.cluster.slurm_jobid:
+        if not SlurmSettings.of(self.cluster).jobid:
             raise HostError(f"cluster {self.cluster.name}: no Slurm allocation to start in")
         key = (labels.get(RUN_LABEL, ""), labels.get(CONFIG_LABEL, ""))
         size = len(self.cluster.hosts)
@@ -837,12 +850,13 @@ def _listed(where: Commands, ident: str) -> bool:
 def check_pyxis(cluster: Cluster) -> list[str]:
     """With ``container_image``: Slurm's srun here must know ``--container-image`` (the Pyxis
     SPANK plugin adds it to ``srun --help``); [] when it does or no image is asked for."""
-    if not cluster.container_image:
+    own = SlurmSettings.of(cluster)
+    if not own.container_image:
         return []
     res = commands(cluster).run(["srun", "--help"], 30, f"cluster {cluster.name}")
     if "--container-image" in res.stdout + res.stderr:
         return []
-    return [f"container_image {cluster.container_image!r}: expected srun with Pyxis "
+    return [f"container_image {own.container_image!r}: expected srun with Pyxis "
             "(--container-image in `srun --help`), found an srun without it: install the Pyxis "
             "SPANK plugin, or leave container_image out to run the nodes' own python"]
 
@@ -925,15 +939,16 @@ def resources(cluster: Cluster, smi: Callable[[str], list[str]]) -> tuple[list[s
     Returns (report lines, problems), each ``<node> (<address>): …``."""
     from pytest_ppsweep.cluster.ssh import on_all
 
+    own = SlurmSettings.of(cluster)
     where = commands(cluster)
-    held = allotted(where, cluster.slurm_jobid)
-    want_cpus = cluster.slurm_cpus_per_task or 1
-    want_mem = mem_mb(cluster.slurm_mem)
+    held = allotted(where, own.jobid)
+    want_cpus = own.cpus_per_task or 1
+    want_mem = mem_mb(own.mem)
     want_gpus = cluster.gpus_per_node
-    asks = (f"a rank asks {cluster.slurm_cpus_per_task or 'every'} CPU(s), "
-            f"{cluster.slurm_mem if want_mem else 'all the'} memory, {want_gpus} GPU(s)")
+    asks = (f"a rank asks {own.cpus_per_task or 'every'} CPU(s), "
+            f"{own.mem if want_mem else 'all the'} memory, {want_gpus} GPU(s)")
 
-    jobid = cluster.slurm_jobid
+    jobid = own.jobid
 
     def lacks(shown: str, cpus: int, mem: int, gpus: int | None, seen: str) -> list[str]:
         """What a rank asks and does not get (``seen``: where the numbers come from)."""
@@ -942,7 +957,7 @@ def resources(cluster: Cluster, smi: Callable[[str], list[str]]) -> tuple[list[s
             problems.append(f"{shown}: a rank asks {want_cpus} CPU(s) (cpus_per_task), found "
                             f"{cpus} {seen}")
         if want_mem and mem and mem < want_mem:
-            problems.append(f"{shown}: a rank asks {cluster.slurm_mem} = {want_mem} MB (mem), "
+            problems.append(f"{shown}: a rank asks {own.mem} = {want_mem} MB (mem), "
                             f"found {mem} MB {seen}")
         if gpus is not None and gpus < want_gpus:
             problems.append(f"{shown}: a rank asks {want_gpus} GPU(s) (gpus_per_node), found "
@@ -1000,10 +1015,11 @@ def resources(cluster: Cluster, smi: Callable[[str], list[str]]) -> tuple[list[s
 def image_file(cluster: Cluster) -> str:
     """The squashfs a step's ``--container-image`` names: the image imported into
     ``container_cache`` on each node (an image given as a .sqsh path is used as it is)."""
-    image = cluster.container_image
+    own = SlurmSettings.of(cluster)
+    image = own.container_image
     if image.startswith("/") and image.endswith(".sqsh"):
         return image
-    return f"{cluster.container_cache.rstrip('/')}/{_safe(image)}.sqsh"
+    return f"{own.container_cache.rstrip('/')}/{_safe(image)}.sqsh"
 
 
 # $1 the squashfs, $2 the enroot URI: imported unless there (a shared cache: another node's
@@ -1032,7 +1048,8 @@ def import_image(cluster: Cluster, nodes: Sequence[str], registry: Registry) -> 
     """The image imported as a squashfs on each of ``nodes`` that does not hold it yet (one
     step over those nodes: ``enroot import`` unless the file is there); problems named by
     node. Later layouts of the run reuse it (their steps name the file)."""
-    if not cluster.container_image or image_file(cluster) == cluster.container_image:
+    own = SlurmSettings.of(cluster)
+    if not own.container_image or image_file(cluster) == own.container_image:
         return []
     done = registry.shared(("slurm-image", cluster.name), _Imported)
     with done.lock:
@@ -1043,7 +1060,7 @@ def import_image(cluster: Cluster, nodes: Sequence[str], registry: Registry) -> 
     argv = [*_srun_base(cluster, CMD_STEP), "--nodes", str(len(todo)), "--ntasks-per-node",
             "1", "--ntasks", str(len(todo)), "--nodelist", ",".join(todo), "--label",
             "sh", "-c", _IMPORT, "ppsweep-import", image_file(cluster),
-            "docker://" + cluster.container_image]
+            "docker://" + own.container_image]
     res = commands(cluster).run(argv, 1800, f"cluster {cluster.name}: image import")
     ok = {todo[int(m.group(1))] for m in re.finditer(r"^\s*(\d+): ppsweep-image ",
                                                      res.stdout, re.M)
@@ -1051,7 +1068,7 @@ def import_image(cluster: Cluster, nodes: Sequence[str], registry: Registry) -> 
     with done.lock:
         done.nodes |= {(image_file(cluster), n) for n in ok}
     said = (res.stdout + res.stderr).strip()[-400:]
-    return [f"{n}: enroot import of {cluster.container_image} into {image_file(cluster)} "
+    return [f"{n}: enroot import of {own.container_image} into {image_file(cluster)} "
             f"failed: {said}" for n in todo if n not in ok]
 
 
@@ -1106,11 +1123,12 @@ def before_layout(cluster: Cluster, eta_s: float | None, run_id: str, registry: 
     and makes a new one (without the failed nodes); "stop" raises ClusterStop. A new
     allocation is never renewed for lack of time (another would have no more): the layout
     starts, said to be short; an allocation the user holds (jobid) is never released."""
+    own = SlurmSettings.of(cluster)
     where = commands(cluster)
     held = registry.shared(("slurm-allocation", cluster.name), lambda: Allocation(
-        cluster.name, cluster.slurm_jobid, owned=False, where=where))
-    what = f"cluster {cluster.name}: allocation {cluster.slurm_jobid}"
-    state = job_state(where, cluster.slurm_jobid)
+        cluster.name, own.jobid, owned=False, where=where))
+    what = f"cluster {cluster.name}: allocation {own.jobid}"
+    state = job_state(where, own.jobid)
     down = failed_nodes(where, [h.name for h in cluster.hosts])
     reason = ""
     if state != "RUNNING" or down:
@@ -1119,12 +1137,12 @@ def before_layout(cluster: Cluster, eta_s: float | None, run_id: str, registry: 
         if down:
             reason += f"; its node(s) {', '.join(down)} failed"
     else:
-        left = time_left_s(where, cluster.slurm_jobid)
-        need = (eta_s or 0.0) + cluster.slurm_time_margin_s
+        left = time_left_s(where, own.jobid)
+        need = (eta_s or 0.0) + own.time_margin_s
         if left is not None and left < need:
             eta = f"ETA {eta_s:.0f} s" if eta_s is not None else "ETA not known yet"
             reason = (f"{what} has {left:.0f} s left, fewer than the next layout needs "
-                      f"({eta} + time_margin_s {cluster.slurm_time_margin_s} s)")
+                      f"({eta} + time_margin_s {own.time_margin_s} s)")
             if held.layouts == 0:
                 say(f"WARNING: {reason}; it was made for this layout, a new one would have no "
                     "more time: the layout starts (its rounds may be cut: a resume reruns them)")
@@ -1134,7 +1152,7 @@ def before_layout(cluster: Cluster, eta_s: float | None, run_id: str, registry: 
     if not reason:
         held.layouts += 1
         return cluster
-    if cluster.slurm_on_limit == "stop":
+    if own.on_limit == "stop":
         raise ClusterStop(f"{reason}; on_limit = \"stop\": stopping")
     exclude = [d.split(" ", 1)[0] for d in down]
     say(f"{reason}; on_limit = \"renew\": releasing it, asking for a new one of "

@@ -54,13 +54,14 @@ def domain_label(cluster: Cluster, nodes: tuple[int, ...], gpus: tuple[int, ...]
 def tp_domains(config: Config, cluster: Cluster,
                topos: Mapping[int, GpuTopology] | None = None) -> list[Domain]:
     """The distinct TP domains of ``config`` on ``cluster`` (none when TP is 1: no all-reduce)."""
-    if config.tp < 2:
+    group = config.deployment.serve_group
+    if group.tp < 2:
         return []
     gpn = cluster.gpus_per_node
     topos = topos or {}
     found: dict[tuple[int, str], tuple[tuple[int, ...], tuple[int, ...], list[int]]] = {}
-    for stage in range(config.pp):
-        ranks = range(stage * config.tp, (stage + 1) * config.tp)
+    for stage in range(group.pp):
+        ranks = range(stage * group.tp, (stage + 1) * group.tp)
         nodes = tuple(sorted({r // gpn for r in ranks}))
         gpus = tuple(sorted({r % gpn for r in ranks}))
         key = (len(nodes), domain_label(cluster, nodes, gpus, topos))
@@ -71,6 +72,6 @@ def tp_domains(config: Config, cluster: Cluster,
     several = len(found) > 1
     out = []
     for (_, label), (nodes, gpus, stages) in found.items():
-        name = f"tp{config.tp}" + (f"-s{stages[0]}" if several else "")
-        out.append(Domain(name, config.tp, nodes, gpus, tuple(stages), label))
+        name = f"tp{group.tp}" + (f"-s{stages[0]}" if several else "")
+        out.append(Domain(name, group.tp, nodes, gpus, tuple(stages), label))
     return out

@@ -348,7 +348,8 @@ def _run_nccl_tests(sweep: Sweep, spec: CommSpec, cluster: Cluster, config: Conf
 def _row(store: RunStore, config: Config, domain: Domain, tool: str, r: dict[str, Any],
          simulated: bool) -> dict[str, Any]:
     return {
-        "run_id": store.run_id, "config_id": config.id, "pp": config.pp, "tp": config.tp,
+        "run_id": store.run_id, "config_id": config.id,
+        **{k: v for k, v in config.deployment.columns().items() if k != "ep"},
         "domain": domain.name, "label": domain.label, "nodes": len(domain.nodes),
         "gpus": len(domain.gpus), "stages": " ".join(map(str, domain.stages)), "tool": tool,
         "backend": r.get("backend", ""), "world_size": r.get("world_size", domain.tp),
@@ -399,7 +400,8 @@ def run_comm(sweep: Sweep, cluster: Cluster, config: Config, store: RunStore,
     say = status or (lambda text: None)
     notes: list[str] = []
     # the nodes of the TP groups that stay on one node (their island label needs topo -m)
-    single = list(range(len(cluster.hosts))) if 1 < config.tp <= cluster.gpus_per_node else []
+    tp = config.deployment.serve_group.tp
+    single = list(range(len(cluster.hosts))) if 1 < tp <= cluster.gpus_per_node else []
     topos = read_topologies(cluster, single, registry, store.comm_dir(config.id), notes)
     domains = tp_domains(config, cluster, topos)
     save_smi_q(cluster, sorted({n for d in domains for n in d.nodes}), registry,

@@ -1,22 +1,21 @@
 """What a configuration's numbers depend on, to reuse them safely; and resuming a killed run.
 
-A manifest holds the image (and image id when known), SGLang version, model path, every server
-flag, the environment, each node's exact argv and environment (``launch.rank_specs``), the whole
-workload and the cluster's nodes, secrets redacted. The seeds' rule for reuse: everything but
-the run must be identical. So :func:`differences` compares every field except the per-run
-``run`` block (run id and time, added by :func:`write`) and ``reused_from`` (set by
-:func:`adopt`). Ports stay compared: here they come from the cluster definition, not from the
-run, and a changed one means a changed cluster. Not in the manifest because they do not change
-what is measured: SSH access details (``ssh_user``, ``ssh_key``, …) and the evaluation settings
-(boot timeout, spread threshold, fatal patterns). The manifest is meant to be written before
-boot, so two manifests compare like with like; a field unknown then (``sglang_version``) is
-``null``.
+A manifest holds the image (and image id when known), the engine and its version, model path, every
+server flag, the environment, each node's exact argv and environment (``launch.rank_specs``), the
+whole workload and the cluster's nodes, secrets redacted. The seeds' rule for reuse: everything but
+the run must be identical. So :func:`differences` compares every field except the per-run ``run``
+block (run id and time, added by :func:`write`) and ``reused_from`` (set by :func:`adopt`). Ports
+stay compared: here they come from the cluster definition, not from the run, and a changed one means
+a changed cluster. Not in the manifest because they do not change what is measured: SSH access
+details (``ssh_user``, ``ssh_key``, …) and the evaluation settings (boot timeout, spread threshold,
+fatal patterns). The manifest is meant to be written before boot, so two manifests compare like with
+like; a field unknown then (``engine_version``) is ``null``.
 
 A layout this run does not measure can take its numbers from an earlier run
 (:func:`earlier_baseline`, the seeds' partial runs: PP1 was not rerun but taken from an earlier
 run after checking field by field that everything but the layout matched). The check is the
 reuse check, on the baseline layout: the manifest this run would write for the baseline equals
-the one the earlier run wrote for it (so image, SGLang version, model, every server flag and
+the one the earlier run wrote for it (so image, engine version, model, every server flag and
 env var, the workload and the cluster's hosts match; the baseline's own layout-only flags must
 match too, while those other layouts set for themselves are what the deltas are about), and its
 rounds there all completed N/N.
@@ -38,12 +37,14 @@ from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs
 from pytest_ppsweep.folder.runfolder import (
     CONFIG_COLUMNS,
     GPU_DIR,
+    LEGACY_VERSION_KEYS,
     RAW_DIR,
     RESULT_COLUMNS,
     RESULTS_CSV,
     SERVICE_DIR,
     RunFolder,
     RunStore,
+    engine_facts,
     manifest_json,
 )
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
@@ -56,20 +57,22 @@ _ABSENT = object()  # a field missing on one side (None is a known "unknown")
 
 
 def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None = None,
-          sglang_version: str | None = None,
+          engine_version: str | None = None,
           specs: Sequence[RankSpec] | None = None) -> dict[str, Any]:
     """The manifest of ``config`` on ``cluster`` (JSON-able, secrets redacted); ``specs``: the
     ranks' commands when the caller built them already (a boot: once, for the launch too)."""
     nodes = [{"node_rank": s.node_rank, "host": s.host, "address": s.address,
+              **({"group": s.group} if s.group else {}),  # a layout of several groups
               "argv": redact_argv(s.argv), "env": dict(sorted(s.env.items()))}
              for s in (rank_specs(sweep, cluster, config) if specs is None else specs)]
     manifest = {
         "schema": SCHEMA,
         "config_id": config.id,
-        "layout": {"pp": config.pp, "tp": config.tp, "ep": config.ep},
+        "layout": config.deployment.columns(),
         "image": sweep.image,
         "image_id": image_id,
-        "sglang_version": sglang_version,
+        "engine": config.engine,
+        "engine_version": engine_version,
         "model_path": sweep.model_path,
         "server": sweep.server_args(config),
         "env": {**sweep.env, **cluster.env, **config.env},
@@ -112,7 +115,19 @@ def load(run_dir: Path, config_id: str) -> dict[str, Any] | None:
     if not p.is_file():
         return None
     data = json.loads(p.read_text(encoding="utf-8"))
-    return data if isinstance(data, dict) else None
+    return current(data) if isinstance(data, dict) else None
+
+
+def current(data: dict[str, Any]) -> dict[str, Any]:
+    """A manifest of any run folder format in today's fields: one written before manifests
+    named the engine held the engine's version under its own key (``engine_facts``), so it
+    reads as that engine and its ``engine_version`` (a reference of an earlier format compares
+    field by field with today's)."""
+    if "engine" in data:
+        return data
+    engine, version = engine_facts(data)
+    out = {k: v for k, v in data.items() if k not in LEGACY_VERSION_KEYS}
+    return {**out, "engine": engine, "engine_version": version}
 
 
 def _flat(value: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -258,11 +273,11 @@ def reusable(ref_run_dir: Path, config_id: str, manifest: dict[str, Any]
     ref = load(ref_run_dir, config_id)
     if ref is None:
         return False, [f"{path(ref_run_dir, config_id)}: no manifest for {config_id}"]
-    cand = dict(manifest)
-    # SGLang's version is read at boot; an identical known image id pins it before boot.
-    if (cand.get("sglang_version") is None and cand.get("image_id")
+    cand = current(dict(manifest))
+    # The engine's version is read at boot; an identical known image id pins it before boot.
+    if (cand.get("engine_version") is None and cand.get("image_id")
             and cand.get("image_id") == ref.get("image_id")):
-        cand["sglang_version"] = ref.get("sglang_version")
+        cand["engine_version"] = ref.get("engine_version")
     reasons = differences(ref, cand)
     facts = RunFolder(ref_run_dir).config_rows().get(config_id, {})
     for column, what in (("boot_ok", "did not boot"), ("topology_ok", "had a wrong topology"),

@@ -25,12 +25,13 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, TextIO, TypeAlias
 
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE, ENGINES
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import redact_toml
 
@@ -38,8 +39,10 @@ from pytest_ppsweep.redact import redact_toml
 
 # The run folder's format, written in run.json (``format_version``). 1: every folder written
 # before the key existed (results.csv without the decode or ``extra`` columns, configs.csv
-# without ``boot_of``: readers fill what a column they miss means). 2: run.json names it.
-FORMAT_VERSION = 2
+# without ``boot_of``: readers fill what a column they miss means). 2: run.json names it. 3:
+# run.json names the engine (``engine``, ``engine_version``) where 2 wrote the engine's own
+# version key (each engine's ``legacy_version_key``: ``engine_facts`` reads both).
+FORMAT_VERSION = 3
 FORMAT_VERSION_KEY = "format_version"
 UNVERSIONED = 1
 
@@ -125,6 +128,12 @@ def server_info_candidates(config_id: str) -> tuple[str, ...]:
             f"{METADATA_DIR}/{config_id}/server_info.json")
 
 
+def groups_json(config_id: str) -> str:
+    """``metadata/<config>.groups.json``: a layout of several server groups, per group: its log
+    scan and its worst-rank GPU memory at each moment (measure/groupfacts.py)."""
+    return f"{METADATA_DIR}/{config_id}.groups.json"
+
+
 def tests_json(config_id: str) -> str:
     """``metadata/tests/<config>.json``: each test's outcome of a layout (resume)."""
     return f"{METADATA_DIR}/tests/{config_id}.json"
@@ -181,9 +190,10 @@ BOOT_FAILURE_TXT = "boot-failure.txt"  # service/<config>/: the evidence of a fa
 COMM_COMMANDS_TXT = "commands.txt"  # comm/<config>/<domain>/: the worker's command per node
 
 
-def node_log_name(node_rank: int) -> str:
-    """``node<r>.log``: a rank's log (service/<config>/, comm/<config>/<domain>/)."""
-    return f"node{node_rank}.log"
+def node_log_name(node_rank: int, group: str = "") -> str:
+    """``node<r>.log``: a rank's log (service/<config>/, comm/<config>/<domain>/);
+    ``<group>-node<r>.log`` for a rank of a labelled server group (a layout of several)."""
+    return f"{group}-node{node_rank}.log" if group else f"node{node_rank}.log"
 
 
 def docker_run_name(node_rank: int) -> str:
@@ -235,11 +245,29 @@ RESULT_COLUMNS = (
     "time_scale",
     "simulated",
     "reused",
-    # True for a round beyond the planned repeats (adaptive repeats, results/spread.py).
+    # True for a round beyond the planned repeats (adaptive repeats, stats/spread.py).
     "extra",
     # Which boot of its layout measured the round: a digest of the boot's token (not the
     # token itself); rounds of one boot share it (results/questions.py: single-boot evidence).
     "boot",
+    # A trace or shared-prefix workload's prefix hit rate: implied by its sharing, achieved by
+    # the server over the round (empty: not measured), its source ("server counters",
+    # "per-request cached_tokens", "not measured: <why>") and the tolerance (measure/bench.py);
+    # a round beyond the tolerance does not count (measure/completion.py). Empty otherwise.
+    "hit_rate_implied",
+    "hit_rate_achieved",
+    "hit_rate_source",
+    "hit_rate_tolerance",
+    # The round's GPU board energy (not wall power) and its price per token and per request
+    # (measure/energy.py ENERGY_COLUMNS): blank with its reasons where it is not valid.
+    "energy_j",
+    "energy_j_per_input_token",
+    "energy_j_per_output_token",
+    "energy_j_per_total_token",
+    "energy_j_per_request",
+    "energy_method",
+    "energy_reasons",
+    "energy_schema",
 )
 CONFIG_COLUMNS = (
     "config_id",
@@ -262,6 +290,10 @@ CONFIG_COLUMNS = (
     "cluster",
     "held_s",
     "boot_of",
+    # the KV cache's capacity the engine reports (tokens) and how many requests of the point's
+    # workload (input + output tokens each) it holds at once
+    "kv_tokens",
+    "kv_requests",
 )
 
 # slo_probes.csv: one row per SLO probe (run/slo_search.py)
@@ -299,15 +331,22 @@ class RunKey:
     SPREAD_RULE: Final = "spread_rule"
     MAX_REPEATS: Final = "max_repeats"
     BOOTS: Final = "boots"  # each layout's boots in this run (--ppsweep-boots)
+    # the boot-to-boot variance the reports folder's history measured, per metric column, as
+    # the run's close found it: {column: {var, df, configurations, runs}} (results/questions.py)
+    BOOT_HISTORY: Final = "boot_history"
     COMPARE: Final = "compare"  # the decision rule's parameters (CompareKey)
     EXPECT: Final = "expect"  # [[expect]]: the failures expected (ExpectKey)
     WORKLOAD: Final = "workload"  # the sweep's workload (Workload.as_json)
     GPU_HOUR_USD: Final = "gpu_hour_usd"
-    SGLANG_VERSION: Final = "sglang_version"
+    ENGINE: Final = "engine"  # the serving engine's name (engine/engines.py)
+    ENGINE_VERSION: Final = "engine_version"  # what its server info says (format ≤ 2: legacy)
     RUN_STATUS: Final = "run_status"  # running, complete, partial, interrupted
     RUN_STATUS_DETAIL: Final = "run_status_detail"  # results/runstatus.RunStatus.detail
     OWNER: Final = "owner"  # the process that runs it (OwnerKey)
     GIT_COMMIT: Final = "git_commit"  # the sweep file's checkout (None outside git)
+    # pytest's arguments as given (the commands the run prints start from them:
+    # results/commands.py)
+    ARGS: Final = "args"
     # an axis sweep's (axis_fields)
     POINTS: Final = "points"  # per point: its layout, axis values, workload (point_facts)
     AXES: Final = "axes"
@@ -328,11 +367,13 @@ class RunKey:
 
 
 class CompareKey:
-    """run.json ``compare``: the decision rule's parameters (results/stats.rule_of)."""
+    """run.json ``compare``: the decision rule's parameters (results/rule.rule_of)."""
 
     ALPHA: Final = "alpha"
     MIN_EFFECT_PCT: Final = "min_effect_pct"
     SEQUENTIAL: Final = "sequential"
+    BOOT_NOISE_PCT: Final = "boot_noise_pct"
+    ONE_BOOT_BOUND_PCT: Final = "one_boot_bound_pct"
 
 
 class ExpectKey:
@@ -368,13 +409,15 @@ class PointKey:
 def point_facts(configs: Iterable[Config]) -> dict[str, dict[str, Any]]:
     """Per point id: its layout, axis values, workload and EP rewrite (run.json ``points``,
     what the results layer groups comparisons by)."""
-    return {
-        c.id: {PointKey.LAYOUT: f"pp{c.pp}-tp{c.tp}-ep{c.asked_ep or c.ep}",
-               PointKey.RUNS: c.layout_id, PointKey.AXES: dict(c.axes),
-               PointKey.TAGS: list(c.tags), PointKey.WORKLOAD: c.workload,
-               PointKey.ASKED_EP: c.asked_ep or c.ep, PointKey.EP: c.ep}
-        for c in configs
-    }
+    facts = {}
+    for c in configs:
+        lead = c.deployment.lead
+        asked = c.asked_ep or lead.ep
+        facts[c.id] = {PointKey.LAYOUT: f"pp{lead.pp}-tp{lead.tp}-ep{asked}",
+                       PointKey.RUNS: c.layout_id, PointKey.AXES: dict(c.axes),
+                       PointKey.TAGS: list(c.tags), PointKey.WORKLOAD: c.workload,
+                       PointKey.ASKED_EP: asked, PointKey.EP: lead.ep}
+    return facts
 
 
 class SourceKey:
@@ -412,7 +455,25 @@ class RunOwner:
         return cls(str(owner.get(OwnerKey.HOST) or ""), pid, str(resume) if resume else None)
 
 # what the first boot's server info says (kept by a resumed run until it boots)
-LEARNT_AT_BOOT = (RunKey.SGLANG_VERSION, RunKey.TIME_SCALE, RunKey.SIMULATED)
+LEARNT_AT_BOOT = (RunKey.ENGINE_VERSION, RunKey.TIME_SCALE, RunKey.SIMULATED)
+# format ≤ 2: the key each engine's version was written under → the engine
+LEGACY_VERSION_KEYS: Mapping[str, str] = {
+    e.legacy_version_key: name for name, e in ENGINES.items() if e.legacy_version_key}
+
+
+def engine_facts(meta: Mapping[str, Any]) -> tuple[str, str | None]:
+    """(engine, its version) of a run.json of any format: format 3's ``engine`` and
+    ``engine_version``; a folder of format ≤ 2 names no engine and wrote the version under the
+    engine's own key (the default engine's, whose name it then is)."""
+    engine = meta.get(RunKey.ENGINE)
+    version = meta.get(RunKey.ENGINE_VERSION)
+    if not isinstance(engine, str) or not engine:
+        engine = next((name for key, name in LEGACY_VERSION_KEYS.items() if key in meta),
+                      DEFAULT_ENGINE)
+    if version is None:
+        version = next((meta[key] for key in LEGACY_VERSION_KEYS if meta.get(key) is not None),
+                       None)
+    return engine, None if version is None else str(version)
 
 
 def new_run_id(name: str, now: datetime | None = None) -> str:
@@ -922,18 +983,25 @@ class RunJson:
         return self.store.run_json
 
     def create(self, sweep: Sweep, pool: tuple[Cluster, ...], ids: list[str],
-               owner: Mapping[str, Any] | None = None) -> None:
+               owner: Mapping[str, Any] | None = None, args: Sequence[str] | None = None
+               ) -> None:
         """What the report needs to know about the run (updated at each boot). A resumed run's
         run.json keeps what it recorded (the selection, what its boots learnt: the server's
         version and time scale) until this run records it anew: a resume that boots nothing,
         or is refused before its first boot, loses none of it. The run is ``running`` from
         here on; ``owner`` (``host``, ``pid``, ``resume``) names the process that runs it, so
-        that a reader can tell a live run from one whose process was killed."""
+        that a reader can tell a live run from one whose process was killed; ``args``:
+        pytest's arguments, which the commands the run prints start from."""
         simulated = all(c.server_module.startswith("pytest_ppsweep.sim") for c in pool)
         try:
             kept = self.read() if self.path.is_file() else {}
         except ValueError:  # a torn file: written anew
             kept = {}
+        # a folder of an earlier format: its engine's version learnt at boot under today's key
+        version = engine_facts(kept)[1]
+        kept = {k: v for k, v in kept.items() if k not in LEGACY_VERSION_KEYS}
+        if version is not None and kept.get(RunKey.ENGINE_VERSION) is None:
+            kept[RunKey.ENGINE_VERSION] = version
         self.store.write_json(
             RUN_JSON,
             kept | {
@@ -955,22 +1023,27 @@ class RunJson:
                 RunKey.SPREAD_RULE: sweep.spread_rule,
                 RunKey.MAX_REPEATS: sweep.max_repeats,
                 RunKey.BOOTS: sweep.boots,  # each layout's boots in this run (--ppsweep-boots)
-                # the decision rule's parameters (results/stats.rule_of reads them)
+                # the decision rule's parameters (results/rule.rule_of reads them)
                 RunKey.COMPARE: {CompareKey.ALPHA: sweep.compare_alpha,
                                  CompareKey.MIN_EFFECT_PCT: sweep.compare_min_effect_pct,
-                                 CompareKey.SEQUENTIAL: sweep.compare_sequential},
+                                 CompareKey.SEQUENTIAL: sweep.compare_sequential,
+                                 CompareKey.BOOT_NOISE_PCT: sweep.compare_boot_noise_pct,
+                                 CompareKey.ONE_BOOT_BOUND_PCT:
+                                     sweep.compare_one_boot_bound_pct},
                 # [[expect]]: the failures expected (results/questions.py says "as expected")
                 RunKey.EXPECT: [{ExpectKey.LAYOUT: e.layout, ExpectKey.AXES: dict(e.axes),
                                 ExpectKey.FAILURE: e.failure, ExpectKey.REASON: e.reason}
                                for e in sweep.expect],
                 RunKey.WORKLOAD: json.loads(json.dumps(sweep.workload.as_json())),
                 RunKey.GPU_HOUR_USD: sweep.gpu_hour_usd,
-                RunKey.SGLANG_VERSION: None,
+                RunKey.ENGINE: sweep.engine,
+                RunKey.ENGINE_VERSION: None,
                 RunKey.RUN_STATUS: "running",
                 RunKey.RUN_STATUS_DETAIL: None,
                 RunKey.OWNER: dict(owner) if owner else None,
                 # the sweep file's checkout (the run history's git version; None outside git)
                 RunKey.GIT_COMMIT: git_commit(Path(sweep.path).parent),
+                RunKey.ARGS: None if args is None else list(args),
                 **axis_fields(sweep),
             } | {key: kept[key] for key in LEARNT_AT_BOOT if key in kept},
         )
@@ -1014,8 +1087,13 @@ class RunJson:
 
     def server(self, version: Any, simulated: bool, time_scale: float) -> None:
         """What a booted server says about itself (every boot; the same for every layout)."""
-        self.update(**{RunKey.SGLANG_VERSION: version, RunKey.SIMULATED: simulated,
+        self.update(**{RunKey.ENGINE_VERSION: version, RunKey.SIMULATED: simulated,
                        RunKey.TIME_SCALE: time_scale})
+
+    def boot_history(self, found: Mapping[str, Mapping[str, float]]) -> None:
+        """The boot-to-boot variance of the history's earlier runs (gate/history.boot_noise),
+        kept with the run so that its answers, rebuilt later, take the same evidence."""
+        self.update(**{RunKey.BOOT_HISTORY: {k: dict(v) for k, v in found.items()}})
 
     def adaptive(self, min_repeats: int) -> None:
         """--ppsweep-adaptive: a point whose third repeat the planner skipped has two."""

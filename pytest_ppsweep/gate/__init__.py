@@ -10,12 +10,15 @@ from pytest_ppsweep._exports import lazy
 
 if TYPE_CHECKING:
     from pytest_ppsweep.gate.comparison import (
+        TABLE_TITLES,
         compare,
         comparison_html,
-        comparison_table,
+        correctness_lines,
         notable_lines,
         parse_thresholds,
         regressions,
+        table_rows,
+        verdict_counts,
         write_comparison_csv,
     )
     from pytest_ppsweep.gate.differs import add_differs_column, differs_html, differs_lines
@@ -23,7 +26,10 @@ if TYPE_CHECKING:
 _NAMES = {
     "compare": "comparison",
     "comparison_html": "comparison",
-    "comparison_table": "comparison",
+    "correctness_lines": "comparison",
+    "table_rows": "comparison",
+    "TABLE_TITLES": "comparison",
+    "verdict_counts": "comparison",
     "notable_lines": "comparison",
     "parse_thresholds": "comparison",
     "regressions": "comparison",
@@ -33,15 +39,18 @@ _NAMES = {
     "differs_lines": "differs",
 }
 __all__ = [
+    "TABLE_TITLES",
     "add_differs_column",
     "compare",
     "comparison_html",
-    "comparison_table",
+    "correctness_lines",
     "differs_html",
     "differs_lines",
     "notable_lines",
     "parse_thresholds",
     "regressions",
+    "table_rows",
+    "verdict_counts",
     "write_comparison_csv",
 ]
 __getattr__ = lazy(__name__, _NAMES)

@@ -198,7 +198,8 @@ def machine_info(run: RunData) -> dict[str, Any]:
         "cpu": {"arch": platform.machine(), "count": os.cpu_count(),
                 "brand_raw": platform.processor()},
         "ppsweep_cluster": run.meta.cluster, "ppsweep_hosts": raw.get(RunKey.HOSTS, []),
-        "ppsweep_image": run.meta.image, "ppsweep_sglang_version": run.meta.sglang_version,
+        "ppsweep_image": run.meta.image, "ppsweep_engine": run.meta.engine,
+        "ppsweep_engine_version": run.meta.engine_version,
         "ppsweep_simulated": run.meta.simulated,
     }
 

@@ -1,12 +1,14 @@
 """Bisection: the first image of an ordered list that regressed, found with the gate's own
-measurement and comparison (gate/comparison.py; its noise rule, results/noise.py).
+measurement and comparison (gate/comparison.py; its noise rule, stats/gatenoise.py).
 
 ``python -m pytest_ppsweep bisect --good G --bad B --images LIST --sweep FOLDER``:
 
 1. The runs of G and B come from the history (gate/history.py: the newest run of the image in
    the sweep that measured the points), else they are measured.
 2. The points that regressed are the gate's ``regression`` rows of B against G (configuration
-   × C × metric); with none there is nothing to bisect (exit 1, the gate's table says why).
+   × C × metric), and its ``wrong`` rows (a layout whose outputs or task score fail against G:
+   C 0, every C of the layout); with none there is nothing to bisect (exit 1, the gate's table
+   says why).
 3. The images between G and B are searched by halving: an image is measured (a gate run of the
    sweep with ``--ppsweep-image`` and ``--ppsweep-compare <G's run>``, only the regressed
    layouts: ``--ppsweep-config``) unless the history has a run of it with those points, then
@@ -27,6 +29,7 @@ booting anything; :class:`GateRunner` is the measurement of the command line.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -35,11 +38,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
-from pytest_ppsweep.gate.comparison import Comparison, Threshold, compare
+from pytest_ppsweep.gate.comparison import INCONCLUSIVE, WRONG, Comparison, Threshold, compare
 from pytest_ppsweep.gate.history import History, HistoryError
+from pytest_ppsweep.results.commands import gate_command
 
 GOOD, BAD, NO_BOOT, BROKEN = "good", "bad", "does not boot", "broken"
+# Worse than the threshold by the medians but within the noise: neither good nor bad, skipped
+# like an image that does not boot (judging it good would move the search past a regression).
+UNCLEAR = "not told from noise"
 Point = tuple[str, int, str]  # (configuration, C, metric) of a gate row
+# The gate rows that make an image bad: slower beyond noise and threshold, or computing wrong
+# outputs or task answers against the good image (a correctness row: its layout, C 0).
+REGRESSED = ("regression", WRONG)
 Wanted = Sequence[tuple[str, int]]  # the (configuration, C) points an image's run must measure
 RunOf = Callable[[str, Wanted | None], tuple[Path | None, bool, str]]
 
@@ -52,7 +62,7 @@ class BisectError(ValueError):
 class Judged:
     """One image judged on the regressed points against the good image's run."""
     image: str
-    state: str  # GOOD, BAD, NO_BOOT, BROKEN
+    state: str  # GOOD, BAD, NO_BOOT, BROKEN, UNCLEAR
     run_dir: Path | None
     rows: tuple[Comparison, ...]
     reused: bool  # from the history, not measured now
@@ -68,7 +78,7 @@ class Outcome:
     measured: int = 0  # gate runs made by this bisection
     regressed: tuple[Point, ...] = ()
     evidence: tuple[Comparison, ...] = ()  # first bad vs the last good image
-    undecided: tuple[str, ...] = ()  # unbootable images between last good and first bad
+    undecided: tuple[str, ...] = ()  # skipped images between last good and first bad
 
     def lines(self) -> list[str]:
         out = [f"regressed between the good and the bad image: "
@@ -84,7 +94,8 @@ class Outcome:
             return out
         if self.undecided:
             out.append(f"first bad image: {self.first_bad}, or one of "
-                       f"{', '.join(self.undecided)} before it (they do not boot)")
+                       f"{', '.join(self.undecided)} before it (they do not boot, or their "
+                       "change is not told from noise)")
         else:
             out.append(f"first bad image: {self.first_bad} (last good: {self.last_good})")
         first = next(j for j in self.judged if j.image == self.first_bad)
@@ -92,16 +103,17 @@ class Outcome:
         out += [f"  {r.verdict.upper()} {r.message}" for r in first.rows]
         out.append(f"evidence against the last good image {self.last_good}:")
         out += [f"  {r.verdict.upper()} {r.message}" for r in self.evidence]
-        if not any(r.verdict == "regression" for r in self.evidence):
+        if not any(r.verdict in REGRESSED for r in self.evidence):
             out.append("  (not beyond the noise against the last good image alone: each image "
                        "is judged against the good image, as the gate judges it)")
         return out
 
 
 def regressed_points(rows: Sequence[Comparison]) -> tuple[Point, ...]:
-    """The (configuration, C, metric) of the gate's regression rows."""
+    """The (configuration, C, metric) of the gate's regression rows and of its correctness
+    rows that fail (outputs or task score wrong: C 0, the whole layout)."""
     return tuple((r.config_id, r.concurrency, r.metric) for r in rows
-                 if r.verdict == "regression")
+                 if r.verdict in REGRESSED)
 
 
 def judge(image: str, run_dir: Path | None, good_run: Path, regressed: Sequence[Point],
@@ -121,8 +133,12 @@ def judge(image: str, run_dir: Path | None, good_run: Path, regressed: Sequence[
     if broken and len(broken) == len(mine):
         state = NO_BOOT if all("did not boot" in r.message for r in broken) else BROKEN
         return Judged(image, state, run_dir, mine, reused, broken[0].message)
-    state = BAD if any(r.verdict == "regression" for r in mine) else GOOD
-    return Judged(image, state, run_dir, mine, reused, why)
+    if any(r.verdict in REGRESSED for r in mine):
+        return Judged(image, BAD, run_dir, mine, reused, why)
+    unclear = [r for r in mine if r.verdict == INCONCLUSIVE]
+    if unclear:
+        return Judged(image, UNCLEAR, run_dir, mine, reused, unclear[0].message)
+    return Judged(image, GOOD, run_dir, mine, reused, why)
 
 
 def search(images: Sequence[str], good: str, bad: str,
@@ -221,6 +237,12 @@ class GateRunner:
     good_run: Path | None = None
     log: Callable[[str], None] = print
 
+    def __post_init__(self) -> None:
+        # pytest runs in the sweep folder: a path given relative to here must not be read
+        # relative to there
+        self.sweep_dir = Path(self.sweep_dir).absolute()
+        self.reports = Path(self.reports).absolute()
+
     def reusable(self, image: str, wanted: Wanted | None) -> Path | None:
         """The newest run of ``image`` in the history that measured every point asked (a point
         without a C: its layout)."""
@@ -236,6 +258,11 @@ class GateRunner:
                 return folder
         return None
 
+    def _clusters(self) -> str:
+        """The clusters of the good image's run, where every gate run measures ("" before
+        it is known: the sweep's own, or the user's ``--ppsweep-cluster``)."""
+        return _clusters_of(self.good_run) if self.good_run is not None else ""
+
     def __call__(self, image: str, wanted: Wanted | None) -> tuple[Path | None, bool, str]:
         folder = self.reusable(image, wanted)
         if folder is not None:
@@ -244,22 +271,18 @@ class GateRunner:
             return folder, True, ""
         slug = re.sub(r"[^A-Za-z0-9._-]+", "-", image).strip("-")[-40:]
         run_id = f"bisect-{slug}-{time.strftime('%Y%m%d-%H%M%S')}"
-        argv = [sys.executable, "-m", "pytest", str(self.sweep_dir), "-p", "no:cacheprovider",
-                "--ppsweep-reports", str(self.reports), "--ppsweep-run-id", run_id,
-                "--ppsweep-image", image]
         layouts = list(dict.fromkeys(c for c, _ in wanted or ()))
-        if layouts:
-            argv += ["--ppsweep-config", ",".join(layouts)]
         concurrencies = sorted({n for _, n in wanted or ()})
-        if wanted and all(n for _, n in wanted):  # a layout-level point runs every C
-            argv += ["--ppsweep-concurrency", ",".join(map(str, concurrencies))]
-        if layouts and self.good_run is not None:
-            argv += ["--ppsweep-compare", str(self.good_run)]
-        for t in self.thresholds:
-            argv += ["--ppsweep-threshold", t]
-        argv += list(self.pytest_args)
+        # a layout-level point (C 0) runs every C; a gate run measures where the good run was
+        argv = gate_command(
+            self.pytest_args, self.sweep_dir, self.reports, run_id, image, layouts=layouts,
+            concurrencies=concurrencies if wanted and all(n for _, n in wanted) else (),
+            compare=self.good_run if layouts else None, thresholds=self.thresholds,
+            clusters=self._clusters())
         self.log(f"{image}: measuring ({run_id}{', ' + ','.join(layouts) if layouts else ''}"
-                 f"{' at C=' + ','.join(map(str, concurrencies)) if concurrencies else ''})")
+                 f"{' at C=' + ','.join(map(str, concurrencies)) if concurrencies else ''}): "
+                 f"{shlex.join(['pytest', *argv])}")
+        argv = [sys.executable, "-m", "pytest", *argv]
         try:
             done = subprocess.run(argv, cwd=self.sweep_dir, capture_output=True, text=True,
                                   timeout=self.timeout_s, check=False)
@@ -271,6 +294,14 @@ class GateRunner:
             return None, False, f"pytest exited {done.returncode}: {' | '.join(tail)}"
         self.good_run = self.good_run or folder
         return folder, False, ""
+
+
+def _clusters_of(folder: Path) -> str:
+    """The clusters a run folder was measured on (run.json ``cluster``; "" when unknown)."""
+    try:
+        return load(folder).meta.cluster
+    except (OSError, ValueError):
+        return ""
 
 
 def _measures(folder: Path, wanted: Wanted) -> bool:

@@ -1,18 +1,27 @@
 """Gate a run against a reference run: per configuration × C, is a metric worse beyond noise?
 
-Noise rule: results/noise.py (its home: results/noise.py), 5 × the median distance of a repeat
+Noise rule: stats/gatenoise.py, 5 × the median distance of a repeat
 from its own run's median over both runs' valid repeats, in %: calibrated for two runs two boots
-apart, so the gate keeps it rather than the decisions' within-run interval (results/stats.py).
+apart, so the gate keeps it rather than the decisions' within-run interval (stats/decision.py).
 A delta whose size exceeds the noise is *significant*. Each metric row also records the two runs'
 spread as a second level (``between_boots_pct``: each run one boot of the point, one-way
-random-effects ANOVA of results/stats.py): for an unchanged configuration, the boot-to-boot
+random-effects ANOVA of stats/decision.py): for an unchanged configuration, the boot-to-boot
 spread that a single run's intervals do not hold. Each metric row gets one of three tiers:
 
 * ``regression``: worse than its threshold and significant (fails the gate);
 * ``significant``: significant but not beyond the threshold (either direction): shown and
   counted, the exit code unchanged; an improvement beyond the threshold is ``improvement``;
+* ``inconclusive``: the medians' change is worse than the threshold but not larger than the
+  noise: the two runs cannot tell a regression beyond the threshold from noise. It fails the
+  gate, as a regression does: a gate that passed it would vouch for an image it could not check
+  (more repeats a point narrow the noise);
 * ``within noise``: the delta is not larger than the noise.
- Only valid rounds count (the N/N rule of
+
+Beside the speed, each layout of the current run with outputs (the ``[correctness]`` probe) or a
+task score (``[accuracy]``) gets a row for each, metric ``outputs`` / ``accuracy`` at C 0:
+``agree`` when it passes its check against the reference run (and the run's own reference
+layout: results/outputs.py, results/accuracy.py), else ``wrong``, which fails the gate: an image
+that computes something else is no faster image. Only valid rounds count (the N/N rule of
 ``measure.completion``), so a failing server never looks fast. A point whose current rounds
 are all invalid, or any of whose current rounds dropped requests, or whose configuration failed
 to boot, is "broken" (the seeds' N-of-N rule is a hard gate). A point present in one run only
@@ -26,24 +35,37 @@ import html
 import io
 import math
 import statistics
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from pytest_ppsweep.folder.runfolder import GATE_CSV as GATE_CSV
+from pytest_ppsweep.folder.runfolder import accuracy_json
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
 from pytest_ppsweep.matrix.schema import did_you_mean
 from pytest_ppsweep.measure.completion import NN_KINDS, Shortfall
+from pytest_ppsweep.results.accuracy import accuracy_problems
 from pytest_ppsweep.results.aggregate import RunData, round_problems
-from pytest_ppsweep.results.noise import noise_pct
-from pytest_ppsweep.results.stats import Sample, levels, sigma_pct
+from pytest_ppsweep.results.outputs import outputs_file, outputs_problems
+from pytest_ppsweep.stats.decision import Sample, levels, sigma_pct
+from pytest_ppsweep.stats.gatenoise import noise_pct
 
-VERDICTS = ("regression", "significant", "improvement", "within noise", "only in current",
-            "only in reference", "broken")
-FAILING = frozenset({"regression", "broken"})
+# The correctness rows' verdicts (metric OUTPUTS / ACCURACY, one row per layout, C 0): the
+# layout's outputs (task score) pass their check against the reference run, or they do not.
+AGREE = "agree"
+WRONG = "wrong"
+# A change worse than the threshold by the medians, but within the noise: not vouched for.
+INCONCLUSIVE = "inconclusive"
+VERDICTS = ("regression", INCONCLUSIVE, "significant", "improvement", "within noise",
+            "only in current", "only in reference", "broken", WRONG, AGREE)
+FAILING = frozenset({"regression", INCONCLUSIVE, "broken", WRONG})
+# The correctness rows' metric names (not speed metrics: never in METRICS).
+OUTPUTS = "outputs"
+ACCURACY = "accuracy"
+CORRECTNESS = (OUTPUTS, ACCURACY)
 # Shown and counted in the summary line, never failing: changes beyond the noise under the
 # threshold.
 SIGNIFICANT = "significant"
@@ -60,6 +82,10 @@ METRICS: dict[str, tuple[str, str, str, bool]] = {
     "itl_p50": ("itl_p50_s", "ITL p50", " s", False),
     "itl_p99": ("itl_p99_s", "ITL p99", " s", False),
     "e2e_p50": ("e2e_p50_s", "E2E p50", " s", False),
+    # GPU board energy per total token (measure/energy.py; not wall power): gated only when a
+    # threshold names it (``energy_per_token:+5%``); a round whose energy is not valid has no
+    # value, so only valid rounds count
+    "energy_per_token": ("energy_j_per_total_token", "J/token", " J", False),
 }
 DEFAULT_THRESHOLDS = ("input_tps:-3%", "ttft_p50:+5%")
 THRESHOLD_RANGE = (0.0, 100.0)
@@ -113,7 +139,7 @@ class Comparison:
     noise_pct: float | None
     verdict: str
     message: str
-    # The two runs as two boots of the point (results/stats.levels: rounds within a run's
+    # The two runs as two boots of the point (stats/decision.levels: rounds within a run's
     # boot, the runs' boots apart): σ between them beyond their rounds' spread, in %. For an
     # unchanged configuration (gate.csv ``differs`` empty) it is the boot-to-boot spread, the
     # second level a single run's intervals do not hold; with a change it holds the change too.
@@ -202,10 +228,14 @@ def _metric_row(cid: str, conc: int, th: Threshold, ref: list[float], cur: list[
     unit = METRICS[th.metric][2]
     r, c = statistics.median(ref), statistics.median(cur)
     delta = (c / r - 1.0) * 100.0 if r else math.inf
-    noise = noise_pct(ref, cur)  # results/noise.py: the stated rule
+    noise = noise_pct(ref, cur)  # stats/gatenoise.py: the stated rule
     better = delta > 0 if th.higher_is_better else delta < 0
     if th.worse(delta) and abs(delta) > noise:
         verdict, why = "regression", "regression"
+    elif th.worse(delta) and th.pct:
+        verdict = INCONCLUSIVE
+        why = ("inconclusive: worse than the threshold by the medians, but within the noise; "
+               "the runs cannot tell a regression from noise (more repeats narrow the noise)")
     elif better and abs(delta) > max(noise, abs(th.pct)):
         verdict, why = "improvement", "improvement"
     elif abs(delta) > noise:
@@ -246,9 +276,10 @@ def _boot_failed(run: RunData, cid: str) -> str | None:
 
 def compare(cur_run_dir: Path, ref_run_dir: Path,
             thresholds: Mapping[str, Threshold] | None = None,
-            current: RunData | None = None) -> list[Comparison]:
+            current: RunData | None = None, correctness: bool = True) -> list[Comparison]:
     """Every configuration × C of either run, per gated metric, with its verdict (``current``:
-    what was read of the current run already)."""
+    what was read of the current run already), then each layout's correctness rows
+    (:func:`correctness_rows`; ``correctness=False``: the speed alone)."""
     ths = dict(thresholds) if thresholds is not None else parse_thresholds([])
     cur = load(Path(cur_run_dir)) if current is None else current
     ref = load(Path(ref_run_dir))
@@ -301,7 +332,76 @@ def compare(cur_run_dir: Path, ref_run_dir: Path,
     # Same order as the other tables: by C, then sweep order (current run's, then reference's).
     rank = {c: i for i, c in enumerate(dict.fromkeys([*cur.meta.order, *ref.meta.order,
                                                        *(k[0] for k in keys)]))}
-    return sorted(out, key=lambda c: (c.concurrency, rank.get(c.config_id, len(rank))))
+    out = sorted(out, key=lambda c: (c.concurrency, rank.get(c.config_id, len(rank))))
+    ids = sorted(dict.fromkeys([*cur.meta.order, *(str(c) for c in cur.configs["config_id"])]),
+                 key=lambda c: rank.get(c, len(rank)))
+    if not correctness:
+        return out
+    return out + correctness_rows(Path(cur_run_dir), Path(ref_run_dir), ids)
+
+
+def correctness_rows(cur_run_dir: Path, ref_run_dir: Path, ids: Iterable[str]
+                     ) -> list[Comparison]:
+    """Per layout of ``ids`` with outputs (a task score) in the current run, its ``outputs``
+    (``accuracy``) row: ``agree`` or ``wrong`` against the reference run, the first problem
+    named (module docstring)."""
+    out: list[Comparison] = []
+    checks: tuple[tuple[str, str, Callable[[str], Path], Callable[..., list[str]]], ...] = (
+        (OUTPUTS, "outputs", lambda c: outputs_file(cur_run_dir, c), outputs_problems),
+        (ACCURACY, "task score", lambda c: cur_run_dir / accuracy_json(c), accuracy_problems))
+    for metric, what, file_of, problems_of in checks:
+        for cid in ids:
+            if not file_of(cid).is_file():
+                continue
+            found = problems_of(cur_run_dir, cid, ref_run_dir)
+            if found:
+                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+                first = found[0].removeprefix(f"{cid}: ")
+                row = _point(cid, 0, WRONG, f"{cid}: {what} wrong against the reference run "
+                             f"{ref_run_dir.name}: {first}{more} — wrong")
+            else:
+                row = _point(cid, 0, AGREE, f"{cid}: {what} agree with the reference run "
+                             f"{ref_run_dir.name}")
+            out.append(replace(row, metric=metric))
+    return out
+
+
+def correctness_failures(comparisons: Iterable[Comparison]) -> list[Comparison]:
+    """The correctness rows that fail: outputs or task scores wrong against the reference."""
+    return [c for c in comparisons if c.metric in CORRECTNESS and c.verdict == WRONG]
+
+
+def wrong_image_line(comparisons: Iterable[Comparison]) -> str:
+    """``GATE FAILED: this image computes wrong outputs on 2 of 2 layouts, task scores on 1
+    …`` when correctness rows fail (the first words of every view of a gated run), else ""."""
+    rows = list(comparisons)
+    bad = correctness_failures(rows)
+    if not bad:
+        return ""
+    parts = []
+    for metric, what in ((OUTPUTS, "outputs"), (ACCURACY, "task scores")):
+        mine = [c for c in rows if c.metric == metric]
+        wrong = [c for c in bad if c.metric == metric]
+        if wrong:
+            parts.append(f"wrong {what} on {len(wrong)} of {len(mine)} layouts")
+    return ("GATE FAILED: this image computes " + " and ".join(parts)
+            + " against the reference run; do not use it, whatever its speed.")
+
+
+def read_comparison_csv(run_dir: Path) -> list[Comparison]:
+    """gate.csv's rows (KeyError/ValueError on a malformed file; [] without one)."""
+    path = Path(run_dir) / GATE_CSV
+    if not path.is_file():
+        return []
+
+    def number(text: str) -> float | None:
+        return float(text) if text.strip() else None
+
+    with path.open(newline="", encoding="utf-8") as fh:
+        return [Comparison(r["config_id"], int(r["concurrency"] or 0), r["metric"],
+                           number(r["ref"]), number(r["cur"]), number(r["delta_pct"]),
+                           number(r["threshold_pct"]), number(r["noise_pct"]), r["verdict"],
+                           r["message"]) for r in csv.DictReader(fh)]
 
 
 def _measured(rows: pd.DataFrame, column: str) -> bool:
@@ -312,7 +412,8 @@ def _measured(rows: pd.DataFrame, column: str) -> bool:
 
 
 def regressions(comparisons: Iterable[Comparison]) -> list[Comparison]:
-    """The rows that fail the gate: regressions and broken points."""
+    """The rows that fail the gate: regressions, changes beyond the threshold not told from
+    noise, broken points and wrong outputs."""
     return [c for c in comparisons if c.verdict in FAILING]
 
 
@@ -322,9 +423,15 @@ def significant(comparisons: Iterable[Comparison]) -> list[Comparison]:
 
 
 def notable_lines(comparisons: list[Comparison]) -> list[str]:
-    """``REGRESSION <message>`` for each failing row, then ``SIGNIFICANT <message>`` for each
-    change beyond the noise under the threshold: what the gate saw, under its table."""
-    return ([f"REGRESSION {r.message}" for r in regressions(comparisons)]
+    """``WRONG <message>`` for each layout whose outputs or task score fail against the
+    reference, ``REGRESSION <message>`` (``INCONCLUSIVE``: not told from noise) for each other
+    failing row, then ``SIGNIFICANT
+    <message>`` for each change beyond the noise under the threshold: what the gate saw, under
+    its table."""
+    wrong = correctness_failures(comparisons)
+    return ([f"WRONG {r.message}" for r in wrong]
+            + [f"{'INCONCLUSIVE' if r.verdict == INCONCLUSIVE else 'REGRESSION'} {r.message}"
+               for r in regressions(comparisons) if r not in wrong]
             + [f"SIGNIFICANT {r.message}" for r in significant(comparisons)])
 
 
@@ -332,20 +439,42 @@ def _num(value: float | None, fmt: str) -> str:
     return "—" if value is None else format(value, fmt)
 
 
-def comparison_table(comparisons: list[Comparison], width: int = 100) -> list[str]:
-    """The gate as terminal lines of at most ``width`` characters, then a count line."""
-    # The verdict comes before the numbers so that a narrow terminal cuts numbers, not it.
-    lines = [f"{'config':<18}{'C':>4}  {'metric':<10}{'verdict':<18}{'reference':>11}"
-             f"{'current':>11}{'Δ %':>9}{'thr %':>7}{'noise %':>8}"]
-    for c in comparisons:
-        cid = c.config_id if len(c.config_id) <= 17 else c.config_id[:16] + "…"
-        lines.append(f"{cid:<18}{c.concurrency or 'all':>4}  {c.metric or '—':<10}"
-                     f"{c.verdict:<18}{_num(c.ref, ',.2f'):>11}{_num(c.cur, ',.2f'):>11}"
-                     f"{_num(c.delta_pct, '+.2f'):>9}{_num(c.threshold_pct, '+g'):>7}"
-                     f"{_num(c.noise_pct, '.1f'):>8}")
+TABLE_TITLES = ("config", "C", "metric", "verdict", "reference", "current", "Δ %", "thr %",
+                "noise %")
+
+
+def table_rows(comparisons: Iterable[Comparison]) -> list[list[str]]:
+    """The gate's rows as text cells under :data:`TABLE_TITLES` (the report lays them out:
+    report/summary.gate_table), the verdict before the numbers."""
+    return [[c.config_id, str(c.concurrency or "all"), c.metric or "—", c.verdict,
+             _num(c.ref, ",.2f"), _num(c.cur, ",.2f"), _num(c.delta_pct, "+.2f"),
+             _num(c.threshold_pct, "+g"), _num(c.noise_pct, ".1f")] for c in comparisons]
+
+
+def verdict_counts(comparisons: Sequence[Comparison]) -> str:
+    """``regression: 1, ok: 7``: how many rows of each verdict."""
     counts = {v: sum(c.verdict == v for c in comparisons) for v in VERDICTS}
-    lines.append(", ".join(f"{v}: {n}" for v, n in counts.items() if n) or "nothing to compare")
-    return [line[:width] for line in lines]
+    return ", ".join(f"{v}: {n}" for v, n in counts.items() if n) or "nothing to compare"
+
+
+def correctness_lines(comparisons: Iterable[Comparison]) -> list[str]:
+    """``outputs: agree on 2 of 2 layouts`` / ``outputs: WRONG on 1 of 2 layouts (…)`` /
+    ``outputs: not compared (no layout has outputs: [correctness] off?)``, and the same for
+    ``accuracy``: the gate says what it compared besides the speed."""
+    rows = list(comparisons)
+    out = []
+    for metric, why in ((OUTPUTS, "no layout has outputs: [correctness] off"),
+                        (ACCURACY, "no layout has a task score: no [accuracy] table")):
+        mine = [c for c in rows if c.metric == metric]
+        wrong = [c.config_id for c in mine if c.verdict == WRONG]
+        if not mine:
+            out.append(f"{metric}: not compared ({why})")
+        elif wrong:
+            out.append(f"{metric}: WRONG on {len(wrong)} of {len(mine)} layouts "
+                       f"({', '.join(wrong)}) — fails the gate")
+        else:
+            out.append(f"{metric}: agree on {len(mine)} of {len(mine)} layouts")
+    return out
 
 
 def comparison_html(comparisons: list[Comparison]) -> str:

@@ -4,17 +4,22 @@ only copy of a result.
 
 What a run's rows hold, each read from its folder alone (:func:`read_run`):
 
-* ``runs``: one row per run folder: run id, start date, sweep, image, cluster, the engine's
-  version (run.json ``sglang_version``) and the sweep's git commit (``git_commit``), the run's
-  status (results/runstatus.py), the ``runs`` listing's counts (layouts, valid/invalid
-  verdicts, the gate's result, the answers' line), correctness (``agree`` / ``disagree`` /
-  NULL without outputs: every layout's outputs against the run's reference layout,
-  results/outputs.py) and accuracy (the ``[accuracy]`` task score, every layout pooled:
-  results/accuracy.RunAccuracy.pooled; NULL without one); ``stamp`` is the
-  size and mtime of the files the rows come from, so a reader sees a folder changed since.
-* ``points``: per point (configuration × C) and gated metric (gate/comparison.METRICS): the
+* ``runs``: one row per run folder: run id, start date, sweep, image, cluster, the engine's version
+  (run.json ``engine_version``, or an earlier format's key: engine_facts) and the sweep's git commit
+  (``git_commit``), the run's status (results/runstatus.py), the ``runs`` listing's counts (layouts,
+  valid/invalid verdicts, the gate's result, the answers' line), correctness (``agree`` /
+  ``disagree`` / NULL without outputs: every layout's outputs against the run's reference layout,
+  results/outputs.py, and, in a gated run, against the reference run: gate.csv's ``outputs``
+  rows) and accuracy (the ``[accuracy]`` task score, every layout pooled:
+  results/accuracy.RunAccuracy.pooled; NULL without one); ``stamp`` is the size and mtime of the
+  files the rows come from, so a reader sees a folder changed since.
+* ``points``: per point (configuration × C) and gated metric (gate/comparison.METRICS, GPU
+  board energy per token among them): the
   median of the valid repeats (the gate's N/N rule), their count, and the point's own interval of
-  its geometric mean at the run's α (results/stats.half_width_pct; NULL with one repeat).
+  its geometric mean at the run's α (stats/decision.half_width_pct; NULL with one repeat); and,
+  when they come from one boot, the mean and variance of their log values, from which
+  :meth:`History.boot_noise` pools the boot-to-boot variance of the runs of one cluster, image
+  and engine (each run one boot of an unchanged configuration).
 * ``outputs``: per layout with outputs, whether they agree and the problems' first line.
 
 Written at the run's close (run/close.py: a failure warns and never fails the run), repaired
@@ -32,11 +37,12 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
+import json
 import math
 import re
 import sqlite3
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import astuple, dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -44,6 +50,7 @@ from typing import Any
 
 import pandas as pd
 
+from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.folder.runfolder import (
     ACCURACY_DIR,
     ANSWERS_JSON,
@@ -54,23 +61,39 @@ from pytest_ppsweep.folder.runfolder import (
     RESULTS_CSV,
     RUN_JSON,
     RunFolder,
+    RunJson,
     RunJsonDict,
     RunKey,
+    RunStore,
+    engine_facts,
 )
 from pytest_ppsweep.gate.baselines import BASELINES
 from pytest_ppsweep.gate.benchjson import load, points, valid_mask
-from pytest_ppsweep.gate.comparison import FAILING, METRICS, SIGNIFICANT
+from pytest_ppsweep.gate.comparison import (
+    CORRECTNESS,
+    FAILING,
+    METRICS,
+    OUTPUTS,
+    SIGNIFICANT,
+    WRONG,
+)
 from pytest_ppsweep.results.accuracy import RunAccuracy
 from pytest_ppsweep.results.aggregate import RunData, RunFolderError
 from pytest_ppsweep.results.answers import one_line
 from pytest_ppsweep.results.outputs import outputs_problems
 from pytest_ppsweep.results.pipeline import Analysis, analyse
-from pytest_ppsweep.results.stats import half_width_pct, rule_of
+from pytest_ppsweep.results.rule import rule_of
+from pytest_ppsweep.stats.bootnoise import BetweenRuns, RunMean, between_runs
+from pytest_ppsweep.stats.decision import half_width_pct
 
 __all__ = ["History", "HistoryError", "OutputRow", "PointRow", "RunRecord", "TrendRow",
            "gate_result", "read_run", "run_date", "run_folders"]
 
-SCHEMA_VERSION = 1
+# 2: the gate result and correctness count the gate's outputs/accuracy rows (an index of
+# version 1 is dropped and refilled from the folders, as any other cache of another schema);
+# 3: points hold J/token too (METRICS energy_per_token), so an older index is refilled;
+# 4: runs hold the engine's name, points their one-boot log mean and variance
+SCHEMA_VERSION = 4
 TIMEOUT_S = 30.0
 _STAMPED = (RUN_JSON, RESULTS_CSV, CONFIGS_CSV, GATE_CSV, ANSWERS_JSON)
 
@@ -88,6 +111,7 @@ class RunRecord:
     sweep: str
     image: str
     cluster: str
+    engine: str
     engine_version: str | None
     git_commit: str | None
     simulated: int
@@ -117,6 +141,14 @@ class PointRow:
     low: float | None
     high: float | None
     repeats: int
+    # The mean and variance of the valid repeats' log values, when they come from one boot of
+    # this run (not reused from another run) and number two or more: the run's view of the
+    # point as one boot of it (stats/bootnoise.py pools the between-boot variance from them).
+    log_mean: float | None = None
+    log_var: float | None = None
+    # What the point's numbers depend on (continuity/manifest.py: image, engine, flags, env,
+    # argv, workload, hosts), as a digest: the runs of one digest are boots of one configuration.
+    manifest: str | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +172,16 @@ class TrendRow:
     low: float | None
     high: float | None
     repeats: int
+    gate: str = ""  # the run's gate result (gate_result)
+    agrees: int | None = None  # the point's layout's outputs agree (OutputRow; None: no outputs)
+
+    @property
+    def wrong(self) -> str:
+        """What the run computed wrong at this point (``outputs disagree``: its layout's, or
+        ``gate fail: …``: the image's), "" when nothing: ``trend`` marks the run so."""
+        if self.agrees == 0:
+            return "outputs disagree"
+        return f"gate {self.gate}" if self.gate.startswith("fail") else ""
 
 
 _TABLES = {
@@ -177,18 +219,33 @@ def run_date(run_dir: Path) -> datetime | None:
     return datetime.fromtimestamp(manifest.stat().st_mtime).replace(microsecond=0)
 
 
-def gate_result(run_dir: Path) -> str:
-    """``pass`` or ``N regression(s)`` (regressed or broken points: what fails the gate) from
-    gate.csv, ``—`` without one."""
+def _gate_rows(run_dir: Path) -> list[dict[str, str]]:
+    """gate.csv's rows ([] without one)."""
     path = run_dir / GATE_CSV
     if not path.is_file():
-        return "—"
+        return []
     with path.open(newline="", encoding="utf-8") as fh:
-        verdicts = [row.get("verdict", "") for row in csv.DictReader(fh)]
-    failing = sum(verdicts.count(v) for v in FAILING)
+        return list(csv.DictReader(fh))
+
+
+def gate_result(run_dir: Path) -> str:
+    """``pass`` or ``N regression(s)`` (regressed or broken points: what fails the gate) from
+    gate.csv, ``—`` without one; an image whose outputs or task scores are wrong against the
+    reference run fails whatever its speed: ``fail: outputs`` (``, accuracy``, ``, N
+    regression(s)``)."""
+    if not (run_dir / GATE_CSV).is_file():
+        return "—"
+    rows = _gate_rows(run_dir)
+    verdicts = [row.get("verdict", "") for row in rows]
+    wrong = [m for m in CORRECTNESS
+             if any(r.get("metric") == m and r.get("verdict") == WRONG for r in rows)]
+    failing = sum(verdicts.count(v) for v in FAILING if v != WRONG)
     changed = verdicts.count(SIGNIFICANT)
     note = f" ({changed} significant)" if changed else ""
-    return ("pass" if not failing else f"{failing} regression{'s' if failing != 1 else ''}") + note
+    slow = f"{failing} regression{'s' if failing != 1 else ''}"
+    if wrong:
+        return "fail: " + ", ".join([*wrong, *([slow] if failing else [])]) + note
+    return ("pass" if not failing else slow) + note
 
 
 def stamp(run_dir: Path) -> str:
@@ -211,13 +268,19 @@ def _text(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def _point_rows(run_dir: Path, raw: RunJsonDict, data: RunData | None = None
-                ) -> list[PointRow]:
+def _point_rows(run_dir: Path, raw: RunJsonDict, data: RunData | None = None,
+                manifests: Mapping[str, dict[str, Any] | None] | None = None) -> list[PointRow]:
+    """The ``points`` rows (``data``, ``manifests``: the folder's as read already)."""
     rule = rule_of(raw)
     out = []
     data = load(run_dir) if data is None else data
+    digests: dict[str, str | None] = {}
     for (cid, conc), rows in points(data.results).items():
         valid = rows[valid_mask(rows)]
+        one_boot = _one_boot(valid)
+        if cid not in digests:
+            digests[cid] = _digest(manifests[cid] if manifests is not None and cid in manifests
+                                   else _manifest(run_dir, cid))
         for metric, (column, _, _, _) in METRICS.items():
             if column not in valid.columns:
                 continue
@@ -232,17 +295,54 @@ def _point_rows(run_dir: Path, raw: RunJsonDict, data: RunData | None = None
                 gmean = math.exp(statistics.fmean(math.log(v) for v in values if v > 0)) if all(
                     v > 0 for v in values) else median
                 low, high = gmean / (1 + half / 100.0), gmean * (1 + half / 100.0)
-            out.append(PointRow(run_dir.name, cid, conc, metric, median, low, high, len(values)))
+            logs = [math.log(v) for v in values if v > 0]
+            boot = one_boot and len(logs) == len(values) >= 2
+            out.append(PointRow(run_dir.name, cid, conc, metric, median, low, high, len(values),
+                                statistics.fmean(logs) if boot else None,
+                                statistics.variance(logs) if boot else None, digests[cid]))
     return out
 
 
+def _manifest(run_dir: Path, config_id: str) -> dict[str, Any] | None:
+    try:
+        return manifest.load(run_dir, config_id)
+    except (OSError, ValueError):
+        return None
+
+
+def _digest(found: Mapping[str, Any] | None) -> str | None:
+    """The digest of a layout's manifest, less what differs per run (its ``run`` block, where
+    its numbers were reused from, the engine version unknown when it was written)."""
+    if found is None:
+        return None
+    kept = {k: v for k, v in found.items() if k not in ("run", "reused_from", "engine_version")}
+    text = json.dumps(kept, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _one_boot(rows: pd.DataFrame) -> bool:
+    """Whether a point's rounds were measured on one boot of this run (none reused from
+    another run's folder, one boot number)."""
+    if "reused" in rows.columns and rows["reused"].astype(str).str.lower().eq("true").any():
+        return False
+    if "boot" in rows.columns:
+        return rows["boot"].astype(str).nunique() <= 1
+    return True
+
+
 def _output_rows(run_dir: Path) -> list[OutputRow]:
+    """Per layout with outputs: whether they agree with the run's reference layout and, when
+    the run was gated, with the reference run (gate.csv's ``outputs`` rows)."""
     folder = run_dir / OUTPUTS_DIR
     if not folder.is_dir():
         return []
+    gated = {r.get("config_id", ""): r.get("message", "") for r in _gate_rows(run_dir)
+             if r.get("metric") == OUTPUTS and r.get("verdict") == WRONG}
     out = []
     for path in sorted(folder.glob("*.json")):
         problems = outputs_problems(run_dir, path.stem)
+        if not problems and path.stem in gated:
+            problems = [gated[path.stem]]
         out.append(OutputRow(run_dir.name, path.stem, 0 if problems else 1,
                              problems[0] if problems else ""))
     return out
@@ -279,7 +379,8 @@ def read_run(run_dir: Path, analysis: Analysis | None = None
         invalid = len(verdicts) - valid
         answered = one_line([a.as_dict() for a in answers])
     with contextlib.suppress(RunFolderError):
-        pts = _point_rows(run_dir, raw, analysis[0] if analysis is not None else None)
+        pts = _point_rows(run_dir, raw, analysis[0] if analysis is not None else None,
+                          analysis[1].manifests if analysis is not None else None)
     outs = _output_rows(run_dir)
     correctness = None if not outs else "agree" if all(o.agrees for o in outs) else "disagree"
     date = run_date(run_dir)
@@ -289,7 +390,7 @@ def read_run(run_dir: Path, analysis: Analysis | None = None
         folder=run_dir.name, run_id=str(raw.get(RunKey.RUN_ID) or run_dir.name),
         started=date.isoformat() if date else "", sweep=str(raw.get(RunKey.SWEEP) or ""),
         image=str(raw.get(RunKey.IMAGE) or ""), cluster=str(raw.get(RunKey.CLUSTER) or ""),
-        engine_version=_text(raw.get(RunKey.SGLANG_VERSION)),
+        engine=engine_facts(raw)[0], engine_version=engine_facts(raw)[1],
         git_commit=_text(raw.get(RunKey.GIT_COMMIT)),
         simulated=int(bool(raw.get(RunKey.SIMULATED))), status=_text(raw.get(RunKey.RUN_STATUS)),
         layouts=layouts, valid=valid, invalid=invalid, gate=gate_result(run_dir),
@@ -400,13 +501,14 @@ class History:
             for rows in read:
                 self._put(con, rows)
 
-    def sync(self) -> list[str]:
+    def sync(self, exclude: Sequence[str] = ()) -> list[str]:
         """Repair the index from the folders: a folder not indexed or changed since is read
-        again, the rows of a folder gone are dropped; why folders were skipped."""
-        folders = {p.name: p for p in run_folders(self.reports)}
+        again, the rows of a folder gone are dropped; why folders were skipped. The folders
+        named in ``exclude`` are left as they are (a run still closing)."""
+        folders = {p.name: p for p in run_folders(self.reports) if p.name not in exclude}
         known = {r.folder: r.stamp for r in self.records(sync=False)} if self.path.exists() else {}
         stale = [p for name, p in folders.items() if known.get(name) != stamp(p)]
-        gone = [name for name in known if name not in folders]
+        gone = [name for name in known if name not in folders and name not in exclude]
         skipped, read = [], []
         for folder in stale:
             try:
@@ -456,7 +558,9 @@ class History:
         if sync:
             self.sync()
         sql = ("SELECT p.config_id, p.concurrency, r.started, r.image, r.run_id, p.median, "
-               "p.low, p.high, p.repeats FROM points p JOIN runs r ON r.folder = p.folder "
+               "p.low, p.high, p.repeats, r.gate, o.agrees FROM points p JOIN runs r "
+               "ON r.folder = p.folder LEFT JOIN outputs o ON o.folder = p.folder AND "
+               "o.config_id = p.config_id "
                "WHERE r.sweep = ? AND p.metric = ?")
         args: list[Any] = [sweep, metric]
         if layout:
@@ -464,6 +568,38 @@ class History:
             args += [layout, f"{layout}-%"]
         rows = [TrendRow(*r) for r in self._select(sql, args)]
         return sorted(rows, key=lambda t: (t.concurrency, t.config_id, t.started, t.run_id))
+
+    def boot_noise(self, run_dir: Path, raw: RunJsonDict | None = None
+                   ) -> dict[str, tuple[BetweenRuns, int]]:
+        """The boot-to-boot variance that this reports folder's other runs measured, per gated
+        metric (its results.csv column): the configurations of the same sweep booted once in
+        each of two runs or more on ``run_dir``'s cluster, with its image, engine and engine
+        version, simulated or not as it is (stats/bootnoise.py pools them); each with the number
+        of runs it came from. Empty when no configuration was booted twice (``raw``:
+        ``run_dir``'s run.json, read here when not given)."""
+        raw = RunFolder(run_dir).read_run_json() if raw is None else raw
+        engine, version = engine_facts(raw)
+        self.sync(exclude=(Path(run_dir).name,))
+        sql = ("SELECT p.metric, p.manifest, p.concurrency, p.folder, p.log_mean, p.log_var, "
+               "p.repeats FROM points p JOIN runs r ON r.folder = p.folder "
+               "WHERE r.folder != ? AND r.sweep = ? AND r.cluster = ? AND r.image = ? "
+               "AND r.engine = ? AND r.engine_version IS ? AND r.simulated = ? "
+               "AND p.manifest IS NOT NULL AND p.log_mean IS NOT NULL")
+        args = [Path(run_dir).name, str(raw.get(RunKey.SWEEP) or ""),
+                str(raw.get(RunKey.CLUSTER) or ""), str(raw.get(RunKey.IMAGE) or ""), engine,
+                version, int(bool(raw.get(RunKey.SIMULATED)))]
+        grouped: dict[str, dict[str, dict[int, list[RunMean]]]] = {}
+        folders: dict[str, set[str]] = {}
+        for metric, digest, conc, folder, mean, var, n in self._select(sql, args):
+            grouped.setdefault(metric, {}).setdefault(digest, {}).setdefault(conc, []).append(
+                RunMean(float(mean), float(var), int(n)))
+            folders.setdefault(metric, set()).add(folder)
+        out = {}
+        for metric, per_digest in grouped.items():
+            found = between_runs(per_digest)
+            if found is not None and metric in METRICS:
+                out[METRICS[metric][0]] = (found, len(folders[metric]))
+        return out
 
     def sweeps(self) -> list[str]:
         return sorted({r[0] for r in self._select("SELECT DISTINCT sweep FROM runs")})
@@ -481,9 +617,42 @@ def index_at_close(run_dir: Path, analysis: Analysis | None = None) -> str:
     return ""
 
 
+def boot_noise_at_close(store: RunStore, raw: RunJsonDict | None = None
+                        ) -> tuple[dict[str, dict[str, float]], str]:
+    """The boot-to-boot variance the closing run's reports folder's history measured
+    (:meth:`History.boot_noise`; ``raw``: the run's run.json as read already), stored in its
+    run.json (``boot_history``) when there is some, before its answers are made; and "" or the
+    warning that says why none was read (the history is a cache: the run goes on without)."""
+    table: dict[str, dict[str, float]] = {}
+    try:
+        found = History(store.dir.parent).boot_noise(store.dir, raw)
+        table = {column: {"var": b.var, "df": b.df, "configurations": b.configurations,
+                          "runs": runs} for column, (b, runs) in found.items()}
+        if table:
+            RunJson(store).boot_history(table)
+    except (HistoryError, RunFolderError, OSError, ValueError, sqlite3.Error) as exc:
+        return {}, f"warning: the history's boot-to-boot variance not read ({exc})"
+    return table, ""
+
+
+def image_label(image: str) -> str:
+    """How the history names an image wherever it shows one (``trend``'s table, the report's
+    history charts): what tells two images of a sweep apart, its tag (``reg/sglang:v6`` →
+    ``v6``), else its digest's start (``…@sha256:0123456789ab``), else its last path part;
+    ``—`` for none."""
+    tail = image.rsplit("/", 1)[-1]
+    if "@" in tail:
+        return "@" + tail.split("@", 1)[1][:19]
+    if ":" in tail:
+        return tail.split(":", 1)[1]
+    return tail or "—"
+
+
 def trend_lines(rows: Sequence[TrendRow], metric: str) -> list[str]:
     """``trend``'s table: per point, one line per run (date, image, median, interval, repeats,
-    run id). A long image keeps its end (its tag); the run id is never cut."""
+    run id; ``WRONG: …`` after a run whose outputs or gate failed: its speed is no image's to
+    compare). An image is named by :func:`image_label`, as the report's history charts name
+    it, the whole image after the run id; the run id is never cut."""
     label, unit = METRICS[metric][1], METRICS[metric][2].strip()
     out: list[str] = []
     current: tuple[str, int] | None = None
@@ -495,8 +664,9 @@ def trend_lines(rows: Sequence[TrendRow], metric: str) -> list[str]:
                        + " — median of valid repeats [interval of the point]")
         interval = ("[1 repeat]" if r.low is None or r.high is None
                     else f"[{r.low:,.4g}, {r.high:,.4g}]")
-        image = r.image or "—"
-        image = image if len(image) <= 20 else "…" + image[-19:]
+        image = image_label(r.image)  # as the charts label it; the whole image at the end
+        whole = f"  {r.image}" if r.image and r.image != image else ""
         out.append(f"  {r.started.replace('T', ' ')[:16] or '?':<16} {image:<20} "
-                   f"{r.median:>10,.4g} {interval:<22} n={r.repeats} {r.run_id}")
+                   f"{r.median:>10,.4g} {interval:<22} n={r.repeats} {r.run_id}{whole}"
+                   + (f"  WRONG: {r.wrong}" if r.wrong else ""))
     return out

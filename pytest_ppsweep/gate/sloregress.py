@@ -1,12 +1,12 @@
 """The gate's SLO check: a layout whose sustainable load within the SLO fell against the
 reference run, with the SLO's confidence (the searches' outcomes and probes,
-results/sloanswer.py; the capacity estimate, results/slocapacity.py).
+results/sloanswer.py; the capacity estimate, stats/capacity.py).
 
 Two rules, and each message says which one it used:
 
 * **capacity interval** (both runs' outcomes carry a capacity estimate, each refitted from its
   own probes at one level): the ratio current / reference of the two capacities gets an
-  interval from the two Fieller intervals (:func:`~pytest_ppsweep.results.slocapacity.
+  interval from the two Fieller intervals (:func:`~pytest_ppsweep.stats.capacity.
   ratio_interval`, MOVER on the log scale). It is a regression when the ratio's upper bound,
   one-sided at the current SLO's ``confidence``, is below 1 (the two intervals are fitted at
   ``2 × confidence − 1`` two-sided, so each end holds at ``confidence``): the chance that an
@@ -17,7 +17,7 @@ Two rules, and each message says which one it used:
   written before it, or an SLO without a percentile limit): this run's bracket lies wholly below
   the reference's (its lowest load outside the SLO at or under the reference's highest load
   within it) and even that smallest possible drop, in %, exceeds the gate's noise rule
-  (results/noise.py) over the two runs' goodput at their final loads.
+  (stats/gatenoise.py) over the two runs' goodput at their final loads.
 
 Either way, a layout that no longer meets the SLO at all, where it did, is a regression."""
 
@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.matrix.slospec import DEFAULT_CONFIDENCE
-from pytest_ppsweep.results.noise import noise_pct
 from pytest_ppsweep.results.sloanswer import final_values, number, read_outcomes, read_probes
-from pytest_ppsweep.results.slocapacity import Capacity, of_probes, ratio_interval
+from pytest_ppsweep.results.slocapacity import of_probes
+from pytest_ppsweep.stats.capacity import Capacity, ratio_interval
+from pytest_ppsweep.stats.gatenoise import noise_pct
 
 __all__ = ["slo_regressions"]
 

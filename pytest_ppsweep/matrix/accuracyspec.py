@@ -1,9 +1,9 @@
-"""The ``[accuracy]`` table of a sweep file: a task score per layout (issue 40.2).
+"""The ``[accuracy]`` table of a sweep file: a task score per layout.
 
 While a layout is up, the questions of a JSONL task file go to the server's own API greedy, and
 each answer is scored; the score, its binomial interval and the gate's threshold are in
 ``accuracy/<layout>.json`` (results/accuracy.py; the sample size and the threshold come from
-results/accuracystats.py).
+stats/accuracytest.py).
 
 Keys (scores and drops in points, 0–100):
 
@@ -68,7 +68,7 @@ class AccuracySpec:
     metric: str = "exact"
     regex: str = ""
     few_shot: int = 0
-    questions: int | None = None  # None: derived (results/accuracystats.plan)
+    questions: int | None = None  # None: derived (stats/accuracytest.plan)
     min_drop: float = 0.03
     alpha: float = 0.05
     beta: float = 0.2

@@ -42,6 +42,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import ENGINES, engine_of
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.matrix.schema import (
     INT_LIMIT,
@@ -64,22 +66,12 @@ __all__ = [
     "parse_axes",
 ]
 
-# Short names of the axes' id parts (``a2a_deepep``, ``chunk16k``, ``mbs1``); any other flag
-# is named as written, an environment variable in lower case.
-AXIS_SHORT = {
-    "moe_a2a_backend": "a2a",
-    "chunked_prefill_size": "chunk",
-    "pp_max_micro_batch_size": "mbs",
-    "moe_runner_backend": "moe",
-    "mem_fraction_static": "mem",
-    "max_running_requests": "maxreq",
-}
+# Short names of the axes' id parts (``a2a_deepep``, ``chunk16k``, ``mbs1``), each engine's;
+# any other flag is named as written, an environment variable in lower case.
+AXIS_SHORT: dict[str, str] = {k: v for e in ENGINES.values() for k, v in e.axis_short.items()}
 LAYOUT_AXES = ("pp", "tp", "ep")
-# SGLang sets ep_size = tp_size with these a2a backends (SGLANG_CONTRACT.md §1.3, the NEW
-# list: sglang 0.5.23's arg_groups/moe_hook.py; OLD versions only deepep and mooncake, which
-# ``[sweep] a2a_ep_backends = ["deepep", "mooncake"]`` says). The emulator does the same.
-EP_SPANNING_A2A = ("deepep", "deepep_v2", "mooncake", "nixl", "mori", "pplx", "flashinfer",
-                   "megamoe", "flashinfer_megamoe", "ascend_fuseep")
+# The default engine's EP-spanning a2a backends (``[sweep] a2a_ep_backends`` overrides them).
+EP_SPANNING_A2A = engine_of().ep_spanning_a2a
 # A product larger than this is refused unless ``[sweep] max_points`` says so.
 DEFAULT_MAX_POINTS = 64
 # An axis value that means "do not pass the flag" (SGLang's own default applies).
@@ -133,7 +125,8 @@ def _same_kind(a: Any, b: Any) -> bool:
     return ka == kb or {ka, kb} == {"an integer", "a number"}
 
 
-def parse_axes(top: Reader, server: Mapping[str, Any], env: Mapping[str, str]) -> list[Axis]:
+def parse_axes(top: Reader, server: Mapping[str, Any], env: Mapping[str, str],
+               owned: frozenset[str] = PLUGIN_OWNED_FLAGS) -> list[Axis]:
     """``[axes]`` and ``[axes.env]``: every axis validated (name, non-empty list, one type,
     the type of ``[server]``'s value, no plugin-owned flag, no value twice)."""
     tab = top.table("axes")
@@ -146,7 +139,7 @@ def parse_axes(top: Reader, server: Mapping[str, Any], env: Mapping[str, str]) -
                                   f"variable axes, found {shown_value(raw)}")
             continue
         where = f"axes.{name}"
-        if name in PLUGIN_OWNED_FLAGS:
+        if name in owned:
             raise MatrixError(
                 f"{path}: key '{where}': expected an axis over a flag the sweep may set, found "
                 f"{name!r}, which the plugin sets from the layout and the cluster (use pp, tp, "
@@ -248,11 +241,13 @@ def expand(
     ep_cap: int,
     a2a_ep_backends: Sequence[str],
     max_points: int,
+    engine: Engine | None = None,
 ) -> tuple[tuple[Config, ...], tuple[str, ...]]:
     """The points of the sweep, in order (layouts, then axes in file order, then workloads),
     and the axis names. Raises MatrixError naming file, key, expected and found."""
     path = top.path
-    axes = parse_axes(top, server, env)
+    axes = parse_axes(top, server, env,
+                      engine.owned_flags if engine is not None else PLUGIN_OWNED_FLAGS)
     for axis in axes:
         for cfg in configs:
             if axis.kind == "server" and axis.name in cfg.server:
@@ -301,7 +296,7 @@ def expand(
             continue
         origin = f"configs[{cfg.order}]" if configs else "axes"
         points.append(_finish(path, pt, axes, values, w, i, origin, layout_given,
-                              a2a_ep_backends, server))
+                              a2a_ep_backends, server, engine))
         _unique(path, points[-1], origins, origin)
     for j, rule in enumerate(includes):
         where = f"include[{j}]"
@@ -320,7 +315,7 @@ def expand(
         pt = _point(Config(pp=1, tp=1, ep=1, order=len(points)), axes, values)
         pt = replace(pt, server={k: v for k, v in pt.server.items()}, env=dict(pt.env))
         point = _finish(path, pt, axes, values, w, len(product) + j, where,
-                        layout_given | set(LAYOUT_AXES), a2a_ep_backends, server)
+                        layout_given | set(LAYOUT_AXES), a2a_ep_backends, server, engine)
         if any(p.id == point.id for p in points):
             continue  # already a point of the product: including it again changes nothing
         points.append(point)
@@ -345,8 +340,9 @@ def _facts(cfg: Config, axes: Sequence[Axis], workload: str) -> dict[str, Any]:
 
 def _finish(path: Path, pt: Config, axes: Sequence[Axis], values: Mapping[str, Any],
             workload: str, index: int, origin: str, layout_given: set[str],
-            a2a_ep_backends: Sequence[str], server: Mapping[str, Any]) -> Config:
-    """Check the layout rules, apply SGLang's EP rewrite and name the point."""
+            a2a_ep_backends: Sequence[str], server: Mapping[str, Any],
+            engine: Engine | None = None) -> Config:
+    """Check the layout rules, apply the engine's EP rewrite and name the point."""
     if pt.ep > pt.tp:
         raise MatrixError(f"{path}: key '{origin}' (point {index}, ep): expected EP ≤ TP (EP "
                           f"splits the TP group), found EP {pt.ep} > TP {pt.tp}")
@@ -360,10 +356,13 @@ def _finish(path: Path, pt: Config, axes: Sequence[Axis], values: Mapping[str, A
             continue  # the layout id carries pp, tp and ep
         if not _same(value, axis.default):
             tags.append(axis_tag(axis, value))
-    a2a = {**server, **pt.server}.get("moe_a2a_backend")
     asked = 0
-    if isinstance(a2a, str) and a2a in a2a_ep_backends and pt.ep != pt.tp:
-        asked, pt = pt.ep, replace(pt, ep=pt.tp)
+    if engine is not None:
+        pt = replace(pt, engine=engine.name)
+    ep = (engine or engine_of(pt.engine)).effective_ep(pt.tp, pt.ep, {**server, **pt.server},
+                                                        a2a_ep_backends)
+    if ep != pt.ep:
+        asked, pt = pt.ep, replace(pt, ep=ep)
     return replace(pt, tags=tuple(tags), workload=workload, asked_ep=asked,
                    axes={a.name: values.get(a.name, a.default) if a.kind != "layout"
                          else getattr(pt, a.name) for a in axes})
@@ -416,13 +415,15 @@ def distinguish(first: Config, second: Config) -> tuple[Config, Config] | None:
 
 
 def rewrite_ep(configs: Sequence[Config], server: Mapping[str, Any],
-               backends: Sequence[str]) -> tuple[Config, ...]:
-    """SGLang's own rewrite: with an EP-spanning a2a backend EP = TP. The point is labelled
-    with the EP that runs (its id too) and keeps the EP it asked for in ``asked_ep``."""
+               backends: Sequence[str], engine: Engine | None = None) -> tuple[Config, ...]:
+    """The engine's own rewrite of EP (SGLang: EP = TP with an EP-spanning a2a backend). The
+    point is labelled with the EP that runs (its id too) and keeps the EP it asked for in
+    ``asked_ep``."""
     out = []
     for c in configs:
-        a2a = {**server, **c.server}.get("moe_a2a_backend")
-        if isinstance(a2a, str) and a2a in backends and c.ep != c.tp:
-            c = replace(c, asked_ep=c.ep, ep=c.tp)
+        ep = (engine or engine_of(c.engine)).effective_ep(c.tp, c.ep, {**server, **c.server},
+                                                          backends)
+        if ep != c.ep:
+            c = replace(c, asked_ep=c.ep, ep=ep)
         out.append(c)
     return tuple(out)

@@ -1,4 +1,4 @@
-"""The ``[correctness]`` table of a sweep file: the outputs probe of every layout (issue 40.1).
+"""The ``[correctness]`` table of a sweep file: the outputs probe of every layout.
 
 While a layout is up, a few fixed prompts go to ``/generate`` with greedy sampling and
 ``return_logprob``; the tokens and top logprobs are stored per layout and compared across the

@@ -30,7 +30,7 @@ FAILURES: Mapping[str, tuple[str, ...]] = {
     "engine": ("engine", "exception", "traceback", "killed"),
     "boot": (),
 }
-_OWN_KEYS = ("layout", "failure", "reason")
+EXPECT_KEYS = ("layout", "failure", "reason")
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def read_expectations(top: Reader, axis_names: Sequence[str]) -> tuple[Expectati
     """The ``[[expect]]`` tables, validated against the sweep's axes."""
     found = []
     for i, t in enumerate(top.table_list("expect")):
-        t.only((*_OWN_KEYS, *axis_names))
+        t.only((*EXPECT_KEYS, *axis_names))
         axes = {}
         for name in axis_names:
             if name in t.data:

@@ -1,10 +1,12 @@
-"""The cluster kinds a sweep file may name, as data: the launchers each takes, where its nodes
-come from and the keys only it takes; and the launchers whose ranks run in ``[sweep] image``.
+"""The table of cluster kinds, the one source of what a kind is: the launchers each takes,
+where its nodes come from, its own settings (the keys only it takes, matrix/kindsettings.py),
+and the launchers whose ranks run in ``[sweep] image``.
 
 The sweep file is read before anything of cluster/ is imported (matrix/ is the first layer), so
-the code of each kind (cluster/backends.py registers it) is not asked here; this table says the
-same pairs, and tests/cluster/test_backends.py keeps the two equal. A new kind is a row here
-besides its module and registration there.
+this table names no code; cluster/backends.py derives its registry of Backends from it (each
+(kind, launcher) here must have exactly one Backend there, or cluster/ fails to import). A new
+kind is a row here (with its settings type when it has keys of its own), its module
+cluster/kind_<name>.py and its Backend's line in cluster/backends.py.
 """
 
 from __future__ import annotations
@@ -12,13 +14,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pytest_ppsweep.matrix.kindsettings import KindSettings
+from pytest_ppsweep.matrix.schema import CLUSTER_COMMON_KEYS
+from pytest_ppsweep.matrix.slurmsettings import SlurmSettings
+
 # each launcher, and whether its ranks are containers of [sweep] image (the sweep must name one)
 NEEDS_IMAGE: Mapping[str, bool] = {"process": False, "docker": True}
 LAUNCHERS = tuple(NEEDS_IMAGE)
 
-SLURM_KEYS = ("nodes", "jobid", "partition", "account", "time", "request_gpus",
-              "salloc_options", "srun_options", "container_image", "login", "exclusive",
-              "cpus_per_task", "mem", "gres", "on_limit", "time_margin_s", "container_cache")
+# where a kind's nodes come from, and the keys that say so
+NODES_KEYS: Mapping[str, tuple[str, ...]] = {
+    "hosts": (),  # listed in the file (`hosts`, a key every kind knows)
+    "count": ("nodes",),  # an allocation's, sized by `nodes` until it is held
+}
 
 
 @dataclass(frozen=True)
@@ -27,8 +35,19 @@ class ClusterKind:
 
     launchers: tuple[str, ...]  # the launchers it takes
     launchers_hint: str  # what it starts, said when another launcher is given
-    nodes: str  # "hosts": listed in the file; "count": an allocation's, sized by `nodes`
-    own_keys: tuple[str, ...] = ()  # keys only this kind takes
+    nodes: str  # a key of NODES_KEYS
+    settings: type[KindSettings] | None = None  # its own keys, read into Cluster.settings
+
+    @property
+    def own_keys(self) -> tuple[str, ...]:
+        """The keys only this kind takes: those of its nodes, then its settings'."""
+        return (*NODES_KEYS[self.nodes], *(self.settings.KEYS if self.settings else ()))
+
+    @property
+    def allocated(self) -> bool:
+        """Its nodes come from an allocation taken at the start of the run, not from the
+        file."""
+        return self.nodes == "count"
 
 
 CLUSTER_KINDS: Mapping[str, ClusterKind] = {
@@ -36,8 +55,13 @@ CLUSTER_KINDS: Mapping[str, ClusterKind] = {
                          "hosts"),
     "ssh": ClusterKind(("process", "docker"), "processes or containers over SSH", "hosts"),
     "slurm": ClusterKind(("process",), "processes (slurm: steps, in a container with "
-                         "container_image)", "count", SLURM_KEYS),
+                         "container_image)", "count", SlurmSettings),
 }
+
+# every key of a [clusters.<name>] table: every kind's, then each kind's own (in the table's
+# order: the order "expected one of" lists them in)
+CLUSTER_KEYS: tuple[str, ...] = tuple(dict.fromkeys(
+    (*CLUSTER_COMMON_KEYS, *(k for spec in CLUSTER_KINDS.values() for k in spec.own_keys))))
 
 
 def pairs() -> set[tuple[str, str]]:

@@ -9,14 +9,17 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec
+from pytest_ppsweep.matrix.deployment import Deployment
 from pytest_ppsweep.matrix.expectspec import Expectation, expectation_for
+from pytest_ppsweep.matrix.kindsettings import KindSettings
 from pytest_ppsweep.matrix.schema import (
     MatrixError,
     did_you_mean,
@@ -58,42 +61,44 @@ class Cluster:
     verify_host_keys: bool = True
     sudo_password_file: str = ""
     shm_size: str = "32g"  # docker launcher: /dev/shm of each container
-    mounts: tuple[str, ...] = ()  # docker launcher: extra bind mounts "host:container[:ro]"
-    # slurm clusters (cluster/slurm.py): the hosts are placeholders until the allocation is
-    # taken (``jobid``) or made (salloc with these settings), then its nodes
-    slurm_jobid: str = ""
-    slurm_partition: str = ""
-    slurm_account: str = ""
-    slurm_time: str = ""
-    slurm_request_gpus: bool = True  # salloc --gpus-per-node <gpus_per_node>
-    salloc_options: tuple[str, ...] = ()
-    srun_options: tuple[str, ...] = ()
-    # the login node the Slurm commands run on, over SSH with the ssh_* keys ("": this host)
-    slurm_login: str = ""
-    container_image: str = ""  # Pyxis: srun --container-image (mounts: --container-mounts)
-    # what the allocation and each step ask for (cluster/slurm.py: salloc_argv, step_resources)
-    slurm_exclusive: bool = True  # salloc --exclusive
-    slurm_cpus_per_task: int = 0  # 0: every CPU the allocation has on the node
-    slurm_mem: str = "0"  # salloc/srun --mem ("0": all of the node's memory)
-    slurm_gres: str = ""  # salloc/srun --gres instead of --gpus-per-node
-    # before each layout: the allocation's time left vs the layout's ETA + margin, and after a
-    # node failure: "renew" (a new allocation without the failed nodes) or "stop" (resumable)
-    slurm_on_limit: str = "renew"
-    slurm_time_margin_s: int = 120
-    # Pyxis: where each node keeps the image imported once as a squashfs (enroot import)
-    container_cache: str = "/tmp/ppsweep-containers"
-    # learnt from the allocation (cluster/slurm.resolve): the CPUs it holds on each node (the
-    # fewest of any node), what a step's task asks for when cpus_per_task is 0
-    slurm_node_cpus: int = 0
+    # extra bind mounts "host:container[:ro]" of each container (docker launcher, Pyxis)
+    mounts: tuple[str, ...] = ()
+    # what only its kind takes (matrix/kinds.py: the kind's settings type, e.g. SlurmSettings;
+    # None for a kind with no keys of its own). Read back by the kind's code with
+    # ``<Type>.of(cluster)``; nothing else of the model knows its fields.
+    settings: KindSettings | None = None
 
     @property
     def gpus(self) -> int:
         return len(self.hosts) * self.gpus_per_node
 
     def fits(self, config: Config) -> bool:
-        """Whether ``config`` runs on this cluster: PP × TP is exactly its GPUs (the one place
-        this rule is written)."""
-        return config.gpus == self.gpus
+        """Whether ``config`` runs on this cluster: its deployment's groups fill this cluster's
+        nodes, each its own (``Deployment.fit``, the one place this rule is written; a single
+        serve group: PP × TP is exactly the cluster's GPUs)."""
+        return not self.misfits(config)
+
+    def misfits(self, config: Config) -> list[str]:
+        """What of ``config`` does not fit on this cluster's nodes (empty: it fits)."""
+        return config.deployment.fit(len(self.hosts), self.gpus_per_node)[1]
+
+    def placement(self, config: Config) -> tuple[tuple[int, ...], ...]:
+        """Each of ``config``'s server groups' host indices on this cluster, in group order;
+        ``deployment.DoesNotFit`` naming what does not fit. A single serve group runs on every
+        host, as it always did, also where it does not fit (the dry run and the tests build
+        its commands regardless; :meth:`fits` is what refuses it)."""
+        if config.deployed is None:
+            return (tuple(range(len(self.hosts))),)
+        return config.deployment.placement(len(self.hosts), self.gpus_per_node)
+
+    def group_parts(self, config: Config) -> list[tuple[str, Cluster]]:
+        """Each server group's label and this cluster cut to the group's nodes, in group order:
+        what is recorded per group (GPU snapshots) asks each part. A single serve group: this
+        cluster, unlabelled (the names its files always had)."""
+        if config.deployed is None:
+            return [("", self)]
+        return [(g.label, replace(self, hosts=tuple(self.hosts[i] for i in nodes)))
+                for g, nodes in zip(config.deployed.groups, self.placement(config), strict=True)]
 
     def rank0(self) -> Host:
         return self.hosts[0]
@@ -117,6 +122,20 @@ class Config:
     axes: Mapping[str, Any] = field(default_factory=dict)
     workload: str = ""
     asked_ep: int = 0
+    # The engine that serves the point (``[sweep] engine``, engine/engines.py); not part of the
+    # id or the server configuration's key: a sweep has one engine.
+    engine: str = DEFAULT_ENGINE
+    # The server groups and router of a layout that is more than one serve group (a
+    # disaggregated one); None: the one serve group of pp/tp/ep (:attr:`deployment`).
+    deployed: Deployment | None = None
+
+    @property
+    def deployment(self) -> Deployment:
+        """How the layout is deployed: its server groups and router. Every reader of the
+        layout's shape outside matrix/ asks this (``config.deployment.serve_group.tp``,
+        ``.columns()``, ``.url(…)``), never pp/tp/ep themselves."""
+        return self.deployed or Deployment.single(self.pp, self.tp, self.ep, self.server,
+                                                  engine=self.engine)
 
     @property
     def layout_id(self) -> str:
@@ -131,8 +150,8 @@ class Config:
 
     @property
     def gpus(self) -> int:
-        """GPUs the layout needs: PP × TP (what :meth:`Cluster.fits` compares)."""
-        return self.pp * self.tp
+        """GPUs the layout needs: every server group's (PP × TP for today's single group)."""
+        return self.deployment.gpus
 
     @property
     def label(self) -> str:
@@ -162,6 +181,8 @@ def server_key(config: Config) -> str:
              "server": dict(config.server), "env": dict(config.env),
              "axes": {k: v for k, v in config.axes.items() if k != "workload"},
              "tags": list(config.tags)}
+    if config.deployed is not None:  # several groups (absent: the digests stay as they were)
+        facts["groups"] = repr(config.deployed)
     text = json.dumps(facts, sort_keys=True, default=str)
     name = "-".join((config.layout_id, *config.tags))
     return f"{name}#{hashlib.sha256(text.encode()).hexdigest()[:12]}"
@@ -215,15 +236,42 @@ class Workload:
     # What the answers rank this workload's points by (primary metric, then tie-break); empty:
     # derived from its shape (results/questions.py: prefill-like or decode-like).
     objective: tuple[str, ...] = ()
+    # ``type`` (schema.WORKLOAD_TYPES): "random-ids", "trace" (a Mooncake trace replayed:
+    # ``trace`` as written, ``trace_file`` resolved from the sweep file's folder, its sha256;
+    # input_len/output_len are then the trace's mean lengths, num_requests its requests) or
+    # "shared_prefix" (``prefix_share`` of the requests start with one ``prefix_len``-token
+    # prefix). ``time_scale``: a trace's own timestamps stretched by it (2.0: half the rate).
+    # ``hit_tolerance``: how far a round's achieved prefix hit rate may be from the implied one.
+    type: str = "random-ids"
+    trace: str = ""
+    trace_file: str = ""
+    trace_sha256: str = ""
+    time_scale: float = 1.0
+    prefix_len: int = 0
+    prefix_share: float = 0.0
+    hit_tolerance: float = 0.05
+
+    @property
+    def shared(self) -> bool:
+        """Whether the workload's prompts share prefixes on purpose (a trace, a shared-prefix
+        workload): its rounds check the server's achieved prefix hit rate."""
+        return self.type != "random-ids"
 
     def as_json(self) -> dict[str, Any]:
-        """The fields as JSON builtins (run.json, manifests); the open-loop and SLO fields only
-        when set, so a closed-loop workload reads as earlier runs wrote it (layouts reusable)."""
+        """The fields as JSON builtins (run.json, manifests); the open-loop, SLO and workload
+        type fields only when set, so a closed-loop random-ids workload reads as earlier runs
+        wrote it (layouts reusable). A trace is named by its path as written and its sha256,
+        never by where this checkout keeps it."""
         fields = asdict(self)
+        fields.pop("trace_file", None)
         for key, default in (("request_rate", math.inf), ("burstiness", 1.0), ("slo", None),
-                             ("objective", ())):
+                             ("objective", ()), ("type", "random-ids"), ("trace", ""),
+                             ("trace_sha256", ""), ("time_scale", 1.0), ("prefix_len", 0),
+                             ("prefix_share", 0.0)):
             if fields.get(key) == default:
                 fields.pop(key, None)
+        if not self.shared:
+            fields.pop("hit_tolerance", None)
         fields["concurrency"] = list(self.concurrency)
         if self.slo is not None:
             fields["slo"] = {**fields["slo"], "limits": [asdict(x) for x in self.slo.limits]}
@@ -288,24 +336,30 @@ class Sweep:
     # baseline (results/confound.py); the axes named are those under study.
     compare_baseline: Mapping[str, Any] = field(default_factory=dict)
     # ``[compare] alpha`` / ``min_effect_pct``: the decision rule's significance level
-    # (family-wise over a question) and equivalence margin in % (results/stats.py).
+    # (family-wise over a question) and equivalence margin in % (stats/decision.py).
     compare_alpha: float = 0.05
     compare_min_effect_pct: float = 1.0
+    # ``[compare] boot_noise_pct`` (None: not stated) / ``one_boot_bound_pct``: the stated σ of
+    # one boot's offset, and the gap a one-boot decision must clear (stats/decision.py).
+    compare_boot_noise_pct: float | None = None
+    compare_one_boot_bound_pct: float = 5.0
     # ``[compare] sequential``: a booted point gets more rounds while a comparison it takes
-    # part in is undecided, up to max_repeats, with α spent over the looks (results/stats.py).
+    # part in is undecided, up to max_repeats, with α spent over the looks (stats/decision.py).
     compare_sequential: bool = False
+    # ``[sweep] engine``: the serving engine of every point (engine/engines.py)
+    engine: str = DEFAULT_ENGINE
     axis_names: tuple[str, ...] = ()
     # "fail": a spread above spread_threshold makes the point INVALID (fails test_valid);
     # "warn": it is a warning only (exploratory runs).
     spread_rule: str = "fail"
     # Adaptive repeats: a point over the spread limit after its planned rounds gets more rounds
-    # on the booted layout, up to this many in all (results/spread.py; 0: the default, 8).
+    # on the booted layout, up to this many in all (stats/spread.py; 0: the default, 8).
     max_repeats: int = 0
     # ``[sweep] boots`` (--ppsweep-boots): how many times each layout is booted in one run, its
     # rounds ([workload] repeats) measured on every boot; the boots of all layouts go round
     # by round (every layout's first boot, then every layout's second, …), so a drift of the
     # cluster over the run is not taken for a layout's effect. The boot-to-boot spread is then
-    # the decisions' second level (results/stats.levels, Kalibera and Jones).
+    # the decisions' second level (stats/decision.levels, Kalibera and Jones).
     boots: int = 1
     # Real seconds a rank ≥ 1 may leave /health unanswered (a timeout, not a refusal) before the
     # liveness watch calls the layout dead (service/liveness.py; a SIGSTOPped or hung rank).
@@ -393,4 +447,6 @@ def cluster_for(pool: Sequence[Cluster], config: Config) -> Cluster:
         if cluster.fits(config):
             return cluster
     names = ", ".join(f"{c.name} ({c.gpus} GPUs)" for c in pool)
-    raise NoClusterFits(f"{config.id}: needs {config.gpus} GPUs; no cluster fits: {names}")
+    why = ("" if config.deployed is None else
+           " (" + "; ".join(f"{c.name}: {'; '.join(c.misfits(config))}" for c in pool) + ")")
+    raise NoClusterFits(f"{config.id}: needs {config.gpus} GPUs; no cluster fits: {names}{why}")

@@ -15,12 +15,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE, ENGINES, engine_of
 from pytest_ppsweep.matrix import axes as axes_mod
 from pytest_ppsweep.matrix.accuracyspec import read_accuracy
 from pytest_ppsweep.matrix.commspec import read_comm
 from pytest_ppsweep.matrix.correctnessspec import read_correctness
 from pytest_ppsweep.matrix.expectspec import read_expectations
-from pytest_ppsweep.matrix.kinds import CLUSTER_KINDS, LAUNCHERS, NEEDS_IMAGE, owner_of
+from pytest_ppsweep.matrix.kinds import (
+    CLUSTER_KEYS,
+    CLUSTER_KINDS,
+    LAUNCHERS,
+    NEEDS_IMAGE,
+    owner_of,
+)
 from pytest_ppsweep.matrix.model import (
     HEALTH_STALL_S,
     Cluster,
@@ -34,25 +42,29 @@ from pytest_ppsweep.matrix.model import (
     unknown_selector,
 )
 from pytest_ppsweep.matrix.schema import (
-    CLUSTER_KEYS,
     COMPARE_KEYS,
     CONFIG_KEYS,
     HOST_KEYS,
+    HOSTNAME,
     INT_LIMIT,
     OBJECTIVE_METRICS,
-    PLUGIN_OWNED_FLAGS,
     PROFILE_ACTIVITIES,
     PROFILE_KEYS,
     SPREAD_RULES,
     SWEEP_KEYS,
     TOP_KEYS,
+    USER_NAME,
     WORKLOAD_KEYS,
+    WORKLOAD_TYPE_KEYS,
+    WORKLOAD_TYPES,
     MatrixError,
     Reader,
     did_you_mean,
+    matching,
     shown_value,
 )
 from pytest_ppsweep.matrix.slospec import SloSpec, read_rate, read_slo
+from pytest_ppsweep.matrix.tracefile import TraceError, file_sha256, read_requests
 
 
 def load(path: Path, cluster: str | None = None, image: str | None = None) -> Sweep:
@@ -237,13 +249,14 @@ def _build(top: Reader, path: Path) -> Sweep:
     top.only(TOP_KEYS)
     sw = top.table("sweep", required=True)
     sw.only(SWEEP_KEYS)
-    server = _server_table(top.table("server"), "server")
+    engine = _engine(sw)
+    server = _server_table(top.table("server"), "server", engine)
     env = _env(top.table("env"))
-    clusters = _clusters(top)
+    clusters = _clusters(top, engine)
     workloads = _workloads(top)
     workload = next(iter(workloads.values()))
     ep_cap = sw.integer("ep_cap", default=0, minimum=1)
-    configs, axis_names = _points(top, sw, ep_cap, server, env, list(workloads))
+    configs, axis_names = _points(top, sw, ep_cap, server, env, list(workloads), engine)
     baseline_sel = sw.text("baseline", default=configs[0].id)
     base = _baseline_points(configs, baseline_sel)
     if len(base) != 1:
@@ -285,6 +298,8 @@ def _build(top: Reader, path: Path) -> Sweep:
         compare_baseline=_compare(top, axis_names, configs),
         compare_alpha=_alpha(top),
         compare_min_effect_pct=_min_effect(top),
+        compare_boot_noise_pct=_boot_noise(top),
+        compare_one_boot_bound_pct=_one_boot_bound(top),
         compare_sequential=top.table("compare").flag("sequential", default=False),
         axis_names=axis_names,
         comm=read_comm(top),
@@ -292,7 +307,19 @@ def _build(top: Reader, path: Path) -> Sweep:
         accuracy=read_accuracy(top),
         expect=read_expectations(top, axis_names),
         gpu_hour_usd=_price(sw),
+        engine=engine.name,
     )
+
+
+def _engine(sw: Reader) -> Engine:
+    """``[sweep] engine``: the serving engine (default: the registry's default)."""
+    name = sw.text("engine", default=DEFAULT_ENGINE)
+    if name not in ENGINES:
+        raise MatrixError(
+            f"{sw.path}: key 'sweep.engine': expected one of {', '.join(sorted(ENGINES))}, "
+            f"found {shown_value(name)}{did_you_mean(name, list(ENGINES))}"
+        )
+    return engine_of(name)
 
 
 def _price(sw: Reader) -> float | None:
@@ -317,16 +344,18 @@ def _max_repeats(sw: Reader, repeats: int) -> int:
 
 
 def _points(top: Reader, sw: Reader, ep_cap: int, server: dict[str, Any], env: dict[str, str],
-            workloads: list[str]) -> tuple[tuple[Config, ...], tuple[str, ...]]:
+            workloads: list[str], engine: Engine) -> tuple[tuple[Config, ...], tuple[str, ...]]:
     """The sweep's points: the ``[[configs]]`` layouts as today when there are no axes, no
     rules and one workload (ids unchanged), else :func:`axes.expand`."""
     extended = any(k in top.data for k in ("axes", "exclude", "include")) or len(workloads) > 1
     max_points = sw.integer("max_points", default=axes_mod.DEFAULT_MAX_POINTS, minimum=1)
-    backends = sw.str_list("a2a_ep_backends", default=list(axes_mod.EP_SPANNING_A2A))
-    configs = _configs(top, ep_cap, required=not extended)
+    backends = sw.str_list("a2a_ep_backends", default=list(engine.ep_spanning_a2a))
+    configs = tuple(replace(c, engine=engine.name)
+                    for c in _configs(top, ep_cap, engine, required=not extended))
     if not extended:
-        return axes_mod.rewrite_ep(configs, server, backends), ()
-    return axes_mod.expand(top, configs, server, env, workloads, ep_cap, backends, max_points)
+        return axes_mod.rewrite_ep(configs, server, backends, engine), ()
+    return axes_mod.expand(top, configs, server, env, workloads, ep_cap, backends, max_points,
+                           engine)
 
 
 def _baseline_points(configs: tuple[Config, ...], selector: str) -> list[Config]:
@@ -352,7 +381,8 @@ def _workloads(top: Reader) -> dict[str, Workload]:
     out: dict[str, Workload] = {}
     for name in names:
         own = top.table("workloads").table(name, required=True)
-        out[name] = _workload(Reader(top.path, {**common.data, **own.data}, f"workloads.{name}"))
+        out[name] = _workload(Reader(top.path, {**common.data, **own.data}, f"workloads.{name}"),
+                              own=frozenset(own.data))
     return out
 
 
@@ -379,7 +409,7 @@ def _compare(top: Reader, axis_names: tuple[str, ...],
 
 def _alpha(top: Reader) -> float:
     """``[compare] alpha``: the decisions' significance level, family-wise over a question
-    (results/stats.py; default 0.05)."""
+    (stats/decision.py; default 0.05)."""
     tab = top.table("compare")
     value = tab.number("alpha", default=0.05)
     if not 0.0 < value <= 0.5:
@@ -388,21 +418,46 @@ def _alpha(top: Reader) -> float:
     return value
 
 
-def _min_effect(top: Reader) -> float:
-    """``[compare] min_effect_pct``: the equivalence margin in % (results/stats.py; default
-    1)."""
-    tab = top.table("compare")
-    value = tab.number("min_effect_pct", default=1.0)
-    if not 0.0 < value < 100.0:
-        raise MatrixError(f"{top.path}: key 'compare.min_effect_pct': expected a margin in % in "
-                          f"(0, 100), e.g. 1, found {value!r}")
+def _compare_pct(top: Reader, key: str, default: float, what: str, example: str,
+                 zero_ok: bool = False) -> float:
+    """A ``[compare]`` key that is a percentage in (0, 100) ([0, 100) with ``zero_ok``)."""
+    value = top.table("compare").number(key, default=default)
+    low_ok = value >= 0.0 if zero_ok else value > 0.0
+    if not low_ok or not value < 100.0:
+        span = "[0, 100)" if zero_ok else "(0, 100)"
+        raise MatrixError(f"{top.path}: key 'compare.{key}': expected {what} in % in {span}, "
+                          f"e.g. {example}, found {value!r}")
     return value
 
 
-def _server_table(tab: Reader, where: str) -> dict[str, Any]:
+def _min_effect(top: Reader) -> float:
+    """``[compare] min_effect_pct``: the equivalence margin in % (stats/decision.py; default
+    1)."""
+    return _compare_pct(top, "min_effect_pct", 1.0, "a margin", "1")
+
+
+def _boot_noise(top: Reader) -> float | None:
+    """``[compare] boot_noise_pct``: a stated σ, in %, of one boot's offset (stats/decision.py:
+    the source of the boot-to-boot variance when the run measured none); None when not set."""
+    if "boot_noise_pct" not in top.table("compare").data:
+        return None
+    return _compare_pct(top, "boot_noise_pct", 0.0, "the σ of one boot's offset", "1.5",
+                        zero_ok=True)
+
+
+def _one_boot_bound(top: Reader) -> float:
+    """``[compare] one_boot_bound_pct``: how far an interval must clear 0 for a decision
+    measured within one boot per layout to be plain decided (stats/decision.py; default 5)."""
+    return _compare_pct(top, "one_boot_bound_pct", 5.0, "a bound", "5")
+
+
+def _server_table(tab: Reader, where: str, engine: Engine) -> dict[str, Any]:
+    """A ``[server]`` table: flag names and values, none of them a flag the sweep's engine
+    takes from the layout and the cluster (another engine's own flags are not refused here:
+    the engine's parser judges them)."""
     out: dict[str, Any] = {}
     for key, value in tab.items():
-        if key in PLUGIN_OWNED_FLAGS:
+        if key in engine.owned_flags:
             raise MatrixError(
                 f"{tab.path}: key '{where}.{key}': set by the plugin from the layout and the "
                 f"cluster; remove it (found {shown_value(value)})"
@@ -423,10 +478,6 @@ def _server_table(tab: Reader, where: str) -> dict[str, Any]:
 
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-# A host address or name, and an SSH user: they go into ``ssh://user@address`` and ssh's
-# argv, where a leading '-', a space or '@' would be read as something else.
-_HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]*|\[[0-9A-Fa-f:.%]+\]")
-_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]*")
 _FLAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
@@ -443,7 +494,8 @@ def _plain(value: str | int | float | bool) -> bool:
     return math.isfinite(value)
 
 
-def _configs(top: Reader, ep_cap: int, required: bool = True) -> tuple[Config, ...]:
+def _configs(top: Reader, ep_cap: int, engine: Engine, required: bool = True
+             ) -> tuple[Config, ...]:
     items = top.table_list("configs")
     if not items and not required:
         return ()
@@ -472,7 +524,7 @@ def _configs(top: Reader, ep_cap: int, required: bool = True) -> tuple[Config, .
             pp=pp,
             tp=tp,
             ep=ep,
-            server=_server_table(item.table("server"), f"{item.where}.server"),
+            server=_server_table(item.table("server"), f"{item.where}.server", engine),
             env=_env(item.table("env")),
             order=i,
         )
@@ -497,12 +549,31 @@ def _configs(top: Reader, ep_cap: int, required: bool = True) -> tuple[Config, .
     return tuple(configs)
 
 
-def _workload(w: Reader) -> Workload:
+def _workload(w: Reader, own: frozenset[str] | None = None) -> Workload:
+    """One workload table. ``own``: the keys of a named workload's own table (a key of the
+    common ``[workload]`` that its type does not take is left out; its own table's is an
+    error); None: every key is its own."""
     w.only(WORKLOAD_KEYS)
+    kind = w.choice("type", WORKLOAD_TYPES, default="random-ids")
+    foreign = {k for keys in WORKLOAD_TYPE_KEYS.values() for k in keys} - set(
+        WORKLOAD_TYPE_KEYS[kind])
+    for key in list(w.data):
+        if key in foreign and (own is None or key in own):
+            raise MatrixError(
+                f"{w.path}: key '{w.where}.{key}': expected no {key} on a workload of type "
+                f"{kind!r} (it takes {', '.join(WORKLOAD_TYPE_KEYS[kind])}), found "
+                f"{shown_value(w.data[key])}")
+    w = Reader(w.path, {k: v for k, v in w.data.items() if k not in foreign}, w.where)
+    if kind != "random-ids" and "slo" in w.data:
+        raise MatrixError(f"{w.path}: key '{w.where}.slo': expected no [slo] on a workload of "
+                          f"type {kind!r} (the SLO search probes random-ids loads), found a "
+                          f"table")
+    if kind == "trace":
+        w = _trace_facts(w)
     dataset = w.text("dataset", default="random-ids")
     if dataset != "random-ids":
         raise MatrixError(
-            f"{w.path}: key 'workload.dataset': expected 'random-ids', found {dataset!r}"
+            f"{w.path}: key '{w.where}.dataset': expected 'random-ids', found {dataset!r}"
         )
     api = w.text("api", default="generate")
     if api not in ("generate", "completions"):
@@ -511,7 +582,8 @@ def _workload(w: Reader) -> Workload:
         )
     rate = read_rate(w, "request_rate")
     num_requests = w.integer("num_requests", required=True, minimum=1)
-    if "concurrency" not in w.data and math.isfinite(rate):  # open loop without a cap
+    if "concurrency" not in w.data and (math.isfinite(rate) or kind == "trace"):
+        # open loop without a cap (a trace replays on its own timestamps: open loop too)
         w = Reader(w.path, {**w.data, "concurrency": [num_requests]}, w.where)
     conc = w.int_list("concurrency", required=True, minimum=1)
     if len(set(conc)) != len(conc):
@@ -539,7 +611,66 @@ def _workload(w: Reader) -> Workload:
         burstiness=_burstiness(w),
         slo=_slo(w, num_requests),
         objective=_objective(w),
+        **_shared_fields(w, kind),
     )
+
+
+def _trace_facts(w: Reader) -> Reader:
+    """A trace workload's table with the trace's own facts filled in: ``path`` resolved from the
+    sweep file's folder and checked line by line (matrix/tracefile.py), num_requests (the
+    trace's, or its first N when given), input_len / output_len (the trace's mean lengths:
+    what the report and the objective's shape read)."""
+    given = w.text("path", required=True)
+    if "time_scale" in w.data and "request_rate" in w.data:
+        raise MatrixError(f"{w.path}: key '{w.where}.request_rate': expected either time_scale "
+                          f"(the trace's own timestamps, stretched) or request_rate, found both")
+    file = (w.path.parent / given).resolve()
+    try:
+        requests = read_requests(file)
+    except TraceError as exc:
+        raise MatrixError(f"{w.path}: key '{w.where}.path': expected a Mooncake-format trace "
+                          f"(JSONL of timestamp, input_length, output_length, hash_ids), "
+                          f"found: {exc}") from None
+    n = w.integer("num_requests", default=len(requests), minimum=1)
+    if n > len(requests):
+        raise MatrixError(f"{w.path}: key '{w.where}.num_requests': expected at most the "
+                          f"trace's {len(requests)} requests, found {n}")
+    used = requests[:n]
+    return Reader(w.path, {**w.data, "num_requests": n, "trace_file": str(file),
+                           "trace_sha256": file_sha256(file),
+                           "input_len": max(1, round(sum(r.input_length for r in used) / n)),
+                           "output_len": max(1, round(sum(r.output_length for r in used) / n))},
+                  w.where)
+
+
+def _shared_fields(w: Reader, kind: str) -> dict[str, Any]:
+    """The Workload fields of a trace or shared-prefix workload (none of a random-ids one)."""
+    if kind == "random-ids":
+        return {}
+    tolerance = w.number("hit_tolerance", default=0.05, minimum=0.0)
+    if tolerance > 1.0:
+        raise MatrixError(f"{w.path}: key '{w.where}.hit_tolerance': expected a share of the "
+                          f"prompt tokens in [0, 1], found {tolerance}")
+    if kind == "trace":
+        scale = w.number("time_scale", default=1.0, minimum=0.0)
+        if not scale > 0:
+            raise MatrixError(f"{w.path}: key '{w.where}.time_scale': expected a factor > 0 "
+                              f"(2.0: the trace at half its rate), found {scale}")
+        return {"type": kind, "trace": w.text("path"), "trace_file": w.data["trace_file"],
+                "trace_sha256": w.data["trace_sha256"], "time_scale": scale,
+                "hit_tolerance": tolerance}
+    input_len = w.integer("input_len", required=True, minimum=1)
+    prefix_len = w.integer("prefix_len", required=True, minimum=1)
+    if prefix_len >= input_len:
+        raise MatrixError(f"{w.path}: key '{w.where}.prefix_len': expected fewer tokens than "
+                          f"input_len {input_len}, found {prefix_len}")
+    w.raw("prefix_share", required=True)
+    share = w.number("prefix_share", minimum=0.0)
+    if share > 1.0:
+        raise MatrixError(f"{w.path}: key '{w.where}.prefix_share': expected the share of "
+                          f"requests that start with the prefix, in [0, 1], found {share}")
+    return {"type": kind, "prefix_len": prefix_len, "prefix_share": share,
+            "hit_tolerance": tolerance}
 
 
 def _slo(w: Reader, num_requests: int) -> SloSpec | None:
@@ -580,7 +711,7 @@ def _objective(w: Reader) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _clusters(top: Reader) -> dict[str, Cluster]:
+def _clusters(top: Reader, engine: Engine) -> dict[str, Cluster]:
     tab = top.table("clusters", required=True)
     out: dict[str, Cluster] = {}
     for name in tab.keys():  # noqa: SIM118 (Reader is not a dict)
@@ -600,7 +731,7 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
                 f"{c.path}: key '{c.where}.launcher': a {kind} cluster starts "
                 f"{spec.launchers_hint}; expected {expected}, found {launcher!r}"
             )
-        hosts = _NODES[spec.nodes](c)
+        hosts = _NODES[spec.nodes](c, kind)
         for key in (k for other in CLUSTER_KINDS.values() for k in other.own_keys):
             if key not in spec.own_keys and c.raw(key) is not None:
                 owner = owner_of(key)
@@ -614,66 +745,40 @@ def _clusters(top: Reader) -> dict[str, Cluster]:
             launcher=launcher,
             hosts=hosts,
             gpus_per_node=c.integer("gpus_per_node", required=True, minimum=1),
-            server_module=_matching(c, "server_module", _MODULE, "a Python module name",
-                                    "sglang.launch_server"),
+            server_module=matching(c, "server_module", _MODULE, "a Python module name",
+                                   engine.server_module),
             port=c.integer("port", default=30000, minimum=1, maximum=65535),
             dist_init_port=c.integer("dist_init_port", default=20000, minimum=1, maximum=65535),
             nvidia_smi=tuple(c.str_list("nvidia_smi", default=["nvidia-smi"])),
             env=_env(c.table("env")),
             python=c.text("python", default=""),
-            ssh_user=_matching(c, "ssh_user", _USER, "a user name", "root"),
+            ssh_user=matching(c, "ssh_user", USER_NAME, "a user name", "root"),
             ssh_key=c.text("ssh_key", default=""),
             known_hosts=c.text("known_hosts", default=""),
             verify_host_keys=c.flag("verify_host_keys", default=True),
             sudo_password_file=c.text("sudo_password_file", default=""),
             shm_size=c.text("shm_size", default="32g"),
             mounts=tuple(c.str_list("mounts", default=[])),
-            slurm_jobid=_optional(c, "jobid", _JOBID, "a Slurm job id (digits)"),
-            slurm_partition=_optional(c, "partition", _USER, "a partition name"),
-            slurm_account=_optional(c, "account", _USER, "an account name"),
-            slurm_time=_optional(c, "time", _TIME, "a Slurm time limit ([D-]HH:MM:SS or minutes)"),
-            slurm_request_gpus=c.flag("request_gpus", default=True),
-            salloc_options=tuple(c.str_list("salloc_options", default=[])),
-            srun_options=tuple(c.str_list("srun_options", default=[])),
-            container_image=c.text("container_image", default=""),
-            slurm_login=_optional(c, "login", _HOSTNAME, "a login node's host name or address"),
-            slurm_exclusive=c.flag("exclusive", default=True),
-            slurm_cpus_per_task=c.integer("cpus_per_task", default=0, minimum=0),
-            slurm_mem=_optional(c, "mem", _MEM, "a Slurm memory size (digits, then K, M, G or T; "
-                                "0: all of the node's)") or "0",
-            slurm_gres=_optional(c, "gres", _GRES, "a Slurm gres list (e.g. gpu:8 or gpu:h200:8)"),
-            slurm_on_limit=c.choice("on_limit", ("renew", "stop"), default="renew"),
-            slurm_time_margin_s=c.integer("time_margin_s", default=120, minimum=0),
-            container_cache=_optional(c, "container_cache", _ABS_PATH,
-                                      "an absolute directory path on the nodes")
-            or "/tmp/ppsweep-containers",
+            settings=spec.settings.read(c) if spec.settings else None,
         )
     if not out:
         raise MatrixError(f"{top.path}: key 'clusters': expected at least one cluster, found none")
     return out
 
 
-_JOBID = re.compile(r"[0-9]+")
-_TIME = re.compile(r"[0-9]+(-[0-9]{1,2})?(:[0-9]{1,2}){0,2}")
-_MEM = re.compile(r"[0-9]+[KMGT]?")
-_GRES_ONE = r"[A-Za-z][A-Za-z0-9_]*(:[A-Za-z0-9_.-]+)*"
-_GRES = re.compile(rf"{_GRES_ONE}(,{_GRES_ONE})*")
-_ABS_PATH = re.compile(r"/[A-Za-z0-9_./-]*")
-
-
-def _slurm_nodes(c: Reader) -> tuple[Host, ...]:
-    """A slurm cluster's nodes are its allocation's, known once it is held
+def _counted_nodes(c: Reader, kind: str) -> tuple[Host, ...]:
+    """The nodes of a kind whose nodes are its allocation's (slurm), known once it is held
     (cluster/slurm.resolve); until then ``nodes`` placeholders size its layouts."""
     if c.raw("hosts") is not None:
         raise MatrixError(
-            f"{c.path}: key '{c.where}.hosts': a slurm cluster's nodes come from its allocation; "
-            "expected 'nodes = <count>' instead, found 'hosts'"
+            f"{c.path}: key '{c.where}.hosts': a {kind} cluster's nodes come from its "
+            "allocation; expected 'nodes = <count>' instead, found 'hosts'"
         )
     n = c.integer("nodes", required=True, minimum=1)
-    return tuple(Host(address=f"slurm-node{i}", name=f"node{i}") for i in range(n))
+    return tuple(Host(address=f"{kind}-node{i}", name=f"node{i}") for i in range(n))
 
 
-def _hosts(c: Reader) -> tuple[Host, ...]:
+def _hosts(c: Reader, kind: str) -> tuple[Host, ...]:
     raw = c.raw("hosts", required=True)
     if not isinstance(raw, list) or not raw:
         raise MatrixError(
@@ -684,15 +789,15 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
     for i, h in enumerate(raw):
         if isinstance(h, str) and h:
             r = Reader(c.path, {"address": h}, c.where)
-            addr = _matching(r, "address", _HOSTNAME, "a host name or IP address", "",
-                             shown=f"hosts[{i}]")
+            addr = matching(r, "address", HOSTNAME, "a host name or IP address", "",
+                            shown=f"hosts[{i}]")
             hosts.append(Host(address=addr, name=addr))
         elif isinstance(h, dict):
             r = Reader(c.path, h, f"{c.where}.hosts[{i}]")
             r.only(HOST_KEYS)
-            addr = _matching(r, "address", _HOSTNAME, "a host name or IP address", "")
-            hosts.append(Host(address=addr, name=_matching(r, "name", _HOSTNAME,
-                                                           "a host name", addr)))
+            addr = matching(r, "address", HOSTNAME, "a host name or IP address", "")
+            hosts.append(Host(address=addr, name=matching(r, "name", HOSTNAME,
+                                                          "a host name", addr)))
         else:
             raise MatrixError(
                 f"{c.path}: key '{c.where}.hosts[{i}]': expected an address string or a "
@@ -705,26 +810,7 @@ def _hosts(c: Reader) -> tuple[Host, ...]:
 
 
 # where a kind's nodes come from (matrix/kinds.py: ClusterKind.nodes)
-_NODES = {"hosts": _hosts, "count": _slurm_nodes}
-
-
-def _optional(r: Reader, key: str, pattern: re.Pattern[str], what: str) -> str:
-    """An optional text key: "" when absent, else it must match ``pattern``."""
-    if r.raw(key) is None:
-        return ""
-    return _matching(r, key, pattern, what, "")
-
-
-def _matching(r: Reader, key: str, pattern: re.Pattern[str], what: str, default: str,
-              shown: str = "") -> str:
-    value = r.text(key, required=not default, default=default)
-    if not pattern.fullmatch(value):
-        raise MatrixError(
-            f"{r.path}: key '{r.where}.{shown or key}': expected {what} (no spaces, quotes or "
-            f"shell characters), found "
-            f"{shown_value(value)}"
-        )
-    return value
+_NODES = {"hosts": _hosts, "count": _counted_nodes}
 
 
 ENV_PLACEHOLDERS = ("host", "node_rank", "cpu_bind", "image")  # what rankspec fills in per node
@@ -824,7 +910,7 @@ def _profile(top: Reader, configs: tuple[Config, ...], workload: Workload) -> Pr
     if bad or not acts:
         raise MatrixError(
             f"{tab.path}: key 'profile.activities': expected a non-empty list of "
-            f"{', '.join(PROFILE_ACTIVITIES)} (SGLang's ProfileReq), found {acts!r}"
+            f"{', '.join(PROFILE_ACTIVITIES)} (the profiler's activities), found {acts!r}"
         )
     return ProfileSpec(
         layouts=tuple(layouts),

@@ -9,6 +9,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_ppsweep.engine.engines import ENGINES
+
 N = TypeVar("N", int, float)
 
 
@@ -30,7 +32,8 @@ TOP_KEYS = ("extends", "sweep", "server", "env", "configs", "workload", "cluster
             "correctness",  # [correctness]: matrix/correctnessspec.py
             "expect",  # [[expect]]: matrix/expectspec.py
             "accuracy")  # [accuracy]: matrix/accuracyspec.py
-COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct", "sequential")
+COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct", "sequential", "boot_noise_pct",
+                "one_boot_bound_pct")
 PROFILE_KEYS = ("layouts", "concurrency", "num_requests", "num_steps", "activities", "output_dir",
                 "timeout_s")
 PROFILE_ACTIVITIES = ("CPU", "GPU", "MEM", "CUDA_PROFILER", "RPD")
@@ -53,6 +56,7 @@ SWEEP_KEYS = (
     "thresholds",
     "max_points",
     "a2a_ep_backends",
+    "engine",
     "gpu_hour_usd",
 )
 CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
@@ -74,14 +78,32 @@ WORKLOAD_KEYS = (
     "burstiness",
     "slo",
     "objective",
+    "type",
+    "path",
+    "time_scale",
+    "prefix_len",
+    "prefix_share",
+    "hit_tolerance",
 )
+# ``[workload] type``: random-ids prompts (the default), a Mooncake trace replayed
+# (measure/tracereplay.py), or prompts with a stated shared prefix; the keys only some types take.
+WORKLOAD_TYPES = ("random-ids", "trace", "shared_prefix")
+WORKLOAD_TYPE_KEYS: dict[str, tuple[str, ...]] = {
+    "random-ids": ("dataset", "input_len", "output_len", "range_ratio"),
+    "trace": ("path", "time_scale", "hit_tolerance"),
+    "shared_prefix": ("input_len", "output_len", "prefix_len", "prefix_share", "hit_tolerance"),
+}
 # The metrics a workload's answers can rank by (``[workload] objective``), each with whether
 # more is better; results/questions.py derives the default from the workload's shape.
 OBJECTIVE_METRICS: dict[str, bool] = {
     "input_tps": True, "output_tps": True, "ttft_p50_s": False, "ttft_p95_s": False,
     "tpot_p50_s": False, "itl_p50_s": False, "e2e_p50_s": False,
+    # GPU board energy per total token (measure/energy.py): "least energy per token"
+    "energy_j_per_total_token": False,
 }
-CLUSTER_KEYS = (
+# The keys every kind of cluster takes; a kind's own keys are its row's (matrix/kinds.py:
+# CLUSTER_KEYS is both)
+CLUSTER_COMMON_KEYS = (
     "kind",
     "launcher",
     "hosts",
@@ -99,40 +121,11 @@ CLUSTER_KEYS = (
     "sudo_password_file",
     "shm_size",
     "mounts",
-    # kind = "slurm" (cluster/slurm.py)
-    "nodes",
-    "jobid",
-    "partition",
-    "account",
-    "time",
-    "request_gpus",
-    "salloc_options",
-    "srun_options",
-    "container_image",
-    "login",
-    "exclusive",
-    "cpus_per_task",
-    "mem",
-    "gres",
-    "on_limit",
-    "time_margin_s",
-    "container_cache",
 )
 HOST_KEYS = ("name", "address")
-# Flags the plugin derives from the layout and the cluster; a sweep file must not set them.
-PLUGIN_OWNED_FLAGS = frozenset(
-    {
-        "tp_size",
-        "pp_size",
-        "ep_size",
-        "nnodes",
-        "node_rank",
-        "dist_init_addr",
-        "host",
-        "port",
-        "model_path",
-    }
-)
+# Flags the plugin derives from the layout and the cluster, every engine's (engine/): a sweep is
+# checked against its own engine's ``owned_flags``; this union serves a caller with no engine.
+PLUGIN_OWNED_FLAGS: frozenset[str] = frozenset().union(*(e.owned_flags for e in ENGINES.values()))
 
 
 class MatrixError(Exception):
@@ -319,3 +312,30 @@ class _Missing:
 
 
 _MISSING: Any = _Missing()
+
+
+# A host address or name, and a user name: they go into ``ssh://user@address``, ssh's argv and
+# Slurm's, where a leading '-', a space or '@' would be read as something else.
+HOSTNAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:%-]*|\[[0-9A-Fa-f:.%]+\]")
+USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+
+
+def matching(r: Reader, key: str, pattern: re.Pattern[str], what: str, default: str,
+             shown: str = "") -> str:
+    """A text key that must match ``pattern`` (required when ``default`` is empty): a value
+    that goes into a command line as one argument."""
+    value = r.text(key, required=not default, default=default)
+    if not pattern.fullmatch(value):
+        raise MatrixError(
+            f"{r.path}: key '{r.where}.{shown or key}': expected {what} (no spaces, quotes or "
+            f"shell characters), found "
+            f"{shown_value(value)}"
+        )
+    return value
+
+
+def optional_matching(r: Reader, key: str, pattern: re.Pattern[str], what: str) -> str:
+    """An optional text key: "" when absent, else it must match ``pattern``."""
+    if r.raw(key) is None:
+        return ""
+    return matching(r, key, pattern, what, "")

@@ -18,7 +18,7 @@ The search for the highest load within the SLO on one boot (measure/slosearch.py
 * ``max_probes`` (default 8, at most 64): the most probes before the repeats at the final load;
 * ``precision_pct`` (default 10): after the bracket, the capacity is estimated from every probe
   (the share of requests over each percentile limit, fitted against the load:
-  results/slocapacity.py) with an interval at ``confidence``; ``refine`` probes near the
+  stats/capacity.py) with an interval at ``confidence``; ``refine`` probes near the
   estimate go on until that interval is within ± this % of it;
 * ``max_refine`` (default 16, at most 64; 0: none): the most refine probes;
 * ``requests`` (default: the workload's ``num_requests``): the requests every probe sends. A

@@ -14,7 +14,7 @@ Differences from bench_serving, and why:
 * The gaps come from a generator seeded by the workload's seed (``(seed, 2)``) and the round's
   arrival stream: stream 0 (every closed-loop round) is ``(seed, 2)``; the SLO search gives each
   probe and each repeat its own stream ``(seed, 2, k)``, so one probe's 40 arrivals are not
-  replayed by every other probe (issue 37, point 7), while every layout draws the same stream at
+  replayed by every other probe, while every layout draws the same stream at
   the same probe: common random numbers between layouts. bench_serving draws from numpy's
   global state.
 * Sends are scheduled at absolute offsets from the round's start. bench_serving sleeps each gap

@@ -23,6 +23,14 @@ completions: a choice carried text), its arrival after the send (scaled, like ``
 ``chunk_tokens`` the completion tokens the server had counted by then (None where the event
 carried no count): the per-chunk timestamps ITL is computed from (metrics.py).
 
+A round of a workload whose prompts share prefixes on purpose (``prompts.implied_hit_rate``
+set: a trace, a shared-prefix workload) also reads the server's prefix hit rate over its
+measured requests: the engine's cached and prompt token counters (``/metrics``, read after the
+warm-up and after the last request: their deltas; :meth:`Engine.prefix_counters`), else the sum
+of the requests' own ``cached_tokens`` over their ``prompt_tokens``, else none ("not
+measured", as on a server without a prefix cache: ``hits_unmeasured`` says why); RoundResult's
+``hit_rate_*`` fields keep it with its source, the implied rate and the tolerance.
+
 Timeouts are wall-clock: ``spec.request_timeout_s`` per request once sent, and
 ``spec.round_timeout_s`` for the measured phase; requests not finished by then fail with
 "round timeout" (sent or not), so a round never hangs. Arrival gaps are in scaled seconds;
@@ -40,8 +48,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -50,6 +60,8 @@ from typing import Any
 
 import aiohttp
 
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.measure.arrivals import schedule
 from pytest_ppsweep.measure.completion import WRONG_OUTPUT, request_problem
 from pytest_ppsweep.measure.metrics import RoundResult, summarize
@@ -61,9 +73,6 @@ OnRecord = Callable[[dict[str, Any]], None]
 _JSON = {"Content-Type": "application/json"}
 _PROMPT_FIELDS = ("input_len", "range_ratio", "num_requests", "seed", "vocab_size",
                   "warmup_requests")  # fmt: skip
-_META_FIELDS = (("prompt_tokens",) * 2, ("cached_tokens",) * 2, ("completion_tokens",) * 2,
-                ("e2e_latency", "server_e2e_latency"),
-                ("first_token_latency", "server_first_token_latency"))  # meta_info → record
 RECORD_KEYS = (
     "index", "prompt_len", "send_ts", "sent_at_s", "sent_at_raw_s", "done_at_s", "done_at_raw_s",
     "ttft_s", "ttft_raw_s", "e2e_s", "e2e_raw_s", "prompt_tokens", "completion_tokens",
@@ -128,7 +137,7 @@ def _new_record(index: int, prompt_len: int) -> dict[str, Any]:
                   "chunk_tokens": []}
 
 
-def _feed(rec: dict[str, Any], payload: bytes, api: str) -> bool:
+def _feed(rec: dict[str, Any], payload: bytes, api: str, engine: Engine | None = None) -> bool:
     """Apply one ``data:`` JSON event to the record; True when it carried output tokens.
 
     Raises _Fail on error/abort/garbage.
@@ -144,7 +153,9 @@ def _feed(rec: dict[str, Any], payload: bytes, api: str) -> bool:
         msg = err.get("message", err) if isinstance(err, dict) else err
         raise _Fail("stream error", f"error in stream: {str(msg)[:500]}")
     try:
-        return (_feed_generate if api == "generate" else _feed_completions)(rec, obj)
+        if api == "generate":
+            return _feed_generate(rec, obj, engine or engine_of())
+        return _feed_completions(rec, obj)
     except (AttributeError, TypeError, KeyError) as exc:  # a field of the wrong shape
         raise _Fail("bad stream", f"unexpected event ({exc}): {payload[:200]!r}") from None
 
@@ -173,22 +184,16 @@ def _object(value: Any, what: str) -> dict[str, Any]:
     return value
 
 
-def _feed_generate(rec: dict[str, Any], obj: dict[str, Any]) -> bool:
+def _feed_generate(rec: dict[str, Any], obj: dict[str, Any], engine: Engine) -> bool:
+    """One event of the engine's native streaming API (its fields read by the engine)."""
     before = rec["completion_tokens"]
-    meta = _object(obj.get("meta_info"), "meta_info")
-    for src, dst in _META_FIELDS:
-        value = _number(meta, src)
-        if value is not None:
-            rec[dst] = value
-    finish = meta.get("finish_reason")
-    if finish:
-        if isinstance(finish, dict):
-            _finish(rec, finish.get("type"), finish.get("message", finish))
-        else:
-            _finish(rec, str(finish) if isinstance(finish, (int, float)) else finish, finish)
-    count = _number(meta, "completion_tokens")
+    event = engine.stream_event(obj)
+    rec.update(event.fields)
+    if event.finish is not None:
+        _finish(rec, *event.finish)
+    count = event.fields.get("completion_tokens")
     if count is None:
-        return bool(obj.get("text"))
+        return event.text
     return bool(count > (before or 0))
 
 
@@ -216,7 +221,8 @@ def _feed_completions(rec: dict[str, Any], obj: dict[str, Any]) -> bool:
 
 async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any], body: bytes,
                    *, api: str, output_len: int, timeout_s: float, deadline: float,
-                   t0: float, time_scale: float, flight: _InFlight) -> dict[str, Any]:
+                   t0: float, time_scale: float, flight: _InFlight,
+                   engine: Engine | None = None) -> dict[str, Any]:
     """Send one request, read its SSE stream line by line, fill and return ``rec``."""
     loop = asyncio.get_running_loop()
     round_bound = deadline <= loop.time() + timeout_s
@@ -240,7 +246,7 @@ async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any]
                     if payload == b"[DONE]":
                         end, done = time.perf_counter(), True
                         break
-                    if _feed(rec, payload, api):
+                    if _feed(rec, payload, api, engine):
                         rec["chunk_s"].append((time.perf_counter() - start) * time_scale)
                         rec["chunk_tokens"].append(rec["completion_tokens"])
         if not done:
@@ -272,53 +278,91 @@ async def _request(session: aiohttp.ClientSession, url: str, rec: dict[str, Any]
     return rec
 
 
-async def _flush(session: aiohttp.ClientSession, base: str, timeout_s: float) -> None:
-    """POST /flush_cache; 400 means requests are still running, so retry with backoff."""
+async def _flush(session: aiohttp.ClientSession, base: str, timeout_s: float,
+                 path: str) -> None:
+    """POST the engine's cache flush (``path``); 400 means requests are still running, so retry
+    with backoff."""
     loop = asyncio.get_running_loop()
     deadline, delay, attempts = loop.time() + timeout_s, 0.05, 0
     while True:
         attempts += 1
         try:
-            async with asyncio.timeout_at(deadline), session.post(base + "/flush_cache") as r:
+            async with asyncio.timeout_at(deadline), session.post(base + path) as r:
                 status, text = r.status, await r.text(errors="replace")
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            raise BenchSetupError(f"POST /flush_cache failed: {exc!r}") from exc
+            raise BenchSetupError(f"POST {path} failed: {exc!r}") from exc
         if status == 200:
             return
         if status != 400 or loop.time() + delay > deadline:
             raise BenchSetupError(
-                f"POST /flush_cache: HTTP {status} after {attempts} attempt(s): {text[:300]}")
+                f"POST {path}: HTTP {status} after {attempts} attempt(s): {text[:300]}")
         await asyncio.sleep(delay)  # backoff while the server drains, not synchronisation
         delay = min(delay * 2, 1.0)
 
 
-async def _discover_model(session: aiohttp.ClientSession, base: str, timeout_s: float) -> str:
-    """The served model name from GET /v1/models (as bench_serving does without --model)."""
+async def _discover_model(session: aiohttp.ClientSession, base: str, timeout_s: float,
+                          path: str) -> str:
+    """The served model name from the engine's model list (``path``; as bench_serving does
+    without --model)."""
     try:
-        async with asyncio.timeout(timeout_s), session.get(base + "/v1/models") as r:
+        async with asyncio.timeout(timeout_s), session.get(base + path) as r:
             data = await r.json(content_type=None)
         return str(data["data"][0]["id"])
     except (aiohttp.ClientError, OSError, TimeoutError, ValueError, LookupError, TypeError) as exc:
-        raise BenchSetupError(f"GET /v1/models gave no model name: {exc!r}") from exc
+        raise BenchSetupError(f"GET {path} gave no model name: {exc!r}") from exc
+
+
+async def _prefix_counters(session: aiohttp.ClientSession, base: str, path: str,
+                           engine: Engine, timeout_s: float) -> tuple[float, float] | None:
+    """The engine's cumulative (cached, prompt) token counters from its metrics page; None
+    when the page does not answer or holds neither (metrics off)."""
+    try:
+        async with asyncio.timeout(timeout_s), session.get(base + path) as r:
+            if r.status != 200:
+                return None
+            text = await r.text(errors="replace")
+    except (aiohttp.ClientError, OSError, TimeoutError):
+        return None
+    return engine.prefix_counters(text)
+
+
+def _hit_rate(before: tuple[float, float] | None, after: tuple[float, float] | None,
+              records: list[dict[str, Any]]) -> tuple[float | None, str]:
+    """A round's achieved prefix hit rate and where it comes from (see the module docstring)."""
+    if before is not None and after is not None and after[1] > before[1]:
+        return (after[0] - before[0]) / (after[1] - before[1]), "server counters"
+    done = [r for r in records if r.get("ok")]
+    if done and all(r.get("cached_tokens") is not None and r.get("prompt_tokens") is not None
+                    for r in done):
+        cached = sum(float(r["cached_tokens"]) for r in done)
+        prompt = sum(float(r["prompt_tokens"]) for r in done)
+        if prompt:
+            return cached / prompt, "per-request cached_tokens"
+    return None, "not measured: the server reported no cached tokens"
 
 
 async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
                     model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
                     on_record: OnRecord | None = None, session: aiohttp.ClientSession | None = None,
                     flush_timeout_s: float = 30.0,
-                    cancel: threading.Event | None = None, warmup: bool = True) -> RoundResult:
+                    cancel: threading.Event | None = None, warmup: bool = True,
+                    engine: Engine | None = None,
+                    hits_unmeasured: str | None = None) -> RoundResult:
     """Run one round of ``prompts`` at concurrency C against ``base_url`` (rank 0's URL).
 
     ``spec`` supplies output_len, api, request rate and timeouts; its prompt fields must match
     ``prompts.spec``. Raises BenchSetupError if /flush_cache or /v1/models fails; request
     failures never raise, they become failed records. ``cancel`` set: RoundCancelled.
     ``warmup=False``: no warm-up requests (a server warmed by an earlier round of this boot).
+    ``hits_unmeasured``: why this server's prefix hit rate is not measured (an emulator
+    without a prefix cache); the round then says so instead of reading a number.
     """
     if cancel is not None:
         return await _cancellable(  # type: ignore[no-any-return]
             run_round(base_url, prompts, concurrency, spec=spec, model=model,
                       time_scale=time_scale, flush_cache=flush_cache, on_record=on_record,
-                      session=session, flush_timeout_s=flush_timeout_s, warmup=warmup), cancel)
+                      session=session, flush_timeout_s=flush_timeout_s, warmup=warmup,
+                      engine=engine, hits_unmeasured=hits_unmeasured), cancel)
     if concurrency < 1 or not time_scale > 0:
         raise ValueError(f"need concurrency >= 1 and time_scale > 0: {concurrency}, {time_scale}")
     if any(getattr(spec, f) != getattr(prompts.spec, f) for f in _PROMPT_FIELDS):
@@ -328,30 +372,39 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
             return await run_round(base_url, prompts, concurrency, spec=spec, model=model,
                                    time_scale=time_scale, flush_cache=flush_cache,
                                    on_record=on_record, session=own,
-                                   flush_timeout_s=flush_timeout_s, warmup=warmup)
+                                   flush_timeout_s=flush_timeout_s, warmup=warmup,
+                                   engine=engine, hits_unmeasured=hits_unmeasured)
     limit = session.connector.limit if session.connector is not None else 0
     if 0 < limit < concurrency:  # a smaller pool would silently cap the concurrency
         raise ValueError(f"session connector limit {limit} < concurrency {concurrency}")
     base = base_url.rstrip("/")
-    url = base + ("/generate" if spec.api == "generate" else "/v1/completions")
+    paths = (engine or engine_of()).endpoints
+    url = base + (paths.generate if spec.api == "generate" else paths.completions)
     if spec.api == "completions" and model is None:
-        model = await _discover_model(session, base, spec.request_timeout_s)
-    bodies = prompts.bodies(spec, model)
-    warm_bodies = prompts.bodies(spec, model, warmup=True) if warmup else ()
-    if flush_cache:
-        await _flush(session, base, flush_timeout_s)
+        model = await _discover_model(session, base, spec.request_timeout_s, paths.models)
+    bodies = prompts.bodies(spec, model, engine=engine)
+    warm_bodies = prompts.bodies(spec, model, warmup=True, engine=engine) if warmup else ()
+    if flush_cache and paths.flush_cache:  # an engine without a cache flush: none
+        await _flush(session, base, flush_timeout_s, paths.flush_cache)
     loop = asyncio.get_running_loop()
     sem = asyncio.Semaphore(concurrency)
-    send = functools.partial(_request, session, url, api=spec.api, output_len=spec.output_len,
-                             timeout_s=spec.request_timeout_s, time_scale=time_scale)
+    the_engine = engine or engine_of()
+    send = functools.partial(_request, session, url, api=spec.api,
+                             timeout_s=spec.request_timeout_s, time_scale=time_scale,
+                             engine=the_engine)
+    asked = [p.output_len or spec.output_len for p in prompts.prompts]
 
     async def warm(i: int) -> dict[str, Any]:
         async with sem:
             return await send(_new_record(i, prompts.warmup[i].length), warm_bodies[i],
+                              output_len=spec.output_len,
                               deadline=loop.time() + spec.round_timeout_s,
                               t0=time.perf_counter(), flight=_InFlight())
 
     warmed = await asyncio.gather(*(warm(i) for i in range(len(warm_bodies))))
+    hits = prompts.implied_hit_rate is not None and hits_unmeasured is None
+    before = (await _prefix_counters(session, base, paths.metrics, the_engine,
+                                     spec.request_timeout_s) if hits else None)
     flight, records = _InFlight(), []
     t0, start = time.perf_counter(), loop.time()
     deadline = start + spec.round_timeout_s
@@ -369,35 +422,54 @@ async def run_round(base_url: str, prompts: PromptSet, concurrency: int, *, spec
             rec.update(error_kind="round timeout", error="round timeout: never sent")
         else:
             try:
-                await send(rec, bodies[i], deadline=deadline, t0=t0, flight=flight)
+                await send(rec, bodies[i], output_len=asked[i], deadline=deadline, t0=t0,
+                           flight=flight)
             finally:
                 sem.release()
         records.append(rec)
         if on_record is not None:
             on_record(rec)
 
+    if prompts.arrivals is not None and math.isinf(spec.request_rate):
+        due = [a / time_scale for a in prompts.arrivals]  # the trace's own timestamps
+    else:
+        due = schedule(spec.num_requests, spec.request_rate, seed=spec.seed,
+                       burstiness=spec.burstiness, time_scale=time_scale,
+                       stream=spec.arrival_stream)
     try:
         async with asyncio.TaskGroup() as tg:
-            for i, arrival in enumerate(schedule(
-                    spec.num_requests, spec.request_rate, seed=spec.seed,
-                    burstiness=spec.burstiness, time_scale=time_scale,
-                    stream=spec.arrival_stream)):
+            for i, arrival in enumerate(due):
                 tg.create_task(one(i, arrival))
     except ExceptionGroup as group:  # only on_record can raise in there: surface its error
         raise group.exceptions[0] from None
     records.sort(key=lambda r: int(r["index"]))
-    return summarize(records, num_requests=len(bodies), peak_concurrency=flight.peak,
-                     prompt_digest=prompts.digest, concurrency=concurrency,
-                     time_scale=time_scale, warmup_records=warmed,
-                     output_len=spec.output_len)
+    result = summarize(records, num_requests=len(bodies), peak_concurrency=flight.peak,
+                       prompt_digest=prompts.digest, concurrency=concurrency,
+                       time_scale=time_scale, warmup_records=warmed,
+                       output_len=spec.output_len if all(a == spec.output_len for a in asked)
+                       else asked)
+    if prompts.implied_hit_rate is None:
+        return result
+    if hits_unmeasured is not None:
+        achieved, source = None, f"not measured: {hits_unmeasured}"
+    else:
+        after = await _prefix_counters(session, base, paths.metrics, the_engine,
+                                       spec.request_timeout_s)
+        achieved, source = _hit_rate(before, after, records)
+    return dataclasses.replace(result, hit_rate_implied=prompts.implied_hit_rate,
+                               hit_rate_achieved=achieved, hit_rate_source=source,
+                               hit_rate_tolerance=prompts.hit_tolerance)
 
 
 def run_round_sync(base_url: str, prompts: PromptSet, concurrency: int, *, spec: WorkloadSpec,
                    model: str | None = None, time_scale: float = 1.0, flush_cache: bool = True,
                    on_record: OnRecord | None = None, flush_timeout_s: float = 30.0,
-                   cancel: threading.Event | None = None, warmup: bool = True) -> RoundResult:
+                   cancel: threading.Event | None = None, warmup: bool = True,
+                   engine: Engine | None = None,
+                   hits_unmeasured: str | None = None) -> RoundResult:
     """``run_round`` in a fresh event loop with its own session (not from inside a loop)."""
     return asyncio.run(run_round(base_url, prompts, concurrency, spec=spec, model=model,
                                  time_scale=time_scale, flush_cache=flush_cache,
                                  on_record=on_record, flush_timeout_s=flush_timeout_s,
-                                 cancel=cancel, warmup=warmup))
+                                 cancel=cancel, warmup=warmup, engine=engine,
+                                 hits_unmeasured=hits_unmeasured))

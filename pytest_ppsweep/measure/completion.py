@@ -9,6 +9,12 @@ workload fixes the output length and sends ``ignore_eos``; more or fewer tokens 
 workload ran, e.g. a 1-token prefill benchmark that decoded 3 tokens). A round recorded before the
 completion check (no ``output_tokens_nominal``) is judged on the other parts only.
 
+A round of a workload that shares prefixes on purpose (a trace, a shared-prefix workload) also
+counts only when the server's achieved prefix hit rate is within the tolerance of the rate the
+sharing implies (measure/tracereplay.check_hit_rate): else it measured another workload, a cold
+or evicted cache. A rate not measured (an emulator has no prefix cache) is said so, and does not
+exclude the round.
+
 :func:`request_problem` is the same rule for one request (the load generator fails a request
 whose ``completion_tokens`` differs from the asked length, naming both).
 
@@ -27,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_ppsweep.measure.metrics import RoundResult
+from pytest_ppsweep.measure.tracereplay import check_hit_rate
 
 # What a reason is about: callers that phrase the N/N part in their own words test ``kind``.
 NO_REQUESTS = "no requests"
@@ -34,6 +41,7 @@ INCOMPLETE = "incomplete"
 FAILED = "failed"
 TOKENS = "prompt tokens"
 OUTPUT = "completion tokens"
+HIT_RATE = "prefix hit rate"
 WRONG_OUTPUT = "wrong output length"  # a request's error_kind (measure.bench)
 NN_KINDS = frozenset({NO_REQUESTS, INCOMPLETE, FAILED})
 
@@ -86,12 +94,14 @@ def round_problems(
     input_tokens_nominal: int | None,
     output_tokens: int | None = None,
     output_tokens_nominal: int | None = None,
+    hit_rate: tuple[float, float, float] | None = None,
 ) -> list[Shortfall]:
     """Why one round does not count (empty when it does). None is a missing value: a missing
     count of completed requests or of tokens breaks the round; a missing ``failed`` does not on
     its own (``failed = num_requests - completed``, which the completed check already covers);
     a missing ``output_tokens_nominal`` (a round recorded before the completion check) skips
-    the completion-token part."""
+    the completion-token part. ``hit_rate``: (implied, achieved, tolerance) of a round whose
+    prompts share prefixes on purpose and whose server measured its hit rate."""
     problems = []
     if num_requests is not None and num_requests < 1:
         problems.append(Shortfall(NO_REQUESTS, f"no requests sent ({num_requests})"))
@@ -107,22 +117,47 @@ def round_problems(
     if output_tokens_nominal is not None and output_tokens != output_tokens_nominal:
         problems.append(Shortfall(OUTPUT, f"server counted {_shown(output_tokens)} completion "
                                           f"tokens, asked {_shown(output_tokens_nominal)}"))
+    if hit_rate is not None:
+        check = check_hit_rate(hit_rate[0], hit_rate[1], 1.0, hit_rate[2])
+        if not check.ok:
+            problems.append(Shortfall(HIT_RATE, check.text()))
     return problems
+
+
+def _hit(implied: Any, achieved: Any, tolerance: Any) -> tuple[float, float, float] | None:
+    """The (implied, achieved, tolerance) of a round, as recorded anywhere; None when any is
+    missing (no sharing on purpose, or not measured)."""
+    values = []
+    for value in (implied, achieved, tolerance):
+        try:
+            number = float(value if isinstance(value, float | int) else str(value).strip())
+        except (TypeError, ValueError):
+            return None
+        if value is None or isinstance(value, bool) or not math.isfinite(number):
+            return None
+        values.append(number)
+    return values[0], values[1], values[2]
 
 
 def result_problems(result: RoundResult) -> list[Shortfall]:
     """:func:`round_problems` of a measured round."""
     return round_problems(result.num_requests, result.completed, result.failed,
                           result.input_tokens, result.input_tokens_nominal,
-                          result.output_tokens, result.output_tokens_nominal)
+                          result.output_tokens, result.output_tokens_nominal,
+                          _hit(result.hit_rate_implied, result.hit_rate_achieved,
+                               result.hit_rate_tolerance))
 
 
 def row_problems(row: Mapping[str, Any]) -> list[Shortfall]:
     """:func:`round_problems` of a results.csv row (strings from ``csv``, or a frame record);
     a missing column is a missing value."""
-    return round_problems(*(count(row.get(k)) for k in (
+    n, done, failed, inp, inp_nominal, out, out_nominal = (count(row.get(k)) for k in (
         "num_requests", "completed", "failed", "input_tokens", "input_tokens_nominal",
-        "output_tokens", "output_tokens_nominal")))
+        "output_tokens", "output_tokens_nominal"))
+    return round_problems(n, done, failed, inp, inp_nominal, out, out_nominal,
+                          hit_rate=_hit(row.get("hit_rate_implied"),
+                                        row.get("hit_rate_achieved"),
+                                        row.get("hit_rate_tolerance")))
 
 
 def counts(row: Mapping[str, Any]) -> bool:

@@ -31,7 +31,7 @@ class ConfigRow:
 
     def planned(self, config: Config) -> None:
         """Before the boot: the layout, its place in the sweep, not booted yet."""
-        self._write(pp=config.pp, tp=config.tp, ep=config.ep, order=config.order, boot_ok=False)
+        self._write(**config.deployment.columns(), order=config.order, boot_ok=False)
 
     def placed(self, cluster: str) -> None:
         """The cluster the layout boots on."""
@@ -47,6 +47,15 @@ class ConfigRow:
     def booted(self, boot_s: float | None, pp_max_micro_batch_size: Any) -> None:
         self._write(boot_ok=True, boot_s=boot_s, boot_error="",
                     pp_max_micro_batch_size=pp_max_micro_batch_size)
+
+    def kv_capacity(self, tokens: int | None, request_tokens: int) -> None:
+        """The KV cache's capacity the engine reports, in tokens, and the requests of
+        ``request_tokens`` (the workload's input + output) it holds at once; nothing when the
+        engine reports none."""
+        if tokens is None or tokens <= 0:
+            return
+        self._write(kv_tokens=tokens,
+                    kv_requests=tokens // request_tokens if request_tokens > 0 else "")
 
     def boot_of(self, config_id: str) -> None:
         """The point whose boot this point was measured on: itself, or a point of the same

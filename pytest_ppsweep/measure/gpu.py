@@ -30,12 +30,15 @@ class WorstRank:
         return self.total_mib - self.used_mib
 
 
+def worst_of(ranks: Iterable[WorstRank]) -> WorstRank | None:
+    """The most loaded of ``ranks`` (the most memory used; on a tie, the lower GPU index, then
+    the first): the one home of the worst-rank rule, over GPUs and over a layout's groups."""
+    return max(ranks, key=lambda w: (w.used_mib, -w.index), default=None)
+
+
 def worst_rank(gpus: Iterable[GpuMemory]) -> WorstRank | None:
     """The most loaded GPU (seed §8: the worst rank decides whether a layout fits)."""
-    top = max(gpus, key=lambda g: (g.used_mib, -g.index), default=None)
-    if top is None:
-        return None
-    return WorstRank(top.node, top.index, top.used_mib, top.total_mib)
+    return worst_of(WorstRank(g.node, g.index, g.used_mib, g.total_mib) for g in gpus)
 
 
 def not_released(

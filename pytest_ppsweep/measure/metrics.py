@@ -76,6 +76,7 @@ ROW_KEYS = (
     "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s",
     "peak_concurrency", "prompt_digest", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s",
     "itl_mean_s", "itl_p50_s", "itl_p99_s", "output_tps",
+    "hit_rate_implied", "hit_rate_achieved", "hit_rate_source", "hit_rate_tolerance",
 )  # fmt: skip
 
 
@@ -113,6 +114,14 @@ class RoundResult:
     output_tokens_nominal: int | None = None  # asked length x completed (None: not given)
     concurrency: int = 0  # the limit C the round ran with (0 when unknown)
     time_scale: float = 1.0
+    # A workload that shares prefixes on purpose (bench.py): the hit rate its sharing implies,
+    # the server's achieved one over the round (None: not measured), where that came from
+    # ("server counters", "per-request cached_tokens", "not measured: <why>") and the
+    # tolerance between the two; all None/"" for random-ids prompts.
+    hit_rate_implied: float | None = None
+    hit_rate_achieved: float | None = None
+    hit_rate_source: str = ""
+    hit_rate_tolerance: float | None = None
     records: tuple[dict[str, Any], ...] = field(default=(), repr=False)
     warmup_records: tuple[dict[str, Any], ...] = field(default=(), repr=False)
 
@@ -125,7 +134,7 @@ class RoundResult:
                 value = None if math.isnan(value) else float(value)
             elif isinstance(value, np.integer):
                 value = int(value)
-            row[key] = value
+            row[key] = None if value == "" else value
         return row
 
 
@@ -183,7 +192,7 @@ def request_itls(rec: Record) -> list[float]:
 
 
 def decode_metrics(done: Sequence[Record], output_tokens: int | None,
-                   duration: float) -> dict[str, float]:
+                   duration: float) -> dict[str, Any]:
     """The decode fields of RoundResult over the completed records."""
     tpots = [v for v in (request_tpot(r) for r in done) if v is not None]
     itls = [v for r in done for v in request_itls(r)]
@@ -205,10 +214,10 @@ def summarize(
     concurrency: int = 0,
     time_scale: float = 1.0,
     warmup_records: Iterable[Record] = (),
-    output_len: int | None = None,
+    output_len: int | Sequence[int] | None = None,
 ) -> RoundResult:
     """Compute a RoundResult from per-request records (scaled times already in the records);
-    ``output_len``: the completion tokens asked of every request."""
+    ``output_len``: the completion tokens asked of every request, or of each (by index)."""
     recs = [dict(r) for r in records]
     total = len(recs) if num_requests is None else num_requests
     done = [r for r in recs if r.get("ok")]
@@ -245,7 +254,8 @@ def summarize(
         prompt_digest=prompt_digest,
         errors=Counter(str(r.get("error_kind")) for r in recs if not r.get("ok")),
         **decode_metrics(done, output_tokens, duration),
-        output_tokens_nominal=None if output_len is None else output_len * len(done),
+        output_tokens_nominal=None if output_len is None else output_len * len(done)
+        if isinstance(output_len, int) else sum(output_len[int(r["index"])] for r in done),
         concurrency=concurrency,
         time_scale=time_scale,
         records=tuple(recs),

@@ -18,7 +18,7 @@ A round is within the SLO when all of these hold (every failing one is a reason)
   over the binomial's for that batch size. A probe whose effective requests are too few to prove
   the limit is unproven, not within. φ cannot be seen where every request or none is over the
   limit (it is 1 there), nor beyond the batch size (a run longer than ⌊√n⌋ requests is seen
-  only in part): it is the least the probe itself shows. (results/slocapacity.py measures the
+  only in part): it is the least the probe itself shows. (stats/capacity.py measures the
   dispersion across probes for the capacity's interval; this is the one probe's own.)
   :func:`min_requests` is the fewest independent requests that can prove a percentile with
   none over it (p50: 5, p90: 29, p99: 299 at 95 %). The observed percentile (bench_serving's
@@ -30,7 +30,12 @@ A round is within the SLO when all of these hold (every failing one is a reason)
 * with per-request limits: the share of *good* requests (completed and within every per-request
   limit) is at least ``attainment``;
 * the client kept to its arrival schedule (measure/arrivals.py): a round the client could not
-  offer at the asked rate says nothing about that rate.
+  offer at the asked rate says nothing about that rate;
+* a rate probe did not overload the server (measure/overload.py: at or above the layout's
+  saturation rate, a delivered rate short of the offered one beyond its noise, or waits that
+  grow through the probe). An overloaded probe is never within, and its counts over each
+  percentile limit are recorded as every judged request over it: its queue has no steady state,
+  whose share over any limit is 1 (so the capacity fit, stats/capacity.py, sees it outside).
 
 Goodput is good requests per (scaled) second of the round. A failed request is never good, and
 a round with a failure is never within the SLO, so dropping requests cannot raise either.
@@ -49,9 +54,11 @@ from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.arrivals import Lag, lag
 from pytest_ppsweep.measure.completion import result_problems
 from pytest_ppsweep.measure.metrics import RoundResult, request_itls, request_tpot
+from pytest_ppsweep.measure.overload import Overload
+from pytest_ppsweep.measure.overload import overload as overload_of
+from pytest_ppsweep.stats.binomial import binomial_bounds, dispersion, min_requests
 
-__all__ = ["MIN_BATCHES", "SloVerdict", "binomial_bounds", "dispersion", "evaluate",
-           "min_requests", "request_values", "steady"]
+__all__ = ["SloVerdict", "evaluate", "judge_percentile", "request_values", "steady"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +74,13 @@ class SloVerdict:
     lag: Lag | None = None
     unproven: tuple[str, ...] = ()  # the percentile limits the data could not prove either way
     # per percentile limit's key: (requests over the limit, requests judged), what the capacity
-    # estimate (results/slocapacity.py) fits across the probes
+    # estimate (stats/capacity.py) fits across the probes
     over: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    overload: Overload | None = None  # a rate probe's overload tests (measure/overload.py)
+
+    @property
+    def overloaded(self) -> bool:
+        return self.overload is not None and self.overload.overloaded
 
     @property
     def attainment(self) -> float:
@@ -96,75 +108,6 @@ def _values(records: Sequence[Mapping[str, Any]], limit: SloLimit) -> list[float
 def _percentile(records: Sequence[Mapping[str, Any]], limit: SloLimit) -> float:
     values = _values(records, limit)
     return float(np.percentile(values, limit.percentile or 100)) if values else math.nan
-
-
-def _binom_cdf(k: int, n: int, p: float) -> float:
-    """P(X ≤ k) for X ~ Binomial(n, p), summed in log space (exact for the n of a probe)."""
-    if k < 0:
-        return 0.0
-    if k >= n or p <= 0.0:
-        return 1.0
-    if p >= 1.0:
-        return 0.0
-    lp, lq = math.log(p), math.log1p(-p)
-    total = 0.0
-    for i in range(k + 1):
-        total += math.exp(math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
-                          + i * lp + (n - i) * lq)
-    return min(total, 1.0)
-
-
-def _solve(f: Any, target: float) -> float:
-    """The p in [0, 1] where the decreasing ``f(p)`` crosses ``target`` (bisection)."""
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if f(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-def binomial_bounds(k: int, n: int, confidence: float) -> tuple[float, float]:
-    """One-sided Clopper-Pearson bounds of a share from ``k`` of ``n``: (lower, upper), each at
-    ``confidence`` (lower: P(X ≥ k | p) = 1 − c; upper: P(X ≤ k | p) = 1 − c)."""
-    if n <= 0:
-        return 0.0, 1.0
-    tail = 1.0 - confidence
-    upper = 1.0 if k >= n else _solve(lambda p: _binom_cdf(k, n, p), tail)
-    lower = 0.0 if k <= 0 else 1.0 - _solve(lambda q: _binom_cdf(n - k, n, q), tail)
-    return lower, upper
-
-
-def min_requests(percentile: int, confidence: float) -> int:
-    """The fewest requests that can prove "p<percentile> ≤ L" at ``confidence``: with none over
-    the limit, the upper bound ``1 − (1 − c)^(1/n)`` falls to the allowance ``1 − q/100``."""
-    allowed = 1.0 - percentile / 100.0
-    return math.ceil(math.log(1.0 - confidence) / math.log(1.0 - allowed) - 1e-12)
-
-
-MIN_BATCHES = 5  # fewer batches than this give no variance worth the name: φ = 1
-
-
-def dispersion(over: Sequence[bool]) -> float:
-    """How many times the variance of the share over a limit exceeds the binomial's, from one
-    probe's requests in arrival order (``over``: each one over the limit or not): batch means
-    over batches of ⌊√n⌋ requests (the last, partial one left out), the batches' sample variance
-    × the batch size / (p (1 − p)); at least 1, and 1 when it cannot be seen (every request or
-    none over, fewer than :data:`MIN_BATCHES` batches)."""
-    n = len(over)
-    size = math.isqrt(n)
-    batches = n // size if size else 0
-    if batches < MIN_BATCHES:
-        return 1.0
-    used = [bool(v) for v in over[:batches * size]]
-    p = sum(used) / len(used)
-    if p <= 0.0 or p >= 1.0:
-        return 1.0
-    means = [sum(used[i * size:(i + 1) * size]) / size for i in range(batches)]
-    var = sum((m - p) ** 2 for m in means) / (batches - 1)
-    return max(1.0, var * size / (p * (1.0 - p)))
 
 
 def judge_percentile(values: Sequence[float], limit: SloLimit,
@@ -222,8 +165,11 @@ def steady(records: Sequence[Mapping[str, Any]], trim: float) -> list[Mapping[st
     return ordered[cut:len(ordered) - cut] if cut and len(ordered) > 2 * cut else ordered
 
 
-def evaluate(result: RoundResult, slo: SloSpec) -> SloVerdict:
-    """The verdict of ``result`` (a measured round with its records) against ``slo``."""
+def evaluate(result: RoundResult, slo: SloSpec, load: float | None = None,
+             saturation_rps: float | None = None) -> SloVerdict:
+    """The verdict of ``result`` (a measured round with its records) against ``slo``; for a
+    rate probe, ``load`` (its asked req/s) and the layout's ``saturation_rps`` (None: not
+    measured) add the overload tests (measure/overload.py)."""
     records = list(result.records)
     judged = steady(records, slo.trim)
     reasons = [str(p) for p in result_problems(result)]
@@ -252,9 +198,14 @@ def evaluate(result: RoundResult, slo: SloSpec) -> SloVerdict:
     behind = lag(records, result.time_scale)
     if behind is not None and behind.behind:
         reasons.append(behind.text())
+    tests = (overload_of(records, load, saturation_rps, slo.trim)
+             if slo.search == "rate" and load is not None else None)
+    if tests is not None and tests.overloaded:
+        reasons.extend(tests.reasons())
+        over = {key: (n, n) for key, (_, n) in over.items()}
     duration = result.duration_s
     return SloVerdict(
         within=not reasons, reasons=tuple(reasons), good=good, num_requests=total,
         goodput_rps=good / duration if duration > 0 else math.nan, observed=observed,
-        lag=behind, unproven=tuple(unproven), over=over,
+        lag=behind, unproven=tuple(unproven), over=over, overload=tests,
     )

@@ -19,6 +19,11 @@ Differences from bench_serving, and why:
 * Request bodies are serialised to bytes once per (api, output_len, model) and reused by every
   round: 16K-int ``json.dumps`` per request per round costs more client CPU than the server time.
 
+A trace or shared-prefix workload (:func:`trace_prompts`) sends other prompts: each request's
+blocks of measure/tracereplay.py (equal hash ids, equal token blocks), its own output length, and
+the arrivals of the trace's timestamps; the set carries the prefix hit rate its sharing implies,
+which a round holds against the server's achieved one.
+
 ``PromptSet.digest`` is the sha256 (hex) of: the prompt count as little-endian int64, then per
 prompt its length as little-endian int64 followed by its ids as little-endian int64.
 """
@@ -31,6 +36,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import orjson
+
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import engine_of
+from pytest_ppsweep.measure.tracereplay import Trace
 
 APIS = ("generate", "completions")
 
@@ -79,15 +88,22 @@ class WorkloadSpec:
 
 @dataclass(frozen=True)
 class Prompt:
-    """One random-ids prompt: ids ``(offset + index + j) % vocab_size`` for j < length."""
+    """One prompt: random-ids ``(offset + index + j) % vocab_size`` for j < length, or, with a
+    ``trace``, that trace's request ``index`` (its blocks under ``offset`` as the seed) asking
+    ``output_len`` tokens (0: the workload's)."""
 
     index: int
     length: int
     offset: int
     vocab_size: int
+    output_len: int = 0
+    trace: Trace | None = field(default=None, compare=False, repr=False)
 
     def id_array(self) -> np.ndarray:
         """The token ids as an int64 numpy array."""
+        if self.trace is not None:
+            return np.asarray(self.trace.prompt_ids(self.index, self.vocab_size, self.offset),
+                              dtype=np.int64)
         return (self.offset + self.index + np.arange(self.length, dtype=np.int64)) % self.vocab_size
 
     def ids(self) -> list[int]:
@@ -104,43 +120,45 @@ class PromptSet:
     prompts: tuple[Prompt, ...]
     warmup: tuple[Prompt, ...]
     digest: str
+    # A trace's own arrivals (scaled seconds from the round's start; None: the spec's rate)
+    arrivals: tuple[float, ...] | None = None
+    # The prefix hit rate the prompts' sharing implies (None: they share nothing on purpose),
+    # and how far a round's achieved rate may be from it
+    implied_hit_rate: float | None = None
+    hit_tolerance: float = 0.05
     # Serialised bodies per (warmup?, api, output_len, model); excluded from eq/repr.
     _bodies: dict[tuple[bool, str, int, str | None], tuple[bytes, ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
 
-    def bodies(self, spec: WorkloadSpec, model: str | None, *, warmup: bool = False) -> tuple[
-        bytes, ...
-    ]:
-        """Request bodies (JSON bytes) for ``spec.api``, built on first use and then cached."""
+    def bodies(self, spec: WorkloadSpec, model: str | None, *, warmup: bool = False,
+               engine: Engine | None = None) -> tuple[bytes, ...]:
+        """Request bodies (JSON bytes) for ``spec.api``, built on first use and then cached
+        (the native API's in ``engine``'s words, the default engine's when None; a sweep, whose
+        prompts these are, has one engine)."""
         key = (warmup, spec.api, spec.output_len, model)
         if key not in self._bodies:
             source = self.warmup if warmup else self.prompts
-            self._bodies[key] = tuple(request_body(p, spec, model) for p in source)
+            self._bodies[key] = tuple(request_body(p, spec, model, engine) for p in source)
         return self._bodies[key]
 
 
-def request_body(prompt: Prompt, spec: WorkloadSpec, model: str | None) -> bytes:
-    """The JSON body bench_serving would send for this prompt (streaming, ignore_eos, greedy)."""
+def request_body(prompt: Prompt, spec: WorkloadSpec, model: str | None,
+                 engine: Engine | None = None) -> bytes:
+    """The JSON body bench_serving would send for this prompt (streaming, ignore_eos, greedy):
+    the engine's native API's (``generate``), or the OpenAI-compatible completions'."""
     ids = prompt.ids()
+    output_len = prompt.output_len or spec.output_len
     payload: dict[str, object]
     if spec.api == "generate":
-        payload = {
-            "input_ids": ids,
-            "sampling_params": {
-                "max_new_tokens": spec.output_len,
-                "ignore_eos": True,
-                "temperature": 0.0,
-            },
-            "stream": True,
-        }
+        payload = (engine or engine_of()).stream_request(ids, max_new_tokens=output_len)
     else:
         if not model:
             raise ValueError("the completions API needs a model name")
         payload = {
             "model": model,
             "prompt": ids,
-            "max_tokens": spec.output_len,
+            "max_tokens": output_len,
             "temperature": 0,
             "ignore_eos": True,
             "stream": True,
@@ -182,6 +200,22 @@ def generate_prompts(spec: WorkloadSpec) -> PromptSet:
     prompts = _draw(spec, 0, spec.num_requests, taken)
     warmup = _draw(spec, 1, spec.warmup_requests, taken)
     return PromptSet(spec, prompts, warmup, prompt_digest(prompts))
+
+
+def trace_prompts(spec: WorkloadSpec, trace: Trace, *, slowdown: float = 1.0,
+                  replay: bool = True, hit_tolerance: float = 0.05) -> PromptSet:
+    """The prompt set of a trace (a Mooncake file's first ``spec.num_requests`` requests, or a
+    shared-prefix workload's): request ``i``'s blocks seeded by ``spec.seed``, its own output
+    length; the arrivals of its timestamps times ``slowdown`` when ``replay`` (else the spec's
+    rate); the warm-up prompts random-ids whose first ids no measured prompt starts with."""
+    used = Trace(trace.name, trace.requests[: spec.num_requests], trace.block_size)
+    prompts = tuple(Prompt(i, r.input_length, spec.seed, spec.vocab_size, r.output_length, used)
+                    for i, r in enumerate(used.requests))
+    taken = {int(p.id_array()[0]) for p in prompts}
+    warmup = _draw(spec, 1, spec.warmup_requests, taken)
+    arrivals = tuple(used.schedule(slowdown=slowdown)) if replay else None
+    return PromptSet(spec, prompts, warmup, prompt_digest(prompts), arrivals=arrivals,
+                     implied_hit_rate=used.implied_hit_rate(), hit_tolerance=hit_tolerance)
 
 
 make_prompts = generate_prompts  # the name the sweep runner uses

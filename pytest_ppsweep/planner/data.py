@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_ppsweep.folder.runfolder import COMM_CSV, RESULTS_CSV, RunKey, server_info_candidates
+from pytest_ppsweep.engine.engines import engine_of
+from pytest_ppsweep.folder.runfolder import (
+    COMM_CSV,
+    RESULTS_CSV,
+    RunKey,
+    engine_facts,
+    server_info_candidates,
+)
 
 __all__ = ["CommPoint", "Measured", "Observation", "PlannerError", "load_measured",
            "read_comm_csv", "read_points_file"]
@@ -220,14 +227,15 @@ def load_run_folder(run_dir: Path) -> Measured:
                            f"with every request completed and none failed, found "
                            f"{len(res)} round(s), none valid")
     facts: list[LayoutFacts] = []
-    chunks: list[int] = []  # each booted layout's chunked_prefill_size, as its server says
+    chunks: list[int] = []  # each booted layout's prefill chunk, as its server says
+    knobs = engine_of(engine_facts(raw)[0]).knobs
     cfg = data.configs
     for _, row in cfg.iterrows():
         cid = str(row["config_id"])
         server = _server_of(run_dir, cid)
         with contextlib.suppress(TypeError, ValueError):
-            if server.get("chunked_prefill_size") is not None:
-                chunks.append(int(server["chunked_prefill_size"]))
+            if server.get(knobs.chunk) is not None:
+                chunks.append(int(server[knobs.chunk]))
         boot_ok = str(row.get("boot_ok")).lower() in ("true", "1", "1.0")
 
         def val(key: str, row: Any = row) -> float | None:
@@ -238,7 +246,7 @@ def load_run_folder(run_dir: Path) -> Measured:
         facts.append(LayoutFacts(
             cid, int(row["pp"]), int(row["tp"]), int(row["ep"]),
             val("boot_s") if boot_ok else None, val("mem_peak_mib"), val("mem_total_mib"),
-            not bool(server.get("disable_decode_cuda_graph", False)), int(micro or 0)))
+            not bool(server.get(knobs.decode_graph_off, False)), int(micro or 0)))
     # the chunk the layouts ran with (the most common, when a sweep varies it), else 8192 (the
     # seeds' chunk) when no server said; run.json has no such key: read there, it always was
     chunk = Counter(chunks).most_common(1)[0][0] if chunks else 8192

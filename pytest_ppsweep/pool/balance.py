@@ -51,12 +51,31 @@ def _sweep_of(run: Path) -> str | None:
     return name if isinstance(name, str) else None
 
 
+@dataclass(frozen=True)
+class Where:
+    """The cluster an estimate is for: its name and whether it runs the emulator. An earlier
+    run measured elsewhere says nothing of its times (an emulator's minutes are no real
+    cluster's): :func:`earlier_runs` keeps only the runs its run.json places on this cluster
+    (``cluster`` names it, ``simulated`` matches; a run.json without the key does not say)."""
+
+    cluster: str
+    simulated: bool
+
+    def holds(self, run: Path) -> bool:
+        raw = RunFolder(run).read_run_json()
+        names = raw.get(RunKey.CLUSTER)
+        simulated = raw.get(RunKey.SIMULATED)
+        if isinstance(names, str) and names and self.cluster not in names.split(","):
+            return False
+        return not isinstance(simulated, bool) or simulated == self.simulated
+
+
 def earlier_runs(root: Path, sweep_name: str, exclude: str | None = None,
-                 holding: str = CONFIGS_CSV) -> list[Path]:
+                 holding: str = CONFIGS_CSV, where: Where | None = None) -> list[Path]:
     """Earlier run folders of ``sweep_name`` in ``root`` that hold the file ``holding``, newest
     first: every folder whose run.json names the sweep, whatever its run id
     (``--ppsweep-run-id`` included); a folder without a readable run.json counts when its name
-    is ``<sweep>-YYYYmmdd-HHMMSS``."""
+    is ``<sweep>-YYYYmmdd-HHMMSS``. ``where``: only the runs on that cluster (:class:`Where`)."""
     if not root.is_dir():
         return []
     stamp = re.compile(re.escape(sweep_name) + r"-\d{8}-\d{6}")
@@ -66,7 +85,8 @@ def earlier_runs(root: Path, sweep_name: str, exclude: str | None = None,
         return name == sweep_name if name is not None else bool(stamp.fullmatch(p.name))
 
     found = [p for p in root.iterdir()
-             if p.name != exclude and (p / holding).is_file() and of_sweep(p)]
+             if p.name != exclude and (p / holding).is_file() and of_sweep(p)
+             and (where is None or where.holds(p))]
     return sorted(found, key=lambda p: ((p / holding).stat().st_mtime, p.name), reverse=True)
 
 
@@ -118,12 +138,14 @@ def expected_durations(
     ids: Sequence[str],
     exclude: str | None = None,
     skipped: Collection[str] = (),
+    where: Where | None = None,
 ) -> Estimates:
-    """Each layout's cluster time in the newest earlier run that measured it; 0 for layouts
-    this run skips (reused from a reference or finished before a resume)."""
+    """Each layout's cluster time in the newest earlier run that measured it (``where``: on
+    that cluster); 0 for layouts this run skips (reused from a reference or finished before a
+    resume)."""
     seconds: dict[str, float] = {}
     sources: list[str] = []
-    for run in earlier_runs(root, sweep_name, exclude):
+    for run in earlier_runs(root, sweep_name, exclude, where=where):
         missing = [i for i in ids if i not in seconds]
         if not missing:
             break

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pytest_ppsweep.cluster.backends import backend_of
 from pytest_ppsweep.cluster.base import CommandHost, HostError
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 
 from .tracenodes import node_ranks, rank_name, rank_of
@@ -57,12 +58,14 @@ def _complete(
     prefix: str,
 ) -> bool:
     """Every rank of ``node`` has a trace, non-empty and the same size as one poll earlier:
-    SGLang's profiler writes the file in place (export_chrome_trace), so a file that is still
-    growing is not done."""
+    the engine's profiler may write the file in place (SGLang's export_chrome_trace), so a file
+    that is still growing is not done."""
     if missing_ranks(list(now), config, nnodes, node, prefix) or before is None:
         return False
-    mine = set(node_ranks(config.pp, config.tp, nnodes, node))
-    names = [n for n in now if n.startswith(prefix) and rank_of(n, config.pp) in mine]
+    group = config.deployment.serve_group
+    engine = engine_of(config.engine)
+    mine = set(node_ranks(group.pp, group.tp, nnodes, node, engine))
+    names = [n for n in now if n.startswith(prefix) and rank_of(n, group.pp, engine) in mine]
     return all(now[n] > 0 and before.get(n) == now[n] for n in names)
 
 
@@ -70,10 +73,12 @@ def missing_ranks(
     names: Sequence[str], config: Config, nnodes: int, node: int, prefix: str
 ) -> list[str]:
     """The ranks of ``node`` that none of ``names`` is the trace of."""
-    have = {rank_of(n, config.pp) for n in names if n.startswith(prefix)}
+    group = config.deployment.serve_group
+    engine = engine_of(config.engine)
+    have = {rank_of(n, group.pp, engine) for n in names if n.startswith(prefix)}
     return [
-        rank_name(p, t, config.pp)
-        for p, t in node_ranks(config.pp, config.tp, nnodes, node)
+        rank_name(p, t, group.pp, engine)
+        for p, t in node_ranks(group.pp, group.tp, nnodes, node, engine)
         if (p, t) not in have
     ]
 
@@ -118,10 +123,12 @@ def collect_traces(
             lines.append(f"node {node} ({where}): {what} in {folder} after {timeout_s:g} s")
         raise ProfileError(f"{config.id}: profile traces missing:\n" + "\n".join(lines))
     files: list[Path] = []
+    group = config.deployment.serve_group
     for node in range(nnodes):
-        mine = set(node_ranks(config.pp, config.tp, nnodes, node))
+        engine = engine_of(config.engine)
+        mine = set(node_ranks(group.pp, group.tp, nnodes, node, engine))
         traces = [name for name in sorted(seen[node])
-                  if name.startswith(prefix) and rank_of(name, config.pp) in mine]
+                  if name.startswith(prefix) and rank_of(name, group.pp, engine) in mine]
         try:
             backend.fetch_files(host_for(node), folder, traces, local)
         except (OSError, HostError) as exc:

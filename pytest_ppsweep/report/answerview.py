@@ -16,9 +16,11 @@ from typing import Any
 from pytest_ppsweep.report.format import delta, fit_table, num
 from pytest_ppsweep.results.answers import (
     DECIDED,
+    DECIDED_ONE_BOOT,
     EQUIVALENT,
     INCONCLUSIVE,
     NO_VALID_POINT,
+    ONE_BOOT_NOTE,
     ONE_LEVEL_NOTE,
     SINGLE_BOOT_NOTE,
     TWO_LEVEL_NOTE,
@@ -74,8 +76,8 @@ def paragraph(a: Answer, rerun: bool = True) -> str:
     own = str(a.extra.get("text", "")).strip()  # a kind that states its answer (the SLO's)
     if own and a.status in (DECIDED, INCONCLUSIVE):
         head = f"{a.status.upper()}: {own}"
-    elif a.status == DECIDED:
-        head = f"DECIDED: {a.answer}"
+    elif a.status in (DECIDED, DECIDED_ONE_BOOT):
+        head = f"{a.status.upper()}: {a.answer}"
         if a.kind == "axis" and "value" in a.extra:
             head += f" ({a.axis} = {_shown(a.extra['value'])})"
         head += (f", fallback {a.fallback}" if a.fallback else "") + f" (by {objective})."
@@ -85,6 +87,9 @@ def paragraph(a: Answer, rerun: bool = True) -> str:
             head += f" {label(a.objective[0])} vs {a.fallback}: {_ev_text(ev)}."
         if tied or (not ev and a.reasons):
             head += " " + a.reasons[0]
+        if a.status == DECIDED_ONE_BOOT:
+            head += " " + next((r for r in a.reasons if r.startswith(ONE_BOOT_NOTE)),
+                               "")
         if tied and len(a.objective) > 1:
             tie = [e for e in a.evidence if e.point == a.answer and e.versus == a.fallback
                    and e.metric == a.objective[1]]
@@ -98,10 +103,12 @@ def paragraph(a: Answer, rerun: bool = True) -> str:
     else:  # a kind's own status (the SLO question's "no layout meets the SLO"), with its text
         head = f"{a.status.upper()}." + (f" {own}" if own else "")
     parts = [head]
+    if a.extra.get("holds_for"):  # a trace or shared-prefix workload: what the answer is of
+        parts.append(f"Holds for {a.extra['holds_for']}.")
     noisy = [r for r in a.reasons if r.startswith(NOISY_NOTE)]
     parts += noisy
     parts += [r for r in a.reasons if r.startswith(PER_C_NOTE)]
-    if a.status in (DECIDED, EQUIVALENT, INCONCLUSIVE):  # the level of its intervals
+    if a.status in (DECIDED, DECIDED_ONE_BOOT, EQUIVALENT, INCONCLUSIVE):  # its level
         parts += [r for r in a.reasons
                   if r.startswith((SINGLE_BOOT_NOTE, TWO_LEVEL_NOTE, ONE_LEVEL_NOTE))]
     if a.excluded:
@@ -218,7 +225,8 @@ def html_block(answers: Sequence[Answer], banner: str = "", headline: str = "",
     for a in answers:
         if a is first and headline:
             continue
-        cls = {"decided": "", "inconclusive": " inconclusive"}.get(a.status, " none")
+        cls = {DECIDED: "", INCONCLUSIVE: " inconclusive",
+               DECIDED_ONE_BOOT: " inconclusive"}.get(a.status, " none")
         items.append(f'<div class="ppsweep-answer{cls}" data-kind="{escape(a.kind)}" '
                      f'data-status="{escape(a.status)}">'
                      f"<p><b>{escape(title(a))}</b> <span class=\"q\">{escape(a.question)}</span>"

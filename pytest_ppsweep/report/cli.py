@@ -17,7 +17,6 @@ and on a usage error. A pipe closed early (``runs | head``) ends the command qui
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import os
 import shutil
@@ -46,9 +45,13 @@ from pytest_ppsweep.folder.runfolder import (
 from pytest_ppsweep.gate.bisect import BisectError, GateRunner, read_images, search
 from pytest_ppsweep.gate.comparison import (
     DEFAULT_THRESHOLDS,
+    GATE_CSV,
     METRICS,
     ThresholdError,
+    notable_lines,
     parse_thresholds,
+    read_comparison_csv,
+    wrong_image_line,
 )
 from pytest_ppsweep.gate.history import (
     History,
@@ -71,7 +74,7 @@ from pytest_ppsweep.planner.plan import (
 from pytest_ppsweep.planner.trust import fit_trust
 from pytest_ppsweep.report.format import wrap_lines
 from pytest_ppsweep.report.html import rebuild_report
-from pytest_ppsweep.report.summary import status_lines, terminal_lines
+from pytest_ppsweep.report.summary import gate_table, status_lines, terminal_lines
 from pytest_ppsweep.report.terminal import terminal_summary
 from pytest_ppsweep.results.aggregate import (
     RunFolderError,
@@ -115,7 +118,7 @@ def _cell(value: object, fmt: str, unit: str = "") -> str:
 
 def gate_verdicts(run_a: Path, run_b: Path) -> dict[tuple[str, int, str], tuple[float, str]]:
     """(config, C, metric) → (noise %, verdict) of B against A, by the gate's rule
-    (:mod:`pytest_ppsweep.results.noise`, :func:`pytest_ppsweep.gate.comparison.compare`)."""
+    (:mod:`pytest_ppsweep.stats.gatenoise`, :func:`pytest_ppsweep.gate.comparison.compare`)."""
     from pytest_ppsweep.gate.comparison import compare
 
     out: dict[tuple[str, int, str], tuple[float, str]] = {}
@@ -127,7 +130,7 @@ def gate_verdicts(run_a: Path, run_b: Path) -> dict[tuple[str, int, str], tuple[
 
 
 _SHORT_VERDICT = {"within noise": "noise", "significant": "sig", "regression": "REGR",
-                  "improvement": "better"}
+                  "inconclusive": "INCONCL", "improvement": "better"}
 
 
 def compare_lines(frame: pd.DataFrame, name_a: str, name_b: str, width: int = _WIDTH) -> list[str]:
@@ -138,7 +141,8 @@ def compare_lines(frame: pd.DataFrame, name_a: str, name_b: str, width: int = _W
              "median)"[:width],
              "verdict of TPS/p50: noise = within noise, sig = significant (beyond noise, under "
              "the threshold),"[:width],
-             f"  REGR = regression, better = improvement (thresholds "
+             f"  REGR = regression, INCONCL = worse than the threshold within noise, better = "
+             f"improvement (thresholds "
              f"{', '.join(DEFAULT_THRESHOLDS)})"[:width],
              f"{'config':<16}{'C':>4}{'TPS A':>10}{'TPS B':>10}{'ΔTPS':>8}{'±':>6}"
              f"{'p50 A':>8}{'p50 B':>8}{'Δp50':>8}{'±':>6}  {'verdict'}"]
@@ -374,31 +378,16 @@ def _sep(title: str, width: int = _WIDTH) -> str:
 
 
 def gate_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
-    """The gate table and REGRESSION/SIGNIFICANT lines the plugin printed, rebuilt from
+    """The gate table and WRONG/REGRESSION/SIGNIFICANT lines the plugin printed, rebuilt from
     gate.csv."""
-    from pytest_ppsweep.gate.comparison import (
-        GATE_CSV,
-        Comparison,
-        comparison_table,
-        notable_lines,
-    )
-
-    def number(text: str) -> float | None:
-        return float(text) if text.strip() else None
-
-    with (run_dir / GATE_CSV).open(newline="", encoding="utf-8") as fh:
-        rows = [Comparison(r["config_id"], int(r["concurrency"] or 0), r["metric"],
-                           number(r["ref"]), number(r["cur"]), number(r["delta_pct"]),
-                           number(r["threshold_pct"]), number(r["noise_pct"]), r["verdict"],
-                           r["message"]) for r in csv.DictReader(fh)]
-    return comparison_table(rows, width=width) + notable_lines(rows)
+    rows = read_comparison_csv(run_dir)
+    return gate_table(rows, width) + notable_lines(rows)
 
 
 def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
     """The terminal summary the plugin printed for the run in ``run_dir``, rebuilt from its
-    files: the medians table with verdicts and the answers, then the gate."""
-    from pytest_ppsweep.gate.comparison import GATE_CSV
-
+    files: the medians table with verdicts and the answers, then the gate (a gate that found
+    wrong outputs or task scores says so first)."""
     try:
         analysis = analyse(run_dir)
     except RunFolderError as exc:
@@ -413,6 +402,11 @@ def show_lines(run_dir: Path, width: int = _WIDTH) -> list[str]:
                 *status_lines(status, width), measured, f"run folder: {run_dir}"]
     data, _, _, answers = analysis
     state = status_lines(data.meta.status, width) if data.meta.status else []
+    try:  # a gate that found wrong outputs comes first: nothing after it is usable
+        wrong = wrong_image_line(read_comparison_csv(run_dir))
+    except (KeyError, ValueError) as exc:
+        raise RunFolderError(f"{run_dir / GATE_CSV}: unreadable ({exc})") from exc
+    state = wrap_lines([wrong], width) + state if wrong else state
     # what the run's end printed: the medians, verdicts and answers, and the SLO searches,
     # accuracy, planner and communication blocks where the run has them
     lines = [_sep(f"ppsweep summary: {data.meta.run_id}", width), *state,
@@ -539,7 +533,7 @@ _HELP = {
     "compare": ("side-by-side medians of two runs",
                 "Medians of two runs per configuration x C with the deltas of B vs A in %, the\n"
                 "noise of each (±) and whether the change is beyond it, both by the gate's rule\n"
-                "(5 x the median distance of a repeat from its run's median; results/noise.py):\n"
+                "(5 x the median distance of a repeat from its run's median; stats/gatenoise.py):\n"
                 "noise, significant, REGRESSION or improvement against the default thresholds.\n"
                 "The table is also written to <run_b>/compare-<run_a name>.csv.",
                 "examples:\n  python -m pytest_ppsweep compare <run_a> <run_b>\n"
@@ -727,7 +721,7 @@ _HELP["trend"] = (
     "each point's metric across images and dates",
     "Per point (layout x C) of the sweep's runs in the history, one line per run, oldest\n"
     "first: date, image, the median of its valid repeats and the point's own interval of its\n"
-    "geometric mean (at the run's alpha, results/stats.py), the repeats and the run id.",
+    "geometric mean (at the run's alpha, stats/decision.py), the repeats and the run id.",
     "examples:\n  python -m pytest_ppsweep trend kimi3-pp\n"
     "  python -m pytest_ppsweep trend kimi3-pp --layout pp8-tp4-ep4 --metric ttft_p50")
 
@@ -776,7 +770,7 @@ _HELP["bisect"] = (
     "history (reports/history.sqlite) are reused; an image that does not boot is reported and\n"
     "skipped. Prints the first bad image with its gate rows against the good and the last good\n"
     "image. Exit status 0 when a first bad image was found, 1 when none.",
-    "examples:\n  python -m pytest_ppsweep bisect --good reg/sglang:v1 --bad reg/sglang:v8 "
+    "examples:\n  python -m pytest_ppsweep bisect --good reg/server:v1 --bad reg/server:v8 "
     "--images images.txt --sweep test_matrix\n"
     "  python -m pytest_ppsweep bisect --good a:1 --bad a:4 --images a:1,a:2,a:3,a:4 "
     "--threshold input_tps:-3%")

@@ -11,6 +11,9 @@ workload share a boot) and an estimated cluster time:
   repeats and the warm-up;
 * else from earlier runs of this sweep, whatever their run id (each layout's measured cluster
   time, ``held_s``);
+
+(the profile and the runs only of the same cluster, emulated or real as it is: an emulator's
+minutes say nothing of a real cluster's)
 * else, for a model of the seeds' class (Kimi-K3), from the seeds' own figures: 338-538 s per
   boot and 3,258-8,824 tok/s of Input TPS for the rounds (an emulated cluster at its time
   scale), given as a range with the boot bound beside it;
@@ -18,6 +21,7 @@ workload share a boot) and an estimated cluster time:
   cannot be estimated without a profile, a run or a reference; said so).
 
 Plain Python: it opens no connection and writes nothing (the plugin prints these lines).
+Its first line after the title says which server-flag check the dry run made.
 """
 
 from __future__ import annotations
@@ -35,8 +39,13 @@ from pytest_ppsweep.measure.probesize import not_modelled, probe_size
 from pytest_ppsweep.measure.slosearch import Search, load_text
 from pytest_ppsweep.planner.data import PlannerError
 from pytest_ppsweep.planner.fitting import load_fitted
-from pytest_ppsweep.pool.balance import earlier_runs, expected_durations, outside_layouts_s
-from pytest_ppsweep.results.accuracystats import plan
+from pytest_ppsweep.pool.balance import (
+    Where,
+    earlier_runs,
+    expected_durations,
+    outside_layouts_s,
+)
+from pytest_ppsweep.stats.accuracytest import plan
 
 __all__ = [
     "SEEDS",
@@ -68,8 +77,8 @@ SEEDS = Reference(
     source="the seeds' Kimi-K3 cluster (4 × 8 RTX 6000D): 338-538 s per boot, Input TPS "
            "3,258-8,824 tok/s at 16K prompts (PP1…PP8)",
 )
-"""The seeds' figures: boots of 338-538 s measured on their cluster (issue 37's report of the
-users' runs), and the Input TPS medians of the seeds' §3 table (PP1 slowest, PP8 fastest)."""
+"""The seeds' figures: boots of 338-538 s measured on their cluster (the users' reports of
+their runs), and the Input TPS medians of the seeds' §3 table (PP1 slowest, PP8 fastest)."""
 EMULATOR_TIME_SCALE = 100.0
 """The emulator's default time scale (sim/launch/settings.py; the plugin does not import the
 emulator): emulated seconds per real second unless the cluster's env sets another."""
@@ -110,11 +119,21 @@ def _span(seconds: float) -> str:
     return f"{max(seconds, 0):.0f} s" if seconds < 180 else duration(seconds)
 
 
-def fitted_profile(reports: Path, sweep_name: str) -> Path | None:
+def fitted_profile(reports: Path, sweep_name: str, cluster: Cluster | None = None
+                   ) -> Path | None:
     """The newest earlier run of ``sweep_name`` in ``reports`` that holds a fitted profile
-    (whatever its run id)."""
-    found = earlier_runs(reports, sweep_name, holding=PLANNER_PROFILE_JSON)
+    (whatever its run id; on ``cluster`` when given: :func:`_where`)."""
+    found = earlier_runs(reports, sweep_name, holding=PLANNER_PROFILE_JSON,
+                         where=_where(cluster))
     return found[0] / PLANNER_PROFILE_JSON if found else None
+
+
+def _where(cluster: Cluster | None) -> Where | None:
+    """The cluster whose earlier runs may estimate this one's times: the same cluster, running
+    the emulator or not as it does (never an emulator's minutes for a real cluster)."""
+    if cluster is None:
+        return None
+    return Where(cluster.name, cluster.server_module.startswith("pytest_ppsweep.sim"))
 
 
 def _time_scale(cluster: Cluster | None) -> float:
@@ -155,7 +174,7 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
 
 def _one_boot_each(sweep: Sweep, configs: Sequence[Config], reports: Path,
                    cluster: Cluster | None) -> ClusterTime:
-    profile = fitted_profile(reports, sweep.name)
+    profile = fitted_profile(reports, sweep.name, cluster)
     if profile is not None:
         try:
             fitted = load_fitted(profile)
@@ -168,7 +187,8 @@ def _one_boot_each(sweep: Sweep, configs: Sequence[Config], reports: Path,
                 w = sweep.workload_of(cfg)
                 boot = 0.0
                 for c in w.concurrency:
-                    pred = fitted.predict(cfg.pp, cfg.tp, c, w.input_len, w.num_requests)
+                    group = cfg.deployment.serve_group
+                    pred = fitted.predict(group.pp, group.tp, c, w.input_len, w.num_requests)
                     boot = pred.boot_s.value
                     per_request = w.input_len / max(pred.input_tps.value, 1e-9)
                     total += per_request * (w.num_requests * w.repeats + w.warmup_requests)
@@ -176,7 +196,7 @@ def _one_boot_each(sweep: Sweep, configs: Sequence[Config], reports: Path,
             return ClusterTime(total, f"fitted profile {profile}")
 
     ids = [c.id for c in configs]
-    earlier = expected_durations(reports, sweep.name, ids)
+    earlier = expected_durations(reports, sweep.name, ids, where=_where(cluster))
     if earlier.measured:
         # what the newest of those runs spent outside its layouts (collection, preflight, the
         # close) is spent again
@@ -197,13 +217,16 @@ def _one_boot_each(sweep: Sweep, configs: Sequence[Config], reports: Path,
 def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
                   reports: Path, concurrencies: Mapping[str, Collection[int]] | None = None,
                   flags_line: str = "") -> list[str]:
-    """What ``--ppsweep-dry-run`` prints: per point (with the Cs it runs: ``concurrencies``,
-    else its workload's) every node's launch command and environment (redacted), then the
-    boots, the estimated cluster time and ``flags_line``: what the server-flag check found
-    (cluster/preflight.dry_run_flags: where it ran, or why it could not)."""
+    """What ``--ppsweep-dry-run`` prints: first ``flags_line``, which server-flag check was
+    made (cluster/preflight.dry_run_flags: the engine's parser here, or offline against a kept
+    flag list, or why none), then per point (with the Cs it runs: ``concurrencies``, else its
+    workload's) every node's launch command and environment (redacted), the container options
+    of a docker kind, then the boots and the estimated cluster time."""
     lines = [f"ppsweep dry run of {sweep.path} on cluster {cluster.name!r} ({cluster.kind}, "
              f"launcher {cluster.launcher}, {len(cluster.hosts)} node(s)); no rank is started "
              "and nothing is written"]
+    if flags_line:  # first: which check was made, never silently skipped
+        lines.append(flags_line)
     backend = backend_of(cluster)
     lines += backend.dry_run_lines(sweep)
     for cfg in configs:
@@ -219,14 +242,12 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines.append(boots_line(configs, sweep.boots))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
-    if flags_line:  # never silently skipped: where it was made, or why it was not
-        lines.append(flags_line)
     return lines
 
 
 def accuracy_lines(sweep: Sweep) -> list[str]:
     """The ``[accuracy]`` check (test_accuracy, once per boot): its backend, task file and the
-    questions each boot is asked (results/accuracystats.plan)."""
+    questions each boot is asked (stats/accuracytest.plan)."""
     spec = sweep.accuracy
     if spec is None:
         return []
@@ -263,7 +284,9 @@ def slo_probe_lines(sweep: Sweep, configs: Sequence[Config]) -> list[str]:
             auto = (f" (requests = \"auto\": {why}, so the workload's num_requests)" if why
                     else " (requests = \"auto\": each layout's size is computed before its "
                     "search from its measured prefill time, measure/probesize.py; counted here "
-                    f"at {n}, the workload's own)")
+                    + (f"at {n}, the workload's own)" if n <= w.num_requests else
+                       f"at {n}: the workload's own {w.num_requests} raised to the floor that "
+                       "lets an overload show, the first probe at the minimum load excepted)"))
         how = (f"{n} requests at that rate (open loop"
                + (f", at most {slo.max_concurrency} in flight)" if slo.max_concurrency else ")")
                if slo.search == "rate" else f"{n} requests at that concurrency")

@@ -25,10 +25,16 @@ from pytest_ppsweep.folder.runfolder import (
     FolderFiles,
     RunKey,
 )
+from pytest_ppsweep.gate.comparison import (
+    correctness_failures,
+    read_comparison_csv,
+    wrong_image_line,
+)
 from pytest_ppsweep.report import accuracyview, plannerview, sloview, trendview
 from pytest_ppsweep.report.answerview import html_block, reasons_html
 from pytest_ppsweep.report.charts import Spread, bar_chart, spread_chart
 from pytest_ppsweep.report.commview import comm_html
+from pytest_ppsweep.report.energyview import energy_html
 from pytest_ppsweep.report.format import delta, num, records
 from pytest_ppsweep.report.profileview import profile_section
 from pytest_ppsweep.report.terminal import DECODE, view_of
@@ -38,10 +44,12 @@ from pytest_ppsweep.results.aggregate import (
 )
 from pytest_ppsweep.results.answers import (
     DECIDED,
+    DECIDED_ONE_BOOT,
     EQUIVALENT,
     INCONCLUSIVE,
     MEASURED,
     NO_VALID_POINT,
+    ONE_BOOT_NOTE,
     Answer,
     expected_failures,
 )
@@ -109,9 +117,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: int = 2,
 def _banner(data: RunData) -> str:
     if not (data.meta.simulated or _truthy_any(data.results.get("simulated"))):
         return ""
-    return (f'<div class="ppsweep-banner">SIMULATED RUN: SGLang emulator, time scale '
-            f"x{escape(num(data.meta.time_scale, 0))}. Times are emulated seconds; the numbers "
-            "describe the emulator profile, not real hardware.</div>")
+    return (f'<div class="ppsweep-banner">SIMULATED RUN: {escape(data.meta.engine)} emulator, '
+            f"time scale x{escape(num(data.meta.time_scale, 0))}. Times are emulated seconds; "
+            "the numbers describe the emulator profile, not real hardware.</div>")
 
 
 def _truthy_any(column: pd.Series | None) -> bool:
@@ -122,8 +130,8 @@ def _truthy_any(column: pd.Series | None) -> bool:
 
 def _metadata(data: RunData) -> str:
     meta = data.meta
-    rows = [("Run id", meta.run_id), ("Image", meta.image), ("SGLang version",
-            meta.sglang_version or "unknown"), ("Cluster", meta.cluster),
+    rows = [("Run id", meta.run_id), ("Image", meta.image), ("Engine", meta.engine),
+            ("Engine version", meta.engine_version or "unknown"), ("Cluster", meta.cluster),
             ("Matrix file", meta.matrix), ("Baseline", meta.baseline),
             ("Spread threshold", f"{meta.spread_threshold * 100:.1f} %"),
             ("Minimum repeats", str(meta.min_repeats))]
@@ -308,9 +316,33 @@ def _signed(pct: float, higher_is_better: bool) -> str:
     return f'<span class="{"better" if good else "worse"}">{text}</span>'
 
 
-def _decision_table(summary: Summary, primary: str, versus: Sequence[tuple[str, str]]) -> str:
-    """Per C: the primary's Input TPS and TTFT p50, each with its delta vs every reference."""
+def _answer_delta(rec: Answer | None, primary: str, versus: str, conc: int, metric: str
+                  ) -> float | None:
+    """The Δ % of ``primary`` vs ``versus`` at ``conc`` on ``metric`` as the answer's evidence
+    states it (the decision's own computation: the ratio of geometric means), None when the
+    answer did not compare them."""
+    for e in rec.evidence if rec is not None else ():
+        if e.concurrency != conc or e.metric != metric or math.isnan(e.delta_pct):
+            continue
+        if (e.point, e.versus) == (primary, versus):
+            return e.delta_pct
+        if (e.point, e.versus) == (versus, primary) and e.delta_pct > -100.0:
+            return (100.0 / (100.0 + e.delta_pct) - 1.0) * 100.0
+    return None
+
+
+def _decision_table(summary: Summary, primary: str, versus: Sequence[tuple[str, str]],
+                    rec: Answer | None = None) -> str:
+    """Per C: the primary's Input TPS and TTFT p50, each with its delta vs every reference: the
+    answer's own Δ where it compared the two (so the box and the Answers print one number),
+    else the ratio of the medians shown."""
     table = {(str(r["config_id"]), int(r["concurrency"])): r for r in records(summary.table)}
+
+    def delta(cid: str, conc: int, metric: str, ref: dict[str, Any]) -> float:
+        found = _answer_delta(rec, primary, cid, conc, metric)
+        mine = table.get((primary, conc), {})
+        return found if found is not None else _pct_vs(mine.get(metric), ref.get(metric))
+
     headers = ["C", "Input TPS", *(f"vs {escape(label)}" for label, _ in versus),
                "TTFT p50", *(f"vs {escape(label)}" for label, _ in versus)]
     rows = []
@@ -318,11 +350,11 @@ def _decision_table(summary: Summary, primary: str, versus: Sequence[tuple[str, 
         mine = table.get((primary, conc), {})
         refs = [table.get((cid, conc), {}) for _, cid in versus]
         rows.append([str(conc), num(mine.get("input_tps")),
-                     *(_signed(_pct_vs(mine.get("input_tps"), r.get("input_tps")), True)
-                       for r in refs),
+                     *(_signed(delta(cid, conc, "input_tps", r), True)
+                       for (_, cid), r in zip(versus, refs, strict=True)),
                      num(mine.get("ttft_p50_s"), 2, " s"),
-                     *(_signed(_pct_vs(mine.get("ttft_p50_s"), r.get("ttft_p50_s")), False)
-                       for r in refs)])
+                     *(_signed(delta(cid, conc, "ttft_p50_s", r), False)
+                       for (_, cid), r in zip(versus, refs, strict=True))])
     return _table(headers, rows, 0)
 
 
@@ -373,6 +405,8 @@ def _headline(answers: Sequence[Answer]) -> Answer | None:
 # "open" (amber) where measuring more may decide, "none" (red) where nothing can be used.
 _UNDECIDED = {
     INCONCLUSIVE: ("No layout decided: inconclusive", "open"),
+    DECIDED_ONE_BOOT: ("Leads within one boot: {answer} (a boot offset could reverse it)",
+                       "open"),
     EQUIVALENT: ("No single layout: {equivalent} are equivalent", "open"),
     MEASURED: ("Measured, not compared: {answer}", "open"),
     NO_VALID_POINT: ("No layout recommended: no valid point", "none"),
@@ -412,6 +446,8 @@ def _undecided(data: RunData, rec: Answer | None, valid: int, judged: int) -> st
                               slo=rec.extra.get("slo") or "the SLO").rstrip(": ")
         own = str(rec.extra.get("text") or "").strip()
         why = own or (rec.reasons[0] if rec.reasons else "")
+        if rec.status == DECIDED_ONE_BOOT:
+            why = next((r for r in rec.reasons if r.startswith(ONE_BOOT_NOTE)), why)
         if rec.kind != SLO_KIND:
             why = why.rstrip(".") + f" ({valid}/{judged} points valid)."
     rerun = (f'<p class="rerun">Rerun: <code>{escape(rec.rerun)}</code></p>'
@@ -437,6 +473,23 @@ def _closest_table(rec: Answer) -> str:
             f"</thead><tbody>{body}</tbody></table>")
 
 
+def _wrong_image(data: RunData, rec: Answer | None) -> str:
+    """The red box of a gated run whose image computes wrong outputs or task scores against
+    the reference run (gate.csv's correctness rows): no layout of it is recommended, whatever
+    the answers found among its layouts; "" when the gate found none."""
+    try:
+        rows = read_comparison_csv(data.run_dir)
+    except (OSError, KeyError, ValueError):
+        return ""
+    line = wrong_image_line(rows)
+    if not line:
+        return ""
+    items = "".join(f"<li>{escape(c.message)}</li>" for c in correctness_failures(rows)[:5])
+    return (f'<div class="ppsweep-decision none" data-gate="fail"{_data(rec)}>'
+            '<p class="use">Do not use this image: it failed the gate on correctness</p>'
+            f'<p>{escape(line)}</p><ul class="wrong">{items}</ul>{_run_status(data)}</div>')
+
+
 def _slo_decision(data: RunData, rec: Answer) -> str:
     """The SLO question decided: which layout carries the most within the SLO, and how much."""
     text = str(rec.extra.get("text") or "")
@@ -450,12 +503,16 @@ def _slo_decision(data: RunData, rec: Answer) -> str:
 def _decision(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
               answers: Sequence[Answer]) -> str:
     """The first screen's answer to the sweep's first question (the SLO's, else the layout
-    question's): which layout, by how much vs the baseline and the runner-up, whether it can
+    question's), unless the gate found the image computes wrong answers (then that, in red):
+    which layout, by how much vs the baseline and the runner-up, whether it can
     be trusted, and the fallback; or, when nothing was decided, why, named by the answer's
     real status; and the run's status."""
     layouts = {str(c["config_id"]): str(c["layout"]) for c in records(summary.configs)}
     valid = sum(v.valid for v in verdicts)
     rec = _headline(answers)
+    wrong = _wrong_image(data, rec)
+    if wrong:
+        return wrong
     if rec is None or rec.status != DECIDED or rec.answer is None:
         return _undecided(data, rec, valid, len(verdicts))
     if rec.kind == SLO_KIND:
@@ -475,11 +532,14 @@ def _decision(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     fallback = (f"Fallback: <b>{escape(rec.fallback)}</b> "
                 f"({escape(layouts.get(rec.fallback, rec.fallback))}), ranked second."
                 if rec.fallback else "Fallback: none (no other valid point).")
-    lead = (f"Decided among {len(rec.ranking)} valid layout(s) by the noise rule on this run's "
-            "repeats" + (f"; excluded: {', '.join(p for p, _ in rec.excluded)}"
-                         if rec.excluded else "") + ".")
+    rule = next((r.removeprefix("Rule: ").rstrip(".") for r in rec.reasons
+                 if r.startswith("Rule: ")), "")
+    lead = (f"Decided among {len(rec.ranking)} valid layout(s) by the decision rule on this "
+            "run's repeats" + (f" ({rule})" if rule else "")
+            + (f"; excluded: {', '.join(p for p, _ in rec.excluded)}" if rec.excluded else "")
+            + ". Δ as in the Answers: the ratio of the geometric means of the repeats.")
     return (f'<div class="ppsweep-decision"{_data(rec)}>' + head + f"<p>{escape(lead)}</p>"
-            + _decision_table(summary, primary, versus)
+            + _decision_table(summary, primary, versus, rec)
             + _trust(data, summary, verdicts, primary)
             + f'<p class="fallback">{fallback}</p>{_run_status(data)}</div>')
 
@@ -524,7 +584,8 @@ def html_summary(data: RunData, summary: Summary, verdicts: Sequence[Verdict],
     # The first screen answers the question (which layout, by how much, can it be trusted);
     # the tables, charts and evidence that back the answer come after it.
     body = [sloview.html_section(files), *_axis_sections(data, summary),
-            reasons_html(answers), _medians(summary, by_key), _charts(summary),
+            reasons_html(answers), _medians(summary, by_key), energy_html(summary),
+            _charts(summary),
             accuracyview.html_section(files),
             trendview.html_section(data.run_dir, str(files.meta.get(RunKey.SWEEP) or ""),
                                    data.meta.run_id),

@@ -153,7 +153,7 @@ def predictions(source: FolderSource, measured: Sequence[Point]
     concs = sorted({int(p.load[2:]) for p in measured if p.load.startswith("C=")}) or [8]
     out = []
     num_layers = int(getattr(profile.hardware, "num_layers", 61))
-    # the workload's own prompts and request count, not the seeds' 16,384 × 40 (issue 37, pt 7)
+    # the workload's own prompts and request count, not the seeds' 16,384 × 40
     workload = (files.meta.get(RunKey.WORKLOAD)
                 if isinstance(files.meta.get(RunKey.WORKLOAD), dict) else {})
     input_len = int((workload or {}).get("input_len") or 16384)

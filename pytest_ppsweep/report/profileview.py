@@ -105,10 +105,10 @@ def profile_section(attributions: Mapping[str, dict[str, Any]], baseline: str,
           "No delta: the baseline layout was not profiled in this run.")
     return ("<h3>Where the time goes (§9.3)</h3>"
             "<p>Profile window: one extra round per layout, not in the medians, wrapped by "
-            "SGLang's /start_profile and /stop_profile. Per collective kind, the median over "
-            f"the layout's stable ranks of each rank's own numbers. {vs} Overlap: share of "
-            "communication time covered by compute; exposed comm: communication not overlapped "
-            "by compute, as a share of the window.</p>"
+            "the engine's profiler (its start and stop requests). Per collective kind, the "
+            f"median over the layout's stable ranks of each rank's own numbers. {vs} Overlap: "
+            "share of communication time covered by compute; exposed comm: communication not "
+            "overlapped by compute, as a share of the window.</p>"
             f"<table><thead>{head}</thead><tbody>{''.join(body)}</tbody></table>"
             + "".join(f"<p>{n}</p>" for n in notes)
             + f'<div class="charts">{share_bars(layouts)}</div>')

@@ -1,4 +1,4 @@
-"""When no layout meets the SLO, what would (issue 37, point 8): the changes the planner's model
+"""When no layout meets the SLO, what would: the changes the planner's model
 predicts to meet a TTFT limit, each with its 90 % interval, or why the model cannot say.
 
 A layout that misses the SLO at the lowest rate searched may still meet it at a lower rate, but
@@ -49,11 +49,13 @@ class Candidate:
     lo: float
     hi: float
     verdict: str  # "would meet" / "might meet"
+    measured: bool = False  # this layout at this chunk size was booted in the run
 
     def text(self, limit: str) -> str:
         return (f"pp{self.pp}-tp{self.tp} at chunked_prefill_size {self.chunk}: {limit} one "
                 f"request at a time {self.value:.2f} s (90 % interval {self.lo:.2f}-"
-                f"{self.hi:.2f} s): {self.verdict}")
+                f"{self.hi:.2f} s): {self.verdict}"
+                + ("" if self.measured else " (predicted: never measured)"))
 
 
 @dataclass(frozen=True)
@@ -124,15 +126,17 @@ def reach(source: FolderSource) -> list[Reach]:
             lines.append(f"  the model cannot say: {why}")
             out.append(Reach(tuple(lines)))
             continue
+        booted = {(int(o.get("pp") or 0), int(o.get("tp") or 0)) for o in outcomes}
         lines += _candidates(fitted, why, [(lim, key) for lim, key in modelled if key],
                              int(workload.get("input_len") or 16384),
-                             int(workload.get("num_requests") or 40))
+                             int(workload.get("num_requests") or 40), booted)
         out.append(Reach(tuple(lines)))
     return out
 
 
 def _candidates(fitted: Fitted, source: str, limits: list[tuple[dict[str, Any], str | None]],
-                input_len: int, num_requests: int) -> list[str]:
+                input_len: int, num_requests: int,
+                booted: set[tuple[int, int]] | None = None) -> list[str]:
     gpus = int(fitted.hardware.gpus)
     num_layers = int(getattr(fitted.hardware, "num_layers", 61))
     chunks = sorted({fitted.chunk, *CHUNKS})
@@ -149,13 +153,16 @@ def _candidates(fitted: Fitted, source: str, limits: list[tuple[dict[str, Any], 
                 verdicts.append("would meet" if band.hi <= limit else
                                 "might meet" if band.lo <= limit else "misses")
             cand = Candidate(pp, tp, chunk, band.value, band.lo, band.hi,
-                             "might meet" if "might meet" in verdicts else verdicts[0])
+                             "might meet" if "might meet" in verdicts else verdicts[0],
+                             (pp, tp) in (booted or set()) and chunk == fitted.chunk)
             if best is None or cand.value < best.value:
                 best = cand
             if "misses" not in verdicts:
                 found.append(cand)
     label = " and ".join(f"TTFT p{lim.get('percentile')}" for lim, _ in limits)
-    head = f"  the floors predicted by {source}, at {input_len}-token prompts:"
+    head = (f"  the floors predicted by {source}, at {input_len}-token prompts: each holds at "
+            "zero load only (one request at a time, an empty queue; any load adds the queue's "
+            "wait), and a layout or chunk size this run never booted is a prediction:")
     if not found:
         assert best is not None
         return [head, f"  no layout or chunk size would meet it even one request at a time; "

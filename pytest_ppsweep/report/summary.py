@@ -18,7 +18,7 @@ from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource
 from pytest_ppsweep.gate import differs
 from pytest_ppsweep.report import accuracyview, plannerview, sloview
 from pytest_ppsweep.report.commview import comm_html, comm_terminal
-from pytest_ppsweep.report.format import wrap_lines
+from pytest_ppsweep.report.format import fit_table, wrap_lines
 from pytest_ppsweep.results.sloanswer import answers_of
 from pytest_ppsweep.results.status import RESUME_PREFIX, RunStatus
 
@@ -145,11 +145,22 @@ def slo_lines(run_dir: FolderSource, width: int | None = None) -> list[str]:
     return sloview.terminal_lines(run_dir, width)
 
 
+def gate_table(rows: list[Any], width: int = 100) -> list[str]:
+    """The gate as terminal lines of at most ``width`` characters: per point its speed rows, per
+    layout its ``outputs`` and ``accuracy`` rows (a table that does not fit wraps, as the live
+    summary's does: report/format.fit_table; nothing is cut), one line for the outputs and one
+    for the task scores, whether or not they were compared, then a count line."""
+    titles = gate.TABLE_TITLES
+    table = fit_table(titles, gate.table_rows(rows), width, key=3,
+                      align="<><<" + ">" * (len(titles) - 4))
+    return table + wrap_lines([*gate.correctness_lines(rows), gate.verdict_counts(rows)], width)
+
+
 def render_gate(run_dir: Path, ref: Path, rows: list[Any], rendered: Rendered) -> None:
     """The gate's verdicts vs ``ref`` added to ``rendered``: its table and notable lines, and
     the manifest fields each point differs in from the reference (gate/differs.py)."""
     rendered.html.append(gate.comparison_html(rows))
-    rendered.gate = gate.comparison_table(rows, width=100) + gate.notable_lines(rows)
+    rendered.gate = gate_table(rows) + gate.notable_lines(rows)
     ids = [r.config_id for r in rows]
     rendered.html.append(differs.differs_html(run_dir, ref, ids))
     rendered.gate += differs.differs_lines(run_dir, ref, ids)

@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_ppsweep.report.answerview import terminal_lines
 from pytest_ppsweep.report.axisview import confounded_text
+from pytest_ppsweep.report.energyview import energy_lines
 from pytest_ppsweep.report.format import delta, fit_table, num, records
 from pytest_ppsweep.results.aggregate import (
     Summary,
@@ -50,14 +51,23 @@ class View:
     deltas: tuple[tuple[str, str, str], ...]
     abbreviations: str = ""
 
-    def legend(self, deltas: bool) -> str:
-        """The line under the table: every abbreviation of its header spelled out."""
+    def legend(self, deltas: bool, ref: str = "") -> str:
+        """The line under the table: every abbreviation of its header spelled out; ``ref``:
+        the one point every Δ is measured against ("": each group's own, named in its
+        heading)."""
         parts = [self.abbreviations] if self.abbreviations else []
         if deltas:
+            against = (f"against {ref}" if ref
+                       else "against the point its group's heading names (\"Δ vs …\")")
             parts.append(f"{', '.join(t for _, t, _ in self.deltas)}: % change of "
-                         f"{', '.join(m for _, _, m in self.deltas)} vs the Δ point "
-                         "(base: that point)")
+                         f"{', '.join(m for _, _, m in self.deltas)} {against}; that point's "
+                         "own row reads \"base\"")
         return "(" + "; ".join([*parts, "C: concurrency"]) + ")"
+
+
+# the heading of the rows no measured point is compared with (their partners failed or were
+# not run): they have no Δ
+NO_DELTA_HEADING = "no Δ: the point these compare with was not measured:"
 
 
 PREFILL = View(
@@ -106,6 +116,7 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     for workload, block in blocks.items():
         view = view_of(str(block[0].get("objective") or ""))
         refs = list(dict.fromkeys(_ref(summary, r) for r in block)) if deltas else [""]
+        refs.sort(key=lambda ref: not ref)  # the points without a Δ last, after every group
         # several workloads: a table per workload, its points named without the workload
         suffix = f"-{workload}" if several else ""
         title = "PP/TP/EP sweep" + (f", workload {workload} (ids without {suffix})"
@@ -120,12 +131,15 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
         for ref in refs:
             mine = [r for r in block if not deltas or _ref(summary, r) == ref]
             if len(refs) > 1:
-                body.append(f"Δ vs {ref.removesuffix(suffix)}:" if ref
-                            else "no point to compare with (no Δ):")
+                body.append(f"Δ vs {ref.removesuffix(suffix)}:" if ref else NO_DELTA_HEADING)
             for r in mine:
                 body.append(_row(r, view, use_id, deltas, ref, by_key, suffix))
         lines += fit_table(titles, body, width, align="<" + ">" * (len(titles) - 2) + "<")
-        lines += _wrap(view.legend(deltas), width)
+        lines += _wrap(view.legend(deltas, refs[0].removesuffix(suffix)
+                                   if len(refs) == 1 else ""), width)
+        lines += headroom_lines(summary, block, use_id, width, suffix)
+        lines += kv_lines(summary, block, use_id, width, suffix)
+    lines += energy_lines(summary, width)
     # INVALID points, and VALID ones with a warning (spread_rule = "warn"), with their reasons.
     # a failure the sweep expected ([[expect]]) says so before its INVALID
     expected = expected_failures(answers)
@@ -136,6 +150,62 @@ def terminal_summary(summary: Summary, verdicts: Sequence[Verdict],
     for text in texts:
         lines += _wrap(text, width)
     return lines + terminal_lines(answers, width)
+
+
+HEADROOM_TITLE = "worst-rank GPU memory headroom (free after the benchmark)"
+
+
+def headroom_lines(summary: Summary, block: Sequence[dict[str, Any]], use_id: bool, width: int,
+                   suffix: str = "") -> list[str]:
+    """Each point's worst-rank GPU memory headroom beside its table's speed (configs.csv; the
+    seeds' §8 table gives it so: a layout fast but near its memory limit is a risk), named
+    as the table names it, in its order, wrapped between points (a point and its figure stay
+    on one line); none when no point of ``block`` has it."""
+    room: dict[str, float] = {}
+    for r in records(summary.configs):
+        try:
+            value = float(r.get("mem_headroom_mib"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if value == value:  # not NaN
+            room[str(r["config_id"])] = value
+    named: dict[str, str] = {}
+    for r in block:
+        cid = str(r["config_id"])
+        name = cid.removesuffix(suffix) if use_id else str(r["layout"])
+        named.setdefault(name, f"{room[cid]:,.0f} MiB" if cid in room else "n/a")
+    if not any(v != "n/a" for v in named.values()):
+        return []
+    glued = "; ".join(f"{n}: {v}".replace(" ", "\x00") for n, v in named.items())
+    return _wrap(f"{HEADROOM_TITLE}: {glued}", width)
+
+
+KV_TITLE = "KV cache capacity the engine reports (tokens; requests of this workload at once)"
+
+
+def kv_lines(summary: Summary, block: Sequence[dict[str, Any]], use_id: bool, width: int,
+             suffix: str = "") -> list[str]:
+    """Each point's KV cache capacity as its engine reports it (configs.csv ``kv_tokens``) and
+    how many of its workload's requests that holds at once (``kv_requests``): the concurrency
+    past which requests queue for KV, which differs by layout (the cache per GPU grows with TP),
+    named and wrapped as :func:`headroom_lines`; none when no point of ``block`` has it."""
+    found: dict[str, str] = {}
+    for r in records(summary.configs):
+        try:
+            tokens, held = float(r.get("kv_tokens")), float(r.get("kv_requests"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        if tokens == tokens and held == held:  # not NaN
+            found[str(r["config_id"])] = f"{tokens:,.0f} ({held:,.0f})"
+    named: dict[str, str] = {}
+    for r in block:
+        cid = str(r["config_id"])
+        name = cid.removesuffix(suffix) if use_id else str(r["layout"])
+        named.setdefault(name, found.get(cid, "n/a"))
+    if not any(v != "n/a" for v in named.values()):
+        return []
+    glued = "; ".join(f"{n}: {v}".replace(" ", "\x00") for n, v in named.items())
+    return _wrap(f"{KV_TITLE}: {glued}", width)
 
 
 def _ref(summary: Summary, r: dict[str, Any]) -> str:

@@ -5,7 +5,8 @@ an error bar; inline SVG like every chart of the report (report/charts.py).
 One chart per point of this run (layout × C) that the history holds in at least two runs: x is
 the run (oldest first; labelled with the image's tag and the date), y the median of the valid
 repeats, the bar the point's own interval of its geometric mean. This run's value is drawn
-filled and larger. Nothing is drawn without a history (a run folder outside a reports folder, a
+filled and larger; a run whose image computed wrong outputs (or failed the gate on them) is
+red, its tip says why. Nothing is drawn without a history (a run folder outside a reports folder, a
 first run of its sweep).
 """
 
@@ -16,7 +17,7 @@ from html import escape
 from pathlib import Path
 
 from pytest_ppsweep.gate.comparison import METRICS
-from pytest_ppsweep.gate.history import History, HistoryError, TrendRow
+from pytest_ppsweep.gate.history import History, HistoryError, TrendRow, image_label
 from pytest_ppsweep.report.charts import PALETTE, XYPlot, nice_max
 
 __all__ = ["html_section", "trend_svg"]
@@ -24,12 +25,7 @@ __all__ = ["html_section", "trend_svg"]
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 720, 300, 72, 24, 40, 72
 TREND_METRIC = "input_tps"
 MAX_CHARTS = 8
-
-
-def _tag(image: str) -> str:
-    """An image's tag (what tells two images apart): ``reg/sglang:v6`` → ``v6``."""
-    tail = image.rsplit("/", 1)[-1]
-    return tail.split(":", 1)[1] if ":" in tail else tail or "—"
+WRONG_COLOR = "#c0392b"  # a run whose outputs or gate failed (TrendRow.wrong)
 
 
 def trend_svg(rows: Sequence[TrendRow], metric: str, current_run: str = "") -> str:
@@ -73,13 +69,20 @@ def trend_svg(rows: Sequence[TrendRow], metric: str, current_run: str = "") -> s
         mine = r.run_id == current_run
         interval = ("" if r.low is None or r.high is None
                     else f" [{r.low:,.4g}, {r.high:,.4g}]")
-        tip = escape(f"{r.image} {r.started} ({r.run_id}): {r.median:,.4g}{interval}")
-        parts.append(f'<circle class="run{" current" if mine else ""}" cx="{x:.1f}" '
-                     f'cy="{plot.y(r.median):.1f}" r="{6 if mine else 4}" '
-                     f'fill="{color if mine else "#fff"}" stroke="{color}" stroke-width="2" '
-                     f'data-image="{escape(r.image)}"><title>{tip}</title></circle>')
+        wrong = f" WRONG: {r.wrong}" if r.wrong else ""
+        named = image_label(r.image)  # the label under the point, then the whole image
+        whole = f" ({r.image})" if r.image and r.image != named else ""
+        tip = escape(f"{named}{whole} {r.started} ({r.run_id}): {r.median:,.4g}{interval}"
+                     f"{wrong}")
+        # a run whose image computed wrong outputs is red: its speed is no image's to compare
+        edge = WRONG_COLOR if wrong else color
+        parts.append(f'<circle class="run{" current" if mine else ""}{" wrong" if wrong else ""}"'
+                     f' cx="{x:.1f}" cy="{plot.y(r.median):.1f}" r="{6 if mine else 4}" '
+                     f'fill="{edge if mine or wrong else "#fff"}" stroke="{edge}" '
+                     f'stroke-width="2" data-image="{escape(r.image)}"><title>{tip}</title>'
+                     "</circle>")
         parts.append(f'<text x="{x:.1f}" y="{TOP + plot.ph + 16}" text-anchor="middle">'
-                     f"{escape(_tag(r.image))}</text><text x=\"{x:.1f}\" "
+                     f"{escape(image_label(r.image))}</text><text x=\"{x:.1f}\" "
                      f'y="{TOP + plot.ph + 30}" text-anchor="middle" fill="#666" '
                      f'font-size="10">{escape(r.started[5:10])}</text>')
     return "".join(parts) + "</svg>"

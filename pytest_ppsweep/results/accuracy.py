@@ -1,4 +1,4 @@
-"""A layout's task score (issue 40.2): ``accuracy/<layout>.json``, how an answer is scored, the
+"""A layout's task score: ``accuracy/<layout>.json``, how an answer is scored, the
 prompt a question is asked with, and the rule of ``test_accuracy``.
 
 **Scoring** (:func:`score_answer`, both backends alike): the completion is cut at the first
@@ -13,7 +13,7 @@ the question separated by a blank line: lm-eval's ``target_delimiter`` " " and
 ``fewshot_delimiter`` "\\n\\n" with its ``first_n`` sampler over the shots.
 
 **The rule** (:func:`accuracy_problems`), each at the ``[accuracy]`` α with the threshold of
-results/accuracystats.py:
+stats/accuracytest.py:
 
 * a question that could not be asked (an HTTP error): the layout fails, naming it;
 * a score below ``min_score`` fails;
@@ -46,8 +46,9 @@ from pytest_ppsweep.folder.runfolder import (
     accuracy_json,
 )
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
-from pytest_ppsweep.results.accuracystats import SIGMA, Plan, threshold, wilson
 from pytest_ppsweep.results.outputs import baseline_and_order
+from pytest_ppsweep.stats.accuracytest import SIGMA, Plan, threshold
+from pytest_ppsweep.stats.binomial import wilson
 
 __all__ = ["FALLBACK", "FORMAT", "Answer", "LayoutAccuracy", "RunAccuracy", "accuracy_problems",
            "all_accuracy",

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE
 from pytest_ppsweep.folder.runfolder import (
     COMPARISONS_CSV,
     CONFIGS_CSV,
@@ -31,10 +32,12 @@ from pytest_ppsweep.folder.runfolder import (
     RunKey,
     SourceKey,
     csv_rows,
+    engine_facts,
 )
 from pytest_ppsweep.measure.completion import Shortfall, row_problems
+from pytest_ppsweep.measure.energy import LABEL, SCHEMA_VERSION
 from pytest_ppsweep.results import objective
-from pytest_ppsweep.results.spread import boot_spread_pct
+from pytest_ppsweep.stats.spread import boot_spread_pct
 
 if TYPE_CHECKING:
     from pytest_ppsweep.results.status import RunStatus
@@ -45,12 +48,19 @@ REQUIRED_RESULT_COLUMNS = (
     "config_id", "concurrency", "repeat", "num_requests", "completed", "failed",
     "input_tokens", "input_tokens_nominal", "input_tps", "ttft_p50_s", "ttft_p95_s",
 )
-OPTIONAL_RESULT_COLUMNS = ("pp", "tp", "ep", "ttft_p99_s", "e2e_p50_s", "simulated", "reused")
+OPTIONAL_RESULT_COLUMNS = ("pp", "tp", "ep", "ttft_p99_s", "e2e_p50_s", "simulated", "reused",
+                           "energy_j_per_input_token", "energy_j_per_output_token",
+                           "energy_j_per_total_token", "energy_j_per_request", "energy_method",
+                           "energy_reasons")
+# A point's energy figures: the median over its rounds whose energy is valid (an invalid round's
+# cell is blank, measure/energy.py), blank where none is; beside them every round's reasons.
+ENERGY_MEDIANS = ("energy_j_per_input_token", "energy_j_per_output_token",
+                  "energy_j_per_total_token", "energy_j_per_request")
 REQUIRED_CONFIG_COLUMNS = ("config_id",)
 OPTIONAL_CONFIG_COLUMNS = (
     "pp", "tp", "ep", "order", "boot_ok", "boot_s", "boot_error", "topology_ok", "log_clean",
     "log_findings", "mem_peak_mib", "mem_total_mib", "mem_headroom_mib", "mem_worst_node",
-    "mem_worst_gpu", "cluster",
+    "mem_worst_gpu", "cluster", "kv_tokens", "kv_requests",
 )
 _MEDIAN_COLUMNS = ("input_tps", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_p50_s")
 
@@ -71,7 +81,8 @@ class RunMeta:
     image: str = ""
     matrix: str = ""
     time_scale: float = 1.0
-    sglang_version: str | None = None
+    engine: str = DEFAULT_ENGINE  # the serving engine (run.json engine; format ≤ 2: the default)
+    engine_version: str | None = None
     spread_threshold: float = 0.02
     min_repeats: int = 3
     # "fail" (default): a spread above the threshold makes a point INVALID; "warn": a warning.
@@ -89,11 +100,14 @@ class RunMeta:
     # The run's status as its folder says it now (results/livestatus.py; set by
     # results/pipeline.analyse): None for a folder written before the run status existed.
     status: RunStatus | None = None
+    # pytest's arguments that made the run (results/commands.py starts from them); None: not
+    # recorded (a folder written before run.json held them)
+    args: tuple[str, ...] | None = None
 
     @classmethod
     def from_dict(cls, raw: RunJsonDict, default_run_id: str) -> RunMeta:
         """Build from parsed JSON, ignoring unknown keys and tolerating missing ones."""
-        version = raw.get(RunKey.SGLANG_VERSION)
+        engine, version = engine_facts(raw)
         workload = raw.get(RunKey.WORKLOAD)
         # The planned concurrencies: explicit, else the copied workload of the matrix.
         planned = raw.get(RunKey.CONCURRENCIES) or (
@@ -110,7 +124,8 @@ class RunMeta:
             image=str(raw.get(RunKey.IMAGE) or ""),
             matrix=str(raw.get(RunKey.MATRIX) or ""),
             time_scale=float(raw.get(RunKey.TIME_SCALE) or 1.0),
-            sglang_version=None if version is None else str(version),
+            engine=engine,
+            engine_version=version,
             spread_threshold=float(raw.get(RunKey.SPREAD_THRESHOLD, 0.02)),
             min_repeats=int(raw.get(RunKey.MIN_REPEATS, 3)),
             spread_rule="warn" if raw.get(RunKey.SPREAD_RULE) == "warn" else "fail",
@@ -120,6 +135,8 @@ class RunMeta:
             baseline_from=str(source.get(SourceKey.PATH) or ""),
             baseline_run=str(source.get(SourceKey.RUN_ID) or ""),
             baseline_note=str(raw.get(RunKey.BASELINE_NOTE) or ""),
+            args=tuple(str(a) for a in args) if isinstance(
+                args := raw.get(RunKey.ARGS), list) else None,
         )
 
     def in_run(self, config_id: str) -> bool:
@@ -177,7 +194,8 @@ def _read_csv(path: Path, required: tuple[str, ...], optional: tuple[str, ...],
     try:
         frame = pd.read_csv(path if text is None else io.StringIO(text),
                             dtype={"config_id": str, "run_id": str, "boot_error": str,
-                                   "log_findings": str, "mem_worst_node": str, "cluster": str})
+                                   "log_findings": str, "mem_worst_node": str, "cluster": str,
+                                   "energy_method": str, "energy_reasons": str})
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame(columns=list(required))
     missing = [c for c in required if c not in frame.columns]
@@ -276,6 +294,34 @@ def _per_config(configs: pd.DataFrame, results: pd.DataFrame, order: list[str]) 
     return frame[keep]
 
 
+def energy_points(summary: Summary) -> dict[str, Any] | None:
+    """answers.json's ``energy``: per point (layout x C) its medians of J per total, output and
+    input token and per request over its rounds whose energy is valid (null where none is, with
+    the reasons: never a number that is not one), the method, with the schema version and the
+    label; None for a run without energy columns."""
+    table = summary.table
+    if "energy_j_per_total_token" not in table.columns:
+        return None
+
+    def value(v: Any) -> float | None:
+        return None if v is None or pd.isna(v) else round(float(v), 6)
+
+    points = []
+    for r in table.to_dict("records"):
+        figures = {c.removeprefix("energy_"): value(r.get(c)) for c in ENERGY_MEDIANS}
+        reasons = [w for w in str(r.get("energy_reasons") or "").split(";") if w]
+        points.append({"point": str(r["config_id"]), "concurrency": int(r["concurrency"]),
+                       **figures, "method": str(r.get("energy_method") or "") or None,
+                       "valid": figures["j_per_total_token"] is not None, "reasons": reasons})
+    return {"schema_version": SCHEMA_VERSION, "label": LABEL, "points": points}
+
+
+def _joined(values: pd.Series) -> str:
+    """The distinct words of a point's rounds' cells (``a;b`` each), sorted, ``;``-joined."""
+    words = {w for v in values.dropna() for w in str(v).split(";") if w}
+    return ";".join(sorted(words))
+
+
 def median_over_repeats(values: Sequence[Any]) -> float | None:
     """The median of one point's metric over its repeats, as :func:`summarize` takes it
     (pandas' median: missing values left out, the mean of the two middle ones for an even
@@ -293,13 +339,19 @@ def summarize(
 
     ``reference``: the baseline's medians per C (indexed by concurrency) when they come from
     another run; by default they are the baseline's rows of this table. ``spread_keep``: the
-    spread rule's rounds per point (results/spread.py; 0: all)."""
+    spread rule's rounds per point (stats/spread.py; 0: all)."""
     full_order = _sweep_order(order, results, configs)
     baseline = baseline or (full_order[0] if full_order else "")
     per_config = _per_config(configs, results, full_order)
     grouped = results.groupby(["config_id", "concurrency"], sort=False)
     table = grouped[list(_MEDIAN_COLUMNS)].median()
     table["repeats"] = grouped["repeat"].nunique()
+    # a round written with energy columns has a method or a reason (an older run: neither)
+    if results[["energy_method", "energy_reasons"]].notna().to_numpy().any():
+        for column in ENERGY_MEDIANS:
+            table[column] = grouped[column].median()
+        table["energy_method"] = grouped["energy_method"].agg(_joined)
+        table["energy_reasons"] = grouped["energy_reasons"].agg(_joined)
     extremes = grouped[["input_tps", "ttft_p50_s"]].agg(["min", "max"])
     table["input_tps_min"] = extremes[("input_tps", "min")]
     table["input_tps_max"] = extremes[("input_tps", "max")]
@@ -309,7 +361,7 @@ def summarize(
     rank = {cid: i for i, cid in enumerate(full_order)}
     table["_rank"] = table["config_id"].map(rank)
     table = table.sort_values(["concurrency", "_rank"], kind="stable").reset_index(drop=True)
-    # The spread rule (results/spread.py): the rounds nearest the median when there are extra.
+    # The spread rule (stats/spread.py): the rounds nearest the median when there are extra.
     # A point of several boots: the largest spread within one of them (boot_spread_pct).
     boots = (results["boot"].astype(object).fillna("").astype(str) if "boot" in results.columns
              else pd.Series([""] * len(results), index=results.index))

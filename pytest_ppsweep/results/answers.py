@@ -5,18 +5,18 @@ A question is found from the sweep's points by a **finder**: a function of an
 built-in finders (results/questions.py) ask the layout question of each workload and the axis
 question of each layout × axis; another kind of question plugs in with one line in
 ``results/finders.py`` (or :func:`register` at run time). Every finder compares points through
-``results.decide`` (the decision rule of ``results/stats.py``: a Welch interval on each
+``results.decide`` (the decision rule of ``stats/decision.py``: a Welch interval on each
 comparison, Holm over the question, TOST for equivalence), so an answer's evidence always means
 the same thing.
 
-Statuses (one vocabulary with the run status of issue 39): ``decided`` (the winner beats every
+Statuses (one vocabulary with the run status): ``decided`` (the winner beats every
 rival beyond noise, or the tie-break decides among rivals shown equivalent to it), ``equivalent``
 (the top points are shown equivalent within ``[compare] min_effect_pct`` and nothing separates
 them), ``inconclusive`` (the data cannot separate the top points: ``rerun`` says what to run),
 ``measured`` (a single valid point: nothing was compared) and ``no valid point``.
 
 ``answers.json``: ``{"format": "ppsweep-answers/1", "run_id": ..., "answers": [<Answer>...]}``,
-each answer as :meth:`Answer.as_dict` writes it (README: "answers.json").
+each answer as :meth:`Answer.as_dict` writes it (docs/guides/decisions.md: "answers.json").
 """
 
 from __future__ import annotations
@@ -39,11 +39,16 @@ FILE_NAME = ANSWERS_JSON
 
 KINDS = ("layout", "axis", "slo")
 DECIDED = "decided"
+# A leader separated by rounds of one boot per layout, with no boot-to-boot variance known and
+# a gap inside the stated one-boot bound: a boot offset could reverse it (stats/decision.py).
+DECIDED_ONE_BOOT = "decided within one boot"
+ONE_BOOT_NOTE = "Decided within one boot"  # the reason that says why (results/decide.py)
+CLAIMS = (DECIDED, DECIDED_ONE_BOOT)  # the statuses that name a winner
 EQUIVALENT = "equivalent"
 INCONCLUSIVE = "inconclusive"
 MEASURED = "measured"
 NO_VALID_POINT = "no valid point"
-STATUSES = (DECIDED, EQUIVALENT, INCONCLUSIVE, MEASURED, NO_VALID_POINT)
+STATUSES = (DECIDED, DECIDED_ONE_BOOT, EQUIVALENT, INCONCLUSIVE, MEASURED, NO_VALID_POINT)
 
 # Verdicts of one comparison (Evidence.verdict), from the first point's side.
 BETTER = "better"
@@ -55,7 +60,7 @@ NOT_COMPARED = "not compared"
 # Answer.excluded: ``OOM, as expected: <reason>``; results/questions.py writes it)
 AS_EXPECTED = ", as expected"
 
-# The level of an answer's evidence (issue 37 point 4): the reason that states it starts with
+# The level of an answer's evidence: the reason that states it starts with
 # one of these (results/questions.py, results/sloanswer.py; the terminal's paragraph shows it).
 SINGLE_BOOT_NOTE = "Single boot per layout"
 TWO_LEVEL_NOTE = "Two levels"
@@ -91,7 +96,7 @@ class Evidence:
         return {"point": self.point, "versus": self.versus, "concurrency": self.concurrency,
                 "metric": self.metric, "delta_pct": _num(self.delta_pct),
                 "noise_pct": _num(self.noise_pct), "low_pct": _num(self.low_pct),
-                "high_pct": _num(self.high_pct), "p_value": _num(self.p_value),
+                "high_pct": _num(self.high_pct), "p_value": _full(self.p_value),
                 "verdict": self.verdict, "repeats": list(self.repeats), "note": self.note}
 
 
@@ -130,7 +135,7 @@ class Answer:
         where = self.workload + (f" {self.layout}" if self.layout else "")
         what = self.kind + (f" {self.axis}" if self.axis else "") + (
             f" {self.extra['aspect']}" if self.extra.get("aspect") else "")
-        if self.status == DECIDED:
+        if self.status in (DECIDED, DECIDED_ONE_BOOT):
             tail = f"{self.answer}" + (f" (fallback {self.fallback})" if self.fallback else "")
         elif self.status == MEASURED:
             tail = f"{self.answer}"
@@ -143,7 +148,7 @@ class Answer:
         return f"{what}[{where}]: {self.status}" + (f" {tail}" if tail else "")
 
     def as_dict(self) -> dict[str, Any]:
-        """The JSON object of answers.json (README: "answers.json")."""
+        """The JSON object of answers.json (docs/guides/decisions.md: "answers.json")."""
         return {"kind": self.kind, "workload": self.workload, "question": self.question,
                 "objective": list(self.objective), "status": self.status,
                 "answer": self.answer, "fallback": self.fallback, "ranking": list(self.ranking),
@@ -178,7 +183,7 @@ _REGISTERED: list[Finder] = []
 
 def expected_failures(answers: Sequence[Answer]) -> dict[str, str]:
     """Per point whose failure the sweep expected, why (``OOM, as expected: <reason>``): the
-    verdicts show it beside their INVALID (issue 39 point 3)."""
+    verdicts show it beside their INVALID."""
     return {cid: why for a in answers for cid, why in a.excluded if AS_EXPECTED in why}
 
 
@@ -189,10 +194,15 @@ def register(finder: Finder) -> Finder:
     return finder
 
 
-def write_answers(run_dir: Path, run_id: str, answers: Sequence[Answer]) -> Path:
-    """``<run_dir>/answers.json`` atomically (a reader never sees half a file)."""
+def write_answers(run_dir: Path, run_id: str, answers: Sequence[Answer],
+                  energy: dict[str, Any] | None = None) -> Path:
+    """``<run_dir>/answers.json`` atomically (a reader never sees half a file); ``energy``:
+    each point's energy per token (results/aggregate.energy_points), beside the answers."""
     path = Path(run_dir) / FILE_NAME
-    body = {"format": FORMAT, "run_id": run_id, "answers": [a.as_dict() for a in answers]}
+    body: dict[str, Any] = {"format": FORMAT, "run_id": run_id,
+                            "answers": [a.as_dict() for a in answers]}
+    if energy is not None:
+        body["energy"] = energy
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(body, indent=2, allow_nan=False) + "\n", encoding="utf-8")
     os.replace(tmp, path)
@@ -218,6 +228,8 @@ def one_line(answers: Sequence[dict[str, Any]]) -> str:
             f" {a['aspect']}" if a.get("aspect") else "")
         status = str(a.get("status"))
         value = a.get("answer") if status == DECIDED else None
+        if status == DECIDED_ONE_BOOT:
+            value = f"{a.get('answer')} ({DECIDED_ONE_BOOT})"
         if status == EQUIVALENT:
             value = "equivalent " + " = ".join(str(p) for p in a.get("equivalent") or
                                                a.get("ranking", [])[:2])
@@ -226,6 +238,11 @@ def one_line(answers: Sequence[dict[str, Any]]) -> str:
         parts.append((f"{what}[{where}] " if where else f"{what} ")
                      + (str(value) if value else status))
     return "; ".join(parts) if parts else "no answers"
+
+
+def _full(value: float) -> float | None:
+    """A value kept in full (a p-value of 1e-9 is no 0.0): NaN and infinities as null."""
+    return None if value != value or value in (float("inf"), float("-inf")) else float(value)
 
 
 def _num(value: float) -> float | None:

@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE, ENGINES, engine_of
 from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV, PointKey, RunJsonDict, RunKey
 
 __all__ = [
@@ -83,7 +85,8 @@ def extra_fields(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
     """The manifest fields two points differ in beyond ``studied`` (and its node-level echoes):
     non-empty means a comparison of them is confounded."""
     fields = list(dict.fromkeys(_field(d) for d in differing(a, b)))
-    return [f for f in fields if f not in studied and not _implied(f, studied)]
+    engine = _engine(a, b)
+    return [f for f in fields if f not in studied and not _implied(f, studied, engine)]
 
 
 def _field(line: str) -> str:
@@ -222,7 +225,8 @@ def _row(kind: str, cid: str, ref: str, conc: int, facts: Mapping[str, dict[str,
              str, Any]:
     diff = differing(manifests.get(ref), manifests.get(cid))
     fields = list(dict.fromkeys(_field(d) for d in diff))
-    extra = [f for f in fields if f not in studied and not _implied(f, studied)]
+    engine = _engine(manifests.get(ref), manifests.get(cid))
+    extra = [f for f in fields if f not in studied and not _implied(f, studied, engine)]
     row: dict[str, Any] = {
         "kind": kind, "workload": facts[cid].get(PointKey.WORKLOAD, ""), "concurrency": conc,
         "config_id": cid, "reference": ref, "studied": ", ".join(studied),
@@ -249,14 +253,20 @@ def _float(value: Any) -> float:
         return float("nan")
 
 
-def _implied(field: str, studied: Sequence[str]) -> bool:
-    """A node-level echo of a studied field (``nodes.argv.--tp-size`` with ``layout.tp``;
-    ``nodes.argv.--chunked-prefill-size`` with ``server.chunked_prefill_size``)."""
+def _engine(*manifests: Mapping[str, Any] | None) -> Engine:
+    """The engine the manifests' points ran (the default engine's when unknown)."""
+    name = next((str(m["engine"]) for m in manifests if m and m.get("engine")), DEFAULT_ENGINE)
+    return ENGINES.get(name) or engine_of()
+
+
+def _implied(field: str, studied: Sequence[str], engine: Engine | None = None) -> bool:
+    """A node-level echo of a studied field in the engine's command line (for SGLang
+    ``nodes.argv.--tp-size`` with ``layout.tp``, ``nodes.argv.--chunked-prefill-size`` with
+    ``server.chunked_prefill_size``), or in the environment."""
+    engine = engine or engine_of()
     for s in studied:
         name = s.split(".", 1)[-1]
-        flag = "--" + name.replace("_", "-")
-        if s.startswith("layout."):
-            flag = f"--{name}-size"
+        flag = engine.layout_flag(name) if s.startswith("layout.") else engine.flag_of(name)
         if field.endswith(f"argv.{flag}") or field.endswith(f"env.{name}"):
             return True
     return False

@@ -1,6 +1,6 @@
 """One decision among candidate points, with its evidence and a stated error rate: every
 comparison is a Welch interval on the log ratio of the two points' valid repeats at one C, and
-the comparisons of one question are one family under Holm's step-down (results/stats.py).
+the comparisons of one question are one family under Holm's step-down (stats/decision.py).
 
 The order of play, written out in each answer's reasons:
 
@@ -10,7 +10,11 @@ The order of play, written out in each answer's reasons:
    Holm family at α (``[compare] alpha``; 0.8 α when a tie-break follows, which gets 0.2 α):
    ``better``/``worse`` when Holm rejects "no difference" (and the winner's own interval is
    not wider than ± MAX_HALFWIDTH_PCT),
-   ``equivalent`` when the TOST shows the difference inside ±``[compare] min_effect_pct``,
+   ``equivalent`` when the TOST shows the difference inside ±``[compare] min_effect_pct``
+   (at α; at the tie-break's 0.2 α when a tie-break follows: an equivalence hands the pick to
+   the tie-break, so a false one, a true gap of the margin or more, would pick the slower point
+   without a test of the primary metric; at 0.2 α the question's false decisions, through
+   either metric or a false equivalence, stay within α: 0.8 α + 0.2 α),
    else ``within noise`` (neither);
 3. ``decided`` when the leader beats every rival (better at some C, worse at none), or when the
    rivals *equivalent* to it on the primary metric (at every C) are separated by the tie-break
@@ -23,6 +27,12 @@ not "equal" (a 0.5 % primary gap at three noisy repeats is neither shown nor exc
 a tie is left ``inconclusive`` with the rerun that measures it again, instead of letting a
 secondary metric (often one that trades against the primary, like TPOT against output TPS)
 pick the winner.
+
+A decision between points measured in one boot each, when the rule knows no boot-to-boot
+variance (stats/decision.py: two levels), holds within those boots only: a boot offset could
+reverse it. It is ``decided within one boot`` unless, against every rival, some C's interval
+has its near end at least ``one_boot_bound_pct`` from 0 (then no offset within that bound can
+reverse it, and it is plain ``decided``, saying so).
 
 A point with fewer than two valid repeats (either side) gives no variance estimate: the
 comparison is ``not compared`` and cannot decide. One valid point alone is ``measured``: a
@@ -39,22 +49,25 @@ from dataclasses import dataclass, replace
 from pytest_ppsweep.results.answers import (
     BETTER,
     DECIDED,
+    DECIDED_ONE_BOOT,
     EQUIVALENT,
     INCONCLUSIVE,
     MEASURED,
     NO_VALID_POINT,
     NOT_COMPARED,
+    ONE_BOOT_NOTE,
     WITHIN_NOISE,
     WORSE,
     Evidence,
 )
 from pytest_ppsweep.results.objective import higher_is_better, label
-from pytest_ppsweep.results.stats import (
+from pytest_ppsweep.stats.decision import (
     DEFAULT_RULE,
     Rule,
     half_width_pct,
     holm,
     interval,
+    levels,
     without_nan,
 )
 
@@ -82,7 +95,7 @@ class _Pending:
     evidence: Evidence
     mine_ok: str  # "" when ``point`` may win beyond noise, else why not
     theirs_ok: str
-    equivalent: bool
+    p_equiv: float  # the TOST p-value (NaN: not compared)
 
 
 def _measure(point: str, versus: str, conc: int, metric: str, mine: Sequence[float],
@@ -91,14 +104,14 @@ def _measure(point: str, versus: str, conc: int, metric: str, mine: Sequence[flo
     reps = (len(mine), len(theirs))
     if not mine or not theirs:
         return _Pending(Evidence(point, versus, conc, metric, math.nan, math.nan, NOT_COMPARED,
-                                 reps, "no valid repeat"), "", "", False)
+                                 reps, "no valid repeat"), "", "", math.nan)
     found = interval(mine, theirs, rule, rule.later(point, versus))
     if found is None:
         a, b = statistics.median(mine), statistics.median(theirs)
         delta = (a / b - 1.0) * 100.0 if b else math.nan
         return _Pending(Evidence(point, versus, conc, metric, delta, math.nan, NOT_COMPARED,
                                  reps, "fewer than 2 valid repeats: no variance estimate"),
-                        "", "", False)
+                        "", "", math.nan)
 
     def own(name: str, values: Sequence[float]) -> str:
         width = half_width_pct(values, rule)
@@ -108,13 +121,15 @@ def _measure(point: str, versus: str, conc: int, metric: str, mine: Sequence[flo
 
     ev = Evidence(point, versus, conc, metric, found.delta_pct, found.half_width_pct, "", reps,
                   "", found.low_pct, found.high_pct, found.p_value)
-    return _Pending(ev, own(point, mine), own(versus, theirs), found.p_equiv <= rule.alpha)
+    return _Pending(ev, own(point, mine), own(versus, theirs), found.p_equiv)
 
 
-def _family(pending: Sequence[_Pending], rule: Rule, level: float | None = None) -> (
-        list[Evidence]):
+def _family(pending: Sequence[_Pending], rule: Rule, level: float | None = None,
+            equiv_level: float | None = None) -> list[Evidence]:
     """The verdicts of one family of comparisons: Holm at ``level`` (α by default) over its
-    p-values, equivalence by TOST, and a winner's own interval (module docstring)."""
+    p-values, equivalence by TOST at ``equiv_level`` (α by default), and a winner's own interval
+    (module docstring)."""
+    equiv_at = rule.alpha if equiv_level is None else equiv_level
     rejected = holm([p.evidence.p_value for p in pending],
                     rule.alpha if level is None else level)
     out = []
@@ -124,7 +139,7 @@ def _family(pending: Sequence[_Pending], rule: Rule, level: float | None = None)
             out.append(ev)
             continue
         gain = ev.delta_pct if higher_is_better(ev.metric) else -ev.delta_pct
-        if p.equivalent:
+        if p.p_equiv <= equiv_at:
             verdict, note = EQUIVALENT, ""
         elif reject and gain > 0:
             verdict, note = (BETTER, "") if not p.mine_ok else (WITHIN_NOISE, p.mine_ok)
@@ -144,10 +159,11 @@ def compare(point: str, versus: str, conc: int, metric: str, mine: Sequence[floa
 
 
 def judge(pairs: Sequence[tuple[str, str, int, str, Sequence[float], Sequence[float]]],
-          rule: Rule = DEFAULT_RULE, level: float | None = None) -> list[Evidence]:
+          rule: Rule = DEFAULT_RULE, level: float | None = None,
+          equiv_level: float | None = None) -> list[Evidence]:
     """Comparisons ``(point, versus, C, metric, mine, theirs)`` judged as one Holm family at
     ``level`` (the rule's α by default)."""
-    return _family([_measure(*p, rule) for p in pairs], rule, level)
+    return _family([_measure(*p, rule) for p in pairs], rule, level, equiv_level)
 
 
 def outcome(evidence: Sequence[Evidence]) -> str:
@@ -192,11 +208,12 @@ def best_of(points: Sequence[str], metric: str, repeats: Mapping[str, Repeats],
 
 
 def _pairs(pairs: Sequence[tuple[str, str]], metric: str, values: Repeats,
-           concs: Sequence[int], rule: Rule, level: float) -> dict[str, list[Evidence]]:
-    """Every pair × C on ``metric`` as one Holm family at ``level``; per ``versus`` its
-    evidence."""
+           concs: Sequence[int], rule: Rule, level: float,
+           equiv_level: float | None = None) -> dict[str, list[Evidence]]:
+    """Every pair × C on ``metric`` as one Holm family at ``level`` (equivalence at
+    ``equiv_level``); per ``versus`` its evidence."""
     judged = judge([(a, b, c, metric, values.get(a, {}).get(c, ()), values.get(b, {}).get(c, ()))
-                    for a, b in pairs for c in concs], rule, level)
+                    for a, b in pairs for c in concs], rule, level, equiv_level)
     out: dict[str, list[Evidence]] = {}
     for e in judged:
         out.setdefault(e.versus, []).append(e)
@@ -235,11 +252,14 @@ def decide(candidates: Sequence[str], objective: Sequence[str],
     tied: list[str] = []
     open_: list[str] = []
     beaten: list[str] = []
-    # α split between the primary family and the tie-break's (results/stats.py)
+    # α split between the primary family and the tie-break's (stats/decision.py)
     main_level = rule.alpha * (1.0 - rule.tie_share) if tie else rule.alpha
     tie_level = rule.alpha * rule.tie_share
+    # An equivalence on the primary metric hands the pick to the tie-break: a false one (a
+    # true gap of min_effect or more) picks without a test of the primary, so with a tie-break
+    # it is shown at the tie-break's share of α, inside the question's budget (module docstring).
     first = _pairs([(leader, r) for r in ranking[1:]], primary, values, concs, rule,
-                   main_level)
+                   main_level, tie_level if tie else None)
     for rival in ranking[1:]:
         ev = first[rival]
         evidence += ev
@@ -304,4 +324,36 @@ def decide(candidates: Sequence[str], objective: Sequence[str],
                          f"on {label(primary)}, {why}.", *reasons), same)
     head = (f"{winner} beats every rival beyond noise on {label(primary)}."
             if not tied else f"{winner} is decided by the tie-break ({label(tie or primary)}).")
-    return Decision(DECIDED, winner, tuple(ranking), tuple(evidence), (head, *reasons))
+    status, level_why = _level(winner, evidence, repeats, rule)
+    return Decision(status, winner, tuple(ranking), tuple(evidence),
+                    (head, *([level_why] if level_why else []), *reasons))
+
+
+def _level(winner: str, evidence: Sequence[Evidence], repeats: Mapping[str, Repeats],
+           rule: Rule) -> tuple[str, str]:
+    """Whether a decision holds beyond the boots it was measured in (module docstring): its
+    status and, when that is in question, why."""
+    if rule.boot_known:
+        return DECIDED, ""
+    won = [e for e in evidence if e.point == winner and e.verdict == BETTER]
+    single = [p for e in won for p in (e.point, e.versus)
+              if (lv := levels(repeats.get(e.metric, {}).get(p, {}).get(e.concurrency, ())))
+              is not None and not lv.two_level]
+    if not won or not single:
+        return DECIDED, ""
+    # per rival, the widest clearance of 0 by an interval's near end over its Cs
+    clear: dict[str, float] = {}
+    for e in won:
+        near = min(abs(e.low_pct), abs(e.high_pct))
+        clear[e.versus] = max(clear.get(e.versus, 0.0), near)
+    worst = min(clear, key=lambda r: clear[r])
+    bound = rule.one_boot_bound_pct
+    if clear[worst] >= bound:
+        return DECIDED, (f"Within one boot per layout, and every gap clears the one-boot bound "
+                         f"±{bound:g} % (the closest, vs {worst}, by {clear[worst]:.2f} %): a "
+                         f"boot-to-boot offset within ±{bound:g} % cannot reverse it.")
+    return DECIDED_ONE_BOOT, (
+        f"{ONE_BOOT_NOTE}: {', '.join(dict.fromkeys(single))} measured in one boot and "
+        f"no boot-to-boot variance known; the gap to {worst} clears 0 by only "
+        f"{clear[worst]:.2f} % (under the one-boot bound ±{bound:g} %), so a boot offset could "
+        "reverse it. Boot again (--ppsweep-boots 2) or state [compare] boot_noise_pct.")

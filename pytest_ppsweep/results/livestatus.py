@@ -1,4 +1,4 @@
-"""The run's status as its folder says it now (issue 39, point 2): what ``runs``, ``show``, the
+"""The run's status as its folder says it now: what ``runs``, ``show``, the
 rebuilt report and the results pipeline qualify a run's answers by.
 
 A closed run's status is run.json's (``complete``, ``partial``, ``interrupted``, with its detail,

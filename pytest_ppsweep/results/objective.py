@@ -19,7 +19,7 @@ PREFILL = ("input_tps", "ttft_p50_s")
 DECODE = ("output_tps", "tpot_p50_s")
 LABELS = {"input_tps": "Input TPS", "output_tps": "output TPS", "ttft_p50_s": "TTFT p50",
           "ttft_p95_s": "TTFT p95", "tpot_p50_s": "TPOT p50", "itl_p50_s": "ITL p50",
-          "e2e_p50_s": "E2E p50"}
+          "e2e_p50_s": "E2E p50", "energy_j_per_total_token": "J/token (GPU board energy)"}
 
 
 DECODE_FIRST = ("output_tps", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s", "itl_p50_s",
@@ -63,6 +63,38 @@ def workload_objectives(raw: RunJsonDict) -> dict[str, tuple[str, ...]]:
     if isinstance(named, dict):
         out.update({str(k): objective_of(v) for k, v in named.items()})
     return out
+
+
+def holds_for(workload: dict[str, Any] | None) -> str | None:
+    """What a trace or shared-prefix workload is, as an answer names it (its file by path and
+    sha256, its scale; its stated prefix share and length); None for random-ids prompts, whose
+    answers say no more than they always did."""
+    if not isinstance(workload, dict):
+        return None
+    kind = workload.get("type")
+    n = workload.get("num_requests")
+    if kind == "trace":
+        rate = workload.get("request_rate")
+        pace = (f"at {rate} requests/s" if isinstance(rate, int | float) and rate != float("inf")
+                else f"on its own timestamps × {workload.get('time_scale', 1.0)}")
+        return (f"trace {workload.get('trace')} (sha256 {str(workload.get('trace_sha256'))[:12]}, "
+                f"{n} requests, replayed {pace})")
+    if kind == "shared_prefix":
+        share = workload.get("prefix_share")
+        shown = f"{share:.0%}" if isinstance(share, int | float) else str(share)
+        return (f"shared prefix: {shown} of {n} requests start with one "
+                f"{workload.get('prefix_len')}-token prefix of {workload.get('input_len')}")
+    return None
+
+
+def workload_texts(raw: RunJsonDict) -> dict[str, str]:
+    """Per workload name (``""`` for a sweep's one workload) what :func:`holds_for` says of it,
+    for the trace and shared-prefix workloads only."""
+    named = raw.get(RunKey.WORKLOADS)
+    found = {"": holds_for(raw.get(RunKey.WORKLOAD))}
+    if isinstance(named, dict):
+        found.update({str(k): holds_for(v) for k, v in named.items()})
+    return {k: v for k, v in found.items() if v}
 
 
 def point_workloads(raw: RunJsonDict) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """What a layout computes: the outputs probe's file and the one rule for when two layouts (or
-two images) agree (issue 40.1).
+two images) agree.
 
 The probe (run/outputs_step.py) sends each prompt of ``[correctness]`` with greedy sampling
 and ``return_logprob``; ``outputs/<layout>.json`` keeps, per prompt, the output token ids, the

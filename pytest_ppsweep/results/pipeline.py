@@ -10,10 +10,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_ppsweep.folder.runfolder import RunFolder
+from pytest_ppsweep.results import correctness
+from pytest_ppsweep.results.accuracy import RunAccuracy
 from pytest_ppsweep.results.aggregate import (
     RunData,
     RunFolderError,
     Summary,
+    energy_points,
     load_run,
     round_counts,
     summarize_run,
@@ -50,8 +53,11 @@ def analyse(run_dir: Path, data: RunData | None = None, status: RunStatus | None
     data = replace(data, meta=replace(data.meta, status=status),
                    files=RunFolder(data.run_dir).files(data.run_json, data.result_rows))
     summary = summarize_run(data)
+    # a layout that computes wrong answers is excluded everywhere, as a failed boot is
     counts = round_counts(data.results)  # the verdicts' and the answers' N/N rule, once
-    verdicts = judge(data, summary, counts=counts)
+    wrong = correctness.failures(data.run_dir, summary.order,
+                                 RunAccuracy.of_files(data.files) if data.files else None)
+    verdicts = judge(data, summary, counts=counts, wrong=wrong)
     answers = answer_all(answer_input(data, summary, verdicts, counts=counts))
     if status is None:
         return data, summary, verdicts, answers
@@ -65,7 +71,7 @@ def analyse(run_dir: Path, data: RunData | None = None, status: RunStatus | None
 def save(data: RunData, summary: Summary, answers: Sequence[Answer]) -> None:
     """summary.csv (with comparisons.csv) and answers.json of the run folder."""
     write_summary(data.run_dir, summary)
-    write_answers(data.run_dir, data.meta.run_id, answers)
+    write_answers(data.run_dir, data.meta.run_id, answers, energy_points(summary))
 
 
 def run_pipeline(run_dir: Path, data: RunData | None = None, status: RunStatus | None = None

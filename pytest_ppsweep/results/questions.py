@@ -6,7 +6,7 @@
   that differ only in that axis, against the group's baseline value (``[compare] baseline``,
   else the axis's default);
 - with axes, a **joint question** per workload: every layout × axis value, the best point
-  overall, beside the per-axis answers (issue 37, point 6).
+  overall, beside the per-axis answers.
 
 A layout whose point at the baseline values is not valid (an OOM, a failed boot, a failed round)
 or was not swept takes part in the layout question with its best valid point at other axis
@@ -14,8 +14,9 @@ values, and the answer says so ("stand-in"): a layout is never lost to its basel
 
 No question ranks points of different workloads, or an axis's variants as layouts. Each is
 ranked by its workload's objective (results/objective.py) through ``results.decide`` with the
-sweep's ``[compare] alpha`` and ``min_effect_pct`` (run.json ``compare``; results/stats.py).
-Points that failed N/N, the topology check, the log scan or their boot are excluded with the
+sweep's ``[compare] alpha`` and ``min_effect_pct`` (run.json ``compare``; stats/decision.py).
+Points that failed N/N, the topology check, the log scan or their boot, and layouts whose
+outputs or task score fail their check (results/correctness.py), are excluded with the
 reason; a point whose only failure is the spread rule stays a candidate (its repeats carry the
 noise, and the decision rule judges it like any other).
 """
@@ -24,11 +25,9 @@ from __future__ import annotations
 
 import json
 import math
-import shlex
 import statistics
 from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -36,11 +35,13 @@ import pandas as pd
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.folder.runfolder import CONFIGS_CSV, ExpectKey, PointKey, RunJsonDict, RunKey
 from pytest_ppsweep.matrix.expectspec import FAILURES, Expectation, expectation_for
-from pytest_ppsweep.results import confound
+from pytest_ppsweep.results import commands, confound
 from pytest_ppsweep.results.aggregate import round_counts
 from pytest_ppsweep.results.answers import (
     AS_EXPECTED,
+    CLAIMS,
     DECIDED,
+    DECIDED_ONE_BOOT,
     EQUIVALENT,
     INCONCLUSIVE,
     MEASURED,
@@ -51,26 +52,28 @@ from pytest_ppsweep.results.answers import (
     AnswerInput,
     Evidence,
 )
+from pytest_ppsweep.results.correctness import PREFIXES as WRONG_ANSWERS
 from pytest_ppsweep.results.decide import Decision, best_of, decide, judge, outcome
 from pytest_ppsweep.results.objective import (
     PREFILL,
     higher_is_better,
     label,
     workload_objectives,
+    workload_texts,
 )
-from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS
-from pytest_ppsweep.results.stats import (
+from pytest_ppsweep.results.rule import rule_of
+from pytest_ppsweep.results.verdict import Verdict, as_bool, records
+from pytest_ppsweep.stats.decision import (
     DEFAULT_RULE,
     Levels,
     Rule,
     Sample,
-    boots_for,
     levels,
-    repeats_for,
-    rule_of,
+    pooled_between,
     sigma_pct,
 )
-from pytest_ppsweep.results.verdict import Verdict, as_bool, records
+from pytest_ppsweep.stats.power import boots_for, repeats_for
+from pytest_ppsweep.stats.spread import DEFAULT_MAX_REPEATS
 
 # A verdict's failures that leave the point a candidate: the spread rule and the repeat count
 # (its repeats still feed the noise rule, which then decides or says inconclusive).
@@ -127,7 +130,7 @@ def _sweep_facts(given: AnswerInput) -> dict[str, dict[str, Any]]:
 def _expected_why(given: AnswerInput, cid: str, why: str) -> str:
     """``OOM, as expected: <reason>`` when ``cid``'s boot failed the way the run's ``[[expect]]``
     said it would (run.json ``expect``), else ``why`` as it is: an expected failure is
-    evidence, shown as expected (issue 39 point 3)."""
+    evidence, shown as expected."""
     raw = given.data.run_json
     expected = expectations_of(raw)
     if not expected or given.data.configs.empty:
@@ -158,7 +161,8 @@ def _excluded(verdicts: Sequence[Verdict], cid: str) -> str:
         for f in v.failures:
             if not f.startswith(_KEPT) and not f.endswith(_REPEATS_SUFFIX):
                 why.setdefault(f, []).append(v.concurrency)
-    boot = [f for f in why if f.startswith(("boot failed", f"no {CONFIGS_CSV} row", "interrupted"))]
+    boot = [f for f in why if f.startswith(("boot failed", f"no {CONFIGS_CSV} row", "interrupted",
+                                            *WRONG_ANSWERS))]
     if boot:
         return boot[0] if len(boot[0]) <= 140 else boot[0][:139] + "…"
     return "; ".join(f"{f} (C={'/'.join(map(str, cs))})" if "C=" not in f else f
@@ -191,7 +195,7 @@ def _repeats(given: AnswerInput, metrics: Sequence[str]) -> dict[str, dict[str, 
             pairs = [(float(v), str(b) if isinstance(b, str) else "")
                      for v, b in zip(part, boots.loc[part.index], strict=True)
                      if not math.isnan(float(v))]
-            # each value with its boot (results/stats.py: two levels); no boots when any
+            # each value with its boot (stats/decision.py: two levels); no boots when any
             # round does not name its boot (a run folder written before the column)
             named = all(b for _, b in pairs)
             out[m].setdefault(str(cid), {})[int(str(conc))] = Sample(
@@ -236,17 +240,10 @@ def _value(facts: dict[str, Any], axis: str) -> str:
 def rerun_command(given: AnswerInput, points: Sequence[str], repeats: int,
                   boots: int = 1) -> str:
     """The command that measures ``points`` again with ``repeats`` repeats (per boot, on
-    ``boots`` boots each: ``--ppsweep-boots``), taking everything else over from this run
-    (``--ppsweep-reuse``)."""
+    ``boots`` boots each), taking everything else over from this run (results/commands.py)."""
     meta = given.data.meta
-    matrix = meta.matrix or "test_matrix/ppsweep.toml"
-    folder = str(Path(matrix).parent) if meta.matrix else "test_matrix"
-    parts = ["pytest", folder, "--ppsweep-matrix", matrix, "--ppsweep-config", ",".join(points),
-             "--ppsweep-repeats", str(repeats)]
-    if boots > 1:
-        parts += ["--ppsweep-boots", str(boots)]
-    parts += ["--ppsweep-reuse", str(given.data.run_dir)]
-    return shlex.join(parts)
+    return commands.rerun_command(meta.args, points, repeats, boots, given.data.run_dir,
+                                  matrix=meta.matrix, clusters=meta.cluster)
 
 
 def _answer(given: AnswerInput, kind: str, workload: str, question: str,
@@ -261,7 +258,8 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
     judged = {v.config_id for v in verdicts}
     candidates = [cid for cid in members if cid not in out and cid in judged]
     noisy = [n for cid in candidates if (n := _noisy(verdicts, cid))]
-    rule = _rule(given, workload)
+    rule = _run_boots(_history(_rule(given, workload), given.data.run_json, objective[0]),
+                      reps.get(objective[0], {}), candidates, concs)
     decision = decide(candidates, objective, reps, concs, rule)
     reasons = list(decision.reasons)
     if noisy:
@@ -273,7 +271,7 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
         found = _levels(candidates, reps.get(objective[0], {}), concs)
         if found:
             extra["extra"]["levels"] = found
-        reasons.append(_boots_text(boots, found))
+        reasons.append(_boots_text(boots, found, rule))
     spent = _rounds_spent(candidates, reps.get(objective[0], {}), concs)
     if spent:
         extra.setdefault("extra", {})["rounds"] = spent
@@ -291,6 +289,12 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
             need = rounds_n
         rerun = rerun_command(given, decision.unseparated, need, boots_n)
         reasons.append(f"To separate them ({why}): {rerun}")
+    if decision.status == DECIDED_ONE_BOOT:
+        # a second boot of the leader and its closest rival measures the boot-to-boot spread
+        have = max((len(v) for p in decision.ranking[:2]
+                    for v in reps.get(objective[0], {}).get(p, {}).values()), default=3)
+        rerun = rerun_command(given, decision.ranking[:2], have, 2)
+        reasons.append(f"To check it at the boot level (a second boot of each): {rerun}")
     if decision.status == NO_VALID_POINT and excluded:
         reasons.append("Every point was excluded.")
     if decision.status == MEASURED:
@@ -306,7 +310,7 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
             f"{' and '.join(same)} are equivalent within ±{rule.min_effect_pct:g} % on "
             f"{label(objective[0])}" + (f"; fallback by memory headroom: {pick}" if pick else
                                          "; pick by memory headroom or cost") + ".")}
-    fallback = (decision.ranking[1] if decision.status == DECIDED and len(decision.ranking) > 1
+    fallback = (decision.ranking[1] if decision.status in CLAIMS and len(decision.ranking) > 1
                 else _roomiest(given, decision.unseparated) if decision.status == EQUIVALENT
                 else None)
     per_c = _per_concurrency(members, candidates, verdicts, objective, reps, concs, rule,
@@ -326,6 +330,10 @@ def _answer(given: AnswerInput, kind: str, workload: str, question: str,
                                   f"rounds but was excluded ({why}): fix it or rerun it"
                                   for cid, gain, why in faster), **extra)
     points = list(dict.fromkeys([*scope, *members]))
+    # a trace or shared-prefix workload is named in its answers: what the answer holds for
+    holds = workload_texts(given.data.run_json).get(workload)
+    if holds:
+        answer = replace(answer, extra={**answer.extra, "holds_for": holds})
     return replace(answer, extra={**answer.extra, "points": points}), decision
 
 
@@ -349,7 +357,7 @@ def _boots(given: AnswerInput, candidates: Sequence[str]) -> dict[str, int]:
 def _levels(candidates: Sequence[str], values: dict[str, dict[int, list[float]]],
             concs: Sequence[int]) -> dict[str, dict[str, float | int]]:
     """Per candidate whose valid rounds come from two boots or more, its variance components on
-    the primary metric (results/stats.levels; the median over the Cs): boots, σ within a boot
+    the primary metric (stats/decision.levels; the median over the Cs): boots, σ within a boot
     and σ between boots in % (answers.json ``levels``)."""
     out: dict[str, dict[str, float | int]] = {}
     for cid in candidates:
@@ -369,21 +377,71 @@ def _median_sigma(found: Sequence[Levels], which: str) -> float:
     return statistics.median(known) if known else math.nan
 
 
-def _boots_text(boots: dict[str, int], found: dict[str, dict[str, float | int]]) -> str:
-    """The evidence's level (issue 37 point 4): one boot per point (the boot-to-boot noise is
-    not in the intervals), or which points were measured over several boots and so compared
-    with the boot as the unit (results/stats.py: two levels)."""
+def _history(rule: Rule, raw: RunJsonDict, column: str) -> Rule:
+    """``rule`` with the boot-to-boot variance that the reports folder's earlier runs of this
+    cluster, image and engine measured for ``column`` (run.json ``boot_history``, stored at the
+    close: gate/history.boot_noise), when they did. Being measured, it takes precedence over a
+    stated prior; this run's own repeated boots take precedence over it (:func:`_run_boots`)."""
+    table = raw.get(RunKey.BOOT_HISTORY)
+    found = table.get(column) if isinstance(table, dict) else None
+    if not isinstance(found, dict):
+        return rule
+    try:
+        var, df = float(found["var"]), float(found["df"])
+        configs, runs = int(found["configurations"]), int(found["runs"])
+    except (KeyError, TypeError, ValueError):
+        return rule
+    if not (math.isfinite(var) and var >= 0 and math.isfinite(df) and df > 0):
+        return rule
+    return replace(rule, boot_var=var, boot_df=df, boot_source=(
+        f"the history's earlier runs on this cluster, image and engine ({configs} "
+        f"configuration{'s' if configs > 1 else ''} booted once in each of {runs} runs, "
+        f"{df:g} degree{'s' if df != 1 else ''} of freedom)"))
+
+
+def _run_boots(rule: Rule, values: dict[str, dict[int, list[float]]],
+               candidates: Sequence[str], concs: Sequence[int]) -> Rule:
+    """``rule`` with this run's own boot-to-boot variance when some candidate was measured over
+    two boots or more (stats/decision.pooled_between: each point's mean over its Cs, pooled
+    over the points with their boots − 1 degrees of freedom); it takes precedence over the
+    history's and a stated prior, being measured here."""
+    per_point = []
+    for cid in candidates:
+        found = [lv for c in concs if (lv := levels(values.get(cid, {}).get(c, ()))) is not None
+                 and lv.two_level and not math.isnan(lv.between)]
+        if found:
+            per_point.append(replace(found[0], between=statistics.fmean(
+                lv.between for lv in found), boots=min(lv.boots for lv in found)))
+    pooled = pooled_between(per_point)
+    if pooled is None:
+        return rule
+    var, df = pooled
+    return replace(rule, boot_var=var, boot_df=df, boot_source=(
+        f"this run's repeated boots ({len(per_point)} point{'s' if len(per_point) > 1 else ''}, "
+        f"{df:g} degree{'s' if df != 1 else ''} of freedom)"))
+
+
+def _boots_text(boots: dict[str, int], found: dict[str, dict[str, float | int]],
+                rule: Rule) -> str:
+    """The evidence's level: one boot per point (the boot-to-boot noise is in the intervals
+    only when the rule has a source for it), or which points were measured over several boots
+    and so compared with the boot as the unit (stats/decision.py: two levels)."""
+    source = (f" Single-boot sides take the boot-to-boot σ {sigma_pct(rule.boot_var):.2f} % of "
+              f"{rule.boot_source}." if rule.boot_known else "")
     if all(n == 1 for n in boots.values()) or not found:
+        if rule.boot_known:
+            return (f"{SINGLE_BOOT_NOTE}: each point's rounds come from one boot of its layout;"
+                    f"{source[:-1]}, so the boot-to-boot noise is in these intervals.")
         return (f"{SINGLE_BOOT_NOTE}: the boot-to-boot noise is not in these intervals (each "
                 "point's rounds come from one boot of its layout; a rerun that boots again "
-                "measures it).")
+                "measures it, or state [compare] boot_noise_pct).")
     parts = [f"{cid} {lv['boots']} boots (σ within a boot {lv['within_pct']:.2f} %, between "
              f"boots {lv['between_pct']:.2f} %)" for cid, lv in found.items()]
     single = [cid for cid, n in boots.items() if n == 1]
     return (f"{TWO_LEVEL_NOTE}: {'; '.join(parts)}: their side of each interval takes the boot "
             "as the unit (rounds averaged within each boot)" + (
                 f"; {', '.join(single)} single boot: the boot-to-boot noise is not in its side"
-                if single else "") + ".")
+                if single and not rule.boot_known else "") + "." + source)
 
 
 def _rounds_spent(candidates: Sequence[str], values: dict[str, dict[int, list[float]]],
@@ -404,7 +462,7 @@ def _per_concurrency(members: Sequence[str], candidates: Sequence[str],
                      verdicts: Sequence[Verdict], objective: tuple[str, ...],
                      reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
                      rule: Rule, overall: Decision) -> dict[str, Any] | None:
-    """The answer per C (issue 37 point 5), when it tells more than the overall one: a point
+    """The answer per C, when it tells more than the overall one: a point
     invalid at only some Cs is a candidate at the others, and a trade-off (better at one C,
     worse at another) is answered at each C. Each C is decided among the points valid there,
     at α / (number of Cs) (Bonferroni over the Cs, so the per-C answers together keep α).
@@ -424,7 +482,7 @@ def _per_concurrency(members: Sequence[str], candidates: Sequence[str],
         answers[str(c)] = {"status": d.status, "answer": d.winner,
                            "invalid": sorted(cid for cid in booted if c in invalid[cid])}
     winners = {a["answer"] for a in answers.values()}
-    if not partial and (winners == {overall.winner} or overall.status == DECIDED):
+    if not partial and (winners == {overall.winner} or overall.status in CLAIMS):
         return None
     groups: dict[str, list[str]] = {}
     for conc, a in answers.items():
@@ -471,7 +529,7 @@ def _boots_needed(given: AnswerInput, decision: Decision, metric: str,
                   reps: dict[str, dict[str, dict[int, list[float]]]], concs: Sequence[int],
                   rule: Rule) -> tuple[tuple[int, int], str] | None:
     """Boots × rounds per boot per point that the rerun needs for 90 % power, from the
-    unseparated points' variance components (results/stats.boots_for), when a point of the run
+    unseparated points' variance components (stats/power.boots_for), when a point of the run
     measured the spread between boots; None when none did (one boot each: no estimate)."""
     values = reps.get(metric, {})
     found = [lv for p in decision.unseparated for c in concs
@@ -521,7 +579,7 @@ def _faster_excluded(decision: Decision, excluded: Sequence[tuple[str, str]], me
                      concs: Sequence[int]) -> list[tuple[str, float, str]]:
     """Excluded points whose valid rounds are faster than the answer (or the leader) on the
     primary metric, by the mean over the common Cs of the ratio of medians: (point, gain in
-    %, why excluded). A failed round is evidence, not a silent exclusion (issue 37, point 5)."""
+    %, why excluded). A failed round is evidence, not a silent exclusion."""
     best = decision.winner or (decision.ranking[0] if decision.ranking else None)
     values = reps.get(metric, {})
     if best is None or best not in values:
@@ -756,7 +814,7 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
     values = reps.get(metric, {})
     compared = [cid for cid in members if base is not None and cid != base
                 and cid not in excluded and base not in excluded]
-    # Every value against the baseline value at every C: one Holm family (results/stats.py).
+    # Every value against the baseline value at every C: one Holm family (stats/decision.py).
     judged = judge([(cid, str(base), c, metric, values.get(cid, {}).get(c, ()),
                      values.get(str(base), {}).get(c, ())) for cid in compared for c in concs],
                    rule)

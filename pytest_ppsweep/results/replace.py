@@ -1,4 +1,4 @@
-"""The replacement-round rule, once (issue 37 point 5): a failed round is evidence, not a silent
+"""The replacement-round rule, once: a failed round is evidence, not a silent
 exclusion.
 
 A round that misses N/N (a request incomplete or failed, or no request at all:

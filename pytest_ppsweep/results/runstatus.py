@@ -1,22 +1,23 @@
-"""The run's status, always true, and the answers qualified by it (issue 39, point 1).
+"""The run's status, always true, and the answers qualified by it.
 
 A run is ``running`` while it measures, then ``complete`` (every point of the sweep measured at
 every C of its selection), ``partial`` (points deselected, failed or not run) or ``interrupted``
 (Ctrl-C, SIGTERM or SIGHUP ended the session). The session's state machine
 (session/runstate.py) says which; this module holds the rules that are plain data: which points
-count as measured, the resume command, and :func:`qualify`: an interrupted, partial or running
-run never says ``decided`` about the whole question. The status itself (its words, its detail
-for run.json, its terminal lines) is results/status.py's, re-exported here.
+count as measured, the resume command (built by results/commands.py), and :func:`qualify`: an
+interrupted, partial or running run never says ``decided`` about the whole question. The status
+itself (its words, its detail for run.json, its terminal lines) is results/status.py's,
+re-exported here.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from pytest_ppsweep.folder.runfolder import CONFIGS_CSV
-from pytest_ppsweep.results.answers import AS_EXPECTED, DECIDED, Answer
+from pytest_ppsweep.results.answers import AS_EXPECTED, CLAIMS, Answer
+from pytest_ppsweep.results.commands import resume_command  # re-exported: its one rule
 from pytest_ppsweep.results.status import (  # re-exported: the one vocabulary
     COMPLETE,
     INTERRUPTED,
@@ -48,34 +49,6 @@ def measured_points(order: Sequence[str], wanted: Mapping[str, Iterable[int]],
         ok = want is not None and bool(got) and want <= got
         (measured if ok else missing).append(cid)
     return measured, missing
-
-
-# The options that narrow what a run selects: a partial run's resume drops them to measure
-# the rest (an interrupted run's keeps them: it finishes what was asked).
-_SELECTION = ("-k", "-m", "--ppsweep-config", "--ppsweep-concurrency")
-
-
-def resume_command(args: Sequence[str], run_id: str, *, every_layout: bool = False) -> str:
-    """``pytest <args> --ppsweep-resume <run_id>``: the command line of this run, without its
-    own --ppsweep-resume/--ppsweep-run-id, resuming this run folder; ``every_layout`` (a
-    partial run) also without the options that narrowed its selection (-k, -m,
-    --ppsweep-config, --ppsweep-concurrency), so that it measures the rest."""
-    dropped = ("--ppsweep-resume", "--ppsweep-run-id", *(_SELECTION if every_layout else ()))
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg in dropped:
-            skip = True
-            continue
-        if arg.startswith(tuple(f"{d}=" for d in dropped if d.startswith("--"))):
-            continue
-        if every_layout and arg.startswith(("-k", "-m")) and not arg.startswith("--"):
-            continue  # -kpp8, -mslow: the value attached
-        kept.append(arg)
-    return shlex.join(["pytest", *kept, "--ppsweep-resume", run_id])
 
 
 def _names(points: Sequence[str]) -> str:
@@ -135,7 +108,7 @@ def qualify(answers: Sequence[Answer], status: RunStatus) -> list[Answer]:
             if not unexpected:
                 out.append(a)  # every point it asks about measured, or failed as expected
                 continue
-            if a.status != DECIDED:
+            if a.status not in CLAIMS:
                 # it claims nothing about the whole question; it says which points it lacks
                 # (an excluded one is named with its reason already)
                 not_run = [p for p in q_missing if p not in excluded]
@@ -149,14 +122,14 @@ def qualify(answers: Sequence[Answer], status: RunStatus) -> list[Answer]:
         k, unit = len(q_measured), "layouts" if a.kind == "layout" else "points"
         if k < 2:
             text = f"{measured} measured; nothing compared"
-        elif a.status == DECIDED:
+        elif a.status in CLAIMS:
             text = f"{a.answer} leads among {measured}" + (f"; {missing}" if missing else "")
         else:
             text = f"{a.status} among {measured}" + (f"; {missing}" if missing else "")
         if status.status == INTERRUPTED:
             text = f"interrupted after {m} of {n} layouts: {text}"
-        elif a.status == DECIDED and k >= 2:
-            text = (f"decided among {k} of {k + len(q_missing)} {unit}: {a.answer}; "
+        elif a.status in CLAIMS and k >= 2:
+            text = (f"{a.status} among {k} of {k + len(q_missing)} {unit}: {a.answer}; "
                     f"{missing}")
         else:
             text = f"{k} of {k + len(q_missing)} {unit}: {text}"
@@ -179,7 +152,7 @@ def _running(a: Answer, status: RunStatus) -> Answer:
         text = "nothing measured yet" if not m else "none of its points measured yet"
     elif len(q_measured) < 2:
         text = f"{measured} measured; nothing compared yet{rest}"
-    elif a.status == DECIDED:
+    elif a.status in CLAIMS:
         text = f"{a.answer} leads so far among {measured}{rest}"
     else:
         text = f"{a.status} so far among {measured}{rest}"

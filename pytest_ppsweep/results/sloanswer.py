@@ -6,16 +6,16 @@ Each answer is an :class:`~pytest_ppsweep.results.answers.Answer` of ``kind = "s
 ``extra`` adds ``slo`` (the target), ``text`` (the answer in one sentence) and ``layouts`` (each
 layout's search). Statuses:
 
-* ``decided``: load: the best layout's capacity (results/slocapacity.py: the load where the
+* ``decided``: load: the best layout's capacity (stats/capacity.py: the load where the
   share of requests over a percentile limit crosses its allowance, fitted over every probe) is
   above every rival's with the SLO's ``confidence``: each ratio best / rival gets an interval
-  from the two Fieller intervals (slocapacity.ratio_interval: MOVER on the log scale), both
+  from the two Fieller intervals (stats/capacity.ratio_interval: MOVER on the log scale), both
   refitted from the probes at ``1 − α/k`` (α = 1 − confidence, k rivals: Bonferroni), and each
   lower end is above 1. Each end of such an interval errs with at most α/(2k); a wrong "best"
   (another layout carries as much or more, ties included, whichever layout the data ranked
   first) needs one of at most 2k such ends to err, so it happens with at most α. The evidence
   names both intervals, the ratio's and the confidence. Tokens/s per GPU: the best beats the
-  next beyond the gate's noise rule (results/noise.py) over their rounds at their final loads;
+  next beyond the gate's noise rule (stats/gatenoise.py) over their rounds at their final loads;
 * ``inconclusive``: load: a ratio interval that reaches down to 1, or a layout without a
   capacity interval (the search's words say why: within the SLO up to the maximum, too few
   probes near the crossing); ``rerun`` says what would narrow the intervals, computed from them:
@@ -42,7 +42,7 @@ overlap or the best's final load was not confirmed. It states no error rate, and
 and reasons say that it was used and why (``extra["rule"]``: ``capacity interval`` or
 ``bracket``).
 
-The capacity speaks for the percentile limits only (slocapacity's docstring): the N/N rule,
+The capacity speaks for the percentile limits only (stats/capacity.py's docstring): the N/N rule,
 per-request limits and the client's schedule are judged per probe by the bracket.
 """
 
@@ -52,18 +52,21 @@ import math
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.folder.runfolder import FolderFiles, FolderSource, RunFolder
 from pytest_ppsweep.matrix.slospec import DEFAULT_CONFIDENCE
+from pytest_ppsweep.results import correctness
+from pytest_ppsweep.results.accuracy import RunAccuracy
 from pytest_ppsweep.results.answers import (
     BETTER,
     DECIDED,
     EQUIVALENT,
     FILE_NAME,
     INCONCLUSIVE,
+    NO_VALID_POINT,
     ONE_LEVEL_NOTE,
     WITHIN_NOISE,
     Answer,
@@ -71,15 +74,11 @@ from pytest_ppsweep.results.answers import (
     Evidence,
     write_answers,
 )
-from pytest_ppsweep.results.noise import noise_pct
-from pytest_ppsweep.results.slocapacity import (
-    WINDOW,
-    Capacity,
-    of_probes,
-    parse_over,
-    ratio_interval,
-)
-from pytest_ppsweep.results.stats import DEFAULT_MIN_EFFECT_PCT, rule_of
+from pytest_ppsweep.results.rule import rule_of
+from pytest_ppsweep.results.slocapacity import of_probes, parse_over
+from pytest_ppsweep.stats.capacity import WINDOW, Capacity, ratio_interval
+from pytest_ppsweep.stats.decision import DEFAULT_MIN_EFFECT_PCT
+from pytest_ppsweep.stats.gatenoise import noise_pct
 
 __all__ = ["MOST_LOAD", "MOST_PER_GPU", "NO_LAYOUT", "Distance", "answers_of", "distances",
            "final_values", "number", "over_text", "read_outcomes", "read_probes", "slo_answers",
@@ -126,10 +125,12 @@ def _entry(out: Mapping[str, Any], probes: Sequence[Mapping[str, str]],
         "layout": cid, "gpus": out.get("gpus"), "low": low, "high": number(out.get("high")),
         "unit": out.get("unit"), "status": out.get("status"),
         "confirmed": bool(out.get("confirmed")), "search": out.get("text"),
-        "capacity": out.get("capacity"),  # point, low, high, confidence (results/slocapacity)
+        "capacity": out.get("capacity"),  # point, low, high, confidence (stats/capacity)
         # an outcome written before the capacity estimate has no such key (the bracket rule)
         "interval_known": "capacity" in out, "precision_pct": out.get("precision_pct"),
         "refines": out.get("refines"), "max_refine": out.get("max_refine"),
+        # the layout's saturation rate (measure/overload.py): no capacity is above it
+        "saturation_rps": number(out.get("saturation_rps")),
         "tps_per_gpu": statistics.median(tps) if tps else None, "tps_per_gpu_rounds": tps,
         "usd_per_m_tokens": statistics.median(costs) if costs else None,
     }
@@ -230,7 +231,7 @@ def _closest(probes: Sequence[Mapping[str, str]], ids: Sequence[str]) -> str:
 
 
 NO_LAYOUT = "no layout meets the SLO"
-# The level of the SLO answers' evidence (issue 37 point 4): a layout's probes are judged as one
+# The level of the SLO answers' evidence: a layout's probes are judged as one
 # level, whatever boots they came from.
 LEVEL_TEXT = (f"{ONE_LEVEL_NOTE}: the boot-to-boot noise is not in these intervals or brackets "
               "(each layout's probes are judged as rounds of one boot; a rerun that boots again "
@@ -372,7 +373,9 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
                        if isinstance(e.get("capacity"), dict)
                        and number(e["capacity"].get("confidence")) is not None),
                       DEFAULT_CONFIDENCE)
-    caps = {cid: c for cid, mine in rows.items() if (c := of_probes(mine, confidence))}
+    ceiling = {e["layout"]: e.get("saturation_rps") for e in meeting}
+    caps = {cid: c for cid, mine in rows.items()
+            if (c := of_probes(mine, confidence, ceiling=ceiling[cid]))}
     interval_rule = known and counted
     # the ranking: by the capacity's estimate where the interval rule holds (its bracket's low
     # end for a layout without one), else by the bracket's low end
@@ -387,7 +390,7 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
     equivalent = ""  # two layouts shown to carry the same load within the margin
     if not interval_rule:
         why_rule = ("this run folder's outcomes carry no capacity interval: written before the "
-                    "capacity estimate (results/slocapacity.py)" if not known else
+                    "capacity estimate (stats/capacity.py)" if not known else
                     "the SLO has no percentile limit, so no capacity interval")
         evidence, why = _bracket_evidence(best, meeting, why_rule)
         rule_text = f"The rule: the searches' brackets (no stated error rate), as {why_rule}."
@@ -404,7 +407,7 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
         alpha, k = 1.0 - confidence, max(len(rivals), 1)
         level = 1.0 - alpha / k
         at = {cid: c for cid, mine in rows.items() if cid in caps
-              and (c := of_probes(mine, confidence, interval_at=level))}
+              and (c := of_probes(mine, confidence, interval_at=level, ceiling=ceiling[cid]))}
         evidence, why = [], []
         margin = 1.0 + min_effect_pct / 100.0
         bound = 1.0 - alpha / (2 * k)  # each end of a two-sided interval at ``level``
@@ -451,7 +454,7 @@ def _load_answer(workload: str, slo: str, entries: list[dict[str, Any]],
         rule_text = (f"The rule: the capacity intervals at {confidence:.0%} confidence over "
                      f"{len(rivals)} rival(s): each ratio best/rival has a {level:.4g} "
                      "interval (Bonferroni over the rivals) whose lower end must be above 1 "
-                     "(results/slocapacity.py).")
+                     "(stats/capacity.py).")
     status = INCONCLUSIVE if why else EQUIVALENT if equivalent else DECIDED
     text = (f"{best['layout']} carries the most load within {slo}: {best['search']}"
             f"{_per_gpu_text(best)}.")
@@ -532,17 +535,34 @@ def answers_of(source: FolderSource) -> list[Answer]:
     searched."""
     files = FolderFiles.of(source)
     outcomes, probes = files.outcomes, files.probes
+    # a layout that computes wrong answers carries no load worth naming (results/correctness)
+    wrong = correctness.failures(files.dir, dict.fromkeys(str(o.get("config_id"))
+                                                          for o in outcomes),
+                                 RunAccuracy.of_files(files)) if outcomes else {}
     answers = []
     for workload in dict.fromkeys(str(o.get("workload")) for o in outcomes):
-        mine = [o for o in outcomes if str(o.get("workload")) == workload]
+        every = [o for o in outcomes if str(o.get("workload")) == workload]
+        mine = [o for o in every if str(o.get("config_id")) not in wrong]
+        out = tuple((c, wrong[c]) for c in dict.fromkeys(str(o.get("config_id")) for o in every)
+                    if c in wrong)
+        if not mine:
+            slo = str(every[0].get("slo"))
+            answers.append(Answer(
+                kind=KIND, workload=workload, objective=(LOAD,), status=NO_VALID_POINT,
+                question=f"which layout carries the most load within {slo}", excluded=out,
+                reasons=("Every layout was excluded.",),
+                extra={"slo": slo, "aspect": MOST_LOAD, "text": "Every layout was excluded: "
+                       + "; ".join(f"{c}: {why}" for c, why in out)}))
+            continue
         slo = str(mine[0].get("slo"))
         decode = any(r["config_id"] == o["config_id"] and (number(r.get("tpot_p50_s")) or 0) > 0
                      for o in mine for r in probes)
         tps_key = "output_tps_per_gpu" if decode else "input_tps_per_gpu"
         entries = [_entry(o, probes, tps_key) for o in mine]
-        answers.append(_load_answer(workload, slo, entries, probes,
-                                    rule_of(files.meta, workload).min_effect_pct))
-        answers.append(_gpu_answer(workload, slo, entries, tps_key))
+        found = [_load_answer(workload, slo, entries, probes,
+                              rule_of(files.meta, workload).min_effect_pct),
+                 _gpu_answer(workload, slo, entries, tps_key)]
+        answers += [replace(a, excluded=a.excluded + out) if out else a for a in found]
     return answers
 
 

@@ -1,4 +1,4 @@
-"""The run's status as plain data (issue 39): its four words, :class:`RunStatus` (the points
+"""The run's status as plain data: its four words, :class:`RunStatus` (the points
 measured and missing, where it was interrupted, the resume command; while it runs, what each
 busy layout does and the points not reached yet) and :class:`Activity`. Imports nothing of the
 answers, so that the run folder's data (results/aggregate.RunMeta) can carry a status;

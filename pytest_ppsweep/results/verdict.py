@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,8 @@ from pytest_ppsweep.results.aggregate import (
 )
 from pytest_ppsweep.results.objective import label, primary_metrics, workload_objectives
 from pytest_ppsweep.results.replace import only_nn, replaced
-from pytest_ppsweep.results.spread import boot_spread_pct
-from pytest_ppsweep.results.status import RUNNING
+from pytest_ppsweep.results.status import INTERRUPTED, PARTIAL, RUNNING
+from pytest_ppsweep.stats.spread import boot_spread_pct
 
 _TRUE = {"true", "1", "yes", "y", "t"}
 _FALSE = {"false", "0", "no", "n", "f", ""}
@@ -93,6 +94,13 @@ def records(frame: pd.DataFrame, *keys: str) -> dict[Any, dict[str, Any]]:
     return out
 
 
+def not_run(row: dict[str, Any] | None) -> bool:
+    """Whether a layout's configs.csv row (None: it has none) says it never started: no row at
+    all, or the ``not run: <why>`` of a layout whose cluster left the pool
+    (measure/configrow.ConfigRow.not_run)."""
+    return row is None or _text(row.get("boot_error")).startswith("not run")
+
+
 def _config_failures(row: dict[str, Any] | None, pending: frozenset[str] = frozenset()) -> (
         list[str]):
     # ``pending``: columns not recorded yet by design (the log scan is recorded at teardown).
@@ -128,16 +136,23 @@ def _round_failures(rounds: pd.DataFrame) -> list[str]:
 
 
 def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset(),
-          counts: pd.Series | None = None) -> tuple[Verdict, ...]:
+          counts: pd.Series | None = None,
+          wrong: Mapping[str, str] | None = None) -> tuple[Verdict, ...]:
     """One verdict per configuration (sweep order) x concurrency of ``summary``; a point that
     was not selected in this run (run.json ``selected``) and has no rounds gets none.
     ``pending``: configs.csv checks (``log_clean``) not recorded yet that do not count. While
     the run is running (``data.meta.status``), a point not reached yet (no rounds at that C,
     no failure recorded) is pending: no verdict, and a layout's log scan, recorded at its
-    teardown, does not count until it is recorded. ``counts``: which rows of the results count
-    (aggregate.round_counts), when computed already."""
+    teardown, does not count until it is recorded. Once an interrupted or partial run is
+    closed, a point of a layout that never started (:func:`not_run`) and has no rounds was not
+    run: no verdict either, never INVALID. ``counts``: which rows of the results count
+    (aggregate.round_counts), when computed already. ``wrong``: per layout whose outputs or
+    task score fail their check, the failure (results/correctness.failures): every point of
+    the layout is INVALID with it, as after a failed boot."""
     results, meta = data.results, data.meta
     running = meta.status is not None and meta.status.status == RUNNING
+    # a closed run that did not measure everything: a point it never reached is not run
+    stopped = meta.status is not None and meta.status.status in (INTERRUPTED, PARTIAL)
     if running:
         pending = pending | {"log_clean"}
     configs = records(data.configs, "config_id")
@@ -152,6 +167,8 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
     verdicts = []
     for cid in summary.order:
         base = _config_failures(configs.get(cid), pending)
+        if wrong and cid in wrong:
+            base.append(wrong[cid])
         for conc in summary.concurrencies:
             failures, warnings = list(base), list[str]()
             row = table.get((cid, conc))
@@ -159,6 +176,8 @@ def judge(data: RunData, summary: Summary, pending: frozenset[str] = frozenset()
                 continue  # deselected (-k, --ppsweep-config): not in this run, not judged
             if row is None and running and (cid not in configs or not base):
                 continue  # not reached yet: pending, not INVALID
+            if row is None and stopped and not_run(configs.get(cid)):
+                continue  # never reached (interrupted, or its cluster left): not run, not INVALID
             if row is None:
                 failures.append(f"no rounds at C={conc}")
             else:

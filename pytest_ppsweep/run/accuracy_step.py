@@ -1,9 +1,9 @@
-"""The accuracy check of a booted layout (issue 40.2): the ``[accuracy]`` questions asked through
+"""The accuracy check of a booted layout: the ``[accuracy]`` questions asked through
 the server's own ``/v1/completions``, greedy, with bounded concurrency, once per boot (a point
 that joins the boot gets a copy), each answer in ``accuracy/<layout>.answers.jsonl`` as it is
 scored and the score in ``accuracy/<layout>.json`` (results/accuracy.py owns both).
 
-Before the first question the plan is printed: n and why (results/accuracystats.plan), and the
+Before the first question the plan is printed: n and why (stats/accuracytest.plan), and the
 pass threshold where a reference score is known (the gate's baseline run, the run's reference
 layout); after the last, the score with its Wilson interval. A bar on the layout's live status
 line counts the questions answered.
@@ -36,6 +36,7 @@ from typing import Any
 
 import requests
 
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import (
     LM_EVAL_ARGS,
     LM_EVAL_LOG,
@@ -57,10 +58,10 @@ from pytest_ppsweep.results.accuracy import (
     score_answer,
     task_prompt,
 )
-from pytest_ppsweep.results.accuracystats import Plan, plan, threshold
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import BAR_EVERY_S, round_bar
+from pytest_ppsweep.stats.accuracytest import Plan, plan, threshold
 
 __all__ = ["AccuracyError", "AccuracyStep", "completion_body", "lm_eval_task"]
 
@@ -235,7 +236,8 @@ class AccuracyStep:
 
     def _builtin(self, booted: Booted, n: int) -> list[Answer]:
         spec, cfg, store = self.spec, booted.config, self.ctx.store.dir
-        url = f"{booted.service.base_url}/v1/completions"
+        path = engine_of(cfg.engine).endpoints.completions
+        url = f"{booted.service.target_url}{path}"
         model = self.ctx.sweep.model_path
         questions = spec.pool[:n]
         bar = _Bar(self.ctx, cfg.id, n)
@@ -245,9 +247,9 @@ class AccuracyStep:
             try:
                 resp = requests.post(url, json=body, timeout=spec.timeout_s)
             except requests.RequestException as exc:
-                return Answer(index, "", "", False, f"/v1/completions failed: {exc}")
+                return Answer(index, "", "", False, f"{path} failed: {exc}")
             if resp.status_code != 200:
-                return Answer(index, "", "", False, f"/v1/completions answered HTTP "
+                return Answer(index, "", "", False, f"{path} answered HTTP "
                                                     f"{resp.status_code}: {resp.text[:300]}")
             try:
                 text = str(resp.json()["choices"][0]["text"])
@@ -278,7 +280,8 @@ class AccuracyStep:
         args = {
             "task_dir": str(task_file.parent), "task": LM_EVAL_TASK, "out": str(out),
             "model_args": {
-                "base_url": f"{booted.service.base_url}/v1/completions",
+                "base_url": f"{booted.service.target_url}"
+                            f"{engine_of(cfg.engine).endpoints.completions}",
                 "model": self.ctx.sweep.model_path,
                 "num_concurrent": spec.concurrency,
                 "max_retries": 3,

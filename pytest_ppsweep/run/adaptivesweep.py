@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import ADAPTIVE_JSON, PLAN_CSV, PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Config, Sweep
 from pytest_ppsweep.planner.data import PlannerError, load_run_folder
@@ -48,7 +49,7 @@ class AdaptiveSweep:
         wl = sweep.workload
         self.workload = Workload(tuple(wl.concurrency), wl.input_len, wl.num_requests,
                                  wl.repeats)
-        chunk = int(sweep.server.get("chunked_prefill_size") or 8192)
+        chunk = int(sweep.server.get(engine_of(sweep.engine).knobs.chunk) or 8192)
         self.fitted: Fitted = prior_only(self.hardware, chunk)
         self.skipped: dict[str, str] = {}
         self.booted: list[str] = []
@@ -65,7 +66,8 @@ class AdaptiveSweep:
 
     def _candidates(self, ids: Sequence[str]) -> list[Candidate]:
         configs: dict[str, Config] = {c.id: c for c in self.sweep.configs}
-        return [Candidate(i, configs[i].pp, configs[i].tp) for i in ids if i in configs]
+        groups = {i: configs[i].deployment.serve_group for i in ids if i in configs}
+        return [Candidate(i, g.pp, g.tp) for i, g in groups.items()]
 
     def refit(self) -> None:
         """Refit on this run folder's valid rounds (the prior until one is there)."""
@@ -132,8 +134,8 @@ class AdaptiveSweep:
             self._write()
             return list(self.skipped)
         configs = {c.id: c for c in self.sweep.configs}
-        rows = plan_rows(self.fitted, layouts=[(i, configs[i].pp, configs[i].tp, configs[i].ep)
-                                               for i in self.ids if i in configs])
+        groups = {i: configs[i].deployment.serve_group for i in self.ids if i in configs}
+        rows = plan_rows(self.fitted, layouts=[(i, g.pp, g.tp, g.ep) for i, g in groups.items()])
         # booted but without a valid round (a boot failure, every round short): say so
         rows = [replace(r, state="booted, no valid round (prediction only)")
                 if r.layout in self.booted and r.measured is None else r for r in rows]

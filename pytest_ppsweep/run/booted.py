@@ -58,8 +58,7 @@ class Booted:
 
     def look(self) -> str | None:
         """:attr:`dead`, the ranks looked at now (not only at the watch's last poll)."""
-        if self.service.liveness is not None:
-            self.service.liveness.check()
+        self.service.check()
         return self.dead
 
     def check_alive(self) -> None:

@@ -146,6 +146,9 @@ class Boots:
         manifest.write(self.ctx.store.dir, config.id, manifest.build(
             self.ctx.sweep, cluster, config))
         self._copy(up.boot_id, config.id, _AT_BOOT)
+        workload = self.ctx.sweep.workload_of(config)  # its own requests' size
+        row.kv_capacity(up.booted.topology.max_total_tokens,
+                        workload.input_len + workload.output_len)
         self.ctx.progress(f"{config.id}: runs on the boot of {up.boot_id} (same server "
                       f"configuration {key_name(up.key)}; no new boot)")
 
@@ -158,6 +161,7 @@ class Boots:
         self.lifecycle.teardown(up.booted)  # a no-op when test_comm stopped it already
         for cid in up.points[1:]:
             self._copy(up.boot_id, cid, _AT_TEARDOWN)
+            self.lifecycle.share_facts(up.boot_id, cid)
             self.lifecycle.held(cid, time.monotonic())  # its tests' time on the boot
             # its own phases (rounds, …; no launch, boot or teardown: those are the boot's)
             self.ctx.store.update_json(PHASES_JSON, **{cid: self.ctx.phases.row(cid)})

@@ -6,12 +6,12 @@ render; nothing here renders."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_ppsweep import gate
-from pytest_ppsweep.folder.runfolder import RunJson, RunStore
+from pytest_ppsweep.folder.runfolder import RunJson, RunKey, RunStore
 from pytest_ppsweep.measure.configrow import ConfigRow
 from pytest_ppsweep.results.runstatus import RunStatus
 from pytest_ppsweep.results.sloanswer import write_if_absent
@@ -33,7 +33,9 @@ class Closed:
     analysis: Analysis | None
     note: str
     gate: list[Comparison] | None
-    history_note: str = ""  # why the run was not indexed in the history ("" when it was)
+    # why the run was not indexed in the history, or its boot-to-boot variance not read ("":
+    # both were)
+    history_note: str = ""
 
 
 def close(
@@ -50,7 +52,7 @@ def close(
     rows in the reports folder's history (gate/history.py; a failure is a warning line). The
     folder's results are read once, then handed to each of them."""
     from pytest_ppsweep.gate import benchjson, differs
-    from pytest_ppsweep.gate.history import index_at_close
+    from pytest_ppsweep.gate.history import boot_noise_at_close, index_at_close
     from pytest_ppsweep.results.aggregate import load_run
 
     for config_id, why in not_run.items():
@@ -64,6 +66,11 @@ def close(
     if store.results_csv.exists():
         data = load_run(store.dir)
         benchjson.write_benchmark_json(store.dir, run=data)
+    # Before the answers: the boot-to-boot variance earlier runs measured, in run.json and in
+    # what was read of it (a warning only: without it the answers say what their level is).
+    boot, boot_note = boot_noise_at_close(store, data.run_json if data is not None else None)
+    if boot and data is not None:
+        data = replace(data, run_json={**data.run_json, RunKey.BOOT_HISTORY: boot})
     analysis, note = summarize(store.dir, data, status)
     if analysis is None:  # no summary: the SLO answers alone (the pipeline writes every kind's)
         write_if_absent(store.dir, store.run_id)
@@ -73,7 +80,8 @@ def close(
         gate.write_comparison_csv(store.dir, rows)
         differs.add_differs_column(store.dir, compare_ref)  # gate.csv's ``differs`` column
     # Last: the run history indexes the closed folder (a cache; a failure only warns).
-    return Closed(store.dir, analysis, note, rows, index_at_close(store.dir, analysis))
+    indexed = index_at_close(store.dir, analysis)
+    return Closed(store.dir, analysis, note, rows, "; ".join(n for n in (boot_note, indexed) if n))
 
 
 def summarize(run_dir: Path, data: RunData | None = None, status: RunStatus | None = None

@@ -1,12 +1,16 @@
 """A layout's life on its cluster: boot (launch → wait → server info → record) and teardown
 (log scan, GPU memory, stop, cleanup check), with the cluster time each layout holds and where
-that time goes (``metadata/phases.json``)."""
+that time goes (``metadata/phases.json``). The log scan and the GPU snapshots are kept per server
+group (measure/groupfacts.py): configs.csv gets the whole layout's, a layout of several groups
+``metadata/<layout>.groups.json`` beside."""
 
 from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 from concurrent.futures import wait as futures_wait
+from pathlib import Path
 from typing import Any
 
 import requests
@@ -16,10 +20,12 @@ from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import PHASES_JSON, RunJson, server_info_json
 from pytest_ppsweep.matrix.model import Cluster, Config
 from pytest_ppsweep.measure.configrow import ConfigRow
-from pytest_ppsweep.measure.gpu import WorstRank, not_released, worst_rank
+from pytest_ppsweep.measure.gpu import not_released, worst_rank
+from pytest_ppsweep.measure.groupfacts import LayoutFacts
 from pytest_ppsweep.pointchecks import topology_problems
 from pytest_ppsweep.redact import redact
 from pytest_ppsweep.results.runstatus import INTERRUPTED_BOOT
@@ -45,11 +51,13 @@ class Lifecycle:
     def __init__(self, ctx: RunContext) -> None:
         self.ctx = ctx
         self.up: dict[str, Booted] = {}  # layouts booted and not yet torn down (comm stops one)
-        # fatal log lines found so far per layout over its boots in this process ([sweep]
-        # boots): configs.csv's log scan is clean only when every boot's logs were
-        self._findings: dict[str, int] = {}
-        # and the most loaded GPU over its boots (the worst of them is the layout's headroom)
-        self._worst: dict[str, WorstRank] = {}
+        # per layout, per server group, over its boots in this process ([sweep] boots): the
+        # fatal log lines found (configs.csv's log scan is clean only when every boot's logs
+        # were) and the most loaded GPU at each moment (the worst is the layout's headroom)
+        self._facts: dict[str, LayoutFacts] = {}
+        # per layout: each server group's label and the cluster cut to its nodes (one
+        # unlabelled part for a single serve group): the GPU snapshots are taken per group
+        self._parts: dict[str, list[tuple[str, Cluster]]] = {}
 
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
@@ -90,7 +98,8 @@ class Lifecycle:
         specs = rank_specs(self.ctx.sweep, cluster, config)  # once: the manifest and the launch
         manifest.write(self.ctx.store.dir, sid,
                        manifest.build(self.ctx.sweep, cluster, config, specs=specs))
-        before = self.ctx.snapshots.take(cluster, sid, "before")
+        self.place(config, cluster)
+        before = self._snapshot(cluster, sid, "before")
         service = Service(
             self.ctx.sweep,
             cluster,
@@ -106,6 +115,17 @@ class Lifecycle:
         which = f" (boot {boot_no} of {boots})" if boots > 1 else ""
         self.ctx.progress(f"{sid}: booting on {len(cluster.hosts)} nodes of {cluster.name}{which}")
         return service, before
+
+    def place(self, config: Config, cluster: Cluster) -> None:
+        """Where each server group of ``config`` runs on ``cluster``: what its GPU snapshots ask,
+        and its per-group facts' placement (written for a layout of several groups)."""
+        sid = config.id
+        self._parts[sid] = cluster.group_parts(config)
+        facts = self._facts.get(sid, LayoutFacts(sid))
+        for (label, part), group in zip(self._parts[sid], config.deployment.groups, strict=True):
+            facts = facts.placed(label, group.role, group.shape, [h.name for h in part.hosts])
+        self._facts[sid] = facts
+        self._write_facts(sid)
 
     def _wait(self, service: Service, before: list[GpuMemory], row: ConfigRow,
               started: float) -> None:
@@ -135,10 +155,15 @@ class Lifecycle:
         ``healthy`` snapshot meanwhile); anything wrong stops the layout."""
         sid, config, cluster = service.config.id, service.config, service.cluster
         info_started = time.perf_counter()
-        healthy = self.ctx.snapshots.aside(cluster, sid, "healthy")  # alongside the server info
+        parts = self._parts_of(cluster, sid)
+        healthy = [self.ctx.snapshots.aside(part, sid, _moment(label, "healthy"))  # alongside
+                   for label, part in parts]  # the server info
         try:
             try:
-                info = server_info(service.base_url)
+                # the lead group's head
+                lead = service.groups[0]
+                info = server_info(lead.url(0), engine=engine_of(config.engine),
+                                   log=lead.log_path(0))
             except (ValueError, requests.RequestException) as exc:
                 # Healthy, but its server info is unusable: a boot failure that says why, told
                 # as every other one (service.readiness.boot_failure: node0 named, its tail).
@@ -148,7 +173,7 @@ class Lifecycle:
                 row.boot_failed(_scaled(service.boot_s, _launched_scale(service)), failed.reason)
                 raise failed from None
             self.ctx.store.write_json(server_info_json(sid), redact(info))
-            topo = topology(info)
+            topo = topology(info, engine_of(config.engine))
             # The plugin's own record of the checks that resume and the report rely on; the
             # user's tests assert what they like.
             server = self.ctx.sweep.server_args(config)
@@ -156,9 +181,10 @@ class Lifecycle:
             row.topology(not wrong)
             RunJson(self.ctx.store).server(topo.version, topo.simulated, topo.time_scale)
             self.ctx.phases.add(sid, "server info", time.perf_counter() - info_started)
-            healthy.result()
+            for (label, _part), future in zip(parts, healthy, strict=True):
+                self.record_memory(sid, future.result(), label, "healthy")
         except BaseException:
-            futures_wait([healthy])  # the snapshot ends before the ranks stop
+            futures_wait(healthy)  # the snapshots end before the ranks stop
             self._stop(service)
             self._given_up(cluster, sid, before, started)
             raise
@@ -176,6 +202,8 @@ class Lifecycle:
                 f"× {topo.time_scale:g})"
             )
         row.booted(boot_s, topo.pp_max_micro_batch_size)
+        workload = self.ctx.sweep.workload_of(service.config)
+        row.kv_capacity(topo.max_total_tokens, workload.input_len + workload.output_len)
         self.held(sid, started)
         booted = Booted(service, service.cluster, info, topo, before)
         self.up[sid] = booted
@@ -235,9 +263,10 @@ class Lifecycle:
             try:
                 self.ctx.live.status(sid, f"{sid} log scan | {ranks} rank logs", state="log scan")
                 with self.ctx.phases.timed(sid, "log scan"):
-                    self.record_logs(sid, booted.service.findings())
+                    for scan in booted.service.log_scans():
+                        self.record_logs(sid, scan.findings, scan.label, scan.role)
                 if booted.cluster.nvidia_smi:
-                    self.record_memory(sid, self.ctx.snapshots.take(booted.cluster, sid, "after"))
+                    self._snapshot(booted.cluster, sid, "after")
             except (HostError, ValueError, OSError) as exc:
                 warnings.warn(
                     f"{sid}: no record after the tests: {exc}", GpuMemoryWarning, stacklevel=2
@@ -254,7 +283,7 @@ class Lifecycle:
 
     def after_stop(self, cluster: Cluster, config_id: str, before: list[GpuMemory]) -> None:
         try:
-            cleaned = self.ctx.snapshots.take(cluster, config_id, "cleaned")
+            cleaned = self._snapshot(cluster, config_id, "cleaned")
         except (HostError, ValueError, OSError) as exc:  # OSError: the run folder's disk full
             warnings.warn(
                 f"{config_id}: no GPU snapshot after cleanup: {exc}", GpuMemoryWarning, stacklevel=2
@@ -269,6 +298,20 @@ class Lifecycle:
                 stacklevel=2,
             )
 
+    def _parts_of(self, cluster: Cluster, config_id: str) -> list[tuple[str, Cluster]]:
+        return self._parts.get(config_id) or [("", cluster)]
+
+    def _snapshot(self, cluster: Cluster, config_id: str, moment: str) -> list[GpuMemory]:
+        """The layout's GPUs at ``moment``, one snapshot per server group
+        (``gpu/<config>/<moment>.csv``; ``<group>-<moment>.csv`` in a layout of several), each
+        group's worst rank recorded."""
+        out: list[GpuMemory] = []
+        for label, part in self._parts_of(cluster, config_id):
+            gpus = self.ctx.snapshots.take(part, config_id, _moment(label, moment))
+            self.record_memory(config_id, gpus, label, moment)
+            out += gpus
+        return out
+
     # -- what the layout cost and left ----------------------------------------------------------
 
     def held(self, config_id: str, started: float) -> None:
@@ -279,20 +322,55 @@ class Lifecycle:
         self.ctx.cluster_time.worked(config_id, time.monotonic() - started)
         ConfigRow(self.ctx.store, config_id).held(self.ctx.cluster_time.of(config_id))
 
-    def record_logs(self, config_id: str, findings: list[Finding]) -> None:
-        """The log scan's count, over every boot of the layout in this process."""
-        self._findings[config_id] = self._findings.get(config_id, 0) + len(findings)
-        ConfigRow(self.ctx.store, config_id).logs(self._findings[config_id])
+    def record_logs(self, config_id: str, findings: Sequence[Finding], group: str = "",
+                    role: str = "") -> None:
+        """One part's log scan of one boot (``group``: its label, "" for a single serve group;
+        ``role``: its role, for a part not placed at the launch: the router), added over every
+        boot of the layout in this process; configs.csv gets the whole layout's count
+        (LayoutFacts.fatal_lines)."""
+        facts = self._facts.get(config_id, LayoutFacts(config_id))
+        facts = self._facts[config_id] = facts.scanned(group, [_line(f) for f in findings], role)
+        ConfigRow(self.ctx.store, config_id).logs(facts.fatal_lines())
+        self._write_facts(config_id)
 
-    def record_memory(self, config_id: str, gpus: list[GpuMemory]) -> None:
+    def record_memory(self, config_id: str, gpus: Sequence[GpuMemory], group: str = "",
+                      moment: str = "after") -> None:
+        """One group's GPUs at ``moment`` of one boot: its worst rank, the most loaded over the
+        layout's boots in this process; after the benchmark, configs.csv gets the whole
+        layout's (LayoutFacts.worst)."""
         worst = worst_rank(gpus)
         if worst is None:
             return
-        earlier = self._worst.get(config_id)
-        if earlier is not None and earlier.used_mib > worst.used_mib:
-            worst = earlier
-        self._worst[config_id] = worst
-        ConfigRow(self.ctx.store, config_id).memory(worst)
+        facts = self._facts.get(config_id, LayoutFacts(config_id))
+        facts = self._facts[config_id] = facts.measured(group, moment, worst)
+        layout = facts.worst(moment)
+        if moment == "after" and layout is not None:
+            ConfigRow(self.ctx.store, config_id).memory(layout)
+        self._write_facts(config_id)
+
+    def share_facts(self, source: str, target: str) -> None:
+        """A point measured on ``source``'s boot gets its per-group facts (run/boots.py)."""
+        facts = self._facts.get(source)
+        if facts is not None:
+            LayoutFacts(target, facts.groups).write(self.ctx.store)
+
+    def _write_facts(self, config_id: str) -> None:
+        """The layout's per-group facts so far, when it has several groups."""
+        facts = self._facts.get(config_id)
+        if facts is not None:
+            facts.write(self.ctx.store)
+
+
+def _line(finding: Finding) -> str:
+    """A fatal line as the per-group facts keep it: its log file's name (which names the group
+    and node), its line number, its kind and the line (cut at 200 characters)."""
+    text = f"{Path(finding.source).name}:{finding.line_no}: [{finding.kind}] {finding.line}"
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def _moment(group: str, moment: str) -> str:
+    """A snapshot's name: the moment, after its group's label in a layout of several groups."""
+    return f"{group}-{moment}" if group else moment
 
 
 def _scaled(seconds: float | None, time_scale: float) -> float | None:

@@ -1,4 +1,4 @@
-"""The outputs probe of a booted layout (issue 40.1): the ``[correctness]`` prompts sent to
+"""The outputs probe of a booted layout: the ``[correctness]`` prompts sent to
 ``/generate`` with greedy sampling and ``return_logprob``, stored in ``outputs/<layout>.json``
 (results/outputs.py owns the file and the rule that compares it).
 
@@ -18,6 +18,8 @@ from typing import Any
 
 import requests
 
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec, Prompt
 from pytest_ppsweep.results.outputs import LayoutOutputs, PromptOutput
 from pytest_ppsweep.run.booted import Booted
@@ -26,43 +28,20 @@ from pytest_ppsweep.run.context import RunContext
 __all__ = ["OutputsStep", "generate_body", "prompt_output"]
 
 
-def generate_body(spec: CorrectnessSpec, prompt: Prompt) -> dict[str, Any]:
-    """SGLang's ``/generate`` body of one probe prompt: greedy, ``ignore_eos`` (every layout
-    answers ``max_new_tokens`` tokens), the output's logprobs only (``logprob_start_len`` -1)
-    with ``top_logprobs_num`` per position, token ids rather than texts."""
-    body: dict[str, Any] = {"text": prompt} if isinstance(prompt, str) else {
-        "input_ids": list(prompt)}
-    body.update({
-        "sampling_params": {"temperature": 0.0, "max_new_tokens": spec.max_new_tokens,
-                            "ignore_eos": True},
-        "return_logprob": True,
-        "logprob_start_len": -1,
-        "top_logprobs_num": spec.top_logprobs,
-        "return_text_in_logprobs": False,
-        "stream": False,
-        "log_metrics": False,  # not a measured request: the server's counters stay the rounds'
-
-    })
-    return body
+def generate_body(spec: CorrectnessSpec, prompt: Prompt,
+                  engine: Engine | None = None) -> dict[str, Any]:
+    """The engine's greedy request of one probe prompt: ``spec.max_new_tokens`` tokens, the
+    output's logprobs with ``spec.top_logprobs`` per position."""
+    return (engine or engine_of()).greedy_request(
+        prompt, max_new_tokens=spec.max_new_tokens, top_logprobs=spec.top_logprobs)
 
 
-def prompt_output(prompt: Prompt, answer: Any) -> PromptOutput:
-    """A ``/generate`` answer → the prompt's outputs. SGLang 0.5.23's ``meta_info``
-    (tokenizer_manager.py ``add_logprob_to_meta_info``): ``output_token_logprobs`` is a list of
-    ``[logprob, token_id, text|null]``, ``output_top_logprobs`` a list per position of such
-    lists (or null); ``output_ids`` the generated ids."""
-    if not isinstance(answer, dict) or not isinstance(answer.get("meta_info"), dict):
-        return PromptOutput(prompt, (), (), (), f"unexpected answer: {str(answer)[:200]}")
-    meta = answer["meta_info"]
-    tokens = meta.get("output_token_logprobs") or []
-    ids = [int(t[1]) for t in tokens] or [int(t) for t in answer.get("output_ids") or []]
-    logprobs = [None if t[0] is None else float(t[0]) for t in tokens]
-    top = tuple(
-        tuple(sorted(((int(e[1]), float(e[0])) for e in pos or () if e[0] is not None),
-                     key=lambda x: -x[1]))
-        for pos in meta.get("output_top_logprobs") or ()
-    )
-    return PromptOutput(prompt, tuple(ids), tuple(logprobs), top)
+def prompt_output(prompt: Prompt, answer: Any, engine: Engine | None = None) -> PromptOutput:
+    """The engine's answer to a greedy request → the prompt's outputs."""
+    read = (engine or engine_of()).greedy_answer(answer)
+    if isinstance(read, str):
+        return PromptOutput(prompt, (), (), (), read)
+    return PromptOutput(prompt, read.ids, read.logprobs, read.top)
 
 
 class OutputsStep:
@@ -101,19 +80,21 @@ class OutputsStep:
 
     def _send(self, booted: Booted) -> LayoutOutputs:
         spec = self.spec
-        url = f"{booted.service.base_url}/generate"
+        engine = engine_of(booted.config.engine)
+        path = engine.endpoints.generate
+        url = f"{booted.service.target_url}{path}"
 
         def one(prompt: Prompt) -> PromptOutput:
             try:
-                resp = requests.post(url, json=generate_body(spec, prompt),
+                resp = requests.post(url, json=generate_body(spec, prompt, engine),
                                      timeout=spec.timeout_s)
             except requests.RequestException as exc:
-                return PromptOutput(prompt, (), (), (), f"/generate failed: {exc}")
+                return PromptOutput(prompt, (), (), (), f"{path} failed: {exc}")
             if resp.status_code != 200:
-                return PromptOutput(prompt, (), (), (), f"/generate answered HTTP "
+                return PromptOutput(prompt, (), (), (), f"{path} answered HTTP "
                                                         f"{resp.status_code}: {resp.text[:300]}")
             try:
-                return prompt_output(prompt, resp.json())
+                return prompt_output(prompt, resp.json(), engine)
             except (ValueError, TypeError, IndexError) as exc:
                 return PromptOutput(prompt, (), (), (), f"unreadable answer: {exc}")
 

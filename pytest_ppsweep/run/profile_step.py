@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_ppsweep.cluster.backends import host_for
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import profile_request_json
 from pytest_ppsweep.matrix.model import ProfileSpec
 from pytest_ppsweep.measure import bench
@@ -42,6 +43,7 @@ class ProfileStep:
         parsed, ``LayoutDead`` when a rank dies meanwhile."""
         spec = self.ctx.sweep.profile or ProfileSpec()
         cfg, cluster = booted.config, booted.cluster
+        engine = engine_of(cfg.engine)
         started = time.monotonic()
         booted.check_alive()
         conc = spec.concurrency or max(self.ctx.sweep.workload.concurrency)
@@ -49,15 +51,15 @@ class ProfileStep:
         local.mkdir(parents=True, exist_ok=True)
         folder = collect.remote_dir(cluster, spec.output_dir, self.ctx.store.run_id, cfg.id, local)
         profile_id = f"{time.time():.6f}"  # SGLang's own default is str(time.time())
-        body = window.request_body(spec, folder, cfg.id, profile_id)
+        body = window.request_body(spec, folder, cfg.id, profile_id, engine)
         self.ctx.store.write_json(profile_request_json(cfg.id), body)
         round_spec = replace(self.ctx.workloads.spec, warmup_requests=0,
                              num_requests=spec.num_requests or self.ctx.workloads.spec.num_requests)
         prompts = generate_prompts(round_spec)
-        url, scale = booted.service.base_url, booted.topology.time_scale
+        url, scale = booted.service.target_url, booted.topology.time_scale
         self.ctx.progress(f"{cfg.id}: profile window: {spec.num_steps} steps per rank, "
                       f"C={conc}, {round_spec.num_requests} requests, traces to {folder}")
-        window.start(url, body, cfg.id)
+        window.start(url, body, cfg.id, engine)
         try:
             with (local / "requests.jsonl").open("w", encoding="utf-8") as raw:
 
@@ -66,12 +68,12 @@ class ProfileStep:
 
                 result = bench.run_round_sync(
                     url, prompts, conc, spec=round_spec, time_scale=scale, on_record=write,
-                    cancel=booted.service.died,
+                    cancel=booted.service.died, engine=engine,
                 )
         except BaseException as exc:
             # close the window if the server still answers; a rank's death is the cause to show
             with contextlib.suppress(collect.ProfileError):
-                window.stop(url, cfg.id)
+                window.stop(url, cfg.id, engine)
             if isinstance(exc, bench.RoundCancelled):
                 booted.check_alive()
             raise
@@ -90,7 +92,7 @@ class ProfileStep:
         try:
             files = traces(min(spec.timeout_s, WINDOW_END_S))
         except collect.ProfileError:
-            stopped = window.stop(url, cfg.id)
+            stopped = window.stop(url, cfg.id, engine)
             files = traces(spec.timeout_s)
         lp = attribution.aggregate(cfg.id, [trace.parse(f) for f in files])
         tracefiles.write_layout(self.ctx.store.dir, lp)

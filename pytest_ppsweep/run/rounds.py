@@ -10,24 +10,29 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, NoReturn
 
+from pytest_ppsweep.cluster.nodeinfo import read_energy
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import RunJson
 from pytest_ppsweep.matrix.model import Workload
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.completion import counts
+from pytest_ppsweep.measure.energy import EnergyPerToken, WindowEnergy, of_round
 from pytest_ppsweep.measure.metrics import RoundResult
 from pytest_ppsweep.measure.phases import warmup_span
 from pytest_ppsweep.results.objective import higher_is_better, is_decode, objective_of
 from pytest_ppsweep.results.replace import missed_nn, replacement_for
-from pytest_ppsweep.results.spread import DEFAULT_MAX_REPEATS, more_rounds
-from pytest_ppsweep.results.stats import Rule, more_rounds_to_decide
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
 from pytest_ppsweep.run.stops import raise_lost_stop
 from pytest_ppsweep.service.launch import LayoutDead
+from pytest_ppsweep.stats.decision import Rule, more_rounds_to_decide
+from pytest_ppsweep.stats.spread import DEFAULT_MAX_REPEATS, more_rounds
 
 __all__ = ["Rounds", "ThirdRepeat"]
 
+# Why an emulated server's prefix hit rate is not measured (its requests report no cache)
+NO_PREFIX_CACHE = "the emulator has no prefix cache"
 # --ppsweep-adaptive: (config id, C, Input TPS of 2 repeats) -> why the 3rd is skipped
 ThirdRepeat = Callable[[str, int, list[float]], str | None]
 
@@ -74,9 +79,9 @@ class Rounds:
                 break
             elif repeat > planned + min(len(failed), 1):
                 # Adaptive repeats, decided while the layout is up: one more round while the
-                # point's spread is over the limit (results/spread.py), or, with [compare]
+                # point's spread is over the limit (stats/spread.py), or, with [compare]
                 # sequential, while a comparison it takes part in is undecided
-                # (results/stats.more_rounds_to_decide), up to max_repeats.
+                # (stats/decision.more_rounds_to_decide), up to max_repeats.
                 why = self._more_rounds(cfg.id, concurrency, workload, repeats, cap,
                                         _boot_id(booted.service.boot_token))
                 if why is None:
@@ -108,10 +113,11 @@ class Rounds:
                     raw.flush()
                     bar.done(record)
 
+                energy_before = read_energy(booted.cluster, self.ctx.registry)
                 call_wall, call_t0 = time.time(), time.perf_counter()
                 try:
                     result = bench.run_round_sync(
-                        booted.service.base_url,
+                        booted.service.target_url,
                         prompts,
                         concurrency,
                         spec=spec,
@@ -119,12 +125,18 @@ class Rounds:
                         on_record=write,
                         cancel=booted.service.died,
                         warmup=self.warm_up(booted),
+                        engine=engine_of(booted.config.engine),
+                        hits_unmeasured=(NO_PREFIX_CACHE if booted.topology.simulated
+                                         else None),
                     )
                 except bench.RoundCancelled:
                     self._round_phases(cfg.id, call_wall, call_t0, None)
                     self._aborted(booted, concurrency, repeat, t0)
                 finally:
                     self.ctx.live.end(cfg.id)
+                call_end = time.time()
+                energy = of_round(energy_before, read_energy(booted.cluster, self.ctx.registry),
+                                  booted.cluster.gpus, call_wall, call_end)
             self._round_phases(cfg.id, call_wall, call_t0, result)
             self.ctx.live.took(cfg.id, "round", time.monotonic() - t0)
             rows_t0 = time.perf_counter()
@@ -132,9 +144,7 @@ class Rounds:
                 {
                     "run_id": self.ctx.store.run_id,
                     "config_id": cfg.id,
-                    "pp": cfg.pp,
-                    "tp": cfg.tp,
-                    "ep": cfg.ep,
+                    **cfg.deployment.columns(),
                     "concurrency": concurrency,
                     "repeat": repeat,
                     **result.as_row(),
@@ -143,6 +153,7 @@ class Rounds:
                     "reused": False,
                     "extra": repeat > planned,
                     "boot": _boot_id(booted.service.boot_token),
+                    **round_energy(energy, result).as_row(),
                 }
             )
             self.ctx.progress(
@@ -150,6 +161,8 @@ class Rounds:
                 f"{result.completed}/{result.num_requests} done, {round_metrics(result, decode)} "
                 f"({time.monotonic() - t0:.1f} s real)"
             )
+            if result.hit_rate_implied is not None:
+                self.ctx.progress(f"{cfg.id} C={concurrency}: round {of} {hit_line(result)}")
             self.ctx.phases.add(cfg.id, "results", time.perf_counter() - rows_t0)
             results.append(result)
             if booted.look() is not None:  # the round ended by itself, but a rank died meanwhile
@@ -169,7 +182,7 @@ class Rounds:
         measured = self._valid_values(metric, concurrency)
         values = measured.pop(config_id, [])
         if self.ctx.sweep.spread_rule == "fail":
-            # the spread rule looks within this boot (results/spread.boot_spread_pct): a
+            # the spread rule looks within this boot (stats/spread.boot_spread_pct): a
             # resumed point's earlier boot differs by the boot-to-boot level, not by a faulty
             # round that one more round here could outvote
             own = self._valid_values(metric, concurrency, boot).get(config_id, [])
@@ -277,6 +290,16 @@ class Rounds:
         ) from None
 
 
+def round_energy(window: WindowEnergy, result: RoundResult) -> EnergyPerToken:
+    """The round's energy per input, output and total token and per completed request (the
+    server's token counts where it gave them, else the nominal ones)."""
+    inputs = result.input_tokens if result.input_tokens is not None \
+        else result.input_tokens_nominal
+    outputs = result.output_tokens if result.output_tokens is not None \
+        else result.output_tokens_nominal or 0
+    return window.per_token(inputs, outputs, result.completed)
+
+
 def _boot_id(token: str) -> str:
     """The results.csv ``boot`` of a round: a digest of its boot's token ("" without one),
     prefixed so that no reader takes it for a number."""
@@ -300,6 +323,19 @@ def round_metrics(result: RoundResult, decode: bool) -> str:
         return (f"output TPS {_fmt(result.output_tps)}, TPOT p50 {_ms(result.tpot_p50_s)}, "
                 f"ITL p50 {_ms(result.itl_p50_s)}")
     return f"Input TPS {_fmt(result.input_tps)}, TTFT p50 {_fmt(result.ttft_p50_s)} s"
+
+
+def hit_line(result: RoundResult) -> str:
+    """A shared-prefix round's prefix hit rate: achieved (and from what) against implied, or
+    why it is not measured; a round beyond the tolerance says it is not counted."""
+    implied = result.hit_rate_implied or 0.0
+    if result.hit_rate_achieved is None:
+        return f"prefix hit rate {result.hit_rate_source} (implied {implied:.1%})"
+    tol = result.hit_rate_tolerance or 0.0
+    off = abs(result.hit_rate_achieved - implied) > tol
+    return (f"prefix hit rate {result.hit_rate_achieved:.1%} achieved ({result.hit_rate_source}), "
+            f"{implied:.1%} implied, ±{tol:.1%}: "
+            + ("OFF, the round is not counted" if off else "within"))
 
 
 def _ms(seconds: float | None) -> str:

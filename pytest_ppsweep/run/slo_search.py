@@ -17,7 +17,7 @@ bench_serving's ``--request-rate`` semantics (measure/arrivals.py) under ``max_c
 (0: no cap); a concurrency probe sends them at that C with the workload's own ``request_rate``
 (inf: all at once). Probe ``k`` (repeats and refines included) draws arrival stream ``k``: its
 own schedule, the same on every layout. After the bracket, refine probes narrow the capacity
-estimate (results/slocapacity.py); each probe's counts over every percentile limit are kept in
+estimate (stats/capacity.py); each probe's counts over every percentile limit are kept in
 ``over_limit`` so a resumed search fits and asks exactly what it would have.
 Before the first probe the search says how many requests a probe needs to prove each
 percentile limit at the SLO's confidence (measure/withinslo.py; independent ones: a probe's
@@ -36,6 +36,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import PROBE_COLUMNS as PROBE_COLUMNS
 from pytest_ppsweep.folder.runfolder import SLO_PROBES_CSV, RunStore, slo_outcome_json
 from pytest_ppsweep.matrix.model import Config, Workload
@@ -43,22 +44,19 @@ from pytest_ppsweep.matrix.slospec import SloSpec
 from pytest_ppsweep.measure import bench
 from pytest_ppsweep.measure.completion import counts
 from pytest_ppsweep.measure.metrics import RoundResult
-from pytest_ppsweep.measure.probesize import probe_size
+from pytest_ppsweep.measure.probesize import probe_size, queue_floor
 from pytest_ppsweep.measure.slosearch import Search, SearchOutcome, load_text
-from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate, min_requests
+from pytest_ppsweep.measure.withinslo import SloVerdict, evaluate
 from pytest_ppsweep.measure.workload import WorkloadSpec, generate_prompts
 from pytest_ppsweep.results import cost
 from pytest_ppsweep.results.sloanswer import number, read_probes
-from pytest_ppsweep.results.slocapacity import (
-    Capacity,
-    CapacitySearch,
-    over_cell,
-    parse_over,
-)
+from pytest_ppsweep.results.slocapacity import CapacitySearch, over_cell, parse_over
 from pytest_ppsweep.run.booted import Booted
 from pytest_ppsweep.run.context import RunContext
 from pytest_ppsweep.run.live import RoundBar
 from pytest_ppsweep.run.rounds import Rounds, decode_workload
+from pytest_ppsweep.stats.binomial import min_requests
+from pytest_ppsweep.stats.capacity import Capacity
 
 __all__ = ["PROBES_CSV", "PROBE_COLUMNS", "SloSearch", "outcome_path", "parse_over"]
 
@@ -88,8 +86,8 @@ def probe_row(run_id: str, price: float | None, booted: Booted, workload: Worklo
     cfg = booted.config
     gpus = cfg.gpus
     return {
-        "run_id": run_id, "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp,
-        "ep": cfg.ep, "gpus": gpus, "workload": cfg.workload or "default",
+        "run_id": run_id, "config_id": cfg.id, **cfg.deployment.columns(),
+        "gpus": gpus, "workload": cfg.workload or "default",
         "search": slo.search, "probe": probe, "phase": phase, "load": load,
         "request_rate": spec.request_rate if math.isfinite(spec.request_rate) else "inf",
         "concurrency": concurrency, "within": verdict.within,
@@ -134,9 +132,10 @@ def _append(store: RunStore, row: dict[str, Any]) -> None:
             os.fsync(fh.fileno())
 
 
-def new_search(workload: Workload) -> CapacitySearch:
+def new_search(workload: Workload, ceiling: float | None = None) -> CapacitySearch:
     """The policy's state for ``workload`` (its SLO's range, precision, budget; its repeats;
-    the capacity estimate's precision and refine budget)."""
+    the capacity estimate's precision and refine budget; ``ceiling``: the layout's saturation
+    rate, which its refine probes stay below)."""
     slo = workload.slo
     if slo is None:
         raise ValueError("the workload has no SLO")
@@ -146,7 +145,8 @@ def new_search(workload: Workload) -> CapacitySearch:
     return CapacitySearch(
         bracket, {lim.key: 1.0 - (lim.percentile or 100) / 100.0
                   for lim in slo.percentile_limits},
-        slo.confidence, slo.precision_pct, slo.max_refine)
+        slo.confidence, slo.precision_pct, slo.max_refine,
+        ceiling if slo.search == "rate" else None)
 
 
 def replay(search: CapacitySearch, recorded: list[dict[str, str]], config_id: str) -> int:
@@ -219,14 +219,23 @@ class SloSearch:
             raise ValueError(f"{cfg.id}: its workload has no SLO")
         base, prompts = self.ctx.workloads.workload_for(cfg)
         own = base.num_requests
-        size, said, service = probe_requests(slo, self.ctx.store.result_rows(), cfg.id, own)
+        rows = self.ctx.store.result_rows()
+        size, said, service = probe_requests(slo, rows, cfg.id, own)
         if said:
+            self.ctx.progress(said)
+        if not slo.auto_requests and size < queue_floor(slo):
+            self.ctx.progress(f"WARNING: {cfg.id}: a probe sends {size} requests, fewer than the "
+                              f"{queue_floor(slo)} that let an overload show (measure/overload.py"
+                              "): above capacity its queue may not build before it ends; raise "
+                              "[workload.slo] requests or set it to \"auto\"")
+        saturation = saturation_rate(rows, cfg.id) if slo.search == "rate" else None
+        if said := saturation_text(cfg.id, saturation, slo.search):
             self.ctx.progress(said)
         if size != base.num_requests:
             base = replace(base, num_requests=size)
             prompts = generate_prompts(base)  # the probes' own size ([workload.slo] requests)
         scale = booted.topology.time_scale
-        search = new_search(workload)
+        search = new_search(workload, saturation)
         raw_dir = self.ctx.store.raw_dir(cfg.id)
         raw_dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
@@ -239,7 +248,7 @@ class SloSearch:
                 ("WARNING: " if short else "")
                 + f"{cfg.id}: {lim} is judged with a {slo.confidence:.0%} binomial bound: a probe "
                 f"needs at least {need} requests to prove it (independent ones: requests that "
-                "come in runs count less, measure/withinslo.dispersion); a probe sends "
+                "come in runs count less, stats/binomial.dispersion); a probe sends "
                 f"{base.num_requests}" + (": every probe will be unproven, raise "
                                           "[workload.slo] requests" if short else ""))
         self.ctx.progress(f"{cfg.id}: {plan_text(slo, base.num_requests, workload.repeats)}")
@@ -290,15 +299,16 @@ class SloSearch:
 
                 try:
                     result = bench.run_round_sync(
-                        booted.service.base_url, prompts, conc, spec=spec, time_scale=scale,
+                        booted.service.target_url, prompts, conc, spec=spec, time_scale=scale,
                         on_record=write, cancel=booted.service.died,
-                        warmup=self.rounds.warm_up(booted))
+                        warmup=self.rounds.warm_up(booted),
+                        engine=engine_of(booted.config.engine))
                 except bench.RoundCancelled:
                     booted.check_alive()
                     raise
                 finally:
                     self.ctx.live.end(cfg.id)
-            verdict = evaluate(result, slo)
+            verdict = evaluate(result, slo, load if slo.search == "rate" else None, saturation)
             if k == 1:
                 first_ttft = _num(result.ttft_p50_s)
             _append(self.ctx.store, probe_row(self.ctx.store.run_id, self.ctx.sweep.gpu_hour_usd,
@@ -309,10 +319,13 @@ class SloSearch:
                           f"SLO ({slo.text()})" + ("" if verdict.within else
                                                     f": {'; '.join(verdict.reasons)}"))
         outcome, capacity = bracket.outcome(), search.capacity()
-        text = outcome_text(outcome, capacity, search.refines, search.crossing() is not None)
-        self.ctx.store.write_json(outcome_path(cfg.id),
-                                  outcome_json(cfg, workload, outcome, capacity, search.refines,
-                                               text))
+        spans = search.interval(saturation) if capacity is None else None
+        text = outcome_text(outcome, capacity, search.refines, search.crossing() is not None,
+                            spans)
+        found = outcome_json(cfg, workload, outcome, capacity, search.refines, text)
+        found["saturation_rps"] = saturation
+        found["bracket_interval"] = None if spans is None else list(spans)
+        self.ctx.store.write_json(outcome_path(cfg.id), found)
         self.ctx.progress(f"{cfg.id}: highest load within {slo.text()}: {text} "
                           f"({time.monotonic() - started:.1f} s real)")
         self.ctx.cluster_time.worked(cfg.id, time.monotonic() - started)
@@ -340,6 +353,43 @@ def service_time(rows: list[dict[str, str]], config_id: str) -> float | None:
     return statistics.median(each) if each else None
 
 
+def saturation_rate(rows: list[dict[str, str]], config_id: str) -> float | None:
+    """A layout's saturation rate (requests per second of the run's clock): the most it served
+    in its closed-loop rounds of this run, each round's completed requests over its duration
+    (its Input TPS over its input tokens per request: the closed-loop throughput over the input
+    length), the median over the valid repeats at each C, the highest of those medians; None
+    without such a round (an SLO-only run: ``-k slo``). No open loop carries more
+    (measure/overload.py)."""
+    per_c: dict[int, list[float]] = {}
+    for r in rows:
+        if r.get("config_id") != config_id or not counts(r):
+            continue
+        try:
+            tokens, done, tps = (float(r.get("input_tokens") or "nan"),
+                                 float(r.get("completed") or "nan"),
+                                 float(r.get("input_tps") or "nan"))
+            c = int(str(r.get("concurrency")))
+        except ValueError:
+            continue
+        if done > 0 and tps > 0 and tokens > 0:
+            per_c.setdefault(c, []).append(done * tps / tokens)
+    return max((statistics.median(v) for v in per_c.values()), default=None)
+
+
+def saturation_text(config_id: str, rate: float | None, search: str) -> str:
+    """The progress line that states the saturation rate the probes are held to, or that none
+    was measured."""
+    if search != "rate":
+        return ""
+    if rate is None:
+        return (f"WARNING: {config_id}: no closed-loop round of this layout in this run, so no "
+                "saturation rate: a probe's load is not checked against it (the delivered-rate "
+                "and wait-trend tests still mark an overloaded probe; measure/overload.py)")
+    return (f"{config_id}: saturation rate {rate:.3g} req/s (its closed-loop throughput in this "
+            "run over the input length): a probe at or above it is overloaded, never within "
+            "(measure/overload.py)")
+
+
 def probe_requests(slo: SloSpec, rows: list[dict[str, str]], config_id: str,
                    num_requests: int) -> tuple[int, str, float | None]:
     """The requests the search's first probe sends, the line that says how they were chosen
@@ -353,7 +403,8 @@ def probe_requests(slo: SloSpec, rows: list[dict[str, str]], config_id: str,
     size = probe_size(slo, service, num_requests)
     if not size.modelled or service is None:
         return size.requests, f"WARNING: {config_id}: {size.line()}", None
-    first = probe_size(slo, None, num_requests).requests  # the floors, the workload's size
+    # the binomial floor, the workload's size: it probes the minimum load (measure/probesize.py)
+    first = probe_size(slo, None, num_requests, first=True).requests
     return first, (f"{config_id}: SLO probe size: the first probe (at the minimum load) sends "
                    f"{first} requests; the others are sized from what it measures "
                    f"(requests = \"auto\", measure/probesize.py)"), service
@@ -373,9 +424,11 @@ def resized(slo: SloSpec, service_s: float, first_ttft_p50_s: float | None, conf
 
 
 def outcome_text(outcome: SearchOutcome, capacity: Capacity | None, refines: int,
-                 crossed: bool = True) -> str:
-    """The bracket's words, then the capacity estimate with its interval (or why none;
-    ``crossed``: some probe's share over a percentile limit crossed its allowance)."""
+                 crossed: bool = True,
+                 spans: tuple[float, float | None] | None = None) -> str:
+    """The bracket's words, then the capacity estimate with its interval (or why none, and
+    then where the bracket places it, ``spans``: CapacitySearch.interval; ``crossed``: some
+    probe's share over a percentile limit crossed its allowance)."""
     if capacity is not None:
         est = f"capacity {capacity.text(outcome.unit)}"
     elif outcome.low is None:
@@ -387,6 +440,12 @@ def outcome_text(outcome: SearchOutcome, capacity: Capacity | None, refines: int
                "it allows: the probes outside it broke another rule)")
     else:
         est = "no capacity estimate (too few probes near the crossing to fit it)"
+    if capacity is None and spans is not None:
+        low, high = spans
+        est += (f"; by the bracket the capacity is ≥ {load_text(low, outcome.integer)} "
+                f"{outcome.unit}" + ("" if high is None else
+                                     f" and < {load_text(high, outcome.integer)} {outcome.unit}")
+                + " (no stated confidence)")
     return f"{outcome.text()}; {est}" + (f", {refines} refine probe(s)" if refines else "")
 
 
@@ -404,7 +463,7 @@ def outcome_json(cfg: Config, workload: Workload, outcome: SearchOutcome,
             "confidence": capacity.confidence, "probes": capacity.probes,
             "dispersion": capacity.dispersion, "half_width_pct": capacity.half_width_pct},
         "precision_pct": slo.precision_pct, "refines": refines, "max_refine": slo.max_refine,
-        "config_id": cfg.id, "pp": cfg.pp, "tp": cfg.tp, "ep": cfg.ep, "gpus": cfg.gpus,
+        "config_id": cfg.id, **cfg.deployment.columns(), "gpus": cfg.gpus,
         "workload": cfg.workload or "default", "slo": slo.text(), "search": slo.search,
         "unit": outcome.unit, "low": outcome.low, "high": outcome.high,
         "min": outcome.min_load, "max": outcome.max_load, "precision": outcome.precision,

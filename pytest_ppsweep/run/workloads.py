@@ -1,16 +1,26 @@
 """The workloads of one run: each workload's spec as the load generator takes it and its prompt
 set, generated once per run (during the first boot wait) and identical for every configuration
-and repeat."""
+and repeat: random-ids prompts, a Mooncake trace's (its file as the sweep file named it), or a
+shared-prefix workload's (measure/tracereplay.py)."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
+from pathlib import Path
 
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.matrix.model import Config, Sweep, Workload
-from pytest_ppsweep.measure.workload import PromptSet, WorkloadSpec, generate_prompts
+from pytest_ppsweep.measure.tracereplay import read_trace, shared_prefix_trace
+from pytest_ppsweep.measure.workload import (
+    PromptSet,
+    WorkloadSpec,
+    generate_prompts,
+    trace_prompts,
+)
 
-__all__ = ["Workloads", "workload_spec"]
+__all__ = ["Workloads", "make_prompts", "workload_spec"]
 
 
 def workload_spec(w: Workload) -> WorkloadSpec:
@@ -31,6 +41,22 @@ def workload_spec(w: Workload) -> WorkloadSpec:
     )
 
 
+def make_prompts(w: Workload, spec: WorkloadSpec) -> PromptSet:
+    """The prompt set of workload ``w`` (its type's): a trace replayed on its own timestamps
+    stretched by ``time_scale`` (or at ``request_rate`` when the workload gives one); a
+    shared-prefix workload's ``prefix_share`` of requests sharing a ``prefix_len``-token prefix,
+    at the workload's rate; random-ids prompts otherwise."""
+    if w.type == "trace":
+        return trace_prompts(spec, read_trace(Path(w.trace_file)), slowdown=w.time_scale,
+                             replay=math.isinf(w.request_rate), hit_tolerance=w.hit_tolerance)
+    if w.type == "shared_prefix":
+        trace = shared_prefix_trace(w.num_requests, w.input_len, w.output_len,
+                                    prefix_len=w.prefix_len, share=w.prefix_share,
+                                    block_size=w.prefix_len)
+        return trace_prompts(spec, trace, replay=False, hit_tolerance=w.hit_tolerance)
+    return generate_prompts(spec)
+
+
 class Workloads:
     """The workloads of one run: each one's spec and prompt set, generated once per run and
     identical for every configuration and repeat."""
@@ -47,7 +73,7 @@ class Workloads:
         # Generated once per run: identical for every configuration and repeat.
         with self._prompts_lock:
             if self._prompts is None:
-                self._prompts = generate_prompts(self.spec)
+                self._prompts = make_prompts(self.sweep.workload, self.spec)
             return self._prompts
 
     def workload_for(self, config: Config) -> tuple[WorkloadSpec, PromptSet]:
@@ -57,8 +83,9 @@ class Workloads:
             return self.spec, self.prompts
         with self._prompts_lock:
             if config.workload not in self._named_prompts:
-                spec = workload_spec(self.sweep.workloads[config.workload])
-                self._named_prompts[config.workload] = (spec, generate_prompts(spec))
+                w = self.sweep.workloads[config.workload]
+                spec = workload_spec(w)
+                self._named_prompts[config.workload] = (spec, make_prompts(w, spec))
             return self._named_prompts[config.workload]
 
     def prepare(self, config: Config) -> None:
@@ -75,7 +102,8 @@ class Workloads:
             with contextlib.suppress(Exception):  # the round makes them again, and says why not
                 spec, prompts = self.workload_for(config)
                 if spec.api == "generate":
-                    prompts.bodies(spec, None)
-                    prompts.bodies(spec, None, warmup=True)
+                    engine = engine_of(config.engine)
+                    prompts.bodies(spec, None, engine=engine)
+                    prompts.bodies(spec, None, warmup=True, engine=engine)
 
         threading.Thread(target=prepare, name=f"ppsweep-prompts-{config.id}", daemon=True).start()

@@ -1,8 +1,11 @@
-"""Launch one configuration: one rank process per node, and stop all of them.
+"""Launch one configuration: its deployment's server groups, one rank process per node, then its
+router, and stop all of them.
 
 A :class:`Service` is a context manager usable without pytest (testcontainers' habit): entering
-starts every rank and waits until the service is ready; leaving always stops every rank, also
-when the boot failed half-way. Every live rank is also tracked in the run's
+starts every server group in the deployment's order (:class:`GroupService`: one rank per node of
+the group), then the router when there is one, and waits until each group, then the router, is
+ready; leaving always stops every part in the reverse order, also when the boot failed half-way
+or a signal's KeyboardInterrupt ended it. Every live rank is also tracked in the run's
 :class:`~pytest_ppsweep.cluster.registry.Registry` (given by the caller, else one of the
 service's own, closed when the service stops), so that whoever owns the registry (the plugin's
 session) stops what is left at a Ctrl-C, a SIGTERM or an interpreter exit.
@@ -15,10 +18,10 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pytest_ppsweep.cluster.backends import backend_of, launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
@@ -26,64 +29,118 @@ from pytest_ppsweep.cluster.labels import rank_labels
 from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.strays import stray_message
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import LAUNCH_SH, node_log_name
+from pytest_ppsweep.matrix.deployment import ServerGroup
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep
 from pytest_ppsweep.redact import REDACTED, scrub_all, secret_values
 from pytest_ppsweep.service.liveness import LayoutDead, Liveness
-from pytest_ppsweep.service.logscan import Finding, LogScanner, root_cause, tail
+from pytest_ppsweep.service.logscan import Finding, LogScanner, node_of_log, root_cause, tail
 from pytest_ppsweep.service.probe import BOOT_TOKEN_ENV
 from pytest_ppsweep.service.readiness import BootFailed, BootStatus, wait_until_ready
 
-__all__ = ["BootFailed", "LayoutDead", "Service"]
+__all__ = ["BootFailed", "GroupService", "LayoutDead", "LogScan", "LoggedPart", "Part", "Service"]
 
-class Service:
-    """A booted configuration: every rank running, rank 0 serving."""
+class Part(Protocol):
+    """What :class:`Service` asks of each part of a deployment it starts: a server group
+    (:class:`GroupService`) or the router (an engine's router launcher)."""
 
-    def __init__(
-        self,
-        sweep: Sweep,
-        cluster: Cluster,
-        config: Config,
-        log_dir: Path,
-        progress: Callable[[str], None] = lambda _msg: None,
-        scanner: LogScanner | None = None,
-        run_id: str = "",
-        launcher: Launcher | None = None,
-        registry: Registry | None = None,
-        on_status: Callable[[BootStatus], None] | None = None,
-        specs: list[RankSpec] | None = None,
-    ) -> None:
-        """``on_status``: called at every poll of the boot wait (readiness.BootStatus);
-        ``specs``: the ranks' commands when the caller built them already (the boot writes them
-        into the manifest first: built once per boot)."""
-        self.sweep = sweep
-        self.cluster = cluster
-        self.config = config
-        self.log_dir = log_dir
-        self.specs = specs if specs is not None else rank_specs(sweep, cluster, config)
-        # The text of every secret the ranks are given: a rank may print one (an argparse
-        # error echoes its arguments), so log lines shown in failures and the log files are
-        # scrubbed of them.
-        self.secrets = secret_values(
-            {"server": sweep.server_args(config), "env": [s.env for s in self.specs]}
-        )
-        self.progress = progress
-        self.on_status = on_status
-        self.scanner = scanner or LogScanner(sweep.fatal_patterns)
-        self.run_id = run_id
-        # A registry of its own (no caller's) is closed with the service: used without pytest,
-        # a service leaves neither ranks nor connections behind.
-        self._own_registry = registry is None
-        self.registry = registry if registry is not None else Registry()
-        self.launcher = launcher or launcher_for(cluster, sweep, self.registry)
+    name: str
+
+    def start(self) -> None: ...
+
+    def wait_ready(self, timeout_s: float) -> float: ...
+
+    def stop(self) -> None: ...
+
+
+@runtime_checkable
+class LoggedPart(Part, Protocol):
+    """A part whose logs are scanned as a group's are (a router that keeps a log)."""
+
+    def findings(self) -> list[Finding]: ...
+
+
+@dataclass(frozen=True)
+class LogScan:
+    """One part's fatal lines: a server group's (its label and role; "" for a single serve
+    group) or the router's (label and role ``router``)."""
+
+    label: str
+    role: str
+    findings: list[Finding]
+
+
+class _Logs:
+    """The fatal lines and tails of a set of rank logs, secrets scrubbed (a group's, a
+    deployment's)."""
+
+    scanner: LogScanner
+    secrets: list[str]
+
+    @property
+    def log_paths(self) -> list[Path]:
+        raise NotImplementedError
+
+    def findings(self) -> list[Finding]:
+        """Fatal lines in every node's log so far."""
+        out: list[Finding] = []
+        for path in self.log_paths:
+            if path.exists():
+                out += self.scanner.scan_file(path)
+        if self.secrets:
+            out = [replace(f, line=scrub_all(f.line, self.secrets, REDACTED)) for f in out]
+        return out
+
+    def evidence(self, lines: int = 25) -> str:
+        """Fatal log lines so far (root cause first) and every node's log tail, for a failure."""
+        findings = self.findings()
+        root = root_cause(findings)
+        shown = ([str(root)] if root else []) + [str(f) for f in findings if f is not root][:20]
+        head = "matching log lines:\n" + "\n".join(shown) if shown else "no fatal log line"
+        return f"{head}\n{self.log_tail(lines)}"
+
+    def log_tail(self, lines: int = 25) -> str:
+        parts = []
+        for path in self.log_paths:
+            parts.append(f"--- {path.name} (last {lines} lines) ---\n{tail(path, lines)}")
+        return scrub_all("\n".join(parts), self.secrets, REDACTED)
+
+    def scrub_logs(self) -> None:
+        """Every node log rewritten without the secrets' text (after stop: nothing writes them
+        any more)."""
+        if not self.secrets:
+            return
+        for path in self.log_paths:
+            try:
+                text = path.read_text(encoding="utf-8", errors="surrogateescape")
+            except FileNotFoundError:
+                continue
+            clean = scrub_all(text, self.secrets, REDACTED)
+            if clean != text:
+                path.write_text(clean, encoding="utf-8", errors="surrogateescape")
+
+
+class GroupService(_Logs):
+    """One server group of a deployment: a rank per node of the group, rank 0 serving. Its
+    node ranks count from 0 within the group; its logs are ``node<r>.log``, or
+    ``<label>-node<r>.log`` for a labelled group of a layout of several."""
+
+    def __init__(self, owner: Service, group: ServerGroup, specs: list[RankSpec]) -> None:
+        self.group = group
+        self.name = group.name
+        self.sweep, self.cluster, self.config = owner.sweep, owner.cluster, owner.config
+        self.log_dir, self.scanner, self.secrets = owner.log_dir, owner.scanner, owner.secrets
+        self.run_id, self.registry, self.launcher = owner.run_id, owner.registry, owner.launcher
+        self.on_status = owner.on_status
+        self.progress: Callable[[str], None] = lambda msg: owner.progress(msg)
+        self.specs = specs
         self.procs: list[RankHandle] = []
         self.boot_s: float | None = None
-        self.boot_error: str | None = None
         self.boot_token = ""  # set by start(): unique per boot, PPSWEEP_BOOT_TOKEN of its ranks
         self._owned: set[int] = set()  # node ranks proven to hold their own listening socket
         # Set from health until teardown (:meth:`watch`): the first rank that died.
         self.liveness: Liveness | None = None
-        self.died = threading.Event()  # the liveness watch's event; never set before it starts
         # node rank (stop: position in procs, node order) → (began, ended), time.monotonic(), of
         # its launcher's start and its handle's stop: the nodes start and stop at once
         self.start_spans: dict[int, tuple[float, float]] = {}
@@ -92,10 +149,6 @@ class Service:
         # labels after its group was stopped (cluster/strays.py), stopped too, reported here
         self.strays: list[str] = []
 
-    @property
-    def base_url(self) -> str:
-        return self.url(0)
-
     def url(self, node_rank: int) -> str:
         return f"http://{self.address(node_rank)}:{self.cluster.port}"
 
@@ -103,22 +156,34 @@ class Service:
         return self.specs[node_rank].address
 
     def log_path(self, node_rank: int) -> Path:
-        return self.log_dir / node_log_name(node_rank)
+        return self.log_dir / node_log_name(node_rank, self.group.label)
 
     @property
     def log_paths(self) -> list[Path]:
         return [self.log_path(s.node_rank) for s in self.specs]
 
-    def write_commands(self) -> None:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        lines = [f"# node{s.node_rank} ({s.host})\n{s.command_line()}\n" for s in self.specs]
-        (self.log_dir / LAUNCH_SH).write_text("".join(lines), encoding="utf-8")
+    def findings(self) -> list[Finding]:
+        """Fatal lines in every node's log of the group so far; in a layout of several groups
+        each names its group and node (``decode group pp1-tp16-ep16 node1 (host)``), so that a
+        failure says which group's log holds it."""
+        found = super().findings()
+        if not self.group.label:
+            return found
+        return [replace(f, where=self._where(f)) for f in found]
+
+    def _where(self, finding: Finding) -> str:
+        node = node_of_log(self.log_paths, finding)
+        if node is None:
+            return self.group.name
+        return f"{self.group.name} node{node} ({self.specs[node].host})"
+
+    def log_scans(self) -> list[LogScan]:
+        """The group's fatal lines so far, as one part of its deployment's log scan."""
+        return [LogScan(self.group.label, self.group.role, self.findings())]
 
     def start(self) -> None:
         """Start every rank: rank 0 first (it hosts the rendezvous), then the others at once
         (a container start over SSH takes ~0.5-1 s per node)."""
-        self._keep_previous_logs()
-        self.write_commands()
         slots: list[RankHandle | None] = [None] * len(self.specs)
         token = self.boot_token = uuid.uuid4().hex
         self._owned.clear()
@@ -143,34 +208,19 @@ class Service:
         finally:
             self.procs.extend(p for p in slots if p is not None)
 
-    def _keep_previous_logs(self) -> None:
-        # A resumed run boots a layout again: its earlier logs stay as evidence under another
-        # name, and the fail-fast watch and the log scan read only this boot's lines.
-        for path in self.log_paths:
-            if path.exists():
-                n = 1
-                while path.with_name(f"{path.name}.{n}").exists():
-                    n += 1
-                path.rename(path.with_name(f"{path.name}.{n}"))
-
     def wait_ready(self, timeout_s: float) -> float:
-        """Block until rank 0 and every other rank answer /health 200; returns boot seconds."""
+        """Block until the group's rank 0 and every other rank answer /health 200; returns
+        boot seconds."""
         self.boot_s = wait_until_ready(self, timeout_s, on_status=self.on_status)
         return self.boot_s
 
-    def watch(self, **options: Any) -> Liveness:
-        """Watch every rank until :meth:`stop` (service.liveness); ``options`` go to Liveness
-        (poll interval, clocks: the tests')."""
+    def watch(self, died: threading.Event, **options: Any) -> Liveness:
+        """Watch every rank of the group until :meth:`stop` (service.liveness), setting
+        ``died`` at the first death."""
         if self.liveness is None:
-            self.liveness = Liveness(self, **options)
-            self.died = self.liveness.died
+            self.liveness = Liveness(self, died=died, **options)
             self.liveness.start()
         return self.liveness
-
-    @property
-    def dead(self) -> str | None:
-        """Why the layout is dead (the first rank that died after health), or None."""
-        return None if self.liveness is None else self.liveness.reason
 
     def exited(self) -> list[tuple[int, int]]:
         """(node rank, exit code) of every rank process that has ended."""
@@ -203,55 +253,12 @@ class Service:
             why += f": {holder}"
         return why
 
-    def findings(self) -> list[Finding]:
-        """Fatal lines in every node's log so far."""
-        out: list[Finding] = []
-        for path in self.log_paths:
-            if path.exists():
-                out += self.scanner.scan_file(path)
-        if self.secrets:
-            out = [replace(f, line=scrub_all(f.line, self.secrets, REDACTED)) for f in out]
-        return out
-
-    def evidence(self, lines: int = 25) -> str:
-        """Fatal log lines so far (root cause first) and every node's log tail, for a failure."""
-        findings = self.findings()
-        root = root_cause(findings)
-        shown = ([str(root)] if root else []) + [str(f) for f in findings if f is not root][:20]
-        head = "matching log lines:\n" + "\n".join(shown) if shown else "no fatal log line"
-        return f"{head}\n{self.log_tail(lines)}"
-
-    def log_tail(self, lines: int = 25) -> str:
-        parts = []
-        for path in self.log_paths:
-            parts.append(f"--- {path.name} (last {lines} lines) ---\n{tail(path, lines)}")
-        return scrub_all("\n".join(parts), self.secrets, REDACTED)
-
-    def scrub_logs(self) -> None:
-        """Every node log of this service rewritten without the secrets' text (after stop:
-        nothing writes them any more)."""
-        if not self.secrets:
-            return
-        for path in self.log_paths:
-            try:
-                text = path.read_text(encoding="utf-8", errors="surrogateescape")
-            except FileNotFoundError:
-                continue
-            clean = scrub_all(text, self.secrets, REDACTED)
-            if clean != text:
-                path.write_text(clean, encoding="utf-8", errors="surrogateescape")
-
     def stop(self) -> None:
-        """Stop every rank of this service (idempotent); the watch first, so that stopping
-        the ranks does not read as their death."""
+        """Stop every rank of the group (idempotent); the watch first, so that stopping the
+        ranks does not read as their death."""
         if self.liveness is not None:
             self.liveness.stop()
-        try:
-            self._stop_ranks()
-        finally:
-            if self._own_registry:
-                self.registry.close()
-        self.scrub_logs()
+        self._stop_ranks()
 
     def _stop_ranks(self) -> None:
         """Every rank stopped at once (a container's stop and removal over SSH takes ~0.5-1 s);
@@ -281,6 +288,232 @@ class Service:
         for future in futures:
             future.result()  # the first failure, in node order
 
+
+class Service(_Logs):
+    """A booted configuration: every server group's ranks running, then its router; the URL
+    the benchmark aims at is :attr:`target_url` (the deployment's).
+
+    Its ranks are numbered across the groups, in group order (:attr:`specs`, :meth:`url`,
+    :meth:`exited`, :attr:`procs`): for a layout of one serve group, its node ranks."""
+
+    def __init__(
+        self,
+        sweep: Sweep,
+        cluster: Cluster,
+        config: Config,
+        log_dir: Path,
+        progress: Callable[[str], None] = lambda _msg: None,
+        scanner: LogScanner | None = None,
+        run_id: str = "",
+        launcher: Launcher | None = None,
+        registry: Registry | None = None,
+        on_status: Callable[[BootStatus], None] | None = None,
+        specs: list[RankSpec] | None = None,
+        router: Part | None = None,
+    ) -> None:
+        """``on_status``: called at every poll of the boot wait (readiness.BootStatus);
+        ``specs``: the ranks' commands when the caller built them already (the boot writes them
+        into the manifest first: built once per boot); ``router``: the deployment's router
+        when it has one (an engine's router launcher)."""
+        self.sweep = sweep
+        self.cluster = cluster
+        self.config = config
+        self.log_dir = log_dir
+        deployment = config.deployment
+        if (deployment.router is None) != (router is None):
+            raise ValueError(f"{config.id}: the deployment has "
+                             f"{'a' if deployment.router else 'no'} router, the service was "
+                             f"given {'one' if router else 'none'}")
+        specs = specs if specs is not None else rank_specs(sweep, cluster, config)
+        # The text of every secret the ranks are given: a rank may print one (an argparse
+        # error echoes its arguments), so log lines shown in failures and the log files are
+        # scrubbed of them.
+        self.secrets = secret_values(
+            {"server": sweep.server_args(config), "env": [s.env for s in specs]}
+        )
+        self.progress = progress
+        self.on_status = on_status
+        self.scanner = scanner or LogScanner(sweep.fatal_patterns, engine_of(config.engine))
+        self.run_id = run_id
+        # A registry of its own (no caller's) is closed with the service: used without pytest,
+        # a service leaves neither ranks nor connections behind.
+        self._own_registry = registry is None
+        self.registry = registry if registry is not None else Registry()
+        self.launcher = launcher or launcher_for(cluster, sweep, self.registry)
+        self.groups = [GroupService(self, g, [s for s in specs if s.group == g.label])
+                       for g in deployment.groups]
+        self.router = router
+        self.target_url = deployment.url([h.address for h in cluster.hosts], cluster.port,
+                                         cluster.placement(config))
+        self.boot_s: float | None = None
+        self.boot_error: str | None = None
+        self.died = threading.Event()  # set at the first death any group's watch sees
+        # the parts whose start began, in order (stopped in reverse; a start that failed
+        # half-way counts: its started ranks are stopped)
+        self._started: list[Part] = []
+
+    # -- the ranks of every group, numbered in group order --------------------------------------
+
+    def _at(self, rank: int) -> tuple[GroupService, int]:
+        for group in self.groups:
+            if rank < len(group.specs):
+                return group, rank
+            rank -= len(group.specs)
+        raise IndexError(f"{self.config.id}: no rank {rank}")
+
+    def _offsets(self) -> list[int]:
+        out, n = [], 0
+        for group in self.groups:
+            out.append(n)
+            n += len(group.specs)
+        return out
+
+    @property
+    def specs(self) -> list[RankSpec]:
+        return [s for g in self.groups for s in g.specs]
+
+    @property
+    def procs(self) -> list[RankHandle]:
+        return [p for g in self.groups for p in g.procs]
+
+    @property
+    def boot_token(self) -> str:
+        """The first group's boot token (a layout of one group: its only one)."""
+        return self.groups[0].boot_token
+
+    @property
+    def start_spans(self) -> dict[int, tuple[float, float]]:
+        return {off + r: span for off, g in zip(self._offsets(), self.groups, strict=True)
+                for r, span in g.start_spans.items()}
+
+    @property
+    def stop_spans(self) -> dict[int, tuple[float, float]]:
+        return {off + r: span for off, g in zip(self._offsets(), self.groups, strict=True)
+                for r, span in g.stop_spans.items()}
+
+    @property
+    def strays(self) -> list[str]:
+        return [m for g in self.groups for m in g.strays]
+
+    def url(self, node_rank: int) -> str:
+        group, rank = self._at(node_rank)
+        return group.url(rank)
+
+    def address(self, node_rank: int) -> str:
+        group, rank = self._at(node_rank)
+        return group.address(rank)
+
+    def log_path(self, node_rank: int) -> Path:
+        group, rank = self._at(node_rank)
+        return group.log_path(rank)
+
+    @property
+    def log_paths(self) -> list[Path]:
+        return [p for g in self.groups for p in g.log_paths]
+
+    def log_scans(self) -> list[LogScan]:
+        """The fatal lines so far per part: each group's, in order, then the router's when it
+        keeps logs (what is recorded per group, run/lifecycle.py)."""
+        out = [scan for g in self.groups for scan in g.log_scans()]
+        if isinstance(self.router, LoggedPart):
+            out.append(LogScan("router", "router", self.router.findings()))
+        return out
+
+    def findings(self) -> list[Finding]:
+        """Fatal lines in every part's logs so far, group by group, then the router's."""
+        return [f for scan in self.log_scans() for f in scan.findings]
+
+    def exited(self) -> list[tuple[int, int]]:
+        """(rank, exit code) of every rank process that has ended."""
+        return [(off + r, rc) for off, g in zip(self._offsets(), self.groups, strict=True)
+                for r, rc in g.exited()]
+
+    def impostor(self, node_rank: int, token: str | None = None) -> str | None:
+        group, rank = self._at(node_rank)
+        return group.impostor(rank, token)
+
+    # -- boot -----------------------------------------------------------------------------------
+
+    def write_commands(self) -> None:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        lines = [f"# {s.group + '-' if s.group else ''}node{s.node_rank} ({s.host})\n"
+                 f"{s.command_line()}\n" for s in self.specs]
+        (self.log_dir / LAUNCH_SH).write_text("".join(lines), encoding="utf-8")
+
+    def start(self) -> None:
+        """Start every server group, in the deployment's order, then the router."""
+        self._keep_previous_logs()
+        self.write_commands()
+        for part in [*self.groups, *([self.router] if self.router is not None else [])]:
+            if part not in self._started:
+                self._started.append(part)
+            part.start()
+
+    def _keep_previous_logs(self) -> None:
+        # A resumed run boots a layout again: its earlier logs stay as evidence under another
+        # name, and the fail-fast watch and the log scan read only this boot's lines.
+        for path in self.log_paths:
+            if path.exists():
+                n = 1
+                while path.with_name(f"{path.name}.{n}").exists():
+                    n += 1
+                path.rename(path.with_name(f"{path.name}.{n}"))
+
+    def wait_ready(self, timeout_s: float) -> float:
+        """Block until every group, in order, then the router is ready (within ``timeout_s``
+        in all); returns boot seconds."""
+        start = time.monotonic()
+        for part in [*self.groups, *([self.router] if self.router is not None else [])]:
+            part.wait_ready(max(timeout_s - (time.monotonic() - start), 0.0))
+        took = self.groups[0].boot_s if len(self.groups) == 1 and self.router is None else None
+        self.boot_s = took if took is not None else time.monotonic() - start
+        return self.boot_s
+
+    def watch(self, **options: Any) -> Liveness:
+        """Watch every rank of every group until :meth:`stop` (service.liveness); ``options`` go
+        to each group's Liveness (poll interval, clocks: the tests'); the first group's watch is
+        returned."""
+        watches = [g.watch(self.died, **options) for g in self.groups]
+        return watches[0]
+
+    @property
+    def liveness(self) -> Liveness | None:
+        """The first group's watch (a layout of one group: its only one); None before it."""
+        return self.groups[0].liveness
+
+    def check(self) -> None:
+        """Every group's ranks looked at now (not only at their watch's last poll)."""
+        for group in self.groups:
+            if group.liveness is not None:
+                group.liveness.check()
+
+    @property
+    def dead(self) -> str | None:
+        """Why the layout is dead (the first rank that died after health), or None."""
+        for group in self.groups:
+            if group.liveness is not None and group.liveness.reason is not None:
+                return group.liveness.reason
+        return None
+
+    # -- teardown -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop every part of this service (idempotent): the router, then the groups in the
+        reverse of their start order. Every part is tried; the first failure is raised after."""
+        first: BaseException | None = None
+        for part in reversed(self._started):
+            try:
+                part.stop()
+            except BaseException as exc:  # every part stopped before the first failure is raised
+                first = first or exc
+        try:
+            if self._own_registry:
+                self.registry.close()
+        finally:
+            self.scrub_logs()
+        if first is not None:
+            raise first
+
     def __enter__(self) -> Service:
         start = time.monotonic()
         try:
@@ -301,5 +534,3 @@ class Service:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-

@@ -1,7 +1,8 @@
 """Liveness of a booted layout: every rank watched from health until teardown.
 
-Once a layout is healthy, a small thread per :class:`~pytest_ppsweep.service.launch.Service`
-polls, every ``interval_s`` (0.25 s by default, bounded):
+Once a layout is healthy, a small thread per server group
+(:class:`~pytest_ppsweep.service.launch.GroupService`) polls, every ``interval_s`` (0.25 s by
+default, bounded):
 
 * every rank's handle (``RankHandle.poll``: a local process, an SSH process group, a container's
   state on the docker daemon): a rank that ends is dead, whatever its exit code;
@@ -52,7 +53,8 @@ REFUSED_TWICE = 2
 
 
 class Watched(Protocol):
-    """What the watch needs of a booted service (launch.Service is one)."""
+    """What the watch needs of a booted server group (launch.GroupService is one: each group of
+    a layout is watched on its own, all of them setting one ``died`` event)."""
 
     scanner: LogScanner
 
@@ -109,7 +111,10 @@ class Liveness:
         wall: Callable[[], float] = time.time,
         probe: Callable[[str, float], int | str] | None = None,
         settle_s: float = SETTLE_S,
+        died: threading.Event | None = None,
     ) -> None:
+        """``died``: the event to set at the first death (a layout of several groups shares one
+        among its groups' watches); None: an event of its own."""
         if not 0 < interval_s <= 5.0:
             raise ValueError(f"liveness poll interval must be in (0, 5] s: {interval_s}")
         self.service = service
@@ -120,7 +125,7 @@ class Liveness:
         self.clock, self.wall = clock, wall
         self.probe = probe or probe_health
         self.settle_s = settle_s
-        self.died = threading.Event()
+        self.died = died if died is not None else threading.Event()
         self.death: Death | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

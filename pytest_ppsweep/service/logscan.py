@@ -1,6 +1,7 @@
 """Fatal patterns in service logs: CUDA OOM, Traceback, NCCL/Gloo/RDMA failures, watchdog…
 
-The strings come from SGLang's and PyTorch's own messages (docs: SGLang contract §3.6). The scan
+The generic strings come from PyTorch's, NCCL's and CUDA's own messages; the engine adds its own
+(engine/, its ``fatal_patterns``: for SGLang, the contract's §3.6). The scan
 is used twice: while a service boots (fail fast at the first fatal line) and as a test after the
 benchmark (every node's log must be free of them).
 """
@@ -14,24 +15,25 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import engine_of
+
+# The generic fatal lines (PyTorch, NCCL, Gloo, RDMA, CUDA, Python), by kind, in the order a
+# line is matched: the first kind whose pattern matches names it. The engine adds its own lines
+# to these kinds (its ``fatal_patterns``, engine/).
+GENERIC_PATTERNS: tuple[tuple[str, str], ...] = (
     # First: a line that reports another process's failure (a consequence): a peer's connection
     # gone (Gloo's "Connection closed by peer" inside a RuntimeError, a reset, an HTTP "other
-    # side closed"), "Rank N scheduler is dead", "… of rank N exited", NCCL's "remote process
-    # exiting". It names where to look, not what went wrong there.
+    # side closed"), "… of rank N exited", NCCL's "remote process exiting". It names where to
+    # look, not what went wrong there.
     (
         "consequence",
-        r"[Cc]onnection (closed|reset) by peer|other side closed|[Rr]ank \d+ scheduler is dead"
+        r"[Cc]onnection (closed|reset) by peer|other side closed"
         r"|(of|node_)\s?rank \d+ exited|remote process exit",
     ),
-    # A node's own subprocess killed by a signal (SGLang's subprocess watchdog:
-    # "Subprocess scheduler_0 (pid=…) crashed with exit code -9"): the OOM killer, a kill -9.
-    ("killed", r"crashed with exit code -\d+"),
-    (
-        "cuda-oom",
-        r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"
-        r"|Not enough memory\. Please try to increase|Prefill out of memory|Decode out of memory",
-    ),
+    # A node's own subprocess killed by a signal (the OOM killer, a kill -9): the engine's line
+    ("killed", ""),
+    ("cuda-oom", r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory"),
     ("traceback", r"Traceback \(most recent call last\)"),
     (
         "nccl",
@@ -39,45 +41,61 @@ FATAL_PATTERNS: tuple[tuple[str, str], ...] = (
         r"|DistBackendError|NCCL WARN .*(fail|error|Error)"
         r"|Watchdog caught collective operation timeout",
     ),
-    # torch's rendezvous store: a rank that never joined (rank 0 gives up after --dist-timeout)
+    # torch's rendezvous store: a rank that never joined (rank 0 gives up after its timeout)
     ("rendezvous", r"DistStoreError|Timed out after \d+ seconds waiting for clients"),
     ("gloo", r"Gloo connectFullMesh failed|gloo/transport/\S+\].*(closed|error|timed out)"),
     # "ibv_" first, its word boundary looked behind: every alternative of a pattern starting
     # with a literal lets the regex engine skip to candidate characters (~5 times faster)
     ("rdma", r"ibv_(?<=\bibv_)\w+ failed|NET/IB\s*:.*(fail|error|Error)|RDMA.*(failure|error)"),
-    ("watchdog", r"[Ww]atchdog timeout \(self\.watchdog_timeout"),
-    (
-        "engine",
-        r"Initialization failed|Capture cuda graph failed|custom_all_reduce\.cuh"
-        r"|Health check failed",
-    ),
-    # A launcher's echo of its own children's failure (SGLang's SIGQUIT cleanup): the line that
-    # says what failed is beside it.
-    ("sigquit", r"Received sigquit|SIGQUIT received|crashed with exit code \d+"),
+    ("watchdog", ""),
+    ("engine", ""),
+    # A launcher's echo of its own children's failure: the line that says what failed is beside
+    # it (the engine's line)
+    ("sigquit", ""),
     ("connection-refused", r"Connection refused|ConnectionRefusedError"),
     # Last: the generic error lines, so a specific kind above wins.
-    ("exception", r"hit an exception|^\s*(RuntimeError|ValueError|AssertionError|KeyError)\b"),
+    ("exception", r"^\s*(RuntimeError|ValueError|AssertionError|KeyError)\b"),
 )
+
+
+def fatal_patterns(engine: Engine | None = None) -> tuple[tuple[str, str], ...]:
+    """The generic patterns with ``engine``'s own lines added to their kinds (the default
+    engine's when None), in the generic order; a kind with no pattern at all is left out."""
+    own = (engine or engine_of()).fatal_patterns
+    merged = [(kind, "|".join(p for p in (own.get(kind, ""), generic) if p))
+              for kind, generic in GENERIC_PATTERNS]
+    known = {kind for kind, _ in GENERIC_PATTERNS}
+    merged += [(kind, p) for kind, p in own.items() if kind not in known]
+    return tuple((kind, p) for kind, p in merged if p)
+
+
+FATAL_PATTERNS: tuple[tuple[str, str], ...] = fatal_patterns()
 
 
 @dataclass(frozen=True)
 class Finding:
-    """One fatal line: which pattern, which file, which line number (1-based)."""
+    """One fatal line: which pattern, which file, which line number (1-based); ``where``: the
+    server group and node whose log it is, in a layout of several groups (``decode group
+    pp1-tp16-ep16 node1 (host-3)``; "" for a single serve group, whose file names say it)."""
 
     kind: str
     source: str
     line_no: int
     line: str
+    where: str = ""
 
     def __str__(self) -> str:
-        return f"{self.source}:{self.line_no}: [{self.kind}] {self.line}"
+        at = f"{self.where}: " if self.where else ""
+        return f"{at}{self.source}:{self.line_no}: [{self.kind}] {self.line}"
 
 
 class LogScanner:
     """Matches lines against the fatal patterns (plus any the sweep file adds)."""
 
-    def __init__(self, extra: Sequence[str] = ()) -> None:
-        pats = list(FATAL_PATTERNS) + [(f"custom-{i}", p) for i, p in enumerate(extra)]
+    def __init__(self, extra: Sequence[str] = (), engine: Engine | None = None) -> None:
+        """``extra``: the sweep's own patterns; ``engine``: whose fatal lines count (the
+        default engine's when None)."""
+        pats = list(fatal_patterns(engine)) + [(f"custom-{i}", p) for i, p in enumerate(extra)]
         self._patterns = [(kind, re.compile(p)) for kind, p in pats]
         # path → (inode, size, mtime) of its last scan and what it found (scan_file)
         self._scanned: dict[Path, tuple[tuple[int, int, int], list[Finding]]] = {}
@@ -280,7 +298,7 @@ def tail(path: Path, lines: int = 30) -> str:
     return "".join(content[-lines:])
 
 
-_SIM_BANNER = re.compile(r"SIMULATED SGLang \(pytest-ppsweep emulator, time scale ([0-9.eE+]+)x")
+_SIM_BANNER = re.compile(engine_of().emulator_banner)
 
 
 def simulated_time_scale(log_path: Path, max_lines: int = 20) -> float | None:

@@ -1,15 +1,21 @@
 """Read-only HTTP probes of a running service: health per rank, server info, topology.
 
-Server info is the evidence of what really booted (SGLang contract §1.3); it carries secrets
+Server info is the evidence of what really booted (the engine reads it: engine/); it carries secrets
 (``api_key`` and friends) when they are set, so everything stored goes through :func:`redact`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import requests
+
+from pytest_ppsweep.engine.base import Engine, Topology
+from pytest_ppsweep.engine.engines import engine_of
+
+__all__ = ["BOOT_TOKEN_ENV", "BOOT_TOKEN_HEADER", "Topology", "health", "health_and_token",
+           "server_info", "topology"]
 
 # The emulator echoes the PPSWEEP_BOOT_TOKEN it was started with in this header of every
 # answer (real SGLang sends none): a different token is a server of another boot.
@@ -32,11 +38,19 @@ def health_and_token(base_url: str, timeout: float = 2.0) -> tuple[int | None, s
     return resp.status_code, resp.headers.get(BOOT_TOKEN_HEADER)
 
 
-def server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
-    """``/server_info`` (SGLang ≥ 0.5.2x), falling back to ``/get_server_info`` on 404."""
-    resp = requests.get(f"{base_url}/server_info", timeout=timeout)
-    if resp.status_code == 404:
-        resp = requests.get(f"{base_url}/get_server_info", timeout=timeout)
+def server_info(base_url: str, timeout: float = 10.0, engine: Engine | None = None,
+                log: Path | None = None) -> dict[str, Any]:
+    """The engine's server info: its paths tried in order, a 404 falling through to the next
+    (SGLang: ``/server_info``, then ``/get_server_info``). An engine that serves none reads it
+    from rank 0's boot ``log`` and its metrics (vLLM)."""
+    engine = engine or engine_of()
+    paths = engine.endpoints.server_info
+    if not paths:
+        return _logged(base_url, timeout, engine, log)
+    for path in paths:
+        resp = requests.get(f"{base_url}{path}", timeout=timeout)
+        if resp.status_code != 404:
+            break
     try:
         data = resp.json() if resp.ok else None
     except ValueError:  # requests' JSONDecodeError
@@ -53,53 +67,18 @@ def server_info(base_url: str, timeout: float = 10.0) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
-class Topology:
-    """What the server says it runs (rank 0's view)."""
-
-    pp: int | None
-    tp: int | None
-    ep: int | None
-    nnodes: int | None
-    moe_runner_backend: str | None
-    moe_a2a_backend: str | None
-    pp_max_micro_batch_size: int | None  # the effective value, from internal_states
-    max_running_requests: int | None
-    version: str | None
-    simulated: bool
-    time_scale: float
+def _logged(base_url: str, timeout: float, engine: Engine, log: Path | None) -> dict[str, Any]:
+    """The server info an engine reads from rank 0's boot log and its metrics text."""
+    if log is None:
+        raise ValueError(f"{engine.name} serves no server info and no boot log was given")
+    resp = requests.get(f"{base_url}{engine.endpoints.metrics}", timeout=timeout)
+    if not resp.ok:
+        raise ValueError(f"GET {resp.url} answered {resp.status_code}; body starts "
+                         f"{resp.text[:200]!r}")
+    return engine.logged_server_info(
+        log.read_text(errors="replace").splitlines(), resp.text)
 
 
-def _int(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _first_int(*values: Any) -> int | None:
-    return next((v for v in map(_int, values) if v is not None), None)
-
-
-def topology(info: dict[str, Any]) -> Topology:
-    """Extract the topology; the effective micro-batch size lives in ``internal_states[0]``."""
-    states = info.get("internal_states") or [{}]
-    state = states[0] if isinstance(states, list) and states and isinstance(states[0], dict) else {}
-    sim = info.get("ppsweep_sim") or {}
-    mbs = _int(state.get("pp_max_micro_batch_size"))
-    if mbs is None:
-        mbs = _int(info.get("pp_max_micro_batch_size"))
-    return Topology(
-        pp=_int(info.get("pp_size")),
-        tp=_int(info.get("tp_size")),
-        ep=_int(info.get("ep_size")),
-        nnodes=_int(info.get("nnodes")),
-        moe_runner_backend=info.get("moe_runner_backend"),
-        moe_a2a_backend=info.get("moe_a2a_backend"),
-        pp_max_micro_batch_size=mbs,
-        max_running_requests=_first_int(
-            state.get("effective_max_running_requests_per_dp"),
-            state.get("max_running_requests"),
-            info.get("max_running_requests"),
-        ),
-        version=info.get("version"),
-        simulated=bool(sim.get("simulated", False)),
-        time_scale=float(sim.get("time_scale", 1.0)) if sim else 1.0,
-    )
+def topology(info: dict[str, Any], engine: Engine | None = None) -> Topology:
+    """What the server info says runs, read by the engine that answered it."""
+    return (engine or engine_of()).topology(info)

@@ -11,12 +11,13 @@ whatever answered), and a port answered by another process than the launched ran
 left from an earlier run, ``Booting.impostor``: the emulator's answer echoes another boot token,
 or, on this machine, the listening socket belongs to another process) fails the boot at once.
 
-The log lines also give the boot's newest milestone (``Load weight begin``, ``Capture cuda graph
-end``, ``The server is fired up and ready to roll!``…), which a caller's ``on_status`` shows.
+The log lines also give the boot's newest milestone (the engine's milestones, engine/), which a
+caller's ``on_status`` shows.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import BOOT_FAILURE_TXT
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.service.logscan import (
@@ -41,7 +44,8 @@ from pytest_ppsweep.service.probe import health_and_token
 
 
 class Booting(Protocol):
-    """What the wait needs of a service being booted (launch.Service is one)."""
+    """What the wait needs of a service being booted (launch.GroupService: each server group
+    is waited for in turn; launch.Service too: a boot failure names its ranks across groups)."""
 
     config: Config
     scanner: LogScanner
@@ -69,27 +73,15 @@ class Booting(Protocol):
 HEALTH_TIMEOUT_S = 10.0
 
 
-# SGLang's boot milestones, in the order a rank logs them (the emulator prints the same lines;
-# tests/data/sglang/*.log are real ones). The matched text is what a status line shows.
-MILESTONES: tuple[str, ...] = (
-    "Init torch distributed begin",
-    "Init torch distributed ends",
-    "Load weight begin",
-    "Load weight end",
-    "KV Cache is allocated",
-    "Memory pool end",
-    "Capture cuda graph begin",
-    "Capture cuda graph end",
-    "Application startup complete",
-    "Uvicorn running on",
-    "The server is fired up and ready to roll!",
-)
-_MILESTONE = re.compile("|".join(re.escape(m) for m in MILESTONES))
+@functools.cache
+def _milestones(name: str) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(m) for m in engine_of(name).milestones))
 
 
-def milestone(line: str) -> str | None:
-    """The boot milestone a log line marks, or None."""
-    found = _MILESTONE.search(line)
+def milestone(line: str, engine: Engine | None = None) -> str | None:
+    """The boot milestone a log line marks (the engine's, the default engine's when None),
+    or None."""
+    found = _milestones((engine or engine_of()).name).search(line)
     return found.group(0) if found else None
 
 
@@ -221,7 +213,9 @@ def _failed(service: Booting, followers: Sequence[LogFollower]) -> BootFailed:
     if who.code is not None:
         reason = ", ".join(ends)
     else:
-        reason = f"fatal line in node{who.node}'s log" + (f" ({', '.join(ends)})" if ends else "")
+        # a layout of several groups: the line names its group and node (Finding.where)
+        node = who.finding.where if who.finding and who.finding.where else f"node{who.node}"
+        reason = f"fatal line in {node}'s log" + (f" ({', '.join(ends)})" if ends else "")
     return boot_failure(service, reason, findings, who)
 
 
@@ -245,6 +239,7 @@ def wait_until_ready(
     # The furthest milestone any rank reached (the first rank to reach it): it only moves on,
     # so a status line and progress.log follow the boot, not the ranks' interleaving.
     reached, newest = -1, ""
+    engine = engine_of(service.config.engine)
     if on_status is not None:
         on_status(BootStatus(service.config.id, 0.0, timeout_s, 0, n))
     while True:
@@ -255,9 +250,9 @@ def wait_until_ready(
                 # waits a moment for every node's last lines and exits, then names the node.
                 raise _failed(service, followers)
             for line in lines:
-                mark = milestone(line)
-                if mark is not None and MILESTONES.index(mark) > reached:
-                    reached, newest = MILESTONES.index(mark), f"node{i}: {mark}"
+                mark = milestone(line, engine)
+                if mark is not None and engine.milestones.index(mark) > reached:
+                    reached, newest = engine.milestones.index(mark), f"node{i}: {mark}"
         if service.exited():
             raise _failed(service, followers)
         answers = [health_and_token(service.url(r), timeout=HEALTH_TIMEOUT_S) for r in range(n)]

@@ -69,6 +69,7 @@ class Selection:
         self.nodes = nodes
         self.progress = progress
         self.tests: dict[str, list[str]] = {}  # config id → its tests, as collected
+        self.gates_deselected: list[pytest.Item] = []  # without a reference to compare with
         self.concurrencies = options.selected_concurrencies(config, self.sweep)
 
     def parametrize(self, metafunc: pytest.Metafunc) -> None:
@@ -139,6 +140,17 @@ class Selection:
         return "ppsweep_profile" in marks and (spec is None or not any(
             spec.covers(i) for i in self.ids))
 
+    def deselection_note(self) -> list[str]:
+        """What pytest's "N deselected" is made of when the gate's tests are part of it (they
+        compare with a reference run, so they run only with ``--ppsweep-compare``): said
+        where pytest prints its count after collection."""
+        gates = self.gates_deselected
+        if not gates:
+            return []
+        names = ", ".join(dict.fromkeys(getattr(i, "originalname", i.name) for i in gates))
+        return [f"ppsweep: {len(gates)} deselected are the gate's tests ({names}): they compare "
+                "with a reference run and run only with --ppsweep-compare RUN"]
+
     def _has_slo(self, config_id: str) -> bool:
         """test_slo and test_slo_no_regression (marked ``ppsweep_slo``) exist only for the
         points whose workload carries an SLO (a sweep without one looks exactly as before)."""
@@ -152,6 +164,7 @@ class Selection:
             if gates:
                 self.config.hook.pytest_deselected(items=gates)
                 items[:] = [i for i in items if not i.get_closest_marker("ppsweep_gate")]
+                self.gates_deselected = gates
         self.drop_foreign_points(items)
         plan = self.plan
         for item in items:

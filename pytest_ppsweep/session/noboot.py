@@ -1,7 +1,7 @@
 """Runs in which nothing boots: ``--ppsweep-dry-run``, ``--collect-only``, a selection that
 matches no point, and a run refused before its first boot. The first three read the sweep file
 and the reports folder, and nothing else: no node is connected to (no preflight, no slurm
-allocation, no final reap) and no run folder is left behind (issue 28).
+allocation, no final reap) and no run folder is left behind.
 
 ``--collect-only`` and the dry run are known at configure: the run's files go to a scratch
 folder, removed at the end, and pytest-html is given no report path. An empty selection is known
@@ -15,9 +15,9 @@ again by ``--ppsweep-run-id``, is kept as it was (nothing is closed or summarise
 
 The dry run prints, per selected point, every node's
 launch command and environment (:mod:`pytest_ppsweep.report.dryrun`) and the selection's notes;
-first it checks the server flags against the server's own parser where the engine runs
-(``cluster.preflight.dry_run_flags``: once per image, the only thing it asks of a node; where
-it cannot, Slurm, its line says so), and a mistake is a usage error.
+first it checks the server flags without a connection (``cluster.preflight.dry_run_flags``:
+the server's own parser where the engine runs on this machine or is the emulator, else the
+engine version's kept flag list; its line, first, says which), and a mistake is a usage error.
 """
 
 from __future__ import annotations
@@ -127,8 +127,8 @@ class QuietRun:
         chosen = [sweep.config(i) for i in ids if i in points]
         with Registry() as registry:  # one read of the server's parser per image
             for cluster in ctx.clusters.all:
-                # A flag typo is found before any boot, by the server's own parser where the
-                # engine runs (or the line says why not, and where the preflight checks it).
+                # A flag typo is found before any boot, without a connection (the line says
+                # which check was made, and where the preflight checks them again).
                 problems, flags_line = preflight.dry_run_flags(sweep, cluster, registry)
                 if problems:
                     found = preflight.message(cluster, problems)

@@ -252,7 +252,7 @@ def adaptive_tolerance(config: pytest.Config) -> float | None:
 
 PROFILE_HELP = (
     "profile window: after each layout's benchmark, one extra round (not in the medians) "
-    "wrapped by SGLang's /start_profile and /stop_profile; every rank's trace collected into "
+    "wrapped by the engine's profiler start and stop; every rank's trace collected into "
     "profile/<layout>/ and attributed by test_profile[<layout>] (seeds §9.3). Default: on for "
     "the layouts of a [profile] table, off without one."
 )

@@ -213,10 +213,12 @@ class SweepSession:
             nodes_known = nodes_known or not any(backends.backend_of(c).nodes_from_allocation
                                                  for c in pool)
             store.copy_matrix(matrix, sweep.shared_files)
-            RunJson(store).create(sweep, pool, ids, owner={
+            # run.json's order is the whole sweep; the selection (--ppsweep-config, -k, -m) is
+            # recorded apart (session/collection.py): a subset is a partial run of the sweep
+            args = [str(a) for a in config.invocation_params.args]
+            RunJson(store).create(sweep, pool, [c.id for c in sweep.configs], owner={
                 OwnerKey.HOST: socket.gethostname(), OwnerKey.PID: os.getpid(),
-                OwnerKey.RESUME: runstatus.resume_command(
-                    [str(a) for a in config.invocation_params.args], store.run_id)})
+                OwnerKey.RESUME: runstatus.resume_command(args, store.run_id)}, args=args)
             if nodes_known:
                 setup.record_nodes(store, pool)
             if (scratch is None and config.pluginmanager.hasplugin("html")
@@ -352,8 +354,9 @@ class SweepSession:
         for row in self.store.result_rows():
             with contextlib.suppress(KeyError, ValueError):
                 rounds.append((row["config_id"], int(row["concurrency"])))
+        # every layout of the sweep: one that --ppsweep-config (like -k) left out is missing
         measured, missing = runstatus.measured_points(
-            [c for c in self.ids if c not in predicted], wanted, rounds)
+            [c.id for c in self.sweep.configs if c.id not in predicted], wanted, rounds)
         word = self.state.run_status(all_measured=not missing)
         at: str | None = None
         if word == runstatus.INTERRUPTED:  # the last selected point that started, unfinished

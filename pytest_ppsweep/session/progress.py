@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import sys
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -142,7 +143,10 @@ class Progress:
             # Under xdist the controller writes each result's letter without noting it as a
             # started line: the writer's own column says whether one is open. One write, so a
             # line the follower thread shows is not cut by the main thread's output.
-            head = "\n" if self._config.get_terminal_writer().width_of_current_line else ""
+            writer = self._config.get_terminal_writer()
+            head = "\n" if writer.width_of_current_line else ""
+            if self.live:  # a terminal wraps at its width, mid-word: wrapped here, at words
+                line = "\n".join(event_lines(line, writer.fullwidth))
             reporter.write(head + line + "\n", flush=True)
             if self._lines and self.live:
                 self._draw()
@@ -326,6 +330,24 @@ class Progress:
 
 
 _BAR = re.compile(r" \[[#.]+\] ")
+
+
+def event_lines(line: str, width: int) -> list[str]:
+    """An event line as a terminal of ``width`` columns shows it: wrapped between words (a
+    continuation indented under the event's text), never inside a word (``TTFT p50``, a path,
+    a layout id stay whole; a word wider than the terminal alone is left to it). Each part of a
+    multi-line event is wrapped alone. progress.log keeps the line unwrapped."""
+    out: list[str] = []
+    for part in line.split("\n"):
+        if len(part) <= width:
+            out.append(part)
+            continue
+        indent = " " * min(len(part) - len(part.lstrip(" ")) + 4, max(width // 4, 1))
+        if part.startswith("[ppsweep ") and "] " in part:  # under the event, past its stamp
+            indent = " " * min(part.index("] ") + 2, max(width // 3, 1))
+        out += textwrap.wrap(part, width, subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False) or [part]
+    return out
 
 
 def fit_status(parts: list[str], width: int) -> str:

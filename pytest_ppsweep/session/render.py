@@ -61,7 +61,7 @@ class Render:
         if result.gate:
             reporter.write_sep("=", f"ppsweep gate vs {self.compare_ref}")
             for line in result.gate:
-                reporter.write_line(line, red=line.startswith("REGRESSION"))
+                reporter.write_line(line, red=line.startswith(("REGRESSION", "INCONCLUSIVE")))
         reporter.write_line(f"run folder: {self.store.dir}")
         html = self.config.getoption("htmlpath", None)
         if not self.config.pluginmanager.hasplugin("html"):

@@ -207,7 +207,7 @@ class RunState:
                     or self.passed(Phase.FINISHED) or self.phase is Phase.CLOSED)
 
     def run_status(self, all_measured: bool) -> str:
-        """The run's status (issue 39): ``running`` while it measures, then ``interrupted``
+        """The run's status: ``running`` while it measures, then ``interrupted``
         (the session was), ``complete`` (every selected point measured: ``all_measured``) or
         ``partial``."""
         if self.phase is Phase.RUNNING:

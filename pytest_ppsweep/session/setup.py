@@ -14,7 +14,6 @@ from run.json (``slurm_jobs``), at its first test: it never asks for one of its 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,7 +46,7 @@ def nodes_needed_at_start(config: pytest.Config) -> bool:
 def record_nodes(store: RunStore, pool: tuple[Cluster, ...]) -> None:
     """run.json: the pool's nodes, and each slurm cluster's allocation (its workers take it)."""
     RunJson(store).nodes([h.address for c in pool for h in c.hosts],
-                         {c.name: c.slurm_jobid for c in pool
+                         {c.name: backends.backend_of(c).allocation() for c in pool
                           if backends.backend_of(c).nodes_from_allocation})
 
 
@@ -66,13 +65,11 @@ def allocate(
         if taken is not None:
             missing = [c.name for c in pool if backends.backend_of(c).nodes_from_allocation
                        and not (
-                jobid or c.slurm_jobid or taken.get(c.name))]
+                jobid or backends.backend_of(c).allocation() or taken.get(c.name))]
             if missing:
                 raise ValueError(f"expected the controller's allocation of slurm cluster(s) "
                                  f"{', '.join(missing)} in run.json ({SLURM_JOBS}), found none")
-            pool = tuple(replace(c, slurm_jobid=c.slurm_jobid or taken[c.name])
-                         if backends.backend_of(c).nodes_from_allocation and not jobid else c
-                         for c in pool)
+            pool = tuple(_taking(c, taken) if not jobid else c for c in pool)
         # a SIGTERM while salloc waits ends the run like a Ctrl-C: the request is withdrawn
         with stopping_as_ctrl_c():
             pool = backends.prepare(pool, run_id, registry, jobid, reap)
@@ -85,6 +82,15 @@ def allocate(
         registry.remove_atexit()
         raise
     return pool
+
+
+def _taking(cluster: Cluster, taken: dict[str, str]) -> Cluster:
+    """``cluster`` taking its controller's allocation (``taken``: run.json's), unless its own
+    ``jobid`` names one; a cluster whose nodes are not an allocation's as it is."""
+    backend = backends.backend_of(cluster)
+    if not backend.nodes_from_allocation:
+        return cluster
+    return backend.with_allocation(backend.allocation() or taken[cluster.name])
 
 
 class Nodes:

@@ -8,8 +8,10 @@ format of real captures, e.g. ``--query-gpu=index,memory.used,memory.total --for
 
 Supported: ``-q`` (the fields ``comm/smiq.py`` reads), ``topo -m``, ``--query-gpu=<fields>``,
 ``--query-compute-apps=<fields>``, ``--format=csv[,noheader][,nounits]``, ``-i/--id``,
-``-L/--list-gpus`` (also the default without a query). Memory comes from the state file the
-node's rank publishes (sim/launch/gpustate.py); without one the GPUs are idle.
+``-L/--list-gpus`` (also the default without a query), and ``--nvml-energy``: not an
+nvidia-smi option but what the NVML read a real node runs (cluster/power.py) prints, one JSON
+line per node, from the emulator's power model (:func:`nvml_reads`). Memory comes from the
+state file the node's rank publishes (sim/launch/gpustate.py); without one the GPUs are idle.
 
 ``--host a,b,…`` (several nodes of one machine, the plugin's ``{hosts}``) prints each node's
 output after a line ``==> <addr> <==``: one interpreter for a whole loopback cluster.
@@ -229,6 +231,42 @@ def render_q(gpus: list[Gpu]) -> str:
     return "\n".join(lines) + "\n\n"
 
 
+# The emulated energy counter's zero: the node's "driver load" (any fixed instant will do: only
+# differences of two reads are energy, and the counter then fits easily in NVML's 64 bits).
+COUNTER_EPOCH_WALL_S = 1_700_000_000.0
+
+
+def nvml_reads(host: str, state_dir: Path, profile_name: str, default_scale: float,
+               now_wall: float) -> dict[str, object]:
+    """What ``cluster/power.py``'s NVML read prints on the node ``host``, from the emulator's own
+    model of its GPUs (profile ``[power]``): each GPU's total-energy counter is idle watts over
+    the emulated time since :data:`COUNTER_EPOCH_WALL_S` plus the busy extra (busy - idle watts)
+    over the GPU's busy emulated seconds (its stage's micro-batch steps, as its rank last
+    published them), in mJ, moving only every ``counter_step_ms`` of emulated time; its power the
+    idle or busy watts by the published utilisation. Emulated time is wall time times the time
+    scale, so the counter's energy is the modelled hardware's, not the emulator's; the JSON also
+    says the counter's step in wall seconds (``counter_step_s``: the real script cannot know it)
+    and the time scale (its joules are the modelled ones: power times emulated seconds).
+    """
+    state = read_state(state_dir, host) or {}
+    power = _load_profile(str(state.get("profile") or profile_name)).power
+    scale = float(state.get("time_scale") or default_scale)
+    step = power.counter_step_ms / 1000.0
+    emulated = (now_wall - COUNTER_EPOCH_WALL_S) * scale
+    stepped = int(emulated / step + 1e-9) * step  # (1e-9: 0.3 / 0.1 is one step short)
+    busy = {str(k): float(v) for k, v in dict(state.get("busy_s") or {}).items()}
+    util = int(state.get("utilization_gpu", 0)) if "pid" in state else 0
+    gpus = []
+    for g in node_gpus(host, state_dir, profile_name):
+        joules = power.idle_w * stepped + (power.busy_w - power.idle_w) * busy.get(
+            str(g.index), 0.0)
+        watts = power.idle_w + (power.busy_w - power.idle_w) * (util / 100 if g.pid else 0)
+        gpus.append({"index": g.index, "energy_mj": int(joules * 1000),
+                     "power_mw": int(watts * 1000)})
+    return {"t_wall_s": now_wall, "counter_step_s": step / scale, "time_scale": scale,
+            "gpus": gpus}
+
+
 def _help_formatter(prog: str) -> argparse.HelpFormatter:
     # A fixed width: for the terminal's, argparse imports shutil (and zlib, bz2, lzma with it),
     # a twentieth of the start of a shim that runs as an interpreter per call.
@@ -243,6 +281,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         state_dir = state_dir_of(os.environ)
         profile = os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d"
         sys.stdout.write(render_q(node_gpus(host, state_dir, profile)))
+        return 0
+    if "--nvml-energy" in args and "--host" in args:  # the NVML read (cluster/power.py)
+        import json
+        import time
+
+        from .launch.settings import DEFAULT_TIME_SCALE
+
+        hosts = [h.strip() for h in args[args.index("--host") + 1].split(",") if h.strip()]
+        state_dir = state_dir_of(os.environ)
+        profile = os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d"
+        scale = float(os.environ.get("PPSWEEP_SIM_TIME_SCALE") or DEFAULT_TIME_SCALE)
+        for host in hosts:
+            text = json.dumps(nvml_reads(host, state_dir, profile, scale, time.time()))
+            sys.stdout.write(f"==> {host} <==\n{text}\n" if len(hosts) > 1 else text + "\n")
         return 0
     if "topo" in args and "-m" in args:  # `nvidia-smi topo -m` (the shim's --host still given)
         prof = _load_profile(os.environ.get("PPSWEEP_SIM_PROFILE") or "kimi-k3-6000d")

@@ -1,6 +1,6 @@
-"""One backend per cluster kind: the registry of cluster/backends.py says the same (kind,
-launcher) pairs as the sweep file's table of kinds (matrix/kinds.py, which cannot import
-cluster/), and each backend answers for its kind."""
+"""One backend per cluster kind: the registry of cluster/backends.py is derived from the table
+of kinds (matrix/kinds.py, which cannot import cluster/), failing when a pair of the table has no
+code or code names a pair the table has not; and each backend answers for its kind."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_ppsweep.cluster.backends import BACKENDS, backend_of
+from pytest_ppsweep.cluster.backend import Backend
+from pytest_ppsweep.cluster.backends import BACKENDS, CODE, backend_of, pair_code
 from pytest_ppsweep.cluster.hosts import LocalHost, LocalLauncher
+from pytest_ppsweep.cluster.kind_local import LocalProcessBackend
 from pytest_ppsweep.cluster.kind_local_docker import LocalDockerBackend
 from pytest_ppsweep.cluster.kind_slurm import SlurmBackend, SlurmPyxisBackend
 from pytest_ppsweep.matrix import kinds
 from pytest_ppsweep.matrix.model import Cluster, Host
+from pytest_ppsweep.matrix.slurmsettings import SlurmSettings, with_slurm
 
 LOCAL = Cluster(
     name="box", kind="local", launcher="process",
@@ -24,12 +27,33 @@ LOCAL = Cluster(
 )
 
 
-def test_the_registry_and_the_sweep_files_table_name_the_same_pairs() -> None:
+def test_the_registry_is_the_table_of_kinds_with_its_code() -> None:
     assert set(BACKENDS) == kinds.pairs()
     for kind, launcher in BACKENDS:
         backend = backend_of(replace(LOCAL, kind=kind, launcher=launcher))
         assert (backend.kind, backend.launcher_name) == (kind, launcher)
-        assert kinds.NEEDS_IMAGE[launcher] is backend.in_containers
+        # what the table says of the pair is read from it, not said again by the code
+        assert backend.in_containers is kinds.NEEDS_IMAGE[launcher]
+        assert backend.nodes_from_allocation is kinds.CLUSTER_KINDS[kind].allocated
+
+
+class _PodmanBackend(LocalProcessBackend):
+    launcher_name = "podman"
+
+
+def test_a_pair_without_code_or_code_without_a_pair_fails_the_registry() -> None:
+    pairs = kinds.pairs()
+    with pytest.raises(TypeError, match=r"^no Backend for ssh \+ docker of the table of kinds"):
+        pair_code([c for c in CODE if c.__name__ != "SshDockerBackend"], pairs)
+    with pytest.raises(TypeError, match="_PodmanBackend is the code of local \\+ podman, which "
+                                        "the table of kinds"):
+        pair_code([*CODE, _PodmanBackend], pairs)
+    with pytest.raises(TypeError, match="LocalProcessBackend and LocalProcessBackend are both"):
+        pair_code([*CODE, LocalProcessBackend], pairs)
+    # a new row of the table asks for its code
+    with pytest.raises(TypeError, match=r"no Backend for local \+ podman"):
+        pair_code(CODE, {*pairs, ("local", "podman")})
+    assert all(issubclass(c, Backend) for c in CODE)
 
 
 def test_an_unknown_pair_has_no_backend() -> None:
@@ -40,10 +64,12 @@ def test_an_unknown_pair_has_no_backend() -> None:
 def test_slurm_with_a_container_image_is_pyxis() -> None:
     slurm = replace(LOCAL, kind="slurm")
     assert type(backend_of(slurm)) is SlurmBackend
-    assert type(backend_of(replace(slurm, container_image="img.sqsh"))) is SlurmPyxisBackend
+    assert type(backend_of(with_slurm(slurm, container_image="img.sqsh"))) is SlurmPyxisBackend
+    assert type(backend_of(replace(slurm, settings=SlurmSettings(container_image="i")))) is (
+        SlurmPyxisBackend)
     assert backend_of(slurm).nodes_from_allocation
     assert backend_of(slurm).node_checks(rank0=True)[0] == "module"
-    assert backend_of(replace(slurm, container_image="i")).node_checks(rank0=False) == (
+    assert backend_of(with_slurm(slurm, container_image="i")).node_checks(rank0=False) == (
         "pyxis_image", "paths", "gpus", "ports")
 
 
@@ -80,7 +106,10 @@ def test_the_dry_run_says_where_commands_run() -> None:
     sweep = load(REPO / "test_matrix" / "ppsweep.toml")
     assert backend_of(LOCAL).dry_run_lines(sweep) == []
     assert backend_of(replace(LOCAL, launcher="docker")).dry_run_lines(sweep) == [
-        f"each command runs in a container of image {sweep.image} on its node"]
+        f"each command runs in a container of image {sweep.image} on its node, with the "
+        "container options: --init --network host --ipc host --shm-size 32g --gpus all "
+        "--device /dev/infiniband:/dev/infiniband:rwm "
+        "-v /data/hf_models/Kimi-K3:/data/hf_models/Kimi-K3:ro"]
 
 
 def test_every_kind_checks_the_server_flags_once_on_node_0() -> None:
@@ -89,8 +118,10 @@ def test_every_kind_checks_the_server_flags_once_on_node_0() -> None:
     node's import of the image)."""
     for kind, launcher in BACKENDS:
         for image in ("", "img.sqsh"):
-            backend = backend_of(replace(LOCAL, kind=kind, launcher=launcher,
-                                         container_image=image if kind == "slurm" else ""))
+            cluster = replace(LOCAL, kind=kind, launcher=launcher)
+            if kind == "slurm":
+                cluster = with_slurm(cluster, container_image=image)
+            backend = backend_of(cluster)
             first = backend.node_checks(rank0=True)
             engine = ("pyxis", "pyxis_image") if image and kind == "slurm" else first[:1]
             assert first.count("flags") == 1 and first[:first.index("flags")] == engine, (

@@ -35,6 +35,7 @@ from pytest_ppsweep.cluster.slurm import (
 )
 from pytest_ppsweep.matrix.model import Host, MatrixError
 from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.matrix.slurmsettings import with_slurm
 
 PATH = "/bin:/usr/bin"
 SWEEP = """
@@ -92,7 +93,7 @@ def test_every_resource_key_overrides_its_default_for_the_allocation_and_each_st
 ) -> None:
     text = SWEEP.replace('account = "perf"', 'account = "perf"\nexclusive = false\n'
                          'cpus_per_task = 16\nmem = "512G"\ngres = "gpu:h200:8"')
-    cluster = replace(sweep_of(tmp_path, text).clusters["gpu"], slurm_jobid="9")
+    cluster = with_slurm(sweep_of(tmp_path, text).clusters["gpu"], jobid="9")
     argv = salloc_argv(cluster, "n", "c")
     assert "--exclusive" not in argv and "--gpus-per-node" not in argv
     assert argv[8:16] == ["--ntasks-per-node", "1", "--cpus-per-task", "16", "--mem", "512G",
@@ -102,10 +103,10 @@ def test_every_resource_key_overrides_its_default_for_the_allocation_and_each_st
     step = srun_step_argv(cluster, "n", ["a", "b"])
     assert step[step.index("--cpus-per-task"):][:6] == step_resources(cluster)
     # the defaults: every CPU the allocation holds on a node (learnt from it), all memory
-    default = replace(sweep_of(tmp_path).clusters["gpu"], slurm_node_cpus=112)
+    default = with_slurm(sweep_of(tmp_path).clusters["gpu"], node_cpus=112)
     assert step_resources(default) == ["--cpus-per-task", "112", "--mem", "0",
                                        "--gpus-per-node", "8"]
-    no_gpus = replace(default, slurm_request_gpus=False, slurm_node_cpus=0)
+    no_gpus = with_slurm(default, request_gpus=False, node_cpus=0)
     assert step_resources(no_gpus) == ["--mem", "0"]
 
 
@@ -141,7 +142,7 @@ def test_what_an_allocation_holds_per_node_and_its_time_left() -> None:
 
 
 def test_a_layout_is_one_step_and_with_pyxis_runs_in_the_image(tmp_path: Path) -> None:
-    cluster = replace(sweep_of(tmp_path).clusters["gpu"], slurm_jobid="4242")
+    cluster = with_slurm(sweep_of(tmp_path).clusters["gpu"], jobid="4242")
     name = job_name("r1", "pp2-tp8-ep1", "abc")
     assert srun_step_argv(cluster, name, ["gpu-a01", "gpu-a02"]) == [
         "srun", "--overlap", "--jobid", "4242", "--job-name", "ppsweep-r1+pp2-tp8-ep1+abc",
@@ -149,7 +150,7 @@ def test_a_layout_is_one_step_and_with_pyxis_runs_in_the_image(tmp_path: Path) -
         "--nodelist", "gpu-a01,gpu-a02", "--label", "--kill-on-bad-exit=0",
         "--mem", "0", "--gpus-per-node", "8", "--mpi=none", "sh", "-c", f'eval "${SCRIPT_ENV}"',
     ]
-    pyxis = replace(cluster, container_image="nvcr.io#lmsysorg/sglang:v0.5.23",
+    pyxis = replace(with_slurm(cluster, container_image="nvcr.io#lmsysorg/sglang:v0.5.23"),
                     mounts=("/data/hf_models:/models:ro", "/scratch"))
     argv = srun_step_argv(pyxis, name, ["gpu-a01", "gpu-a02"])
     i = argv.index("--container-image")
@@ -160,7 +161,7 @@ def test_a_layout_is_one_step_and_with_pyxis_runs_in_the_image(tmp_path: Path) -
         "--container-mounts", "/data/hf_models:/models:ro,/scratch"]
     assert argv[-3:] == ["sh", "-c", f'eval "${SCRIPT_ENV}"']
     # an image given as a squashfs is used as it is
-    assert image_file(replace(pyxis, container_image="/shared/sglang.sqsh")) == (
+    assert image_file(with_slurm(pyxis, container_image="/shared/sglang.sqsh")) == (
         "/shared/sglang.sqsh")
 
 
@@ -168,7 +169,7 @@ def test_each_task_runs_the_rank_of_its_slurm_nodeid_and_secrets_stay_off_argv(
     tmp_path: Path,
 ) -> None:
     sweep = sweep_of(tmp_path)
-    cluster = replace(sweep.clusters["gpu"], slurm_jobid="7",
+    cluster = replace(with_slurm(sweep.clusters["gpu"], jobid="7"),
                       hosts=(Host("10.0.0.1", "gpu-a01"), Host("10.0.0.2", "gpu-a02")))
     specs = rank_specs(sweep, cluster, sweep.configs[0])
     labels = [rank_labels("r1", "gpu", "pp2-tp8-ep1", s.node_rank) for s in specs]

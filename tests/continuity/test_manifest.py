@@ -33,13 +33,13 @@ def test_build_holds_everything_and_redacts(sweep: Sweep) -> None:
     secret = replace(sweep, server={**sweep.server, "api_key": "s3cret"},
                      env={**sweep.env, "HF_TOKEN": "hf_s3cret"})
     m = manifest.build(secret, cluster, secret.config(CID), image_id="sha256:1",
-                       sglang_version="0.5.3")
+                       engine_version="0.5.3")
     assert json.loads(json.dumps(m)) == m
     assert "s3cret" not in json.dumps(m)
     assert m["server"]["api_key"] == m["env"]["HF_TOKEN"] == "<redacted>"
     argv = m["nodes"][0]["argv"]
     assert argv[argv.index("--api-key") + 1] == "<redacted>"
-    assert (m["image"], m["image_id"], m["sglang_version"]) == (sweep.image, "sha256:1", "0.5.3")
+    assert (m["image"], m["image_id"], m["engine_version"]) == (sweep.image, "sha256:1", "0.5.3")
     assert m["layout"] == {"pp": 8, "tp": 4, "ep": 4}
     assert m["server"]["chunked_prefill_size"] == 8192
     assert m["workload"]["concurrency"] == [8, 16] and m["workload"]["seed"] == 1
@@ -77,12 +77,12 @@ def test_env_difference(sweep: Sweep) -> None:
 
 
 def test_image_version_and_model_differences(sweep: Sweep) -> None:
-    a = _build(sweep, image_id="sha256:aaa", sglang_version="0.5.2")
+    a = _build(sweep, image_id="sha256:aaa", engine_version="0.5.2")
     b = _build(replace(sweep, image="local/sglang:new", model_path="/data/other"),
-               image_id="sha256:bbb", sglang_version=None)
+               image_id="sha256:bbb", engine_version=None)
     assert manifest.differences(a, b) == [
         f"image: {sweep.image} → local/sglang:new", "image_id: sha256:aaa → sha256:bbb",
-        "sglang_version: 0.5.2 → (unknown)", f"model_path: {sweep.model_path} → /data/other"]
+        "engine_version: 0.5.2 → (unknown)", f"model_path: {sweep.model_path} → /data/other"]
 
 
 def test_workload_and_cluster_differences(sweep: Sweep) -> None:
@@ -166,10 +166,28 @@ def test_reuse_refused_without_manifest_or_with_log_findings(sweep: Sweep,
 
 
 def test_unknown_version_pinned_by_identical_image_id(sweep: Sweep, tmp_path: Path) -> None:
-    ref = _reference(tmp_path, sweep, _build(sweep, image_id="sha256:1", sglang_version="0.5.3"))
+    ref = _reference(tmp_path, sweep, _build(sweep, image_id="sha256:1", engine_version="0.5.3"))
     assert manifest.reusable(ref, CID, _build(sweep, image_id="sha256:1"))[0]
     ok, reasons = manifest.reusable(ref, CID, _build(sweep))
     assert not ok and "image_id: sha256:1 → (unknown)" in reasons
+
+
+def test_a_manifest_of_format_2_reads_as_today_and_is_reused(sweep: Sweep,
+                                                            tmp_path: Path) -> None:
+    """A reference written before manifests named the engine (its version under
+    ``sglang_version``, no ``engine``) reads as the default engine with that version, and a
+    layout with the same image id is reused from it; a wrong version still refuses."""
+    today = _build(sweep, image_id="sha256:1", engine_version="0.5.23")
+    legacy = {k: v for k, v in today.items() if k not in ("engine", "engine_version")}
+    legacy["sglang_version"] = "0.5.23"
+    ref = _reference(tmp_path, sweep, legacy)
+    read = manifest.load(ref, CID)
+    assert read is not None and "sglang_version" not in read
+    assert (read["engine"], read["engine_version"]) == ("sglang", "0.5.23")
+    assert manifest.reusable(ref, CID, _build(sweep, image_id="sha256:1")) == (True, [])
+    ok, reasons = manifest.reusable(ref, CID, _build(sweep, image_id="sha256:1",
+                                                     engine_version="0.5.24"))
+    assert not ok and "engine_version: 0.5.23 → 0.5.24" in reasons
 
 
 def test_adopt_takes_rows_facts_and_evidence(sweep: Sweep, tmp_path: Path) -> None:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support.runs import rows
 
-from pytest_ppsweep.results.stats import Sample, interval
+from pytest_ppsweep.stats.decision import Rule, Sample, interval, levels
 
 pytestmark = pytest.mark.slow
 
@@ -81,18 +82,67 @@ def test_a_point_of_two_boots_is_judged_by_its_boots(
     assert layout["levels"][PP8]["boots"] == 2 and PP4 not in layout["levels"]
     two = next(r for r in layout["reasons"] if r.startswith("Two levels: "))
     assert f"{PP8} 2 boots (σ within a boot " in two
-    assert f"{PP4} single boot: the boot-to-boot noise is not in its side" in two
+    # PP4's single boot takes the between-boot variance this run measured (PP8's two boots)
+    assert "Single-boot sides take the boot-to-boot σ" in two
+    assert "of this run's repeated boots (1 point, 1 degree of freedom)" in two
     assert f"Two levels: {PP8} 2 boots" in " ".join(text.split())  # the terminal shows it too
+    # the run's own between-boot variance: PP8's, its mean over the Cs, 1 degree of freedom
+    found = [levels(_values(got, PP8, conc, True)) for conc in ("2", "4")]
+    between = statistics.fmean(lv.between for lv in found if lv is not None)
+    rule = Rule(boot_var=between, boot_df=1.0, boot_source="this run")
     for conc in ("2", "4"):
         ev = next(e for e in layout["evidence"] if {e["point"], e["versus"]} == {PP4, PP8}
                   and e["metric"] == "input_tps" and str(e["concurrency"]) == conc)
         leveled = interval(_values(got, ev["point"], conc, True),
-                           _values(got, ev["versus"], conc, True))
+                           _values(got, ev["versus"], conc, True), rule)
         pooled = interval(_values(got, ev["point"], conc, False),
                           _values(got, ev["versus"], conc, False))
         assert leveled is not None and pooled is not None
-        # the answer's interval is the two-level one: PP8's two boot means, 1 degree of freedom
+        # the answer's interval is the two-level one: PP8's two boot means, 1 degree of freedom,
+        # against PP4's rounds plus the run's between-boot variance
         assert ev["noise_pct"] == pytest.approx(leveled.half_width_pct, abs=2e-4), (ev, conc)
         # and not the rounds pooled as one level (which of the two is wider depends on the draw:
         # two boot means that happen to agree give a narrower one)
         assert ev["noise_pct"] != pytest.approx(pooled.half_width_pct, abs=2e-4), (ev, pooled)
+
+
+AA_AXIS = """
+[[configs]]
+pp = 8
+tp = 4
+
+[axes]
+log_level = ["info", "warning"]
+"""
+
+
+def test_an_a_a_axis_with_boot_offsets_is_not_plainly_decided(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The audit's case: one layout, an axis whose two values change nothing (log_level), on an
+    emulator whose every boot draws an offset of σ 1.5 %. Each value is one boot, so the gap
+    between them is the two boots' offsets; the answer may separate them within those boots
+    but never says plain "decided" (its gap would have to clear the one-boot bound, 5 %, a
+    3.3σ draw of two offsets at 1.5 %, beyond the rounds' interval)."""
+    profile = tmp_path / "offset.toml"
+    shipped = (Path(__file__).resolve().parents[2] / "pytest_ppsweep" / "sim" / "profiles"
+               / "kimi-k3-6000d.toml").read_text(encoding="utf-8")
+    assert "\nboot_offset_pct = 0.0\n" in shipped
+    profile.write_text(shipped.replace("\nboot_offset_pct = 0.0\n", "\nboot_offset_pct = 1.5\n"),
+                       encoding="utf-8")
+    folder = sweep_dir(configs=AA_AXIS, net="127.0.58", edits={
+        "repeats = 2": "repeats = 3",
+        "PPSWEEP_SIM_TIME_SCALE = ": f'PPSWEEP_SIM_PROFILE = "{profile}", '
+                                    "PPSWEEP_SIM_TIME_SCALE = "})
+    reports = tmp_path / "reports"
+    done = pytester.runpytest_subprocess(str(folder), "--ppsweep-reports", str(reports),
+                                         "--ppsweep-run-id", "aa", timeout=600)
+    assert done.ret == 0, done.stdout.str()[-4000:]
+    answers = json.loads((reports / "aa" / "answers.json").read_text())["answers"]
+    axis = next(a for a in answers if a["kind"] == "axis" and a["axis"] == "log_level")
+    assert axis["status"] in ("decided within one boot", "inconclusive", "equivalent"), axis
+    assert any(r.startswith("Single boot per layout: the boot-to-boot noise is not in these "
+                            "intervals") for r in axis["reasons"]), axis["reasons"]
+    if axis["status"] == "decided within one boot":
+        assert any(r.startswith("Decided within one boot: ") for r in axis["reasons"])
+        assert "--ppsweep-boots 2" in (axis["rerun"] or ""), axis

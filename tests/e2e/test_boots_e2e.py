@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from support.runs import rows
 
-from pytest_ppsweep.results.spread import boot_spread_pct
+from pytest_ppsweep.stats.spread import boot_spread_pct
 
 pytestmark = pytest.mark.slow
 

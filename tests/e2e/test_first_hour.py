@@ -10,6 +10,7 @@ connection to the sweep's unreachable cluster would show there (and take seconds
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -51,22 +52,24 @@ def _run(pytester: pytest.Pytester, folder: Path, reports: Path, *args: str
                                         "-p", "no:cacheprovider", *args)
 
 
-def test_dry_run_prints_every_launch_and_asks_node_0_only_for_the_flags(
+def test_dry_run_prints_every_launch_and_opens_no_connection(
     pytester: pytest.Pytester, folder: Path, tmp_path: Path, connects: list[Any]
 ) -> None:
     reports = tmp_path / "reports"
     result = _run(pytester, folder, reports, "--ppsweep-dry-run", "-k", "pp8 or pp4")
     out = result.stdout.str()
     assert result.ret == 0, out
-    # one connection: node 0's SSH, for the server's parser in the image (unreachable here)
-    assert connects == [("174.1.60.1", 22)] and not reports.exists(), (connects, out[-2000:])
-    assert any(line.startswith("cluster 'pro6000': server flags not checked by the dry run: "
-                               "host 601 (174.1.60.1): SSH connection as root")
-               and line.endswith("the preflight checks them in the image on node 0 (a "
-                                 "throwaway container, over SSH)")
-               for line in out.splitlines()), out[-3000:]
-    assert SECRET not in out + result.stderr.str()
+    # no connection, as its help says: the flags are checked offline, and that is said first
+    assert connects == [] and not reports.exists(), (connects, out[-2000:])
     lines = out.splitlines()
+    title = next(i for i, ln in enumerate(lines) if ln.startswith("ppsweep dry run of "))
+    assert lines[title + 1].startswith(
+        "cluster 'pro6000': server flags, [axes] keys and choices checked offline (no "
+        "connection) against sglang 0.5.23's flag list"), lines[title:title + 2]
+    # the container options the seeds' §3.3 mapping is checked against
+    assert ("--ipc host --shm-size 32g --gpus all --device /dev/infiniband:/dev/infiniband:rwm "
+            "-v /data/hf_models/Kimi-K3:/data/hf_models/Kimi-K3:ro") in lines[title + 2]
+    assert SECRET not in out + result.stderr.str()
     for cid in ("pp4-tp8-ep4", "pp8-tp4-ep4"):
         at = lines.index(f"{cid}: PP/TP/EP {cid[2]} / {cid.split('-')[1][2:]} / 4 at C = 8, 16")
         nodes = lines[at + 1:at + 5]
@@ -121,6 +124,24 @@ def test_dry_run_checks_the_flags_against_a_local_servers_parser(
     assert connects == [] and not reports.exists(), connects
 
 
+def test_a_misspelt_flag_fails_the_dry_run_of_an_ssh_cluster_without_a_connection(
+    pytester: pytest.Pytester, tmp_path: Path, connects: list[Any]
+) -> None:
+    """On the seeds' ssh + docker cluster (unreachable from here) a misspelt flag once passed
+    the dry run with rc 0: it is now found offline, against SGLang's kept flag list, and named
+    with the nearest real flag."""
+    text = replace_once(seed_text(), "chunked_prefill_size = 8192", "chunked_prefil_size = 8192")
+    folder = sweep_folder(pytester.path / "typo", text)
+    reports = tmp_path / "reports"
+    result = _run(pytester, folder, reports, "--ppsweep-dry-run")
+    err = result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    assert "found by the offline check" in err, err
+    assert "key 'server.chunked_prefil_size': expected a flag of sglang.launch_server 0.5.23 " \
+        "(did you mean 'chunked_prefill_size'?)" in err, err
+    assert connects == [] and not reports.exists(), connects
+
+
 def test_a_node_0_that_cannot_be_reached_is_a_usage_error_naming_it(
     pytester: pytest.Pytester, tmp_path: Path
 ) -> None:
@@ -142,7 +163,7 @@ def test_a_node_0_that_cannot_be_reached_is_a_usage_error_naming_it(
     # (what its boots learnt stays in run.json), nothing is closed or summarised into it.
     kept = tmp_path / "reports" / "kept"
     (kept / "metadata").mkdir(parents=True)
-    learnt = {"time_scale": 20.0, "sglang_version": "0.5.4"}
+    learnt = {"time_scale": 20.0, "engine_version": "0.5.4"}
     (kept / "metadata" / "run.json").write_text(json.dumps({"run_id": "kept", **learnt}))
     (kept / "results.csv").write_text("config_id,concurrency,repeat\n")
     (kept / "report.html").write_text("<html>the interrupted run's report</html>")
@@ -169,3 +190,17 @@ def test_a_dry_run_refuses_to_resume_a_missing_run(
     result.stderr.fnmatch_lines(["*--ppsweep-resume nosuchrun: expected a run folder with "
                                  "metadata/run.json, found none at *nosuchrun"])
     assert "boots:" not in result.stdout.str() and not reports.exists() and connects == []
+
+
+def test_the_deselected_count_says_it_is_the_gates_tests(
+    pytester: pytest.Pytester, folder: Path, tmp_path: Path
+) -> None:
+    """"10 deselected" on every sweep was never explained: the gate's tests, which run only
+    with a reference run, are named below pytest's count."""
+    result = _run(pytester, folder, tmp_path / "reports", "--collect-only")
+    out = result.stdout.str()
+    found = re.search(r"collected \d+ items / (\d+) deselected", out)
+    assert found is not None, out[-3000:]
+    count = int(found.group(1))
+    assert (f"ppsweep: {count} deselected are the gate's tests (test_no_regression): they "
+            "compare with a reference run and run only with --ppsweep-compare RUN") in out, out

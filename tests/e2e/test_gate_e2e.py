@@ -17,6 +17,7 @@ from support.paths import REPO
 from support.runs import rows
 
 from pytest_ppsweep.cluster.reap import find_local
+from pytest_ppsweep.gate.history import History
 
 # Big enough rounds that the real-time noise at this time scale stays around a few percent.
 GATE = {
@@ -24,6 +25,10 @@ GATE = {
     "num_requests = 6": "num_requests = 8",
     "concurrency = [2, 4]": "concurrency = [4]",
 }
+# The regression tests' runs take three rounds: the gate's noise (5 × the median distance of
+# each run's outer rounds from its median) then survives one round slowed by a stall of the
+# loaded machine, which with two rounds sets both of that run's distances.
+GATE3 = {**GATE, "repeats = 2": "repeats = 3"}
 ONE = "\n[[configs]]\npp = 8\ntp = 4\n"
 TWO = ONE + "\n[[configs]]\npp = 4\ntp = 8\n"
 
@@ -47,16 +52,39 @@ def sweep(
     )
 
 
+def _reference(pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path,
+               edits: dict[str, str], scale: int = 200) -> tuple[Path, Path]:
+    folder = sweep_dir(TWO, scale=scale, edits=edits)
+    reports = tmp_path / "reports"
+    result = sweep(pytester, folder, reports, "--ppsweep-run-id", "good")
+    result.assert_outcomes(passed=12, deselected=2)  # no gate tests without a reference
+    return folder, reports
+
+
 @pytest.fixture
 def reference(
     pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
 ) -> tuple[Path, Path]:
     """A passing reference run (the last good image) and its reports folder."""
-    folder = sweep_dir(TWO, scale=200, edits=GATE)
-    reports = tmp_path / "reports"
-    result = sweep(pytester, folder, reports, "--ppsweep-run-id", "good")
-    result.assert_outcomes(passed=12, deselected=2)  # no gate tests without a reference
-    return folder, reports
+    return _reference(pytester, sweep_dir, tmp_path, GATE)
+
+
+@pytest.fixture
+def reference3(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> tuple[Path, Path]:
+    """The reference run with three rounds a point (GATE3)."""
+    return _reference(pytester, sweep_dir, tmp_path, GATE3)
+
+
+@pytest.fixture
+def reference3_slow(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> tuple[Path, Path]:
+    """GATE3 at a quarter of the time scale: each emulated second lasts 20 ms of real time, so
+    a scheduling stall of a loaded machine is a quarter of the share of a round it is at 200,
+    and the drift between two runs of an unchanged image stays inside a ±10 % gate."""
+    return _reference(pytester, sweep_dir, tmp_path, GATE3, scale=50)
 
 
 def with_profile(folder: Path, profile: Path | None = None, faults: str = "") -> None:
@@ -69,9 +97,12 @@ def with_profile(folder: Path, profile: Path | None = None, faults: str = "") ->
 
 
 def test_within_noise_passes_and_saves_a_baseline(
-    pytester: pytest.Pytester, reference: tuple[Path, Path]
+    pytester: pytest.Pytester, reference3_slow: tuple[Path, Path]
 ) -> None:
-    folder, reports = reference
+    # Three rounds a point: one round slowed by a loaded machine moves neither median (with two,
+    # it moves the median halfway, and a median worse than the threshold within the noise is
+    # rightly inconclusive, which fails the gate).
+    folder, reports = reference3_slow
     result = sweep(pytester, folder, reports, "--ppsweep-compare", "good",
                    "--ppsweep-threshold", "input_tps:-10%", "--ppsweep-threshold", "ttft_p50:+10%",
                    "--ppsweep-save-baseline", "gold")
@@ -99,13 +130,13 @@ def run_dir_named(reports: Path, exclude: set[str]) -> Path:
 
 
 def test_tps_regression_fails_the_gate(
-    pytester: pytest.Pytester, reference: tuple[Path, Path], tmp_path: Path
+    pytester: pytest.Pytester, reference3: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    folder, reports = reference
+    folder, reports = reference3
     with_profile(folder, slower_profile(tmp_path, 1.5))
     result = sweep(pytester, folder, reports, "--ppsweep-compare", reports / "good",
                    "--ppsweep-threshold", "input_tps:-5%", "--ppsweep-image", "local/sglang:new")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-5000:]
     seen = outcomes(result.stdout.str())
     assert seen["test_no_regression[pp8-tp4-ep4-c4]"] == "FAILED"
     assert seen["test_prefill[pp8-tp4-ep4-c4]"] == "PASSED"  # the new image works, only slower
@@ -115,13 +146,13 @@ def test_tps_regression_fails_the_gate(
 
 
 def test_ttft_regression_fails_the_gate(
-    pytester: pytest.Pytester, reference: tuple[Path, Path], tmp_path: Path
+    pytester: pytest.Pytester, reference3: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    folder, reports = reference
+    folder, reports = reference3
     with_profile(folder, slower_profile(tmp_path, 1.5))
     result = sweep(pytester, folder, reports, "--ppsweep-compare", "good",
                    "--ppsweep-threshold", "ttft_p50:+5%")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()[-5000:]
     result.stdout.fnmatch_lines(
         ["*pp8-tp4-ep4 C=4: TTFT p50 * vs * (+*threshold +5 %*regression*"]
     )
@@ -140,13 +171,14 @@ def test_broken_new_image_fails_the_gate(
 
 
 def test_corrupted_image_fails_the_gate_on_correctness_alone(
-    pytester: pytest.Pytester, reference: tuple[Path, Path]
+    pytester: pytest.Pytester, reference3: tuple[Path, Path]
 ) -> None:
     """Every layout of the new image computes wrong tokens (stage 0 corrupted, sim faults): the
     layouts agree with each other, as fast as before, but not with the reference run. The speed
     thresholds are wide (a busy machine's emulated times may drift beyond the defaults between
-    the two runs): only the outputs can fail this gate."""
-    folder, reports = reference
+    the two runs, and three rounds a point keep one stalled round out of the medians): only the
+    outputs can fail this gate."""
+    folder, reports = reference3
     with_profile(folder, faults="corrupt_stage=0")
     result = sweep(pytester, folder, reports, "--ppsweep-compare", "good",
                    "--ppsweep-threshold", "input_tps:-50%", "--ppsweep-threshold",
@@ -157,6 +189,15 @@ def test_corrupted_image_fails_the_gate_on_correctness_alone(
     assert failed == ["test_outputs_match[pp4-tp8-ep4]", "test_outputs_match[pp8-tp4-ep4]"]
     result.stdout.fnmatch_lines(["*pp8-tp4-ep4: prompt 0 *: first differing position 0: token "
                                  "* vs token * in pp8-tp4-ep4 of the reference run good*"])
+    # the gate's table says what it compared besides speed, and every view says it failed
+    result.stdout.fnmatch_lines(["outputs: WRONG on 2 of 2 layouts (*) — fails the gate",
+                                 "accuracy: not compared*"])
+    (record,) = [r for r in History(reports).records() if r.run_id != "good"]
+    # (a loaded machine may add "(N significant)": speed drifts between runs, under the
+    # thresholds; the gate's failure is the outputs)
+    assert (record.gate.split(" (")[0], record.correctness) == ("fail: outputs", "disagree")
+    page = (reports / record.folder / "report.html").read_text()
+    assert 'ppsweep-decision none" data-gate="fail"' in page
 
 
 def test_reuse_skips_identical_layouts_and_lists_differences(

@@ -75,6 +75,8 @@ def test_a_sigterm_after_the_first_layout_is_an_interrupted_run_that_resumes(
     assert "run status: INTERRUPTED" in out and f"after 1 of {len(LAYOUTS)} layouts" in out
     assert f"resume: {resume}" in out
     assert "DECIDED" not in out and "boot failed" not in out, out[-4000:]
+    # the layouts it never reached are not run: never INVALID, in no view or count
+    assert "no configs.csv row" not in out, out[-4000:]
     answers = json.loads((run / "answers.json").read_text())["answers"]
     assert answers and all(a["status"] != "decided" for a in answers), answers
     layout = next(a for a in answers if a["kind"] == "layout")

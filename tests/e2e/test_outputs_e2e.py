@@ -1,6 +1,7 @@
 """The correctness probe end to end on the emulator: every layout's greedy outputs in
 outputs/<layout>.json, a layout whose PP stage is corrupted fails test_outputs_match alone
-(naming prompt and position), and a sweep file can turn the probe off."""
+(naming prompt and position) and is excluded from the answers with the reason, and a sweep file
+can turn the probe off."""
 
 from __future__ import annotations
 
@@ -39,6 +40,16 @@ def test_a_corrupted_stage_fails_its_layout_alone(
         "layout)*not a near-tie*",
     ])
     folder = run_dir(reports)
+    # PP8 computes something else: no answer recommends it, each says why (as after a
+    # failed boot), and its every point is INVALID with the reason
+    answers = json.loads((folder / "answers.json").read_text())["answers"]
+    layout = next(a for a in answers if a["kind"] == "layout")
+    assert layout["answer"] != "pp8-tp4-ep4" and "pp8-tp4-ep4" not in layout["ranking"]
+    (why,) = [e["why"] for e in layout["excluded"] if e["point"] == "pp8-tp4-ep4"]
+    assert why.startswith("wrong outputs (vs pp4-tp8-ep4, this run's reference layout): "
+                          "prompt 0 "), why
+    assert "DECIDED: pp8-tp4-ep4" not in text
+    result.stdout.fnmatch_lines(["*pp8-tp4-ep4*INVALID: wrong outputs (vs pp4-tp8-ep4*"])
     stored = json.loads((folder / "outputs" / "pp4-tp8-ep4.json").read_text())
     assert stored["format"] == "ppsweep-outputs/1" and len(stored["prompts"]) == 4
     first = stored["prompts"][0]

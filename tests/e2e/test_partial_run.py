@@ -164,3 +164,30 @@ def test_k_after_a_full_run_shows_deltas_vs_its_baseline(
     assert "run status: COMPLETE, 2 of 2 layouts measured" in rest.stdout.str()
     assert {r["config_id"] for r in rows(reports / "part" / "summary.csv")} == {
         "pp8-tp4-ep4", "pp4-tp8-ep4"}
+
+
+def test_ppsweep_config_is_a_partial_run_of_the_sweep(
+    pytester: pytest.Pytester, sweep_dir: Callable[..., Path], tmp_path: Path
+) -> None:
+    """--ppsweep-config narrows the run as -k does: two of the sweep's three layouts measured is
+    PARTIAL, the answer is not decided about the whole question, and the layout left out is not
+    run (never INVALID); its resume measures the rest."""
+    from support.matrices import CONFIGS
+
+    folder = sweep_dir(CONFIGS + "\n[[configs]]\npp = 2\ntp = 16\n")
+    reports = tmp_path / "reports"
+    part = run(pytester, folder, "--ppsweep-config", "pp4,pp8", "--ppsweep-reports", reports,
+               "--ppsweep-run-id", "sub")
+    text = part.stdout.str()
+    assert "run status: PARTIAL, 2 of 3 layouts measured; not measured: pp2-tp16-ep4" in text, (
+        text[-3000:])
+    assert "COMPLETE" not in text and "INVALID: no configs.csv row" not in text
+    meta = json.loads((reports / "sub" / "metadata" / "run.json").read_text())
+    assert meta["run_status"] == "partial"
+    assert meta["order"] == ["pp4-tp8-ep4", "pp8-tp4-ep4", "pp2-tp16-ep4"]
+    answers = json.loads((reports / "sub" / "answers.json").read_text())["answers"]
+    layout = next(a for a in answers if a["kind"] == "layout")
+    assert layout["status"] != "decided", layout
+    assert "pp2-tp16-ep4 not run" in json.dumps(layout), layout
+    (resume,) = [line for line in text.splitlines() if line.startswith("resume: ")]
+    assert "--ppsweep-config" not in resume, resume

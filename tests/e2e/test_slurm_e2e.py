@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from support.slurm import TestSlurm, allocations_granted, slurm_cluster_toml, tw
 
 from pytest_ppsweep.cluster.slurm import check_pyxis
 from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.matrix.slurmsettings import with_slurm
 
 TWO = "pp4-tp8-ep4,pp8-tp4-ep4"
 
@@ -139,7 +139,7 @@ def test_preflight_through_slurm_names_every_node_and_starts_nothing(
 
     # Pyxis: a container image asks srun for --container-image, which this Slurm lacks
     sweep = load(toml)
-    problems = check_pyxis(replace(sweep.clusters["slurm"], container_image="nvcr.io#x/y:1"))
+    problems = check_pyxis(with_slurm(sweep.clusters["slurm"], container_image="nvcr.io#x/y:1"))
     assert problems and "expected srun with Pyxis" in problems[0], problems
 
 

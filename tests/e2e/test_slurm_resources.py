@@ -198,8 +198,8 @@ PYXIS_IMAGE = 'container_image = "registry.example#lab/sglang:t1"'
 def test_a_misspelt_flag_is_refused_in_a_step_on_node_0_and_in_the_pyxis_image(
     slurm_clean: TestSlurm, tmp_path: Path
 ) -> None:
-    """A misspelt server flag on Slurm: the dry run says it cannot check it (it asks Slurm for
-    nothing) and where the preflight does; the run's preflight runs the engine's own parser in
+    """A misspelt server flag on Slurm: the dry run finds it with the emulator's parser run
+    here (it asks Slurm for nothing); the run's preflight runs the engine's own parser in
     a step on node 0 of its allocation and refuses the flag with the parser's suggestion before
     any layout's step. With Pyxis (FAKE, module docstring) that step runs in the image, after
     the nodes imported it."""
@@ -211,10 +211,10 @@ def test_a_misspelt_flag_is_refused_in_a_step_on_node_0_and_in_the_pyxis_image(
         (tmp_path / sub).mkdir()
     plain = make_folder(tmp_path / "plain", server=typo)
     dry = run(plain, tmp_path / "plain" / "reports", "--ppsweep-dry-run")
-    assert dry.returncode == 0, (dry.stdout + dry.stderr)[-4000:]
-    assert ("cluster 'slurm': server flags not checked by the dry run: a step needs the run's "
-            "allocation, and the dry run asks Slurm for nothing; the preflight checks them in "
-            "a step on node 0 of the allocation") in dry.stdout, dry.stdout[-4000:]
+    # the emulator ships with the plugin: the dry run runs its parser here (asking Slurm for
+    # nothing) and refuses the flag, as the preflight does in a step on node 0
+    assert dry.returncode == pytest.ExitCode.USAGE_ERROR, (dry.stdout + dry.stderr)[-4000:]
+    assert suggestion in dry.stderr, dry.stderr[-4000:]
     granted = allocations_granted()
     for folder, env in ((plain, {}), (make_folder(
             tmp_path / "pyxis", f'{PYXIS_IMAGE}\ncontainer_cache = "{tmp_path / "cache"}"',

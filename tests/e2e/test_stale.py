@@ -243,7 +243,7 @@ class _DiesDuringProbe:
     launcher cannot tell who holds the port (a remote node): the exit must win."""
 
     def __init__(self, url: str, log: Path) -> None:
-        self.config = type("C", (), {"id": "pp1-tp1-ep1"})()
+        self.config = type("C", (), {"id": "pp1-tp1-ep1", "engine": "sglang"})()
         self.scanner = LogScanner(())
         self.progress = lambda _msg: None
         self._url = url
@@ -291,7 +291,7 @@ def test_a_rank_that_exits_fails_the_boot_although_its_port_answers(
 def test_an_answer_with_another_boots_token_is_not_this_boot(tmp_path: Path) -> None:
     sweep = load(_sweep(tmp_path / "sweep", _port(8), 2000, tmp_path / "state") / "ppsweep.toml")
     service = Service(sweep, sweep.cluster("local"), sweep.configs[0], tmp_path / "logs")
-    service.boot_token = "this-boot"
+    service.groups[0].boot_token = "this-boot"  # each group's boot has its own token
     assert service.impostor(0, "this-boot") is None
     assert service.impostor(1, None) is None  # no token (real SGLang), no launched rank to ask
     assert service.impostor(0, "earlier-boot") == (

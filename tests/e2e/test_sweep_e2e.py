@@ -332,3 +332,10 @@ def test_whole_seed_sweep_on_the_emulator(pytester: pytest.Pytester, tmp_path: P
     assert len(results) == 5 * 2 * 3
     assert all(r["completed"] == "40" and r["failed"] == "0" for r in results)
     assert all(r["input_tokens"] == str(40 * 16384) for r in results)
+    # The KV capacity each layout's engine reports, and the requests of 16,384 + 1 tokens it
+    # holds at once: recorded per layout and shown beside the headroom.
+    configs = rows(run_dir(reports) / "configs.csv")
+    kv = {c["config_id"]: (int(c["kv_tokens"]), int(c["kv_requests"])) for c in configs}
+    assert len(kv) == 5 and all(t > 0 and n == t // 16385 for t, n in kv.values()), kv
+    assert len({t for t, _ in kv.values()}) > 1  # it belongs to the layout, not the model
+    result.stdout.fnmatch_lines(["KV cache capacity the engine reports*"])

@@ -30,6 +30,7 @@ from pytest_ppsweep.folder.runfolder import (
     RunOwner,
     RunStore,
     SourceKey,
+    engine_facts,
 )
 from pytest_ppsweep.matrix.parse import load
 from pytest_ppsweep.results.aggregate import load_run
@@ -100,6 +101,30 @@ def test_a_new_run_folder_says_its_format_version(tmp_path: Path) -> None:
     assert folder.recorded_run_id() == "r-1"
 
 
+def test_the_engine_and_its_version_read_from_every_format() -> None:
+    """Format 3 names the engine and its version; format 2 wrote the version under SGLang's own
+    key (the engine then is SGLang); format 1 may have neither."""
+    assert engine_facts({RunKey.ENGINE: "sglang", RunKey.ENGINE_VERSION: "0.5.23"}) == (
+        "sglang", "0.5.23")
+    assert engine_facts({"sglang_version": "0.5.23", FORMAT_VERSION_KEY: 2}) == (
+        "sglang", "0.5.23")
+    assert engine_facts({}) == ("sglang", None)
+
+
+def test_a_resumed_format_2_folder_keeps_its_engine_version(tmp_path: Path) -> None:
+    """A run resumed into a folder of format 2 writes today's format with the version its boots
+    learnt, moved to ``engine_version`` (the old key gone)."""
+    sweep = load(REPO / "test_matrix" / "cpu.toml")
+    store = RunStore(tmp_path, "r-2")
+    store.write_json("metadata/run.json", {"run_id": "r-2", FORMAT_VERSION_KEY: 2,
+                                           "sglang_version": "0.5.4"})
+    RunJson(store).create(sweep, tuple(sweep.clusters.values()), [c.id for c in sweep.configs])
+    meta = RunFolder(store.dir).read_run_json()
+    assert meta[FORMAT_VERSION_KEY] == FORMAT_VERSION == 3
+    assert (meta[RunKey.ENGINE], meta[RunKey.ENGINE_VERSION]) == ("sglang", "0.5.4")
+    assert "sglang_version" not in meta
+
+
 @pytest.mark.parametrize("path", STORED, ids=[p.name for p in STORED])
 def test_every_stored_run_folder_reads_through_runfolder(path: Path) -> None:
     folder = RunFolder(path)
@@ -119,10 +144,12 @@ def test_every_stored_run_folder_reads_through_runfolder(path: Path) -> None:
 
 
 def test_the_stored_folders_include_the_current_format_and_an_older_one() -> None:
-    """tests/data keeps a folder of today's format (tests/data/runfolders) and folders written
-    before format_version (and before the decode columns)."""
+    """tests/data keeps a folder of today's format (tests/data/runfolders), one of format 2
+    (before run.json named the engine) and folders written before format_version (and before
+    the decode columns)."""
     assert STORED
     assert any(RunFolder(p).format_version() == FORMAT_VERSION for p in STORED)
+    assert any(RunFolder(p).format_version() == 2 for p in STORED)
     assert any(RunFolder(p).format_version() == UNVERSIONED for p in STORED)
     assert any("output_tokens_nominal" not in RunFolder(p).result_rows()[0] for p in STORED)
 
@@ -375,6 +402,8 @@ def test_run_key_names_every_key_run_json_gets(tmp_path: Path, matrix: str) -> N
     run_json.server("0.4", True, 10.0)
     run_json.adaptive(2)
     run_json.drop_skipped({"pp1": "predicted"})
+    run_json.boot_history({"input_tps": {"var": 1e-4, "df": 3.0, "configurations": 1,
+                                         "runs": 4}})
     run_json.run_status("complete")
     written = set(store.read_run_json())
     assert written <= RunKey.all()

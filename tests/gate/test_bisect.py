@@ -13,6 +13,7 @@ from pytest_ppsweep.gate.bisect import (
     BAD,
     GOOD,
     NO_BOOT,
+    UNCLEAR,
     BisectError,
     RunOf,
     Wanted,
@@ -28,9 +29,11 @@ THRESHOLDS = parse_thresholds(["input_tps:-2%", "ttft_p50:+50%"])
 points_asked: list[tuple[tuple[str, int], ...] | None] = []  # what each run_of was asked
 
 
-def fake_gate(root: Path, slow_from: int, no_boot: Sequence[str] = ()) -> tuple[RunOf, list[str]]:
+def fake_gate(root: Path, slow_from: int, no_boot: Sequence[str] = (),
+              noisy: Sequence[str] = ()) -> tuple[RunOf, list[str]]:
     """run_of for :func:`search`: a run folder per image, 5 % slower from ``slow_from`` on;
-    the images of ``no_boot`` fail at boot. Records what was measured."""
+    the images of ``no_boot`` fail at boot; those of ``noisy`` are 4 % slower with rounds
+    ±10 % apart (worse than the threshold, within their noise). Records what was measured."""
     asked: list[str] = []
     points_asked.clear()
 
@@ -38,8 +41,9 @@ def fake_gate(root: Path, slow_from: int, no_boot: Sequence[str] = ()) -> tuple[
         asked.append(image)
         points_asked.append(None if wanted is None else tuple(wanted))
         index = IMAGES.index(image)
-        factor = 0.95 if index >= slow_from else 1.0
-        points = [Point("pp8-tp4-ep4", 8, 4, 4, 8, 8800.0 * factor, 1.2, 1.4, 0.002),
+        factor = 0.95 if index >= slow_from else 0.96 if image in noisy else 1.0
+        jitter = 0.1 if image in noisy else 0.002
+        points = [Point("pp8-tp4-ep4", 8, 4, 4, 8, 8800.0 * factor, 1.2, 1.4, jitter),
                   Point("pp4-tp8-ep4", 4, 8, 4, 8, 8000.0, 1.3, 1.5, 0.002)]
         if image in no_boot:
             return record_run(root, f"run-{index}", points[1:], failed_boot=("pp8-tp4-ep4",)
@@ -81,7 +85,20 @@ def test_an_image_that_does_not_boot_is_reported_and_skipped(tmp_path: Path) -> 
     assert outcome.undecided == (IMAGES[3], IMAGES[4])
     text = "\n".join(outcome.lines())
     assert f"{IMAGES[3]}: does not boot" in text and "did not boot" in text
-    assert f"or one of {IMAGES[3]}, {IMAGES[4]} before it (they do not boot)" in text
+    assert f"or one of {IMAGES[3]}, {IMAGES[4]} before it (they do not boot" in text
+
+
+def test_an_image_not_told_from_noise_is_skipped_never_judged_good(tmp_path: Path) -> None:
+    # Judged good, the noisy image would move the search past it; skipped, the first bad image
+    # is named with it as the one that could also be.
+    run_of, _ = fake_gate(tmp_path, slow_from=5, noisy=[IMAGES[4]])
+    outcome = search(IMAGES, IMAGES[0], IMAGES[-1], run_of, THRESHOLDS)
+    states = {j.image: j.state for j in outcome.judged}
+    assert states[IMAGES[4]] == UNCLEAR and states[IMAGES[5]] == BAD
+    assert outcome.first_bad == IMAGES[5] and outcome.last_good == IMAGES[3]
+    assert outcome.undecided == (IMAGES[4],)
+    text = "\n".join(outcome.lines())
+    assert f"{IMAGES[4]}: not told from noise" in text and "inconclusive" in text
 
 
 def test_no_regression_between_good_and_bad_says_so(tmp_path: Path) -> None:

@@ -17,13 +17,13 @@ from pytest_ppsweep.gate.comparison import (
     ThresholdError,
     compare,
     comparison_html,
-    comparison_table,
     notable_lines,
     parse_thresholds,
     regressions,
     significant,
     write_comparison_csv,
 )
+from pytest_ppsweep.report.summary import gate_table
 
 
 def _find(rows: list[Comparison], cid: str, conc: int, metric: str = "") -> Comparison:
@@ -98,12 +98,12 @@ def test_small_delta_beyond_noise_is_significant_not_a_regression(tmp_path: Path
     assert row.message.endswith("— significant change under the threshold (2× noise)")
     assert not regressions(rows)
     assert significant(rows) == [row]
-    assert comparison_table(rows)[-1] == "significant: 1, within noise: 11"
+    assert gate_table(rows)[-1] == "significant: 1, within noise: 11"
     assert notable_lines(rows) == [f"SIGNIFICANT {row.message}"]
 
 
 def test_three_tiers_and_the_noise_rule(tmp_path: Path, ref: Path) -> None:
-    # Noise = 5 × the median distance of a repeat from its run's median (results/noise.py): every
+    # Noise = 5 × the median distance of a repeat from its run's median (stats/gatenoise.py): every
     # repeat is 0.3 % from its median here (jitter 0.003), so 1.5 %.
     # Δ ≤ noise: within noise; noise < |Δ| under the threshold: significant (either direction);
     # worse than the threshold and beyond noise: regression.
@@ -160,18 +160,35 @@ def test_direction_higher_tps_and_lower_ttft_are_improvements(tmp_path: Path, re
     assert not regressions(rows)
 
 
-def test_noise_gate_delta_beyond_threshold_but_within_spread(tmp_path: Path) -> None:
+def _noisy_reference_row(tmp_path: Path, factor: float) -> Comparison:
+    """PP1's Input TPS row at C=8 between a reference of rounds ±5 % apart and a quiet current
+    run whose PP1 is ``factor`` times as fast."""
     noisy = [replace(p, jitter=0.05) for p in seed_trio()]
     ref = record_run(tmp_path, "ref", noisy)
     cur = record_run(tmp_path, "cur", [
-        replace(p, input_tps=p.input_tps * (0.94 if p.config_id == "pp1-tp32-ep4" else 1),
+        replace(p, input_tps=p.input_tps * (factor if p.config_id == "pp1-tp32-ep4" else 1),
                 jitter=0.003)
         for p in noisy])
-    row = _find(compare(cur, ref), "pp1-tp32-ep4", 8, "input_tps")
+    return _find(compare(cur, ref), "pp1-tp32-ep4", 8, "input_tps")
+
+
+def test_noise_gate_delta_beyond_threshold_but_within_spread(tmp_path: Path) -> None:
+    row = _noisy_reference_row(tmp_path, 0.94)
     assert row.delta_pct == pytest.approx(-6.0)
     # 5 × the median of the four distances (5, 5 % in the reference, 0.3, 0.3 % in the current)
     assert row.noise_pct == pytest.approx(5 * (5.0 + 0.3) / 2)
-    assert row.verdict == "within noise"
+    # Worse than the −3 % threshold by the medians, but not told from noise: the gate cannot
+    # vouch for the image, so the row fails as inconclusive (never a silent pass).
+    assert row.verdict == "inconclusive" and row in regressions([row])
+    assert "within the noise; the runs cannot tell a regression from noise" in row.message
+    assert any(line.startswith("INCONCLUSIVE pp1-tp32-ep4 C=8: Input TPS")
+               for line in notable_lines([row]))
+
+
+def test_a_change_within_noise_and_within_the_threshold_passes(tmp_path: Path) -> None:
+    row = _noisy_reference_row(tmp_path, 0.98)
+    assert row.delta_pct == pytest.approx(-2.0) and row.noise_pct is not None
+    assert row.noise_pct > 2.0 and row.verdict == "within noise"
     assert row.message.endswith(f"noise {row.noise_pct:.1f} %) — within noise")
 
 
@@ -223,9 +240,12 @@ def test_points_in_one_run_only_are_listed(tmp_path: Path, ref: Path) -> None:
 def test_table_html_and_csv(tmp_path: Path, ref: Path) -> None:
     cur = record_run(tmp_path, "cur", seed_trio(**{"pp8-tp4-ep4@8": (8200.0, 13.47, 16.45)}))
     rows = compare(cur, ref)
-    lines = comparison_table(rows, width=80)
+    lines = gate_table(rows, width=80)
     assert all(len(line) <= 80 for line in lines)
-    assert any("pp8-tp4-ep4" in line and "regression" in line for line in lines)
+    # too wide for 80 columns: each row's point on a line, its verdict and numbers below it
+    at = next(i for i, line in enumerate(lines) if line.startswith("pp8-tp4-ep4 ")
+              and line.split()[1:] == ["8", "input_tps"])
+    assert lines[at + 1].split()[0] == "regression"
     assert lines[-1] == "regression: 1, within noise: 11"
     weird = [Comparison("<b>x</b>", 8, "input_tps", 1.0, 2.0, 100.0, -3.0, 0.0,
                         "improvement", "a & b")]

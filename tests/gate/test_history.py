@@ -215,7 +215,7 @@ def test_the_accuracy_column_is_the_runs_pooled_score_and_follows_the_folder(
     (results/accuracy.run_accuracy); a score written later is picked up by the next reader."""
     from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
     from pytest_ppsweep.results.accuracy import Answer, layout_accuracy
-    from pytest_ppsweep.results.accuracystats import plan
+    from pytest_ppsweep.stats.accuracytest import plan
 
     reports = _reports(tmp_path)
     run = reports / "kimi-20261202-090000"
@@ -231,3 +231,28 @@ def test_the_accuracy_column_is_the_runs_pooled_score_and_follows_the_folder(
     assert main(["history", "--rebuild", "--reports", str(reports)]) == 0
     assert next(r for r in History(reports).records(sync=False)
                 if r.folder == run.name).accuracy == pytest.approx(0.75)
+
+
+def test_the_history_names_an_image_one_way_in_its_charts_and_its_table() -> None:
+    """A long image was labelled by its tag under a chart's point and by its last 19
+    characters in ``trend``'s table (``v0.5.23-cu129-20261201`` / ``…3-cu129-20261201``): both
+    name it by gate/history.image_label, and the chart's tooltip starts with that name."""
+    import re
+
+    from pytest_ppsweep.gate.history import TrendRow, image_label, trend_lines
+    from pytest_ppsweep.report.trendview import trend_svg
+
+    image = "registry.local:5000/team/sglang:v0.5.23-cu129-20261201"
+    rows = [TrendRow("pp8-tp4-ep4", 8, f"2026-12-0{i}T09:00:00", img, f"r{i}", 8000.0 + i,
+                     None, None, 3) for i, img in enumerate((image, "reg/sglang@sha256:" +
+                                                             "0123456789abcdef" * 4, ""), 1)]
+    named = [image_label(r.image) for r in rows]
+    assert named == ["v0.5.23-cu129-20261201", "@sha256:0123456789ab", "—"]
+    table = trend_lines(rows, "input_tps")
+    for label, line in zip(named, table[1:], strict=True):
+        assert f" {label} " in line, (label, line)
+    svg = trend_svg(rows, "input_tps", "r1")
+    labels = re.findall(r'text-anchor="middle">([^<]+)</text>', svg)
+    assert [label for label in labels if not re.fullmatch(r"\d\d-\d\d", label)] == named
+    tips = re.findall(r"<title>([^<]+)</title></circle>", svg)
+    assert tips[0].startswith(f"{named[0]} ({image}) ")

@@ -163,6 +163,18 @@ def test_plugin_owned_flag_in_server(tmp_path: Path) -> None:
     refused(path, r"'server\.tp_size'", r"set by the plugin")
 
 
+def test_owned_flags_are_the_sweeps_engines_own(tmp_path: Path) -> None:
+    # vLLM takes `headless` from the layout; SGLang has no such flag of its own, so a SGLang
+    # sweep's [server] is not refused for it here (the engine's own parser judges it), while a
+    # vLLM sweep is, with vLLM's reason.
+    sglang = seed_with(tmp_path, "mem_fraction_static = 0.88",
+                       "mem_fraction_static = 0.88\nheadless = true")
+    assert load(sglang).server["headless"] is True
+    text = sglang.read_text()
+    vllm = write(tmp_path, text.replace("[sweep]\n", '[sweep]\nengine = "vllm"\n', 1))
+    refused(vllm, r"'server\.headless'", r"set by the plugin")
+
+
 def test_not_toml(tmp_path: Path) -> None:
     refused(write(tmp_path, "[sweep\nname="), r"not valid TOML")
 
@@ -185,3 +197,19 @@ def test_health_stall_has_a_default_a_value_and_a_bound(tmp_path: Path) -> None:
     assert load(path).health_stall_s == 12.0
     bad = seed_with(tmp_path, "boot_timeout_s", "health_stall_s = 0\nboot_timeout_s")
     refused(bad, re.escape("'sweep.health_stall_s'"), r"expected a value ≥ 0.1", r"found")
+
+
+def test_the_engine_is_sglang_unless_the_sweep_names_another(tmp_path: Path) -> None:
+    """``[sweep] engine`` names the serving engine (engine/engines.py): SGLang by default, on
+    the sweep and each of its points, whose ids it leaves as they were."""
+    sweep = load(SEED)
+    assert sweep.engine == "sglang" and {c.engine for c in sweep.configs} == {"sglang"}
+    named = load(seed_with(tmp_path, "[sweep]\n", '[sweep]\nengine = "sglang"\n'))
+    assert [c.id for c in named.configs] == [c.id for c in sweep.configs]
+    assert named.engine == "sglang"
+
+
+def test_an_unknown_engine_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
+    path = seed_with(tmp_path, "[sweep]\n", '[sweep]\nengine = "sglnag"\n')
+    refused(path, r"key 'sweep\.engine'", r"expected one of sglang", r"found 'sglnag'",
+            r"did you mean 'sglang'")

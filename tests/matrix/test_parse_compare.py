@@ -1,5 +1,5 @@
 """``[compare] alpha`` and ``min_effect_pct``: the decision rule's level and equivalence margin
-(results/stats.py), read, bounded with file and key named, and written to run.json."""
+(stats/decision.py), read, bounded with file and key named, and written to run.json."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_ppsweep.matrix.model import Sweep
-from pytest_ppsweep.results.questions import rule_of
-from pytest_ppsweep.results.stats import DEFAULT_RULE
+from pytest_ppsweep.results.rule import rule_of
+from pytest_ppsweep.stats.decision import DEFAULT_RULE
 from tests.matrix.test_axes import error_of, sweep_of
 
 
@@ -29,6 +29,10 @@ def test_defaults_and_given_values(tmp_path: Path) -> None:
     ("[compare]\nmin_effect_pct = 0\n", "key 'compare.min_effect_pct': expected a margin in %"),
     ("[compare]\nmin_effect_pct = 150\n", "key 'compare.min_effect_pct': expected a margin"),
     ("[compare]\nalpah = 0.05\n", "compare.alpah"),
+    ("[compare]\nboot_noise_pct = -1\n",
+     "key 'compare.boot_noise_pct': expected the σ of one boot's offset in % in [0, 100)"),
+    ("[compare]\none_boot_bound_pct = 0\n",
+     "key 'compare.one_boot_bound_pct': expected a bound in % in (0, 100)"),
 ])
 def test_bad_values_name_file_and_key(tmp_path: Path, extra: str, expected: str) -> None:
     message = error_of(tmp_path, extra)
@@ -41,3 +45,7 @@ def test_the_rule_read_back_from_run_json() -> None:
     rule = rule_of({"compare": {"alpha": 0.01, "min_effect_pct": 2.0}})
     assert (rule.alpha, rule.min_effect_pct) == (0.01, 2.0)
     assert rule_of({"compare": {"alpha": "x"}}) == DEFAULT_RULE
+    # the boot level's keys: a stated prior is a source with infinite degrees of freedom
+    booted = rule_of({"compare": {"boot_noise_pct": 1.5, "one_boot_bound_pct": 4.0}})
+    assert booted.boot_known and booted.one_boot_bound_pct == 4.0
+    assert "boot_noise_pct = 1.5 %" in booted.boot_source and not rule_of({}).boot_known

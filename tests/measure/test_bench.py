@@ -243,3 +243,22 @@ def test_mismatched_spec_or_small_pool_is_refused(make_spec: SpecFactory) -> Non
 
     with pytest.raises(ValueError, match="connector limit"):
         asyncio.run(small_pool())
+
+
+def test_an_engine_without_a_cache_flush_is_not_flushed(
+    fake_server: FakeSGLang, make_spec: SpecFactory
+) -> None:
+    """An engine with no flush endpoint (vLLM outside development mode) runs its rounds with no
+    flush at all, also when the round can be cancelled (the engine travels with the round)."""
+    import dataclasses
+    import threading
+
+    from pytest_ppsweep.engine.sglang import ENGINE
+
+    engine = dataclasses.replace(ENGINE, endpoints=dataclasses.replace(ENGINE.endpoints,
+                                                                        flush_cache=""))
+    spec = make_spec(num_requests=4)
+    r = run(fake_server.base_url, generate_prompts(spec), 2, spec=spec, engine=engine,
+            cancel=threading.Event())
+    assert (r.completed, r.failed) == (4, 0)
+    assert fake_server.events and "flush" not in {route for route, _ in fake_server.events}

@@ -39,6 +39,7 @@ def boot_and_teardown(row: ConfigRow) -> None:
     row.placed("local")
     row.topology(True)
     row.booted(12.5, 64)
+    row.kv_capacity(655_360, 16_385)
     row.held(1.23456)
     row.boot_of(CID)
     row.logs(0)
@@ -78,9 +79,19 @@ def test_every_column_and_value_as_written_per_fact(store: RunStore) -> None:
         "pp_max_micro_batch_size": "64", "log_clean": "True", "log_findings": "0",
         "mem_peak_mib": "70000", "mem_total_mib": "80000", "mem_headroom_mib": "10000",
         "mem_worst_node": "127.0.0.1", "mem_worst_gpu": "1", "cluster": "local",
-        "held_s": "2.5", "boot_of": CID,
+        "held_s": "2.5", "boot_of": CID, "kv_tokens": "655360", "kv_requests": "39",
     }]
     assert list(csv_rows(store.configs_csv)[0]) == list(CONFIG_COLUMNS)
+
+
+def test_no_kv_capacity_reported_writes_none(store: RunStore) -> None:
+    row = ConfigRow(store, CID)
+    row.planned(Config(pp=2, tp=1, ep=1, order=3))
+    row.kv_capacity(None, 16_385)
+    row.kv_capacity(0, 16_385)
+    row.held(1.0)
+    (written,) = csv_rows(store.configs_csv)
+    assert written["kv_tokens"] == written["kv_requests"] == ""
 
 
 def test_a_crash_keeps_every_fact_learnt(store: RunStore) -> None:

@@ -79,10 +79,13 @@ def test_as_row_has_exact_keys_and_builtins_only() -> None:
         "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s",
         "peak_concurrency", "prompt_digest", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s",
         "itl_mean_s", "itl_p50_s", "itl_p99_s", "output_tps", "output_tokens_nominal",
+        "hit_rate_implied", "hit_rate_achieved", "hit_rate_source", "hit_rate_tolerance",
     }  # fmt: skip
-    # a one-token answer has no TPOT/ITL (None); everything else is a builtin
+    # a one-token answer has no TPOT/ITL (None), random-ids prompts no hit rate (None);
+    # everything else is a builtin
+    assert all(row[k] is None for k in row if k.startswith("hit_rate_"))
     assert all(type(v) in (int, float, str, bool) for k, v in row.items()
-               if not k.startswith(("tpot_", "itl_")))
+               if not k.startswith(("tpot_", "itl_", "hit_rate_")))
 
 
 def test_nothing_completed_gives_none_statistics() -> None:

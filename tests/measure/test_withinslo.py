@@ -9,14 +9,8 @@ import pytest
 
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.metrics import summarize
-from pytest_ppsweep.measure.withinslo import (
-    binomial_bounds,
-    dispersion,
-    evaluate,
-    judge_percentile,
-    min_requests,
-    steady,
-)
+from pytest_ppsweep.measure.withinslo import evaluate, judge_percentile, steady
+from pytest_ppsweep.stats.binomial import binomial_bounds, dispersion
 
 
 def rec(i: int, ttft: float, *, ok: bool = True, tokens: int = 1, e2e: float | None = None,
@@ -76,23 +70,6 @@ def test_a_client_behind_its_schedule_is_not_within() -> None:
     verdict = evaluate(result(late), P50)
     assert not verdict.within and verdict.lag is not None and verdict.lag.behind
     assert "client behind its schedule" in verdict.reasons[-1]
-
-
-@pytest.mark.parametrize(("k", "n", "lower", "upper"), [
-    # scipy.stats.beta.ppf(0.05, k, n - k + 1) and beta.ppf(0.95, k + 1, n - k)
-    (12, 40, 0.18312, 0.44028), (0, 40, 0.0, 0.07216), (40, 40, 0.92784, 1.0),
-    (1, 10, 0.00512, 0.39416), (20, 40, 0.36109, 0.63891),
-])
-def test_clopper_pearson_bounds_match_the_beta_quantiles(k: int, n: int, lower: float,
-                                                          upper: float) -> None:
-    low, high = binomial_bounds(k, n, 0.95)
-    assert low == pytest.approx(lower, abs=2e-5) and high == pytest.approx(upper, abs=2e-5)
-
-
-def test_the_fewest_requests_that_can_prove_a_percentile() -> None:
-    # (1 - q)^n <= 1 - c: MLPerf's early-stopping count with no request over the limit
-    assert [min_requests(q, 0.95) for q in (50, 90, 95, 99)] == [5, 29, 59, 299]
-    assert min_requests(99, 0.99) == 459
 
 
 def test_a_percentile_near_its_limit_is_unproven_not_within() -> None:

@@ -65,10 +65,10 @@ from pytest_ppsweep.results.accuracy import (
     layout_accuracy,
     read_accuracy,
 )
-from pytest_ppsweep.results.accuracystats import plan
 from pytest_ppsweep.run.accuracy_step import AccuracyStep
 from pytest_ppsweep.run.live import NoStatus
 from pytest_ppsweep.service.probe import server_info, topology
+from pytest_ppsweep.stats.accuracytest import plan
 
 pytestmark = pytest.mark.slow
 
@@ -606,8 +606,9 @@ def _evaluate(service: Service, spec: AccuracySpec, folder: Path,
                                store=SimpleNamespace(dir=folder), progress=lines.append,
                                live=NoStatus())
     booted: Any = SimpleNamespace(
-        service=SimpleNamespace(base_url=service.url(), config=SimpleNamespace(id="pp2")),
-        config=SimpleNamespace(id="pp2"), boot_id="pp2", check_alive=lambda: None)
+        service=SimpleNamespace(target_url=service.url(),
+                                config=SimpleNamespace(id="pp2", engine="sglang")),
+        config=SimpleNamespace(id="pp2", engine="sglang"), boot_id="pp2", check_alive=lambda: None)
     AccuracyStep(ctx, compare_ref).check(booted)
     stored = read_accuracy(folder, "pp2")
     assert stored is not None, lines

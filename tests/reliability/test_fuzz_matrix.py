@@ -19,8 +19,8 @@ from support.tomltext import dumps
 
 from pytest_ppsweep.gate.comparison import ThresholdError, parse_thresholds
 from pytest_ppsweep.matrix import MatrixError, Sweep, load
+from pytest_ppsweep.matrix.kinds import CLUSTER_KEYS
 from pytest_ppsweep.matrix.schema import (
-    CLUSTER_KEYS,
     SWEEP_KEYS,
     WORKLOAD_KEYS,
 )

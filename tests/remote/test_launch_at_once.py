@@ -40,7 +40,8 @@ def test_nodes_start_and_stop_at_once(
         service = Service(sweep, cluster, sweep.configs[0], work["model"].parent / "logs",
                           run_id=f"at-once-{launcher}", registry=registry,
                           launcher=launcher_for(cluster, sweep, registry))
-        service.specs = [replace(s, argv=(python, "-c", SLEEPER)) for s in service.specs]
+        group = service.groups[0]  # the layout's one serve group
+        group.specs = [replace(s, argv=(python, "-c", SLEEPER)) for s in group.specs]
         try:
             service.start()
             assert len(service.procs) == len(cluster.hosts) == 4

@@ -275,8 +275,12 @@ def test_a_misspelt_flag_is_refused_in_the_image_before_any_container_starts(
     dry = subprocess.run(_pytest(folder, "--ppsweep-image", sglang_image.tag, "--ppsweep-reports",
                                  str(reports), "--ppsweep-dry-run"),
                          cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)
-    _refused(dry, f"{folder / 'ppsweep.toml'}")
-    assert "--ppsweep-dry-run: preflight of cluster 'cpu'" in dry.stderr, dry.stderr
+    assert dry.returncode == pytest.ExitCode.USAGE_ERROR, dry.stdout[-3000:] + dry.stderr
+    # the dry run opens no connection: checked offline against the kept flag list
+    assert (f"{folder / 'ppsweep.toml'}: key 'server.chunked_prefil_size': expected a flag of "
+            "sglang.launch_server 0.5.23 (did you mean 'chunked_prefill_size'?)") in dry.stderr
+    assert ("--ppsweep-dry-run: the server flags of cluster 'cpu' have 1 problem(s), found by "
+            "the offline check") in dry.stderr, dry.stderr
     done = subprocess.run(_pytest(folder, "--ppsweep-image", sglang_image.tag, "--ppsweep-reports",
                                   str(reports)),
                           cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False)

@@ -10,7 +10,7 @@ from pytest_ppsweep.folder.runfolder import FolderFiles
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
 from pytest_ppsweep.report import accuracyview
 from pytest_ppsweep.results.accuracy import Answer, layout_accuracy
-from pytest_ppsweep.results.accuracystats import plan
+from pytest_ppsweep.stats.accuracytest import plan
 
 
 def test_the_table_names_each_layouts_score_and_result(tmp_path: Path) -> None:

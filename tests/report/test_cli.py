@@ -348,3 +348,30 @@ def test_show_prints_the_runs_own_summary_with_its_slo_searches(tmp_path: Path) 
     assert any("SLO searches" in line for line in ended), ended
     start = shown.index(ended[0])
     assert shown[start:start + len(ended)] == ended, "\n".join(shown)
+
+
+def test_show_wraps_the_gate_table_at_80_columns_and_cuts_nothing(tmp_path: Path) -> None:
+    """``show`` at 80 columns once cut the gate table after the current value (Δ %,
+    threshold and noise lost): it wraps as the live summary does, every value kept."""
+    import shutil
+
+    from support.paths import REPO
+
+    from pytest_ppsweep.gate.comparison import Comparison, write_comparison_csv
+    from pytest_ppsweep.report.cli import show_lines
+
+    run = tmp_path / "reports" / "ppsweep"
+    shutil.copytree(REPO / "tests" / "data" / "answers" / "ppsweep", run)
+    long_id = "pp8-tp4-ep4-chunk16384-a2a_deepep"  # longer than the old 17-character cut
+    write_comparison_csv(run, [
+        Comparison(long_id, 16, "input_tps", 8812.34, 8123.45, -7.82, -3.0, 1.4, "regression",
+                   "slower"),
+        Comparison("pp4-tp8-ep4", 8, "ttft_p50", 1.25, 1.26, 0.8, 10.0, 2.5, "ok", "same")])
+    shown = show_lines(run, 80)
+    over = [ln for ln in shown if len(ln) > 80 and not ln.startswith(("run folder: ", "report: "))]
+    assert not over, over  # (a path stays whole, to be copied)
+    gate = shown[next(i for i, ln in enumerate(shown) if "ppsweep gate" in ln):]
+    text = "\n".join(gate)
+    for value in (long_id, "8,812.34", "8,123.45", "-7.82", "-3", "1.4", "+0.80", "+10", "2.5",
+                  "regression: 1"):
+        assert value in text, (value, text)

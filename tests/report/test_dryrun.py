@@ -12,6 +12,7 @@ from support.matrices import replace_once, seed_text
 from support.paths import REPO, SEED
 
 from pytest_ppsweep.matrix.parse import load
+from pytest_ppsweep.matrix.slurmsettings import with_slurm
 from pytest_ppsweep.report.dryrun import SEEDS, cluster_time, dry_run_lines
 
 
@@ -93,7 +94,10 @@ def test_earlier_runs_are_found_by_their_sweep_whatever_their_id(tmp_path: Path)
 def test_a_docker_cluster_names_the_image(tmp_path: Path) -> None:
     sweep = load(SEED, cluster="pro6000")
     lines = dry_run_lines(sweep, sweep.cluster("pro6000"), sweep.configs[:1], tmp_path)
-    assert lines[1] == f"each command runs in a container of image {sweep.image} on its node"
+    assert lines[1] == (f"each command runs in a container of image {sweep.image} on its node, "
+                        "with the container options: --init --network host --ipc host "
+                        "--shm-size 32g --gpus all --device /dev/infiniband:/dev/infiniband:rwm "
+                        "-v /data/hf_models/Kimi-K3:/data/hf_models/Kimi-K3:ro")
     assert lines[3].startswith("  node0 601 (174.1.60.1): env ")
 
 
@@ -105,9 +109,10 @@ def test_the_slo_search_probes_are_listed_with_their_requests(tmp_path: Path) ->
     i = lines.index(
         "SLO search of workload 'default' (TTFT p50 ≤ 5 s) on each of 5 point(s) (pp1-tp32-ep4, "
         "pp2-tp16-ep4, pp4-tp8-ep4, pp8-tp4-ep4, pp16-tp2-ep2), after its rounds; each probe "
-        "sends 40 requests at that rate (open loop) (requests = \"auto\": each layout's size is "
+        "sends 69 requests at that rate (open loop) (requests = \"auto\": each layout's size is "
         "computed before its search from its measured prefill time, measure/probesize.py; "
-        "counted here at 40, the workload's own):")
+        "counted here at 69: the workload's own 40 raised to the floor that lets an overload "
+        "show, the first probe at the minimum load excepted):")
     assert lines[i + 1:i + 7] == [
         '  probe 1: 0.05 req/s (the minimum; outside the SLO: the search ends, "below min")',
         '  probe 2: 2 req/s (the maximum; within the SLO: the search ends, "at least max")',
@@ -117,7 +122,7 @@ def test_the_slo_search_probes_are_listed_with_their_requests(tmp_path: Path) ->
         "(both ends confirmed)",
         "  then up to 16 refine probe(s) either side of the capacity estimated from every "
         "probe (results/slocapacity.py) until its 95% interval is within ±10 %",
-        "  requests per point: 40 to 1080 (27 rounds of 40: 8 probes + 2 repeats + 1 confirm "
+        "  requests per point: 69 to 1863 (27 rounds of 69: 8 probes + 2 repeats + 1 confirm "
         "+ 16 refine), more when a repeat falls outside the SLO and the search goes on below "
         "it",
     ]
@@ -201,8 +206,8 @@ def test_a_slurm_dry_run_prints_its_salloc_and_srun_lines(tmp_path: Path) -> Non
     assert lines[7].startswith("  node0 node0 (slurm-node0): env HF_TOKEN=")
     assert "hf_secret-value-123" not in "\n".join(lines)
     # a job taken as it is, on a login node, in an image through Pyxis
-    taken = replace(cluster, slurm_jobid="4242", slurm_login="login1",
-                    container_image="nvcr.io#lmsysorg/sglang:v0.5.23",
+    taken = replace(with_slurm(cluster, jobid="4242", login="login1",
+                               container_image="nvcr.io#lmsysorg/sglang:v0.5.23"),
                     mounts=("/data/hf_models:/models:ro",))
     lines = dry_run_lines(sweep, taken, sweep.configs, tmp_path / "reports")
     assert lines[1:4] == [
@@ -276,3 +281,29 @@ def test_several_boots_per_layout_multiply_the_boots_and_the_estimate(tmp_path: 
     est = cluster_time(thrice, thrice.configs, tmp_path / "reports", cluster)
     assert est.seconds == 3 * once.seconds and est.low == 3 * (once.low or 0.0)
     assert est.source.endswith("; × 3 boots of each layout") and "× 3 boots" in lines[-1]
+
+
+def test_the_estimate_uses_only_runs_of_the_same_cluster(tmp_path: Path) -> None:
+    """An emulator run of the seeds' sweep on ``local`` says nothing of the real ``pro6000``:
+    pro6000's dry run does not estimate from it (it falls back to the seeds' reference), while
+    local's does; a real run on pro6000 then estimates pro6000."""
+    sweep = load(SEED)
+    reports = tmp_path / "reports"
+
+    def earlier(rid: str, cluster: str, simulated: bool, held: float) -> None:
+        (reports / rid / "metadata").mkdir(parents=True)
+        (reports / rid / "configs.csv").write_text(
+            "config_id,boot_ok,held_s\n" + "".join(f"{c.id},True,{held}\n"
+                                                   for c in sweep.configs))
+        (reports / rid / "metadata" / "run.json").write_text(json.dumps(
+            {"sweep": sweep.name, "cluster": cluster, "simulated": simulated}))
+
+    earlier("emulated", "local", True, 12.0)
+    local, real = sweep.cluster("local"), sweep.cluster("pro6000")
+    assert "emulated" in cluster_time(sweep, sweep.configs, reports, local).source
+    on_real = cluster_time(sweep, sweep.configs, reports, real)
+    assert "emulated" not in on_real.source and on_real.source.startswith(SEEDS.source), (
+        on_real.source)
+    earlier("measured", "pro6000", False, 600.0)
+    assert "measured" in cluster_time(sweep, sweep.configs, reports, real).source
+    assert "measured" not in cluster_time(sweep, sweep.configs, reports, local).source

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.paths import REPO
 from support.runs import Point, config_row, rounds, seed_run, write_run
 
 from pytest_ppsweep.report.html import _medians, build_report, html_summary
@@ -31,7 +32,7 @@ def hostile_run(tmp_path: Path) -> Path:
                config_row("pp4/../x", 4, 8, 4, 1, 82_000, boot_error=SCRIPT,
                           mem_worst_node=IMG)]
     run = write_run(tmp_path / "hostile", rows, configs, image=SCRIPT, cluster=IMG,
-                    matrix=f"{SCRIPT}.toml", sglang_version=IMG, run_id=SCRIPT)
+                    matrix=f"{SCRIPT}.toml", engine_version=IMG, run_id=SCRIPT)
     # Evidence folders exist, so the report links them (a missing one is plain text).
     (run / "service" / HOSTILE_ID).mkdir(parents=True)
     for sub in ("pp4", "x"):
@@ -182,3 +183,20 @@ def test_decode_rows_show_decode_metrics_in_a_table_of_their_own() -> None:
     assert all(h in decode for h in ("Output TPS", "TPOT p50", "ITL p50", "TPOT p50 vs base"))
     row = decode[decode.index(">pp8-tp4-ep4-mbs1-decode<"):][:600]
     assert "+125.54 %" in row and " ms<" in row
+
+
+def test_the_decision_box_names_the_rule_and_alpha_and_prints_the_answers_delta() -> None:
+    """The box says which rule decided (with α), and its Δ vs the runner-up is the Answers' own
+    (the ratio of geometric means), not a second computation from the medians."""
+    from pytest_ppsweep.report.format import delta
+
+    data, summary, verdicts, answers = analyse(REPO / "tests" / "data" / "answers" / "ppsweep")
+    (layout,) = answers
+    page = "\n".join(html_summary(data, summary, verdicts, answers))
+    box = page[page.index('<div class="ppsweep-decision'):]
+    box = box[:box.index("</div>")]
+    assert "by the decision rule" in box and "α = 0.05 family-wise (Holm)" in box
+    assert "noise rule" not in box
+    ev = next(e for e in layout.evidence if e.point == layout.answer
+              and e.versus == layout.fallback and e.metric == "input_tps")
+    assert delta(ev.delta_pct) in box, (delta(ev.delta_pct), box)

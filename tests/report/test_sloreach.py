@@ -52,6 +52,9 @@ def test_no_layout_met_it_names_the_changes_that_would_with_their_intervals(
     assert "a fit on this run's measured rounds, at 16384-token prompts" in missed[2]
     found = [line for line in missed if re.match(r"    pp\d+-tp\d+ at chunked_prefill_size", line)]
     assert found, missed
+    # where the prediction holds (zero load), and the values no layout of the run measured
+    assert "each holds at zero load only (one request at a time, an empty queue" in missed[2]
+    assert any(line.endswith("(predicted: never measured)") for line in found), found
     for line in found:
         m = re.search(r"one request at a time ([\d.]+) s \(90 % interval ([\d.]+)-([\d.]+) s\): "
                       r"(would|might) meet", line)

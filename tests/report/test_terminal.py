@@ -85,10 +85,10 @@ def test_decode_rows_show_decode_metrics_and_every_delta_names_its_point(tmp_pat
     assert row.split()[2:10] == ["15.65", "59.3", "ms", "1.0", "ms", "-51.82", "%", "+125.54"]
     assert any(line.startswith("pp4-tp8-ep4-mbs1   1") and " base " in line
                for line in decode[capped:])
-    assert decode[-2:] == [
-        "(Out TPS: output tokens/s; TPOT: time per output token; ITL: inter-token latency; ΔOut "
-        "TPS, ΔTPOT: %",
-        "    change of Out TPS, TPOT p50 vs the Δ point (base: that point); C: concurrency)"]
+    legend = " ".join(line.strip() for line in decode[-3:])
+    assert legend.endswith(
+        "ΔOut TPS, ΔTPOT: % change of Out TPS, TPOT p50 against the point its group's heading "
+        "names (\"Δ vs …\"); that point's own row reads \"base\"; C: concurrency)"), decode[-3:]
     prefill = _block(lines, "PP/TP/EP sweep, workload prefill (ids without -prefill): medians "
                             "over repeats")
     capped = prefill.index("Δ vs pp4-tp8-ep4-mbs1:")
@@ -116,3 +116,73 @@ def test_the_html_medians_name_each_rows_point(tmp_path: Path) -> None:
     assert '<th class="l">Δ vs</th>' in page or "<th>Δ vs</th>" in page
     assert page.count("<td>pp4-tp8-ep4-mbs1-decode</td>") + page.count(
         '<td class="l">pp4-tp8-ep4-mbs1-decode</td>') >= 6  # its own row ×3 Cs, pp8's ×3
+
+
+def test_points_without_a_delta_come_last_under_a_heading_that_says_why() -> None:
+    """The a2a sweep's DeepEP point lost its partner (PP4 DeepEP ran out of memory, as
+    expected): its rows once stood between two groups under "no point to compare with (no
+    Δ)"; they come after every group, under a heading that says why, and the footnote says what
+    each Δ is measured against (once "vs the Δ point")."""
+    from support.paths import REPO
+
+    from pytest_ppsweep.report.cli import show_lines
+    from pytest_ppsweep.report.terminal import NO_DELTA_HEADING
+
+    lines = show_lines(REPO / "tests" / "data" / "answers" / "a2a", 100)
+    heads = [i for i, line in enumerate(lines) if line.startswith(("Δ vs ", "no Δ"))]
+    assert lines[heads[-1]] == NO_DELTA_HEADING == \
+        "no Δ: the point these compare with was not measured:"
+    assert all(lines[i].startswith("Δ vs ") for i in heads[:-1]) and len(heads) == 3
+    assert lines[heads[-1] + 1].startswith("pp8-tp4-ep4-a2a_deepep ")
+    text = " ".join(lines)
+    assert "vs the Δ point" not in text and "against the point its group's heading" in text
+
+
+def test_the_summary_shows_each_layouts_worst_rank_headroom_beside_its_speed() -> None:
+    """The seeds' §8 table gives the worst rank's memory headroom beside the speed (PP4 the
+    fastest but one, with the least room: 3,234 MiB); the terminal summary once had none."""
+    from support.paths import REPO
+
+    from pytest_ppsweep.report.cli import show_lines
+
+    for width in (80, 100):
+        lines = show_lines(REPO / "tests" / "data" / "answers" / "ppsweep", width)
+        at = next(i for i, line in enumerate(lines) if line.startswith(
+            "worst-rank GPU memory headroom (free after the benchmark):"))
+        text = " ".join(line.strip() for line in lines[at:at + 3])
+        assert ("1 / 32 / 4: 4,230 MiB; 2 / 16 / 4: 5,506 MiB; 4 / 8 / 4: 3,234 MiB; "
+                "8 / 4 / 4: 6,048 MiB; 16 / 2 / 2: 5,744 MiB") in text, lines[at:at + 3]
+        assert all(len(line) <= width for line in lines[at:at + 3])
+        assert lines[at - 1].endswith("C: concurrency)")  # right under the speed table
+
+
+def test_the_summary_shows_the_kv_capacity_each_engine_reports(tmp_path: Path) -> None:
+    """The KV cache's capacity belongs to the layout (its cache per GPU grows with TP): each
+    layout's reported tokens and the requests of the workload it holds at once, under the
+    headroom; no line for a run folder that has none (written before the columns existed)."""
+    import shutil
+
+    import pandas as pd
+    from support.paths import REPO
+
+    from pytest_ppsweep.report.cli import show_lines
+    from pytest_ppsweep.report.terminal import KV_TITLE
+
+    stored = REPO / "tests" / "data" / "answers" / "ppsweep"
+    assert not any(line.startswith(KV_TITLE) for line in show_lines(stored, 100))
+    run = tmp_path / "ppsweep"
+    shutil.copytree(stored, run)
+    frame = pd.read_csv(run / "configs.csv")
+    tokens = {"pp1-tp32-ep4": 1_310_720, "pp2-tp16-ep4": 1_048_576, "pp4-tp8-ep4": 786_432,
+              "pp8-tp4-ep4": 655_360, "pp16-tp2-ep2": 524_288}
+    frame["kv_tokens"] = frame["config_id"].map(tokens)
+    frame["kv_requests"] = frame["kv_tokens"] // 16385
+    frame.to_csv(run / "configs.csv", index=False)
+    for width in (80, 100):
+        lines = show_lines(run, width)
+        at = next(i for i, line in enumerate(lines) if line.startswith(KV_TITLE[:40]))
+        text = " ".join(line.strip() for line in lines[at:at + 4])
+        assert ("1 / 32 / 4: 1,310,720 (79); 2 / 16 / 4: 1,048,576 (63); 4 / 8 / 4: 786,432 "
+                "(47); 8 / 4 / 4: 655,360 (39); 16 / 2 / 2: 524,288 (31)") in text, text
+        assert all(len(line) <= width for line in lines[at:at + 4])
+        assert lines[at - 1].endswith("MiB")  # right under the headroom line

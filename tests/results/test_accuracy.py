@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
 from pytest_ppsweep.results import accuracy as acc
-from pytest_ppsweep.results.accuracystats import plan
+from pytest_ppsweep.stats.accuracytest import plan
 
 
 def _spec(**kw: object) -> AccuracySpec:

@@ -35,7 +35,7 @@ def test_manifest_defaults(tmp_path: Path) -> None:
     (run / "metadata" / "run.json").write_text(json.dumps({"unknown": 1}))
     meta = load_run(run).meta
     assert meta == RunMeta(run_id="run")
-    assert (meta.spread_threshold, meta.min_repeats, meta.sglang_version) == (0.02, 3, None)
+    assert (meta.spread_threshold, meta.min_repeats, meta.engine_version) == (0.02, 3, None)
 
 
 def test_order_and_baseline_fall_back_to_configs_csv(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""One decision through the decision rule (results/stats.py: Welch interval on the log ratio,
+"""One decision through the decision rule (stats/decision.py: Welch interval on the log ratio,
 Holm over the question, TOST for equivalence), on hand-made repeats: decided, tie-break among
 equivalent points only, equivalent, inconclusive, measured, no valid point; a noisy point is
 judged by its repeats, never dropped."""
@@ -10,6 +10,7 @@ import math
 from pytest_ppsweep.results.answers import (
     BETTER,
     DECIDED,
+    DECIDED_ONE_BOOT,
     EQUIVALENT,
     INCONCLUSIVE,
     MEASURED,
@@ -20,9 +21,13 @@ from pytest_ppsweep.results.answers import (
     Evidence,
 )
 from pytest_ppsweep.results.decide import compare, decide, outcome
-from pytest_ppsweep.results.stats import Rule, interval
+from pytest_ppsweep.stats.decision import Rule, interval
 
 OBJ = ("input_tps", "ttft_p50_s")
+# The tests of the rule's mechanics (Holm, the α split, equivalence) state that boots do not
+# differ ([compare] boot_noise_pct = 0), so that the boot level (tests/stats/
+# test_decision_boots.py) does not stand between their synthetic gaps and a decision.
+SAME_BOOTS = Rule(boot_var=0.0, boot_source="boots stated not to differ")
 
 
 def _reps(**points: tuple[list[float], list[float]]) -> dict[str, dict[str, dict[int, list[
@@ -36,7 +41,7 @@ def test_compare_uses_the_interval_of_both_points_repeats() -> None:
     a, b = [8800.0, 8810.0, 8790.0], [7150.0, 7160.0, 7140.0]
     ev = compare("pp8", "pp4", 8, "input_tps", a, b)
     found = interval(a, b)
-    assert found is not None  # one rule: results/stats.py's, not a copy
+    assert found is not None  # one rule: stats/decision.py's, not a copy
     assert (ev.delta_pct, ev.low_pct, ev.high_pct, ev.p_value) == (
         found.delta_pct, found.low_pct, found.high_pct, found.p_value)
     assert ev.noise_pct == found.half_width_pct
@@ -150,7 +155,9 @@ def test_equivalent_points_without_a_separating_tie_break() -> None:
     wide = _reps(a=([1000.0, 999.0, 1001.0, 1000.5], [10.0] * 4),
                  b=([1020.0, 1019.0, 1021.0, 1020.5], [10.0] * 4))
     assert decide(["a", "b"], OBJ[:1], wide, [8], Rule(min_effect_pct=5.0)).status == EQUIVALENT
-    assert decide(["a", "b"], OBJ[:1], wide, [8]).status == DECIDED
+    assert decide(["a", "b"], OBJ[:1], wide, [8], SAME_BOOTS).status == DECIDED
+    # a 2 % gap measured in one boot each, with no boot-to-boot variance known
+    assert decide(["a", "b"], OBJ[:1], wide, [8]).status == DECIDED_ONE_BOOT
 
 
 def test_holm_over_the_concurrencies_of_a_question() -> None:
@@ -162,14 +169,16 @@ def test_holm_over_the_concurrencies_of_a_question() -> None:
     found = interval(a, b)
     assert found is not None and 0.05 / 6 < found.p_value < 0.05 / 2
     assert compare("a", "b", 1, "input_tps", a, b).verdict == BETTER
-    one = decide(["a", "b"], ("input_tps",), {"input_tps": {"a": {1: a}, "b": {1: b}}}, [1])
+    one = decide(["a", "b"], ("input_tps",), {"input_tps": {"a": {1: a}, "b": {1: b}}}, [1],
+                 SAME_BOOTS)
     assert one.status == DECIDED and one.winner == "a"
     reps = {"input_tps": {"a": {c: a for c in range(1, 7)}, "b": {c: b for c in range(1, 7)}}}
-    six = decide(["a", "b"], ("input_tps",), reps, list(range(1, 7)))
+    six = decide(["a", "b"], ("input_tps",), reps, list(range(1, 7)), SAME_BOOTS)
     assert six.status == INCONCLUSIVE and {e.verdict for e in six.evidence} == {WITHIN_NOISE}
     # two Cs: Holm's first step is α / 2, which this p clears
     two = decide(["a", "b"], ("input_tps",), {"input_tps": {"a": {1: a, 2: a},
-                                                          "b": {1: b, 2: b}}}, [1, 2])
+                                                          "b": {1: b, 2: b}}}, [1, 2],
+                 SAME_BOOTS)
     assert two.status == DECIDED
 
 
@@ -189,11 +198,12 @@ def test_alpha_is_split_with_a_tie_break() -> None:
     scale = next(k / 10000 for k in range(10100, 10300)
                  if (f := interval([v * k / 10000 for v in b], b)) and 0.04 < f.p_value < 0.05)
     a = [v * scale for v in b]
-    alone = decide(["a", "b"], ("input_tps",), {"input_tps": {"a": {8: a}, "b": {8: b}}}, [8])
+    alone = decide(["a", "b"], ("input_tps",), {"input_tps": {"a": {8: a}, "b": {8: b}}}, [8],
+                   SAME_BOOTS)
     assert alone.status == DECIDED and alone.winner == "a"
     both = decide(["a", "b"], OBJ, {"input_tps": {"a": {8: a}, "b": {8: b}},
                                     "ttft_p50_s": {"a": {8: [1.0, 1.1]}, "b": {8: [1.0, 1.1]}}},
-                  [8])
+                  [8], SAME_BOOTS)
     assert both.status == INCONCLUSIVE and both.winner is None
 
 

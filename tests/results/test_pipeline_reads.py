@@ -24,7 +24,7 @@ from support.slo import searched
 import pytest_ppsweep
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
 from pytest_ppsweep.results.accuracy import Answer, layout_accuracy
-from pytest_ppsweep.results.accuracystats import plan
+from pytest_ppsweep.stats.accuracytest import plan
 
 STORED = REPO / "tests" / "data" / "answers"
 

@@ -24,7 +24,8 @@ from pytest_ppsweep.results.sloanswer import (
     slo_answers,
     write_if_absent,
 )
-from pytest_ppsweep.results.slocapacity import Capacity, of_probes, over_cell, ratio_interval
+from pytest_ppsweep.results.slocapacity import of_probes, over_cell
+from pytest_ppsweep.stats.capacity import Capacity, ratio_interval
 
 
 def by_objective(run: Path) -> dict[str, dict[str, Any]]:
@@ -278,3 +279,33 @@ def test_identical_layouts_are_decided_at_most_at_the_stated_rate() -> None:
         assert false / draws <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / draws), (layouts, false)
     power = sum(decided({"a": 2.1, "b": 2.0}) for _ in range(100))
     assert power >= 80, power
+
+
+def test_a_layout_whose_outputs_disagree_carries_no_load(tmp_path: Path) -> None:
+    """PP4 carries the most load within the SLO, but its outputs disagree with the reference
+    layout PP8's: it is excluded from both SLO answers with the reason, as a failed boot is;
+    with every layout excluded, nothing is recommended."""
+    from pytest_ppsweep.results.outputs import LayoutOutputs, PromptOutput
+
+    def outputs(cid: str, ids: tuple[int, ...]) -> None:
+        top = tuple(((t, -0.1), (t + 100, -3.0)) for t in ids)
+        LayoutOutputs(cid, (PromptOutput("p", ids, (-0.1,) * len(ids), top),), 0.1,
+                      0.2).write(tmp_path)
+
+    layout(tmp_path, "pp4", 2.4, 2.6, tps=(3000.0, 3010.0, 2990.0))
+    layout(tmp_path, "pp8", 1.2, 1.4)
+    (tmp_path / "metadata").mkdir(exist_ok=True)
+    meta = tmp_path / "metadata" / "run.json"
+    meta.write_text(json.dumps({"baseline": "pp8", "order": ["pp4", "pp8"]}))
+    outputs("pp8", (1, 2, 3))
+    outputs("pp4", (7, 8, 9))
+    found = by_objective(tmp_path)
+    for answer in found.values():
+        assert "pp4" not in answer["ranking"], answer
+        (why,) = [e["why"] for e in answer["excluded"] if e["point"] == "pp4"]
+        assert why.startswith("wrong outputs (vs pp8, this run's reference layout)"), why
+    assert found["load"]["answer"] in (None, "pp8")
+    # with pp4 the reference, pp8 is the one that disagrees: pp4 is the answer, pp8 excluded
+    meta.write_text(json.dumps({"baseline": "pp4", "order": ["pp4", "pp8"]}))
+    load = by_objective(tmp_path)["load"]
+    assert load["answer"] == "pp4" and [e["point"] for e in load["excluded"]] == ["pp8"]

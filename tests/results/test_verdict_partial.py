@@ -174,3 +174,40 @@ def test_no_earlier_run_finds_nothing(tmp_path: Path) -> None:
     assert manifest.earlier_baseline(tmp_path / "missing", PP1, wanted) == (None, [])
     seed_run(tmp_path / "no-manifest")  # a run without the baseline's manifest is no candidate
     assert manifest.earlier_baseline(tmp_path, PP1, wanted) == (None, [])
+
+
+def test_layouts_an_interrupted_run_never_reached_are_not_run_never_invalid(
+        tmp_path: Path) -> None:
+    """Interrupted after PP8 (measured): PP1, PP2, PP4 and PP16 never started (no configs.csv
+    row, no rounds). They are not run: no verdict, no INVALID in any view or count, and the
+    answer names them not run (not failed)."""
+    layouts = list(SEED_LAYOUTS)
+    missing = [c for c in layouts if c != PP8]
+    run = _partial(tmp_path / "stopped", {c: [8, 16] for c in layouts},
+                   run_status="interrupted",
+                   run_status_detail={"measured": [PP8], "missing": missing,
+                                      "interrupted_at": None, "resume": "pytest x"})
+    _, summary, verdicts, answers = analyse(run)
+    assert {v.config_id for v in verdicts} == {PP8}
+    text = "\n".join(terminal_summary(summary, verdicts, answers, width=100))
+    assert "no configs.csv row" not in text and "INVALID" not in text
+    from pytest_ppsweep.gate.history import read_run
+
+    record = read_run(run)[0]
+    assert (record.valid, record.invalid) == (2, 0)
+    assert all(why for a in answers for _p, why in a.excluded if "configs.csv" not in why)
+    assert not any(p in missing for a in answers for p, _why in a.excluded)
+
+
+def test_a_layout_whose_cluster_left_the_pool_is_not_run_in_a_partial_run(
+        tmp_path: Path) -> None:
+    layouts = list(SEED_LAYOUTS)
+    left = {**config_row(PP4, 4, 8, 4, 2, 0), "boot_ok": None,
+            "boot_error": "not run: its cluster left the pool"}
+    run = _partial(tmp_path / "left", {c: [8, 16] for c in layouts},
+                   configs=[config_row(PP8, 8, 4, 4, 3, 79_407), left],
+                   run_status="partial",
+                   run_status_detail={"measured": [PP8], "missing": [c for c in layouts
+                                                                      if c != PP8]})
+    verdicts = analyse(run)[2]
+    assert {v.config_id for v in verdicts} == {PP8}

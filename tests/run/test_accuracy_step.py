@@ -10,12 +10,13 @@ import importlib.util
 import json
 import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
+from support.httpthread import serving
 
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec, Task
 from pytest_ppsweep.results.accuracy import accuracy_problems, read_accuracy, task_prompt
@@ -67,14 +68,8 @@ class _Completions(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Completions.bodies, _Completions.wrong, _Completions.most = [], set(), 0
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Completions)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        thread.join()
+    with serving(_Completions) as url:
+        yield url
 
 
 def _spec(tmp_path: Path, backend: str = "builtin") -> AccuracySpec:
@@ -95,9 +90,9 @@ _SERVICES: dict[tuple[str, str], Any] = {}
 def _booted(url: str, cid: str, boot: str) -> Any:
     """Point ``cid`` on boot ``boot``'s service (one service object per boot)."""
     service = _SERVICES.setdefault((url, boot), SimpleNamespace(
-        base_url=url, config=SimpleNamespace(id=boot)))
-    return SimpleNamespace(service=service, config=SimpleNamespace(id=cid), boot_id=boot,
-                           check_alive=lambda: None)
+        target_url=url, config=SimpleNamespace(id=boot, engine="sglang")))
+    return SimpleNamespace(service=service, config=SimpleNamespace(id=cid, engine="sglang"),
+                           boot_id=boot, check_alive=lambda: None)
 
 
 def test_builtin_once_per_boot_greedy_bounded_and_printed(server: str, tmp_path: Path) -> None:

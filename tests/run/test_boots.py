@@ -27,13 +27,14 @@ MICROBATCH = Path(__file__).resolve().parents[2] / "test_matrix" / "microbatch.t
 
 
 class _Lifecycle:
-    """What Boots asks of Lifecycle: boot, teardown, up, held."""
+    """What Boots asks of Lifecycle: boot, teardown, up, held, share_facts."""
 
     def __init__(self, sweep: Sweep, store: RunStore, fail: bool = False) -> None:
         self.sweep, self.store, self.fail = sweep, store, fail
         self.phases = PhaseClock()
         self.up: dict[str, Any] = {}
         self.calls: list[str] = []
+        self.shared: list[tuple[str, str]] = []  # the per-group facts given to a joined point
 
     def boot(self, config: Config, boot_no: int = 1) -> Booted:
         self.calls.append(f"boot {config.id}" + (f" #{boot_no}" if boot_no > 1 else ""))
@@ -42,7 +43,8 @@ class _Lifecycle:
         ConfigRow(self.store, config.id).booted(12.0, 4)
         ConfigRow(self.store, config.id).topology(True)
         service = SimpleNamespace(config=config, dead=None)
-        booted = Booted(cast(Any, service), self.sweep.cluster("local"), {}, cast(Any, None))
+        topology = SimpleNamespace(max_total_tokens=None)  # no KV capacity reported
+        booted = Booted(cast(Any, service), self.sweep.cluster("local"), {}, cast(Any, topology))
         self.up[config.id] = booted
         return booted
 
@@ -53,6 +55,9 @@ class _Lifecycle:
 
     def held(self, config_id: str, started: float) -> None:
         pass
+
+    def share_facts(self, source: str, target: str) -> None:
+        self.shared.append((source, target))
 
 
 @pytest.fixture
@@ -78,6 +83,7 @@ def test_one_boot_for_both_workloads(sweep: Sweep, tmp_path: Path) -> None:
     assert on.config is decode and on.boot_id == prefill.id
     boots.release(decode)
     assert life.calls == [f"boot {prefill.id}", f"teardown {prefill.id}"]
+    assert life.shared == [(prefill.id, decode.id)]
     rows = boots.ctx.store.config_rows()
     assert rows[decode.id]["boot_of"] == prefill.id and rows[decode.id]["boot_s"] == ""
     assert rows[decode.id]["topology_ok"] == rows[decode.id]["log_clean"] == "True"

@@ -4,14 +4,14 @@ boot (a point that joins the boot gets a copy), a refused prompt named in the fi
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pytest
+from support.httpthread import serving
 
 from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec
 from pytest_ppsweep.results.outputs import read_outputs
@@ -46,18 +46,12 @@ class _Generate(BaseHTTPRequestHandler):
 @pytest.fixture
 def server() -> Iterator[str]:
     _Generate.bodies = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Generate)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        thread.join()
+    with serving(_Generate) as url:
+        yield url
 
 
 def _booted(service: Any, cid: str) -> Any:
-    return SimpleNamespace(service=service, config=SimpleNamespace(id=cid),
+    return SimpleNamespace(service=service, config=SimpleNamespace(id=cid, engine="sglang"),
                            boot_id=service.config.id, check_alive=lambda: None)
 
 
@@ -68,7 +62,7 @@ def test_once_per_boot_and_a_copy_for_a_joining_point(server: str, tmp_path: Pat
     lines: list[str] = []
     ctx: Any = SimpleNamespace(sweep=sweep, store=store, progress=lines.append)
     step = OutputsStep(ctx)
-    service = SimpleNamespace(base_url=server, config=SimpleNamespace(id="pp2"))
+    service = SimpleNamespace(target_url=server, config=SimpleNamespace(id="pp2", engine="sglang"))
     step.probe(_booted(service, "pp2"))
     step.probe(_booted(service, "pp2#decode"))  # same boot: no new request
     assert len(_Generate.bodies) == 3 and len(lines) == 1 and "1 failed" in lines[0]

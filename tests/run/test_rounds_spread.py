@@ -1,5 +1,5 @@
 """run/rounds.py's extra round for a spread over the limit looks within the boot being
-measured, as the spread rule does (results/spread.boot_spread_pct): a resumed point whose
+measured, as the spread rule does (stats/spread.boot_spread_pct): a resumed point whose
 earlier rounds came from another boot differs from them by the boot-to-boot level, which one
 more round here cannot outvote. The run folder's rows are stand-ins; the rule is the real one."""
 

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_ppsweep.matrix.slospec import SloLimit, SloSpec
 from pytest_ppsweep.measure.slosearch import Search
-from pytest_ppsweep.results.slocapacity import CapacitySearch, Share
+from pytest_ppsweep.results.slocapacity import CapacitySearch
 from pytest_ppsweep.run.slo_search import (
     PROBE_COLUMNS,
     _append,
@@ -24,6 +24,7 @@ from pytest_ppsweep.run.slo_search import (
     refine_text,
     replay,
 )
+from pytest_ppsweep.stats.capacity import Share
 
 LIMIT = 1.3  # a layout "within the SLO" up to this rate
 N = 200  # requests judged per probe

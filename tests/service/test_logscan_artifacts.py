@@ -4,12 +4,12 @@ and server info)."""
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
+from support.httpthread import serving
 
 from pytest_ppsweep.cluster.gpus import SmiParseError, parse_query_gpu
 from pytest_ppsweep.measure.gpu import not_released, worst_rank
@@ -159,15 +159,8 @@ class _HtmlPage(BaseHTTPRequestHandler):
 @pytest.fixture
 def html_server() -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 (in a thread) that answers HTML; its base URL."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HtmlPage)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with serving(_HtmlPage) as url:
+        yield url
 
 
 def test_server_info_that_is_not_json_says_what_answered(html_server: str) -> None:

@@ -264,3 +264,20 @@ def test_the_xdist_controller_shows_its_workers_lines(tmp_path: Path, ports: lis
     log = (run_dir(tmp_path / "reports") / "progress.log").read_text().splitlines()
     assert sorted(shown) == sorted(line for line in log if WORKER_LINE.match(line))
     assert done.stderr.count("booting on") == 0  # not through the workers' stderr
+
+
+def test_a_live_event_line_wraps_between_words_never_inside_one() -> None:
+    """A live terminal once wrapped a long event line at its last column, mid-word (``T`` /
+    ``TFT p50``): it is wrapped here between words, under the event's text."""
+    from pytest_ppsweep.session.progress import event_lines
+
+    line = ("[ppsweep 12:00:01] pp8-tp4-ep4 C=16 round 2/3: Input TPS 8,812 tok/s, TTFT p50 "
+            "1.25 s, TPOT p50 21.4 ms, spread 0.8 % (limit 2.0 %), raw/pp8-tp4-ep4_c16_r2.json")
+    for width in (40, 60, 80):
+        shown = event_lines(line, width)
+        assert all(len(part) <= width for part in shown), (width, shown)
+        assert " ".join(p.strip() for p in shown) == line  # every word whole, in order
+        under = min(len("[ppsweep 12:00:01] "), width // 3)  # under the text, on a wide one
+        assert all(p.startswith(" " * under) for p in shown[1:]), shown
+    assert event_lines("short", 80) == ["short"]
+    assert event_lines(line, 200) == [line]

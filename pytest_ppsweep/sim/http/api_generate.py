@@ -31,7 +31,7 @@ from aiohttp import web
 from ..model import greedy
 from ..model.engine import Job, count_text_tokens, token_text
 from .jsonfast import dumps, loads_request
-from .sse import DirectSink, aborting, install, prepare_stream
+from .sse import DirectSink, aborting, install, newest, prepare_stream
 from .state import ServerState
 
 # SamplingParams of SGLang 0.5.23's JSON contract (sglang/api/v1/api_types.py), in its order:
@@ -391,7 +391,7 @@ async def _stream_generate(
         while True:
             if sink is not None:
                 install(job, sink)
-            due = await job.outputs.get()
+            due = newest(job, await job.outputs.get())
             if due is None:
                 break  # the sink wrote every chunk, the final one included
             if job.fail_in_stream:

@@ -28,7 +28,7 @@ from .api_generate import (
     read_json,
 )
 from .jsonfast import dumps
-from .sse import DirectSink, aborting, install, prepare_stream
+from .sse import DirectSink, aborting, install, newest, prepare_stream
 from .state import ServerState
 
 
@@ -157,7 +157,7 @@ async def handle_completions(request: web.Request) -> web.StreamResponse:
         while True:
             if sink is not None:
                 install(job, sink)
-            due = await job.outputs.get()
+            due = newest(job, await job.outputs.get())
             if due is None:
                 break  # the sink wrote every chunk, the final one included
             await resp.write(chunks.encode(due))

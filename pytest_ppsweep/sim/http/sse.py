@@ -79,6 +79,14 @@ class DirectSink:
         return True
 
 
+def newest(job: Job, due: float | None) -> float | None:
+    """``due`` or the newest output queued behind it: a handler that fell behind writes one
+    chunk for all of them, as SGLang's does (the chunk carries every token so far)."""
+    while due is not None and not job.outputs.empty():
+        due = job.outputs.get_nowait()
+    return due
+
+
 def install(job: Job, sink: DirectSink) -> bool:
     """Attach ``sink`` to ``job`` if no output is waiting in its queue (keeps chunks in order)."""
     if not sink.active or job.sink is not None or not job.outputs.empty() or job.req.finished:

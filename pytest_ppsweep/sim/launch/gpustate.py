@@ -48,6 +48,9 @@ def state_dir_of(env: Mapping[str, str]) -> Path:
     """``$PPSWEEP_SIM_STATE_DIR``, else :func:`default_state_dir`."""
     given = env.get(STATE_DIR_ENV, "")
     return Path(given) if given else default_state_dir()
+# Each GPU's busy emulated seconds since the node's first rank (a state file's key; the shim's
+# energy counter, sim/smi.py, is idle watts over the time plus the busy extra over these).
+BUSY_KEY = "busy_s"
 # What a state file says of its node's GPUs besides their use (gpu_facts).
 GPU_FACTS = ("gpu_count", "gpu_name", "memory_total_mib", "driver_version", "idle_used_mib")
 
@@ -85,15 +88,29 @@ class GpuStatePublisher:
         self.pid = pid
         self.gpu_info = gpu_info
         self.warned = False  # a write failed and the log said so
+        # BUSY_KEY: each GPU's busy emulated seconds, over every rank this node ran (the energy
+        # counter never goes down while the "driver" stays loaded): the earlier ranks' total is
+        # this rank's base
+        before = read_state(state_dir, host) or {}
+        self.busy_base: dict[str, float] = {
+            str(k): float(v) for k, v in dict(before.get(BUSY_KEY) or {}).items()}
+        self.busy: dict[str, float] = dict(self.busy_base)
 
-    def publish(self, gpus: list[GpuUse], utilization: int = 0) -> None:
-        """Replace the node's state atomically."""
+    def publish(self, gpus: list[GpuUse], utilization: int = 0,
+                busy_s: Mapping[int, float] | None = None) -> None:
+        """Replace the node's state atomically; ``busy_s``: this rank's busy emulated seconds
+        per GPU index so far (None: as last published)."""
+        if busy_s is not None:
+            self.busy = {**self.busy_base}
+            for index, seconds in busy_s.items():
+                self.busy[str(index)] = self.busy_base.get(str(index), 0.0) + seconds
         self._write({
             **self.gpu_info,
             "pid": self.pid,
             "updated": time.time(),
             "utilization_gpu": utilization,
             "gpus": [{"index": g.index, "used_mib": g.used_mib} for g in gpus],
+            BUSY_KEY: self.busy,
         })
 
     def _write(self, doc: dict[str, Any]) -> None:
@@ -116,7 +133,7 @@ class GpuStatePublisher:
         with contextlib.suppress(OSError, ValueError):
             doc = json.loads(self.path.read_text())
             if doc.get("pid") == self.pid:
-                self._write(dict(self.gpu_info))
+                self._write({**self.gpu_info, BUSY_KEY: self.busy})
 
     def remove(self) -> None:
         """Delete the state file (only if it is still ours)."""

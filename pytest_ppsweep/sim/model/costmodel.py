@@ -50,7 +50,7 @@ Parameters (profile TOML, sections in brackets) and where their values come from
   the boundaries (pp - 1) and the slots whose state is relayed (pp): ``(pp - 1) * pp``. Where it
   is paid is an assumption fitted to the seeds' table: on stage 0, as part of forming a
   micro-batch. Paid on every stage at every step (the lock-step schedule this replaced), it
-  made PP16's latency 16 times its pace: TTFT p95 +27 % at C=8, p50 -11 % at C=16 (issue 26);
+  made PP16's latency 16 times its pace: TTFT p95 +27 % at C=8, p50 -11 % at C=16;
   on stage 0 it limits the pace (Input TPS) but adds to the latency once. A sync linear in
   pp - 1 could not give both PP2-PP8 (little sync) and the PP8 -> PP16 regression.
 * ``p2p_bw``/``p2p_latency`` [network]: PCIe Gen5 within a node, 400G RoCE between nodes.

@@ -2,9 +2,12 @@
 
 Emulated time is ``(monotonic() - t0) * scale``. The driver wakes when an output can be due
 (:meth:`PPScheduler.next_output_time`, at its *absolute* emulated time converted back to the loop
-clock, so waits never accumulate drift) and advances the scheduler to then: the stage hops in
-between are processed at their own emulated times on that wake (a submit advances to its own
-arrival first), so a deep pipeline does not wake the loop once per stage and micro-batch.
+clock, so waits never accumulate drift) and advances the scheduler to then, or to now when the
+wake came late: the stage hops in between are processed at their own emulated times on that wake
+(a submit advances to its own arrival first), so a deep pipeline does not wake the loop once per
+stage and micro-batch, and a late wake hands out everything that came due meanwhile at once.
+After every advance it calls ``on_advanced`` (the engine hands the outputs to the streams then,
+one chunk per request: sim/model/engine.py).
 The epoll timeout is rounded up to whole milliseconds, so the timer is set ~1 ms early and the
 last fraction of a millisecond is spun away: outputs leave within microseconds of their due time.
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .scheduler import PPScheduler, SimRequest
@@ -87,9 +91,12 @@ def process_age_s() -> float:
 class RealtimeDriver:
     """Runs a :class:`PPScheduler` against the loop clock."""
 
-    def __init__(self, sched: PPScheduler, tb: TimeBase) -> None:
+    def __init__(
+        self, sched: PPScheduler, tb: TimeBase, on_advanced: Callable[[], None] | None = None
+    ) -> None:
         self.sched = sched
         self.tb = tb
+        self._on_advanced = on_advanced
         self._handle: asyncio.TimerHandle | None = None
         self._armed_for: float | None = None
         self._waiters: list[asyncio.Future[None]] = []
@@ -119,9 +126,14 @@ class RealtimeDriver:
     def submit(self, req: SimRequest) -> None:
         """Hand a request to the scheduler at the current emulated time."""
         now = self.tb.now()
-        self.sched.advance(now)  # causality: finish what was due before this arrival
+        self._advance(now)  # causality: finish what was due before this arrival
         self.sched.submit(req, now)
         self._arm()
+
+    def _advance(self, until: float) -> None:
+        self.sched.advance(until)
+        if self._on_advanced is not None:
+            self._on_advanced()
 
     def abort(self, req: SimRequest) -> None:
         """Abort a request (client disconnected)."""
@@ -154,7 +166,8 @@ class RealtimeDriver:
             deadline = time.monotonic() + MAX_SPIN_S
             while time.monotonic() < target and time.monotonic() < deadline:
                 pass  # sub-millisecond spin: the timer cannot be more precise than 1 ms
-            # advance with the due time itself, not "now": the schedule stays absolute
-            self.sched.advance(due)
+            # every event is processed at its own emulated time (the schedule stays absolute);
+            # a late wake also takes what came due since, so it is handed out in one go
+            self._advance(max(due, self.tb.now()))
         self._arm()
         self._wake_waiters()

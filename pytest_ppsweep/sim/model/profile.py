@@ -80,7 +80,7 @@ class SchedulerSpec:
     stage_sync_base_ms: float
     jitter_frac: float
     # σ in % of a normal log offset drawn once per boot (rank/serve.py) that scales every
-    # micro-batch's work: the boot-to-boot spread of one configuration (issue 37 point 4)
+    # micro-batch's work: the boot-to-boot spread of one configuration
     boot_offset_pct: float
 
 
@@ -132,6 +132,17 @@ class BootSpec:
 
 
 @dataclass(frozen=True)
+class PowerSpec:
+    """What one GPU draws, for the energy counter the nvidia-smi shim serves (sim/smi.py): idle
+    watts while its stage has no micro-batch, busy watts while it works on one (the scheduler's
+    stage steps), and how often NVML's total-energy counter moves (emulated milliseconds)."""
+
+    idle_w: float
+    busy_w: float
+    counter_step_ms: float
+
+
+@dataclass(frozen=True)
 class Profile:
     """A complete emulator profile."""
 
@@ -144,6 +155,7 @@ class Profile:
     memory: MemorySpec
     boot: BootSpec
     moe: MoeSpec
+    power: PowerSpec
 
 
 _T = TypeVar("_T")
@@ -188,6 +200,7 @@ def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Profile:
         memory=_section(MemorySpec, raw, "memory"),
         boot=_section(BootSpec, raw, "boot"),
         moe=_section(MoeSpec, raw, "moe"),
+        power=_section(PowerSpec, raw, "power"),
     )
 
 

@@ -14,7 +14,7 @@ Model (see sim/model/costmodel.py for what a stage's step costs, ``CostModel.sta
 * Every stage works on one micro-batch at a time, in order, and hands it to the next stage when
   done; a micro-batch waits for a busy stage. Stages of different lengths (uneven layer splits,
   the sync on stage 0) therefore give the pipeline's real latency and its bottleneck apart, where
-  a lock-step tick charged every stage the slowest one's time (issue 26: the seeds' PP16 TTFT
+  a lock-step tick charged every stage the slowest one's time (the seeds' PP16 TTFT
   p95 was 27 % high and its C=16 p50 11 % low with it).
 * Prefill has priority. A prefill micro-batch takes at most ``chunked_prefill_size`` tokens: first
   the next chunk of the request being chunked, then new requests from the queue. New requests
@@ -135,6 +135,9 @@ class PPScheduler:
         self.last_gen_throughput = 0.0
         self._tp_window: tuple[float, int] = (0.0, 0)
         self.recorder: TraceRecorder | None = None  # a profile window (/start_profile)
+        # emulated seconds each stage has worked on micro-batches (its GPUs draw busy power
+        # then: the energy counter the nvidia-smi shim serves, profile [power])
+        self.stage_busy_s: list[float] = [0.0] * self.pp
 
     # ----------------------------------------------------------------- public API
     def submit(self, req: SimRequest, now: float) -> None:
@@ -217,6 +220,8 @@ class PPScheduler:
         step = self.cost.stage_step_s(s, mb.tokens, mb.kind == "prefill")
         sync = self.cost.sync_prefill_s(mb.kind == "prefill") if s == 0 and mb.tokens else 0.0
         self._stage_end[s] = t + sync + (step - sync) * mb.factor  # the sync is not jittered
+        if mb.tokens > 0:
+            self.stage_busy_s[s] += self._stage_end[s] - t
         if self.recorder is not None and mb.tokens > 0:
             self.recorder.step(s, t, self._stage_end[s], mb.tokens, mb.factor, sync)
 

@@ -48,8 +48,11 @@ class RankProcess:
             cfg.args.host,
             os.getpid(),
             {"host": cfg.args.host, "profile": cfg.settings.profile,
-             **gpu_facts(cfg.profile.gpu)},
+             "time_scale": cfg.settings.time_scale, **gpu_facts(cfg.profile.gpu)},
         )
+        # each PP stage's busy emulated seconds (rank 0's scheduler; followers hear it with
+        # each request's progress): this node's GPUs' share, published for the energy counter
+        self.stage_busy_s: list[float] = []
         self.server: RendezvousServer | None = None
         self.client: RendezvousClient | None = None
         self.runner: web.AppRunner | None = None
@@ -162,12 +165,12 @@ class RankProcess:
                 self.log.line("Received ShutdownReq from rank 0; stopping the schedulers.")
                 self.finish(0)
             elif kind == "progress":
+                self.stage_busy_s = [float(b) for b in msg.get("stage_busy_s", [])]
                 self._on_progress(int(msg.get("completed", 0)), int(msg.get("peak_tokens", 0)))
 
     def _on_progress(self, completed: int, peak_tokens: int) -> None:
-        if peak_tokens > self.peak_tokens:
-            self.peak_tokens = peak_tokens
-            self.publish("ready")
+        self.peak_tokens = max(self.peak_tokens, peak_tokens)
+        self.publish("ready")  # the memory of a new peak, the busy seconds of this request
         crash = self.faults.get("crash_mid_bench", self.rank)
         target = (
             crash.rank if crash is not None and crash.rank is not None else self.cfg.args.nnodes - 1
@@ -195,4 +198,6 @@ class RankProcess:
                 for s in self.schedulers
             ],
             utilization,
+            {s.gpu_index: self.stage_busy_s[s.pp_rank] for s in self.schedulers
+             if s.pp_rank < len(self.stage_busy_s)},
         )

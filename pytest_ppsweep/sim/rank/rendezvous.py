@@ -6,7 +6,9 @@ and carry newline-delimited JSON messages:
 
 * rank k -> 0: ``{"type": "join", "rank": k}``, later ``{"type": "ready"}``
 * 0 -> all: ``{"type": "go"}`` once every rank joined, ``{"type": "progress", "completed": N,
-  "peak_tokens": T}`` while serving, ``{"type": "shutdown"}`` on a clean stop.
+  "peak_tokens": T, "stage_busy_s": [...]}`` after each request while serving (each PP stage's
+  busy emulated seconds: the energy counter of the followers' GPUs), ``{"type": "shutdown"}`` on
+  a clean stop.
 
 A dropped connection means the peer process died: like a Gloo collective failing with
 ``Connection closed by peer``, the survivor logs it and exits non-zero.

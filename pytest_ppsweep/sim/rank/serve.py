@@ -49,12 +49,13 @@ async def serve_follower(rp: RankProcess) -> None:
 
 def _on_finished(rp: RankProcess, engine: Engine, completed: int) -> None:
     """After each request: share progress (peak activation, crash fault) with the other ranks."""
-    if engine.sched.peak_tokens > rp.peak_tokens:
-        rp.peak_tokens = engine.sched.peak_tokens
-        rp.publish("ready")
+    rp.peak_tokens = max(rp.peak_tokens, engine.sched.peak_tokens)
+    rp.stage_busy_s = list(engine.sched.stage_busy_s)
+    rp.publish("ready")  # the memory of a new peak, the busy seconds of this request
     if rp.server is not None:
         rp.server.broadcast(
-            {"type": "progress", "completed": completed, "peak_tokens": rp.peak_tokens}
+            {"type": "progress", "completed": completed, "peak_tokens": rp.peak_tokens,
+             "stage_busy_s": rp.stage_busy_s}
         )
     crash = rp.faults.get("crash_mid_bench")
     if crash is not None and rp.cfg.args.nnodes == 1 and completed >= crash.number():

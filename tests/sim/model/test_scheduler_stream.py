@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import socket
 
@@ -75,7 +76,10 @@ def test_stream_framing_http11_and_http10(cluster: ClusterFactory) -> None:
     events = sse_events(_dechunk(body))  # written straight from the scheduler callback
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
-    assert [len(ch["output_ids"]) for ch in chunks] == [1, 2, 3, 4]
+    # the full list so far, growing by one or more tokens a chunk (tokens due at one wake of the
+    # driver, at this time scale often all four, share a chunk, as SGLang's drained outputs do)
+    counts = [len(ch["output_ids"]) for ch in chunks]
+    assert counts[-1] == 4 and all(a < b for a, b in itertools.pairwise(counts))
     for ch in chunks:
         meta = ch["meta_info"]
         assert meta["response_sent_to_client_ts"] >= meta["ppsweep_due_ts"] - 1e-3
