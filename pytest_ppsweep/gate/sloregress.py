@@ -5,7 +5,8 @@ results/sloanswer.py; the capacity estimate, stats/capacity.py).
 Two rules, and each message says which one it used:
 
 * **capacity interval** (both runs' outcomes carry a capacity estimate, each refitted from its
-  own probes at one level): the ratio current / reference of the two capacities gets an
+  own probes at one level and capped at that run's saturation rate, measure/overload.py): the
+  ratio current / reference of the two capacities gets an
   interval from the two Fieller intervals (:func:`~pytest_ppsweep.stats.capacity.
   ratio_interval`, MOVER on the log scale). It is a regression when the ratio's upper bound,
   one-sided at the current SLO's ``confidence``, is below 1 (the two intervals are fitted at
@@ -53,13 +54,19 @@ def _capacities(cur: Mapping[str, Any], ref: Mapping[str, Any],
                 cur_probes: Sequence[Mapping[str, str]],
                 ref_probes: Sequence[Mapping[str, str]]) -> tuple[Capacity, Capacity] | None:
     """Both runs' capacities with their intervals at ``2 × confidence − 1`` (the current SLO's
-    confidence), each refitted from its own probes; None when either has none."""
+    confidence), each refitted from its own probes and capped at its own run's saturation rate
+    where the search measured one (results/slocapacity.capped, as the answer caps it: a fit
+    between a probe under saturation and one over it can land far above what any open loop
+    carries, and two such fits would be compared as if both loads were sustainable); None when
+    either has none."""
     if not isinstance(cur.get("capacity"), dict) or not isinstance(ref.get("capacity"), dict):
         return None
     conf = _confidence(cur)
     level = 2.0 * conf - 1.0
-    now = of_probes(_rows(cur_probes, cur), _confidence(cur), interval_at=level)
-    was = of_probes(_rows(ref_probes, ref), _confidence(ref), interval_at=level)
+    now = of_probes(_rows(cur_probes, cur), _confidence(cur), interval_at=level,
+                    ceiling=number(cur.get("saturation_rps")))
+    was = of_probes(_rows(ref_probes, ref), _confidence(ref), interval_at=level,
+                    ceiling=number(ref.get("saturation_rps")))
     return None if now is None or was is None else (now, was)
 
 

@@ -261,6 +261,9 @@ def _memory(data: RunData, summary: Summary) -> str:
     rows_in = records(summary.configs)
     # A run over a pool of clusters (pytest-xdist) says which cluster measured which layout.
     pooled = len({_plain(r["cluster"]) for r in rows_in} - {"?"}) > 1
+    # The KV cache as the engine reported it (configs.csv kv_tokens) and how many of the
+    # workload's requests it holds at once: shown when some layout has it.
+    kv = any(_known(r.get("kv_tokens")) for r in rows_in)
     rows = []
     for r in rows_in:
         cid = quote(str(r["config_id"]), safe="")
@@ -268,15 +271,27 @@ def _memory(data: RunData, summary: Summary) -> str:
                      *([escape(_plain(r["cluster"]))] if pooled else []),
                      num(r["mem_peak_mib"], 0, " MiB"), num(r["mem_total_mib"], 0, " MiB"),
                      num(r["mem_headroom_mib"], 0, " MiB"),
+                     *([num(r.get("kv_tokens"), 0, ""), num(r.get("kv_requests"), 0, "")]
+                       if kv else []),
                      escape(f"{_plain(r['mem_worst_node'])} / GPU {_plain(r['mem_worst_gpu'])}"),
                      num(r["boot_s"], 0, " s"),
                      " ".join(_link(data.run_dir, f"{sub}/{cid}/", sub)
                               for sub in (SERVICE_DIR, RAW_DIR, GPU_DIR))])
     headers = ["PP / TP / EP", "Config", *(["Cluster"] if pooled else []), "Worst-rank peak",
-               "GPU total", "Headroom", "Worst node / GPU", "Startup", "Evidence"]
+               "GPU total", "Headroom",
+               *(["KV cache (tokens)", "Requests the KV holds"] if kv else []),
+               "Worst node / GPU", "Startup", "Evidence"]
     return "<h3>GPU memory (worst rank) and startup time</h3>" + _table(
         headers, rows, 3 if pooled else 2, wrap=(len(headers) - 3, len(headers) - 1)
     )
+
+
+def _known(value: Any) -> bool:
+    """A number that is there: not None, not NaN, not an empty cell."""
+    try:
+        return not math.isnan(float(value))
+    except (TypeError, ValueError):
+        return False
 
 
 def _plain(value: Any) -> str:

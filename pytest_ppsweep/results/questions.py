@@ -837,11 +837,23 @@ def _axis_table(facts: dict[str, dict[str, Any]], members: Sequence[str], axis: 
             "runs": facts[cid].get(PointKey.RUNS, ""), "state": state,
             "headroom_mib": None if headroom is None or headroom != headroom else float(
                 headroom),
+            # the KV cache the engine reported at this value (a memory knob moves it)
+            "kv_tokens": _count(row.get("kv_tokens")) if row else None,
+            "kv_requests": _count(row.get("kv_requests")) if row else None,
             "delta_pct": {str(e.concurrency): e.delta_pct for e in ev},
             "verdict": "baseline" if cid == base else outcome(ev) if ev else state_shown,
             "why": why,
         })
     return rows, evidence
+
+
+def _count(value: Any) -> int | None:
+    """A configs.csv count cell as an int (None: empty, NaN or absent)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else int(number)
 
 
 def answer_input(data: Any, summary: Any, verdicts: Sequence[Verdict],

@@ -4,6 +4,7 @@ it."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from pathlib import Path
@@ -82,3 +83,30 @@ def test_unchanged_capacities_fail_the_gate_at_most_at_the_stated_rate(tmp_path:
     assert false / draws <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / draws), false
     power = sum(fails(1.9, draws + k) for k in range(50))
     assert power >= 40, power
+
+
+def _saturating(run: Path, cid: str, rps: float) -> None:
+    """The layout's search measured a saturation rate of ``rps`` (run/slo_search.py writes it
+    into the outcome)."""
+    path = next((run / "slo").glob("*.json"))
+    out = json.loads(path.read_text(encoding="utf-8"))
+    assert out["config_id"] == cid
+    out["saturation_rps"] = rps
+    path.write_text(json.dumps(out), encoding="utf-8")
+
+
+def test_capacities_are_compared_at_most_at_each_runs_saturation(tmp_path: Path) -> None:
+    """Fits of 2.5 and 2.25 req/s (a regression uncapped, as above) where both runs saturate at
+    2.0 req/s: no open loop carries more than 2.0 in either run, so nothing fell. A current run
+    that saturates at 1.5 req/s fell, and the message gives the capped capacity."""
+    ref, cur, slower = (tmp_path / n for n in ("ref", "cur", "slower"))
+    fitted(ref, "pp4", 2.5, n=400, bracket=(2.4, 2.6))
+    fitted(cur, "pp4", 2.25, n=400, bracket=(2.2, 2.4))
+    fitted(slower, "pp4", 2.25, n=400, bracket=(2.2, 2.4))
+    assert len(slo_regressions(cur, ref)) == 1  # uncapped: the fits differ
+    _saturating(ref, "pp4", 2.0)
+    _saturating(cur, "pp4", 2.0)
+    _saturating(slower, "pp4", 1.5)
+    assert slo_regressions(cur, ref) == []
+    bad = slo_regressions(slower, ref)
+    assert len(bad) == 1 and "fell 25.0 %" in bad[0] and "now 1.5 req/s" in bad[0], bad

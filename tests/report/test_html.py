@@ -200,3 +200,21 @@ def test_the_decision_box_names_the_rule_and_alpha_and_prints_the_answers_delta(
     ev = next(e for e in layout.evidence if e.point == layout.answer
               and e.versus == layout.fallback and e.metric == "input_tps")
     assert delta(ev.delta_pct) in box, (delta(ev.delta_pct), box)
+
+
+def test_the_memory_table_shows_the_kv_cache_where_a_layout_reported_it(tmp_path: Path) -> None:
+    """configs.csv's kv_tokens and kv_requests get two columns of the memory table; a run
+    folder without them (written before the columns) has none, and a layout that reported
+    nothing reads n/a."""
+    assert "KV cache (tokens)" not in _html(seed_run(tmp_path / "old"))
+    run = seed_run(tmp_path / "kv")
+    configs = (run / "configs.csv").read_text().splitlines()
+    configs = [configs[0] + ",kv_tokens,kv_requests"] + [
+        f"{line},{'655360,39' if i == 0 else ','}" for i, line in enumerate(configs[1:])]
+    (run / "configs.csv").write_text("\n".join(configs) + "\n")
+    html = _html(run)
+    table = html[html.index("GPU memory (worst rank)"):]
+    table = table[:table.index("</table>")]
+    assert "<th>KV cache (tokens)</th>" in table and "<th>Requests the KV holds</th>" in table
+    assert "<td>655,360</td><td>39</td>" in table
+    assert table.count("<td>n/a</td><td>n/a</td>") == len(configs) - 2

@@ -233,3 +233,25 @@ def test_an_expected_oom_is_evidence_and_a_partial_run_counts_each_questions_poi
     assert unexpected.status == "partial"
     assert unexpected.extra["text"].startswith(
         f"decided within one boot among 2 of 3 points: pp4-tp8-ep4; {deepep} failed.")
+
+
+def test_an_axis_answer_carries_each_values_kv_cache(tmp_path: Path) -> None:
+    """Each row of an axis answer carries the KV cache its point's engine reported
+    (configs.csv kv_tokens, kv_requests): a memory or backend knob moves it. A point that did
+    not boot, or a run folder written before the columns, has None."""
+    import pandas as pd
+
+    stored = analyse(STORED / "a2a")[3]
+    assert all(r["kv_tokens"] is None for a in stored if a.kind == "axis" for r in a.table)
+    run = tmp_path / "a2a"
+    shutil.copytree(STORED / "a2a", run)
+    frame = pd.read_csv(run / "configs.csv")
+    booted = frame["boot_error"].isna() | (frame["boot_error"] == "")
+    frame["kv_tokens"] = [655_360.0 + i if ok else float("nan") for i, ok in enumerate(booted)]
+    frame["kv_requests"] = [39.0 if ok else float("nan") for ok in booted]
+    frame.to_csv(run / "configs.csv", index=False)
+    answers = analyse(run)[3]
+    rows = [r for a in answers if a.kind == "axis" for r in a.table]
+    assert rows and all((r["kv_tokens"] is not None) == (r["state"] == "booted") for r in rows)
+    assert {r["kv_requests"] for r in rows if r["state"] == "booted"} == {39}
+    assert all(isinstance(r["kv_tokens"], int) for r in rows if r["state"] == "booted")
