@@ -19,6 +19,7 @@ from .api_generate import handle_generate, json_response
 from .api_info import model_info, models_list, server_info
 from .api_openai import handle_completions
 from .api_profile import add_profile_routes
+from .disagg import handle_decode_generate, handle_prefill_generate
 from .state import ServerState
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -215,14 +216,23 @@ def build_rank0_app(state: ServerState) -> web.Application:
     r.add_get("/model_info", get_model_info)
     r.add_get("/get_model_info", get_model_info)
     r.add_get("/v1/models", v1_models)
-    r.add_post("/generate", handle_generate)
-    r.add_put("/generate", handle_generate)
+    generate = {"prefill": handle_prefill_generate, "decode": handle_decode_generate}.get(
+        state.cfg.args.disaggregation_mode, handle_generate
+    )
+    r.add_post("/generate", generate)
+    r.add_put("/generate", generate)
     r.add_post("/v1/completions", handle_completions)
     r.add_get("/flush_cache", flush_cache)
     r.add_post("/flush_cache", flush_cache)
     r.add_post("/set_internal_state", set_internal_state)
     r.add_get("/metrics", metrics)
     add_profile_routes(app)
+
+    async def close_session(app: web.Application) -> None:
+        if state.session is not None:
+            await state.session.close()
+
+    app.on_cleanup.append(close_session)
     return app
 
 

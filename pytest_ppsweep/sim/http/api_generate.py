@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -275,9 +276,30 @@ def parse_generate(
     )
 
 
-async def handle_generate(request: web.Request) -> web.StreamResponse:
-    """POST/PUT ``/generate``."""
-    state: ServerState = request.app["state"]
+@dataclass(frozen=True)
+class Admitted:
+    """A ``/generate`` request past the checks: its body, prompt and fault draw."""
+
+    body: dict[str, Any]
+    text: str | None
+    ids: list[int] | range | None
+    n_prompt: int
+    max_new: int
+    rid: str
+    received: float
+    failure: str | None
+
+    @property
+    def stream(self) -> bool:
+        """Whether the client asked for an event stream."""
+        return bool(self.body.get("stream"))
+
+
+async def admit_generate(
+    request: web.Request, state: ServerState
+) -> Admitted | web.StreamResponse:
+    """Read and check a ``/generate`` body and draw its fault; the error answer instead when
+    it is refused (or fails by the ``fail_requests`` fault before it starts)."""
     received = time.time()
     body: Any = None
     try:
@@ -299,28 +321,59 @@ async def handle_generate(request: web.Request) -> web.StreamResponse:
         state.log.line(f"[http_server] Error: {msg}")
         return json_response(error_message(msg, 500), 500)
     rid = str(body.get("rid") or uuid.uuid4().hex)
+    return Admitted(body, text, ids, n_prompt, max_new, rid, received, failure)
+
+
+def start_job(state: ServerState, adm: Admitted, *, max_new: int | None = None,
+              prefilled: bool = False) -> Job:
+    """Submit an admitted request to the engine (``max_new``: a role's own token count;
+    ``prefilled``: its KV arrived from a prefill server, sim/model/engine.py)."""
+    engine = state.engine
+    assert engine is not None
     job = engine.start(
-        rid,
-        n_prompt,
-        max_new,
-        received,
-        log_metrics=body.get("log_metrics", True) is not False,
-        stream=bool(body.get("stream")),
+        adm.rid,
+        adm.n_prompt,
+        adm.max_new if max_new is None else max_new,
+        adm.received,
+        log_metrics=adm.body.get("log_metrics", True) is not False,
+        stream=adm.stream,
+        prefilled=prefilled,
     )
-    job.fail_in_stream = failure == "stream"
-    if body.get("stream"):
-        return await _stream_generate(request, state, job)
+    job.fail_in_stream = adm.failure == "stream"
+    return job
+
+
+async def finished(state: ServerState, job: Job) -> None:
+    """Wait until ``job`` produced its last token (aborting it if the handler is cancelled)."""
     try:
         while not job.req.finished:
             await job.outputs.get()
     except BaseException:
-        engine.abort(job)
+        assert state.engine is not None
+        state.engine.abort(job)
         raise
+
+
+async def respond(request: web.Request, state: ServerState, adm: Admitted,
+                  job: Job) -> web.StreamResponse:
+    """Answer a started job: its event stream, or the whole answer once it finished."""
+    if adm.stream:
+        return await _stream_generate(request, state, job)
+    await finished(state, job)
     due = job.req.finish_time or 0.0
     meta = meta_info(state, job, due, final=True)
-    if body.get("return_logprob"):
-        return json_response(greedy_answer(state, body, text, ids, len(job.ids), meta))
+    if adm.body.get("return_logprob"):
+        return json_response(greedy_answer(state, adm.body, adm.text, adm.ids, len(job.ids), meta))
     return json_response({"text": job.text, "output_ids": job.ids, "meta_info": meta})
+
+
+async def handle_generate(request: web.Request) -> web.StreamResponse:
+    """POST/PUT ``/generate`` of a server that is not P/D disaggregated."""
+    state: ServerState = request.app["state"]
+    adm = await admit_generate(request, state)
+    if isinstance(adm, web.StreamResponse):
+        return adm
+    return await respond(request, state, adm, start_job(state, adm))
 
 
 def greedy_tokens(

@@ -107,7 +107,9 @@ def server_args_dict(cfg: SimConfig) -> dict[str, Any]:
         "schedule_policy": "fcfs",
         "schedule_conservativeness": 1.0,
         "page_size": a.page_size,
-        "disable_radix_cache": a.disable_radix_cache,
+        # a decode server runs without the radix cache unless asked for it (0.5.23
+        # pd_disaggregation_hook.py: "Radix cache is disabled for decode server")
+        "disable_radix_cache": a.disable_radix_cache or a.disaggregation_mode == "decode",
         "disable_overlap_schedule": pp > 1,
         "nccl_port": None,
         "dist_timeout": a.dist_timeout,
@@ -158,6 +160,9 @@ def server_args_dict(cfg: SimConfig) -> dict[str, Any]:
         "disable_custom_all_reduce": False,
         "enable_mixed_chunk": False,
         "speculative_algorithm": None,
+        "disaggregation_mode": a.disaggregation_mode,
+        "disaggregation_transfer_backend": cfg.transfer_backend,
+        "disaggregation_bootstrap_port": a.disaggregation_bootstrap_port,
     }
 
 
@@ -223,6 +228,10 @@ def server_info(
             "faults": cfg.settings.faults.labels(),
             "pid": os.getpid(),
             "boot_token": cfg.settings.boot_token,
+            # False on a P/D server with the fake KV transfer: decode runs over KV nobody
+            # computed (sim/http/disagg.py), so no accuracy check may read its outputs
+            "outputs_meaningful": cfg.transfer_backend != "fake"
+            or cfg.args.disaggregation_mode == "null",
         },
     }
 
@@ -240,7 +249,7 @@ def model_info(cfg: SimConfig) -> dict[str, Any]:
         "load_format": "auto",
         "reasoning_parser": None,
         "tool_call_parser": None,
-        "disaggregation_mode": "null",
+        "disaggregation_mode": cfg.args.disaggregation_mode,
         "has_image_understanding": False,
         "has_audio_understanding": False,
         "model_type": m.model_type,

@@ -24,6 +24,7 @@ DEFAULT_DIST_TIMEOUT_REAL_FLOOR_S = 10.0
 SITE_PY = "/usr/local/lib/python3.12/dist-packages"
 SERVER_ARGS_PY = f"{SITE_PY}/sglang/srt/server_args.py"
 VALIDATION_HOOK_PY = f"{SITE_PY}/sglang/srt/arg_groups/validation_hook.py"
+PD_HOOK_PY = f"{SITE_PY}/sglang/srt/arg_groups/pd_disaggregation_hook.py"
 
 
 class LaunchError(Exception):
@@ -83,6 +84,13 @@ class SimConfig:
         if self.args.pp_max_micro_batch_size is not None:
             return self.args.pp_max_micro_batch_size
         return max(self.mem.max_running_requests // self.layout.pp, 1)
+
+    @property
+    def transfer_backend(self) -> str:
+        """The resolved KV transfer backend: ``mooncake_tcp`` is mooncake over TCP (0.5.23
+        pd_disaggregation_hook.py rewrites it), every other name stays."""
+        backend = self.args.disaggregation_transfer_backend
+        return "mooncake" if backend == "mooncake_tcp" else backend
 
     def dist_timeout_real_s(self) -> float:
         """Real seconds to wait for the other ranks (see DEFAULT_DIST_TIMEOUT_REAL_FLOOR_S)."""
@@ -161,6 +169,18 @@ def check_args(args: ServerArgs) -> None:
                     ],
                     f"ZeroDivisionError: integer division or modulo by zero (tp_size={args.tp_size}, "  # noqa: E501
                     f"ep_size={ep}: ep_size must divide tp_size)",
+                )
+            )
+        )
+    if args.disaggregation_mode == "prefill" and args.disaggregation_transfer_backend == "fake":
+        # 0.5.23 sglang/srt/arg_groups/pd_disaggregation_hook.py, handle_pd_disaggregation
+        raise LaunchError(
+            "\n".join(
+                traceback_lines(
+                    [(PD_HOOK_PY, 146, "handle_pd_disaggregation",
+                      'assert cfg.disaggregation_transfer_backend != "fake", (')],
+                    "AssertionError: Prefill server does not support 'fake' as the transfer "
+                    "backend",
                 )
             )
         )

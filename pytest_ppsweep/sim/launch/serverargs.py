@@ -50,6 +50,10 @@ MOE_A2A_BACKENDS = (
 # a2a backends that make SGLang rewrite ep_size to tp_size (contract §1.3; 0.5.23's
 # _A2A_EP_SPANNING_BACKENDS in sglang/srt/arg_groups/overrides.py: every backend but ascend_tp)
 EP_SPANNING_A2A = frozenset(MOE_A2A_BACKENDS) - {"none", "ascend_tp"}
+# PD disaggregation (0.5.23 sglang/srt/arg_groups/fields/disagg.py, choices.py): the role, the
+# KV transfer backend (DISAGG_TRANSFER_BACKEND_CHOICES) and the prefill's bootstrap port
+DISAGGREGATION_MODES = ("null", "prefill", "decode")
+DISAGG_TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
 SECRET_FLAGS = ("--api-key", "--admin-api-key", "--ssl-keyfile-password")
 
 
@@ -95,6 +99,9 @@ class ServerArgs:
     admin_api_key: str | None
     page_size: int
     random_seed: int | None
+    disaggregation_mode: str = "null"
+    disaggregation_transfer_backend: str = "mooncake"
+    disaggregation_bootstrap_port: int = 8998
 
     @property
     def decode_graph(self) -> bool:
@@ -166,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
     a("--ssl-keyfile-password", type=str, default=None)
     a("--page-size", type=int, default=1)
     a("--random-seed", type=int, default=None)
+    a("--disaggregation-mode", type=str, choices=DISAGGREGATION_MODES, default="null",
+      help='Only used for PD disaggregation. "prefill" for prefill-only server, and "decode" '
+      "for decode-only server. If not specified, it is not PD disaggregated")
+    a("--disaggregation-transfer-backend", type=str, choices=DISAGG_TRANSFER_BACKENDS,
+      default="mooncake", help="The backend for disaggregation transfer. Default is mooncake.")
+    a("--disaggregation-bootstrap-port", type=int, default=8998,
+      help="Bootstrap server port on the prefill server. Default is 8998.")
     return p
 
 

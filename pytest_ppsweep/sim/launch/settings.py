@@ -16,6 +16,13 @@ DEFAULT_TIME_SCALE = 100.0
 # BOOT_TOKEN_HEADER of every HTTP answer and in /server_info's ppsweep_sim (real SGLang does not).
 BOOT_TOKEN_ENV = "PPSWEEP_BOOT_TOKEN"
 BOOT_TOKEN_HEADER = "X-PPSweep-Boot-Token"
+# SGLang's own P/D timeouts, read from the same variables with the same defaults (0.5.23
+# sglang/srt/environ.py; disaggregation/common/conn.py uses them): a prefill gives a request up
+# when no decode took its KV within the bootstrap timeout, a decode when the KV has not arrived
+# within the waiting timeout. Emulated seconds (the time scale shortens them like every wait).
+KV_BOOTSTRAP_TIMEOUT_ENV = "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"
+KV_WAITING_TIMEOUT_ENV = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
+DEFAULT_KV_TIMEOUT_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,8 @@ class SimSettings:
     # FACTOR times slower (an image that regressed; bisection's tests). 1.0 for any other.
     image: str = ""
     compute_factor: float = 1.0
+    kv_bootstrap_timeout_s: float = DEFAULT_KV_TIMEOUT_S
+    kv_waiting_timeout_s: float = DEFAULT_KV_TIMEOUT_S
 
 
 def image_slowdown(spec: str | None, image: str) -> float:
@@ -72,4 +81,15 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         image=env.get("PPSWEEP_SIM_IMAGE", ""),
         compute_factor=image_slowdown(env.get("PPSWEEP_SIM_IMAGE_SLOWDOWN"),
                                       env.get("PPSWEEP_SIM_IMAGE", "")),
+        kv_bootstrap_timeout_s=_positive(env, KV_BOOTSTRAP_TIMEOUT_ENV),
+        kv_waiting_timeout_s=_positive(env, KV_WAITING_TIMEOUT_ENV),
     )
+
+
+def _positive(env: Mapping[str, str], name: str) -> float:
+    """A P/D timeout variable in seconds (DEFAULT_KV_TIMEOUT_S when unset); ValueError unless
+    it is a number > 0."""
+    value = float(env.get(name, "") or DEFAULT_KV_TIMEOUT_S)
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    return value

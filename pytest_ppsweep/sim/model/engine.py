@@ -157,9 +157,16 @@ class Engine:
         *,
         log_metrics: bool = True,
         stream: bool = True,
+        prefilled: bool = False,
     ) -> Job:
-        """Create and submit a job (its outputs arrive on ``job.outputs``)."""
-        req = SimRequest(rid, prompt_tokens, max(max_new_tokens, 1), created=self.tb.now())
+        """Create and submit a job (its outputs arrive on ``job.outputs``).
+
+        ``prefilled``: the prompt's KV is already there (a P/D decode server that received it
+        from the prefill server): the request joins a micro-batch with no prompt tokens to
+        compute, which emits its first token for the cost of the sync only (SGLang's decode
+        side adds such requests as a "prebuilt" batch that runs no forward), then decodes."""
+        req = SimRequest(rid, prompt_tokens, max(max_new_tokens, 1), created=self.tb.now(),
+                         remaining_prefill=0 if prefilled else -1)
         job = Job(req, max_new_tokens, received_wall, stream=stream, log_metrics=log_metrics)
 
         def on_output(r: SimRequest, t: float) -> None:

@@ -56,6 +56,7 @@ class RankProcess:
         self.server: RendezvousServer | None = None
         self.client: RendezvousClient | None = None
         self.runner: web.AppRunner | None = None
+        self.bootstrap_runner: web.AppRunner | None = None  # a P/D prefill's bootstrap listener
         self.go = asyncio.Event()
         self.peak_tokens = 0
         self.stopping = False
@@ -134,6 +135,8 @@ class RankProcess:
             self.client.close()
         if self.runner is not None:
             await self.runner.cleanup()
+        if self.bootstrap_runner is not None:
+            await self.bootstrap_runner.cleanup()
 
     # ------------------------------------------------------------------ peers
     def on_peer_lost(self, rank: int) -> None:

@@ -16,6 +16,7 @@ import time
 from aiohttp import web
 
 from ..http.api_app import build_dummy_app, build_rank0_app
+from ..http.pdrooms import RoomBoard, build_bootstrap_app
 from ..http.state import ServerState
 from ..launch import faultlog
 from ..model.costmodel import CostModel
@@ -131,6 +132,8 @@ async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
         f"{plan.kv_alloc_s:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{prefill=0.00, "
         f"decode={plan.graph_s:.2f}}}, tokenizer_e2e={rp.tb.now():.2f}"
     )
+    if a.disaggregation_mode == "prefill":
+        await _start_bootstrap(rp, state)
     rp.runner = web.AppRunner(build_rank0_app(state), access_log=None, handle_signals=False)
     await rp.runner.setup()
     await web.TCPSite(rp.runner, a.host, a.port, reuse_address=True).start()
@@ -151,6 +154,24 @@ async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
     await asyncio.Event().wait()
 
 
+async def _start_bootstrap(rp: RankProcess, state: ServerState) -> None:
+    """A P/D prefill server's bootstrap listener on the head node (sim/http/pdrooms.py), up
+    before the API as SGLang starts it with the tokenizer manager."""
+    cfg, a = rp.cfg, rp.cfg.args
+    settings = cfg.settings
+    state.board = RoomBoard(
+        rp.tb.real_s(settings.kv_bootstrap_timeout_s + settings.kv_waiting_timeout_s)
+    )
+    rp.bootstrap_runner = web.AppRunner(
+        build_bootstrap_app(state.board), access_log=None, handle_signals=False
+    )
+    await rp.bootstrap_runner.setup()
+    await web.TCPSite(
+        rp.bootstrap_runner, a.host, a.disaggregation_bootstrap_port, reuse_address=True
+    ).start()
+    rp.log.line(f"KV bootstrap server started at {a.host}:{a.disaggregation_bootstrap_port}")
+
+
 async def _warmup(rp: RankProcess, state: ServerState, engine: Engine, phases: Phases) -> bool:
     """SGLang's ``_wait_and_warmup``: poll model info, one generate through the pipeline."""
     a = rp.cfg.args
@@ -168,7 +189,11 @@ async def _warmup(rp: RankProcess, state: ServerState, engine: Engine, phases: P
             return False
         await phases.wait(hang)
     await phases.wait(rp.cfg.boot.warmup_jit_s)
-    job = engine.start("warmup", len(WARMUP_PROMPT.split()), 8, time.time(), log_metrics=False)
+    # in P/D, SGLang's warmup names the fake bootstrap host: a prefill server computes its one
+    # token and sends nothing, a decode server decodes at once (sim/http/disagg.py)
+    mode = a.disaggregation_mode
+    job = engine.start("warmup", len(WARMUP_PROMPT.split()), 1 if mode == "prefill" else 8,
+                       time.time(), log_metrics=False, prefilled=mode == "decode")
     while not job.req.finished:
         await job.outputs.get()
     rp.log.line(f'INFO:     127.0.0.1:{a.port + 18} - "POST /generate HTTP/1.1" 200 OK')
