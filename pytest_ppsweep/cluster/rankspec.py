@@ -1,5 +1,6 @@
 """The rank command: the argv and environment of every node's rank for one layout (the engine
-writes the argv: engine/), the same for every launcher.
+writes the argv: engine/), the same for every launcher; and the command of a P/D layout's
+router (:func:`router_spec`).
 """
 
 from __future__ import annotations
@@ -83,16 +84,30 @@ def rank_specs(sweep: Sweep, cluster: Cluster, config: Config) -> list[RankSpec]
             for spec in group_specs(sweep, cluster, config, group, nodes)]
 
 
+def bootstrap_port(cluster: Cluster, config: Config, group: ServerGroup) -> int:
+    """The KV bootstrap port of a prefill ``group`` of ``config`` on ``cluster``
+    (Deployment.bootstrap_port from the cluster's ``bootstrap_port``); 0 for any other group,
+    which runs no bootstrap server."""
+    if group.role != "prefill":
+        return 0
+    return config.deployment.bootstrap_port(group, cluster.bootstrap_port)
+
+
 def group_specs(sweep: Sweep, cluster: Cluster, config: Config, group: ServerGroup,
                 nodes: Sequence[int]) -> list[RankSpec]:
     """The ranks of one server ``group`` of ``config`` on ``cluster``'s hosts ``nodes``: node
-    ranks count from 0 within the group, its head node hosts its rendezvous."""
+    ranks count from 0 within the group, its head node hosts its rendezvous. Its server
+    arguments: the sweep's, the layout's and the group's own (Sweep.group_args), then what
+    the engine derives from its role (a P/D server's mode, bootstrap port, transfer
+    backend)."""
     python = local_path(cluster, cluster.python) or sys.executable
     model_path = local_path(cluster, sweep.model_path)
     hosts = [cluster.hosts[i] for i in nodes]
     head = hosts[0]
-    server = {**sweep.server, **group.flags}
     engine = engine_of(group.engine)
+    server = {**sweep.group_args(config, group),
+              **engine.role_flags(group.role, bootstrap_port=bootstrap_port(cluster, config, group),
+                                  transfer_backend=config.deployment.transfer_backend)}
     merged = {**sweep.env, **cluster.env, **config.env}
     local_ranks = group.gpus // len(hosts)
     specs = []
@@ -104,9 +119,41 @@ def group_specs(sweep: Sweep, cluster: Cluster, config: Config, group: ServerGro
             python=python, module=cluster.server_module, model_path=model_path, pp=group.pp,
             tp=group.tp, ep=group.ep, nnodes=len(hosts), node_rank=rank,
             dist_init=f"{head.address}:{cluster.dist_init_port}", host=host.address,
-            port=cluster.port, server=server)
+            port=cluster.port, server=server, dp=group.dp)
         specs.append(RankSpec(rank, host.name, host.address, tuple(argv), env, group.label))
     return specs
+
+
+ROUTER_LABEL = "router"  # a router's RankSpec.group
+
+
+def router_spec(sweep: Sweep, cluster: Cluster, config: Config) -> RankSpec | None:
+    """The command of ``config``'s router on ``cluster`` (None: a layout without one): on its
+    node (``[router] node``), bound to that node's address and ``[router] port``, aimed at each
+    prefill server's head node (the cluster's ``port``) with its bootstrap port and at each
+    decode server's head node, in start order. Its environment is the sweep's and the
+    cluster's (a rank's placeholders filled for its node)."""
+    deployment = config.deployment
+    router = deployment.router
+    if router is None:
+        return None
+    placement = cluster.placement(config)
+    heads = {g.label: cluster.hosts[nodes[0]] for g, nodes in
+             zip(deployment.groups, placement, strict=True)}
+    host = cluster.hosts[router.node]
+    engine = engine_of(router.engine)
+    argv = engine.router_argv(
+        python=local_path(cluster, cluster.python) or sys.executable, host=host.address,
+        port=router.port,
+        prefill=[(f"http://{heads[g.label].address}:{cluster.port}",
+                  bootstrap_port(cluster, config, g)) for g in deployment.role_groups("prefill")],
+        decode=[f"http://{heads[g.label].address}:{cluster.port}"
+                for g in deployment.role_groups("decode")],
+        policy=router.policy, flags=router.flags)
+    fields = {"host": host.address, "node_rank": "0", "cpu_bind": cpu_bind(1),
+              "image": sweep.image}
+    env = {k: _expand(v, fields, k) for k, v in {**sweep.env, **cluster.env}.items()}
+    return RankSpec(0, host.name, host.address, tuple(argv), env, ROUTER_LABEL)
 
 
 def with_env(env: Mapping[str, str], argv: Sequence[str]) -> list[str]:

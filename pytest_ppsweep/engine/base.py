@@ -150,8 +150,39 @@ class Engine(Protocol):
 
     def rank_argv(self, *, python: str, module: str, model_path: str, pp: int, tp: int, ep: int,
                   nnodes: int, node_rank: int, dist_init: str, host: str, port: int,
-                  server: Mapping[str, Any]) -> list[str]:
-        """The argv of one node's rank."""
+                  server: Mapping[str, Any], dp: int = 1) -> list[str]:
+        """The argv of one node's rank (``dp``: the server's data-parallel replicas)."""
+
+    @property
+    def router_module(self) -> str:
+        """The Python module that runs the engine's P/D router (``python -m <module>``); ""
+        when the engine has no P/D layouts (the sweep file's parser refuses them)."""
+
+    @property
+    def router_policies(self) -> tuple[str, ...]:
+        """The router's policies of spreading requests over a role's servers, its default
+        first (a sweep's ``[router] policy`` is one of them)."""
+
+    @property
+    def transfer_backends(self) -> tuple[str, ...]:
+        """The KV transfer backends between prefill and decode servers, the default first
+        (``[sweep] transfer_backend`` is one of them)."""
+
+    def role_flags(self, role: str, *, bootstrap_port: int, transfer_backend: str
+                   ) -> dict[str, Any]:
+        """The server arguments a server of ``role`` takes for its role, as a sweep's
+        ``[server]`` writes them: none for ``serve``; a ``prefill`` or ``decode`` server's mode
+        and transfer backend, a prefill server's bootstrap port (``bootstrap_port``; a decode
+        server learns its peer's from the router). ValueError for a role the engine does not
+        run."""
+
+    def router_argv(self, *, python: str, host: str, port: int,
+                    prefill: Sequence[tuple[str, int]], decode: Sequence[str], policy: str,
+                    flags: Mapping[str, Any]) -> list[str]:
+        """The argv of a P/D layout's router, bound to ``host``:``port``: ``prefill`` each
+        prefill server's (URL, bootstrap port), ``decode`` each decode server's URL, in start
+        order; ``policy`` one of :attr:`router_policies`; ``flags`` further router arguments.
+        ValueError for an engine with no P/D router."""
 
     def flags_argv(self, python: str, module: str) -> list[str]:
         """The command that prints the server module's argument list where the engine runs

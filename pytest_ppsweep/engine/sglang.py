@@ -63,8 +63,22 @@ FATAL_PATTERNS: Mapping[str, str] = {
 EMULATOR_BANNER = r"SIMULATED SGLang \(pytest-ppsweep emulator, time scale ([0-9.eE+]+)x"
 
 # The flags the plugin derives from the layout and the cluster; a sweep file must not set them.
+# A P/D server's role, bootstrap port and transfer backend too (role_flags: from the role table,
+# the cluster's bootstrap_port and [sweep] transfer_backend).
 OWNED_FLAGS = frozenset({"tp_size", "pp_size", "ep_size", "nnodes", "node_rank",
-                         "dist_init_addr", "host", "port", "model_path"})
+                         "dist_init_addr", "host", "port", "model_path",
+                         "disaggregation_mode", "disaggregation_bootstrap_port",
+                         "disaggregation_transfer_backend"})
+
+# P/D disaggregation (SGLang 0.5.23, sglang/srt/arg_groups/fields/disagg.py): the server's role
+# ("null" when not disaggregated), the prefill server's KV bootstrap port (default 8998) and the
+# transfer backend (arg_groups/choices.py DISAGG_TRANSFER_BACKEND_CHOICES, mooncake the default;
+# "fake" transfers nothing: decode runs over uncomputed KV).
+TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp")
+# The router: sglang-router 0.3.2's ``sglang_router.launch_router`` (router_args.py: --policy's
+# choices; cache_aware is RouterArgs.policy's default).
+ROUTER_MODULE = "sglang_router.launch_router"
+ROUTER_POLICIES = ("cache_aware", "random", "round_robin", "power_of_two", "manual")
 
 # Short names of the axes' id parts (``a2a_deepep``, ``chunk16k``, ``mbs1``); any other flag
 # is named as written.
@@ -182,6 +196,9 @@ class SGLang:
     milestones: tuple[str, ...] = MILESTONES
     fatal_patterns: Mapping[str, str] = field(default_factory=lambda: dict(FATAL_PATTERNS))
     emulator_banner: str = EMULATOR_BANNER
+    router_module: str = ROUTER_MODULE
+    router_policies: tuple[str, ...] = ROUTER_POLICIES
+    transfer_backends: tuple[str, ...] = TRANSFER_BACKENDS
 
     def server_flags(self, server: Mapping[str, Any]) -> list[str]:
         return server_flags(server)
@@ -194,13 +211,16 @@ class SGLang:
 
     def rank_argv(self, *, python: str, module: str, model_path: str, pp: int, tp: int, ep: int,
                   nnodes: int, node_rank: int, dist_init: str, host: str, port: int,
-                  server: Mapping[str, Any]) -> list[str]:
+                  server: Mapping[str, Any], dp: int = 1) -> list[str]:
+        """SGLang's world is DP × TP × PP (server_args.compute_world_size); ``--dp-size`` only
+        with several replicas, so a one-replica rank's argv is what it always was."""
         return [
             python, "-m", module,
             "--model-path", model_path,
             "--tp-size", str(tp),
             "--pp-size", str(pp),
             "--ep-size", str(ep),
+            *(["--dp-size", str(dp)] if dp > 1 else []),
             "--nnodes", str(nnodes),
             "--node-rank", str(node_rank),
             "--dist-init-addr", dist_init,
@@ -209,6 +229,36 @@ class SGLang:
             "--port", str(port),
             *server_flags(server),
         ]
+
+    def role_flags(self, role: str, *, bootstrap_port: int, transfer_backend: str
+                   ) -> dict[str, Any]:
+        """``--disaggregation-mode prefill|decode`` and ``--disaggregation-transfer-backend``
+        on both roles (set the same on both, as SGLang's docs say), and
+        ``--disaggregation-bootstrap-port`` on a prefill server (where its bootstrap server
+        listens; the router hands it to the decode server per request)."""
+        if role == "serve":
+            return {}
+        if role not in ("prefill", "decode"):
+            raise ValueError(f"server role {role!r}: expected serve, prefill or decode")
+        flags: dict[str, Any] = {"disaggregation_mode": role,
+                                 "disaggregation_transfer_backend": transfer_backend}
+        if role == "prefill":
+            flags["disaggregation_bootstrap_port"] = bootstrap_port
+        return flags
+
+    def router_argv(self, *, python: str, host: str, port: int,
+                    prefill: Sequence[tuple[str, int]], decode: Sequence[str], policy: str,
+                    flags: Mapping[str, Any]) -> list[str]:
+        """``python -m sglang_router.launch_router --pd-disaggregation --prefill URL PORT …
+        --decode URL … --host H --port P --policy X`` (sglang-router 0.3.2's launcher: each
+        ``--prefill`` takes its URL and bootstrap port, each ``--decode`` one URL)."""
+        argv = [python, "-m", self.router_module, "--pd-disaggregation"]
+        for url, bootstrap in prefill:
+            argv += ["--prefill", url, str(bootstrap)]
+        for url in decode:
+            argv += ["--decode", url]
+        return [*argv, "--host", host, "--port", str(port),
+                "--policy", policy or self.router_policies[0], *server_flags(flags)]
 
     def flags_argv(self, python: str, module: str) -> list[str]:
         """SGLang parses its command line with argparse: the generic dump."""

@@ -388,6 +388,11 @@ class VLLM:
     milestones: tuple[str, ...] = MILESTONES
     fatal_patterns: Mapping[str, str] = field(default_factory=lambda: dict(FATAL_PATTERNS))
     emulator_banner: str = EMULATOR_BANNER
+    # No P/D layouts yet: vLLM disaggregates through a KV connector (--kv-transfer-config) and
+    # a proxy of its own, which the plugin does not drive; the sweep file's parser refuses them.
+    router_module: str = ""
+    router_policies: tuple[str, ...] = ()
+    transfer_backends: tuple[str, ...] = ()
 
     def server_flags(self, server: Mapping[str, Any]) -> list[str]:
         return server_flags(server)
@@ -430,6 +435,21 @@ class VLLM:
             if node_rank > 0:
                 argv.append("--headless")
         return [*argv, "--host", host, "--port", str(port), *server_flags(server)]
+
+    def role_flags(self, role: str, *, bootstrap_port: int, transfer_backend: str
+                   ) -> dict[str, Any]:
+        """None for a serve server; ValueError for a P/D role (not supported for vLLM yet)."""
+        if role == "serve":
+            return {}
+        raise ValueError(f"server role {role!r}: P/D (prefill/decode) layouts are not "
+                         "supported for vLLM yet; expected role serve")
+
+    def router_argv(self, *, python: str, host: str, port: int,
+                    prefill: Sequence[tuple[str, int]], decode: Sequence[str], policy: str,
+                    flags: Mapping[str, Any]) -> list[str]:
+        """ValueError: no P/D router for vLLM yet."""
+        raise ValueError("P/D (prefill/decode) layouts are not supported for vLLM yet: no "
+                         "router to start")
 
     def flags_argv(self, python: str, module: str) -> list[str]:
         """vLLM's own parser of ``vllm serve``, dumped (:data:`ARGS_SCRIPT`)."""

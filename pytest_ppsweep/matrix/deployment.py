@@ -7,9 +7,16 @@ disaggregated layout, joined by a router. Today's layouts are one ``serve`` grou
 of the cluster and no router (:meth:`Deployment.single`): their ids, run folders and answers are
 those of the PP/TP/EP they were before.
 
+A disaggregated (P/D) layout is written ``p{x}-{prefill shape}-d{y}-{decode shape}``
+(:attr:`Deployment.layout_id`): ``x`` prefill and ``y`` decode servers, each role's shape in
+the compact form of :attr:`ServerGroup.compact` (``p1-pp4tp4ep4-d2-tp8ep4``): the xPyD ratio
+first, then what each server of the role runs, so ``-k d2`` and ``--ppsweep-config p1d2`` pick it.
+
 This module is the one home of "the groups' GPUs fit on the nodes" (:meth:`Deployment.fit`,
-which :meth:`~pytest_ppsweep.matrix.model.Cluster.fits` asks) and of the URL the benchmark aims at
-(:meth:`Deployment.url`). It knows no engine's flags: they are passed through as given.
+which :meth:`~pytest_ppsweep.matrix.model.Cluster.fits` asks), of the URL the benchmark aims at
+(:meth:`Deployment.url`), of a P/D layout's id and of each prefill server's bootstrap port
+(:meth:`Deployment.bootstrap_port`). It knows no engine's flags: they are passed through as
+given (the engine turns a role, its bootstrap port and the transfer backend into its flags).
 """
 
 from __future__ import annotations
@@ -20,10 +27,19 @@ from typing import Any
 
 from pytest_ppsweep.engine.engines import DEFAULT_ENGINE
 
-__all__ = ["DEFAULT_ENGINE", "ROLES", "Deployment", "DoesNotFit", "Placement", "Router",
-           "ServerGroup"]
+__all__ = [
+    "DEFAULT_ENGINE",
+    "PD_ROLES",
+    "ROLES",
+    "Deployment",
+    "DoesNotFit",
+    "Placement",
+    "Router",
+    "ServerGroup",
+]
 
 ROLES = ("serve", "prefill", "decode")
+PD_ROLES = ("prefill", "decode")  # the roles of a disaggregated layout, in start order
 
 
 @dataclass(frozen=True)
@@ -64,6 +80,14 @@ class ServerGroup:
         return f"pp{self.pp}-tp{self.tp}-ep{self.ep}" + (f"-dp{self.dp}" if self.dp > 1 else "")
 
     @property
+    def compact(self) -> str:
+        """The shape as a P/D layout id writes it: ``tp{tp}``, with ``pp{pp}`` before it when
+        PP > 1 and ``ep{ep}``, ``dp{dp}`` after it when > 1 (``pp4tp4ep4``, ``tp8``,
+        ``tp4dp2``): the sizes that are 1 are left out so the id stays readable."""
+        return ((f"pp{self.pp}" if self.pp > 1 else "") + f"tp{self.tp}"
+                + (f"ep{self.ep}" if self.ep > 1 else "") + (f"dp{self.dp}" if self.dp > 1 else ""))
+
+    @property
     def name(self) -> str:
         """How messages name the group: ``serve group pp4-tp8-ep4``."""
         return f"{self.label or self.role} group {self.shape}"
@@ -72,12 +96,15 @@ class ServerGroup:
 @dataclass(frozen=True)
 class Router:
     """The front of a disaggregated layout: where the benchmark's requests go. ``node`` is the
-    cluster's host index it runs on, ``port`` its port there."""
+    cluster's host index it runs on, ``port`` its port there, ``policy`` how it spreads requests
+    over the servers of each role (one of the engine's ``router_policies``; "" the engine's
+    default), ``flags`` further router arguments, passed through."""
 
     port: int
     node: int = 0
     engine: str = DEFAULT_ENGINE
     flags: Mapping[str, Any] = field(default_factory=dict)
+    policy: str = ""
 
 
 Placement = tuple[tuple[int, ...], ...]  # per group, in order: the cluster's host indices
@@ -90,10 +117,13 @@ class DoesNotFit(ValueError):
 @dataclass(frozen=True)
 class Deployment:
     """A layout's server groups, in start order, and its router (None: the single ``serve``
-    group answers the benchmark)."""
+    group answers the benchmark). ``transfer_backend``: how a P/D layout's decode servers get
+    the KV its prefill servers computed (one of the engine's ``transfer_backends``; "" for a
+    layout with no P/D roles)."""
 
     groups: tuple[ServerGroup, ...]
     router: Router | None = None
+    transfer_backend: str = ""
 
     def __post_init__(self) -> None:
         if not self.groups:
@@ -129,9 +159,52 @@ class Deployment:
         return self.groups[0]
 
     @property
+    def disaggregated(self) -> bool:
+        """Whether the layout has prefill and decode servers (a P/D layout)."""
+        return any(g.role in PD_ROLES for g in self.groups)
+
+    def role_groups(self, role: str) -> tuple[ServerGroup, ...]:
+        """The groups of ``role``, in start order."""
+        return tuple(g for g in self.groups if g.role == role)
+
+    @property
+    def layout_id(self) -> str:
+        """A P/D layout's id: ``p{x}-{shape}-d{y}-{shape}`` (``p1-pp4tp4ep4-d2-tp8ep4``), the
+        number of servers of each role and the compact shape (:attr:`ServerGroup.compact`) of
+        its first server (a parsed P/D layout's servers of one role share one shape). Only a
+        P/D layout has one: a single serve group's id is its config's ``pp{pp}-tp{tp}-ep{ep}``."""
+        if not self.disaggregated:
+            raise ValueError("only a P/D layout has a deployment id; a serve group's is its "
+                             "config's pp-tp-ep")
+        parts = []
+        for role in PD_ROLES:
+            groups = self.role_groups(role)
+            parts += [f"{role[0]}{len(groups)}", groups[0].compact if groups else "none"]
+        return "-".join(parts)
+
+    @property
+    def ratio(self) -> str:
+        """``p{x}d{y}``: the xPyD ratio of a P/D layout (a selector of its every shape)."""
+        return "".join(f"{role[0]}{len(self.role_groups(role))}" for role in PD_ROLES)
+
+    def bootstrap_port(self, group: ServerGroup, base: int) -> int:
+        """The port of ``group``'s KV bootstrap server: ``base`` (the cluster's
+        ``bootstrap_port``) plus the group's index among the prefill groups. The prefill servers
+        run on disjoint nodes, so one port would do on real nodes; each its own port also lets
+        them share one machine (a local cluster's loopback "nodes") and makes the router's
+        command name which server each port is. ValueError for a group that is no prefill
+        group of this layout (only a prefill server runs a bootstrap server)."""
+        prefill = self.role_groups("prefill")
+        if group not in prefill:
+            raise ValueError(f"{group.name}: only a prefill group of the layout has a bootstrap "
+                             "port")
+        return base + prefill.index(group)
+
+    @property
     def lead(self) -> ServerGroup:
-        """The group whose shape the layout's id and its recorded pp/tp/ep columns carry: the
-        serve group, or the first group of a disaggregated layout."""
+        """The group whose shape the recorded pp/tp/ep columns (and a config's pp/tp/ep) carry:
+        the serve group, or the first group of a disaggregated layout (its first prefill
+        server)."""
         return self.groups[0]
 
     def columns(self) -> dict[str, int]:

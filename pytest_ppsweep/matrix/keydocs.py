@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_ppsweep.engine.engines import DEFAULT_ENGINE
+from pytest_ppsweep.engine.engines import DEFAULT_ENGINE, engine_of
 from pytest_ppsweep.matrix import (
     accuracyspec,
     commspec,
@@ -88,6 +88,7 @@ def shown_default(doc: KeyDoc) -> str:
 
 
 _S = "string"
+_DEFAULT = engine_of(DEFAULT_ENGINE)  # the default engine's choices, shown as examples
 _F = "true or false"
 _STRS = "list of strings"
 
@@ -116,6 +117,8 @@ TOP_DOCS: Mapping[str, KeyDoc] = {
     "correctness": KeyDoc("table", NONE, "the outputs probe of `test_outputs_match`"),
     "expect": KeyDoc("array of tables", NONE, "failures the sweep expects, reported as xfail"),
     "accuracy": KeyDoc("table", NONE, "the task score of `test_accuracy`"),
+    "router": KeyDoc("table", NONE, "the router of every P/D layout ([router] below), unless "
+                     "its own [configs.router] says otherwise"),
 }
 
 SWEEP_DOCS: Mapping[str, KeyDoc] = {
@@ -156,6 +159,11 @@ SWEEP_DOCS: Mapping[str, KeyDoc] = {
     "engine": KeyDoc(_S, DEFAULT_ENGINE, "the serving engine"),
     "gpu_hour_usd": KeyDoc("number > 0", NONE,
                            "dollars per GPU-hour: the reports' cost per million tokens"),
+    "transfer_backend": KeyDoc(_S, Computed(f"the engine's first ({DEFAULT_ENGINE}: "
+                                            f"`{literal(_DEFAULT.transfer_backends[0])}`)"),
+                               "how a P/D layout's decode servers get the KV its prefill servers "
+                               f"computed: one of the engine's backends ({DEFAULT_ENGINE}: "
+                               + ", ".join(f"`{b}`" for b in _DEFAULT.transfer_backends) + ")"),
 }
 
 CONFIG_DOCS: Mapping[str, KeyDoc] = {
@@ -165,6 +173,39 @@ CONFIG_DOCS: Mapping[str, KeyDoc] = {
                  "expert-parallel size"),
     "server": KeyDoc("table", NONE, "engine flags of this layout only, over [server]"),
     "env": KeyDoc("table of strings", NONE, "environment of this layout's ranks, over [env]"),
+    "prefill": KeyDoc("table", Computed("none; with `decode`, instead of pp/tp/ep"),
+                      "the prefill servers of a P/D layout ([configs.prefill] below)"),
+    "decode": KeyDoc("table", Computed("none; with `prefill`, instead of pp/tp/ep"),
+                     "the decode servers of a P/D layout ([configs.decode] below)"),
+    "router": KeyDoc("table", Computed("[router]"), "this P/D layout's router, over [router] "
+                     "key by key"),
+}
+
+ROLE_DOCS: Mapping[str, KeyDoc] = {
+    "pp": KeyDoc("integer ≥ 1", 1, "pipeline-parallel size of each server of the role"),
+    "tp": KeyDoc("integer ≥ 1", REQUIRED, "tensor-parallel size of each server of the role"),
+    "ep": KeyDoc("integer ≥ 1", Computed("min(`ep_cap`, TP), or 1 without `ep_cap`"),
+                 "expert-parallel size of each server of the role"),
+    "dp": KeyDoc("integer ≥ 1", 1, "data-parallel replicas in each server (its GPUs: "
+                 "PP × TP × DP)"),
+    "servers": KeyDoc("integer ≥ 1", 1, "servers of the role (the x and y of xPyD), each on "
+                      "nodes of its own"),
+    "nodes": KeyDoc("integer ≥ 1", Computed("as many as a server's GPUs fill"),
+                    "nodes of each server of the role"),
+    "server": KeyDoc("table", NONE, "engine flags of this role's servers only, over the "
+                     "layout's and [server]"),
+}
+
+ROUTER_DOCS: Mapping[str, KeyDoc] = {
+    "port": KeyDoc("integer ≥ 1, ≤ 65535", schema.ROUTER_PORT,
+                   "the router's port, where the benchmark sends its requests"),
+    "node": KeyDoc("integer ≥ 0", 0, "the cluster's node (index in its hosts) the router runs "
+                   "on"),
+    "policy": KeyDoc(_S, Computed(f"the router's default ({DEFAULT_ENGINE}: "
+                                  f"`{literal(_DEFAULT.router_policies[0])}`)"),
+                     "how the router spreads requests over a role's servers: one of the "
+                     f"engine's policies ({DEFAULT_ENGINE}: "
+                     + ", ".join(f"`{p}`" for p in _DEFAULT.router_policies) + ")"),
 }
 
 WORKLOAD_DOCS: Mapping[str, KeyDoc] = {
@@ -353,6 +394,9 @@ CLUSTER_DOCS: Mapping[str, KeyDoc] = {
     "server_module": KeyDoc("Python module name", Computed("the engine's server module"),
                             "the module each rank runs with `python -m`"),
     "port": KeyDoc("integer ≥ 1, ≤ 65535", 30000, "the server's HTTP port"),
+    "bootstrap_port": KeyDoc("integer ≥ 1, ≤ 65535", 8998,
+                             "the first prefill server's KV bootstrap port in a P/D layout; the "
+                             "next servers' count up from it"),
     "dist_init_port": KeyDoc("integer ≥ 1, ≤ 65535", 20000,
                              "the ranks' distributed rendezvous port"),
     "nvidia_smi": KeyDoc(_STRS, ["nvidia-smi"],
@@ -412,7 +456,18 @@ def tables() -> list[Table]:
         Table("top level", schema.TOP_KEYS, TOP_DOCS, ("",)),
         Table("[sweep]", schema.SWEEP_KEYS, SWEEP_DOCS, ("sweep",)),
         Table("[[configs]]", schema.CONFIG_KEYS, CONFIG_DOCS, ("configs[*]",),
-              "`server` and `env` are tables of the engine's flags and the ranks' environment."),
+              "`server` and `env` are tables of the engine's flags and the ranks' environment. "
+              "A P/D layout gives `prefill` and `decode` tables instead of pp/tp/ep; its id is "
+              "`p{x}-{shape}-d{y}-{shape}` (`p1-pp4tp4ep4-d2-tp8ep4`: pp left out at 1, ep "
+              "and dp only when > 1)."),
+        Table("[configs.prefill] and [configs.decode]", schema.ROLE_KEYS, ROLE_DOCS,
+              ("configs[*].prefill", "configs[*].decode"),
+              "Each of the role's `servers` is a server group (`prefill0`, `prefill1`, …, "
+              "`decode0`, …) on nodes of its own; the groups together fill the cluster."),
+        Table("[router] and [configs.router]", schema.ROUTER_KEYS, ROUTER_DOCS,
+              ("router", "configs[*].router"),
+              "A P/D layout's router; each prefill server's bootstrap port is the cluster's "
+              "`bootstrap_port` plus its index."),
         Table("[workload] and each [workloads.NAME]", schema.WORKLOAD_KEYS, WORKLOAD_DOCS,
               ("workload", "workloads.*")),
         Table("[workload.slo]", slospec.SLO_KEYS, SLO_DOCS, ("workload.slo", "workloads.*.slo"),

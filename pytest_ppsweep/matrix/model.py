@@ -17,7 +17,7 @@ from pytest_ppsweep.engine.engines import DEFAULT_ENGINE
 from pytest_ppsweep.matrix.accuracyspec import AccuracySpec
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.correctnessspec import CorrectnessSpec
-from pytest_ppsweep.matrix.deployment import Deployment
+from pytest_ppsweep.matrix.deployment import PD_ROLES, Deployment, ServerGroup
 from pytest_ppsweep.matrix.expectspec import Expectation, expectation_for
 from pytest_ppsweep.matrix.kindsettings import KindSettings
 from pytest_ppsweep.matrix.schema import (
@@ -53,6 +53,9 @@ class Cluster:
     port: int
     dist_init_port: int
     nvidia_smi: tuple[str, ...]
+    # the first prefill server's KV bootstrap port of a P/D layout; the next servers' count up
+    # from it (Deployment.bootstrap_port)
+    bootstrap_port: int = 8998
     env: Mapping[str, str] = field(default_factory=dict)
     python: str = ""  # empty: this interpreter (local clusters)
     ssh_user: str = "root"
@@ -79,8 +82,26 @@ class Cluster:
         return not self.misfits(config)
 
     def misfits(self, config: Config) -> list[str]:
-        """What of ``config`` does not fit on this cluster's nodes (empty: it fits)."""
-        return config.deployment.fit(len(self.hosts), self.gpus_per_node)[1]
+        """What of ``config`` does not fit on this cluster's nodes (empty: it fits): its groups
+        (Deployment.fit), and a P/D layout's ports: the router's and the prefill servers'
+        bootstrap ports each a port no server of the cluster already binds."""
+        problems = config.deployment.fit(len(self.hosts), self.gpus_per_node)[1]
+        dep = config.deployed
+        if dep is None or dep.router is None:
+            return problems
+        taken = {self.port: "the cluster's port", self.dist_init_port: "the cluster's "
+                 "dist_init_port"}
+        for g in dep.role_groups("prefill"):
+            port = dep.bootstrap_port(g, self.bootstrap_port)
+            if port in taken:
+                problems.append(f"{g.label}: bootstrap port {port} (bootstrap_port "
+                                f"{self.bootstrap_port} + {port - self.bootstrap_port}) is also "
+                                f"{taken[port]}")
+            taken.setdefault(port, f"{g.label}'s bootstrap port")
+        if dep.router.port in taken:
+            problems.append(f"router: port {dep.router.port} is also "
+                            f"{taken[dep.router.port]}; expected a port of its own")
+        return problems
 
     def placement(self, config: Config) -> tuple[tuple[int, ...], ...]:
         """Each of ``config``'s server groups' host indices on this cluster, in group order;
@@ -139,7 +160,10 @@ class Config:
 
     @property
     def layout_id(self) -> str:
-        """``pp{pp}-tp{tp}-ep{ep}``: the layout alone (with the EP that runs)."""
+        """``pp{pp}-tp{tp}-ep{ep}``: the layout alone (with the EP that runs); a P/D layout's
+        is its deployment's (``p1-pp4tp4ep4-d2-tp8ep4``, :attr:`Deployment.layout_id`)."""
+        if self.deployed is not None and self.deployed.disaggregated:
+            return self.deployed.layout_id
         return f"pp{self.pp}-tp{self.tp}-ep{self.ep}"
 
     @property
@@ -155,17 +179,29 @@ class Config:
 
     @property
     def label(self) -> str:
+        """The layout as a line shows it: ``PP / TP / EP`` (``4 / 8 / 4 (asked EP 8)``); a
+        P/D layout's servers by role (``1 prefill × pp4-tp4-ep4, 2 decode × pp1-tp8-ep4``)."""
+        if self.deployed is not None and self.deployed.disaggregated:
+            return ", ".join(f"{len(gs)} {role} × {gs[0].shape}" for role in PD_ROLES
+                             if (gs := self.deployed.role_groups(role)))
         asked = self.asked_ep
         rewritten = f" (asked EP {asked})" if asked and asked != self.ep else ""
         return f"{self.pp} / {self.tp} / {self.ep}{rewritten}"
 
     def matches(self, selector: str) -> bool:
         """Exact selection: the full id, or the layout as ``ppN``, ``ppN-tpM`` or
-        ``ppN-tpM-epK`` (every axis point and workload of it); never a substring."""
+        ``ppN-tpM-epK`` (every axis point and workload of it); a P/D layout as ``pd`` (every
+        P/D layout), ``pX`` / ``dY`` (its number of prefill / decode servers), ``pXdY`` or its
+        layout id; never a substring."""
         return selector in self.selectors()
 
     def selectors(self) -> tuple[str, ...]:
-        """Every name that selects this point: its id, ``ppN``, ``ppN-tpM``, its layout id."""
+        """Every name that selects this point: its id, ``ppN``, ``ppN-tpM``, its layout id; a
+        P/D point's: its id, ``pd``, ``pX``, ``dY``, ``pXdY``, its layout id."""
+        if self.deployed is not None and self.deployed.disaggregated:
+            ratio = self.deployed.ratio
+            d = ratio.index("d")
+            return (self.id, "pd", ratio[:d], ratio[d:], ratio, self.layout_id)
         parts = self.layout_id.split("-")
         return (self.id, parts[0], "-".join(parts[:2]), self.layout_id)
 
@@ -434,6 +470,13 @@ class Sweep:
     def server_args(self, config: Config) -> dict[str, Any]:
         """The server arguments ``config`` boots with: ``[server]``, then the layout's own."""
         return {**self.server, **config.server}
+
+    def group_args(self, config: Config, group: ServerGroup) -> dict[str, Any]:
+        """The server arguments one server ``group`` of ``config`` boots with: ``[server]``,
+        the layout's own, then the group's (a P/D role's ``server`` table); the one home of
+        this order. The flags the engine derives from the group's role are not among them
+        (cluster/rankspec.py adds them)."""
+        return {**self.server_args(config), **group.flags}
 
 
 class NoClusterFits(ValueError):

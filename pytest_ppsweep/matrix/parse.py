@@ -21,6 +21,7 @@ from pytest_ppsweep.matrix import axes as axes_mod
 from pytest_ppsweep.matrix.accuracyspec import read_accuracy
 from pytest_ppsweep.matrix.commspec import read_comm
 from pytest_ppsweep.matrix.correctnessspec import read_correctness
+from pytest_ppsweep.matrix.deployment import PD_ROLES, Deployment, Router, ServerGroup
 from pytest_ppsweep.matrix.expectspec import read_expectations
 from pytest_ppsweep.matrix.kinds import (
     CLUSTER_KEYS,
@@ -50,6 +51,9 @@ from pytest_ppsweep.matrix.schema import (
     OBJECTIVE_METRICS,
     PROFILE_ACTIVITIES,
     PROFILE_KEYS,
+    ROLE_KEYS,
+    ROUTER_KEYS,
+    ROUTER_PORT,
     SPREAD_RULES,
     SWEEP_KEYS,
     TOP_KEYS,
@@ -353,9 +357,38 @@ def _points(top: Reader, sw: Reader, ep_cap: int, server: dict[str, Any], env: d
     configs = tuple(replace(c, engine=engine.name)
                     for c in _configs(top, ep_cap, engine, required=not extended))
     if not extended:
-        return axes_mod.rewrite_ep(configs, server, backends, engine), ()
-    return axes_mod.expand(top, configs, server, env, workloads, ep_cap, backends, max_points,
-                           engine)
+        return _pd_rewrite_ep(axes_mod.rewrite_ep(configs, server, backends, engine), server,
+                              backends, engine), ()
+    pd = next((c for c in configs if c.deployed is not None), None)
+    layout_axes = [a for a in top.table("axes").data if a in axes_mod.LAYOUT_AXES]
+    if pd is not None and layout_axes:
+        raise MatrixError(
+            f"{top.path}: key 'axes.{layout_axes[0]}': expected no layout axis (pp, tp, ep) in a "
+            f"sweep with P/D layouts (configs[{pd.order}], {pd.id}: each role table gives its "
+            f"own sizes), found axis {layout_axes[0]}")
+    points, names = axes_mod.expand(top, configs, server, env, workloads, ep_cap, backends,
+                                    max_points, engine)
+    return _pd_rewrite_ep(points, server, backends, engine), names
+
+
+def _pd_rewrite_ep(configs: tuple[Config, ...], server: dict[str, Any], backends: list[str],
+                   engine: Engine) -> tuple[Config, ...]:
+    """Each P/D layout's groups with the EP that runs (the engine's rewrite, per group: its
+    own flags count), its config's pp/tp/ep and asked EP its lead group's."""
+    out = []
+    for cfg in configs:
+        dep = cfg.deployed
+        if dep is None:
+            out.append(cfg)
+            continue
+        groups = tuple(replace(g, ep=engine.effective_ep(g.tp, g.ep, {**server, **cfg.server,
+                                                                      **g.flags}, backends))
+                       for g in dep.groups)
+        lead, asked = groups[0], dep.lead.ep
+        out.append(replace(cfg, pp=lead.pp, tp=lead.tp, ep=lead.ep,
+                           asked_ep=asked if asked != lead.ep else 0,
+                           deployed=replace(dep, groups=groups)))
+    return tuple(out)
 
 
 def _baseline_points(configs: tuple[Config, ...], selector: str) -> list[Config]:
@@ -507,27 +540,19 @@ def _configs(top: Reader, ep_cap: int, engine: Engine, required: bool = True
     seen: dict[str, int] = {}
     for i, item in enumerate(items):
         item.only(CONFIG_KEYS)
-        pp = item.integer("pp", required=True, minimum=1)
-        tp = item.integer("tp", required=True, minimum=1)
-        ep = item.integer("ep", default=min(ep_cap, tp) if ep_cap else 1, minimum=1)
-        if ep > tp:
-            raise MatrixError(
-                f"{top.path}: key '{item.where}.ep': expected EP ≤ TP (EP splits the TP group), "
-                f"found EP {ep} > TP {tp}"
+        if any(k in item.data for k in (*PD_ROLES, "router")):
+            cfg = _pd_config(top, item, i, ep_cap, engine)
+        else:
+            pp = item.integer("pp", required=True, minimum=1)
+            tp = item.integer("tp", required=True, minimum=1)
+            cfg = Config(
+                pp=pp,
+                tp=tp,
+                ep=_ep(item, ep_cap, tp),
+                server=_server_table(item.table("server"), f"{item.where}.server", engine),
+                env=_env(item.table("env")),
+                order=i,
             )
-        if tp % ep:
-            raise MatrixError(
-                f"{top.path}: key '{item.where}.ep': expected TP % EP == 0, found TP {tp} % EP "
-                f"{ep} = {tp % ep}"
-            )
-        cfg = Config(
-            pp=pp,
-            tp=tp,
-            ep=ep,
-            server=_server_table(item.table("server"), f"{item.where}.server", engine),
-            env=_env(item.table("env")),
-            order=i,
-        )
         if cfg.id in seen:
             first = configs[seen[cfg.id]]
             named = axes_mod.distinguish(first, cfg)
@@ -547,6 +572,98 @@ def _configs(top: Reader, ep_cap: int, engine: Engine, required: bool = True
         seen[cfg.id] = i
         configs.append(cfg)
     return tuple(configs)
+
+
+def _ep(t: Reader, ep_cap: int, tp: int) -> int:
+    """The ``ep`` of a layout table (a ``[[configs]]`` entry or a P/D role table): as given,
+    else min(ep_cap, TP), else 1; EP splits the TP group."""
+    ep = t.integer("ep", default=min(ep_cap, tp) if ep_cap else 1, minimum=1)
+    if ep > tp:
+        raise MatrixError(
+            f"{t.path}: key '{t.where}.ep': expected EP ≤ TP (EP splits the TP group), "
+            f"found EP {ep} > TP {tp}"
+        )
+    if tp % ep:
+        raise MatrixError(
+            f"{t.path}: key '{t.where}.ep': expected TP % EP == 0, found TP {tp} % EP "
+            f"{ep} = {tp % ep}"
+        )
+    return ep
+
+
+def _pd_config(top: Reader, item: Reader, order: int, ep_cap: int, engine: Engine) -> Config:
+    """A ``[[configs]]`` entry of ``prefill`` and ``decode`` tables: a P/D layout. Each role's
+    ``servers`` servers of its shape are groups ``prefill0``, ``prefill1``, …, ``decode0``, …
+    (in that start order) on nodes of their own; its config's ``server`` and ``env`` reach
+    every group, a role's ``server`` only its own servers. The router: ``[configs.router]``
+    over ``[router]``, key by key."""
+    where = item.where
+    missing = [r for r in PD_ROLES if r not in item.data]
+    if missing:
+        given = [r for r in PD_ROLES if r in item.data]
+        found = f"only [{where}.{given[0]}]" if given else f"only [{where}.router]"
+        raise MatrixError(
+            f"{top.path}: key '{where}.{missing[0]}': a P/D layout has both prefill and decode "
+            f"servers; expected a [{where}.{missing[0]}] table, found {found}")
+    beside = [k for k in ("pp", "tp", "ep") if k in item.data]
+    if beside:
+        raise MatrixError(
+            f"{top.path}: key '{where}.{beside[0]}': expected no {beside[0]} beside the prefill "
+            f"and decode tables (each role gives its own pp, tp, ep), found "
+            f"{shown_value(item.data[beside[0]])}")
+    if not engine.router_module:
+        raise MatrixError(
+            f"{top.path}: key '{where}': P/D layouts (prefill and decode servers) are not "
+            f"supported for {engine.name} yet; expected a layout of pp and tp with "
+            f"[sweep] engine = {engine.name!r}, found prefill and decode tables")
+    groups: list[ServerGroup] = []
+    for role in PD_ROLES:
+        r = item.table(role, required=True)
+        r.only(ROLE_KEYS)
+        tp = r.integer("tp", required=True, minimum=1)
+        pp = r.integer("pp", default=1, minimum=1)
+        ep = _ep(r, ep_cap, tp)
+        dp = r.integer("dp", default=1, minimum=1)
+        servers = r.integer("servers", default=1, minimum=1)
+        nodes = r.integer("nodes", default=0, minimum=1) or None
+        flags = _server_table(r.table("server"), f"{r.where}.server", engine)
+        axes = top.table("axes").data
+        clash = next((k for k in flags if k in axes), None)
+        if clash is not None:  # the axis's value would not reach this role's servers
+            raise MatrixError(
+                f"{top.path}: key '{r.where}.server.{clash}': expected a flag that is not also "
+                f"an axis (axes.{clash}), found {shown_value(flags[clash])}")
+        groups += [ServerGroup(role, pp, tp, ep, dp, engine=engine.name, nodes=nodes,
+                               flags=flags, label=f"{role}{k}") for k in range(servers)]
+    sw = top.table("sweep")
+    deployed = Deployment(
+        tuple(groups), router=_router(top, item, engine),
+        transfer_backend=sw.choice("transfer_backend", engine.transfer_backends,
+                                   default=engine.transfer_backends[0]))
+    lead = deployed.lead
+    return Config(pp=lead.pp, tp=lead.tp, ep=lead.ep,
+                  server=_server_table(item.table("server"), f"{where}.server", engine),
+                  env=_env(item.table("env")), order=order, engine=engine.name,
+                  deployed=deployed)
+
+
+def _router(top: Reader, item: Reader, engine: Engine) -> Router:
+    """A P/D layout's router: each key from ``[configs.router]``, else ``[router]``, else its
+    default (port 30080, node 0: the cluster's first node, the engine's default policy)."""
+    tables = [item.table("router"), top.table("router")]
+    for t in tables:
+        t.only(ROUTER_KEYS)
+
+    def holder(key: str) -> Reader:
+        return next((t for t in tables if key in t.data), tables[0])
+
+    return Router(
+        port=holder("port").integer("port", default=ROUTER_PORT, minimum=1, maximum=65535),
+        node=holder("node").integer("node", default=0, minimum=0),
+        engine=engine.name,
+        policy=holder("policy").choice("policy", engine.router_policies,
+                                       default=engine.router_policies[0]),
+    )
 
 
 def _workload(w: Reader, own: frozenset[str] | None = None) -> Workload:
@@ -749,6 +866,7 @@ def _clusters(top: Reader, engine: Engine) -> dict[str, Cluster]:
                                    engine.server_module),
             port=c.integer("port", default=30000, minimum=1, maximum=65535),
             dist_init_port=c.integer("dist_init_port", default=20000, minimum=1, maximum=65535),
+            bootstrap_port=c.integer("bootstrap_port", default=8998, minimum=1, maximum=65535),
             nvidia_smi=tuple(c.str_list("nvidia_smi", default=["nvidia-smi"])),
             env=_env(c.table("env")),
             python=c.text("python", default=""),
@@ -872,6 +990,15 @@ def _check_against_pool(sweep: Sweep, pool: tuple[Cluster, ...]) -> None:
         )
     for cfg in sweep.configs:
         world = cfg.gpus
+        if cfg.deployed is not None and not any(c.fits(cfg) for c in pool):
+            why = " or ".join(
+                f"cluster {c.name!r} ({len(c.hosts)} nodes × {c.gpus_per_node} GPUs): "
+                + "; ".join(c.misfits(cfg)) for c in pool)
+            raise MatrixError(
+                f"{sweep.path}: key 'configs[{cfg.order}]' ({cfg.id}): expected its server "
+                f"groups ({cfg.label}) to fill a cluster's nodes, each group on nodes of its "
+                f"own, found {why}"
+            )
         if not any(c.fits(cfg) for c in pool):
             sizes = " or ".join(
                 f"{c.gpus} ({len(c.hosts)} nodes × {c.gpus_per_node} GPUs of cluster {c.name!r})"

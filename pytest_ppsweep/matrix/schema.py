@@ -31,7 +31,8 @@ TOP_KEYS = ("extends", "sweep", "server", "env", "configs", "workload", "cluster
             "axes", "exclude", "include", "workloads", "compare", "comm",
             "correctness",  # [correctness]: matrix/correctnessspec.py
             "expect",  # [[expect]]: matrix/expectspec.py
-            "accuracy")  # [accuracy]: matrix/accuracyspec.py
+            "accuracy",  # [accuracy]: matrix/accuracyspec.py
+            "router")  # [router]: every P/D layout's router unless its own says otherwise
 COMPARE_KEYS = ("baseline", "alpha", "min_effect_pct", "sequential", "boot_noise_pct",
                 "one_boot_bound_pct")
 PROFILE_KEYS = ("layouts", "concurrency", "num_requests", "num_steps", "activities", "output_dir",
@@ -58,8 +59,16 @@ SWEEP_KEYS = (
     "a2a_ep_backends",
     "engine",
     "gpu_hour_usd",
+    "transfer_backend",
 )
-CONFIG_KEYS = ("pp", "tp", "ep", "server", "env")
+# A [[configs]] entry is one serve group (pp, tp, ep) or a P/D layout (prefill and decode role
+# tables, and optionally its router): never both.
+CONFIG_KEYS = ("pp", "tp", "ep", "server", "env", "prefill", "decode", "router")
+# [configs.prefill] / [configs.decode]: one role's servers, each of that shape on nodes of its own
+ROLE_KEYS = ("pp", "tp", "ep", "dp", "servers", "nodes", "server")
+# [router] / [configs.router]: a P/D layout's router (the config's keys win, key by key)
+ROUTER_KEYS = ("port", "node", "policy")
+ROUTER_PORT = 30080  # [router] port's default: beside the servers' 30000 on the same node
 WORKLOAD_KEYS = (
     "dataset",
     "input_len",
@@ -111,6 +120,7 @@ CLUSTER_COMMON_KEYS = (
     "server_module",
     "port",
     "dist_init_port",
+    "bootstrap_port",
     "nvidia_smi",
     "env",
     "python",

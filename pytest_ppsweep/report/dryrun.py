@@ -1,12 +1,15 @@
 """``--ppsweep-dry-run``: what a run would do, read from the sweep file alone.
 
 For every point the run would boot: every node's exact launch command and environment, as
-:mod:`~pytest_ppsweep.cluster.rankspec` builds them for the launchers (secrets redacted); then
+:mod:`~pytest_ppsweep.cluster.rankspec` builds them for the launchers (secrets redacted; a P/D
+layout's by server group and role, each prefill server's bootstrap port, then its router's
+command); then
 the number of boots (one per server configuration: the points that differ only in their
 workload share a boot) and an estimated cluster time:
 
 * from a fitted planner profile (``planner/profile.json`` of the newest earlier run of this
-  sweep in the reports folder, written by ``python -m pytest_ppsweep fit``): each layout's
+  sweep in the reports folder, written by ``python -m pytest_ppsweep fit``; a sweep of single
+  serve groups only, which is what it predicts): each layout's
   predicted boot, plus each round (requests × input tokens / predicted Input TPS) times the
   repeats and the warm-up;
 * else from earlier runs of this sweep, whatever their run id (each layout's measured cluster
@@ -31,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_ppsweep.cluster.backends import backend_of
-from pytest_ppsweep.cluster.rankspec import rank_specs
+from pytest_ppsweep.cluster.rankspec import RankSpec, bootstrap_port, rank_specs, router_spec
 from pytest_ppsweep.folder.runfolder import PLANNER_PROFILE_JSON
 from pytest_ppsweep.matrix.model import Cluster, Config, Sweep, boot_groups
 from pytest_ppsweep.measure.eta import duration
@@ -56,6 +59,7 @@ __all__ = [
     "cluster_time",
     "dry_run_lines",
     "fitted_profile",
+    "pd_lines",
     "slo_probe_lines",
 ]
 
@@ -174,7 +178,10 @@ def cluster_time(sweep: Sweep, configs: Sequence[Config], reports: Path,
 
 def _one_boot_each(sweep: Sweep, configs: Sequence[Config], reports: Path,
                    cluster: Cluster | None) -> ClusterTime:
-    profile = fitted_profile(reports, sweep.name, cluster)
+    # a fitted profile predicts one serve group's layout: a sweep with P/D layouts is estimated
+    # from its earlier runs or its boot bound
+    single = all(c.deployed is None for c in configs)
+    profile = fitted_profile(reports, sweep.name, cluster) if single else None
     if profile is not None:
         try:
             fitted = load_fitted(profile)
@@ -231,8 +238,15 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines += backend.dry_run_lines(sweep)
     for cfg in configs:
         cs = sorted((concurrencies or {}).get(cfg.id) or sweep.workload_of(cfg).concurrency)
-        lines.append(f"{cfg.id}: PP/TP/EP {cfg.label} at C = {', '.join(map(str, cs))}")
+        at = f"at C = {', '.join(map(str, cs))}"
         specs = rank_specs(sweep, cluster, cfg)
+        if cfg.deployed is not None and cfg.deployed.disaggregated:
+            lines.append(f"{cfg.id}: P/D layout, {cfg.label}, KV transfer "
+                         f"{cfg.deployed.transfer_backend}, {at}")
+            lines += backend.dry_run_point_lines(cfg.id, [s.host for s in specs])
+            lines += pd_lines(sweep, cluster, cfg, specs)
+            continue
+        lines.append(f"{cfg.id}: PP/TP/EP {cfg.label} {at}")
         lines += backend.dry_run_point_lines(cfg.id, [s.host for s in specs])
         for spec in specs:
             lines.append(f"  node{spec.node_rank} {spec.host} ({spec.address}): "
@@ -242,6 +256,31 @@ def dry_run_lines(sweep: Sweep, cluster: Cluster, configs: Sequence[Config],
     lines.append(boots_line(configs, sweep.boots))
     lines.append("estimated cluster time: "
                  f"{cluster_time(sweep, configs, reports, cluster).describe()}")
+    return lines
+
+
+def pd_lines(sweep: Sweep, cluster: Cluster, config: Config, specs: Sequence[RankSpec]
+             ) -> list[str]:
+    """A P/D layout's commands: each server group by role (its shape, its cluster nodes, a
+    prefill server's bootstrap port), every node's rank under it, then the router's command
+    (its node and port) last, as it starts last."""
+    lines: list[str] = []
+    dep = config.deployment
+    placement = cluster.placement(config)
+    for group, nodes in zip(dep.groups, placement, strict=True):
+        port = bootstrap_port(cluster, config, group)
+        where = ", ".join(cluster.hosts[i].name for i in nodes)
+        lines.append(f"  {group.label}: {group.role} server {group.shape} on node(s) {where}"
+                     + (f", bootstrap port {port}" if port else "")
+                     + f", serving http://{cluster.hosts[nodes[0]].address}:{cluster.port}")
+        for spec in (s for s in specs if s.group == group.label):
+            lines.append(f"    node{spec.node_rank} {spec.host} ({spec.address}): "
+                         f"{spec.command_line()}")
+    router = router_spec(sweep, cluster, config)
+    if router is not None and dep.router is not None:
+        url = dep.url([h.address for h in cluster.hosts], cluster.port, placement)
+        lines.append(f"  router on {router.host} ({router.address}), port {dep.router.port}, "
+                     f"the benchmark's URL {url}: {router.command_line()}")
     return lines
 
 

@@ -1,10 +1,15 @@
 """SGLang as the plugin knows it, read from engine/sglang.py alone: the rank's command line (the
 same argv as before the engine had a module), the EP rewrite, the server info read, the topology
-check, the native API's stream events and the flag probe."""
+check, the native API's stream events, the flag probe, and a P/D server's role flags and
+router command (checked against SGLang's own server info and sglang-router's parser)."""
 
 from __future__ import annotations
 
+import argparse
+import json
+
 import pytest
+from support.paths import DATA
 
 from pytest_ppsweep.engine.argparse_dump import ARGS_SCRIPT
 from pytest_ppsweep.engine.engines import DEFAULT_ENGINE, ENGINES, engine_of
@@ -66,3 +71,56 @@ def test_a_stream_event_gives_the_record_its_numbers_and_a_bad_one_raises() -> N
     assert event.finish == ("length", None) and event.text
     with pytest.raises(TypeError, match="completion_tokens is str"):
         ENGINE.stream_event({"meta_info": {"completion_tokens": "2"}})
+
+
+def test_a_dp_server_says_its_replicas_and_a_one_replica_argv_is_unchanged() -> None:
+    one = ENGINE.rank_argv(**ARGV, server={})
+    assert "--dp-size" not in one
+    two = ENGINE.rank_argv(**ARGV, server={}, dp=2)
+    assert two[two.index("--ep-size") + 2:two.index("--ep-size") + 4] == ["--dp-size", "2"]
+
+
+def test_a_pd_servers_role_flags_are_sglangs_own_names() -> None:
+    """The names and defaults SGLang 0.5.23 reports in its own server info (a captured
+    /server_info, every server argument in it)."""
+    info = json.loads((DATA / "sglang" / "n4-pp2tp2.server_info.json").read_text())
+    assert (info["disaggregation_mode"], info["disaggregation_bootstrap_port"],
+            info["disaggregation_transfer_backend"]) == ("null", 8998, ENGINE.transfer_backends[0])
+    prefill = ENGINE.role_flags("prefill", bootstrap_port=9100, transfer_backend="nixl")
+    decode = ENGINE.role_flags("decode", bootstrap_port=0, transfer_backend="nixl")
+    assert prefill == {"disaggregation_mode": "prefill", "disaggregation_transfer_backend": "nixl",
+                       "disaggregation_bootstrap_port": 9100}
+    assert decode == {"disaggregation_mode": "decode", "disaggregation_transfer_backend": "nixl"}
+    assert set(prefill) <= set(info) and set(prefill) <= ENGINE.owned_flags
+    assert ENGINE.role_flags("serve", bootstrap_port=0, transfer_backend="") == {}
+    with pytest.raises(ValueError, match="server role 'encode': expected serve, prefill or"):
+        ENGINE.role_flags("encode", bootstrap_port=0, transfer_backend="")
+
+
+ROUTER = dict(python="/py", host="10.0.0.1", port=30080,
+              prefill=[("http://10.0.0.1:30000", 8998), ("http://10.0.0.2:30000", 8999)],
+              decode=["http://10.0.0.3:30000"], flags={})
+
+
+def test_the_router_argv_is_sglang_routers_pd_launcher() -> None:
+    argv = ENGINE.router_argv(**ROUTER, policy="round_robin")
+    assert argv == ["/py", "-m", "sglang_router.launch_router", "--pd-disaggregation",
+                    "--prefill", "http://10.0.0.1:30000", "8998",
+                    "--prefill", "http://10.0.0.2:30000", "8999",
+                    "--decode", "http://10.0.0.3:30000",
+                    "--host", "10.0.0.1", "--port", "30080", "--policy", "round_robin"]
+    assert ENGINE.router_argv(**ROUTER, policy="")[-2:] == ["--policy", "cache_aware"]
+
+
+def test_the_router_argv_parses_with_sglang_routers_own_parser() -> None:
+    """sglang-router 0.3.2's RouterArgs reads back every server and its bootstrap port (where
+    the router is installed)."""
+    router_args = pytest.importorskip("sglang_router.router_args")
+    parser = argparse.ArgumentParser()
+    router_args.RouterArgs.add_cli_args(parser, use_router_prefix=False)
+    argv = ENGINE.router_argv(**ROUTER, policy="round_robin")
+    read = router_args.RouterArgs.from_cli_args(parser.parse_args(argv[3:]),
+                                                use_router_prefix=False)
+    assert read.pd_disaggregation and read.policy == "round_robin"
+    assert read.prefill_urls == ROUTER["prefill"] and read.decode_urls == ROUTER["decode"]
+    assert (read.host, read.port) == ("10.0.0.1", 30080)

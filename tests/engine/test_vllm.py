@@ -334,3 +334,14 @@ def test_non_default_args_with_an_echoed_compilation_config_are_read() -> None:
     assert non_default_args("{'nnodes': 2, 'x': Foo(a=1), 'enable_expert_parallel': True}") == {
         "nnodes": 2, "enable_expert_parallel": True}
     assert non_default_args("[1, 2]") is None
+
+
+def test_pd_roles_and_a_router_are_refused_with_why() -> None:
+    engine = engine_of("vllm")
+    assert engine.router_module == "" and engine.transfer_backends == ()
+    assert engine.role_flags("serve", bootstrap_port=0, transfer_backend="") == {}
+    with pytest.raises(ValueError, match=r"P/D .* not supported for vLLM yet"):
+        engine.role_flags("prefill", bootstrap_port=8998, transfer_backend="mooncake")
+    with pytest.raises(ValueError, match="not supported for vLLM yet: no router"):
+        engine.router_argv(python="/py", host="h", port=1, prefill=[], decode=[], policy="",
+                           flags={})

@@ -158,8 +158,9 @@ def test_a_deployment_that_does_not_fit_names_the_group_and_what_it_lacks(sweep:
     assert cluster.misfits(_pd(2, 1, decode_tp=8)) == [
         "the groups take 3 of the cluster's 4 nodes (24 of 32 GPUs)"]
     # the run's choice of cluster names each cluster's reason
-    with pytest.raises(NoClusterFits, match=r"pp2-tp8-ep8-pd: needs 32 GPUs; no cluster fits: "
-                       r"local \(32 GPUs\) \(local: decode group pp1-tp16-ep16: needs 2 nodes"):
+    with pytest.raises(NoClusterFits, match=r"p1-pp2tp8ep8-d1-tp16ep16-pd: needs 32 GPUs; no "
+                       r"cluster fits: local \(32 GPUs\) \(local: decode group pp1-tp16-ep16: "
+                       r"needs 2 nodes"):
         cluster_for((cluster,), _pd(3, 2))
     assert not cluster.fits(_pd(3, 2))
 
@@ -179,3 +180,26 @@ def test_a_deployment_is_checked_when_made() -> None:
     with pytest.raises(ValueError, match="at least one server group"):
         Deployment(())
     assert ServerGroup("serve", 2, 4, 4, dp=2).gpus == 16
+
+
+def test_a_pd_layouts_id_leaves_out_the_sizes_that_are_one() -> None:
+    groups = (ServerGroup("prefill", 4, 4, 4, label="prefill0"),
+              ServerGroup("decode", 1, 8, 4, label="decode0"),
+              ServerGroup("decode", 1, 8, 4, label="decode1"))
+    dep = Deployment(groups, router=Router(port=30080))
+    assert dep.disaggregated and dep.layout_id == "p1-pp4tp4ep4-d2-tp8ep4"
+    assert dep.ratio == "p1d2"
+    assert [ServerGroup("decode", 1, 4, 1, dp=2).compact, ServerGroup("serve", 2, 8, 1).compact] \
+        == ["tp4dp2", "pp2tp8"]
+    with pytest.raises(ValueError, match="only a P/D layout has a deployment id"):
+        _ = Deployment.single(1, 8, 1).layout_id
+
+
+def test_each_prefill_server_counts_its_bootstrap_port_up_from_the_base() -> None:
+    groups = (ServerGroup("prefill", 1, 4, 1, label="prefill0"),
+              ServerGroup("prefill", 1, 4, 1, label="prefill1"),
+              ServerGroup("decode", 1, 8, 1, label="decode0"))
+    dep = Deployment(groups, router=Router(port=30080))
+    assert [dep.bootstrap_port(g, 8998) for g in groups[:2]] == [8998, 8999]
+    with pytest.raises(ValueError, match="decode0 group pp1-tp8-ep1: only a prefill group"):
+        dep.bootstrap_port(groups[2], 8998)

@@ -27,7 +27,13 @@ DEFAULTS_SWEEP = """
 model_path = "/m"
 [[configs]]
 pp = 1
+tp = 2
+[[configs]]
+[configs.prefill]
 tp = 1
+[configs.decode]
+tp = 1
+[router]
 [workload]
 input_len = 8
 output_len = 4
@@ -55,7 +61,7 @@ failure = "oom"
 reason = "why"
 [clusters.c]
 kind = "local"
-hosts = ["127.0.0.1"]
+hosts = ["127.0.0.1", "127.0.0.2"]
 gpus_per_node = 1
 [clusters.s]
 kind = "slurm"

@@ -307,3 +307,44 @@ def test_the_estimate_uses_only_runs_of_the_same_cluster(tmp_path: Path) -> None
     earlier("measured", "pro6000", False, 600.0)
     assert "measured" in cluster_time(sweep, sweep.configs, reports, real).source
     assert "measured" not in cluster_time(sweep, sweep.configs, reports, local).source
+
+
+def test_a_pd_layout_shows_each_group_by_role_its_bootstrap_port_and_the_router(
+        tmp_path: Path) -> None:
+    pd = REPO / "tests" / "data" / "pd" / "pd.toml"
+    sweep = load(pd)
+    lines = dry_run_lines(sweep, sweep.cluster(None), sweep.configs, tmp_path / "reports")
+    head = lines.index("p1-tp8ep8-d2-tp4ep4: P/D layout, 1 prefill × pp1-tp8-ep8, 2 decode × "
+                       "pp1-tp4-ep4, KV transfer nixl, at C = 4")
+    block = lines[head + 1:head + 9]
+    assert block[0] == ("  prefill0: prefill server pp1-tp8-ep8 on node(s) 127.0.9.1, "
+                        "127.0.9.2, bootstrap port 9100, serving http://127.0.9.1:30000")
+    assert block[1].startswith("    node0 127.0.9.1 (127.0.9.1): env ")
+    assert "--disaggregation-mode prefill --disaggregation-transfer-backend nixl " \
+           "--disaggregation-bootstrap-port 9100" in block[1]
+    assert block[2].startswith("    node1 127.0.9.2 (127.0.9.2): ")
+    assert block[3] == ("  decode0: decode server pp1-tp4-ep4 on node(s) 127.0.9.3, serving "
+                        "http://127.0.9.3:30000")
+    assert "--disaggregation-mode decode" in block[4]
+    assert block[5].startswith("  decode1: decode server pp1-tp4-ep4 on node(s) 127.0.9.4")
+    router = block[7]
+    assert router.startswith("  router on 127.0.9.1 (127.0.9.1), port 30090, the benchmark's "
+                             "URL http://127.0.9.1:30090: env ")
+    assert router.endswith("-m sglang_router.launch_router --pd-disaggregation --prefill "
+                           "http://127.0.9.1:30000 9100 --decode http://127.0.9.3:30000 "
+                           "--decode http://127.0.9.4:30000 --host 127.0.9.1 --port 30090 "
+                           "--policy cache_aware")
+    assert lines[-2] == "boots: 3 (one per point)"
+
+
+def test_a_sweep_with_pd_layouts_is_not_estimated_from_a_fitted_profile(tmp_path: Path) -> None:
+    """The planner predicts one serve group's layout; a P/D sweep falls back to its bound."""
+    from pytest_ppsweep.planner.data import load_measured
+    from pytest_ppsweep.planner.fitting import fit
+
+    sweep = load(REPO / "tests" / "data" / "pd" / "pd.toml")
+    reports = tmp_path / "reports"
+    profile = reports / f"{sweep.name}-20261201-090000" / "planner" / "profile.json"
+    fit(load_measured([REPO / "benchmarks" / "data" / "seeds_medians.csv"])).write(profile)
+    est = cluster_time(sweep, sweep.configs, reports, sweep.cluster(None))
+    assert est.bound and "3 boot(s)" in est.source

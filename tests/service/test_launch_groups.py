@@ -183,8 +183,8 @@ def test_a_signal_during_teardown_still_stops_every_group(
 
 
 def test_a_deployment_with_a_router_needs_one(sweep: Sweep, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="pp2-tp8-ep8-pd: the deployment has a router, the "
-                       "service was given none"):
+    with pytest.raises(ValueError, match="p1-pp2tp8ep8-d1-tp16ep16-pd: the deployment has a "
+                       "router, the service was given none"):
         Service(sweep, sweep.cluster(None), _pd(), tmp_path, launcher=Launcher([]))
 
 
