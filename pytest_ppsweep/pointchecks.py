@@ -14,6 +14,7 @@ from typing import Any
 from pytest_ppsweep import gate
 from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.gate.sloregress import slo_regressions
+from pytest_ppsweep.matrix.deployment import ServerGroup
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.measure.completion import NN_KINDS, result_problems
 from pytest_ppsweep.measure.metrics import RoundResult
@@ -26,13 +27,32 @@ from pytest_ppsweep.service.probe import Topology
 
 
 def topology_problems(
-    config: Config, server: Mapping[str, Any], topo: Topology, nnodes: int
+    config: Config, server: Mapping[str, Any], topo: Topology, nnodes: int,
+    group: ServerGroup | None = None,
+    groups: Mapping[str, tuple[Topology, int]] | None = None,
 ) -> list[str]:
     """Compare what the server reports with what the matrix asked for (the engine reads its
-    own server info: engine/)."""
-    group = config.deployment.serve_group
-    want = {"pp": group.pp, "tp": group.tp, "ep": group.ep, "nnodes": nnodes}
-    return engine_of(config.engine).topology_problems(config.id, want, server, topo)
+    own server info: engine/): the layout's one serve group, or ``group`` of a layout of
+    several (each message then names the group: ``p1-…-d1-… decode0``). A layout of several
+    groups is checked group by group from ``groups`` (label → the group's topology and nodes,
+    ``Booted.group_topologies``), each against the group's own server arguments (``server``,
+    then the group's flags); ``topo`` and ``nnodes`` are then not read."""
+    if group is None and config.deployed is not None:
+        if groups is None:
+            return [f"{config.id}: a layout of {len(config.deployed.groups)} server groups is "
+                    "checked group by group: pass groups=<booted>.group_topologies"]
+        found: list[str] = []
+        for g in config.deployed.groups:
+            if g.label not in groups:
+                found.append(f"{config.id} {g.label}: no topology read from the group")
+                continue
+            g_topo, g_nodes = groups[g.label]
+            found += topology_problems(config, {**server, **g.flags}, g_topo, g_nodes, g)
+        return found
+    shape = group or config.deployment.serve_group
+    want = {"pp": shape.pp, "tp": shape.tp, "ep": shape.ep, "nnodes": nnodes}
+    where = f"{config.id} {shape.label}" if shape.label else config.id
+    return engine_of(config.engine).topology_problems(where, want, server, topo)
 
 
 def completion_problems(

@@ -40,11 +40,13 @@ def test_topology(
     ppsweep_config: Config,
     record_property: pytest.RecordProperty,
 ) -> None:
-    """PP, TP, EP and the MoE backends are what the matrix asked; the micro-batch size is known."""
+    """PP, TP, EP and the MoE backends are what the matrix asked; the micro-batch size is known.
+    A layout of several server groups (P/D): every group's, each from its own head node."""
     server = ppsweep.server_args(ppsweep_config)
     topo = ppsweep_service.topology
     record_property("pp_max_micro_batch_size", topo.pp_max_micro_batch_size)
-    problems = topology_problems(ppsweep_config, server, topo, ppsweep_service.nodes)
+    problems = topology_problems(ppsweep_config, server, topo, ppsweep_service.nodes,
+                                 groups=ppsweep_service.group_topologies)
     assert not problems, "\n".join(problems)
 
 

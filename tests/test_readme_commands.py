@@ -90,6 +90,9 @@ NOT_RUN = {
     "pytest test_matrix --ppsweep-matrix test_matrix/slo.toml": "the seeds' five layouts with "
         "an SLO search each (minutes); tests/matrix/test_slospec.py parses it and "
         "tests/e2e/test_slo_e2e.py runs the same flow on two layouts (CI budget)",
+    "pytest test_matrix --ppsweep-matrix test_matrix/pd.toml": "three layouts at 16K in, 256 "
+        "out (minutes); tests/e2e/test_pd_e2e.py runs the same file cut to PP8 and one P/D "
+        "layout, and the dry run below runs verbatim",
     "pytest test_matrix --ppsweep-matrix test_matrix/chunk.toml": "the a2a.toml flow (run "
         "here) on another sweep file; tests/matrix/test_axes.py parses it (CI budget)",
     "python benchmarks/bench_orchestration.py": "a benchmark (the seeds' whole sweep, minutes); "
@@ -390,6 +393,21 @@ def test_dry_run_verbatim() -> None:
     out = _ok(_run(shlex.split(command), timeout=300), command)
     assert "boots: 5 (one per point)" in out and "node3 604 (174.1.60.4): env " in out, out
     assert (sorted(reports.iterdir()) if reports.is_dir() else None) == before
+
+
+@runs("pytest test_matrix --ppsweep-matrix test_matrix/pd.toml --ppsweep-dry-run")
+def test_pd_dry_run_verbatim() -> None:
+    """The P/D guide's dry run: every group's ranks by role, the bootstrap port, the router's
+    command and the benchmark's URL; nothing written."""
+    command = "pytest test_matrix --ppsweep-matrix test_matrix/pd.toml --ppsweep-dry-run"
+    out = _ok(_run(shlex.split(command), timeout=300), command)
+    assert "p1-pp4tp4ep4-d1-tp16ep4: P/D layout, 1 prefill × pp4-tp4-ep4, 1 decode × " \
+        "pp1-tp16-ep4" in out, out[-3000:]
+    assert "prefill0: prefill server pp4-tp4-ep4 on node(s) 127.0.6.1, 127.0.6.2, bootstrap " \
+        "port 8998" in out
+    assert "-m sglang_router.launch_router --pd-disaggregation --prefill " \
+        "http://127.0.6.1:30000 8998 --decode http://127.0.6.3:30000" in out
+    assert "boots: 3 (one per point)" in out
 
 
 @runs("pytest test_matrix --ppsweep-matrix test_matrix/a2a.toml")

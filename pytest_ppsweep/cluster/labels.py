@@ -34,6 +34,13 @@ def rank_labels(run_id: str, cluster: str, config_id: str, node_rank: int | str
             NODE_RANK_LABEL: str(node_rank)}
 
 
+def rank_label(node_rank: int | str, group: str = "") -> str:
+    """A rank's node-rank label: its node rank, prefixed by its server group's label in a
+    layout of several groups (``decode0-1``), whose node ranks each count from 0: two ranks of
+    one layout never share one (the stray sweep, the reaper and container names key on it)."""
+    return f"{group}-{node_rank}" if group else str(node_rank)
+
+
 def labels_env(labels: Mapping[str, object]) -> dict[str, str]:
     """``labels`` as the environment variables a process rank carries them in."""
     return {label_env(k): str(v) for k, v in labels.items()}

@@ -56,6 +56,21 @@ PER_RUN = ("run", "reused_from")
 _ABSENT = object()  # a field missing on one side (None is a known "unknown")
 
 
+def deployment_facts(sweep: Sweep, config: Config) -> dict[str, Any]:
+    """A layout of several server groups as its manifest records it: each group's role,
+    shape and own server arguments, in start order, and its router (secrets redacted)."""
+    deployment = config.deployment
+    router = deployment.router
+    return {
+        "groups": [{"label": g.label, "role": g.role, "pp": g.pp, "tp": g.tp, "ep": g.ep,
+                    "dp": g.dp, "server": redact(dict(g.flags))} for g in deployment.groups],
+        "router": None if router is None else {
+            "port": router.port, "node": router.node, "policy": router.policy,
+            "flags": redact(dict(router.flags))},
+        "transfer_backend": deployment.transfer_backend,
+    }
+
+
 def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None = None,
           engine_version: str | None = None,
           specs: Sequence[RankSpec] | None = None) -> dict[str, Any]:
@@ -88,6 +103,8 @@ def build(sweep: Sweep, cluster: Cluster, config: Config, image_id: str | None =
     }
     if sweep.boots > 1:  # [sweep] boots: the rounds of K boots (absent: one, as before)
         manifest["boots"] = sweep.boots
+    if config.deployed is not None:  # a layout of several groups (absent: one serve group)
+        manifest["deployment"] = deployment_facts(sweep, config)
     # The JSON round trip makes an in-memory manifest equal to one read back from disk.
     return json.loads(json.dumps(redact(manifest)))  # type: ignore[no-any-return]
 

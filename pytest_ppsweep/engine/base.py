@@ -184,6 +184,19 @@ class Engine(Protocol):
         order; ``policy`` one of :attr:`router_policies`; ``flags`` further router arguments.
         ValueError for an engine with no P/D router."""
 
+    @property
+    def router_fatal_patterns(self) -> Mapping[str, str]:
+        """kind → regex of the lines in the router's log that mean it failed (its log has
+        neither a server's lines nor its failures)."""
+
+    @property
+    def router_ready_path(self) -> str:
+        """The router's readiness endpoint (GET), read by :meth:`router_unready`."""
+
+    def router_unready(self, status: int, body: bytes, workers: int) -> str | None:
+        """Why the router is not ready to route yet, from its readiness endpoint's answer
+        (``status``, ``body``) when ``workers`` servers are behind it; None: ready."""
+
     def flags_argv(self, python: str, module: str) -> list[str]:
         """The command that prints the server module's argument list where the engine runs
         (cluster/serverflags.py reads it back: the flag check against the engine's parser)."""

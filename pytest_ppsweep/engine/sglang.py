@@ -9,6 +9,7 @@ distribution. The emulator (sim/) speaks the same.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,6 +79,15 @@ TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake", "mori", "mooncake_tcp
 # The router: sglang-router 0.3.2's ``sglang_router.launch_router`` (router_args.py: --policy's
 # choices; cache_aware is RouterArgs.policy's default).
 ROUTER_MODULE = "sglang_router.launch_router"
+# sglang-router's fatal lines (matched with its colour codes taken out: it colours a log that is
+# no terminal too, and ignores NO_COLOR): an ERROR-level line and a Rust panic. Not
+# the ERROR it logs for each 503 of its own /readiness while it registers the servers (the boot
+# wait's polls), and not its WARN lines: it warns while a server it retries is still booting,
+# and when it cannot fetch a tokenizer for the model path (it routes without one).
+ROUTER_FATAL_PATTERNS: Mapping[str, str] = {
+    "router-error": r"(?:^|\s)ERROR\s(?!.*\buri=/readiness\b)",
+    "router-panic": r"panicked at",
+}
 ROUTER_POLICIES = ("cache_aware", "random", "round_robin", "power_of_two", "manual")
 
 # Short names of the axes' id parts (``a2a_deepep``, ``chunk16k``, ``mbs1``); any other flag
@@ -259,6 +269,30 @@ class SGLang:
             argv += ["--decode", url]
         return [*argv, "--host", host, "--port", str(port),
                 "--policy", policy or self.router_policies[0], *server_flags(flags)]
+
+    @property
+    def router_fatal_patterns(self) -> Mapping[str, str]:
+        return ROUTER_FATAL_PATTERNS
+
+    @property
+    def router_ready_path(self) -> str:
+        return "/readiness"
+
+    def router_unready(self, status: int, body: bytes, workers: int) -> str | None:
+        """sglang-router 0.3.2's ``/readiness``: ``{"status": "ready", "healthy_workers": N,
+        "total_workers": M}`` with 200 once the workers it was given answer their health
+        checks (verified against the router binary); ready when all ``workers`` are healthy."""
+        try:
+            found = json.loads(body)
+        except ValueError:
+            found = None
+        if not isinstance(found, dict):
+            return f"/readiness answered {status}: {body[:200]!r}"
+        healthy = found.get("healthy_workers")
+        if status != 200 or found.get("status") != "ready" or healthy != workers:
+            return (f"/readiness answered {status}: status {found.get('status')!r}, "
+                    f"{healthy} of {workers} servers healthy")
+        return None
 
     def flags_argv(self, python: str, module: str) -> list[str]:
         """SGLang parses its command line with argparse: the generic dump."""

@@ -451,6 +451,18 @@ class VLLM:
         raise ValueError("P/D (prefill/decode) layouts are not supported for vLLM yet: no "
                          "router to start")
 
+    @property
+    def router_fatal_patterns(self) -> Mapping[str, str]:
+        return {}
+
+    @property
+    def router_ready_path(self) -> str:
+        return ""
+
+    def router_unready(self, status: int, body: bytes, workers: int) -> str | None:
+        """Never ready: vLLM has no P/D router here yet."""
+        return "P/D (prefill/decode) layouts are not supported for vLLM yet"
+
     def flags_argv(self, python: str, module: str) -> list[str]:
         """vLLM's own parser of ``vllm serve``, dumped (:data:`ARGS_SCRIPT`)."""
         return [python, "-c", ARGS_SCRIPT, module]

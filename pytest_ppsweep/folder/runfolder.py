@@ -413,7 +413,9 @@ def point_facts(configs: Iterable[Config]) -> dict[str, dict[str, Any]]:
     for c in configs:
         lead = c.deployment.lead
         asked = c.asked_ep or lead.ep
-        facts[c.id] = {PointKey.LAYOUT: f"pp{lead.pp}-tp{lead.tp}-ep{asked}",
+        # a layout of several server groups is its deployment's id, never its lead group's
+        layout = c.layout_id if c.deployed is not None else f"pp{lead.pp}-tp{lead.tp}-ep{asked}"
+        facts[c.id] = {PointKey.LAYOUT: layout,
                        PointKey.RUNS: c.layout_id, PointKey.AXES: dict(c.axes),
                        PointKey.TAGS: list(c.tags), PointKey.WORKLOAD: c.workload,
                        PointKey.ASKED_EP: asked, PointKey.EP: lead.ep}
@@ -1132,9 +1134,10 @@ def git_commit(folder: Path) -> str | None:
 
 
 def axis_fields(sweep: Sweep) -> dict[str, Any]:
-    """run.json keys of an axis sweep (results/confound.py reads them): each point's layout,
-    axis values and workload, the axes, the comparison baselines and the named workloads."""
-    if not (sweep.axis_names or sweep.workloads or any(c.tags or c.asked_ep
+    """run.json keys of an axis sweep, or of a sweep with layouts of several server groups
+    (results/confound.py reads them): each point's layout, axis values and workload, the axes,
+    the comparison baselines and the named workloads."""
+    if not (sweep.axis_names or sweep.workloads or any(c.tags or c.asked_ep or c.deployed
                                                        for c in sweep.configs)):
         return {}
     named = sweep.workloads or {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +28,7 @@ from pytest_ppsweep.folder.runfolder import (
     SELECTED,
     SUMMARY_CSV,
     FolderFiles,
+    PointKey,
     RunJsonDict,
     RunKey,
     SourceKey,
@@ -252,15 +253,21 @@ def round_counts(results: pd.DataFrame) -> pd.Series:
     return pd.Series([not p for p in round_problems(results)], index=results.index, dtype=bool)
 
 
-def layout_label(pp: Any, tp: Any, ep: Any, fallback: str) -> str:
+def layout_label(pp: Any, tp: Any, ep: Any, fallback: str, layout: str | None = None) -> str:
     """``"8 / 4 / 4"`` like the seed tables, or ``fallback`` when the sizes are unknown. A
     point of an axis sweep (``fallback`` is its id) keeps what tells it from the other points
-    of its layout: ``pp8-tp4-ep4-a2a_deepep`` → ``"8 / 4 / 4 a2a_deepep"``."""
+    of its layout: ``pp8-tp4-ep4-a2a_deepep`` → ``"8 / 4 / 4 a2a_deepep"``. ``layout``: the
+    point's layout as run.json records it; one of several server groups (not
+    ``pp…-tp…-ep…``: ``p1-pp4tp4ep4-d2-tp8ep4``) is shown by its id, its pp/tp/ep columns
+    being only its first group's."""
     try:
         sizes = f"{int(pp)} / {int(tp)} / {int(ep)}"
     except (TypeError, ValueError):
         return fallback
-    variant = fallback.removeprefix(f"pp{int(pp)}-tp{int(tp)}-ep{int(ep)}")
+    prefix = f"pp{int(pp)}-tp{int(tp)}-ep{int(ep)}"
+    if layout is not None and layout != prefix:
+        return fallback
+    variant = fallback.removeprefix(prefix)
     return f"{sizes} {variant[1:]}" if variant.startswith("-") and variant[1:] else sizes
 
 
@@ -280,7 +287,8 @@ def _pct(value: pd.Series, reference: pd.Series) -> pd.Series:
     return (value / reference - 1.0) * 100.0
 
 
-def _per_config(configs: pd.DataFrame, results: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+def _per_config(configs: pd.DataFrame, results: pd.DataFrame, order: list[str],
+                layouts: Mapping[str, str]) -> pd.DataFrame:
     sizes = results.groupby("config_id", sort=False)[["pp", "tp", "ep"]].first()
     frame = configs.drop_duplicates("config_id", keep="last").set_index("config_id")
     frame = frame.reindex(order)
@@ -288,7 +296,8 @@ def _per_config(configs: pd.DataFrame, results: pd.DataFrame, order: list[str]) 
         frame[column] = frame[column].fillna(sizes[column].reindex(order))
     headroom = frame["mem_total_mib"] - frame["mem_peak_mib"]
     frame["mem_headroom_mib"] = frame["mem_headroom_mib"].fillna(headroom)
-    frame["layout"] = [layout_label(r.pp, r.tp, r.ep, str(i)) for i, r in frame.iterrows()]
+    frame["layout"] = [layout_label(r.pp, r.tp, r.ep, str(i), layouts.get(str(i)))
+                       for i, r in frame.iterrows()]
     frame = frame.reset_index().rename(columns={"index": "config_id"})
     keep = ["config_id", "layout", "pp", "tp", "ep", *OPTIONAL_CONFIG_COLUMNS[3:]]
     return frame[keep]
@@ -333,16 +342,18 @@ def median_over_repeats(values: Sequence[Any]) -> float | None:
 def summarize(
     results: pd.DataFrame, configs: pd.DataFrame, *, baseline: str, order: list[str],
     reference: pd.DataFrame | None = None, spread_keep: int = 0,
+    layouts: Mapping[str, str] | None = None,
 ) -> Summary:
     """Medians over repeats per configuration x C, spreads, deltas vs ``baseline`` and deltas
     between consecutive layouts of ``order`` (the previous layout with data at that C).
 
     ``reference``: the baseline's medians per C (indexed by concurrency) when they come from
     another run; by default they are the baseline's rows of this table. ``spread_keep``: the
-    spread rule's rounds per point (stats/spread.py; 0: all)."""
+    spread rule's rounds per point (stats/spread.py; 0: all). ``layouts``: each point's layout
+    as run.json records it (:func:`layout_label`)."""
     full_order = _sweep_order(order, results, configs)
     baseline = baseline or (full_order[0] if full_order else "")
-    per_config = _per_config(configs, results, full_order)
+    per_config = _per_config(configs, results, full_order, layouts or {})
     grouped = results.groupby(["config_id", "concurrency"], sort=False)
     table = grouped[list(_MEDIAN_COLUMNS)].median()
     table["repeats"] = grouped["repeat"].nunique()
@@ -448,8 +459,11 @@ def summarize_run(data: RunData, *, comparisons: bool = True) -> Summary:
     reference, source, note = None, "", ""
     if baseline and not meta.in_run(baseline) and baseline not in present:
         reference, source, note = _earlier_reference(data, baseline)
+    points = data.run_json.get(RunKey.POINTS)
+    layouts = {str(cid): str(p[PointKey.RUNS]) for cid, p in points.items()
+               if isinstance(p, dict) and p.get(PointKey.RUNS)} if isinstance(points, dict) else {}
     summary = summarize(data.results, data.configs, baseline=baseline, order=order,
-                        reference=reference, spread_keep=meta.min_repeats)
+                        reference=reference, spread_keep=meta.min_repeats, layouts=layouts)
     planned = meta.concurrencies
     if meta.selected is not None:  # only the Cs of the tests that were selected
         chosen = {c for cs in meta.selected.values() for c in cs}

@@ -39,6 +39,7 @@ from pytest_ppsweep.folder.runfolder import COMPARISONS_CSV, PointKey, RunJsonDi
 __all__ = [
     "COMPARISON_COLUMNS",
     "DECODE_METRICS",
+    "DEPLOYMENT_STUDY",
     "LAYOUT_STUDY",
     "PREFILL_METRICS",
     "axis_table",
@@ -57,6 +58,10 @@ DECODE_METRICS = ("output_tps", "tpot_mean_s", "tpot_p50_s", "tpot_p99_s", "itl_
                   "itl_p50_s", "itl_p99_s", "e2e_mean_s", "e2e_p50_s", "e2e_p99_s")
 HIGHER_IS_BETTER = ("input_tps", "output_tps")
 LAYOUT_STUDY = ("layout.pp", "layout.tp")
+# A layout comparison where either point is a layout of several server groups (P/D) studies
+# the deployment: its groups, their shapes and EP, and where every rank runs (each node's host,
+# command and environment follow from the groups' placement).
+DEPLOYMENT_STUDY = ("deployment", "layout.pp", "layout.tp", "layout.ep")
 COMPARISON_COLUMNS = ("kind", "workload", "concurrency", "config_id", "reference", "studied",
                       "differs", "extra", "confounded")
 # Manifest fields that always differ between two points and say nothing of their own.
@@ -86,7 +91,16 @@ def extra_fields(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None,
     non-empty means a comparison of them is confounded."""
     fields = list(dict.fromkeys(_field(d) for d in differing(a, b)))
     engine = _engine(a, b)
+    studied = _studied(studied, a, b)
     return [f for f in fields if f not in studied and not _implied(f, studied, engine)]
+
+
+def _studied(studied: Sequence[str], *manifests: Mapping[str, Any] | None) -> Sequence[str]:
+    """What a comparison studies: a layout comparison where either point is a layout of
+    several server groups studies the deployment (:data:`DEPLOYMENT_STUDY`)."""
+    if tuple(studied) == LAYOUT_STUDY and any((m or {}).get("deployment") for m in manifests):
+        return DEPLOYMENT_STUDY
+    return studied
 
 
 def _field(line: str) -> str:
@@ -226,6 +240,7 @@ def _row(kind: str, cid: str, ref: str, conc: int, facts: Mapping[str, dict[str,
     diff = differing(manifests.get(ref), manifests.get(cid))
     fields = list(dict.fromkeys(_field(d) for d in diff))
     engine = _engine(manifests.get(ref), manifests.get(cid))
+    studied = _studied(studied, manifests.get(ref), manifests.get(cid))
     extra = [f for f in fields if f not in studied and not _implied(f, studied, engine)]
     row: dict[str, Any] = {
         "kind": kind, "workload": facts[cid].get(PointKey.WORKLOAD, ""), "concurrency": conc,
@@ -264,6 +279,8 @@ def _implied(field: str, studied: Sequence[str], engine: Engine | None = None) -
     ``nodes.argv.--tp-size`` with ``layout.tp``, ``nodes.argv.--chunked-prefill-size`` with
     ``server.chunked_prefill_size``), or in the environment."""
     engine = engine or engine_of()
+    if "deployment" in studied and (field.startswith("node") or field.startswith("deployment")):
+        return True  # a rank's host, command or environment, or a group's, under a new placement
     for s in studied:
         name = s.split(".", 1)[-1]
         flag = engine.layout_flag(name) if s.startswith("layout.") else engine.flag_of(name)

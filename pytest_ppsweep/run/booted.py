@@ -26,6 +26,9 @@ class Booted:
     # The point measured on this boot when it is not the one that booted it: a point of the
     # same server configuration with another workload (run/boots.py, matrix.model.server_key).
     measures: Config | None = None
+    # A layout of several server groups: each group's topology, read from its head node, and
+    # its node count (label → (topology, nodes)); empty for one serve group (:attr:`topology`).
+    group_topologies: dict[str, tuple[Topology, int]] = field(default_factory=dict)
     # Which of the layout's boots in this run this is (1 … [sweep] boots, run/boots.py): the
     # rounds of a later boot follow the earlier boots' rounds (run/rounds.py).
     boot_no: int = 1

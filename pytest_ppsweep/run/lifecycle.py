@@ -20,6 +20,7 @@ from pytest_ppsweep.cluster.base import HostError
 from pytest_ppsweep.cluster.gpus import GpuMemory
 from pytest_ppsweep.cluster.rankspec import rank_specs
 from pytest_ppsweep.continuity import manifest
+from pytest_ppsweep.engine.base import Engine
 from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.folder.runfolder import PHASES_JSON, RunJson, server_info_json
 from pytest_ppsweep.matrix.model import Cluster, Config
@@ -58,6 +59,8 @@ class Lifecycle:
         # per layout: each server group's label and the cluster cut to its nodes (one
         # unlabelled part for a single serve group): the GPU snapshots are taken per group
         self._parts: dict[str, list[tuple[str, Cluster]]] = {}
+        # per layout of several groups being booted: each group's topology and nodes
+        self._group_topologies: dict[str, dict[str, tuple[Topology, int]]] = {}
 
     def cluster_for(self, config: Config) -> Cluster:
         """The first cluster that fits the layout (``matrix.model.cluster_for``)."""
@@ -176,8 +179,16 @@ class Lifecycle:
             topo = topology(info, engine_of(config.engine))
             # The plugin's own record of the checks that resume and the report rely on; the
             # user's tests assert what they like.
-            server = self.ctx.sweep.server_args(config)
-            wrong = topology_problems(config, server, topo, len(cluster.hosts))
+            if config.deployed is None:
+                server = self.ctx.sweep.server_args(config)
+                wrong = topology_problems(config, server, topo, len(cluster.hosts))
+            else:
+                try:
+                    wrong = self._groups_topology(service, info, topo)
+                except BootFailed as failed:
+                    row.boot_failed(_scaled(service.boot_s, _launched_scale(service)),
+                                    failed.reason)
+                    raise
             row.topology(not wrong)
             RunJson(self.ctx.store).server(topo.version, topo.simulated, topo.time_scale)
             self.ctx.phases.add(sid, "server info", time.perf_counter() - info_started)
@@ -189,6 +200,26 @@ class Lifecycle:
             self._given_up(cluster, sid, before, started)
             raise
         return info, topo
+
+    def _groups_topology(self, service: Service, lead_info: dict[str, Any],
+                         lead_topo: Topology) -> list[str]:
+        """Each server group of a layout of several checked against its own shape, from its
+        head node's server info (the lead group's already read: ``lead_info``); every group's
+        info is kept as ``metadata/<config>.<group>.server_info.json``, its topology for the
+        layout's Booted (``group_topologies``)."""
+        config = service.config
+        engine = engine_of(config.engine)
+        found: dict[str, tuple[Topology, int]] = {}
+        for i, (gs, group) in enumerate(zip(service.groups, config.deployment.groups,
+                                            strict=True)):
+            info, topo = (lead_info, lead_topo) if i == 0 else (
+                _group_info(service, gs.url(0), gs.log_path(0), engine))
+            self.ctx.store.write_json(server_info_json(f"{config.id}.{group.label}"),
+                                      redact(info))
+            found[group.label] = (topo, len(gs.specs))
+        self._group_topologies[config.id] = found
+        return topology_problems(config, self.ctx.sweep.server_args(config), lead_topo,
+                                 len(service.cluster.hosts), groups=found)
 
     def _record(self, service: Service, info: dict[str, Any], topo: Topology,
                 before: list[GpuMemory], row: ConfigRow, started: float) -> Booted:
@@ -205,7 +236,8 @@ class Lifecycle:
         workload = self.ctx.sweep.workload_of(service.config)
         row.kv_capacity(topo.max_total_tokens, workload.input_len + workload.output_len)
         self.held(sid, started)
-        booted = Booted(service, service.cluster, info, topo, before)
+        booted = Booted(service, service.cluster, info, topo, before,
+                        group_topologies=self._group_topologies.pop(sid, {}))
         self.up[sid] = booted
         return booted
 
@@ -371,6 +403,17 @@ def _line(finding: Finding) -> str:
 def _moment(group: str, moment: str) -> str:
     """A snapshot's name: the moment, after its group's label in a layout of several groups."""
     return f"{group}-{moment}" if group else moment
+
+
+def _group_info(service: Service, url: str, log: Path, engine: Engine
+                ) -> tuple[dict[str, Any], Topology]:
+    """A server group's head's server info and topology; a boot failure naming the group when
+    it is unusable."""
+    try:
+        info = server_info(url, engine=engine, log=log)
+    except (ValueError, requests.RequestException) as exc:
+        raise boot_failure(service, f"{url} server info: {exc}", service.findings()) from None
+    return info, topology(info, engine)
 
 
 def _scaled(seconds: float | None, time_scale: float) -> float | None:

@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pytest_ppsweep.cluster.backends import backend_of, launcher_for
 from pytest_ppsweep.cluster.base import Launcher, RankHandle
-from pytest_ppsweep.cluster.labels import rank_labels
-from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs
+from pytest_ppsweep.cluster.labels import rank_label, rank_labels
+from pytest_ppsweep.cluster.rankspec import RankSpec, rank_specs, router_spec
 from pytest_ppsweep.cluster.registry import Registry
 from pytest_ppsweep.cluster.strays import stray_message
 from pytest_ppsweep.engine.engines import engine_of
@@ -38,6 +38,7 @@ from pytest_ppsweep.service.liveness import LayoutDead, Liveness
 from pytest_ppsweep.service.logscan import Finding, LogScanner, node_of_log, root_cause, tail
 from pytest_ppsweep.service.probe import BOOT_TOKEN_ENV
 from pytest_ppsweep.service.readiness import BootFailed, BootStatus, wait_until_ready
+from pytest_ppsweep.service.router import RouterPart
 
 __all__ = ["BootFailed", "GroupService", "LayoutDead", "LogScan", "LoggedPart", "Part", "Service"]
 
@@ -191,7 +192,8 @@ class GroupService(_Logs):
         def one(i: int) -> None:
             # this boot's token in every rank's environment (the emulator echoes it)
             spec = replace(self.specs[i], env={**self.specs[i].env, BOOT_TOKEN_ENV: token})
-            labels = rank_labels(self.run_id, self.cluster.name, self.config.id, spec.node_rank)
+            labels = rank_labels(self.run_id, self.cluster.name, self.config.id,
+                                 rank_label(spec.node_rank, spec.group))
             began = time.monotonic()
             proc = self.launcher.start(spec, self.log_path(spec.node_rank), labels)
             self.start_spans[spec.node_rank] = (began, time.monotonic())
@@ -320,10 +322,9 @@ class Service(_Logs):
         self.config = config
         self.log_dir = log_dir
         deployment = config.deployment
-        if (deployment.router is None) != (router is None):
-            raise ValueError(f"{config.id}: the deployment has "
-                             f"{'a' if deployment.router else 'no'} router, the service was "
-                             f"given {'one' if router else 'none'}")
+        if deployment.router is None and router is not None:
+            raise ValueError(f"{config.id}: the deployment has no router, the service was "
+                             "given one")
         specs = specs if specs is not None else rank_specs(sweep, cluster, config)
         # The text of every secret the ranks are given: a rank may print one (an argparse
         # error echoes its arguments), so log lines shown in failures and the log files are
@@ -342,7 +343,8 @@ class Service(_Logs):
         self.launcher = launcher or launcher_for(cluster, sweep, self.registry)
         self.groups = [GroupService(self, g, [s for s in specs if s.group == g.label])
                        for g in deployment.groups]
-        self.router = router
+        self.router = router if router is not None or deployment.router is None else (
+            self._router(sweep, cluster, config))
         self.target_url = deployment.url([h.address for h in cluster.hosts], cluster.port,
                                          cluster.placement(config))
         self.boot_s: float | None = None
@@ -351,6 +353,23 @@ class Service(_Logs):
         # the parts whose start began, in order (stopped in reverse; a start that failed
         # half-way counts: its started ranks are stopped)
         self._started: list[Part] = []
+
+    def _router(self, sweep: Sweep, cluster: Cluster, config: Config) -> Part:
+        """The deployment's router, started by the cluster's launcher on its node
+        (service/router.py), aimed at every prefill and decode server."""
+        spec = router_spec(sweep, cluster, config)
+        router = config.deployment.router
+        assert spec is not None and router is not None  # a deployment with a router
+        workers = sum(1 for g in config.deployment.groups if g.role in ("prefill", "decode"))
+        return RouterPart.of(spec, router.port, workers, engine_of(router.engine),
+                             launcher=self.launcher, registry=self.registry,
+                             log_dir=self.log_dir,
+                             scanner=LogScanner(sweep.fatal_patterns,
+                                                patterns=engine_of(router.engine)
+                                                .router_fatal_patterns),
+                             run_id=self.run_id,
+                             cluster=cluster.name, config_id=config.id, secrets=self.secrets,
+                             progress=self.progress)
 
     # -- the ranks of every group, numbered in group order --------------------------------------
 
@@ -441,13 +460,17 @@ class Service(_Logs):
         (self.log_dir / LAUNCH_SH).write_text("".join(lines), encoding="utf-8")
 
     def start(self) -> None:
-        """Start every server group, in the deployment's order, then the router."""
+        """Start every server group, in the deployment's order (the router starts once they
+        are ready: :meth:`wait_ready`)."""
         self._keep_previous_logs()
         self.write_commands()
-        for part in [*self.groups, *([self.router] if self.router is not None else [])]:
-            if part not in self._started:
-                self._started.append(part)
-            part.start()
+        for part in self.groups:
+            self._start(part)
+
+    def _start(self, part: Part) -> None:
+        if part not in self._started:
+            self._started.append(part)
+        part.start()
 
     def _keep_previous_logs(self) -> None:
         # A resumed run boots a layout again: its earlier logs stay as evidence under another
@@ -460,11 +483,17 @@ class Service(_Logs):
                 path.rename(path.with_name(f"{path.name}.{n}"))
 
     def wait_ready(self, timeout_s: float) -> float:
-        """Block until every group, in order, then the router is ready (within ``timeout_s``
-        in all); returns boot seconds."""
+        """Block until every group, in order, is ready, then start the router and block until
+        it is (within ``timeout_s`` in all); returns boot seconds."""
         start = time.monotonic()
-        for part in [*self.groups, *([self.router] if self.router is not None else [])]:
-            part.wait_ready(max(timeout_s - (time.monotonic() - start), 0.0))
+        for group in self.groups:
+            group.wait_ready(max(timeout_s - (time.monotonic() - start), 0.0))
+        if self.router is not None:
+            # Started once every server answers: a router started beside booting servers
+            # retries each health check for as long as they boot, logs every failed try, and
+            # registers the servers seconds after they are up.
+            self._start(self.router)
+            self.router.wait_ready(max(timeout_s - (time.monotonic() - start), 0.0))
         took = self.groups[0].boot_s if len(self.groups) == 1 and self.router is None else None
         self.boot_s = took if took is not None else time.monotonic() - start
         return self.boot_s

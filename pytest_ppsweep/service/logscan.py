@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import signal
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,10 +92,13 @@ class Finding:
 class LogScanner:
     """Matches lines against the fatal patterns (plus any the sweep file adds)."""
 
-    def __init__(self, extra: Sequence[str] = (), engine: Engine | None = None) -> None:
+    def __init__(self, extra: Sequence[str] = (), engine: Engine | None = None,
+                 patterns: Mapping[str, str] | None = None) -> None:
         """``extra``: the sweep's own patterns; ``engine``: whose fatal lines count (the
-        default engine's when None)."""
-        pats = list(fatal_patterns(engine)) + [(f"custom-{i}", p) for i, p in enumerate(extra)]
+        default engine's when None); ``patterns``: kind → regex instead of a server's (a
+        router's log has lines of its own)."""
+        own = list(patterns.items()) if patterns is not None else list(fatal_patterns(engine))
+        pats = own + [(f"custom-{i}", p) for i, p in enumerate(extra)]
         self._patterns = [(kind, re.compile(p)) for kind, p in pats]
         # path → (inode, size, mtime) of its last scan and what it found (scan_file)
         self._scanned: dict[Path, tuple[tuple[int, int, int], list[Finding]]] = {}

@@ -227,3 +227,31 @@ def test_finished_rounds_tolerates_a_torn_line(tmp_path: Path) -> None:
     assert manifest.finished_rounds(run) == {(CID, 8, 1), (CID, 8, 2), (CID, 8, 3)}
     assert not manifest.repair_torn_tail(run)
     assert manifest.finished_rounds(tmp_path / "nothing") == set()
+
+
+def test_a_pd_layout_records_its_deployment_and_a_comparison_studies_it() -> None:
+    """A layout of several server groups records its groups (role, shape, own flags, secrets
+    redacted) and router; a single serve group's manifest has no such key (older manifests stay
+    comparable). Against an aggregated layout, the differences of every rank's host, command and
+    environment follow from the deployment: not confounded; an image change still is."""
+    from pytest_ppsweep.results.confound import DEPLOYMENT_STUDY, LAYOUT_STUDY, extra_fields
+
+    pd_sweep = load(MATRIX.parent / "pd.toml", "local")
+    pd = pd_sweep.config("p1-pp4tp4ep4-d1-tp16ep4")
+    secret = replace(pd, deployed=replace(pd.deployment, groups=tuple(
+        replace(g, flags={**g.flags, "api_key": "s3cret"}) for g in pd.deployment.groups)))
+    cluster = pd_sweep.cluster("local")
+    m = manifest.build(pd_sweep, cluster, secret)
+    facts = m["deployment"]
+    assert [(g["label"], g["role"], g["pp"], g["tp"]) for g in facts["groups"]] == [
+        ("prefill0", "prefill", 4, 4), ("decode0", "decode", 1, 16)]
+    assert facts["router"]["policy"] == "round_robin" and facts["transfer_backend"] == "mooncake"
+    assert "s3cret" not in json.dumps(m)
+    aggregated = manifest.build(pd_sweep, cluster, pd_sweep.config("pp8-tp4-ep4"))
+    assert "deployment" not in aggregated
+    assert extra_fields(aggregated, m, DEPLOYMENT_STUDY) == []
+    assert extra_fields(aggregated, m, LAYOUT_STUDY) == []  # a layout comparison: the same
+    plain = {k: v for k, v in m.items() if k != "deployment"}
+    assert extra_fields(aggregated, plain, LAYOUT_STUDY)  # without its deployment: confounded
+    other_image = manifest.build(replace(pd_sweep, image="local/sglang:other"), cluster, pd)
+    assert extra_fields(aggregated, other_image, DEPLOYMENT_STUDY) == ["image"]

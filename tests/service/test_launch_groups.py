@@ -22,6 +22,7 @@ from pytest_ppsweep.pointchecks import log_problems
 from pytest_ppsweep.service.launch import GroupService, Service
 from pytest_ppsweep.service.logscan import Finding
 from pytest_ppsweep.service.readiness import BootFailed
+from pytest_ppsweep.service.router import RouterPart
 
 SEED = Path(__file__).resolve().parents[2] / "test_matrix" / "ppsweep.toml"
 
@@ -113,7 +114,7 @@ def _stops(*names: str) -> set[tuple[str, str]]:
     return {("stop", n) for n in names}
 
 
-def test_groups_start_in_order_then_the_router_and_stop_in_reverse(
+def test_groups_start_in_order_then_the_router_once_they_are_ready_and_stop_in_reverse(
         sweep: Sweep, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     events: Events = []
     _waits(monkeypatch, events)
@@ -124,7 +125,8 @@ def test_groups_start_in_order_then_the_router_and_stop_in_reverse(
     service.start()
     service.wait_ready(60)
     assert events[:4] == STARTS  # rank 0 of a group first; the group's others at once
-    assert events[4:] == [("start", "router"), ("ready", "prefill"), ("ready", "decode"),
+    # the router once every server is ready
+    assert events[4:] == [("ready", "prefill"), ("ready", "decode"), ("start", "router"),
                           ("ready", "router")]
     assert service.registry.live == 4
     del events[:]
@@ -161,10 +163,10 @@ def test_a_second_group_that_fails_its_boot_wait_stops_everything_in_reverse(
     with pytest.raises(BootFailed, match="decode: rank 0 exited"), service:
         pass
     stops = events[events.index(("ready", "decode")) + 1:]
-    assert ("ready", "router") not in events
-    assert stops[0] == ("stop", "router")
-    assert set(stops[1:3]) == _stops("decode-node0", "decode-node1")
-    assert set(stops[3:]) == _stops("prefill-node0", "prefill-node1")
+    # the router starts once every group is ready: it never started, nothing stops it
+    assert ("start", "router") not in events and ("stop", "router") not in events
+    assert set(stops[0:2]) == _stops("decode-node0", "decode-node1")
+    assert set(stops[2:]) == _stops("prefill-node0", "prefill-node1")
     assert service.registry.live == 0
 
 
@@ -174,6 +176,7 @@ def test_a_signal_during_teardown_still_stops_every_group(
     _waits(monkeypatch, events)
     service = _service(sweep, tmp_path, events, refuse="decode-node0")
     service.start()
+    service.wait_ready(60)
     del events[:]
     with pytest.raises(KeyboardInterrupt):
         service.stop()
@@ -182,10 +185,23 @@ def test_a_signal_during_teardown_still_stops_every_group(
     assert events.index(("stop", "prefill-node0")) > events.index(("stop", "decode-node0"))
 
 
-def test_a_deployment_with_a_router_needs_one(sweep: Sweep, tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="p1-pp2tp8ep8-d1-tp16ep16-pd: the deployment has a "
-                       "router, the service was given none"):
-        Service(sweep, sweep.cluster(None), _pd(), tmp_path, launcher=Launcher([]))
+def test_a_deployment_with_a_router_gets_the_engines_router_and_none_without(
+        sweep: Sweep, tmp_path: Path) -> None:
+    """Given no router part, a deployment with a router gets its engine's, started by the
+    cluster's launcher on the router's node and aimed at every prefill and decode server
+    (service/router.py); a layout of one serve group is given none, and refuses one."""
+    service = Service(sweep, sweep.cluster(None), _pd(), tmp_path, launcher=Launcher([]))
+    router = service.router
+    assert isinstance(router, RouterPart) and router.workers == 2
+    assert router.url == service.target_url == f"http://{sweep.cluster(None).hosts[0].address}:30100"
+    argv = " ".join(router.spec.argv)
+    assert "-m sglang_router.launch_router --pd-disaggregation --prefill" in argv
+    assert router.labels["ppsweep.node_rank"] == "router"
+    single = Config(4, 8, 4)
+    with pytest.raises(ValueError, match="pp4-tp8-ep4: the deployment has no router, the "
+                       "service was given one"):
+        Service(sweep, sweep.cluster(None), single, tmp_path, launcher=Launcher([]),
+                router=FakeRouter([]))
 
 
 # -- the log scan per group ---------------------------------------------------------------------

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import math
 import random
 import time
 
 from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
 
 from ..http.api_app import build_dummy_app, build_rank0_app
 from ..http.pdrooms import RoomBoard, build_bootstrap_app
@@ -29,6 +31,28 @@ from .node import RankProcess
 WARMUP_PROMPT = "The capital city of France is"
 
 
+class _InvalidRequests(logging.Filter):
+    """What an emulated rank logs for a request it cannot parse (an HTTP/2 connection preface:
+    sglang-router tries gRPC and HTTP/2 on every server before HTTP/1.1): SGLang's uvicorn logs
+    one warning line, ``WARNING:  Invalid HTTP request received.``; aiohttp would log an error
+    with its traceback, which the log scan rightly takes for a crash."""
+
+    def __init__(self, rp: RankProcess) -> None:
+        super().__init__()
+        self.rp = rp
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, BadHttpMessage):
+            self.rp.log.line("WARNING:  Invalid HTTP request received.")
+            return False
+        return True
+
+
+def _quiet_invalid_requests(rp: RankProcess) -> None:
+    logging.getLogger("aiohttp.server").addFilter(_InvalidRequests(rp))
+
+
 async def serve_follower(rp: RankProcess) -> None:
     """Rank >= 1: report ready, start the dummy health server, then idle until told to stop."""
     assert rp.client is not None
@@ -41,6 +65,7 @@ async def serve_follower(rp: RankProcess) -> None:
         rp.schedulers[0].pp_rank if rp.schedulers else 0,
         rp.cfg.settings.boot_token,
     )
+    _quiet_invalid_requests(rp)
     rp.runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await rp.runner.setup()
     await web.TCPSite(rp.runner, a.host, a.port, reuse_address=True).start()
@@ -134,6 +159,7 @@ async def serve_rank0(rp: RankProcess, phases: Phases) -> None:
     )
     if a.disaggregation_mode == "prefill":
         await _start_bootstrap(rp, state)
+    _quiet_invalid_requests(rp)
     rp.runner = web.AppRunner(build_rank0_app(state), access_log=None, handle_signals=False)
     await rp.runner.setup()
     await web.TCPSite(rp.runner, a.host, a.port, reuse_address=True).start()

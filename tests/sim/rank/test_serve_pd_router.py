@@ -69,21 +69,21 @@ def _get(url: str, timeout: float = 2.0) -> tuple[int, bytes]:
 
 
 def _wait_router(proc: subprocess.Popen[bytes], url: str, log: Path, timeout_s: float) -> None:
-    """Poll the router until it lists one prefill and one decode worker (bounded)."""
+    """Poll the router until its readiness counts the prefill and the decode server healthy
+    (bounded; the engine's own readiness rule, engine/sglang.py)."""
+    engine = engine_of("sglang")
     deadline = time.monotonic() + timeout_s
-    last = ""
+    last: str | None = "no answer"
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"router exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
         with contextlib.suppress(OSError):
-            status, body = _get(url + "/workers")
-            last = body.decode(errors="replace")[:500]
-            if status == 200 and "prefill" in last and "decode" in last:
-                health, _ = _get(url + "/health")
-                if health == 200:
-                    return
+            status, body = _get(url + engine.router_ready_path)
+            last = engine.router_unready(status, body, 2)
+            if last is None:
+                return
         time.sleep(0.1)
-    raise TimeoutError(f"router not ready after {timeout_s}s (last /workers: {last}):\n"
+    raise TimeoutError(f"router not ready after {timeout_s}s ({last}):\n"
                        f"{log.read_text()[-3000:]}")
 
 
