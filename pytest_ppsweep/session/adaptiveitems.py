@@ -42,6 +42,13 @@ class Adaptive:
             raise pytest.UsageError(
                 "--ppsweep-adaptive: expected a serial run (one process decides which layout "
                 "to boot after each one), found pytest-xdist -n; drop -n or the option")
+        sweep = self.run.context.sweep
+        several = [cid for cid in self.ids if sweep.config(cid).deployed is not None]
+        if several:
+            raise pytest.UsageError(
+                "--ppsweep-adaptive: expected layouts of one serve group (the planner models "
+                f"one server's PP/TP/EP), found {len(several)} P/D layout(s): "
+                f"{', '.join(several)}; drop the option, or select other layouts")
         from pytest_ppsweep.run.adaptivesweep import AdaptiveSweep
 
         ctx = self.run.context

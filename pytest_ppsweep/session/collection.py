@@ -14,7 +14,7 @@ import pytest
 from pytest_ppsweep import continuity
 from pytest_ppsweep.continuity import manifest
 from pytest_ppsweep.folder.runfolder import RunJson, run_id_of
-from pytest_ppsweep.matrix.model import NoClusterFits, boot_groups, cluster_for
+from pytest_ppsweep.matrix.model import Config, NoClusterFits, boot_groups, cluster_for
 from pytest_ppsweep.measure.eta import SweepClock
 from pytest_ppsweep.pointchecks import ExpectedFailure, validity_problems
 from pytest_ppsweep.session import options
@@ -174,6 +174,10 @@ class Selection:
                 continue
             if _counts_for_resume(item):
                 self.tests.setdefault(cid, []).append(item.nodeid)
+            single = _single_group_only(item, self.sweep.config(str(cid)))
+            if single:
+                item.add_marker(pytest.mark.skip(reason=single))
+                continue
             if item.get_closest_marker("ppsweep_always"):
                 continue
             why = plan.skip_configs.get(cid)
@@ -289,6 +293,26 @@ class Selection:
         for note in notes:
             self.progress(note)
         self.quiet.plan_dry_run(ctx, self.ids, points, notes)
+
+
+# Steps defined for a layout of one serve group (its ranks' profile traces, its TP domains'
+# all-reduce): what a layout of several server groups (P/D) skips, and why.
+SINGLE_GROUP_STEPS = {
+    "ppsweep_profile": "the profile window attributes one serve group's ranks",
+    "ppsweep_comm": "the all-reduce benchmark runs on one serve group's TP domains",
+}
+
+
+def _single_group_only(item: pytest.Item, config: Config) -> str:
+    """Why ``item`` is skipped on ``config`` (a layout of several server groups and a step
+    defined for one), else ""."""
+    if config.deployed is None:
+        return ""
+    for marker, what in SINGLE_GROUP_STEPS.items():
+        if item.get_closest_marker(marker):
+            return (f"{config.id}: {what}; a layout of {len(config.deployed.groups)} server "
+                    "groups (P/D) is not supported by this step yet")
+    return ""
 
 
 def _params(item: pytest.Item) -> dict[str, Any]:

@@ -96,3 +96,27 @@ def test_a_pd_layout_boots_each_role_behind_the_router_and_leaves_nothing(
     # nothing left
     assert not find_local("pd")
     assert not _listening(f"{NET}.1", port + 80) and not _listening(f"{NET}.1", port)
+
+
+def test_steps_defined_for_one_serve_group_skip_or_refuse_a_pd_layout(tmp_path: Path) -> None:
+    """The profile window and the all-reduce benchmark are skipped on a P/D layout with the
+    reason (nothing boots for them); the adaptive planner refuses a selection with one, naming
+    it, before anything starts."""
+    folder = _sweep(tmp_path, 33000 + (os.getpid() % 200) * 10)
+    base = [sys.executable, "-m", "pytest", str(folder), "-p", "no:cacheprovider",
+            "--ppsweep-reports", str(tmp_path / "reports"), "--ppsweep-config", PD]
+    res = subprocess.run([*base, "-rs", "--ppsweep-comm", "--ppsweep-profile",
+                          "-k", "test_comm or test_profile"], capture_output=True, text=True,
+                         timeout=300, check=False, cwd=folder, env=child_env())
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-3000:]
+    assert f"{PD}: the all-reduce benchmark runs on one serve group's TP domains; a layout " \
+        "of 2 server groups (P/D) is not supported by this step yet" in out, out[-3000:]
+    assert f"{PD}: the profile window attributes one serve group's ranks" in out
+    assert "booting" not in out
+    res = subprocess.run([*base, "--ppsweep-adaptive"], capture_output=True, text=True,
+                         timeout=300, check=False, cwd=folder, env=child_env())
+    assert res.returncode == 4, res.stdout[-3000:] + res.stderr[-3000:]
+    assert f"--ppsweep-adaptive: expected layouts of one serve group (the planner models one " \
+        f"server's PP/TP/EP), found 1 P/D layout(s): {PD}" in res.stderr
+    assert not find_local("pd")
