@@ -106,6 +106,11 @@ class SearchOutcome:
         return f"{found} ({budget})"
 
 
+# The phase a search keeps the minimum's unproven first probe under: spent, but neither an end
+# of the bracket nor a repeat of one.
+UNPROVEN = "unproven"
+
+
 @dataclass
 class Search:
     """The search state. ``next()`` gives the load and phase to measure (None: done), and
@@ -122,6 +127,10 @@ class Search:
     _low: float | None = None
     _high: float | None = None
     _pending: tuple[float, str] | None = None
+    # the minimum's first probe neither proved the SLO met nor missed (unproven: too few
+    # requests to tell, e.g. one stalled request of the few of a first probe): it is measured
+    # once more before "none within from the minimum" is concluded
+    _min_again: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.min_load < self.max_load or not self.precision > 0:
@@ -133,11 +142,12 @@ class Search:
 
     @property
     def spent(self) -> int:
-        return sum(p.phase == "search" for p in self.probes)
+        """Search probes so far (the minimum's unproven first probe counts: it was spent)."""
+        return sum(p.phase in ("search", UNPROVEN) for p in self.probes)
 
     def _repeats_at(self, load: float) -> tuple[int, int]:
         """Rounds at ``load`` since it became the low end: (within, total)."""
-        at = [p for p in self.probes if p.load == load]
+        at = [p for p in self.probes if p.load == load and p.phase != UNPROVEN]
         return sum(p.within for p in at), len(at)
 
     def _midpoint(self, low: float, high: float) -> float:
@@ -153,11 +163,12 @@ class Search:
         if self._pending is not None:
             return self._pending
         spent = self.spent
-        if spent == 0:
+        at_min = all(p.load == self.min_load for p in self.probes)
+        if spent == 0 or (self._min_again and spent == 1):
             step: tuple[float, str] | None = (self.min_load, "search")
         elif self._low is None:
             step = None  # min itself was outside the SLO
-        elif spent == 1 and self._high is None:
+        elif at_min and self._high is None:
             step = (self.max_load, "search")
         elif self._high is not None and not self._bracketed() and spent < self.max_probes:
             mid = self._midpoint(self._low, self._high)
@@ -182,12 +193,20 @@ class Search:
                 return (self._high, "confirm")
         return None
 
-    def record(self, load: float, within: bool) -> None:
-        """The verdict of the round asked by the last ``next()``."""
+    def record(self, load: float, within: bool, unproven: bool = False) -> None:
+        """The verdict of the round asked by the last ``next()``; ``unproven``: outside only
+        because its requests could not prove the SLO either way (measure/withinslo.py). The
+        minimum's first probe unproven is measured once more (:attr:`_min_again`), its verdict
+        not yet the bracket's."""
         if self._pending is None or self._pending[0] != load:
             raise ValueError(f"load {load} was not asked (pending: {self._pending})")
         phase = self._pending[1]
         self._pending = None
+        first_at_min = (phase == "search" and load == self.min_load and not self.probes)
+        if first_at_min and not within and unproven:
+            self.probes.append(Probe(load, UNPROVEN, within))
+            self._min_again = True
+            return
         self.probes.append(Probe(load, phase, within))
         if phase == "confirm":
             return  # the bracket stands; the outcome says whether its high end held
@@ -198,7 +217,8 @@ class Search:
                 self._high = load
             if phase == "repeat":  # not sustained: the bracket moves below it
                 below = [p.load for p in self.probes if p.within and p.load < load
-                         and all(q.within for q in self.probes if q.load == p.load)]
+                         and all(q.within for q in self.probes
+                                 if q.load == p.load and q.phase != UNPROVEN)]
                 self._low = max(below) if below else None
 
     def outcome(self) -> SearchOutcome:

@@ -168,15 +168,17 @@ class CapacitySearch:
             return None
         return self.ceiling / (1.0 + self.precision_pct / 200.0)
 
-    def record(self, load: float, within: bool, over: dict[str, tuple[int, int]]) -> None:
+    def record(self, load: float, within: bool, over: dict[str, tuple[int, int]],
+               unproven: bool = False) -> None:
         """The verdict of the round asked by the last ``next()`` and, per limit key, its
-        (requests over the limit, requests judged)."""
+        (requests over the limit, requests judged); ``unproven``: as the bracket's
+        (measure/slosearch.Search.record)."""
         if self._pending is None or self._pending[0] != load:
             raise ValueError(f"load {load} was not asked (pending: {self._pending})")
         phase = self._pending[1]
         self._pending = None
         if phase != "refine":
-            self.bracket.record(load, within)
+            self.bracket.record(load, within, unproven)
         self.rounds.append(Probe(load, phase, within))
         for key in self.limits:
             k, n = over.get(key, (0, 0))

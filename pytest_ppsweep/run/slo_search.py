@@ -314,7 +314,8 @@ class SloSearch:
             _append(self.ctx.store, probe_row(self.ctx.store.run_id, self.ctx.sweep.gpu_hour_usd,
                                               booted, workload, slo, k, phase, load, spec, conc,
                                               result, verdict))
-            search.record(load, verdict.within, dict(verdict.over))
+            search.record(load, verdict.within, dict(verdict.over),
+                          unproven=bool(verdict.unproven) and not verdict.overloaded)
             self.ctx.progress(f"{cfg.id}: {what}: {'within' if verdict.within else 'outside'} the "
                           f"SLO ({slo.text()})" + ("" if verdict.within else
                                                     f": {'; '.join(verdict.reasons)}"))

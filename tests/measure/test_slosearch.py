@@ -99,3 +99,33 @@ def test_both_ends_of_the_bracket_are_confirmed() -> None:
     out = drive(flaky, noisy)
     assert not out.high_confirmed and (out.high_outside, out.high_rounds) == (1, 2)
     assert "upper end 1/2 outside" in out.text()
+
+
+def test_an_unproven_first_probe_at_the_minimum_is_measured_again_before_none_within() -> None:
+    """The minimum's first probe is the smallest that can prove the SLO: one stalled request of
+    its few leaves it unproven, which is no proof that nothing is within. It is measured once
+    more (a search probe spent) before the search concludes "none within from the minimum";
+    its own verdict is neither an end of the bracket nor a failed repeat. Proven outside, or
+    unproven again, the search stops below the minimum as before."""
+    search = Search(1.0, 9.0, precision=0.5, max_probes=8, repeats=3)
+    for n in range(200):
+        step = search.next()
+        if step is None:
+            break
+        load, within = step[0], step[0] <= 4.3
+        search.record(load, within and n > 0, unproven=n == 0)
+    out = search.outcome()
+    assert [p.phase for p in search.probes][:2] == ["unproven", "search"]
+    assert [p.load for p in search.probes][:3] == [1.0, 1.0, 9.0]
+    assert out.low is not None and out.high is not None and out.low <= 4.3 < out.high
+    assert out.confirmed and out.repeats == 3 and out.probes <= 8
+    again = Search(2.0, 8.0, 0.5, 8)
+    for _ in range(2):
+        step = again.next()
+        assert step == (2.0, "search")
+        again.record(2.0, False, unproven=True)
+    assert again.next() is None and again.outcome().status == "below min"
+    assert again.outcome().probes == 2
+    proven = Search(2.0, 8.0, 0.5, 8)
+    proven.record(*(proven.next() or (0.0, ""))[:1], False)
+    assert proven.next() is None and proven.outcome().low is None
