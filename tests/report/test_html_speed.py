@@ -1,7 +1,8 @@
 """Aggregation plus report for 10,000 rounds stays within the 2 s target.
 
-The guard counts this process's CPU time, not the wall clock: on a shared 2-core machine the
-wall clock also counts the time other processes held the core.
+The guard counts this thread's CPU time, not the wall clock: on a shared 2-core machine the
+wall clock also counts the time other processes held the core, and a long test session's
+process time the other threads earlier tests left running (the report is built in this thread).
 benchmarks/bench_report_speed.py measures the wall time on a quiet machine."""
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ def _bench() -> ModuleType:
 def test_ten_thousand_rounds_under_two_seconds(tmp_path: Path) -> None:
     bench = _bench()
     bench.make_run(tmp_path / "bench", 10_000)
-    start = time.process_time()
+    start = time.thread_time()
     path, summary, verdicts, rec = rebuild_report(tmp_path / "bench")
     lines = terminal_summary(summary, verdicts, rec)
-    elapsed = time.process_time() - start
+    elapsed = time.thread_time() - start
     assert elapsed <= bench.TARGET_S, f"{elapsed:.2f} s of CPU"
     assert path.is_file() and len(summary.table) == 100 and len(verdicts) == 100
     assert all(len(line) <= 100 for line in lines)
