@@ -283,3 +283,21 @@ def counter_sum(metrics: str, name: str) -> float | None:
                 continue
             seen = True
     return total if seen else None
+
+
+def json_number(obj: Mapping[str, Any], key: str) -> Any:
+    """``obj[key]`` when it is a number or absent (None); a wrong type raises TypeError (a stream
+    event's or a server info's field, read by every engine and the load generator)."""
+    value = obj.get(key)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise TypeError(f"{key} is {type(value).__name__} {str(value)[:50]!r}, not a number")
+    return value
+
+
+def json_object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` as a JSON object ({} for None); anything else raises TypeError naming ``what``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise TypeError(f"{what} is {type(value).__name__}, not an object")
+    return value

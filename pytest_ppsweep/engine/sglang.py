@@ -23,6 +23,8 @@ from pytest_ppsweep.engine.base import (
     StreamEvent,
     Topology,
     counter_sum,
+    json_number,
+    json_object,
 )
 
 NAME = "sglang"
@@ -164,22 +166,6 @@ _TRACE_PP = re.compile(r"-PP-(\d+)")
 _META_FIELDS = (("prompt_tokens",) * 2, ("cached_tokens",) * 2, ("completion_tokens",) * 2,
                 ("e2e_latency", "server_e2e_latency"),
                 ("first_token_latency", "server_first_token_latency"))
-
-
-def _number(obj: dict[str, Any], key: str) -> Any:
-    """``obj[key]`` when it is a number or absent (None); a wrong type raises TypeError."""
-    value = obj.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise TypeError(f"{key} is {type(value).__name__} {str(value)[:50]!r}, not a number")
-    return value
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise TypeError(f"{what} is {type(value).__name__}, not an object")
-    return value
 
 
 def _int(v: Any) -> int | None:
@@ -328,9 +314,9 @@ class SGLang:
     def stream_event(self, event: dict[str, Any]) -> StreamEvent:
         """Its ``meta_info``: the token counts, the server's latencies, the finish reason (an
         object with ``type`` and ``message``, or a plain value)."""
-        meta = _object(event.get("meta_info"), "meta_info")
+        meta = json_object(event.get("meta_info"), "meta_info")
         fields = {dst: value for src, dst in _META_FIELDS
-                  if (value := _number(meta, src)) is not None}
+                  if (value := json_number(meta, src)) is not None}
         finish = meta.get("finish_reason")
         reason: tuple[Any, Any] | None = None
         if finish:

@@ -29,6 +29,8 @@ from pytest_ppsweep.engine.base import (
     Knobs,
     StreamEvent,
     Topology,
+    json_number,
+    json_object,
 )
 
 NAME = "vllm"
@@ -199,22 +201,6 @@ def _arg(argv: Sequence[str], flag: str) -> str | None:
 
 def _int(v: Any) -> int | None:
     return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _number(obj: Mapping[str, Any], key: str) -> Any:
-    """``obj[key]`` when it is a number or absent (None); a wrong type raises TypeError."""
-    value = obj.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise TypeError(f"{key} is {type(value).__name__} {str(value)[:50]!r}, not a number")
-    return value
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise TypeError(f"{what} is {type(value).__name__}, not an object")
-    return value
 
 
 # ---- what the boot log and /metrics say (the server info vLLM has no endpoint for) ----------
@@ -496,16 +482,16 @@ class VLLM:
         """A completions chunk: text and a finish reason in ``choices[0]`` (``"length"``, with
         ``stop_reason`` as its detail); the token counts in the usage chunk (``choices`` empty).
         Chunks may carry several tokens: counts come from the usage, never from chunks."""
-        usage = _object(event.get("usage"), "usage")
+        usage = json_object(event.get("usage"), "usage")
         fields = {key: value for key in ("prompt_tokens", "completion_tokens")
-                  if (value := _number(usage, key)) is not None}
-        details = _object(usage.get("prompt_tokens_details"), "usage.prompt_tokens_details")
-        if (cached := _number(details, "cached_tokens")) is not None:
+                  if (value := json_number(usage, key)) is not None}
+        details = json_object(usage.get("prompt_tokens_details"), "usage.prompt_tokens_details")
+        if (cached := json_number(details, "cached_tokens")) is not None:
             fields["cached_tokens"] = cached
         choices = event.get("choices") or []
         if not isinstance(choices, list):
             raise TypeError(f"choices is {type(choices).__name__}, not a list")
-        choice = _object(choices[0], "choices[0]") if choices else {}
+        choice = json_object(choices[0], "choices[0]") if choices else {}
         finish = choice.get("finish_reason")
         reason = (finish, choice.get("stop_reason")) if finish else None
         return StreamEvent(fields, reason, bool(choice.get("text")))

@@ -60,7 +60,7 @@ from typing import Any
 
 import aiohttp
 
-from pytest_ppsweep.engine.base import Engine
+from pytest_ppsweep.engine.base import Engine, json_number, json_object
 from pytest_ppsweep.engine.engines import engine_of
 from pytest_ppsweep.measure.arrivals import schedule
 from pytest_ppsweep.measure.completion import WRONG_OUTPUT, request_problem
@@ -160,28 +160,12 @@ def _feed(rec: dict[str, Any], payload: bytes, api: str, engine: Engine | None =
         raise _Fail("bad stream", f"unexpected event ({exc}): {payload[:200]!r}") from None
 
 
-def _number(obj: dict[str, Any], key: str) -> Any:
-    """``obj[key]`` when it is a number or absent (None); a wrong type is a bad stream."""
-    value = obj.get(key)
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-        raise TypeError(f"{key} is {type(value).__name__} {str(value)[:50]!r}, not a number")
-    return value
-
-
 def _finish(rec: dict[str, Any], kind: Any, detail: Any) -> None:
     if not isinstance(kind, str):
         raise TypeError(f"finish_reason is {type(kind).__name__}, not a string")
     if kind == "abort":
         raise _Fail("aborted", f"aborted: {str(detail)[:500]}")
     rec["finish_reason"] = kind
-
-
-def _object(value: Any, what: str) -> dict[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise TypeError(f"{what} is {type(value).__name__}, not an object")
-    return value
 
 
 def _feed_generate(rec: dict[str, Any], obj: dict[str, Any], engine: Engine) -> bool:
@@ -203,17 +187,17 @@ def _feed_completions(rec: dict[str, Any], obj: dict[str, Any]) -> bool:
         raise TypeError(f"choices is {type(choices).__name__}, not a list")
     output = False
     for choice in choices:
-        output = output or bool(_object(choice, "a choice").get("text"))
-        reason = _object(choice, "a choice").get("finish_reason")
+        output = output or bool(json_object(choice, "a choice").get("text"))
+        reason = json_object(choice, "a choice").get("finish_reason")
         if reason:
             _finish(rec, reason, "finish_reason abort")
-    usage = _object(obj.get("usage"), "usage")
+    usage = json_object(obj.get("usage"), "usage")
     for key in ("prompt_tokens", "completion_tokens"):
-        value = _number(usage, key)
+        value = json_number(usage, key)
         if value is not None:
             rec[key] = value
-    details = _object(usage.get("prompt_tokens_details"), "prompt_tokens_details")
-    cached = _number(details, "cached_tokens")
+    details = json_object(usage.get("prompt_tokens_details"), "prompt_tokens_details")
+    cached = json_number(details, "cached_tokens")
     if cached is not None:
         rec["cached_tokens"] = cached
     return output
