@@ -38,9 +38,40 @@ unset PYTHONDONTWRITEBYTECODE
 export PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-} -p no:hypothesispytest"
 # -rfEs: every failure, error and skip is listed with its reason at the very end of the output, where
 # a CI log's tail shows it (a skip must never pass unseen; a failure's name must not scroll away).
+#
+# The suite runs as two halves side by side (tests/support/halves.py): the machine half (real
+# engines, the namespace test hosts, the test Slurm) here, and every other test in network, PID
+# and mount namespaces of its own, where its loopback ports, its processes and its cluster claims
+# cannot meet the machine half's. Most of a test's wall time is waiting (an emulated sweep sleeps
+# through its emulated time; a boot polls), so the two halves overlap on 2 cores. The private
+# half's output goes to a file, printed whole once both are done; each half ends with its own
+# summary of failures, errors and skips. Without root or unshare the suite runs as one.
 set +e
-.venv/bin/python -m pytest tests -rfEs --durations=30 "$@"
-rc=$?
+PYTEST=(.venv/bin/python -m pytest tests -rfEs --durations=30 -p no:cacheprovider "$@")
+if [ "$(id -u)" = 0 ] && unshare --mount --net --pid --fork --mount-proc true 2>/dev/null; then
+    PRIVATE_LOG=$(mktemp -t ppsweep-private-half.XXXXXX)
+    echo "[test env] the private half runs in namespaces of its own; its output follows the" \
+         "machine half's ($PRIVATE_LOG)"
+    PPSWEEP_TEST_HALF=private unshare --mount --net --pid --fork --mount-proc --kill-child \
+        bash -c 'ip link set lo up && mkdir -p /tmp/ppsweep-claims &&
+                 mount -t tmpfs -o mode=0777 tmpfs /tmp/ppsweep-claims &&
+                 bash scripts/reserve_test_ports.sh && exec python3 scripts/lib/reaper.py "$@"' private-half "${PYTEST[@]}" \
+        >"$PRIVATE_LOG" 2>&1 &
+    PRIVATE_PID=$!
+    PPSWEEP_TEST_HALF=machine "${PYTEST[@]}"
+    rc=$?
+    wait "$PRIVATE_PID"
+    private_rc=$?
+    echo
+    echo "================ the private half (tests/support/halves.py), exit $private_rc ================"
+    cat "$PRIVATE_LOG"
+    rm -f "$PRIVATE_LOG"
+    echo "[test env] machine half exit $rc, private half exit $private_rc"
+    [ "$rc" -ne 0 ] || rc=$private_rc
+else
+    "${PYTEST[@]}"
+    rc=$?
+fi
 # A provisioning that failed fails the run, with its log, even where the tests that need it
 # skipped for it.
 if ! wait "$PROVISION_PID"; then

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 from support.paths import DATA
 
-# shared_fixtures: the session fixtures of several folders (sglang_cpu, test_hosts)
-pytest_plugins = ["pytester", "support.shared_fixtures"]
+# shared_fixtures: the session fixtures of several folders (sglang_cpu, test_hosts); halves: the
+# suite's machine and private halves, which scripts/test.sh runs side by side
+pytest_plugins = ["pytester", "support.shared_fixtures", "support.halves"]
 
 # A suite started as a background job (`cmd &` in a script) inherits SIGINT ignored, and every
 # sweep it starts would too (an ignored signal stays ignored across exec): its Ctrl-C tests could

@@ -144,7 +144,9 @@ def test_result_lines_read_back() -> None:
         Result("a|b", "1").line()
 
 
-@pytest.mark.parametrize("name", sorted(SMOKES))
+@pytest.mark.parametrize("name", [  # one that needs a shared thing runs in the machine half
+    pytest.param(n, marks=[pytest.mark.machine] if SMOKES[n].needs else [])
+    for n in sorted(SMOKES)])
 def test_benchmark_smoke(name: str, request: pytest.FixtureRequest) -> None:
     smoke = SMOKES[name]
     env = dict(os.environ)

@@ -27,6 +27,8 @@ from pytest_ppsweep.folder.runfolder import RunStore
 from pytest_ppsweep.matrix.commspec import CommSpec
 from pytest_ppsweep.matrix.parse import load
 
+pytestmark = pytest.mark.machine  # torch's gloo from the provisioned SGLang environment
+
 CPU = REPO / "test_matrix" / "cpu.toml"
 HOSTS = [f"127.0.42.{21 + i}" for i in range(4)]
 COMM = """

@@ -64,6 +64,7 @@ def test_chaos_emulator(emulator_cells: dict[str, Result], fault: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.machine  # real SGLang, provisioned by its own call
 @pytest.mark.parametrize("fault", sorted({f for g in SGLANG_CI for f in g}))
 def test_chaos_real_sglang(sglang_cells: dict[str, Result], fault: str) -> None:
     check_cell(sglang_cells[fault])

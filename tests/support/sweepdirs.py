@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from support.halves import half
 from support.matrices import CONFIGS, small_matrix
 from support.paths import sweep_folder
 from support.processes import kill_sim_ranks_on
@@ -28,7 +29,7 @@ def sweep_dir(
         **extra: str,
     ) -> Path:
         n = next(counter)
-        port = 31000 + (os.getpid() % 200) * 10 + n
+        port = _port_base() + (os.getpid() % 200) * 10 + n
         ports.append(port)
         text = small_matrix(
             configs,
@@ -47,6 +48,13 @@ def sweep_dir(
 
 
 PORTS_KEY = pytest.StashKey[list[int]]()
+
+
+def _port_base() -> int:
+    """31000, or 25000 in the machine half (support.halves): that half sees every process of
+    the machine, the private half's too, and finds leftover ranks by their ``--port``; no test of
+    the private half uses 25000-26999."""
+    return 25000 if half() == "machine" else 31000
 
 
 @pytest.fixture
