@@ -44,6 +44,7 @@ from typing import Any
 
 from pytest_ppsweep.engine.base import Engine
 from pytest_ppsweep.engine.engines import ENGINES, engine_of
+from pytest_ppsweep.matrix.deployment import PD_ROLES
 from pytest_ppsweep.matrix.model import Config
 from pytest_ppsweep.matrix.schema import (
     INT_LIMIT,
@@ -400,18 +401,30 @@ def workload_names(top: Reader) -> list[str]:
 
 def distinguish(first: Config, second: Config) -> tuple[Config, Config] | None:
     """Two ``[[configs]]`` of one layout that differ in their own server flags or env (say
-    only ``moe_a2a_backend``): each named by the values it sets that the other does not share
-    (``pp8-tp4-ep4`` and ``pp8-tp4-ep4-a2a_deepep``); None when they do not differ."""
+    only ``moe_a2a_backend``), or, for a P/D layout, in one role's server flags: each named by
+    the values it sets that the other does not share (``pp8-tp4-ep4`` and
+    ``pp8-tp4-ep4-a2a_deepep``; ``p1-tp8-d1-tp8`` and ``p1-tp8-d1-tp8-prefill_chunk4k``); None
+    when they do not differ."""
 
     def tags(a: Config, b: Config) -> tuple[str, ...]:
         out = [axis_tag(Axis(k, "server", (), None), v) for k, v in a.server.items()
                if k not in b.server or not _same(b.server[k], v)]
         out += [axis_tag(Axis(k, "env", (), None), v) for k, v in a.env.items()
                 if k not in b.env or b.env[k] != v]
+        for role in PD_ROLES:  # a parsed role's servers share one flags table: the first's
+            mine, theirs = _role_flags(a, role), _role_flags(b, role)
+            out += [f"{role}_{axis_tag(Axis(k, 'server', (), None), v)}"
+                    for k, v in mine.items() if k not in theirs or not _same(theirs[k], v)]
         return (*a.tags, *out)
 
     one, two = replace(first, tags=tags(first, second)), replace(second, tags=tags(second, first))
     return None if one.id == two.id else (one, two)
+
+
+def _role_flags(config: Config, role: str) -> Mapping[str, Any]:
+    """The server flags of ``config``'s first ``role`` server ({} for a layout without one)."""
+    groups = config.deployed.role_groups(role) if config.deployed is not None else ()
+    return groups[0].flags if groups else {}
 
 
 def rewrite_ep(configs: Sequence[Config], server: Mapping[str, Any],

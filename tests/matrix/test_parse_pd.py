@@ -201,3 +201,31 @@ def test_a_server_axis_reaches_every_group_unless_a_role_sets_it(tmp_path: Path)
                                             "[workload]")
     assert "key 'configs[1].decode.server.max_running_requests': expected a flag that is not " \
            "also an axis (axes.max_running_requests), found 128" in text
+
+
+ONE_ONE = """[[configs]]
+[configs.prefill]
+pp = 2
+tp = 4
+[configs.prefill.server]
+chunked_prefill_size = 16384
+[configs.decode]
+tp = 8
+nodes = 2
+[configs.decode.server]
+max_running_requests = 128
+"""
+
+
+def test_two_pd_layouts_that_differ_in_one_roles_flags_are_named_by_them(tmp_path: Path) -> None:
+    # the 1P1D layout again with its prefill server's chunk halved: the same shapes, so the
+    # second is told apart by the role and the flag it sets, and the first by its own value
+    other = ONE_ONE.replace("chunked_prefill_size = 16384", "chunked_prefill_size = 8192")
+    ids = [c.id for c in load(_edited(tmp_path, ONE_ONE, ONE_ONE + "\n" + other)).configs]
+    assert ids == ["pp2-tp8-ep4", "p1-pp2tp4ep4-d1-tp8ep4-prefill_chunk16k",
+                   "p1-pp2tp4ep4-d1-tp8ep4-prefill_chunk8k", "p1-tp8ep8-d2-tp4ep4"]
+
+
+def test_two_pd_layouts_that_do_not_differ_are_refused_as_duplicates(tmp_path: Path) -> None:
+    text = _refused(tmp_path, ONE_ONE, ONE_ONE + "\n" + ONE_ONE)
+    assert "duplicate configuration p1-pp2tp4ep4-d1-tp8ep4" in text, text
