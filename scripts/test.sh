@@ -58,14 +58,18 @@ if [ "$(id -u)" = 0 ] && unshare --mount --net --pid --fork --mount-proc true 2>
                  bash scripts/reserve_test_ports.sh && exec python3 scripts/lib/reaper.py "$@"' private-half "${PYTEST[@]}" \
         >"$PRIVATE_LOG" 2>&1 &
     PRIVATE_PID=$!
-    PPSWEEP_TEST_HALF=machine "${PYTEST[@]}"
-    rc=$?
+    MACHINE_LOG=$(mktemp -t ppsweep-machine-half.XXXXXX)
+    PPSWEEP_TEST_HALF=machine "${PYTEST[@]}" 2>&1 | tee "$MACHINE_LOG"
+    rc=${PIPESTATUS[0]}
     wait "$PRIVATE_PID"
     private_rc=$?
     echo
     echo "================ the private half (tests/support/halves.py), exit $private_rc ================"
     cat "$PRIVATE_LOG"
-    rm -f "$PRIVATE_LOG"
+    # Both halves' lists of failures, errors and skips last, where a CI log's tail shows them.
+    echo "================ the machine half's summary again, exit $rc ================"
+    sed -n '/short test summary info/,$p' "$MACHINE_LOG"
+    rm -f "$PRIVATE_LOG" "$MACHINE_LOG"
     echo "[test env] machine half exit $rc, private half exit $private_rc"
     [ "$rc" -ne 0 ] || rc=$private_rc
 else
