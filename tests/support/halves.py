@@ -10,9 +10,9 @@ emulated sweep sleeps through its emulated time, a boot polls) overlap the other
 * ``private``: every other test, started by scripts/test.sh inside network, PID and mount
   namespaces of its own (``unshare``): its loopback addresses and ports, the processes it can
   see (and kill) and its cluster claims (a tmpfs on /tmp/ppsweep-claims) are its own, so
-  nothing it starts can meet what the machine half starts. Its emulated sweeps' ports are a
-  range of their own too (support.sweepdirs), because the machine half sees every process of
-  the machine and finds leftover ranks by their ``--port``.
+  nothing it starts can meet what the machine half starts. The machine half's emulated
+  sweeps take ports no private test uses (25000-26999, support.sweepdirs): that half sees every
+  process of the machine, the private half's too, and finds leftover ranks by their ``--port``.
 
 ``PPSWEEP_TEST_HALF=machine|private`` selects one half; unset, a run holds every test (a
 developer running one file or folder).
