@@ -1,4 +1,4 @@
-"""Bisection on the emulator: eight images, the sixth slowed by 5 % (and every one after it,
+"""Bisection on the emulator: eight images, the sixth slowed by 10 % (and every one after it,
 as a regression stays): ``bisect`` finds it in three gate runs, the good and the bad image's
 runs reused from the history."""
 
@@ -16,8 +16,11 @@ IMAGES = [f"reg/sglang:v{i}" for i in range(1, 9)]
 FIRST_BAD = 5  # reg/sglang:v6
 # One layout, C=4, three repeats of 12 requests of 16k tokens at time scale 25, on a profile
 # that boots in seconds: each round lasts over a second of real time, so the real-time noise of
-# a loaded 2-core machine stays under the 5 % slowdown (at time scale 100-200, rounds of 0.2-0.5
-# s read 12-23 % noise there, and the gate rightly called 5 % "within noise").
+# a loaded 2-core machine stays under the slowdown (at time scale 100-200, rounds of 0.2-0.5 s
+# read 12-23 % noise there, and the gate rightly called 5 % "within noise"). The slowdown is
+# 10 % against a 5 % threshold: with one core kept busy beside the suite, one run of an
+# unchanged image read 3.7 % below another (the load moved between the two runs; each run's
+# own rounds agreed within 1 %), which a 2 % threshold called a regression.
 EDITS = {
     "input_len = 4096": "input_len = 16384",
     "num_requests = 6": "num_requests = 12",
@@ -25,7 +28,7 @@ EDITS = {
     "repeats = 2": "repeats = 3",
     # sim/launch/settings.py: the image each rank stands for, and the images that regressed
     "PPSWEEP_SIM_TIME_SCALE =": 'PPSWEEP_SIM_IMAGE = "{image}", PPSWEEP_SIM_IMAGE_SLOWDOWN = "'
-    + ",".join(f"{i}=1.05" for i in IMAGES[FIRST_BAD:]) + '", PPSWEEP_SIM_TIME_SCALE =',
+    + ",".join(f"{i}=1.10" for i in IMAGES[FIRST_BAD:]) + '", PPSWEEP_SIM_TIME_SCALE =',
 }
 ONE = "\n[[configs]]\npp = 4\ntp = 8\n"
 # [boot] of the shipped profile cut to seconds (the bisection is about rounds, not boots)
@@ -42,7 +45,7 @@ def fast_boot_profile(tmp_path: Path) -> Path:
     path = tmp_path / "fast-boot.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
-GATE = ("--threshold", "input_tps:-2%", "--threshold", "ttft_p50:+50%")
+GATE = ("--threshold", "input_tps:-5%", "--threshold", "ttft_p50:+50%")
 
 
 def test_bisect_finds_the_first_slow_image_in_three_gate_runs(
