@@ -69,8 +69,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     want = half()
     if want is None:
         return
-    keep = [i for i in items if half_of(i) == want]
-    drop = [i for i in items if half_of(i) != want]
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:  # each item's half decided once
+        (keep if half_of(item) == want else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
